@@ -1,0 +1,1 @@
+//! The `clima_artifact!` proc macro (to be written).

@@ -1,0 +1,31 @@
+//! Julia-compatible `Artifacts.toml` and `Overrides.toml` parsing, shared by the clima-artifacts
+//! proc macro, build-support, runtime and CLI.
+//!
+//! This crate does no network I/O and pulls in no HTTP or TLS code, so the proc macro can depend
+//! on it cheaply.
+//!
+//! Module map:
+//! - [`hash`]: [`GitTreeSha1`] and [`Sha256`] digests.
+//! - [`manifest`]: [`Manifest`] (an `Artifacts.toml`) and its entries.
+//! - [`platform`]: [`Platform`] tags, the host platform, and selection among `[[name]]` entries.
+//! - [`overrides`]: one depot's `Overrides.toml`.
+//! - [`error`]: [`ManifestError`] with file, line, column and artifact name.
+//! - [`validate`]: non-fatal [`Warning`]s for build scripts (missing license, `http://` URLs, ...).
+//! - [`metadata`]: the documented provenance keys (`license`, `citation`, `doi`, ...).
+
+pub mod error;
+pub mod hash;
+pub mod manifest;
+pub mod metadata;
+pub mod overrides;
+pub mod platform;
+pub mod validate;
+
+pub use error::{ManifestError, ManifestErrorKind};
+pub use hash::{GitTreeSha1, HexError, Sha256};
+pub use manifest::{
+    ArtifactEntry, ArtifactVariant, Download, Manifest, SubPathError, split_name_and_subpath,
+};
+pub use overrides::{OverrideEntry, OverrideTarget, OverridesFile};
+pub use platform::{Platform, SelectError};
+pub use validate::Warning;

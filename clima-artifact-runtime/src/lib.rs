@@ -1,0 +1,41 @@
+//! # clima-artifact-runtime
+//!
+//! Verified, content-addressed input datasets ("artifacts") for Rust models, in Julia's format
+//! (`Artifacts.toml`, `Overrides.toml`, depots of `artifacts/<git-tree-sha1>/`).
+//!
+//! Module map (where things happen):
+//! - [`artifacts`]: the public entry point [`Artifacts`] (load a manifest, `ensure_installed`, queries).
+//! - [`config`]: [`Config`] from environment variables (depots, offline mode, timeouts, caps).
+//! - [`depot`]: depot list, lookups across depots, override resolution.
+//! - [`install`]: the one-pass install pipeline (source -> sha256 -> decompress -> tar -> temp dir -> rename).
+//! - [`download`]: opening sources (`http(s)://`, `file://`, paths), retries, timeouts, proxies.
+//! - [`extract`]: safe tar extraction that hashes every blob while writing it.
+//! - [`tree_hash`]: git tree SHA-1 of a directory.
+//! - [`locked_file`]: per-artifact lock files between processes.
+//! - [`context`]: the communication context (serial [`Singleton`], MPI behind the `mpi` feature).
+//! - [`registry`] and [`report`]: provenance of every access and the end-of-run report.
+//! - [`inventory`]: artifacts declared by `clima_artifact!` call sites in this binary.
+
+pub mod artifacts;
+pub mod config;
+pub mod context;
+pub mod depot;
+pub mod download;
+pub mod error;
+pub mod extract;
+pub mod install;
+pub mod inventory;
+pub mod locked_file;
+pub mod registry;
+pub mod report;
+pub mod tree_hash;
+
+#[doc(hidden)]
+pub mod __private;
+
+pub use artifacts::Artifacts;
+pub use clima_artifact_manifest as manifest;
+pub use clima_artifact_manifest::{GitTreeSha1, Sha256};
+pub use config::Config;
+pub use context::{Context, Singleton};
+pub use error::Error;

@@ -1,0 +1,2 @@
+//! The `clima-artifacts` command-line tool (to be written).
+fn main() {}

@@ -1,0 +1,2 @@
+//! Quickstart model (to be written).
+fn main() {}
