@@ -1,2 +1,40 @@
-//! Provenance metadata keys recognised in artifact entries (Julia ignores extra keys in table
-//! entries, so these are compatible). Filled in by the provenance work.
+//! Provenance metadata keys recognised in artifact entries.
+//!
+//! Julia ignores extra keys in `[name]` table entries, so these keys keep a manifest loadable by
+//! Julia. (In `[[name]]` platform entries Julia would read extra string keys as platform tags;
+//! build-support warns about that.) All are optional strings:
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `description` | one line saying what the dataset is |
+//! | `version` | the dataset's own version or release |
+//! | `license` | an SPDX license expression, e.g. `CC-BY-4.0` |
+//! | `acknowledgement` | text to paste into a paper's acknowledgements |
+//! | `citation` | human-readable reference |
+//! | `doi` | DOI of the dataset or paper, e.g. `10.5194/essd-13-4349-2021` |
+//! | `bibtex` | a raw BibTeX entry |
+//! | `source` | URL of the original data |
+//! | `maintainer` | who to contact about this artifact |
+
+/// One line saying what the dataset is.
+pub const DESCRIPTION: &str = "description";
+/// The dataset's own version or release.
+pub const VERSION: &str = "version";
+/// An SPDX license expression.
+pub const LICENSE: &str = "license";
+/// Text to paste into a paper's acknowledgements.
+pub const ACKNOWLEDGEMENT: &str = "acknowledgement";
+/// Human-readable reference.
+pub const CITATION: &str = "citation";
+/// DOI of the dataset or its paper.
+pub const DOI: &str = "doi";
+/// A raw BibTeX entry.
+pub const BIBTEX: &str = "bibtex";
+/// URL of the original data.
+pub const SOURCE: &str = "source";
+/// Who to contact about this artifact.
+pub const MAINTAINER: &str = "maintainer";
+
+/// Every recognised provenance key, in the order reports show them.
+pub const KEYS: [&str; 9] =
+    [DESCRIPTION, VERSION, LICENSE, ACKNOWLEDGEMENT, CITATION, DOI, BIBTEX, SOURCE, MAINTAINER];
