@@ -393,7 +393,7 @@ impl Manifest {
     ///
     /// Returns the first error; [`Manifest::parse_all`] returns all of them.
     pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
-        Self::parse_all(text, path).map_err(|mut errors| errors.swap_remove(0))
+        Self::parse_all(text, path).map_err(crate::error::first)
     }
 
     /// Parses manifest text, collecting every error (never an empty list) so a build script can
@@ -482,7 +482,7 @@ impl Manifest {
 
     /// Reads and parses a manifest file.
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-        Self::load_all(path).map_err(|mut errors| errors.swap_remove(0))
+        Self::load_all(path).map_err(crate::error::first)
     }
 
     /// Reads and parses a manifest file, collecting every error (see [`Manifest::parse_all`]).
