@@ -163,11 +163,10 @@ impl Platform {
     /// Whether a manifest variant with these tags can run on `self` (the host): every tag present
     /// on both sides is equal (ignoring ASCII case).
     pub fn matches(&self, variant: &Platform) -> bool {
-        variant.tags.iter().all(|(k, v)| {
-            self.tags
-                .get(k)
-                .is_none_or(|mine| mine.eq_ignore_ascii_case(v))
-        })
+        variant
+            .tags
+            .iter()
+            .all(|(k, v)| self.tags.get(k).is_none_or(|mine| same_value(mine, v)))
     }
 
     /// How many tags `self` and `other` both have with equal values: the preference among
@@ -187,6 +186,28 @@ impl Platform {
     /// The value of tag `key`, if present.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.tags.get(key).map(String::as_str)
+    }
+}
+
+/// Tag values are equal ignoring ASCII case; dotted numeric versions are compared up to the
+/// shorter one (`5` equals `5.0.0`, `4.0.0` does not).
+fn same_value(a: &str, b: &str) -> bool {
+    if a.eq_ignore_ascii_case(b) {
+        return true;
+    }
+    fn numeric(s: &str) -> Option<Vec<&str>> {
+        let parts: Vec<&str> = s.split('.').collect();
+        parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
+            .then_some(parts)
+    }
+    match (numeric(a), numeric(b)) {
+        (Some(x), Some(y)) => x
+            .iter()
+            .zip(&y)
+            .all(|(p, q)| p.trim_start_matches('0') == q.trim_start_matches('0')),
+        _ => false,
     }
 }
 
