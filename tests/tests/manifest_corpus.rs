@@ -112,6 +112,15 @@ fn platform_variants_and_host_selection() {
             .url
             .contains("x86_64-linux-gnu-libgfortran4")
     );
+    // A major version alone selects the matching `x.0.0` variant.
+    let mut gf5 = linux.clone();
+    gf5.apply_tags("libgfortran_version=5").unwrap();
+    let chosen = m.select("OpenBLAS", &gf5).unwrap();
+    assert!(
+        chosen.downloads[0]
+            .url
+            .contains("x86_64-linux-gnu-libgfortran5")
+    );
 
     let e = m
         .select(
