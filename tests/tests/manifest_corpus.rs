@@ -100,6 +100,21 @@ fn platform_variants_and_host_selection() {
     assert_eq!(tags.get("os"), Some("linux"));
     assert_eq!(tags.get("arch"), Some("x86_64"));
     assert_eq!(tags.get("libc"), Some("glibc"));
+    // Not the `sanitize = "memory"` build listed after it: sanitizer builds are opt-in.
+    assert_eq!(tags.get("sanitize"), None);
+    assert!(
+        chosen.downloads[0]
+            .url
+            .ends_with("x86_64-linux-gnu-libgfortran5.tar.gz")
+    );
+    let mut sanitized = linux.clone();
+    sanitized.apply_tags("sanitize=memory").unwrap();
+    let chosen = m.select("OpenBLAS", &sanitized).unwrap();
+    assert!(
+        chosen.downloads[0]
+            .url
+            .ends_with("x86_64-linux-gnu-sanitize+memory.tar.gz")
+    );
     let mut gf4 = linux.clone();
     gf4.apply_tags("libgfortran_version=4.0.0").unwrap();
     let chosen = m.select("OpenBLAS", &gf4).unwrap();
