@@ -258,3 +258,41 @@ fn truncated_corpus_files_error_cleanly() {
         }
     }
 }
+
+#[test]
+fn mutated_corpus_files_never_panic() {
+    // A deterministic poor man's fuzzer (the cargo-fuzz targets go further): overwrite a few
+    // bytes of real files with TOML punctuation and parse as a manifest and as overrides.
+    let Some(dir) = corpus() else { return };
+    const ALPHABET: &[u8] = b"[]{}\"'=.,#\n \\0123456789abcdef-+:ux";
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize
+    };
+    for file in [
+        "JuliaLang__Pkg.jl__ArtifactOverrideLoading.toml",
+        "CliMA__ClimaArtifacts__clm_data.toml",
+        "0x0f0f0f__Tectonic.jl.toml",
+    ] {
+        let original = std::fs::read(dir.join(file)).unwrap();
+        let original = &original[..original.len().min(3000)];
+        for _ in 0..1500 {
+            let mut bytes = original.to_vec();
+            for _ in 0..1 + next() % 4 {
+                let at = next() % bytes.len();
+                bytes[at] = ALPHABET[next() % ALPHABET.len()];
+            }
+            let Ok(text) = String::from_utf8(bytes) else {
+                continue;
+            };
+            let path = Path::new(file);
+            if let Err(errors) = Manifest::parse_all(&text, path) {
+                assert!(!errors.is_empty());
+            }
+            let _ = clima_artifact_manifest::OverridesFile::parse_all(&text, path);
+        }
+    }
+}
