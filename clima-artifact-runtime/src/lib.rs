@@ -15,6 +15,7 @@
 //! - [`context`]: the communication context (serial [`Singleton`], MPI behind the `mpi` feature).
 //! - [`registry`] and [`report`]: provenance of every access and the end-of-run report.
 //! - [`inventory`]: artifacts declared by `clima_artifact!` call sites in this binary.
+//! - [`clima_artifact!`]: an artifact path checked against `Artifacts.toml` at compile time.
 
 pub mod artifacts;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod extract;
 pub mod install;
 pub mod inventory;
 pub mod locked_file;
+mod macros;
 pub mod registry;
 pub mod report;
 pub mod tree_hash;
@@ -39,3 +41,4 @@ pub use clima_artifact_manifest::{GitTreeSha1, Sha256};
 pub use config::Config;
 pub use context::{Context, Singleton};
 pub use error::Error;
+pub use macros::set_macro_config;
