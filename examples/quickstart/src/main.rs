@@ -236,8 +236,18 @@ fn report_dataset(name: &str, state: &str, path: &Path) {
     println!("  {name:<20} {state}: {}", path.display());
 }
 
+/// `--report-dir DIR`, else `target/quickstart-provenance`.
+fn report_dir(target: &Path) -> Result<PathBuf> {
+    let mut args = std::env::args().skip(1);
+    match (args.next().as_deref(), args.next()) {
+        (None, _) => Ok(target.join("quickstart-provenance")),
+        (Some("--report-dir"), Some(dir)) => Ok(PathBuf::from(dir)),
+        _ => Err("usage: quickstart [--report-dir DIR]".into()),
+    }
+}
+
 fn write_provenance(target: &Path) -> Result<()> {
-    let dir = target.join("quickstart-provenance");
+    let dir = report_dir(target)?;
     std::fs::create_dir_all(&dir)?;
     println!("\nprovenance report: (written once the provenance API lands) {}", dir.display());
     Ok(())
