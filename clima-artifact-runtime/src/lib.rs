@@ -42,3 +42,5 @@ pub use config::Config;
 pub use context::{Context, Singleton};
 pub use error::Error;
 pub use macros::set_macro_config;
+pub use registry::{AccessEvent, ArtifactRecord};
+pub use report::{Report, ReportGuard, report};
