@@ -12,7 +12,8 @@
 //! - [`extract`]: safe tar extraction that hashes every blob while writing it.
 //! - [`tree_hash`]: git tree SHA-1 of a directory.
 //! - [`locked_file`]: per-artifact lock files between processes.
-//! - [`context`]: the communication context (serial [`Singleton`], MPI behind the `mpi` feature).
+//! - [`context`]: the communication context (serial [`Singleton`], MPI behind the `mpi` feature:
+//!   `mpi_context::MpiContext`). Calls with a context are collective.
 //! - [`registry`] and [`report`]: provenance of every access and the end-of-run report.
 //! - [`inventory`]: artifacts declared by `clima_artifact!` call sites in this binary.
 
@@ -26,6 +27,8 @@ pub mod extract;
 pub mod install;
 pub mod inventory;
 pub mod locked_file;
+#[cfg(feature = "mpi")]
+pub mod mpi_context;
 pub mod registry;
 pub mod report;
 pub mod tree_hash;
@@ -38,4 +41,8 @@ pub use clima_artifact_manifest as manifest;
 pub use clima_artifact_manifest::{GitTreeSha1, Sha256};
 pub use config::Config;
 pub use context::{Context, Singleton};
+#[cfg(feature = "mpi")]
+pub use ::mpi;
+#[cfg(feature = "mpi")]
+pub use mpi_context::MpiContext;
 pub use error::Error;
