@@ -233,8 +233,12 @@ impl Context for MpiContext {
 
         let mut out: Option<Vec<Vec<u8>>> =
             (self.rank == 0).then(|| lens.iter().map(|&l| Vec::with_capacity(l)).collect());
+        let spare = [0_u8; 1];
         for round in 0..rounds {
             let mine = &data[range(round, data.len())];
+            // An empty `Vec<u8>`'s dangling pointer is 0x1, which OpenMPI reads as
+            // `MPI_IN_PLACE`: send empty pieces from a real address instead.
+            let mine = if mine.is_empty() { &spare[..0] } else { mine };
             match out.as_mut() {
                 Some(out) => {
                     let counts: Vec<i32> =
