@@ -46,3 +46,5 @@ pub use ::mpi;
 #[cfg(feature = "mpi")]
 pub use mpi_context::MpiContext;
 pub use error::Error;
+pub use registry::{AccessEvent, ArtifactRecord};
+pub use report::{Report, ReportGuard, report};
