@@ -164,7 +164,8 @@ pub fn ensure_collective_at(
     call_site: Option<(&'static str, u32)>,
     config: &Config,
 ) -> Result<Installed, Error> {
-    let installed = ensure_collective_unrecorded(ctx, name, variant, manifest, config)?;
+    let manifest_dir = manifest.parent().unwrap_or(Path::new("."));
+    let installed = ensure_collective_unrecorded(ctx, name, variant, manifest_dir, config)?;
     registry::record(AccessEvent {
         name: name.to_owned(),
         hash: variant.git_tree_sha1,
@@ -178,17 +179,15 @@ pub fn ensure_collective_at(
     Ok(installed)
 }
 
-/// The collective protocol without the registry record (for callers that record themselves).
-/// Same collective semantics as [`ensure_collective`]; `manifest` is the manifest file (its
-/// folder resolves relative download paths).
+/// [`ensure_collective`] without the registry record, for callers that record the access
+/// themselves (the `clima_artifact!` resolver). Same collective semantics.
 pub fn ensure_collective_unrecorded(
     ctx: &dyn Context,
     name: &str,
     variant: &ArtifactVariant,
-    manifest: &Path,
+    manifest_dir: &Path,
     config: &Config,
 ) -> Result<Installed, Error> {
-    let manifest_dir = manifest.parent().unwrap_or(Path::new("."));
     match node_local_depot(config) {
         None => {
             // Steps 1-3 on the whole context; the misuse verdict travels with the outcome.
@@ -535,13 +534,20 @@ mod tests {
     #[test]
     fn singleton_requests_always_agree() {
         let v = variant();
-        assert!(matches!(check_requests(&Singleton, "era5", &v), Some(Ok(()))));
+        assert!(matches!(
+            check_requests(&Singleton, "era5", &v),
+            Some(Ok(()))
+        ));
     }
 
     #[test]
     fn panics_in_the_root_become_errors() {
         let e = guard_panics("era5", || panic!("disk on fire {}", 42)).unwrap_err();
-        assert!(e.to_string().contains("panicked while installing artifact `era5`"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("panicked while installing artifact `era5`"),
+            "{e}"
+        );
         assert!(e.to_string().contains("disk on fire 42"), "{e}");
         let e = guard_panics("era5", || std::panic::panic_any(7_u8)).unwrap_err();
         assert!(e.to_string().contains("non-string panic payload"), "{e}");

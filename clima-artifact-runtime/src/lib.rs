@@ -16,6 +16,7 @@
 //!   `mpi_context::MpiContext`). Calls with a context are collective.
 //! - [`registry`] and [`report`]: provenance of every access and the end-of-run report.
 //! - [`inventory`]: artifacts declared by `clima_artifact!` call sites in this binary.
+//! - [`clima_artifact!`]: an artifact path checked against `Artifacts.toml` at compile time.
 
 pub mod artifacts;
 pub mod config;
@@ -27,6 +28,7 @@ pub mod extract;
 pub mod install;
 pub mod inventory;
 pub mod locked_file;
+mod macros;
 #[cfg(feature = "mpi")]
 pub mod mpi_context;
 pub mod registry;
@@ -36,15 +38,16 @@ pub mod tree_hash;
 #[doc(hidden)]
 pub mod __private;
 
+#[cfg(feature = "mpi")]
+pub use ::mpi;
 pub use artifacts::Artifacts;
 pub use clima_artifact_manifest as manifest;
 pub use clima_artifact_manifest::{GitTreeSha1, Sha256};
 pub use config::Config;
 pub use context::{Context, Singleton};
-#[cfg(feature = "mpi")]
-pub use ::mpi;
+pub use error::Error;
+pub use macros::set_macro_config;
 #[cfg(feature = "mpi")]
 pub use mpi_context::MpiContext;
-pub use error::Error;
 pub use registry::{AccessEvent, ArtifactRecord};
 pub use report::{Report, ReportGuard, report};

@@ -174,8 +174,8 @@ impl From<SimpleCommunicator> for MpiContext {
 
 impl Drop for MpiContext {
     fn drop(&mut self) {
-        let allowed = self.threading >= Threading::Serialized
-            || std::thread::current().id() == self.owner;
+        let allowed =
+            self.threading >= Threading::Serialized || std::thread::current().id() == self.owner;
         if allowed && !mpi::environment::is_finalized() {
             let _guard = self.enter();
             // SAFETY: dropped exactly once, here; MPI is still initialised and this thread may
@@ -223,13 +223,15 @@ impl Context for MpiContext {
         let _guard = self.enter();
         let root = self.comm.process_at_rank(0);
         let mut lens = vec![0_u64; self.size];
-        self.comm.all_gather_into(&(data.len() as u64), &mut lens[..]);
+        self.comm
+            .all_gather_into(&(data.len() as u64), &mut lens[..]);
         let lens: Vec<usize> = lens.into_iter().map(|l| l as usize).collect();
 
         // Per-rank piece per round, so that one round's total fits one MPI call.
         let piece = (self.max_message_bytes / self.size).max(1);
         let rounds = lens.iter().max().copied().unwrap_or(0).div_ceil(piece);
-        let range = |round: usize, len: usize| (round * piece).min(len)..((round + 1) * piece).min(len);
+        let range =
+            |round: usize, len: usize| (round * piece).min(len)..((round + 1) * piece).min(len);
 
         let mut out: Option<Vec<Vec<u8>>> =
             (self.rank == 0).then(|| lens.iter().map(|&l| Vec::with_capacity(l)).collect());
