@@ -417,10 +417,3 @@ pub fn after_compile_error() -> Result<PathBuf, Error> {
         path: None,
     })
 }
-
-// TEMPORARY until the install branch lands `Config::from_env`.
-impl Config {
-    fn from_env() -> Result<Config, Error> {
-        todo!("install helper")
-    }
-}

@@ -27,8 +27,8 @@
 //!  4. every rank: registry::record(.., rank) on Ok
 //! ```
 //!
-//! Node-local mode (env `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT=<path>`, e.g. `$TMPDIR/depot` on each
-//! node): step 1 runs on the whole context, and its verdict is broadcast; then the context is split
+//! Node-local mode ([`Config::node_local_depot`], from env `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT=<path>`,
+//! e.g. `$TMPDIR/depot` on each node): step 1 runs on the whole context, and its verdict is broadcast; then the context is split
 //! by node ([`Context::split_by_node`]), rank 0 of each node installs with the node depot placed
 //! first in the depot list and broadcasts within its node; finally every node's outcome is gathered
 //! to the global root, so if any node failed, every rank returns that error.
@@ -206,11 +206,10 @@ pub fn ensure_collective_unrecorded(
     }
 }
 
-/// The node depot configured by [`NODE_LOCAL_DEPOT_ENV`], if node-local mode is on.
-fn node_local_depot(_config: &Config) -> Option<PathBuf> {
-    std::env::var_os(NODE_LOCAL_DEPOT_ENV)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+/// The node depot if node-local mode is on ([`Config::node_local_depot`], read by
+/// [`Config::from_env`] from [`NODE_LOCAL_DEPOT_ENV`]).
+fn node_local_depot(config: &Config) -> Option<PathBuf> {
+    config.node_local_depot.clone()
 }
 
 fn ensure_node_local(
@@ -371,100 +370,32 @@ fn guard_panics(
 const OK_TAG: u8 = b'O';
 const ERR_TAG: u8 = b'E';
 
-/// The serialised form of [`Installed`] on the wire (private: both ends are this crate).
-#[derive(serde::Serialize, serde::Deserialize)]
-struct WireInstalled {
-    path: PathBuf,
-    origin: WireOrigin,
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-enum WireOrigin {
-    Override {
-        overrides_file: PathBuf,
-    },
-    Depot,
-    Downloaded {
-        url: String,
-        bytes: u64,
-        seconds: f64,
-    },
-}
-
 /// Encodes an outcome as `'O' + JSON(Installed)` or `'E' + Error::to_wire`.
 fn encode_outcome(outcome: &Result<Installed, Error>) -> Vec<u8> {
     match outcome {
-        Ok(installed) => {
-            let wire = WireInstalled {
-                path: installed.path.clone(),
-                origin: match &installed.origin {
-                    Origin::Override { overrides_file } => WireOrigin::Override {
-                        overrides_file: overrides_file.clone(),
-                    },
-                    Origin::Depot => WireOrigin::Depot,
-                    Origin::Downloaded {
-                        url,
-                        bytes,
-                        seconds,
-                    } => WireOrigin::Downloaded {
-                        url: url.clone(),
-                        bytes: *bytes,
-                        seconds: *seconds,
-                    },
-                },
-            };
-            match serde_json::to_vec(&wire) {
-                Ok(json) => [&[OK_TAG][..], &json].concat(),
-                Err(e) => encode_outcome(&Err(Error::Other {
-                    message: format!(
-                        "cannot send the installed path `{}` to the other ranks: {e}",
-                        installed.path.display()
-                    ),
-                    path: Some(installed.path.clone()),
-                })),
-            }
-        }
-        Err(e) => [&[ERR_TAG][..], &error_to_wire(e)].concat(),
+        Ok(installed) => match serde_json::to_vec(installed) {
+            Ok(json) => [&[OK_TAG][..], &json].concat(),
+            Err(e) => encode_outcome(&Err(Error::Other {
+                message: format!(
+                    "cannot send the installed path `{}` to the other ranks: {e}",
+                    installed.path.display()
+                ),
+                path: Some(installed.path.clone()),
+            })),
+        },
+        Err(e) => [&[ERR_TAG][..], &e.to_wire()].concat(),
     }
 }
 
 /// Inverse of [`encode_outcome`].
 fn decode_outcome(bytes: &[u8]) -> Result<Installed, Error> {
     match bytes.split_first() {
-        Some((&OK_TAG, json)) => match serde_json::from_slice::<WireInstalled>(json) {
-            Ok(w) => Ok(Installed {
-                path: w.path,
-                origin: match w.origin {
-                    WireOrigin::Override { overrides_file } => Origin::Override { overrides_file },
-                    WireOrigin::Depot => Origin::Depot,
-                    WireOrigin::Downloaded {
-                        url,
-                        bytes,
-                        seconds,
-                    } => Origin::Downloaded {
-                        url,
-                        bytes,
-                        seconds,
-                    },
-                },
-            }),
+        Some((&OK_TAG, json)) => match serde_json::from_slice::<Installed>(json) {
+            Ok(installed) => Ok(installed),
             Err(e) => Err(garbled(&e.to_string())),
         },
-        Some((&ERR_TAG, wire)) => Err(error_from_wire(wire)),
+        Some((&ERR_TAG, wire)) => Err(Error::from_wire(wire)),
         _ => Err(garbled("unknown tag")),
-    }
-}
-
-// Interim until `Error::to_wire`/`Error::from_wire` land from the install branch: keeps the
-// Display text (what every rank prints) but not the variant.
-fn error_to_wire(e: &Error) -> Vec<u8> {
-    e.to_string().into_bytes()
-}
-
-fn error_from_wire(bytes: &[u8]) -> Error {
-    Error::Other {
-        message: String::from_utf8_lossy(bytes).into_owned(),
-        path: None,
     }
 }
 
