@@ -311,9 +311,13 @@ fn resolve(
             let config = current_config()?;
             let dir = Path::new(site.manifest.dir);
             let installed = match ctx {
-                Some(ctx) => {
-                    crate::context::ensure_collective(ctx, artifact.name, &variant, dir, &config)?
-                }
+                Some(ctx) => crate::context::ensure_collective_unrecorded(
+                    ctx,
+                    artifact.name,
+                    &variant,
+                    dir,
+                    &config,
+                )?,
                 None => crate::install::ensure_variant(artifact.name, &variant, dir, &config)?,
             };
             installed
@@ -412,11 +416,4 @@ pub fn after_compile_error() -> Result<PathBuf, Error> {
         message: "clima_artifact! failed to expand".to_owned(),
         path: None,
     })
-}
-
-// TEMPORARY until the install branch lands `Config::from_env`.
-impl Config {
-    fn from_env() -> Result<Config, Error> {
-        todo!("install helper")
-    }
 }
