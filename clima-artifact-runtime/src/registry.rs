@@ -24,6 +24,7 @@
 //! [`snapshot`].
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -258,7 +259,34 @@ impl Entry {
 struct Registry {
     /// Entries grouped by hash; the inner list almost always has one element (the same content
     /// under two names or in two manifests is rare), so it is scanned linearly.
-    entries: Mutex<HashMap<GitTreeSha1, Vec<Entry>>>,
+    entries: Mutex<HashMap<GitTreeSha1, Vec<Entry>, BuildDigestHasher>>,
+}
+
+/// Hashing for keys that are already uniformly distributed digests (git tree SHA-1s): folds the
+/// bytes into a `u64` instead of running SipHash over them on every access.
+#[derive(Debug, Default, Clone, Copy)]
+struct BuildDigestHasher;
+
+impl BuildHasher for BuildDigestHasher {
+    type Hasher = DigestHasher;
+    fn build_hasher(&self) -> DigestHasher {
+        DigestHasher(0)
+    }
+}
+
+/// See [`BuildDigestHasher`].
+#[derive(Debug)]
+struct DigestHasher(u64);
+
+impl Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
 }
 
 impl Registry {
@@ -267,7 +295,8 @@ impl Registry {
         let group = entries.entry(event.hash).or_default();
         if let Some(entry) = group
             .iter_mut()
-            .find(|e| e.name == event.name && e.manifest == event.manifest)
+            // Byte comparison of the manifest path: `Path::eq` would parse components.
+            .find(|e| e.name == event.name && e.manifest.as_os_str() == event.manifest.as_os_str())
         {
             // Fast path: a known artifact.
             entry.accesses += 1;

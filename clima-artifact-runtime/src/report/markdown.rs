@@ -188,6 +188,13 @@ fn references(out: &mut String, report: &Report) {
                     .join(", ")
             );
         }
+        if citation.is_none() && doi.is_none() && bib_keys.is_empty() {
+            let _ = write!(
+                line,
+                " its `{}` value was left out of the BibTeX file (see the note there).",
+                keys::BIBTEX
+            );
+        }
         let _ = writeln!(out, "{line}");
     }
     if any {
