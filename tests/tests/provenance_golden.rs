@@ -194,15 +194,28 @@ fn fixture() -> Report {
     let declared = vec![
         DeclaredArtifact {
             name: "aerosol_climatology".into(),
-            git_tree_sha1: hash('9'),
+            manifest: "/home/model/Artifacts.toml".into(),
+            git_tree_sha1s: vec![hash('9'), hash('8')],
+            lazy: true,
             call_sites: vec![site("src/radiation.rs", 88), site("src/aerosol.rs", 12)],
             metadata: BTreeMap::new(),
         },
         // Accessed, so not listed.
         DeclaredArtifact {
             name: "era5".into(),
-            git_tree_sha1: hash('a'),
+            manifest: "/home/model/Artifacts.toml".into(),
+            git_tree_sha1s: vec![hash('a')],
+            lazy: false,
             call_sites: vec![site("src/main.rs", 10)],
+            metadata: BTreeMap::new(),
+        },
+        // Accessed through another manifest path with the same hash: not listed either.
+        DeclaredArtifact {
+            name: "topography".into(),
+            manifest: "/home/model/../model/Artifacts.toml".into(),
+            git_tree_sha1s: vec![hash('c')],
+            lazy: false,
+            call_sites: Vec::new(),
             metadata: BTreeMap::new(),
         },
     ];
