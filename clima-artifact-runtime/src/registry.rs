@@ -447,7 +447,8 @@ mod tests {
         let mut day = 1u32;
         for days in 0..(430 * 366) {
             assert_eq!(civil_from_days(days), (year, month, day), "day {days}");
-            let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+            let leap =
+                (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400);
             let month_len = match month {
                 2 if leap => 29,
                 2 => 28,

@@ -233,8 +233,8 @@ impl Report {
         bibtex::render(self)
     }
 
-    /// Writes `provenance.md`, `provenance.json` and `provenance.bib` atomically (temporary file
-    /// + rename). `dir_or_prefix` is a directory when it exists as one or ends with a path
+    /// Writes `provenance.md`, `provenance.json` and `provenance.bib` atomically (each to a
+    /// temporary file, then renamed). `dir_or_prefix` is a directory when it exists as one or ends with a path
     /// separator (created if needed); otherwise it is a file prefix: `out/run7` gives
     /// `out/run7.md`, `out/run7.json`, `out/run7.bib`.
     pub fn write_all(&self, dir_or_prefix: impl AsRef<Path>) -> io::Result<ReportPaths> {
