@@ -364,6 +364,24 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_report_says_so_in_every_format() {
+        let mut report = Report::from_parts(Vec::new(), Vec::new());
+        report.generated_at = "2024-01-01T00:00:00.000Z".into();
+        let md = report.to_markdown();
+        assert!(
+            md.starts_with("# Datasets used by this run\n\n0 datasets were accessed, from 1 rank.")
+        );
+        assert!(md.contains("## Datasets\n\nNo dataset was accessed.\n"));
+        assert!(md.contains("No dataset was accessed, so none needs acknowledging."));
+        assert!(!md.contains("## Access details"));
+        assert!(md.ends_with(".\n") && !md.ends_with("\n\n"));
+        let bib = report.to_bibtex();
+        assert!(bib.starts_with("% References of the datasets used by this run (0 entries)."));
+        assert!(!bib.contains('@'));
+        assert!(report.to_json().contains("\"artifacts\": []"));
+    }
+
+    #[test]
     fn from_json_rejects_other_schemas_and_garbage() {
         let report = Report::from_parts(Vec::new(), Vec::new());
         let json = report.to_json();
