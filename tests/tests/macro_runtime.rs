@@ -96,7 +96,7 @@ fn names_computed_at_run_time_are_checked_against_the_embedded_manifest() {
     let err = clima_artifact!(format!("ozon{}", "e5")).unwrap_err();
     assert!(matches!(err, Error::Select(_)), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains("`ozonee5`"), "{msg}");
+    assert!(msg.contains("`ozone5`"), "{msg}");
     assert!(
         msg.contains("profile, forcing-table, ozone, local-only, per-arch"),
         "{msg}"
