@@ -148,6 +148,21 @@ fn repeated_calls_are_answered_from_memory() {
         first.join("radiosonde.csv")
     );
     std::fs::rename(&moved, &target).unwrap();
+
+    // Every call was recorded, with both call sites and the override as origin.
+    let records = clima_artifact_runtime::registry::snapshot();
+    let record = records.iter().find(|r| r.name == "local-only").unwrap();
+    assert_eq!(record.accesses, 103);
+    let lines: Vec<u32> = record.call_sites.iter().map(|c| c.line).collect();
+    assert_eq!(lines.len(), 2, "{:?}", record.call_sites);
+    assert!(
+        matches!(
+            record.origin,
+            clima_artifact_runtime::registry::RecordedOrigin::Override { .. }
+        ),
+        "{:?}",
+        record.origin
+    );
 }
 
 #[test]
