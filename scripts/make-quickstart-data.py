@@ -164,6 +164,7 @@ def main():
     entries.append(("site-observations", git_tree_sha1(site), False, {
         "description": "This site's radiosonde ascent (not redistributable: needs an override)",
         "license": "LicenseRef-site-internal",
+        "citation": "Radiosonde ascent of the example site (internal data, cite the site's data report)",
     }, None))
 
     lines = [
