@@ -56,11 +56,15 @@ fn main() {
 }
 
 fn run() -> Result<()> {
-    println!("quickstart: a single-column radiative-convective toy reading its inputs with clima_artifact!");
+    println!(
+        "quickstart: a single-column radiative-convective toy reading its inputs with clima_artifact!"
+    );
     let target = target_dir();
     choose_depot(&target)?;
 
-    println!("\nThis binary declares these artifacts (inventory::declared_artifacts, no run needed):");
+    println!(
+        "\nThis binary declares these artifacts (inventory::declared_artifacts, no run needed):"
+    );
     for a in inventory::declared_artifacts() {
         let sites: Vec<String> = a
             .call_sites
@@ -80,7 +84,11 @@ fn run() -> Result<()> {
     // A literal name with a sub-path: checked against Artifacts.toml at compile time.
     let profile_csv = clima_artifact!("standard-atmosphere/profile.csv")?;
     let profile = Profile::read(&profile_csv)?;
-    report_dataset("standard-atmosphere", how_served("standard-atmosphere"), &profile_csv);
+    report_dataset(
+        "standard-atmosphere",
+        how_served("standard-atmosphere"),
+        &profile_csv,
+    );
     println!(
         "      profile.csv: {} levels, {:.0}-{:.0} m, {:.1}-{:.1} hPa, T {:.1}-{:.1} K",
         profile.z.len(),
@@ -266,7 +274,11 @@ fn read_columns(path: &Path, width: usize) -> Result<Vec<Vec<f64>>> {
             line.split(',').map(|f| f.trim().parse::<f64>()).collect();
         match row {
             Ok(r) if r.len() == width => rows.push(r),
-            _ => return Err(format!("`{}`:{}: expected {width} numbers", path.display(), i + 1).into()),
+            _ => {
+                return Err(
+                    format!("`{}`:{}: expected {width} numbers", path.display(), i + 1).into(),
+                );
+            }
         }
     }
     if rows.is_empty() {
