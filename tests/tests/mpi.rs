@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use clima_artifact_tests::{TarballBuilder, TestServer};
+mod mpi_support;
+
+use mpi_support::{TarballBuilder, TestServer};
 
 /// Longest an `mpirun` may take before the test kills it and fails (a hang).
 const MPIRUN_TIMEOUT: Duration = Duration::from_secs(180);
