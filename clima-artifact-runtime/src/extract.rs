@@ -287,6 +287,8 @@ struct Extraction<'a> {
     tree: TreeBuilder,
     content_bytes: u64,
     entries: u64,
+    /// Number of tar entries parsed so far.
+    headers: u64,
     buffer: Vec<u8>,
 }
 
@@ -385,6 +387,7 @@ impl<'a> Extraction<'a> {
             tree: TreeBuilder::new(),
             content_bytes: 0,
             entries: 0,
+            headers: 0,
             buffer: vec![0; BUFFER],
         }
     }
@@ -414,8 +417,15 @@ impl<'a> Extraction<'a> {
             let mut entry = match next {
                 None => break,
                 Some(Ok(entry)) => entry,
+                Some(Err(e)) if self.headers == 0 => {
+                    return Err(meter.classify(
+                        e,
+                        "not a tar archive (plain, gzip or zstd): its first header is unreadable",
+                    ));
+                }
                 Some(Err(e)) => return Err(meter.classify(e, "cannot read a tar header")),
             };
+            self.headers += 1;
             self.entry(&mut entry, &meter)?;
             // Read what the entry did not use (e.g. data attached to a directory header) so
             // that it is metered like everything else.
