@@ -83,7 +83,9 @@ impl TestServer {
     /// Starts a server on `127.0.0.1:<free port>`.
     pub fn start() -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        listener.set_nonblocking(true).expect("nonblocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -538,7 +540,9 @@ impl TestArtifact {
     /// An artifact of `files` files of `size` pseudo-random (incompressible) bytes each.
     pub fn large(seed: u64, files: usize, size: usize) -> TestArtifact {
         let mut b = TarballBuilder::new();
-        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         for i in 0..files {
             let mut bytes = Vec::with_capacity(size);
             while bytes.len() < size {

@@ -65,7 +65,12 @@ fn eight_processes_one_get_one_install() {
     let children: Vec<_> = (0..8)
         .map(|_| {
             Command::new(install_one())
-                .args(["variant", "x", &art.tree_hash.to_hex(), &art.sha256.to_hex()])
+                .args([
+                    "variant",
+                    "x",
+                    &art.tree_hash.to_hex(),
+                    &art.sha256.to_hex(),
+                ])
                 .arg(server.url("x.tar.gz"))
                 .envs(config_env(&config))
                 .stdout(Stdio::piped())
@@ -104,7 +109,9 @@ fn stress_processes_times_artifacts() {
         return;
     }
     let (procs, rounds) = (32, 10);
-    let arts: Vec<TestArtifact> = (0..4).map(|i| TestArtifact::large(10 + i, 3, 8_000)).collect();
+    let arts: Vec<TestArtifact> = (0..4)
+        .map(|i| TestArtifact::large(10 + i, 3, 8_000))
+        .collect();
     for round in 0..rounds {
         let dir = tempfile::tempdir().unwrap();
         let depot = dir.path().join("depot");
@@ -157,7 +164,11 @@ fn stress_processes_times_artifacts() {
             }
         }
         for (i, a) in arts.iter().enumerate() {
-            assert_eq!(server.gets(&format!("{i}.tar.gz")), 1, "round {round} artifact {i}");
+            assert_eq!(
+                server.gets(&format!("{i}.tar.gz")),
+                1,
+                "round {round} artifact {i}"
+            );
             a.assert_content(&depot.join("artifacts").join(a.tree_hash.to_hex()));
         }
         assert_eq!(installed_entries(&depot).len(), 4);

@@ -37,7 +37,12 @@ fn kill_nine_at_random_points_never_corrupts_the_depot() {
     // Time one full install of the slowed source to spread the kills over its whole duration.
     let start = Instant::now();
     let status = Command::new(env!("CARGO_BIN_EXE_install_one"))
-        .args(["variant", "x", &art.tree_hash.to_hex(), &art.sha256.to_hex()])
+        .args([
+            "variant",
+            "x",
+            &art.tree_hash.to_hex(),
+            &art.sha256.to_hex(),
+        ])
         .arg(server.url("slow.tar.gz"))
         .envs(config_env(&config))
         .stdout(Stdio::null())
@@ -58,7 +63,12 @@ fn kill_nine_at_random_points_never_corrupts_the_depot() {
         // Kill anywhere from "just started" to slightly past the typical completion time.
         let delay = full.mul_f64((seed % 1000) as f64 / 1000.0 * 1.1);
         let mut child = Command::new(env!("CARGO_BIN_EXE_install_one"))
-            .args(["variant", "x", &art.tree_hash.to_hex(), &art.sha256.to_hex()])
+            .args([
+                "variant",
+                "x",
+                &art.tree_hash.to_hex(),
+                &art.sha256.to_hex(),
+            ])
             .arg(server.url("slow.tar.gz"))
             .envs(config_env(&config))
             .stdout(Stdio::null())
@@ -88,5 +98,8 @@ fn kill_nine_at_random_points_never_corrupts_the_depot() {
         std::fs::remove_dir_all(&final_dir).unwrap();
     }
     eprintln!("kills before completion: {before}, after: {after}");
-    assert!(before >= 10, "most kills should land during the install ({before})");
+    assert!(
+        before >= 10,
+        "most kills should land during the install ({before})"
+    );
 }

@@ -117,8 +117,8 @@ fn read_only_first_depot_installs_into_the_next() {
     let config = test_config(std::slice::from_ref(&ro));
     let other = TestArtifact::sample(13);
     server.serve("o.tar.gz", other.tarball.clone());
-    let e = ensure_variant("o", &other.variant(&[server.url("o.tar.gz")]), &rw, &config)
-        .unwrap_err();
+    let e =
+        ensure_variant("o", &other.variant(&[server.url("o.tar.gz")]), &rw, &config).unwrap_err();
     assert!(matches!(e, Error::NoWritableDepot { .. }), "{e:?}");
     let s = e.to_string();
     assert!(
@@ -153,8 +153,13 @@ fn full_disk_is_a_clear_error_and_leaves_nothing() {
     let art = TestArtifact::large(5, 4, 400_000); // 1.6 MB unpacked into 1 MB
     server.serve("big.tar.gz", art.tarball.clone());
     let config = test_config(std::slice::from_ref(&depot));
-    let e = ensure_variant("big", &art.variant(&[server.url("big.tar.gz")]), &depot, &config)
-        .unwrap_err();
+    let e = ensure_variant(
+        "big",
+        &art.variant(&[server.url("big.tar.gz")]),
+        &depot,
+        &config,
+    )
+    .unwrap_err();
     let s = e.to_string();
     assert!(s.contains(&server.url("big.tar.gz")), "{s}");
     assert!(
@@ -165,8 +170,13 @@ fn full_disk_is_a_clear_error_and_leaves_nothing() {
 
     // After freeing space (a bigger disk), the same install works.
     _mount.remount("size=8m");
-    let got = ensure_variant("big", &art.variant(&[server.url("big.tar.gz")]), &depot, &config)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let got = ensure_variant(
+        "big",
+        &art.variant(&[server.url("big.tar.gz")]),
+        &depot,
+        &config,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     art.assert_files(&got.path);
     assert_eq!(installed_entries(&depot).len(), 1);
 }

@@ -72,7 +72,10 @@ fn ensure_installed_queries_and_sub_paths() {
         dir.join("data/values.csv")
     );
     let detailed = a.ensure_installed_detailed("era5/bin").unwrap();
-    assert_eq!((detailed.path, detailed.origin), (dir.join("bin"), Origin::Depot));
+    assert_eq!(
+        (detailed.path, detailed.origin),
+        (dir.join("bin"), Origin::Depot)
+    );
     assert_eq!(s.server.gets("era5.tar.gz"), 1);
 
     let e = a.ensure_installed("era5/data/nope.csv").unwrap_err();
@@ -101,8 +104,14 @@ fn successful_calls_are_recorded_for_provenance() {
         .expect("recorded");
     assert_eq!(rec.name, "era5");
     assert_eq!(rec.accesses, 2);
-    assert_eq!(rec.metadata.get("license").map(String::as_str), Some("CC-BY-4.0"));
-    assert!(matches!(rec.origin, registry::RecordedOrigin::Downloaded { .. }));
+    assert_eq!(
+        rec.metadata.get("license").map(String::as_str),
+        Some("CC-BY-4.0")
+    );
+    assert!(matches!(
+        rec.origin,
+        registry::RecordedOrigin::Downloaded { .. }
+    ));
 }
 
 #[test]
@@ -126,7 +135,11 @@ fn helper_binary_installs_from_a_manifest() {
         .env("CLIMA_ARTIFACTS_DEPOT_PATH", &s.depot)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let path = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         std::path::Path::new(path.trim()),

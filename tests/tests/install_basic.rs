@@ -19,14 +19,19 @@ fn setup() -> Option<(tempfile::TempDir, std::path::PathBuf, Config)> {
 
 #[test]
 fn installs_then_reinstall_is_a_no_op() {
-    let Some((_d, depot, config)) = setup() else { return };
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
     let server = TestServer::start();
     let art = TestArtifact::sample(1);
     server.serve("s.tar.gz", art.tarball.clone());
     let v = art.variant(&[server.url("s.tar.gz")]);
 
     let first = ensure_variant("sample", &v, &depot, &config).unwrap();
-    assert_eq!(first.path, depot.join("artifacts").join(art.tree_hash.to_hex()));
+    assert_eq!(
+        first.path,
+        depot.join("artifacts").join(art.tree_hash.to_hex())
+    );
     match &first.origin {
         Origin::Downloaded { url, bytes, .. } => {
             assert_eq!(url, &server.url("s.tar.gz"));
@@ -53,7 +58,9 @@ fn installs_then_reinstall_is_a_no_op() {
 
 #[test]
 fn zstd_and_plain_tar_and_local_sources() {
-    let Some((dir, depot, config)) = setup() else { return };
+    let Some((dir, depot, config)) = setup() else {
+        return;
+    };
     let b = TarballBuilder::new()
         .file("a.txt", "alpha\n")
         .file("nested/deeper/b.txt", "beta\n");
@@ -76,7 +83,9 @@ fn zstd_and_plain_tar_and_local_sources() {
 
 #[test]
 fn sha256_mismatch_is_an_error_and_leaves_nothing() {
-    let Some((_d, depot, config)) = setup() else { return };
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
     let server = TestServer::start();
     let art = TestArtifact::sample(2);
     server.serve("s.tar.gz", art.tarball.clone());
@@ -101,13 +110,18 @@ fn sha256_mismatch_is_an_error_and_leaves_nothing() {
         f => panic!("{f:?}"),
     }
     let s = e.to_string();
-    assert!(s.contains("sha256 mismatch") && s.contains(&art.sha256.to_hex()), "{s}");
+    assert!(
+        s.contains("sha256 mismatch") && s.contains(&art.sha256.to_hex()),
+        "{s}"
+    );
     assert_depot_clean(&depot);
 }
 
 #[test]
 fn tree_hash_mismatch_is_an_error_and_leaves_nothing() {
-    let Some((_d, depot, config)) = setup() else { return };
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
     let server = TestServer::start();
     let art = TestArtifact::sample(3);
     server.serve("s.tar.gz", art.tarball.clone());
@@ -117,14 +131,19 @@ fn tree_hash_mismatch_is_an_error_and_leaves_nothing() {
     let e = ensure_variant("sample", &v, &depot, &config).unwrap_err();
     let s = e.to_string();
     assert!(s.contains("git-tree-sha1 mismatch"), "{s}");
-    assert!(s.contains(&wrong.to_hex()) && s.contains(&art.tree_hash.to_hex()), "{s}");
+    assert!(
+        s.contains(&wrong.to_hex()) && s.contains(&art.tree_hash.to_hex()),
+        "{s}"
+    );
     assert!(s.contains(&server.url("s.tar.gz")), "{s}");
     assert_depot_clean(&depot);
 }
 
 #[test]
 fn offline_mode_never_touches_the_network() {
-    let Some((_d, depot, mut config)) = setup() else { return };
+    let Some((_d, depot, mut config)) = setup() else {
+        return;
+    };
     config.offline = true;
     let server = TestServer::start();
     let art = TestArtifact::sample(5);
@@ -133,7 +152,10 @@ fn offline_mode_never_touches_the_network() {
     let e = ensure_variant("sample", &v, &depot, &config).unwrap_err();
     assert!(matches!(e, Error::Offline { .. }), "{e:?}");
     let s = e.to_string();
-    assert!(s.contains("CLIMA_ARTIFACTS_OFFLINE") && s.contains("`sample`"), "{s}");
+    assert!(
+        s.contains("CLIMA_ARTIFACTS_OFFLINE") && s.contains("`sample`"),
+        "{s}"
+    );
     assert!(s.contains(&depot.display().to_string()), "{s}");
     assert_eq!(server.total_gets(), 0);
 
@@ -148,7 +170,9 @@ fn offline_mode_never_touches_the_network() {
 
 #[test]
 fn no_download_section_says_which_override_line_to_add() {
-    let Some((dir, depot, config)) = setup() else { return };
+    let Some((dir, depot, config)) = setup() else {
+        return;
+    };
     std::fs::write(dir.path().join("Artifacts.toml"), "").unwrap();
     let art = TestArtifact::sample(6);
     let v = art.variant(&[]);
@@ -166,7 +190,9 @@ fn no_download_section_says_which_override_line_to_add() {
 
 #[test]
 fn stale_temp_dirs_of_dead_processes_are_reclaimed() {
-    let Some((_d, depot, config)) = setup() else { return };
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
     let server = TestServer::start();
     let art = TestArtifact::sample(7);
     server.serve("s.tar.gz", art.tarball.clone());
@@ -195,7 +221,9 @@ fn stale_temp_dirs_of_dead_processes_are_reclaimed() {
 
 #[test]
 fn git_agrees_with_the_extractor_on_a_tricky_tree() {
-    let Some((_d, depot, config)) = setup() else { return };
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
     let b = TarballBuilder::new()
         .file("a b/ü.txt", "unicode and spaces\n")
         .file("a.b", "sorts before a/\n")
@@ -208,7 +236,12 @@ fn git_agrees_with_the_extractor_on_a_tricky_tree() {
     let art = TestArtifact::gzip(b);
     let server = TestServer::start();
     server.serve("t.tar.gz", art.tarball.clone());
-    let got = ensure_variant("t", &art.variant(&[server.url("t.tar.gz")]), &depot, &config)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let got = ensure_variant(
+        "t",
+        &art.variant(&[server.url("t.tar.gz")]),
+        &depot,
+        &config,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     art.assert_content(&got.path);
 }

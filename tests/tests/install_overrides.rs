@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
+use clima_artifact_manifest::GitTreeSha1;
 use clima_artifact_runtime::Error;
 use clima_artifact_runtime::install::{Origin, ensure_variant};
 use clima_artifact_tests::{
     TestArtifact, TestServer, have_git, installed_entries, test_config, write_overrides,
 };
-use clima_artifact_manifest::GitTreeSha1;
 
 fn h(c: char) -> GitTreeSha1 {
     GitTreeSha1::from_hex(&c.to_string().repeat(40)).unwrap()
@@ -47,7 +47,12 @@ fn path_override_is_used_without_download_or_hashing() {
     let config = test_config(&[d.d1.clone(), d.d2.clone()]);
     let got = ensure_variant("a", &art.variant(&[server.url("a.tar.gz")]), &d.d1, &config).unwrap();
     assert_eq!(got.path, shared);
-    assert_eq!(got.origin, Origin::Override { overrides_file: file });
+    assert_eq!(
+        got.origin,
+        Origin::Override {
+            overrides_file: file
+        }
+    );
     assert_eq!(server.total_gets(), 0);
     assert!(installed_entries(&d.d1).is_empty());
 }
@@ -72,7 +77,10 @@ fn earlier_depots_win_and_empty_string_removes() {
     // Without d1's entry, d2's applies.
     write_overrides(&d.d1, "");
     let got = ensure_variant("x", &v, &d.d1, &config).unwrap();
-    assert_eq!((got.path, got.origin), (b, Origin::Override { overrides_file: f2 }));
+    assert_eq!(
+        (got.path, got.origin),
+        (b, Origin::Override { overrides_file: f2 })
+    );
 }
 
 #[test]
@@ -85,19 +93,30 @@ fn hash_chains_are_followed_across_depots() {
     let config = test_config(&[d.d1.clone(), d.d2.clone()]);
     let v = clima_artifact_tests::variant(h1, &[], clima_artifact_tests::sha256(b""));
     let got = ensure_variant("x", &v, &d.d1, &config).unwrap();
-    assert_eq!((got.path, got.origin), (end, Origin::Override { overrides_file: f1 }));
+    assert_eq!(
+        (got.path, got.origin),
+        (end, Origin::Override { overrides_file: f1 })
+    );
 
     // A chain ending at an installed hash uses the installed copy.
     let installed = d.d2.join("artifacts").join(h('4').to_hex());
     std::fs::create_dir_all(&installed).unwrap();
     write_overrides(&d.d1, &format!("{h1} = \"{}\"\n", h('4')));
-    assert_eq!(ensure_variant("x", &v, &d.d1, &config).unwrap().path, installed);
+    assert_eq!(
+        ensure_variant("x", &v, &d.d1, &config).unwrap().path,
+        installed
+    );
 
     // ... and one ending at a hash installed nowhere names the file and line.
     write_overrides(&d.d1, &format!("# comment\n{h1} = \"{}\"\n", h('5')));
-    let e = ensure_variant("x", &v, &d.d1, &config).unwrap_err().to_string();
+    let e = ensure_variant("x", &v, &d.d1, &config)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("Overrides.toml`") && e.contains("line 2"), "{e}");
-    assert!(e.contains(&h('5').to_hex()) && e.contains("not installed"), "{e}");
+    assert!(
+        e.contains(&h('5').to_hex()) && e.contains("not installed"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -117,7 +136,10 @@ fn cycles_are_reported_with_every_file() {
         vec![h1, h2, h3]
     );
     let s = e.to_string();
-    assert!(s.contains(&f1.display().to_string()) && s.contains(&f2.display().to_string()), "{s}");
+    assert!(
+        s.contains(&f1.display().to_string()) && s.contains(&f2.display().to_string()),
+        "{s}"
+    );
     assert!(s.contains("cycle"), "{s}");
 }
 
@@ -132,7 +154,10 @@ fn missing_target_names_the_overrides_file() {
     let e = ensure_variant("x", &v, &d.d1, &config).unwrap_err();
     assert!(matches!(e, Error::OverrideTargetMissing { .. }), "{e:?}");
     let s = e.to_string();
-    assert!(s.contains(&f.display().to_string()) && s.contains("line 1"), "{s}");
+    assert!(
+        s.contains(&f.display().to_string()) && s.contains("line 1"),
+        "{s}"
+    );
     assert!(s.contains(&missing.display().to_string()), "{s}");
 }
 
@@ -142,7 +167,9 @@ fn malformed_overrides_are_errors_naming_the_file() {
     let f = write_overrides(&d.d1, "not toml = = =\n");
     let config = test_config(std::slice::from_ref(&d.d1));
     let v = clima_artifact_tests::variant(h('8'), &[], clima_artifact_tests::sha256(b""));
-    let s = ensure_variant("x", &v, &d.d1, &config).unwrap_err().to_string();
+    let s = ensure_variant("x", &v, &d.d1, &config)
+        .unwrap_err()
+        .to_string();
     assert!(s.contains(&f.display().to_string()), "{s}");
 }
 
