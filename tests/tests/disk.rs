@@ -161,6 +161,7 @@ fn full_disk_is_a_clear_error_and_leaves_nothing() {
     )
     .unwrap_err();
     let s = e.to_string();
+    eprintln!("{s}");
     assert!(s.contains(&server.url("big.tar.gz")), "{s}");
     assert!(
         s.to_lowercase().contains("no space left"),

@@ -56,6 +56,7 @@ fn assert_success(c: &Case, r: Result<std::path::PathBuf, Error>) {
 fn assert_failure(c: &Case, r: Result<std::path::PathBuf, Error>, reasons: &[(&str, &str)]) {
     let e = r.expect_err("install should fail");
     let text = e.to_string();
+    eprintln!("{text}");
     let Error::DownloadFailed { failures, .. } = &e else {
         panic!("expected DownloadFailed, got {e:?}");
     };
