@@ -39,3 +39,5 @@ pub use clima_artifact_manifest::{GitTreeSha1, Sha256};
 pub use config::Config;
 pub use context::{Context, Singleton};
 pub use error::Error;
+pub use registry::{AccessEvent, ArtifactRecord};
+pub use report::{Report, ReportGuard, report};
