@@ -21,7 +21,21 @@ use crate::error::{CliError, CliResult, io_error};
 
 /// The runtime configuration from the `CLIMA_ARTIFACTS_*` environment variables.
 pub fn config() -> CliResult<Config> {
-    Config::from_env().map_err(|e| CliError::usage(e.to_string()))
+    // Interim until the install branch's `Config::from_env` lands.
+    let depots: Vec<PathBuf> = std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH")
+        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
+        .unwrap_or_default();
+    Ok(Config {
+        depots,
+        offline: false,
+        julia_interop: false,
+        connect_timeout: std::time::Duration::from_secs(10),
+        stall_timeout: std::time::Duration::from_secs(30),
+        retries: 3,
+        lock_timeout: std::time::Duration::from_secs(600),
+        max_unpacked_bytes: u64::MAX,
+        progress: true,
+    })
 }
 
 /// `<depot>/artifacts`.

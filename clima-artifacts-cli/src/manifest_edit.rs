@@ -82,12 +82,11 @@ fn indented_key(name: &str) -> Key {
     Key::new(name).with_leaf_decor(toml_edit::Decor::new("    ", " "))
 }
 
-fn download_table(parent: &str, d: &NewDownload) -> Table {
+fn download_table(d: &NewDownload) -> Table {
     let mut t = Table::new();
     t.decor_mut().set_prefix("\n    ");
     t.insert_formatted(&indented_key("sha256"), toml_edit::value(d.sha256.as_str()));
     t.insert_formatted(&indented_key("url"), toml_edit::value(d.url.as_str()));
-    let _ = parent;
     t
 }
 
@@ -113,7 +112,7 @@ pub fn upsert_entry(text: &str, path: &Path, update: &EntryUpdate) -> CliResult<
             }
             if let Some(d) = &update.download {
                 let mut aot = ArrayOfTables::new();
-                aot.push(download_table(name, d));
+                aot.push(download_table(d));
                 t.insert("download", Item::ArrayOfTables(aot));
             }
             if !text.trim().is_empty() {
@@ -161,7 +160,7 @@ pub fn upsert_entry(text: &str, path: &Path, update: &EntryUpdate) -> CliResult<
             }
             let mut aot = ArrayOfTables::new();
             if let Some(d) = &update.download {
-                aot.push(download_table(name, d));
+                aot.push(download_table(d));
             }
             for d in kept {
                 aot.push(d);

@@ -50,10 +50,43 @@ pub fn set_override(
             doc[k.as_str()] = Item::Value(value);
         }
         None => {
-            doc.insert(hash, Item::Value(value));
+            let prefix = take_file_header(&mut doc);
+            let key = toml_edit::Key::new(hash).with_leaf_decor(toml_edit::Decor::new(prefix, " "));
+            doc.insert_formatted(&key, Item::Value(value));
         }
     }
     Ok(doc.to_string())
+}
+
+/// toml_edit attaches a file's leading comments to whatever follows them. When a new top-level
+/// line is added to a file whose first item is a table (Julia's `[<uuid>]`), the comment block
+/// that ends with a blank line is the file's header: move it above the new line, so it stays on
+/// top; comments directly above the table stay with the table.
+fn take_file_header(doc: &mut DocumentMut) -> String {
+    if doc.as_table().iter().any(|(_, item)| item.is_value()) {
+        return String::new();
+    }
+    let first = doc
+        .as_table_mut()
+        .iter_mut()
+        .filter_map(|(_, item)| item.as_table_mut())
+        .min_by_key(|t| t.position().unwrap_or(isize::MAX));
+    let Some(table) = first else {
+        return String::new();
+    };
+    let prefix = table
+        .decor()
+        .prefix()
+        .and_then(|p| p.as_str())
+        .unwrap_or("")
+        .to_string();
+    match prefix.rfind("\n\n") {
+        Some(i) => {
+            table.decor_mut().set_prefix(format!("\n{}", &prefix[i + 2..]));
+            prefix[..i + 2].to_string()
+        }
+        None => String::new(),
+    }
 }
 
 /// Removes the line for `hash`; `None` if the file has none.
@@ -106,7 +139,7 @@ mod tests {
         let original = "# cluster overrides\n\n[d6f4376e-aef5-505a-96c1-9c027394607a]\nlibfoo = \"/opt/libfoo\"\n";
         let p = Path::new("Overrides.toml");
         let text = set_override(original, p, H, "/scratch/era5", Some("era5")).unwrap();
-        assert!(text.starts_with("# cluster overrides\n"), "{text}");
+        assert!(text.starts_with(&format!("# cluster overrides\n\n{H} = ")), "{text}");
         assert!(text.contains(&format!("{H} = \"/scratch/era5\" # era5\n")), "{text}");
         assert!(text.contains("libfoo = \"/opt/libfoo\""));
         // The hash line must stay at top level (before the uuid table) to mean what it says.

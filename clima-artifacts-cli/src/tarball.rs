@@ -223,8 +223,12 @@ pub fn write_tarball(
         .prefix(".clima-tarball-")
         .tempfile_in(&out_dir)
         .map_err(|e| io_error("create a temporary file in", &out_dir, &e))?;
+    let file = tmp
+        .as_file()
+        .try_clone()
+        .map_err(|e| io_error("open", tmp.path(), &e))?;
     let writer = HashingWriter {
-        inner: io::BufWriter::with_capacity(1 << 20, tmp.as_file()),
+        inner: io::BufWriter::with_capacity(1 << 20, file),
         hasher: sha2::Sha256::new(),
     };
     let gz = GzBuilder::new()
@@ -295,8 +299,9 @@ pub fn write_tarball(
     let gz = builder.into_inner().map_err(write_err)?;
     let mut writer = gz.finish().map_err(write_err)?;
     writer.flush().map_err(write_err)?;
-    let sha = writer.hasher.finalize();
-    drop(writer);
+    let HashingWriter { inner, hasher } = writer;
+    drop(inner);
+    let sha = hasher.finalize();
     let size = tmp
         .as_file()
         .metadata()
@@ -305,11 +310,9 @@ pub fn write_tarball(
     tmp.as_file()
         .sync_all()
         .map_err(|e| io_error("sync", tmp.path(), &e))?;
-    let mut perm_file = tmp
-        .persist(out)
+    tmp.persist(out)
         .map_err(|e| io_error("move the tarball to", out, &e.error))?;
     // tempfile creates 0600 files; a tarball to upload should be readable by others.
-    let _ = perm_file.flush();
     let _ = fs::set_permissions(out, fs::Permissions::from_mode(0o644));
     Ok(Tarball {
         path: out.to_path_buf(),
