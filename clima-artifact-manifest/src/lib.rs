@@ -15,10 +15,12 @@
 
 pub mod error;
 pub mod hash;
+mod location;
 pub mod manifest;
 pub mod metadata;
 pub mod overrides;
 pub mod platform;
+pub mod provenance;
 pub mod validate;
 
 pub use error::{ManifestError, ManifestErrorKind};
@@ -28,4 +30,4 @@ pub use manifest::{
 };
 pub use overrides::{OverrideEntry, OverrideTarget, OverridesFile};
 pub use platform::{Platform, SelectError};
-pub use validate::Warning;
+pub use validate::{Warning, validate};
