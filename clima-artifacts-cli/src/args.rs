@@ -68,7 +68,12 @@ pub struct CreateArgs {
     #[arg(long, short = 'n', required_unless_present = "guided")]
     pub name: Option<String>,
     /// The Artifacts.toml to add the entry to (created if missing).
-    #[arg(long, short = 'm', value_name = "PATH", required_unless_present = "guided")]
+    #[arg(
+        long,
+        short = 'm',
+        value_name = "PATH",
+        required_unless_present = "guided"
+    )]
     pub manifest: Option<PathBuf>,
     /// URL the tarball will be downloadable from (written as the entry's download url).
     #[arg(long)]
@@ -141,9 +146,10 @@ pub struct FetchArgs {
 /// `verify`.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["names", "all"])))]
 pub struct VerifyArgs {
     /// Artifacts to verify.
-    #[arg(value_name = "NAMES", conflicts_with = "all", required_unless_present = "all")]
+    #[arg(value_name = "NAMES", conflicts_with = "all")]
     pub names: Vec<String>,
     /// Verify every artifact of the manifest that is installed.
     #[arg(long)]

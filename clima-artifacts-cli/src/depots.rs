@@ -10,85 +10,60 @@
 //!     artifact_usage.toml       manifests that resolved artifacts from this depot (Julia's format)
 //! ```
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use clima_artifact_manifest::{GitTreeSha1, OverrideTarget, OverridesFile};
+use clima_artifact_manifest::{GitTreeSha1, OverridesFile};
 use clima_artifact_runtime::Config;
+use clima_artifact_runtime::depot::{self, Overrides};
 
 use crate::error::{CliError, CliResult, io_error};
 
 /// The runtime configuration from the `CLIMA_ARTIFACTS_*` environment variables.
 pub fn config() -> CliResult<Config> {
-    // Interim until the install branch's `Config::from_env` lands.
-    let depots: Vec<PathBuf> = std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH")
-        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
-        .unwrap_or_default();
-    Ok(Config {
-        depots,
-        offline: false,
-        julia_interop: false,
-        connect_timeout: std::time::Duration::from_secs(10),
-        stall_timeout: std::time::Duration::from_secs(30),
-        retries: 3,
-        lock_timeout: std::time::Duration::from_secs(600),
-        max_unpacked_bytes: u64::MAX,
-        progress: true,
-    })
+    Config::from_env().map_err(|e| CliError::usage(e.to_string()))
 }
 
-/// `<depot>/artifacts`.
-pub fn artifacts_dir(depot: &Path) -> PathBuf {
-    depot.join("artifacts")
+pub use clima_artifact_runtime::depot::{artifacts_dir, overrides_path};
+
+/// Every depot lookups search (the configured ones, then Julia's with interop on).
+pub fn search_depots(config: &Config) -> Vec<PathBuf> {
+    depot::search_depots(config)
 }
 
-/// `<depot>/artifacts/Overrides.toml`.
-pub fn overrides_path(depot: &Path) -> PathBuf {
-    artifacts_dir(depot).join("Overrides.toml")
-}
-
-/// The first depot in which `artifacts/` exists or can be created and written to.
+/// The first configured depot in which `artifacts/` exists or can be created and written to.
 pub fn first_writable_depot(config: &Config) -> CliResult<PathBuf> {
-    let mut why = Vec::new();
-    for depot in &config.depots {
-        let dir = artifacts_dir(depot);
-        match fs::create_dir_all(&dir).and_then(|()| tempfile::tempfile_in(&dir)) {
-            Ok(_) => return Ok(depot.clone()),
-            Err(e) => why.push(format!("`{}`: {e}", dir.display())),
-        }
-    }
-    Err(CliError::failure(format!(
-        "no writable depot (tried {}); set CLIMA_ARTIFACTS_DEPOT_PATH to a folder you can write to",
-        if why.is_empty() { "none".to_string() } else { why.join("; ") }
-    )))
+    depot::first_writable(config, "overrides").map_err(|e| CliError::failure(e.to_string()))
 }
 
-/// The depot directory holding `hash`, searching depots in order.
+/// The depot and directory of the first installed copy of `hash`.
 pub fn installed_in(config: &Config, hash: &GitTreeSha1) -> Option<(PathBuf, PathBuf)> {
-    config.depots.iter().find_map(|depot| {
-        let dir = artifacts_dir(depot).join(hash.to_hex());
-        dir.is_dir().then(|| (depot.clone(), dir))
+    search_depots(config).into_iter().find_map(|d| {
+        let dir = depot::artifact_dir(&d, hash);
+        dir.is_dir().then_some((d, dir))
     })
 }
 
 /// Every depot directory holding `hash` (a copy may sit in several depots).
 pub fn installed_everywhere(config: &Config, hash: &GitTreeSha1) -> Vec<PathBuf> {
-    config
-        .depots
+    search_depots(config)
         .iter()
-        .map(|depot| artifacts_dir(depot).join(hash.to_hex()))
+        .map(|d| depot::artifact_dir(d, hash))
         .filter(|dir| dir.is_dir())
         .collect()
 }
 
-/// Every depot's parsed `Overrides.toml`, in depot order (missing files are empty).
+/// Every searched depot's parsed `Overrides.toml`, in depot order (missing files are empty).
 pub fn overrides_files(config: &Config) -> CliResult<Vec<OverridesFile>> {
-    config
-        .depots
+    search_depots(config)
         .iter()
         .map(|d| OverridesFile::load(&overrides_path(d)).map_err(CliError::from))
         .collect()
+}
+
+/// The merged overrides of every searched depot (Julia's rules: earlier depots win).
+pub fn overrides(config: &Config) -> CliResult<Overrides> {
+    Overrides::load(&search_depots(config)).map_err(|e| CliError::usage(e.to_string()))
 }
 
 /// An effective override: what `hash` resolves to and which file says so.
@@ -100,46 +75,28 @@ pub struct ResolvedOverride {
     pub file: PathBuf,
 }
 
-/// Resolves overrides of `hash` with Julia's rules: the first depot that mentions the hash decides;
-/// `""` cancels; a hash value is followed (to its own override or installed copy); cycles are errors.
+/// Resolves the override of `hash`, if any (chains followed; broken ones are errors that name
+/// the Overrides.toml to fix).
 pub fn resolve_override(
-    files: &[OverridesFile],
-    config: &Config,
+    overrides: &Overrides,
     hash: &GitTreeSha1,
 ) -> CliResult<Option<ResolvedOverride>> {
-    let mut seen = BTreeSet::new();
-    let mut current = *hash;
-    let mut first_file: Option<PathBuf> = None;
-    loop {
-        if !seen.insert(current) {
-            return Err(CliError::usage(format!(
-                "overrides form a cycle through {current}; fix {}",
-                files
-                    .iter()
-                    .map(|f| format!("`{}`", f.path.display()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-        let Some((file, entry)) = files
-            .iter()
-            .find_map(|f| f.get(&current).map(|e| (f.path.clone(), e.clone())))
-        else {
-            // Not overridden further: a chain ends at an installed copy (or nowhere).
-            return Ok(match first_file {
-                None => None,
-                Some(file) => installed_in(config, &current).map(|(_, path)| ResolvedOverride {
-                    path,
-                    file,
-                }),
-            });
-        };
-        let file = first_file.get_or_insert(file).clone();
-        match entry.target {
-            OverrideTarget::Remove => return Ok(None),
-            OverrideTarget::Path(path) => return Ok(Some(ResolvedOverride { path, file })),
-            OverrideTarget::Hash(next) => current = next,
-        }
+    overrides
+        .resolve(hash)
+        .map(|r| {
+            r.map(|r| ResolvedOverride {
+                path: r.path,
+                file: r.overrides_file,
+            })
+        })
+        .map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// Records in the first configured depot's usage log that `manifest` used it (what `gc` keeps).
+pub fn record_usage(config: &Config, manifest: &Path) {
+    if let Some(first) = config.depots.first() {
+        let manifest = fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_path_buf());
+        depot::record_usage(first, &manifest);
     }
 }
 
@@ -159,7 +116,11 @@ pub fn recorded_manifests(depot: &Path) -> CliResult<Vec<PathBuf>> {
             e.to_string().trim_end()
         ))
     })?;
-    Ok(doc.as_table().iter().map(|(k, _)| PathBuf::from(k)).collect())
+    Ok(doc
+        .as_table()
+        .iter()
+        .map(|(k, _)| PathBuf::from(k))
+        .collect())
 }
 
 /// Total bytes of regular files and symlinks under `dir`, not following symlinks.

@@ -91,7 +91,11 @@ fn download_table(d: &NewDownload) -> Table {
 }
 
 /// Applies `update` to manifest text (`path` is for messages) and returns the new text.
-pub fn upsert_entry(text: &str, path: &Path, update: &EntryUpdate) -> CliResult<(String, EditOutcome)> {
+pub fn upsert_entry(
+    text: &str,
+    path: &Path,
+    update: &EntryUpdate,
+) -> CliResult<(String, EditOutcome)> {
     let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
         CliError::usage(format!(
             "`{}` is not valid TOML, so `create` will not edit it: {}",
@@ -218,15 +222,24 @@ mod tests {
     #[test]
     fn adds_entry_in_pkg_layout_and_keeps_comments() {
         let text = "# keep me\n[other] # and me\ngit-tree-sha1 = \"".to_string() + H2 + "\"\n";
-        let (out, outcome) =
-            upsert_entry(&text, Path::new("A.toml"), &update(H1, Some("https://x/e.tar.gz")))
-                .unwrap();
+        let (out, outcome) = upsert_entry(
+            &text,
+            Path::new("A.toml"),
+            &update(H1, Some("https://x/e.tar.gz")),
+        )
+        .unwrap();
         assert_eq!(outcome, EditOutcome::Added);
         assert!(out.starts_with(&text), "{out}");
         assert!(out.contains("\n\n[era5]\ngit-tree-sha1 = \""), "{out}");
-        assert!(out.contains("\n    [[era5.download]]\n    sha256 = \""), "{out}");
+        assert!(
+            out.contains("\n    [[era5.download]]\n    sha256 = \""),
+            "{out}"
+        );
         let parsed: toml_edit::DocumentMut = out.parse().unwrap();
-        assert_eq!(parsed["era5"]["download"][0]["url"].as_str(), Some("https://x/e.tar.gz"));
+        assert_eq!(
+            parsed["era5"]["download"][0]["url"].as_str(),
+            Some("https://x/e.tar.gz")
+        );
     }
 
     #[test]
@@ -242,7 +255,10 @@ mod tests {
                 removed_downloads: 1
             }
         );
-        assert!(out.contains(&format!("git-tree-sha1 = \"{H1}\" # the hash")), "{out}");
+        assert!(
+            out.contains(&format!("git-tree-sha1 = \"{H1}\" # the hash")),
+            "{out}"
+        );
         assert!(out.contains("note = \"x\""));
         assert!(!out.contains("https://old"));
     }
@@ -267,6 +283,10 @@ mod tests {
         let err = upsert_entry(&text, Path::new("A.toml"), &update(H1, None)).unwrap_err();
         assert!(err.message.contains("platform-specific"), "{}", err.message);
         let err = upsert_entry("[era5", Path::new("A.toml"), &update(H1, None)).unwrap_err();
-        assert!(err.message.contains("`A.toml` is not valid TOML"), "{}", err.message);
+        assert!(
+            err.message.contains("`A.toml` is not valid TOML"),
+            "{}",
+            err.message
+        );
     }
 }

@@ -82,7 +82,9 @@ fn take_file_header(doc: &mut DocumentMut) -> String {
         .to_string();
     match prefix.rfind("\n\n") {
         Some(i) => {
-            table.decor_mut().set_prefix(format!("\n{}", &prefix[i + 2..]));
+            table
+                .decor_mut()
+                .set_prefix(format!("\n{}", &prefix[i + 2..]));
             prefix[..i + 2].to_string()
         }
         None => String::new(),
@@ -139,13 +141,22 @@ mod tests {
         let original = "# cluster overrides\n\n[d6f4376e-aef5-505a-96c1-9c027394607a]\nlibfoo = \"/opt/libfoo\"\n";
         let p = Path::new("Overrides.toml");
         let text = set_override(original, p, H, "/scratch/era5", Some("era5")).unwrap();
-        assert!(text.starts_with(&format!("# cluster overrides\n\n{H} = ")), "{text}");
-        assert!(text.contains(&format!("{H} = \"/scratch/era5\" # era5\n")), "{text}");
+        assert!(
+            text.starts_with(&format!("# cluster overrides\n\n{H} = ")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{H} = \"/scratch/era5\" # era5\n")),
+            "{text}"
+        );
         assert!(text.contains("libfoo = \"/opt/libfoo\""));
         // The hash line must stay at top level (before the uuid table) to mean what it says.
         let doc: DocumentMut = text.parse().unwrap();
         assert_eq!(doc[H].as_str(), Some("/scratch/era5"));
-        assert_eq!(comment_names(&text).get(H).map(String::as_str), Some("era5"));
+        assert_eq!(
+            comment_names(&text).get(H).map(String::as_str),
+            Some("era5")
+        );
 
         let text = set_override(&text, p, &H.to_uppercase(), "/other", Some("era5")).unwrap();
         assert_eq!(text.matches("/other").count(), 1);

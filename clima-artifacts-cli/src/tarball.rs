@@ -248,7 +248,11 @@ pub fn write_tarball(
                 let mut name = entry.rel.clone();
                 name.push(b'/');
                 builder
-                    .append_data(&mut h, Path::new(std::ffi::OsStr::from_bytes(&name)), io::empty())
+                    .append_data(
+                        &mut h,
+                        Path::new(std::ffi::OsStr::from_bytes(&name)),
+                        io::empty(),
+                    )
                     .map_err(write_err)?;
             }
             EntryKind::File { size, executable } => {
@@ -285,7 +289,9 @@ pub fn write_tarball(
             }
             EntryKind::Symlink(target) => {
                 let mut h = header_base(tar::EntryType::Symlink, 0o777, 0);
-                builder.append_link(&mut h, rel, target).map_err(write_err)?;
+                builder
+                    .append_link(&mut h, rel, target)
+                    .map_err(write_err)?;
                 let bytes = target.as_os_str().as_bytes();
                 let mut hasher = BlobHasher::new(bytes.len() as u64);
                 hasher.update(bytes);

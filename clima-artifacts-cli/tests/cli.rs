@@ -12,7 +12,13 @@ use predicates::prelude::*;
 const OTHER_HASH: &str = "b373f1887cff55850cbf76ec005f7d93726ae42e";
 
 fn create_json(sb: &Sandbox, args: &[&str]) -> serde_json::Value {
-    let out = sb.cli().arg("create").args(args).arg("--json").output().unwrap();
+    let out = sb
+        .cli()
+        .arg("create")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "create failed: {}",
@@ -34,21 +40,43 @@ fn create_twice_gives_the_same_tarball_and_keeps_manifest_comments() {
 
     let first = create_json(
         &sb,
-        &["era5", "--name", "era5", "--manifest", "Artifacts.toml", "--tarball-out", "one/era5.tar.gz",
-          "--url", "https://example.invalid/era5.tar.gz", "--license", "CC-BY-4.0"],
+        &[
+            "era5",
+            "--name",
+            "era5",
+            "--manifest",
+            "Artifacts.toml",
+            "--tarball-out",
+            "one/era5.tar.gz",
+            "--url",
+            "https://example.invalid/era5.tar.gz",
+            "--license",
+            "CC-BY-4.0",
+        ],
     );
     // Touch everything and change group bits: neither may change the archive.
     for f in ["README.md", "data/v.nc", "data/2008/u.nc"] {
         let file = fs::File::options().write(true).open(data.join(f)).unwrap();
-        file.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000))
-            .unwrap();
+        file.set_modified(
+            std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000),
+        )
+        .unwrap();
     }
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(data.join("README.md"), fs::Permissions::from_mode(0o664)).unwrap();
     let second = create_json(
         &sb,
-        &["era5", "--name", "era5", "--manifest", "Artifacts.toml", "--tarball-out", "two/era5.tar.gz",
-          "--url", "https://example.invalid/era5.tar.gz"],
+        &[
+            "era5",
+            "--name",
+            "era5",
+            "--manifest",
+            "Artifacts.toml",
+            "--tarball-out",
+            "two/era5.tar.gz",
+            "--url",
+            "https://example.invalid/era5.tar.gz",
+        ],
     );
     assert_eq!(first["sha256"], second["sha256"]);
     assert_eq!(first["git_tree_sha1"], second["git_tree_sha1"]);
@@ -92,7 +120,17 @@ fn create_twice_gives_the_same_tarball_and_keeps_manifest_comments() {
     }
     assert_eq!(
         seen,
-        ["README.md", "bin", "bin/run.sh", "data", "data/2008", "data/2008/u.nc", "data/v.nc", "empty", "latest"]
+        [
+            "README.md",
+            "bin/",
+            "bin/run.sh",
+            "data/",
+            "data/2008/",
+            "data/2008/u.nc",
+            "data/v.nc",
+            "empty/",
+            "latest"
+        ]
     );
     // gzip header: no mtime, no file name.
     assert_eq!(&one[4..8], &[0, 0, 0, 0]);
@@ -107,9 +145,15 @@ fn create_twice_gives_the_same_tarball_and_keeps_manifest_comments() {
     let era5 = parsed
         .select("era5", &clima_artifact_manifest::Platform::host())
         .unwrap();
-    assert_eq!(era5.git_tree_sha1.to_hex(), first["git_tree_sha1"].as_str().unwrap());
+    assert_eq!(
+        era5.git_tree_sha1.to_hex(),
+        first["git_tree_sha1"].as_str().unwrap()
+    );
     assert_eq!(era5.downloads.len(), 1);
-    assert_eq!(era5.downloads[0].sha256.to_hex(), first["sha256"].as_str().unwrap());
+    assert_eq!(
+        era5.downloads[0].sha256.to_hex(),
+        first["sha256"].as_str().unwrap()
+    );
 }
 
 #[test]
@@ -123,13 +167,26 @@ fn create_fetch_verify_then_tamper() {
     let url = format!("{}/era5.tar.gz", server.base);
     let created = create_json(
         &sb,
-        &["src-data", "--name", "era5", "--manifest", "Artifacts.toml", "--tarball-out",
-          served.join("era5.tar.gz").to_str().unwrap(), "--url", &url],
+        &[
+            "src-data",
+            "--name",
+            "era5",
+            "--manifest",
+            "Artifacts.toml",
+            "--tarball-out",
+            served.join("era5.tar.gz").to_str().unwrap(),
+            "--url",
+            &url,
+        ],
     );
     let hash = created["git_tree_sha1"].as_str().unwrap().to_string();
 
     let out = sb.cli().args(["fetch", "era5", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let fetched = json(&out);
     assert_eq!(fetched[0]["status"], "downloaded");
     assert_eq!(server.hits("/era5.tar.gz"), 1);
@@ -137,19 +194,31 @@ fn create_fetch_verify_then_tamper() {
     assert!(installed.join("data/2008/u.nc").is_file());
 
     // Fetching again is a no-op; --all picks it up too.
-    let out = sb.cli().args(["fetch", "--all", "--json"]).output().unwrap();
+    let out = sb
+        .cli()
+        .args(["fetch", "--all", "--json"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert_eq!(json(&out)[0]["status"], "already_installed");
     assert_eq!(server.hits("/era5.tar.gz"), 1);
 
-    sb.cli().args(["verify", "era5"]).assert().success().stdout(predicate::str::contains("ok"));
+    sb.cli()
+        .args(["verify", "era5"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("ok"));
     let out = sb.cli().args(["list", "--json"]).output().unwrap();
     let listed = json(&out);
     assert_eq!(listed[0]["name"], "era5");
     assert_eq!(listed[0]["downloadable"], true);
     assert_eq!(listed[0]["installed_path"], installed.display().to_string());
     assert!(listed[0]["size_bytes"].as_u64().unwrap() >= 300_000);
-    sb.cli().arg("status").assert().success().stdout(predicate::str::contains("installed"));
+    sb.cli()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("installed"));
 
     // Tamper with one file: verify names the artifact and the file, and exits 1.
     let victim = installed.join("data/v.nc");
@@ -165,7 +234,11 @@ fn create_fetch_verify_then_tamper() {
         .stdout(predicate::str::contains("CHANGED"))
         .stderr(predicate::str::contains("artifact `era5`"))
         .stderr(predicate::str::contains("data/v.nc"));
-    let out = sb.cli().args(["verify", "era5", "--json"]).output().unwrap();
+    let out = sb
+        .cli()
+        .args(["verify", "era5", "--json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json(&out)[0]["status"], "changed");
 }
@@ -177,15 +250,37 @@ fn external_create_override_set_and_runtime_resolution() {
     sample_tree(&data);
     let out = sb
         .cli()
-        .args(["create", data.to_str().unwrap(), "--name", "era5", "--manifest", "Artifacts.toml", "--external"])
+        .args([
+            "create",
+            data.to_str().unwrap(),
+            "--name",
+            "era5",
+            "--manifest",
+            "Artifacts.toml",
+            "--external",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let hash_out = sb.cli().args(["hash", data.to_str().unwrap()]).output().unwrap();
+    let hash_out = sb
+        .cli()
+        .args(["hash", data.to_str().unwrap()])
+        .output()
+        .unwrap();
     let hash = String::from_utf8_lossy(&hash_out.stdout).trim().to_string();
-    let line = format!("{hash} = \"{}\" # era5", fs::canonicalize(&data).unwrap().display());
-    assert!(stdout.lines().any(|l| l == line), "no overrides line `{line}` in:\n{stdout}");
+    let line = format!(
+        "{hash} = \"{}\" # era5",
+        fs::canonicalize(&data).unwrap().display()
+    );
+    assert!(
+        stdout.lines().any(|l| l == line),
+        "no overrides line `{line}` in:\n{stdout}"
+    );
     let text = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
     assert!(!text.contains("download"), "{text}");
     assert!(!sb.work.join("era5.tar.gz").exists());
@@ -195,7 +290,13 @@ fn external_create_override_set_and_runtime_resolution() {
     fs::create_dir_all(&wrong).unwrap();
     fs::write(wrong.join("x"), "x").unwrap();
     sb.cli()
-        .args(["override", "set", "era5", wrong.to_str().unwrap(), "--verify"])
+        .args([
+            "override",
+            "set",
+            "era5",
+            wrong.to_str().unwrap(),
+            "--verify",
+        ])
         .assert()
         .code(1)
         .stderr(predicate::str::contains("expects"));
@@ -209,12 +310,23 @@ fn external_create_override_set_and_runtime_resolution() {
     // A relative path is made absolute.
     sb.cli()
         .current_dir(sb.root.path())
-        .args(["override", "set", "era5", "scratch/era5", "--verify", "--manifest", "work/Artifacts.toml"])
+        .args([
+            "override",
+            "set",
+            "era5",
+            "scratch/era5",
+            "--verify",
+            "--manifest",
+            "work/Artifacts.toml",
+        ])
         .assert()
         .success();
     let overrides = fs::read_to_string(sb.depot.join("artifacts/Overrides.toml")).unwrap();
     let abs = fs::canonicalize(&data).unwrap();
-    assert!(overrides.contains(&format!("{hash} = \"{}\" # era5", abs.display())), "{overrides}");
+    assert!(
+        overrides.contains(&format!("{hash} = \"{}\" # era5", abs.display())),
+        "{overrides}"
+    );
 
     // The runtime resolves to the override.
     let artifacts = clima_artifact_runtime::Artifacts::load(&sb.work.join("Artifacts.toml"))
@@ -222,7 +334,11 @@ fn external_create_override_set_and_runtime_resolution() {
         .with_config(runtime_config(&sb.depot));
     assert_eq!(artifacts.ensure_installed("era5").unwrap(), abs);
 
-    let out = sb.cli().args(["override", "list", "--json"]).output().unwrap();
+    let out = sb
+        .cli()
+        .args(["override", "list", "--json"])
+        .output()
+        .unwrap();
     let listed = json(&out);
     assert_eq!(listed[0]["name"], "era5");
     assert_eq!(listed[0]["git_tree_sha1"], hash);
@@ -233,7 +349,10 @@ fn external_create_override_set_and_runtime_resolution() {
         .success()
         .stdout(predicate::str::contains("overridden"));
 
-    sb.cli().args(["override", "unset", "era5"]).assert().success();
+    sb.cli()
+        .args(["override", "unset", "era5"])
+        .assert()
+        .success();
     let overrides = fs::read_to_string(sb.depot.join("artifacts/Overrides.toml")).unwrap();
     assert!(!overrides.contains(&hash));
     sb.cli()
@@ -247,13 +366,8 @@ fn runtime_config(depot: &Path) -> clima_artifact_runtime::Config {
     clima_artifact_runtime::Config {
         depots: vec![depot.to_path_buf()],
         offline: true,
-        julia_interop: false,
-        connect_timeout: std::time::Duration::from_secs(5),
-        stall_timeout: std::time::Duration::from_secs(5),
-        retries: 1,
-        lock_timeout: std::time::Duration::from_secs(5),
-        max_unpacked_bytes: 1 << 30,
         progress: false,
+        ..clima_artifact_runtime::Config::default()
     }
 }
 
@@ -288,10 +402,22 @@ fn gc_dry_run_lists_exactly_the_unreferenced_artifacts() {
     )
     .unwrap();
     // Hash 4 is the target of an override chain, so it stays.
-    fs::write(art.join("Overrides.toml"), format!("{} = \"{}\"\n", "9".repeat(40), hashes[3])).unwrap();
+    fs::write(
+        art.join("Overrides.toml"),
+        format!("{} = \"{}\"\n", "9".repeat(40), hashes[3]),
+    )
+    .unwrap();
 
-    let out = sb.cli().args(["gc", "--dry-run", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sb
+        .cli()
+        .args(["gc", "--dry-run", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report = json(&out);
     let listed: Vec<&str> = report["unreferenced"]
         .as_array()
@@ -333,7 +459,10 @@ fn gc_refuses_to_empty_a_depot_without_recorded_manifests() {
 #[test]
 fn bad_arguments_give_clear_messages_and_nonzero_exits() {
     let sb = Sandbox::new();
-    sb.cli().assert().code(2).stderr(predicate::str::contains("Usage"));
+    sb.cli()
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("Usage"));
     sb.cli()
         .args(["create", "somewhere"])
         .assert()
@@ -349,7 +478,11 @@ fn bad_arguments_give_clear_messages_and_nonzero_exits() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("Artifacts.toml"));
-    fs::write(sb.work.join("Artifacts.toml"), format!("[era5]\ngit-tree-sha1 = \"{OTHER_HASH}\"\n")).unwrap();
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        format!("[era5]\ngit-tree-sha1 = \"{OTHER_HASH}\"\n"),
+    )
+    .unwrap();
     sb.cli()
         .args(["fetch", "era6", "nope"])
         .assert()
@@ -383,7 +516,9 @@ fn bad_arguments_give_clear_messages_and_nonzero_exits() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("invalid artifact name"));
-    for sub in ["create", "hash", "fetch", "verify", "list", "status", "gc", "report", "override"] {
+    for sub in [
+        "create", "hash", "fetch", "verify", "list", "status", "gc", "report", "override",
+    ] {
         sb.cli()
             .args([sub, "--help"])
             .assert()
@@ -411,28 +546,58 @@ fn guided_create_driven_by_piped_stdin() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("Artifact name [My_Data]: "), "{stdout}");
     assert!(stdout.contains("must not contain `/`"), "{stdout}");
-    let manifest = clima_artifact_manifest::Manifest::load(&sb.work.join("Artifacts.toml")).unwrap();
+    let manifest =
+        clima_artifact_manifest::Manifest::load(&sb.work.join("Artifacts.toml")).unwrap();
     let v = manifest
         .select("mydata", &clima_artifact_manifest::Platform::host())
         .unwrap();
     assert!(v.lazy);
-    assert_eq!(v.metadata.get("license").map(String::as_str), Some("CC-BY-4.0"));
-    assert_eq!(v.metadata.get("citation").map(String::as_str), Some("Doe et al. (2024)"));
-    assert_eq!(v.metadata.get("doi").map(String::as_str), Some("10.1234/abcd"));
-    assert_eq!(v.downloads[0].url, "https://data.example.invalid/files/mydata.tar.gz");
+    assert_eq!(
+        v.metadata.get("license").map(String::as_str),
+        Some("CC-BY-4.0")
+    );
+    assert_eq!(
+        v.metadata.get("citation").map(String::as_str),
+        Some("Doe et al. (2024)")
+    );
+    assert_eq!(
+        v.metadata.get("doi").map(String::as_str),
+        Some("10.1234/abcd")
+    );
+    assert_eq!(
+        v.downloads[0].url,
+        "https://data.example.invalid/files/mydata.tar.gz"
+    );
     assert!(sb.work.join("mydata.tar.gz").is_file());
 
     // Declining at the end writes nothing.
     let out = sb
         .cli()
-        .args(["create", "--guided", "--name", "other", "--manifest", "Other.toml", "My Data"])
+        .args([
+            "create",
+            "--guided",
+            "--name",
+            "other",
+            "--manifest",
+            "Other.toml",
+            "My Data",
+        ])
         .write_stdin("\n\n\ny\n\n\n\n\n\nn\n")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert!(!sb.work.join("Other.toml").exists());
 }
 
@@ -448,11 +613,17 @@ fn report_renders_a_json_report() {
         origin: RecordedOrigin::Depot,
         accesses: 2,
         first_access: "2024-05-01T12:00:00.000Z".into(),
-        call_sites: vec![CallSite { file: "src/main.rs".into(), line: 3 }],
+        call_sites: vec![CallSite {
+            file: "src/main.rs".into(),
+            line: 3,
+        }],
         ranks: vec![0],
         metadata: [
             ("license".to_string(), "CC-BY-4.0".to_string()),
-            ("citation".to_string(), "Hersbach et al. (2020), ERA5".to_string()),
+            (
+                "citation".to_string(),
+                "Hersbach et al. (2020), ERA5".to_string(),
+            ),
             ("doi".to_string(), "10.1002/qj.3803".to_string()),
         ]
         .into_iter()
@@ -473,15 +644,29 @@ fn report_renders_a_json_report() {
         .assert()
         .success()
         .stdout(predicate::str::contains("10.1002/qj.3803"));
-    let out = sb.cli().args(["report", "provenance.json", "-f", "json"]).output().unwrap();
+    let out = sb
+        .cli()
+        .args(["report", "provenance.json", "-f", "json"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), report.to_json());
     sb.cli()
-        .args(["report", "provenance.json", "-f", "md", "-o", "out/report.md"])
+        .args([
+            "report",
+            "provenance.json",
+            "-f",
+            "md",
+            "-o",
+            "out/report.md",
+        ])
         .assert()
         .success();
     let mut md = String::new();
-    fs::File::open(sb.work.join("out/report.md")).unwrap().read_to_string(&mut md).unwrap();
+    fs::File::open(sb.work.join("out/report.md"))
+        .unwrap()
+        .read_to_string(&mut md)
+        .unwrap();
     assert!(md.contains("era5"));
 
     fs::write(sb.work.join("bad.json"), "{\"schema\": \"other/9\"}").unwrap();

@@ -64,7 +64,9 @@ pub fn run(args: CreateArgs) -> CliResult {
         Plan {
             dir: args.dir.expect("clap requires DIR without --guided"),
             name: args.name.expect("clap requires --name without --guided"),
-            manifest: args.manifest.expect("clap requires --manifest without --guided"),
+            manifest: args
+                .manifest
+                .expect("clap requires --manifest without --guided"),
             url: args.url,
             tarball_out: args.tarball_out,
             lazy: args.lazy,
@@ -94,7 +96,10 @@ struct Created {
 /// Does the work described by `plan`.
 pub fn execute(plan: &Plan) -> CliResult {
     if let Some(why) = invalid_name(&plan.name) {
-        return Err(CliError::usage(format!("invalid artifact name `{}`: {why}", plan.name)));
+        return Err(CliError::usage(format!(
+            "invalid artifact name `{}`: {why}",
+            plan.name
+        )));
     }
     let dir = existing_dir(&plan.dir, "artifact folder")?;
     let hash = cmd::hash_dir(&dir)?;
@@ -117,8 +122,8 @@ pub fn execute(plan: &Plan) -> CliResult {
             .tarball_out
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("{}.tar.gz", plan.name)));
-        let out = std::path::absolute(&out)
-            .map_err(|e| crate::error::io_error("resolve", &out, &e))?;
+        let out =
+            std::path::absolute(&out).map_err(|e| crate::error::io_error("resolve", &out, &e))?;
         if out.starts_with(&dir) {
             return Err(CliError::usage(format!(
                 "the tarball `{}` would be written inside the folder it archives; pass \
@@ -204,12 +209,13 @@ fn print_summary(c: &Created, dir: &Path) {
             removed_downloads,
         } => {
             let mut s = "updated in".to_string();
-            if previous_hash.as_deref().is_some_and(|p| p != c.git_tree_sha1) {
+            if previous_hash
+                .as_deref()
+                .is_some_and(|p| p != c.git_tree_sha1)
+            {
                 s.push_str(" (content changed");
                 if *removed_downloads > 0 {
-                    s.push_str(&format!(
-                        "; {removed_downloads} stale download(s) removed"
-                    ));
+                    s.push_str(&format!("; {removed_downloads} stale download(s) removed"));
                 }
                 s.push(')');
             }
@@ -219,7 +225,11 @@ fn print_summary(c: &Created, dir: &Path) {
     println!("artifact `{}`", c.name);
     println!("  git-tree-sha1  {}", c.git_tree_sha1);
     if let (Some(t), Some(sha), Some(size)) = (&c.tarball, &c.sha256, c.tarball_bytes) {
-        println!("  tarball        {} ({})", t.display(), depots::human_bytes(size));
+        println!(
+            "  tarball        {} ({})",
+            t.display(),
+            depots::human_bytes(size)
+        );
         println!("  sha256         {sha}");
     }
     println!("  manifest       {} {}", action, c.manifest.display());
@@ -243,6 +253,9 @@ fn print_summary(c: &Created, dir: &Path) {
         }
     } else if let (Some(t), Some(url)) = (&c.tarball, &c.url) {
         println!();
-        println!("next: upload `{}` so that it is served at {url}", t.display());
+        println!(
+            "next: upload `{}` so that it is served at {url}",
+            t.display()
+        );
     }
 }

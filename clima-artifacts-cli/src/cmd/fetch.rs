@@ -65,7 +65,9 @@ pub fn run(args: FetchArgs) -> CliResult {
             s.spawn(|| {
                 loop {
                     let next = queue.lock().map(|mut q| q.next()).unwrap_or(None);
-                    let Some((index, (name, variant))) = next else { break };
+                    let Some((index, (name, variant))) = next else {
+                        break;
+                    };
                     let bar = multi.add(progress::spinner(&format!("{name}: installing")));
                     let start = Instant::now();
                     let outcome = ensure_variant(name, variant, manifest.dir(), &config);
@@ -86,14 +88,21 @@ pub fn run(args: FetchArgs) -> CliResult {
                             match installed.origin {
                                 Origin::Override { .. } => f.status = "overridden",
                                 Origin::Depot => f.status = "already_installed",
-                                Origin::Downloaded { url, bytes, seconds } => {
+                                Origin::Downloaded {
+                                    url,
+                                    bytes,
+                                    seconds,
+                                } => {
                                     f.status = "downloaded";
                                     f.url = Some(url);
                                     f.bytes = Some(bytes);
                                     f.seconds = seconds;
                                 }
                             }
-                            bar.finish_with_message(format!("{name}: {}", f.status.replace('_', " ")));
+                            bar.finish_with_message(format!(
+                                "{name}: {}",
+                                f.status.replace('_', " ")
+                            ));
                         }
                         Err(e) => {
                             f.error = Some(e.to_string());
@@ -111,19 +120,29 @@ pub fn run(args: FetchArgs) -> CliResult {
     results.sort_by_key(|(i, _)| *i);
     let results: Vec<Fetched> = results.into_iter().map(|(_, f)| f).collect();
     let failed: Vec<&Fetched> = results.iter().filter(|f| f.error.is_some()).collect();
+    if failed.len() < results.len() {
+        // Lets `gc` know this manifest's artifacts are in use.
+        depots::record_usage(&config, &manifest.path);
+    }
 
     if args.json {
         cmd::print_json(&results)?;
     } else {
         if results.is_empty() {
-            println!("nothing to fetch (every artifact is lazy or for another platform; try --include-lazy)");
+            println!(
+                "nothing to fetch (every artifact is lazy or for another platform; try --include-lazy)"
+            );
         }
         for f in &results {
             match (&f.path, &f.error) {
                 (Some(path), _) => {
                     let extra = match (f.bytes, &f.url) {
                         (Some(b), Some(u)) => {
-                            format!(" ({} from {u} in {:.1} s)", depots::human_bytes(b), f.seconds)
+                            format!(
+                                " ({} from {u} in {:.1} s)",
+                                depots::human_bytes(b),
+                                f.seconds
+                            )
                         }
                         _ => String::new(),
                     };

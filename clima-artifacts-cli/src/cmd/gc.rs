@@ -88,12 +88,15 @@ pub fn run(args: GcArgs) -> CliResult {
     let mut manifests = Vec::new();
     let mut referenced = BTreeSet::new();
     let mut recorded = BTreeSet::new();
-    for depot in &config.depots {
-        recorded.extend(depots::recorded_manifests(depot)?);
+    for depot in depots::search_depots(&config) {
+        recorded.extend(depots::recorded_manifests(&depot)?);
     }
     for path in recorded {
         if !path.is_file() {
-            manifests.push(ManifestUse { path, status: "missing" });
+            manifests.push(ManifestUse {
+                path,
+                status: "missing",
+            });
             continue;
         }
         let m = Manifest::load(&path).map_err(|e| {
@@ -103,7 +106,10 @@ pub fn run(args: GcArgs) -> CliResult {
             ))
         })?;
         hashes_of(&m, &mut referenced);
-        manifests.push(ManifestUse { path, status: "live" });
+        manifests.push(ManifestUse {
+            path,
+            status: "live",
+        });
     }
     for path in &args.manifest {
         let m = cmd::load_manifest(Some(path))?;
@@ -199,20 +205,35 @@ pub fn run(args: GcArgs) -> CliResult {
     } else {
         for m in &report.manifests {
             if m.status == "missing" {
-                println!("manifest {} no longer exists; it stops counting", m.path.display());
+                println!(
+                    "manifest {} no longer exists; it stops counting",
+                    m.path.display()
+                );
             }
         }
-        let verb = if args.dry_run { "would remove" } else { "removed" };
+        let verb = if args.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        };
         let mut total = 0;
         for u in &report.unreferenced {
             if u.error.is_none() {
                 total += u.bytes;
-                println!("{verb} {} ({})", u.path.display(), depots::human_bytes(u.bytes));
+                println!(
+                    "{verb} {} ({})",
+                    u.path.display(),
+                    depots::human_bytes(u.bytes)
+                );
             }
         }
         println!(
             "{verb} {} artifact(s), {}; kept {}",
-            report.unreferenced.iter().filter(|u| u.error.is_none()).count(),
+            report
+                .unreferenced
+                .iter()
+                .filter(|u| u.error.is_none())
+                .count(),
             depots::human_bytes(total),
             report.kept
         );
@@ -220,7 +241,11 @@ pub fn run(args: GcArgs) -> CliResult {
     let failed: Vec<String> = report
         .unreferenced
         .iter()
-        .filter_map(|u| u.error.as_ref().map(|e| format!("  `{}`: {e}", u.path.display())))
+        .filter_map(|u| {
+            u.error
+                .as_ref()
+                .map(|e| format!("  `{}`: {e}", u.path.display()))
+        })
         .collect();
     if failed.is_empty() {
         Ok(())

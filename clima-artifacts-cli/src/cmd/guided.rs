@@ -161,9 +161,15 @@ pub fn ask(args: CreateArgs, input: &mut dyn BufRead, output: &mut dyn Write) ->
     )?;
     let lazy = p.yes_no("Install only when first used (lazy)?", args.lazy)?;
     let description = p.optional("One-line description (empty: none)", args.description)?;
-    let license = p.optional("License, as an SPDX expression like CC-BY-4.0 (empty: none)", args.license)?;
+    let license = p.optional(
+        "License, as an SPDX expression like CC-BY-4.0 (empty: none)",
+        args.license,
+    )?;
     let citation = p.optional("Citation (empty: none)", args.citation)?;
-    let doi = p.optional("DOI, like 10.5194/essd-13-4349-2021 (empty: none)", args.doi)?;
+    let doi = p.optional(
+        "DOI, like 10.5194/essd-13-4349-2021 (empty: none)",
+        args.doi,
+    )?;
     if doi.as_deref().is_some_and(|d| !d.starts_with("10.")) {
         p.say("  note: DOIs start with `10.`; keeping the answer as written")?;
     }
@@ -192,7 +198,11 @@ pub fn ask(args: CreateArgs, input: &mut dyn BufRead, output: &mut dyn Write) ->
             if let Err(why) = check_url(&u) {
                 return Err(CliError::usage(format!("invalid URL `{u}`: {why}")));
             }
-            url = Some(if u.ends_with('/') { format!("{u}{file_name}") } else { u });
+            url = Some(if u.ends_with('/') {
+                format!("{u}{file_name}")
+            } else {
+                u
+            });
         }
         tarball_out = Some(PathBuf::from(out));
     }

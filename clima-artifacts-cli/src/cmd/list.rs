@@ -32,6 +32,8 @@ struct Status {
     override_path: Option<PathBuf>,
     /// The Overrides.toml that set it.
     override_file: Option<PathBuf>,
+    /// A broken override (missing target, cycle), with the file to fix.
+    override_error: Option<String>,
     /// Bytes of the installed copy (overridden folders are not walked).
     size_bytes: Option<u64>,
 }
@@ -40,7 +42,7 @@ struct Status {
 pub fn run(args: ListArgs) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
     let config = depots::config()?;
-    let overrides = depots::overrides_files(&config)?;
+    let overrides = depots::overrides(&config)?;
     let mut rows = Vec::new();
     for (name, entry) in &manifest.artifacts {
         let variants = match entry {
@@ -59,6 +61,7 @@ pub fn run(args: ListArgs) -> CliResult {
             installed_path: None,
             override_path: None,
             override_file: None,
+            override_error: None,
             size_bytes: None,
         };
         match cmd::select(&manifest, name) {
@@ -68,9 +71,13 @@ pub fn run(args: ListArgs) -> CliResult {
                 s.platform = v.platform.as_ref().map(|p| p.to_string());
                 s.lazy = v.lazy;
                 s.downloadable = !v.downloads.is_empty();
-                if let Some(o) = depots::resolve_override(&overrides, &config, &v.git_tree_sha1)? {
-                    s.override_path = Some(o.path);
-                    s.override_file = Some(o.file);
+                match depots::resolve_override(&overrides, &v.git_tree_sha1) {
+                    Ok(Some(o)) => {
+                        s.override_path = Some(o.path);
+                        s.override_file = Some(o.file);
+                    }
+                    Ok(None) => {}
+                    Err(e) => s.override_error = Some(e.message),
                 }
                 if let Some((depot, path)) = depots::installed_in(&config, &v.git_tree_sha1) {
                     s.size_bytes = Some(depots::size_on_disk(&path));
@@ -93,26 +100,37 @@ pub fn run(args: ListArgs) -> CliResult {
         let hash = s.git_tree_sha1.as_deref().map(|h| &h[..8]).unwrap_or("-");
         let (state, where_) = if let Some(why) = &s.unavailable {
             ("unavailable".to_string(), why.clone())
+        } else if let Some(e) = &s.override_error {
+            ("bad override".to_string(), e.clone())
         } else if let Some(p) = &s.override_path {
             (
                 "overridden".to_string(),
                 format!(
                     "{} (set in {})",
                     p.display(),
-                    s.override_file.as_ref().map(|f| f.display().to_string()).unwrap_or_default()
+                    s.override_file
+                        .as_ref()
+                        .map(|f| f.display().to_string())
+                        .unwrap_or_default()
                 ),
             )
         } else if let Some(p) = &s.installed_path {
             ("installed".to_string(), p.display().to_string())
         } else if s.downloadable {
-            ("missing".to_string(), "downloadable: run `clima-artifacts fetch`".to_string())
+            (
+                "missing".to_string(),
+                "downloadable: run `clima-artifacts fetch`".to_string(),
+            )
         } else {
             (
                 "missing".to_string(),
                 "no download: needs `clima-artifacts override set`".to_string(),
             )
         };
-        let size = s.size_bytes.map(depots::human_bytes).unwrap_or_else(|| "-".into());
+        let size = s
+            .size_bytes
+            .map(depots::human_bytes)
+            .unwrap_or_else(|| "-".into());
         println!(
             "{:<24} {:<8} {:<5} {:<12} {:>10}  {where_}",
             s.name,

@@ -83,7 +83,11 @@ pub fn check_names(manifest: &Manifest, names: &[String]) -> CliResult {
             .collect::<Vec<_>>()
             .join(", "),
         manifest.path.display(),
-        if defined.is_empty() { "none".to_string() } else { defined.join(", ") }
+        if defined.is_empty() {
+            "none".to_string()
+        } else {
+            defined.join(", ")
+        }
     )))
 }
 
@@ -104,9 +108,8 @@ pub fn invalid_name(name: &str) -> Option<&'static str> {
 
 /// A folder given on the command line: must exist and be a directory; returned absolute.
 pub fn existing_dir(path: &Path, what: &str) -> CliResult<PathBuf> {
-    let meta = std::fs::metadata(path).map_err(|e| {
-        CliError::usage(format!("{what} `{}` cannot be used: {e}", path.display()))
-    })?;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| CliError::usage(format!("{what} `{}` cannot be used: {e}", path.display())))?;
     if !meta.is_dir() {
         return Err(CliError::usage(format!(
             "{what} `{}` is not a folder",

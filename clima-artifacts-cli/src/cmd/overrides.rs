@@ -18,7 +18,9 @@ fn resolve(spec: &str, manifest: Option<&Path>) -> CliResult<(GitTreeSha1, Optio
         && let Ok(h) = GitTreeSha1::from_hex(spec)
     {
         // Name it from the manifest if one is at hand; a bare hash works without one.
-        let name = cmd::load_manifest(manifest).ok().and_then(|m| name_of(&m, &h));
+        let name = cmd::load_manifest(manifest)
+            .ok()
+            .and_then(|m| name_of(&m, &h));
         return Ok((h, name));
     }
     let manifest = cmd::load_manifest(manifest)?;
@@ -45,7 +47,11 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
     let path = cmd::existing_dir(&args.path, "override folder")?;
     // Keep an absolute path as the user wrote it (a stable mount point may be a symlink);
     // resolve relative ones.
-    let path = if args.path.is_absolute() { args.path.clone() } else { path };
+    let path = if args.path.is_absolute() {
+        args.path.clone()
+    } else {
+        path
+    };
     if args.verify {
         let actual = cmd::hash_dir(&path)?;
         if actual != hash {
@@ -53,7 +59,8 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
                 "`{}` has git-tree-sha1 {actual}, but {} expects {hash}; the override was not \
                  written (use the right folder, or drop --verify if the difference is intended)",
                 path.display(),
-                name.as_deref().map_or("the manifest".to_string(), |n| format!("artifact `{n}`"))
+                name.as_deref()
+                    .map_or("the manifest".to_string(), |n| format!("artifact `{n}`"))
             )));
         }
     }
@@ -67,7 +74,8 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
             path.display()
         ))
     })?;
-    let new = overrides_edit::set_override(&text, &file, &hash.to_hex(), path_str, name.as_deref())?;
+    let new =
+        overrides_edit::set_override(&text, &file, &hash.to_hex(), path_str, name.as_deref())?;
     cmd::write_atomically(&file, &new)?;
     println!(
         "{} ({}) -> {}\nwritten to {}{}",
@@ -75,7 +83,11 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
         hash,
         path.display(),
         file.display(),
-        if args.verify { " (content verified)" } else { "" }
+        if args.verify {
+            " (content verified)"
+        } else {
+            ""
+        }
     );
     Ok(())
 }
@@ -87,7 +99,9 @@ pub fn unset(args: OverrideUnsetArgs) -> CliResult {
     let depot = depots::first_writable_depot(&config)?;
     let file = depots::overrides_path(&depot);
     let text = cmd::read_or_empty(&file)?;
-    let label = name.as_deref().map_or(hash.to_hex(), |n| format!("`{n}` ({hash})"));
+    let label = name
+        .as_deref()
+        .map_or(hash.to_hex(), |n| format!("`{n}` ({hash})"));
     match overrides_edit::unset_override(&text, &file, &hash.to_hex())? {
         Some(new) => {
             cmd::write_atomically(&file, &new)?;
@@ -185,7 +199,11 @@ pub fn list(args: OverrideListArgs) -> CliResult {
         return Ok(());
     }
     for r in &rows {
-        let target = if r.kind == "remove" { "\"\" (cancels later depots)".to_string() } else { r.target.clone() };
+        let target = if r.kind == "remove" {
+            "\"\" (cancels later depots)".to_string()
+        } else {
+            r.target.clone()
+        };
         println!(
             "{:<24} {} -> {}  ({}:{}{})",
             r.name.as_deref().unwrap_or("?"),
@@ -193,7 +211,11 @@ pub fn list(args: OverrideListArgs) -> CliResult {
             target,
             r.file.display(),
             r.line,
-            if r.effective { "" } else { ", shadowed by an earlier depot" }
+            if r.effective {
+                ""
+            } else {
+                ", shadowed by an earlier depot"
+            }
         );
     }
     Ok(())

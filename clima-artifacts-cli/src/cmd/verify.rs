@@ -34,10 +34,14 @@ fn modified_since_install(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for item in rd.flatten() {
             let path = item.path();
-            let Ok(m) = path.symlink_metadata() else { continue };
+            let Ok(m) = path.symlink_metadata() else {
+                continue;
+            };
             if m.is_dir() {
                 stack.push(path);
             } else if (m.mtime(), m.mtime_nsec()) > installed {
@@ -59,7 +63,7 @@ pub fn run(args: VerifyArgs) -> CliResult {
         args.names.clone()
     };
     let config = depots::config()?;
-    let overrides = depots::overrides_files(&config)?;
+    let overrides = depots::overrides(&config)?;
     let mut checked = Vec::new();
     for name in &names {
         let variant = match cmd::select(&manifest, name) {
@@ -78,7 +82,7 @@ pub fn run(args: VerifyArgs) -> CliResult {
             error: None,
         };
         let mut targets = Vec::new();
-        match depots::resolve_override(&overrides, &config, &hash)? {
+        match depots::resolve_override(&overrides, &hash)? {
             Some(o) if !args.include_overrides => {
                 checked.push(base("overridden_skipped", Some(o.path)));
                 continue;
@@ -145,7 +149,11 @@ pub fn run(args: VerifyArgs) -> CliResult {
     }
     let mut lines = Vec::new();
     for c in bad {
-        let path = c.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        let path = c
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         if c.status == "changed" {
             let hint = if c.modified_files.is_empty() {
                 String::new()
@@ -160,7 +168,11 @@ pub fn run(args: VerifyArgs) -> CliResult {
                 format!(
                     "; modified after install: {}{}",
                     shown.join(", "),
-                    if more > 0 { format!(" and {more} more") } else { String::new() }
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
                 )
             };
             lines.push(format!(
@@ -185,5 +197,8 @@ pub fn run(args: VerifyArgs) -> CliResult {
             c.name, c.name
         ));
     }
-    Err(CliError::failure(format!("verification failed:\n{}", lines.join("\n"))))
+    Err(CliError::failure(format!(
+        "verification failed:\n{}",
+        lines.join("\n")
+    )))
 }

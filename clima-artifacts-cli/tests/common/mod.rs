@@ -46,7 +46,11 @@ impl FileServer {
                             Ok(_) => {}
                         }
                     }
-                    let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    let path = request_line
+                        .split_whitespace()
+                        .nth(1)
+                        .unwrap_or("/")
+                        .to_string();
                     *counter.lock().unwrap().entry(path.clone()).or_default() += 1;
                     let file = root.join(path.trim_start_matches('/'));
                     let response = match fs::read(&file) {
@@ -86,7 +90,9 @@ pub fn sample_tree(dir: &Path) {
     fs::write(dir.join("README.md"), "ERA5 sample\n").unwrap();
     fs::write(dir.join("bin/run.sh"), "#!/bin/sh\necho hi\n").unwrap();
     fs::set_permissions(dir.join("bin/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
-    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let bytes: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     fs::write(dir.join("data/2008/u.nc"), bytes).unwrap();
     fs::write(dir.join("data/v.nc"), "v").unwrap();
     std::os::unix::fs::symlink("README.md", dir.join("latest")).unwrap();
