@@ -119,7 +119,15 @@ pub fn upsert_entry(
                 aot.push(download_table(d));
                 t.insert("download", Item::ArrayOfTables(aot));
             }
-            if !text.trim().is_empty() {
+            // A file with only comments keeps them as the document's trailing text, which
+            // would end up below the new table: move them above it instead.
+            let trailing = doc.trailing().as_str().unwrap_or("").to_string();
+            if doc.as_table().is_empty() && !trailing.trim().is_empty() {
+                let mut head = trailing.trim_end().to_string();
+                head.push_str("\n\n");
+                t.decor_mut().set_prefix(head);
+                doc.set_trailing("");
+            } else if !text.trim().is_empty() {
                 t.decor_mut().set_prefix("\n");
             }
             doc.insert(name, Item::Table(t));
@@ -240,6 +248,13 @@ mod tests {
             parsed["era5"]["download"][0]["url"].as_str(),
             Some("https://x/e.tar.gz")
         );
+    }
+
+    #[test]
+    fn comment_only_file_keeps_its_comments_on_top() {
+        let (out, _) =
+            upsert_entry("# my datasets\n", Path::new("A.toml"), &update(H1, None)).unwrap();
+        assert!(out.starts_with("# my datasets\n\n[era5]\n"), "{out}");
     }
 
     #[test]

@@ -43,7 +43,18 @@ pub fn spinner(message: &str) -> ProgressBar {
     if !enabled() {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::new_spinner();
+    styled_spinner(ProgressBar::new_spinner(), message)
+}
+
+/// A spinner drawn as one line of `multi` (one per parallel job).
+pub fn spinner_in(multi: &MultiProgress, message: &str) -> ProgressBar {
+    if !enabled() {
+        return ProgressBar::hidden();
+    }
+    styled_spinner(multi.add(ProgressBar::new_spinner()), message)
+}
+
+fn styled_spinner(bar: ProgressBar, message: &str) -> ProgressBar {
     bar.set_style(
         ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),

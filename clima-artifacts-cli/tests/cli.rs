@@ -193,6 +193,21 @@ fn create_fetch_verify_then_tamper() {
     let installed = sb.depot.join("artifacts").join(&hash);
     assert!(installed.join("data/2008/u.nc").is_file());
 
+    // fetch recorded the manifest in the depot's usage log, so gc keeps the artifact.
+    let out = sb
+        .cli()
+        .args(["gc", "--dry-run", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gc = json(&out);
+    assert_eq!(gc["unreferenced"].as_array().unwrap().len(), 0, "{gc}");
+    assert_eq!(gc["kept"], 1);
+
     // Fetching again is a no-op; --all picks it up too.
     let out = sb
         .cli()
@@ -329,7 +344,7 @@ fn external_create_override_set_and_runtime_resolution() {
     );
 
     // The runtime resolves to the override.
-    let artifacts = clima_artifact_runtime::Artifacts::load(&sb.work.join("Artifacts.toml"))
+    let artifacts = clima_artifact_runtime::Artifacts::load(sb.work.join("Artifacts.toml"))
         .unwrap()
         .with_config(runtime_config(&sb.depot));
     assert_eq!(artifacts.ensure_installed("era5").unwrap(), abs);

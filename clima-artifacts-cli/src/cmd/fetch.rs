@@ -68,7 +68,7 @@ pub fn run(args: FetchArgs) -> CliResult {
                     let Some((index, (name, variant))) = next else {
                         break;
                     };
-                    let bar = multi.add(progress::spinner(&format!("{name}: installing")));
+                    let bar = progress::spinner_in(&multi, &format!("{name}: installing"));
                     let start = Instant::now();
                     let outcome = ensure_variant(name, variant, manifest.dir(), &config);
                     let seconds = start.elapsed().as_secs_f64();
