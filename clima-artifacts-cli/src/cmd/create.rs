@@ -90,6 +90,8 @@ struct Created {
     url: Option<String>,
     manifest: PathBuf,
     manifest_change: EditOutcome,
+    /// Download URLs of the entry after the edit.
+    downloads: Vec<String>,
     overrides_line: Option<String>,
 }
 
@@ -114,6 +116,7 @@ pub fn execute(plan: &Plan) -> CliResult {
         url: plan.url.clone(),
         manifest: plan.manifest.clone(),
         manifest_change: EditOutcome::Added,
+        downloads: Vec::new(),
         overrides_line: None,
     };
     let mut download = None;
@@ -179,7 +182,7 @@ pub fn execute(plan: &Plan) -> CliResult {
         download,
         remove_downloads: plan.external,
     };
-    created.manifest_change = write_manifest(&plan.manifest, &update)?;
+    (created.manifest_change, created.downloads) = write_manifest(&plan.manifest, &update)?;
 
     if plan.json {
         return cmd::print_json(&created);
@@ -188,36 +191,41 @@ pub fn execute(plan: &Plan) -> CliResult {
     Ok(())
 }
 
-fn write_manifest(path: &Path, update: &EntryUpdate) -> CliResult<EditOutcome> {
+fn write_manifest(path: &Path, update: &EntryUpdate) -> CliResult<(EditOutcome, Vec<String>)> {
     let original = cmd::read_or_empty(path)?;
     let (text, outcome) = upsert_entry(&original, path, update)?;
-    Manifest::parse(&text, path).map_err(|e| {
+    let parsed = Manifest::parse(&text, path).map_err(|e| {
         CliError::usage(format!(
             "the manifest would not load after adding `{}`, so it was left unchanged: {e}",
             update.name
         ))
     })?;
     cmd::write_atomically(path, &text)?;
-    Ok(outcome)
+    let downloads = match parsed.get(&update.name) {
+        Some(clima_artifact_manifest::ArtifactEntry::Single(v)) => {
+            v.downloads.iter().map(|d| d.url.clone()).collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok((outcome, downloads))
 }
 
 fn print_summary(c: &Created, dir: &Path) {
     let action = match &c.manifest_change {
-        EditOutcome::Added => "added to".to_string(),
+        EditOutcome::Added => "entry added".to_string(),
         EditOutcome::Updated {
             previous_hash,
             removed_downloads,
         } => {
-            let mut s = "updated in".to_string();
+            let mut s = "entry updated".to_string();
             if previous_hash
                 .as_deref()
                 .is_some_and(|p| p != c.git_tree_sha1)
             {
-                s.push_str(" (content changed");
-                if *removed_downloads > 0 {
-                    s.push_str(&format!("; {removed_downloads} stale download(s) removed"));
-                }
-                s.push(')');
+                s.push_str("; content changed");
+            }
+            if *removed_downloads > 0 {
+                s.push_str(&format!("; {removed_downloads} old download(s) removed"));
             }
             s
         }
@@ -232,7 +240,7 @@ fn print_summary(c: &Created, dir: &Path) {
         );
         println!("  sha256         {sha}");
     }
-    println!("  manifest       {} {}", action, c.manifest.display());
+    println!("  manifest       {} ({action})", c.manifest.display());
     if let Some(line) = &c.overrides_line {
         println!();
         println!(
@@ -242,7 +250,7 @@ fn print_summary(c: &Created, dir: &Path) {
             dir.display()
         );
         println!("{line}");
-    } else if c.url.is_none() {
+    } else if c.url.is_none() && c.downloads.is_empty() {
         if let Some(t) = &c.tarball {
             println!();
             println!(

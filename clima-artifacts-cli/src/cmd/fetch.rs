@@ -53,10 +53,12 @@ pub fn run(args: FetchArgs) -> CliResult {
         }
     }
     let mut config = depots::config()?;
-    // Bars are drawn here, one per artifact; the runtime's own would interleave.
-    config.progress = false;
-
     let multi = progress::multi();
+    // The runtime's byte-level download bars become lines of this display, next to one status
+    // line per artifact.
+    config.progress =
+        progress::enabled() && clima_artifact_runtime::install::set_progress_parent(multi.clone());
+
     let queue = Mutex::new(jobs.iter().enumerate());
     let results: Mutex<Vec<(usize, Fetched)>> = Mutex::new(Vec::new());
     let workers = usize::from(args.jobs).min(jobs.len()).max(1);
