@@ -25,7 +25,7 @@ mod bibtex;
 mod markdown;
 mod write;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 use std::time::SystemTime;
@@ -45,18 +45,43 @@ pub const SCHEMA: &str = "clima-artifacts-report/1";
 pub const GENERATOR: &str = concat!("clima-artifact-runtime ", env!("CARGO_PKG_VERSION"));
 
 /// An artifact that a `clima_artifact!` call site in this binary can use but that this run did
-/// not access.
+/// not access (from [`crate::inventory::declared_artifacts`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeclaredArtifact {
     /// Artifact name as written in the manifest.
     pub name: String,
-    /// Its git tree SHA-1.
-    pub git_tree_sha1: GitTreeSha1,
-    /// The call sites that declare it, sorted.
+    /// The manifest that defines it.
+    pub manifest: String,
+    /// Git tree SHA-1 of each variant (one per platform for platform-specific entries).
+    pub git_tree_sha1s: Vec<GitTreeSha1>,
+    /// Every variant is `lazy = true` (installed on first use only).
+    #[serde(default)]
+    pub lazy: bool,
+    /// The call sites that may use it, sorted.
     pub call_sites: Vec<CallSite>,
-    /// Provenance metadata of the manifest entry, when the inventory carries it.
+    /// Provenance metadata of the manifest entry, when known.
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
+}
+
+impl From<crate::inventory::DeclaredArtifact> for DeclaredArtifact {
+    fn from(declared: crate::inventory::DeclaredArtifact) -> Self {
+        DeclaredArtifact {
+            name: declared.name.to_owned(),
+            manifest: declared.manifest.to_owned(),
+            git_tree_sha1s: declared.hashes,
+            lazy: declared.lazy,
+            call_sites: declared
+                .call_sites
+                .iter()
+                .map(|site| CallSite {
+                    file: site.file.to_owned(),
+                    line: site.line,
+                })
+                .collect(),
+            metadata: BTreeMap::new(),
+        }
+    }
 }
 
 /// The provenance of one run: every accessed artifact with its origin and metadata, plus the
@@ -74,7 +99,8 @@ pub struct Report {
     pub communicator_size: usize,
     /// Accessed artifacts, sorted by name, hash and manifest.
     pub artifacts: Vec<ArtifactRecord>,
-    /// Artifacts declared by call sites in the binary but not accessed, sorted by name and hash.
+    /// Artifacts declared by call sites in the binary but not accessed, sorted by name and
+    /// manifest.
     pub declared_not_accessed: Vec<DeclaredArtifact>,
 }
 
@@ -125,24 +151,28 @@ impl Report {
         declared: impl IntoIterator<Item = DeclaredArtifact>,
     ) -> Report {
         let artifacts = registry::merge_records(records);
-        let accessed: BTreeSet<(&str, GitTreeSha1)> = artifacts
-            .iter()
-            .map(|r| (r.name.as_str(), r.git_tree_sha1))
-            .collect();
-        let mut not_accessed: BTreeMap<(String, GitTreeSha1), DeclaredArtifact> = BTreeMap::new();
+        let accessed = |d: &DeclaredArtifact| {
+            artifacts.iter().any(|r| {
+                r.name == d.name
+                    && (r.manifest == d.manifest || d.git_tree_sha1s.contains(&r.git_tree_sha1))
+            })
+        };
+        let mut not_accessed: BTreeMap<(String, String), DeclaredArtifact> = BTreeMap::new();
         for item in declared {
-            if accessed.contains(&(item.name.as_str(), item.git_tree_sha1)) {
+            if accessed(&item) {
                 continue;
             }
-            match not_accessed.get_mut(&(item.name.clone(), item.git_tree_sha1)) {
+            match not_accessed.get_mut(&(item.name.clone(), item.manifest.clone())) {
                 Some(existing) => {
                     existing.call_sites.extend(item.call_sites);
+                    existing.git_tree_sha1s.extend(item.git_tree_sha1s);
+                    existing.lazy &= item.lazy;
                     for (key, value) in item.metadata {
                         existing.metadata.entry(key).or_insert(value);
                     }
                 }
                 None => {
-                    not_accessed.insert((item.name.clone(), item.git_tree_sha1), item);
+                    not_accessed.insert((item.name.clone(), item.manifest.clone()), item);
                 }
             }
         }
@@ -151,6 +181,8 @@ impl Report {
             .map(|mut d| {
                 d.call_sites.sort();
                 d.call_sites.dedup();
+                d.git_tree_sha1s.sort();
+                d.git_tree_sha1s.dedup();
                 d
             })
             .collect();
@@ -212,8 +244,10 @@ impl Report {
 
 /// Artifacts declared by `clima_artifact!` call sites linked into this binary.
 fn declared_in_binary() -> Vec<DeclaredArtifact> {
-    // The static inventory (`crate::inventory`) is wired in once the macro work lands.
-    Vec::new()
+    crate::inventory::declared_artifacts()
+        .into_iter()
+        .map(DeclaredArtifact::from)
+        .collect()
 }
 
 /// The report of this process: every access recorded so far, plus the declared artifacts that

@@ -473,6 +473,7 @@ pub fn git_tree_hash(dir: &Path) -> GitTreeSha1 {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .args(["-c", "core.fileMode=true", "-c", "core.symlinks=true"])
+            .args(["-c", "core.looseCompression=0", "-c", "gc.auto=0"])
             .args(args)
             .current_dir(dir)
             .output()
@@ -565,6 +566,35 @@ impl TestArtifact {
             "content of `{}`",
             dir.display()
         );
+    }
+}
+
+impl TestArtifact {
+    /// Checks that `dir` holds exactly the builder's entries (content, exec bits, symlink
+    /// targets; nothing else), without git.
+    pub fn assert_files(&self, dir: &Path) {
+        let mut expected = Vec::new();
+        for e in self.builder.entries() {
+            match e {
+                Entry::File { path, bytes, exec } => {
+                    let p = dir.join(path);
+                    let got = std::fs::read(&p)
+                        .unwrap_or_else(|err| panic!("cannot read `{}`: {err}", p.display()));
+                    assert!(got == *bytes, "content of `{}` differs", p.display());
+                    let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+                    assert_eq!(mode & 0o100 != 0, *exec, "exec bit of `{}`", p.display());
+                    expected.push(path.clone());
+                }
+                Entry::Symlink { path, target } => {
+                    let p = dir.join(path);
+                    assert_eq!(std::fs::read_link(&p).unwrap(), Path::new(target));
+                    expected.push(path.clone());
+                }
+                Entry::Dir { .. } => {}
+            }
+        }
+        expected.sort();
+        assert_eq!(tree_files(dir), expected, "files in `{}`", dir.display());
     }
 }
 

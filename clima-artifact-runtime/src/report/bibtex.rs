@@ -179,12 +179,14 @@ impl Bibliography {
         let index = match (by_key, by_content) {
             (Some(i), _) => {
                 if self.emitted[i].entry.fingerprint != entry.fingerprint {
+                    // The kept entry is another work: do not claim it cites this artifact.
                     self.notes.push(format!(
-                        "artifact `{artifact}`: entry `{}` differs from the entry with the same \
-                         key given by `{}`; the first one is kept",
+                        "artifact `{artifact}`: its entry `{}` was left out because it differs \
+                         from the entry with the same key given by `{}`; rename one of the keys",
                         entry.key,
                         self.emitted[i].artifacts.join("`, `")
                     ));
+                    return;
                 }
                 i
             }
