@@ -692,3 +692,45 @@ fn report_renders_a_json_report() {
         .stderr(predicate::str::contains("bad.json"))
         .stderr(predicate::str::contains("schema"));
 }
+
+#[test]
+fn hash_matches_git_write_tree() {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var("CI").is_err(), "git is required in CI");
+        eprintln!("skipping: git is not installed");
+        return;
+    }
+    let sb = Sandbox::new();
+    let data = sb.work.join("tree");
+    sample_tree(&data);
+    fs::remove_dir_all(data.join(".git")).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&data)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    let expected = git(&["write-tree"]);
+    sb.cli()
+        .args(["hash", "tree"])
+        .assert()
+        .success()
+        .stdout(format!("{expected}\n"));
+    // The tarball's own tree (computed while archiving) agrees as well.
+    let created = create_json(&sb, &["tree", "--name", "t", "--manifest", "A.toml"]);
+    assert_eq!(created["git_tree_sha1"], expected);
+}
