@@ -67,7 +67,11 @@ fn sixteen_processes_on_a_shared_depot_download_once() {
         let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         assert_eq!(path, expected.display().to_string(), "process {i}");
     }
-    assert_eq!(server.gets("/era5.tar.gz"), 1, "exactly one process downloads");
+    assert_eq!(
+        server.gets("/era5.tar.gz"),
+        1,
+        "exactly one process downloads"
+    );
     artifact.assert_content(&expected);
     // Nothing but the artifact (and lock files) is left in the depot: no stray temp dirs.
     let leftovers: Vec<String> = std::fs::read_dir(depot.join("artifacts"))
