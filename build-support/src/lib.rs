@@ -1,11 +1,10 @@
 //! `build.rs` helper that validates a crate's `Artifacts.toml` at build time and tells cargo when
 //! to rerun.
 //!
+//! In `build.rs`, the body of `fn main()`:
+//!
 //! ```no_run
-//! // build.rs
-//! fn main() {
-//!     clima_artifact_build::validate();
-//! }
+//! clima_artifact_build::validate();
 //! ```
 //!
 //! What it does, on every build script run:
@@ -17,7 +16,7 @@
 //!   both files exist; it is cheap: one small TOML parse);
 //! - prints `cargo:rerun-if-env-changed=` for the variables that change its output
 //!   ([`WATCHED_ENV_VARS`]);
-//! - prints every finding of [`clima_artifact_manifest::validate`] as `cargo:warning=`;
+//! - prints every finding of [`clima_artifact_manifest::validate()`] as `cargo:warning=`;
 //! - on errors prints each one (`file:line:col: artifact `x`: ...`) as `cargo:warning=` and fails
 //!   the build (a build script fails by panicking or exiting non-zero).
 //!
@@ -239,9 +238,10 @@ impl Builder {
         };
         let manifest = Manifest::load_all(&path).map_err(|errors| fail(out, errors))?;
 
-        let overrides_file = self.overrides_file.clone().unwrap_or_else(|| {
-            overrides_file_from(env)
-        });
+        let overrides_file = self
+            .overrides_file
+            .clone()
+            .unwrap_or_else(|| overrides_file_from(env));
         let warnings = validate_with(&manifest, &overrides_file);
         for w in &warnings {
             let line = w.line.map(|l| format!(":{l}")).unwrap_or_default();
@@ -250,7 +250,11 @@ impl Builder {
                 .as_ref()
                 .map(|a| format!("artifact `{a}`: "))
                 .unwrap_or_default();
-            directive(out, "warning", &format!("{}{line}: {artifact}{}", path.display(), w.message))?;
+            directive(
+                out,
+                "warning",
+                &format!("{}{line}: {artifact}{}", path.display(), w.message),
+            )?;
         }
         let deny = self.deny_warnings
             || env
@@ -338,7 +342,10 @@ pub fn generate_constants(manifest: &Manifest) -> String {
         while !used.insert(ident.clone()) {
             ident.push('_');
         }
-        s.push_str(&format!("    /// Artifact `{}`.\n    pub mod {ident} {{\n", name.replace('`', "'")));
+        s.push_str(&format!(
+            "    /// Artifact `{}`.\n    pub mod {ident} {{\n",
+            name.replace('`', "'")
+        ));
         s.push_str(&format!("        /// The name to pass to `clima_artifact!`.\n        pub const NAME: &str = {name:?};\n"));
         match entry {
             ArtifactEntry::Single(v) => {
@@ -368,7 +375,13 @@ pub fn generate_constants(manifest: &Manifest) -> String {
 fn rust_ident(name: &str) -> String {
     let mut id: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
         .collect();
     if id.is_empty() || id.starts_with(|c: char| c.is_ascii_digit()) {
         id.insert(0, '_');

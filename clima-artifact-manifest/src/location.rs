@@ -66,7 +66,11 @@ impl<'a> Locator<'a> {
         artifact: Option<&str>,
         message: impl Into<String>,
     ) -> ManifestError {
-        self.error(Some(offset), artifact, ManifestErrorKind::Invalid(message.into()))
+        self.error(
+            Some(offset),
+            artifact,
+            ManifestErrorKind::Invalid(message.into()),
+        )
     }
 
     /// An error of any kind, at byte `offset` when known.
@@ -129,7 +133,10 @@ fn toml_message(message: &str) -> String {
 /// The entries of a table in file order (the parser keeps them sorted by name).
 pub(crate) fn entries_in_file_order<'t, 'i>(
     table: &'t DeTable<'i>,
-) -> Vec<(&'t Spanned<std::borrow::Cow<'i, str>>, &'t Spanned<DeValue<'i>>)> {
+) -> Vec<(
+    &'t Spanned<std::borrow::Cow<'i, str>>,
+    &'t Spanned<DeValue<'i>>,
+)> {
     let mut entries: Vec<_> = table.iter().collect();
     entries.sort_by_key(|(k, _)| (k.span().start, k.span().end));
     entries
@@ -163,7 +170,13 @@ pub(crate) fn to_toml_syntax(value: &DeValue<'_>) -> String {
         DeValue::Table(t) => {
             let items: Vec<String> = entries_in_file_order(t)
                 .into_iter()
-                .map(|(k, v)| format!("{} = {}", key_syntax(k.get_ref()), to_toml_syntax(v.get_ref())))
+                .map(|(k, v)| {
+                    format!(
+                        "{} = {}",
+                        key_syntax(k.get_ref()),
+                        to_toml_syntax(v.get_ref())
+                    )
+                })
                 .collect();
             if items.is_empty() {
                 "{}".to_owned()

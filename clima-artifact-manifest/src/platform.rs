@@ -105,7 +105,11 @@ impl Platform {
         tags.insert("os".to_owned(), os.to_owned());
         tags.insert("arch".to_owned(), arch.to_owned());
         if os == "linux" {
-            let libc = if cfg!(target_env = "musl") { "musl" } else { "glibc" };
+            let libc = if cfg!(target_env = "musl") {
+                "musl"
+            } else {
+                "glibc"
+            };
             tags.insert("libc".to_owned(), libc.to_owned());
         }
         Platform { tags }
@@ -116,7 +120,10 @@ impl Platform {
         tags: impl IntoIterator<Item = (K, V)>,
     ) -> Platform {
         Platform {
-            tags: tags.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            tags: tags
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
         }
     }
 
@@ -132,7 +139,11 @@ impl Platform {
                 ));
             };
             let key = key.trim();
-            if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            if key.is_empty()
+                || !key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
                 return Err(format!(
                     "`{item}`: tag names are letters, digits, `_` and `-`"
                 ));
@@ -165,7 +176,11 @@ impl Platform {
         other
             .tags
             .iter()
-            .filter(|(k, v)| self.tags.get(*k).is_some_and(|mine| mine.eq_ignore_ascii_case(v)))
+            .filter(|(k, v)| {
+                self.tags
+                    .get(*k)
+                    .is_some_and(|mine| mine.eq_ignore_ascii_case(v))
+            })
             .count()
     }
 
@@ -210,20 +225,31 @@ mod tests {
     fn matching_compares_shared_tags_only() {
         let host = p(&[("os", "linux"), ("arch", "x86_64"), ("libc", "glibc")]);
         assert!(host.matches(&p(&[("os", "linux"), ("arch", "x86_64")])));
-        assert!(host.matches(&p(&[("os", "Linux"), ("arch", "X86_64"), ("libc", "GLIBC")])));
+        assert!(host.matches(&p(&[
+            ("os", "Linux"),
+            ("arch", "X86_64"),
+            ("libc", "GLIBC")
+        ])));
         assert!(host.matches(&p(&[("os", "linux"), ("arch", "x86_64"), ("cuda", "12.0")])));
         assert!(host.matches(&Platform::default()));
         assert!(!host.matches(&p(&[("os", "linux"), ("arch", "x86_64"), ("libc", "musl")])));
         assert!(!host.matches(&p(&[("os", "macos"), ("arch", "x86_64")])));
         assert!(!host.matches(&p(&[("os", "linux"), ("arch", "aarch64")])));
-        assert_eq!(host.shared_tags(&p(&[("os", "linux"), ("arch", "x86_64"), ("cuda", "12")])), 2);
-        assert_eq!(host.shared_tags(&p(&[("os", "linux"), ("libc", "glibc")])), 2);
+        assert_eq!(
+            host.shared_tags(&p(&[("os", "linux"), ("arch", "x86_64"), ("cuda", "12")])),
+            2
+        );
+        assert_eq!(
+            host.shared_tags(&p(&[("os", "linux"), ("libc", "glibc")])),
+            2
+        );
     }
 
     #[test]
     fn applies_tag_specs() {
         let mut host = p(&[("os", "linux"), ("arch", "x86_64"), ("libc", "glibc")]);
-        host.apply_tags(" libgfortran_version=5.0.0 , cxxstring_abi=cxx11,,libc=").unwrap();
+        host.apply_tags(" libgfortran_version=5.0.0 , cxxstring_abi=cxx11,,libc=")
+            .unwrap();
         assert_eq!(
             host.to_string(),
             "arch=x86_64,cxxstring_abi=cxx11,libgfortran_version=5.0.0,os=linux"
@@ -249,20 +275,38 @@ mod tests {
             return;
         }
         let exe = std::env::current_exe().unwrap();
-        let status = std::process::Command::new(exe)
-            .args(["platform::tests::host_reads_the_environment_variable", "--exact", "--nocapture"])
+        let out = std::process::Command::new(exe)
+            .args([
+                "platform::tests::host_reads_the_environment_variable",
+                "--exact",
+                "--nocapture",
+            ])
             .env("CLIMA_PLATFORM_CHILD", "1")
             .env(PLATFORM_TAGS_ENV, "cuda=12.2,libc=")
-            .status()
+            .output()
             .unwrap();
-        assert!(status.success());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["platform::tests::bad_env_is_an_error", "--exact", "--nocapture"])
+            .args([
+                "platform::tests::bad_env_is_an_error",
+                "--exact",
+                "--nocapture",
+            ])
             .env("CLIMA_PLATFORM_CHILD", "1")
             .env(PLATFORM_TAGS_ENV, "cuda=12.2,junk")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
     }
 
     #[test]

@@ -179,12 +179,14 @@ impl Bibliography {
         let index = match (by_key, by_content) {
             (Some(i), _) => {
                 if self.emitted[i].entry.fingerprint != entry.fingerprint {
+                    // The kept entry is another work: do not claim it cites this artifact.
                     self.notes.push(format!(
-                        "artifact `{artifact}`: entry `{}` differs from the entry with the same \
-                         key given by `{}`; the first one is kept",
+                        "artifact `{artifact}`: its entry `{}` was left out because it differs \
+                         from the entry with the same key given by `{}`; rename one of the keys",
                         entry.key,
                         self.emitted[i].artifacts.join("`, `")
                     ));
+                    return;
                 }
                 i
             }
@@ -229,7 +231,7 @@ impl Bibliography {
             key = format!("{key}:{}", &record.git_tree_sha1.to_hex()[..7]);
         }
         let title = meta(&record.metadata, keys::DESCRIPTION)
-            .map_or_else(|| format!("Dataset {}", record.name), |d| one_line(d));
+            .map_or_else(|| format!("Dataset {}", record.name), one_line);
         let mut fields: Vec<(&str, String)> = vec![("title", format!("{{{}}}", latex(&title)))];
         if let Some(citation) = &citation {
             fields.push(("note", latex(citation)));
