@@ -1,15 +1,174 @@
-//! The public entry point: a loaded manifest plus configuration (specified in full by the install
-//! helper).
+//! The public entry point: a loaded manifest plus configuration.
 //!
-//! Planned API (install helper owns the bodies; other helpers rely on these signatures):
-//! - `Artifacts::load(manifest_path) -> Result<Artifacts, Error>` and `Artifacts::from_dir(dir)`
-//! - `Artifacts::with_config(self, Config) -> Artifacts`
-//! - `ensure_installed(&self, "name" | "name/sub/path") -> Result<PathBuf, Error>`
-//! - `ensure_installed_detailed(&self, spec) -> Result<Installed, Error>`
-//! - `artifact_path(&self, spec) -> Result<Option<PathBuf>, Error>` (no install) and `is_installed`
-//! - `hash(&self, name) -> Result<GitTreeSha1, Error>`
+//! ```no_run
+//! use clima_artifact_runtime::Artifacts;
+//!
+//! let artifacts = Artifacts::from_dir(env!("CARGO_MANIFEST_DIR"))?;
+//! let era5 = artifacts.ensure_installed("era5")?;            // the artifact's folder
+//! let u = artifacts.ensure_installed("era5/2008/u.nc")?;     // a file inside it
+//! # Ok::<(), clima_artifact_runtime::Error>(())
+//! ```
+//!
+//! - [`Artifacts::load`] / [`Artifacts::from_dir`] read a manifest and the configuration from the
+//!   environment ([`Config::from_env`]); [`Artifacts::with_config`] replaces it.
+//! - [`Artifacts::ensure_installed`] accepts `"name"` or `"name/sub/path"` (like Julia's
+//!   `artifact"name/sub/path"`) and downloads if needed; [`Artifacts::artifact_path`] and
+//!   [`Artifacts::is_installed`] never download; [`Artifacts::hash`] gives the git tree SHA-1.
+//! - Every successful `ensure_installed*` call is recorded in the provenance
+//!   [`crate::registry`].
+
+use std::path::{Path, PathBuf};
+
+use clima_artifact_manifest::{ArtifactVariant, Manifest, Platform, split_name_and_subpath};
+
+use crate::install::{self, Installed};
+use crate::registry::{self, AccessEvent};
+use crate::{Config, Error, GitTreeSha1, depot};
 
 /// A loaded manifest and the configuration used to resolve its artifacts.
+#[derive(Debug, Clone)]
 pub struct Artifacts {
-    _private: (),
+    manifest: Manifest,
+    /// Absolute path of the manifest (for messages, provenance and the depot usage log).
+    manifest_path: PathBuf,
+    config: Config,
+    platform: Platform,
+}
+
+impl Artifacts {
+    /// Loads the manifest at `path` (an `Artifacts.toml`); configuration from the environment.
+    pub fn load(path: impl AsRef<Path>) -> Result<Artifacts, Error> {
+        let path = path.as_ref();
+        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        let manifest = Manifest::load(&abs)?;
+        Artifacts::from_manifest(manifest)
+    }
+
+    /// Loads `JuliaArtifacts.toml`, else `Artifacts.toml`, from `dir` (e.g.
+    /// `env!("CARGO_MANIFEST_DIR")`); configuration from the environment.
+    pub fn from_dir(dir: impl AsRef<Path>) -> Result<Artifacts, Error> {
+        let dir = dir.as_ref();
+        let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+        let path = Manifest::find_in_dir(&abs)?;
+        Artifacts::load(path)
+    }
+
+    /// Wraps an already parsed manifest; configuration from the environment.
+    pub fn from_manifest(manifest: Manifest) -> Result<Artifacts, Error> {
+        let manifest_path =
+            std::path::absolute(&manifest.path).unwrap_or_else(|_| manifest.path.clone());
+        Ok(Artifacts {
+            manifest,
+            manifest_path,
+            config: Config::from_env()?,
+            platform: Platform::host(),
+        })
+    }
+
+    /// Replaces the configuration (depots, offline mode, timeouts...).
+    pub fn with_config(mut self, config: Config) -> Artifacts {
+        self.config = config;
+        self
+    }
+
+    /// Replaces the platform used to pick `[[name]]` variants (default: [`Platform::host`]).
+    pub fn with_platform(mut self, platform: Platform) -> Artifacts {
+        self.platform = platform;
+        self
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The parsed manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The manifest's absolute path.
+    pub fn manifest_path(&self) -> &Path {
+        &self.manifest_path
+    }
+
+    /// The variant of `name` for this platform.
+    pub fn variant(&self, name: &str) -> Result<&ArtifactVariant, Error> {
+        Ok(self.manifest.select(name, &self.platform)?)
+    }
+
+    /// The git tree SHA-1 of `name` (for this platform).
+    pub fn hash(&self, name: &str) -> Result<GitTreeSha1, Error> {
+        Ok(self.variant(name)?.git_tree_sha1)
+    }
+
+    /// Makes `spec` (`"name"` or `"name/sub/path"`) available, downloading and verifying the
+    /// artifact if needed, and returns its path. A sub-path that does not exist in the artifact
+    /// is an [`Error::SubPathMissing`].
+    pub fn ensure_installed(&self, spec: &str) -> Result<PathBuf, Error> {
+        Ok(self.ensure_installed_detailed(spec)?.path)
+    }
+
+    /// Like [`Artifacts::ensure_installed`], also saying where the artifact came from
+    /// (override, depot, or downloaded now). `path` includes the sub-path, if any.
+    pub fn ensure_installed_detailed(&self, spec: &str) -> Result<Installed, Error> {
+        let (name, sub) = split_name_and_subpath(spec)?;
+        let variant = self.variant(name)?;
+        let installed = install::ensure_variant(name, variant, self.manifest.dir(), &self.config)?;
+        let full = with_subpath(name, &installed.path, sub)?;
+        if let Some(first) = self.config.depots.first() {
+            depot::record_usage(first, &self.manifest_path);
+        }
+        registry::record(AccessEvent {
+            name: name.to_owned(),
+            hash: variant.git_tree_sha1,
+            path: installed.path.clone(),
+            origin: installed.origin.clone(),
+            call_site: None,
+            manifest: self.manifest_path.clone(),
+            metadata: variant.metadata.clone(),
+            rank: 0,
+        });
+        Ok(Installed {
+            path: full,
+            origin: installed.origin,
+        })
+    }
+
+    /// The path of `spec` if the artifact is available (overridden or installed), `None` if it
+    /// would need a download. Never downloads, never hashes.
+    pub fn artifact_path(&self, spec: &str) -> Result<Option<PathBuf>, Error> {
+        let (name, sub) = split_name_and_subpath(spec)?;
+        let variant = self.variant(name)?;
+        let depots = depot::search_depots(&self.config);
+        match install::lookup(&variant.git_tree_sha1, &depots)? {
+            Some(found) => Ok(Some(with_subpath(name, &found.path, sub)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether `spec`'s artifact is available without downloading (see
+    /// [`Artifacts::artifact_path`]).
+    pub fn is_installed(&self, spec: &str) -> Result<bool, Error> {
+        let (name, _) = split_name_and_subpath(spec)?;
+        let variant = self.variant(name)?;
+        let depots = depot::search_depots(&self.config);
+        Ok(install::lookup(&variant.git_tree_sha1, &depots)?.is_some())
+    }
+}
+
+fn with_subpath(name: &str, dir: &Path, sub: Option<&str>) -> Result<PathBuf, Error> {
+    let Some(sub) = sub else {
+        return Ok(dir.to_owned());
+    };
+    let full = dir.join(sub);
+    // symlink_metadata: a symlink inside the artifact counts as present.
+    if std::fs::symlink_metadata(&full).is_err() {
+        return Err(Error::SubPathMissing {
+            name: name.to_owned(),
+            subpath: sub.to_owned(),
+            artifact_path: dir.to_owned(),
+        });
+    }
+    Ok(full)
 }

@@ -1,10 +1,30 @@
-//! Runtime configuration, read from environment variables (specified in full by the install helper).
+//! Runtime configuration, read from environment variables.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `CLIMA_ARTIFACTS_DEPOT_PATH` | colon-separated depots; installs go to the first writable one | `$XDG_CACHE_HOME/clima-artifacts` (`~/.cache/clima-artifacts`) |
+//! | `CLIMA_ARTIFACTS_OFFLINE` | `1`: never touch the network | `0` |
+//! | `CLIMA_ARTIFACTS_JULIA_INTEROP` | `1`: also search Julia depots (`JULIA_DEPOT_PATH`, default `~/.julia`) and their overrides | `0` |
+//! | `CLIMA_ARTIFACTS_CONNECT_TIMEOUT` | TCP connect timeout, seconds | `30` |
+//! | `CLIMA_ARTIFACTS_STALL_TIMEOUT` | abandon a download after this many seconds without a byte | `60` |
+//! | `CLIMA_ARTIFACTS_RETRIES` | attempts per URL for transient failures (connect, reset, 5xx, 429) | `3` |
+//! | `CLIMA_ARTIFACTS_LOCK_TIMEOUT` | seconds to wait for another process installing the same artifact | `3600` |
+//! | `CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES` | cap on one artifact's unpacked size; suffixes `K`, `M`, `G`, `T` (powers of 1024) | `1T` |
+//! | `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` | MPI node-local mode: a depot path private to each node | unset |
+//! | `CLIMA_ARTIFACTS_PROGRESS` | `0` hides progress bars (they only show when stderr is a terminal) | `1` |
+//! | `CLIMA_ARTIFACTS_PLATFORM_TAGS` | extra host platform tags `key=value,...` (read by [`Platform::host`](clima_artifact_manifest::Platform::host)) | unset |
+//!
+//! Booleans accept `1/0`, `true/false`, `yes/no`, `on/off`. Durations accept fractional seconds.
+//! A value that cannot be used is an [`Error::Config`] naming the variable.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::Error;
+
 /// Settings of the install pipeline and lookups. [`Config::from_env`] reads the `CLIMA_ARTIFACTS_*`
-/// variables; fields are public so tests and tools can build one directly.
+/// variables (table in the [module docs](self)); fields are public so tests and tools can build one
+/// directly, e.g. `Config { depots: vec![dir], ..Config::default() }`.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Depots searched in order; installs go to the first writable one.
@@ -25,4 +45,231 @@ pub struct Config {
     pub max_unpacked_bytes: u64,
     /// Show progress bars (when stderr is a terminal).
     pub progress: bool,
+    /// Delay before the first retry; doubles with each further retry (capped at 30 s).
+    pub retry_backoff: Duration,
+    /// MPI node-local mode (`CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT`): a depot private to each node.
+    pub node_local_depot: Option<PathBuf>,
+}
+
+/// Name of the depot folder under the user cache directory.
+pub const CACHE_DIR_NAME: &str = "clima-artifacts";
+
+impl Default for Config {
+    /// Built-in defaults (no environment variables read): the user cache depot, online, 30 s
+    /// connect, 60 s stall, 3 attempts, 1 h lock wait, 1 TiB cap, progress on.
+    fn default() -> Config {
+        Config {
+            depots: default_depot().into_iter().collect(),
+            offline: false,
+            julia_interop: false,
+            connect_timeout: Duration::from_secs(30),
+            stall_timeout: Duration::from_secs(60),
+            retries: 3,
+            lock_timeout: Duration::from_secs(3600),
+            max_unpacked_bytes: 1 << 40,
+            progress: true,
+            retry_backoff: Duration::from_millis(500),
+            node_local_depot: None,
+        }
+    }
+}
+
+/// The default depot: `<user cache dir>/clima-artifacts` (XDG: `$XDG_CACHE_HOME` or `~/.cache`).
+pub fn default_depot() -> Option<PathBuf> {
+    dirs::cache_dir().map(|d| d.join(CACHE_DIR_NAME))
+}
+
+impl Config {
+    /// Reads the `CLIMA_ARTIFACTS_*` environment variables (see the [module docs](self)); unset
+    /// variables keep their [`Default`]. A bad value is an [`Error::Config`] naming the variable.
+    pub fn from_env() -> Result<Config, Error> {
+        Config::from_vars(|k| std::env::var_os(k).map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    /// Like [`Config::from_env`], reading variables through `get` (for tests and tools).
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Config, Error> {
+        let mut c = Config::default();
+        if let Some(v) = get("CLIMA_ARTIFACTS_DEPOT_PATH") {
+            let depots: Vec<PathBuf> = v
+                .split(':')
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+                .collect();
+            if depots.is_empty() {
+                return Err(bad(
+                    "CLIMA_ARTIFACTS_DEPOT_PATH",
+                    &v,
+                    "expected a colon-separated list of directories",
+                ));
+            }
+            if let Some(rel) = depots.iter().find(|d| d.is_relative()) {
+                return Err(bad(
+                    "CLIMA_ARTIFACTS_DEPOT_PATH",
+                    &v,
+                    &format!("`{}` is a relative path; use absolute paths", rel.display()),
+                ));
+            }
+            c.depots = depots;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_OFFLINE") {
+            c.offline = parse_bool("CLIMA_ARTIFACTS_OFFLINE", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_JULIA_INTEROP") {
+            c.julia_interop = parse_bool("CLIMA_ARTIFACTS_JULIA_INTEROP", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_PROGRESS") {
+            c.progress = parse_bool("CLIMA_ARTIFACTS_PROGRESS", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_CONNECT_TIMEOUT") {
+            c.connect_timeout = parse_seconds("CLIMA_ARTIFACTS_CONNECT_TIMEOUT", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_STALL_TIMEOUT") {
+            c.stall_timeout = parse_seconds("CLIMA_ARTIFACTS_STALL_TIMEOUT", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_LOCK_TIMEOUT") {
+            c.lock_timeout = parse_seconds("CLIMA_ARTIFACTS_LOCK_TIMEOUT", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_RETRIES") {
+            c.retries = match v.trim().parse::<u32>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    return Err(bad(
+                        "CLIMA_ARTIFACTS_RETRIES",
+                        &v,
+                        "expected a whole number of attempts, at least 1",
+                    ));
+                }
+            };
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES") {
+            c.max_unpacked_bytes = parse_bytes("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT") {
+            let p = PathBuf::from(&v);
+            if v.is_empty() || p.is_relative() {
+                return Err(bad(
+                    "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT",
+                    &v,
+                    "expected an absolute path to a directory on node-local storage",
+                ));
+            }
+            c.node_local_depot = Some(p);
+        }
+        Ok(c)
+    }
+}
+
+fn bad(variable: &str, value: &str, reason: &str) -> Error {
+    Error::Config {
+        variable: variable.to_owned(),
+        value: value.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+fn parse_bool(variable: &str, v: &str) -> Result<bool, Error> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        _ => Err(bad(
+            variable,
+            v,
+            "expected 1 or 0 (or true/false, yes/no, on/off)",
+        )),
+    }
+}
+
+fn parse_seconds(variable: &str, v: &str) -> Result<Duration, Error> {
+    match v.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(bad(
+            variable,
+            v,
+            "expected a positive number of seconds, e.g. 30 or 0.5",
+        )),
+    }
+}
+
+fn parse_bytes(variable: &str, v: &str) -> Result<u64, Error> {
+    let t = v.trim();
+    let (digits, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => 0,
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    match digits.trim().parse::<u64>() {
+        Ok(n) if mult != 0 && n > 0 => n.checked_mul(mult).ok_or(()),
+        _ => Err(()),
+    }
+    .map_err(|()| {
+        bad(
+            variable,
+            v,
+            "expected a positive number of bytes, optionally with a suffix K, M, G or T (e.g. 500G)",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<Config, Error> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_vars(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn reads_every_variable() {
+        let c = cfg(&[
+            ("CLIMA_ARTIFACTS_DEPOT_PATH", "/a:/b::"),
+            ("CLIMA_ARTIFACTS_OFFLINE", "1"),
+            ("CLIMA_ARTIFACTS_JULIA_INTEROP", "yes"),
+            ("CLIMA_ARTIFACTS_CONNECT_TIMEOUT", "2.5"),
+            ("CLIMA_ARTIFACTS_STALL_TIMEOUT", "7"),
+            ("CLIMA_ARTIFACTS_RETRIES", "5"),
+            ("CLIMA_ARTIFACTS_LOCK_TIMEOUT", "9"),
+            ("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", "3G"),
+            ("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT", "/tmp/node"),
+            ("CLIMA_ARTIFACTS_PROGRESS", "off"),
+        ])
+        .unwrap();
+        assert_eq!(c.depots, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert!(c.offline && c.julia_interop && !c.progress);
+        assert_eq!(c.connect_timeout, Duration::from_millis(2500));
+        assert_eq!(c.stall_timeout, Duration::from_secs(7));
+        assert_eq!(c.retries, 5);
+        assert_eq!(c.lock_timeout, Duration::from_secs(9));
+        assert_eq!(c.max_unpacked_bytes, 3 << 30);
+        assert_eq!(c.node_local_depot, Some(PathBuf::from("/tmp/node")));
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        for (k, v) in [
+            ("CLIMA_ARTIFACTS_OFFLINE", "maybe"),
+            ("CLIMA_ARTIFACTS_STALL_TIMEOUT", "-1"),
+            ("CLIMA_ARTIFACTS_CONNECT_TIMEOUT", "soon"),
+            ("CLIMA_ARTIFACTS_RETRIES", "0"),
+            ("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", "12Q"),
+            ("CLIMA_ARTIFACTS_DEPOT_PATH", "relative/depot"),
+            ("CLIMA_ARTIFACTS_DEPOT_PATH", ":"),
+            ("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT", "rel"),
+        ] {
+            let e = cfg(&[(k, v)]).unwrap_err().to_string();
+            assert!(e.contains(k) && e.contains(v), "{e}");
+        }
+    }
 }

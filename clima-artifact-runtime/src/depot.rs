@@ -1,1 +1,385 @@
-//! (to be written)
+//! Depots: where artifacts live, lookups across depots, and override resolution.
+//!
+//! ```text
+//! <depot>/                              one entry of CLIMA_ARTIFACTS_DEPOT_PATH (or the cache dir)
+//!   artifacts/
+//!     <git-tree-sha1>/                  an installed artifact (Julia's layout)
+//!     Overrides.toml                    this depot's overrides
+//!     .locks/<git-tree-sha1>.lock       per-artifact install locks
+//!     .tmp-<hash>-<host>-<pid>-<rand>/  an install in progress (renamed into place when verified)
+//!   logs/
+//!     artifact_usage.toml               manifests that used this depot (Julia's format; for `gc`)
+//! ```
+//!
+//! Lookups search every depot in order ([`Config::depots`], then Julia's depots when
+//! [`Config::julia_interop`] is set); installs go to the first writable depot of
+//! [`Config::depots`] (Julia's depots are searched, never written).
+//!
+//! Overrides follow Julia: for each hash the earliest depot that mentions it decides; `""` there
+//! cancels overrides from later depots. A value is an absolute path (used as is: never hashed,
+//! never downloaded) or another hash (followed, with cycles reported; the last hash of a chain
+//! must be installed in some depot).
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
+
+use clima_artifact_manifest::{OverrideTarget, OverridesFile};
+
+use crate::{Config, Error, GitTreeSha1};
+
+/// File name of a depot's overrides, inside `<depot>/artifacts/`.
+pub const OVERRIDES_FILE: &str = "Overrides.toml";
+
+/// `<depot>/artifacts`.
+pub fn artifacts_dir(depot: &Path) -> PathBuf {
+    depot.join("artifacts")
+}
+
+/// `<depot>/artifacts/<hash>`.
+pub fn artifact_dir(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
+    artifacts_dir(depot).join(hash.to_hex())
+}
+
+/// `<depot>/artifacts/Overrides.toml`.
+pub fn overrides_path(depot: &Path) -> PathBuf {
+    artifacts_dir(depot).join(OVERRIDES_FILE)
+}
+
+/// `<depot>/artifacts/.locks/<hash>.lock`.
+pub fn lock_path(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
+    artifacts_dir(depot)
+        .join(".locks")
+        .join(format!("{}.lock", hash.to_hex()))
+}
+
+/// Julia's depots: `JULIA_DEPOT_PATH` (colon-separated; an empty entry means the default
+/// `~/.julia`, as in Julia), else `~/.julia`.
+pub fn julia_depots() -> Vec<PathBuf> {
+    let home_julia = dirs::home_dir().map(|h| h.join(".julia"));
+    match std::env::var_os("JULIA_DEPOT_PATH") {
+        Some(v) if !v.is_empty() => {
+            let mut out = Vec::new();
+            for part in v.to_string_lossy().split(':') {
+                if part.is_empty() {
+                    out.extend(home_julia.clone());
+                } else {
+                    out.push(PathBuf::from(part));
+                }
+            }
+            out.dedup();
+            out
+        }
+        _ => home_julia.into_iter().collect(),
+    }
+}
+
+/// Every depot searched by lookups, in order: [`Config::depots`], then Julia's depots when
+/// [`Config::julia_interop`] is set.
+pub fn search_depots(config: &Config) -> Vec<PathBuf> {
+    let mut out = config.depots.clone();
+    if config.julia_interop {
+        for d in julia_depots() {
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
+/// The installed copy of `hash` in the first depot that has it. Checks existence only (no
+/// hashing).
+pub fn find_installed(depots: &[PathBuf], hash: &GitTreeSha1) -> Option<PathBuf> {
+    depots
+        .iter()
+        .map(|d| artifact_dir(d, hash))
+        .find(|p| p.is_dir())
+}
+
+/// The first depot of [`Config::depots`] where a file can be created in `<depot>/artifacts`
+/// (created if missing). The error lists each depot and why it was refused.
+pub fn first_writable(config: &Config, name: &str) -> Result<PathBuf, Error> {
+    let mut tried = Vec::new();
+    for depot in &config.depots {
+        match probe_writable(depot) {
+            Ok(()) => return Ok(depot.clone()),
+            Err(why) => tried.push((depot.clone(), why)),
+        }
+    }
+    Err(Error::NoWritableDepot {
+        name: name.to_owned(),
+        tried,
+    })
+}
+
+fn probe_writable(depot: &Path) -> Result<(), String> {
+    let dir = artifacts_dir(depot);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    let probe = dir.join(format!(".probe-{}-{}", std::process::id(), unique()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(format!("cannot create a file in `{}`: {e}", dir.display())),
+    }
+}
+
+/// A number that differs between calls (and, with high probability, between processes).
+pub(crate) fn unique() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
+}
+
+/// Where an override sends an artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedOverride {
+    /// The directory to use.
+    pub path: PathBuf,
+    /// The overrides file whose entry for the requested hash applied.
+    pub overrides_file: PathBuf,
+    /// Hashes followed through hash-to-hash overrides, starting with the requested one.
+    pub chain: Vec<GitTreeSha1>,
+}
+
+/// The merged overrides of all depots: for each hash, the deciding entry (earliest depot).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    entries: BTreeMap<GitTreeSha1, (OverrideTarget, PathBuf, u32)>,
+    depots: Vec<PathBuf>,
+}
+
+impl Overrides {
+    /// Loads `<depot>/artifacts/Overrides.toml` of every depot in `depots` (missing files are
+    /// empty) and merges them, earlier depots first.
+    pub fn load(depots: &[PathBuf]) -> Result<Overrides, Error> {
+        let mut entries = BTreeMap::new();
+        for depot in depots {
+            let path = overrides_path(depot);
+            if !path.is_file() {
+                continue;
+            }
+            let file = OverridesFile::load(&path)?;
+            for e in file.entries {
+                entries
+                    .entry(e.hash)
+                    .or_insert((e.target, path.clone(), e.line));
+            }
+        }
+        Ok(Overrides {
+            entries,
+            depots: depots.to_vec(),
+        })
+    }
+
+    /// Whether no entry applies to anything.
+    pub fn is_empty(&self) -> bool {
+        self.entries
+            .values()
+            .all(|(t, _, _)| matches!(t, OverrideTarget::Remove))
+    }
+
+    /// Resolves `hash`: `None` when it is not overridden (or an earlier depot removed the
+    /// override). Paths are checked for existence; hashes are followed (cycles are errors) and
+    /// the final hash must be installed in a depot.
+    pub fn resolve(&self, hash: &GitTreeSha1) -> Result<Option<ResolvedOverride>, Error> {
+        let Some((first_target, first_file, _)) = self.entries.get(hash) else {
+            return Ok(None);
+        };
+        if matches!(first_target, OverrideTarget::Remove) {
+            return Ok(None);
+        }
+        let mut chain = vec![*hash];
+        let mut steps: Vec<(GitTreeSha1, PathBuf, u32)> = Vec::new();
+        let mut cur = *hash;
+        loop {
+            let (target, file, line) = match self.entries.get(&cur) {
+                Some((t, f, l)) if !matches!(t, OverrideTarget::Remove) => (t, f, *l),
+                _ => unreachable!("only overridden hashes are followed"),
+            };
+            steps.push((cur, file.clone(), line));
+            match target {
+                OverrideTarget::Path(p) => {
+                    if !p.exists() {
+                        return Err(Error::OverrideTargetMissing {
+                            overrides_file: file.clone(),
+                            line,
+                            hash: cur,
+                            target: p.clone(),
+                        });
+                    }
+                    return Ok(Some(ResolvedOverride {
+                        path: p.clone(),
+                        overrides_file: first_file.clone(),
+                        chain,
+                    }));
+                }
+                OverrideTarget::Hash(next) => {
+                    if let Some(pos) = chain.iter().position(|h| h == next) {
+                        return Err(Error::OverrideCycle {
+                            chain: steps[pos..].to_vec(),
+                        });
+                    }
+                    chain.push(*next);
+                    match self.entries.get(next) {
+                        Some((t, _, _)) if !matches!(t, OverrideTarget::Remove) => cur = *next,
+                        _ => {
+                            return match find_installed(&self.depots, next) {
+                                Some(path) => Ok(Some(ResolvedOverride {
+                                    path,
+                                    overrides_file: first_file.clone(),
+                                    chain,
+                                })),
+                                None => Err(Error::OverrideTargetNotInstalled {
+                                    overrides_file: file.clone(),
+                                    line,
+                                    hash: cur,
+                                    target: *next,
+                                    depots: self.depots.clone(),
+                                }),
+                            };
+                        }
+                    }
+                }
+                OverrideTarget::Remove => unreachable!("filtered above"),
+            }
+        }
+    }
+}
+
+/// Records that `manifest` used the depot, in `<depot>/logs/artifact_usage.toml` (Julia's format:
+/// `[["<manifest>"]]` with a `time`), once per process and depot. Best effort: failures are
+/// logged at debug level and otherwise ignored. The CLI's `gc` reads this file.
+pub fn record_usage(depot: &Path, manifest: &Path) {
+    static DONE: LazyLock<Mutex<HashSet<(PathBuf, PathBuf)>>> =
+        LazyLock::new(|| Mutex::new(HashSet::new()));
+    let key = (depot.to_owned(), manifest.to_owned());
+    {
+        let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+        if !done.insert(key) {
+            return;
+        }
+    }
+    let logs = depot.join("logs");
+    let path = logs.join("artifact_usage.toml");
+    let entry = format!(
+        "[[{}]]\ntime = {}\n",
+        toml_basic_string(&manifest.to_string_lossy()),
+        utc_timestamp(std::time::SystemTime::now())
+    );
+    let res = std::fs::create_dir_all(&logs).and_then(|()| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)?;
+        // One write: appends from concurrent processes do not interleave.
+        f.write_all(entry.as_bytes())
+    });
+    if let Err(e) = res {
+        tracing::debug!("cannot record usage in `{}`: {e}", path.display());
+    }
+}
+
+fn toml_basic_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\u{:04X}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a system time (a TOML offset date-time).
+pub(crate) fn utc_timestamp(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(utc_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            utc_timestamp(UNIX_EPOCH + Duration::from_millis(1_709_251_199_123)),
+            "2024-02-29T23:59:59.123Z"
+        );
+    }
+
+    #[test]
+    fn first_writable_skips_unusable_depots() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, b"x").unwrap();
+        let good = dir.path().join("good");
+        let config = Config {
+            depots: vec![file.clone(), good.clone()],
+            ..Config::default()
+        };
+        assert_eq!(first_writable(&config, "x").unwrap(), good);
+        let config = Config {
+            depots: vec![file.clone()],
+            ..Config::default()
+        };
+        let e = first_writable(&config, "x").unwrap_err().to_string();
+        assert!(
+            e.contains("a-file") && e.contains("CLIMA_ARTIFACTS_DEPOT_PATH"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn usage_log_appends_once_per_process() {
+        let dir = tempfile::tempdir().unwrap();
+        record_usage(dir.path(), Path::new("/p/Artifacts.toml"));
+        record_usage(dir.path(), Path::new("/p/Artifacts.toml"));
+        record_usage(dir.path(), Path::new("/q/\"odd\".toml"));
+        let s = std::fs::read_to_string(dir.path().join("logs/artifact_usage.toml")).unwrap();
+        assert_eq!(s.matches("[[").count(), 2, "{s}");
+        assert!(s.contains("[[\"/p/Artifacts.toml\"]]\ntime = "), "{s}");
+        assert!(s.contains("[[\"/q/\\\"odd\\\".toml\"]]"), "{s}");
+    }
+}

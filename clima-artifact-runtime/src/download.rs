@@ -1,1 +1,267 @@
-//! (to be written)
+//! Opening download sources: `http(s)://` (ureq with rustls), `file://` URLs and plain paths.
+//!
+//! - A relative path resolves against the manifest's folder. This is an extension: Julia only
+//!   reads URLs, so a manifest meant for Julia too should use `http(s)://` or `file://` URLs.
+//! - HTTP: connect timeout `CLIMA_ARTIFACTS_CONNECT_TIMEOUT`; every read times out after
+//!   `CLIMA_ARTIFACTS_STALL_TIMEOUT` without a byte (a stall, not a cap on the total time);
+//!   `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (and lower-case forms) are honoured;
+//!   `Accept-Encoding: identity` is sent so the bytes hashed are the bytes published.
+//! - A body shorter than its `Content-Length` is an error, never a silent truncation.
+//! - Retrying is the caller's job (the whole pipeline restarts); [`is_transient`] says which
+//!   failures deserve it (connect errors, resets, stalls, 5xx, 429, 408) and [`backoff`] how long
+//!   to wait.
+
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::{Config, Error};
+
+/// An open source of tarball bytes.
+pub struct Source {
+    /// The bytes, as they arrive (already checked against `Content-Length` when there is one).
+    pub reader: Box<dyn Read + Send>,
+    /// Total size, if the server or file system says.
+    pub length: Option<u64>,
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("length", &self.length)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a download URL points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// `http://` or `https://`.
+    Http(String),
+    /// A local file (`file://` URL, absolute path, or path relative to the manifest folder).
+    File(PathBuf),
+}
+
+/// Classifies `url`; relative paths resolve against `manifest_dir`.
+pub fn locate(url: &str, manifest_dir: &Path) -> Location {
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        Location::Http(url.to_owned())
+    } else if let Some(rest) = url.strip_prefix("file://") {
+        // `file:///abs/path` or `file://localhost/abs/path`.
+        let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+        Location::File(PathBuf::from(percent_decode(rest)))
+    } else {
+        Location::File(manifest_dir.join(url))
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(hi), Some(lo)) = (
+                (b[i + 1] as char).to_digit(16),
+                (b[i + 2] as char).to_digit(16),
+            )
+        {
+            out.push((hi * 16 + lo) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// An HTTP agent configured from `config` (timeouts, proxies from the environment, no
+/// automatic status errors, identity encoding).
+pub fn agent(config: &Config) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_connect(Some(config.connect_timeout))
+        .timeout_per_read(Some(config.stall_timeout))
+        .timeout_recv_response(Some(config.stall_timeout + config.connect_timeout))
+        .http_status_as_error(false)
+        .accept_encoding("identity")
+        .user_agent(concat!("clima-artifacts/", env!("CARGO_PKG_VERSION")))
+        .max_redirects(10)
+        .build()
+        .new_agent()
+}
+
+/// Opens `url` for reading. Errors are per-source errors ([`Error::HttpStatus`],
+/// [`Error::Transport`], [`Error::LocalSource`]) with `attempts: 1`.
+pub fn open(
+    agent: &ureq::Agent,
+    url: &str,
+    manifest_dir: &Path,
+    config: &Config,
+) -> Result<Source, Error> {
+    match locate(url, manifest_dir) {
+        Location::File(path) => {
+            let file = std::fs::File::open(&path).map_err(|e| Error::LocalSource {
+                url: url.to_owned(),
+                path: path.clone(),
+                cause: e.into(),
+            })?;
+            let length = file.metadata().ok().map(|m| m.len());
+            Ok(Source {
+                reader: Box::new(file),
+                length,
+            })
+        }
+        Location::Http(u) => {
+            let resp = agent
+                .get(&u)
+                .call()
+                .map_err(|e| transport(url, &e, config))?;
+            let status = resp.status().as_u16();
+            if !(200..300).contains(&status) {
+                return Err(Error::HttpStatus {
+                    url: url.to_owned(),
+                    status,
+                    attempts: 1,
+                });
+            }
+            let length = resp.body().content_length();
+            let reader = resp.into_body().into_reader();
+            Ok(Source {
+                reader: Box::new(CheckedLength {
+                    inner: reader,
+                    expected: length,
+                    seen: 0,
+                }),
+                length,
+            })
+        }
+    }
+}
+
+fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
+    let reason = match e {
+        ureq::Error::Timeout(_) => format!(
+            "timed out ({e}); connect timeout {}s (CLIMA_ARTIFACTS_CONNECT_TIMEOUT), stall timeout {}s (CLIMA_ARTIFACTS_STALL_TIMEOUT)",
+            config.connect_timeout.as_secs_f64(),
+            config.stall_timeout.as_secs_f64()
+        ),
+        ureq::Error::Io(io) => describe_io(io, config),
+        other => other.to_string(),
+    };
+    Error::Transport {
+        url: url.to_owned(),
+        reason,
+        attempts: 1,
+    }
+}
+
+/// A human description of an I/O error met while reading a download.
+pub fn describe_io(e: &io::Error, config: &Config) -> String {
+    match e.kind() {
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => format!(
+            "stalled: no data for {}s (raise CLIMA_ARTIFACTS_STALL_TIMEOUT for slow servers)",
+            config.stall_timeout.as_secs_f64()
+        ),
+        io::ErrorKind::ConnectionReset => format!("connection reset by the server ({e})"),
+        io::ErrorKind::ConnectionRefused => format!("connection refused ({e})"),
+        io::ErrorKind::UnexpectedEof => format!("connection closed early: {e}"),
+        _ => e.to_string(),
+    }
+}
+
+/// Whether retrying the same URL may help: connect errors, resets, stalls, truncated bodies,
+/// HTTP 5xx, 429 and 408. Not 404, 403 or other client errors, not hash mismatches, not local
+/// files.
+pub fn is_transient(e: &Error) -> bool {
+    match e {
+        Error::HttpStatus { status, .. } => *status >= 500 || *status == 429 || *status == 408,
+        Error::Transport { .. } => true,
+        _ => false,
+    }
+}
+
+/// Delay before retry number `retry` (1-based): `base * 2^(retry-1)`, at most 30 s.
+pub fn backoff(base: Duration, retry: u32) -> Duration {
+    let factor = 1u32 << retry.saturating_sub(1).min(10);
+    (base * factor).min(Duration::from_secs(30))
+}
+
+/// Fails with `UnexpectedEof` when the body ends before its `Content-Length`.
+struct CheckedLength<R> {
+    inner: R,
+    expected: Option<u64>,
+    seen: u64,
+}
+
+impl<R: Read> Read for CheckedLength<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf).map_err(|e| {
+            // ureq wraps socket errors; surface the io::Error kind for classification.
+            match e.get_ref().and_then(|r| r.downcast_ref::<ureq::Error>()) {
+                Some(ureq::Error::Io(inner)) => io::Error::new(inner.kind(), inner.to_string()),
+                Some(ureq::Error::Timeout(t)) => {
+                    io::Error::new(io::ErrorKind::TimedOut, t.to_string())
+                }
+                _ => e,
+            }
+        })?;
+        self.seen += n as u64;
+        if n == 0
+            && !buf.is_empty()
+            && let Some(expected) = self.expected
+            && self.seen < expected
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "body ended after {} of {expected} bytes (Content-Length)",
+                    self.seen
+                ),
+            ));
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_urls_and_paths() {
+        let d = Path::new("/m");
+        assert_eq!(
+            locate("https://x/y.tar.gz", d),
+            Location::Http("https://x/y.tar.gz".into())
+        );
+        assert_eq!(
+            locate("file:///a/b%20c.tar", d),
+            Location::File("/a/b c.tar".into())
+        );
+        assert_eq!(locate("file://localhost/a", d), Location::File("/a".into()));
+        assert_eq!(
+            locate("data/x.tar", d),
+            Location::File("/m/data/x.tar".into())
+        );
+        assert_eq!(locate("/abs/x.tar", d), Location::File("/abs/x.tar".into()));
+    }
+
+    #[test]
+    fn transient_classification() {
+        let s = |status| Error::HttpStatus {
+            url: "u".into(),
+            status,
+            attempts: 1,
+        };
+        assert!(is_transient(&s(503)) && is_transient(&s(429)) && is_transient(&s(500)));
+        assert!(!is_transient(&s(404)) && !is_transient(&s(403)));
+        assert_eq!(
+            backoff(Duration::from_millis(100), 3),
+            Duration::from_millis(400)
+        );
+        assert_eq!(backoff(Duration::from_secs(10), 9), Duration::from_secs(30));
+    }
+}

@@ -1,6 +1,64 @@
 //! The runtime's one error enum. Every message says what to do next.
+//!
+//! Messages are complete on their own: where an OS error or a server reply caused the failure,
+//! its text is part of the message (not only a `source()`), because errors also travel between
+//! MPI ranks as bytes ([`Error::to_wire`] / [`Error::from_wire`]) and must read the same on
+//! every rank.
 
+use std::fmt::{self, Write as _};
+use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use clima_artifact_manifest::{ManifestError, ManifestErrorKind, SelectError, SubPathError};
+
+use crate::{GitTreeSha1, Sha256};
+
+/// An I/O error shared between clones of an [`Error`] (so `Error` stays `Clone`).
+#[derive(Debug, Clone)]
+pub struct IoCause(pub Arc<io::Error>);
+
+impl IoCause {
+    /// Wraps an I/O error.
+    pub fn new(e: io::Error) -> IoCause {
+        IoCause(Arc::new(e))
+    }
+    /// The kind of the underlying error.
+    pub fn kind(&self) -> io::ErrorKind {
+        self.0.kind()
+    }
+}
+
+impl fmt::Display for IoCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<io::Error> for IoCause {
+    fn from(e: io::Error) -> IoCause {
+        IoCause::new(e)
+    }
+}
+
+impl serde::Serialize for IoCause {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.0.raw_os_error(), self.0.to_string()).serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for IoCause {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<IoCause, D::Error> {
+        let (raw, message): (Option<i32>, String) = serde::Deserialize::deserialize(d)?;
+        let e = match raw {
+            Some(code) if io::Error::from_raw_os_error(code).to_string() == message => {
+                io::Error::from_raw_os_error(code)
+            }
+            _ => io::Error::other(message),
+        };
+        Ok(IoCause::new(e))
+    }
+}
 
 /// Everything that can go wrong when resolving, downloading or installing an artifact.
 ///
@@ -11,14 +69,14 @@ use std::path::PathBuf;
 pub enum Error {
     /// The manifest or an overrides file is malformed, or a name/sub-path is invalid.
     #[error(transparent)]
-    Manifest(#[from] clima_artifact_manifest::ManifestError),
+    Manifest(#[from] ManifestError),
     /// The name is not in the manifest, or no platform variant fits.
     #[error(transparent)]
-    Select(#[from] clima_artifact_manifest::SelectError),
+    Select(#[from] SelectError),
     /// A bad `name/sub/path`.
     #[error(transparent)]
-    SubPath(#[from] clima_artifact_manifest::SubPathError),
-    /// Catch-all for the install pipeline until it gets its own variants; carries a full message.
+    SubPath(#[from] SubPathError),
+    /// Catch-all with a full message.
     #[error("{message}")]
     Other {
         /// The complete, actionable message.
@@ -26,4 +84,906 @@ pub enum Error {
         /// A path involved, if any.
         path: Option<PathBuf>,
     },
+    /// An environment variable has a value that cannot be used.
+    #[error("environment variable {variable}=`{value}` is invalid: {reason}")]
+    Config {
+        /// The variable, e.g. `CLIMA_ARTIFACTS_STALL_TIMEOUT`.
+        variable: String,
+        /// Its value.
+        value: String,
+        /// What is wrong and what is expected.
+        reason: String,
+    },
+    /// A file-system operation failed.
+    #[error("cannot {action} `{}`: {cause}", path.display())]
+    Io {
+        /// What was attempted, e.g. `create directory`.
+        action: String,
+        /// The path concerned.
+        path: PathBuf,
+        /// The cause.
+        cause: IoCause,
+    },
+    /// None of the depots can be written to.
+    #[error(
+        "no writable depot to install artifact `{name}` into; tried {}. Set CLIMA_ARTIFACTS_DEPOT_PATH to a writable directory (colon-separated list)",
+        render_tried(tried)
+    )]
+    NoWritableDepot {
+        /// The artifact being installed.
+        name: String,
+        /// Each depot tried and why it is not writable.
+        tried: Vec<(PathBuf, String)>,
+    },
+    /// The artifact is not installed and offline mode forbids downloading it.
+    #[error(
+        "artifact `{name}` ({hash}) is not installed in any depot ({}) and CLIMA_ARTIFACTS_OFFLINE is set, so it cannot be downloaded; unset CLIMA_ARTIFACTS_OFFLINE, or install it where the network is available, or add an override",
+        render_paths(depots)
+    )]
+    Offline {
+        /// The artifact.
+        name: String,
+        /// Its git tree SHA-1.
+        hash: GitTreeSha1,
+        /// Depots that were searched.
+        depots: Vec<PathBuf>,
+    },
+    /// The artifact has no `[[name.download]]` section, is not installed and not overridden.
+    #[error(
+        "artifact `{name}` ({hash}) has no download section in `{}` and is not installed or overridden; point it at a local copy by adding this line to `{}`:\n    {hash} = \"/path/to/{name}\"",
+        manifest.display(),
+        overrides_file.display()
+    )]
+    NoDownloads {
+        /// The artifact.
+        name: String,
+        /// Its git tree SHA-1.
+        hash: GitTreeSha1,
+        /// The manifest that defines it.
+        manifest: PathBuf,
+        /// The `Overrides.toml` to add the line to (in the first depot).
+        overrides_file: PathBuf,
+    },
+    /// An override points to a path that does not exist.
+    #[error(
+        "`{}` line {line} overrides {hash} with `{}`, which does not exist; fix or remove that line",
+        overrides_file.display(),
+        target.display()
+    )]
+    OverrideTargetMissing {
+        /// The overrides file holding the entry.
+        overrides_file: PathBuf,
+        /// Line of the entry.
+        line: u32,
+        /// The overridden hash.
+        hash: GitTreeSha1,
+        /// The missing target.
+        target: PathBuf,
+    },
+    /// Overrides map a hash to another hash that is not installed anywhere.
+    #[error(
+        "`{}` line {line} overrides {hash} with artifact {target}, which is not installed in any depot ({}); install {target} or fix that line",
+        overrides_file.display(),
+        render_paths(depots)
+    )]
+    OverrideTargetNotInstalled {
+        /// The overrides file holding the entry.
+        overrides_file: PathBuf,
+        /// Line of the entry.
+        line: u32,
+        /// The overridden hash.
+        hash: GitTreeSha1,
+        /// The hash it points to.
+        target: GitTreeSha1,
+        /// Depots that were searched.
+        depots: Vec<PathBuf>,
+    },
+    /// Hash-to-hash overrides form a cycle.
+    #[error(
+        "override cycle: {}; break the cycle by editing one of these files",
+        render_cycle(chain)
+    )]
+    OverrideCycle {
+        /// Each step: the hash, and the overrides file and line that redirects it.
+        chain: Vec<(GitTreeSha1, PathBuf, u32)>,
+    },
+    /// A server answered with an error status.
+    #[error("HTTP {status} from `{url}`{}", render_attempts(*attempts))]
+    HttpStatus {
+        /// The URL.
+        url: String,
+        /// The status code.
+        status: u16,
+        /// How many times it was tried.
+        attempts: u32,
+    },
+    /// The connection failed, was reset, stalled or ended early.
+    #[error("`{url}`: {reason}{}", render_attempts(*attempts))]
+    Transport {
+        /// The URL.
+        url: String,
+        /// What happened.
+        reason: String,
+        /// How many times it was tried.
+        attempts: u32,
+    },
+    /// A local source (path or `file://`) cannot be read.
+    #[error("cannot read `{}` (from `{url}`): {cause}", path.display())]
+    LocalSource {
+        /// The URL as written in the manifest.
+        url: String,
+        /// The resolved path.
+        path: PathBuf,
+        /// The cause.
+        cause: IoCause,
+    },
+    /// The downloaded bytes do not have the SHA-256 the manifest promises.
+    #[error(
+        "`{url}`: sha256 mismatch: the manifest expects {expected}, the download has {actual} ({bytes} bytes); the file on the server changed or is corrupt"
+    )]
+    Sha256Mismatch {
+        /// The URL.
+        url: String,
+        /// From the manifest.
+        expected: Sha256,
+        /// Of the bytes received.
+        actual: Sha256,
+        /// Bytes received.
+        bytes: u64,
+    },
+    /// The unpacked content does not have the git tree SHA-1 the manifest promises.
+    #[error(
+        "`{url}`: git-tree-sha1 mismatch: the manifest expects {expected}, the unpacked archive has {actual}; the manifest entry is wrong or the archive changed"
+    )]
+    TreeHashMismatch {
+        /// The URL.
+        url: String,
+        /// From the manifest.
+        expected: GitTreeSha1,
+        /// Of the unpacked content.
+        actual: GitTreeSha1,
+    },
+    /// The archive is unsafe, corrupt or too large.
+    #[error("`{url}`: {reason}")]
+    Archive {
+        /// The URL.
+        url: String,
+        /// What the extractor refused, and why.
+        reason: String,
+    },
+    /// Every download source failed; lists each URL and why.
+    #[error(
+        "could not install artifact `{name}` ({hash}): every download source failed:{}",
+        render_failures(failures)
+    )]
+    DownloadFailed {
+        /// The artifact.
+        name: String,
+        /// Its git tree SHA-1.
+        hash: GitTreeSha1,
+        /// One error per URL, in manifest order.
+        failures: Vec<Error>,
+    },
+    /// Another process held the artifact's lock for too long.
+    #[error(
+        "timed out after {seconds}s waiting for `{}` ({holder}); if that process is stuck, stop it, or raise CLIMA_ARTIFACTS_LOCK_TIMEOUT (seconds)",
+        path.display()
+    )]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// The timeout in seconds.
+        seconds: u64,
+        /// Who holds it, as written in the lock file (e.g. `pid 1234 on node7`).
+        holder: String,
+    },
+    /// A `name/sub/path` points inside an artifact where nothing exists.
+    #[error(
+        "artifact `{name}` has no `{subpath}` (looked in `{}`); check the spelling, or list the artifact's content",
+        artifact_path.display()
+    )]
+    SubPathMissing {
+        /// The artifact.
+        name: String,
+        /// The sub-path asked for.
+        subpath: String,
+        /// The artifact's directory.
+        artifact_path: PathBuf,
+    },
+}
+
+fn render_paths(paths: &[PathBuf]) -> String {
+    if paths.is_empty() {
+        return "none configured".to_owned();
+    }
+    paths
+        .iter()
+        .map(|p| format!("`{}`", p.display()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn render_tried(tried: &[(PathBuf, String)]) -> String {
+    if tried.is_empty() {
+        return "none (no depot is configured)".to_owned();
+    }
+    tried
+        .iter()
+        .map(|(p, why)| format!("`{}` ({why})", p.display()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn render_cycle(chain: &[(GitTreeSha1, PathBuf, u32)]) -> String {
+    let mut s = String::new();
+    for (i, (hash, file, line)) in chain.iter().enumerate() {
+        if i > 0 {
+            s.push_str(" -> ");
+        }
+        let _ = write!(s, "{hash} (`{}` line {line})", file.display());
+    }
+    if let Some((first, _, _)) = chain.first() {
+        let _ = write!(s, " -> {first}");
+    }
+    s
+}
+
+fn render_attempts(attempts: u32) -> String {
+    if attempts > 1 {
+        format!(" (after {attempts} attempts)")
+    } else {
+        String::new()
+    }
+}
+
+fn render_failures(failures: &[Error]) -> String {
+    let mut s = String::new();
+    for f in failures {
+        let _ = write!(s, "\n  - {f}");
+    }
+    s
+}
+
+fn io_err_kind(e: &io::Error) -> io::ErrorKind {
+    e.kind()
+}
+
+impl Error {
+    /// An [`Error::Io`] for `action` on `path`.
+    pub fn io(action: impl Into<String>, path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io {
+            action: action.into(),
+            path: path.into(),
+            cause: IoCause::new(source),
+        }
+    }
+
+    /// The kind of the underlying I/O error, if this is an I/O failure.
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            Error::Io { cause, .. } | Error::LocalSource { cause, .. } => {
+                Some(io_err_kind(&cause.0))
+            }
+            _ => None,
+        }
+    }
+
+    /// The URL this error is about, for per-source errors.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            Error::HttpStatus { url, .. }
+            | Error::Transport { url, .. }
+            | Error::LocalSource { url, .. }
+            | Error::Sha256Mismatch { url, .. }
+            | Error::TreeHashMismatch { url, .. }
+            | Error::Archive { url, .. } => Some(url),
+            _ => None,
+        }
+    }
+
+    /// Serialises the error (variant, fields and therefore its `Display` text) for broadcasting
+    /// between processes; [`Error::from_wire`] rebuilds it.
+    pub fn to_wire(&self) -> Vec<u8> {
+        serde_json::to_vec(&Wire::from(self)).unwrap_or_else(|e| {
+            serde_json::to_vec(&Wire::Other {
+                message: format!("{self} (could not serialise the error: {e})"),
+                path: None,
+            })
+            .unwrap_or_default()
+        })
+    }
+
+    /// Rebuilds an error serialised by [`Error::to_wire`]. Bytes that do not decode become an
+    /// [`Error::Other`] that says so (never a panic).
+    pub fn from_wire(bytes: &[u8]) -> Error {
+        match serde_json::from_slice::<Wire>(bytes) {
+            Ok(w) => w.into(),
+            Err(e) => Error::Other {
+                message: format!(
+                    "received an error from another process that cannot be decoded ({e}); its raw text: {}",
+                    String::from_utf8_lossy(bytes)
+                ),
+                path: None,
+            },
+        }
+    }
+}
+
+/// The wire form of [`Error`]: the runtime's own variants as they are, the manifest crate's
+/// errors mirrored field by field.
+#[derive(serde::Serialize, serde::Deserialize)]
+enum Wire {
+    Manifest {
+        path: PathBuf,
+        line: Option<u32>,
+        column: Option<u32>,
+        artifact: Option<String>,
+        kind: WireManifestKind,
+    },
+    SelectUnknownName {
+        name: String,
+        manifest: String,
+        defined: Vec<String>,
+    },
+    SelectNoMatch {
+        name: String,
+        host: String,
+        offered: Vec<String>,
+    },
+    SubPathEmptyName(String),
+    SubPathParentDir(String),
+    SubPathNotRelative(String),
+    Other {
+        message: String,
+        path: Option<PathBuf>,
+    },
+    Own(OwnWire),
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+enum WireManifestKind {
+    Io(String),
+    NotFound(Vec<String>),
+    Toml(String),
+    Invalid(String),
+}
+
+/// The runtime's own variants, serialisable field by field.
+#[derive(serde::Serialize, serde::Deserialize)]
+enum OwnWire {
+    Config {
+        variable: String,
+        value: String,
+        reason: String,
+    },
+    Io {
+        action: String,
+        path: PathBuf,
+        cause: IoCause,
+    },
+    NoWritableDepot {
+        name: String,
+        tried: Vec<(PathBuf, String)>,
+    },
+    Offline {
+        name: String,
+        hash: GitTreeSha1,
+        depots: Vec<PathBuf>,
+    },
+    NoDownloads {
+        name: String,
+        hash: GitTreeSha1,
+        manifest: PathBuf,
+        overrides_file: PathBuf,
+    },
+    OverrideTargetMissing {
+        overrides_file: PathBuf,
+        line: u32,
+        hash: GitTreeSha1,
+        target: PathBuf,
+    },
+    OverrideTargetNotInstalled {
+        overrides_file: PathBuf,
+        line: u32,
+        hash: GitTreeSha1,
+        target: GitTreeSha1,
+        depots: Vec<PathBuf>,
+    },
+    OverrideCycle {
+        chain: Vec<(GitTreeSha1, PathBuf, u32)>,
+    },
+    HttpStatus {
+        url: String,
+        status: u16,
+        attempts: u32,
+    },
+    Transport {
+        url: String,
+        reason: String,
+        attempts: u32,
+    },
+    LocalSource {
+        url: String,
+        path: PathBuf,
+        cause: IoCause,
+    },
+    Sha256Mismatch {
+        url: String,
+        expected: Sha256,
+        actual: Sha256,
+        bytes: u64,
+    },
+    TreeHashMismatch {
+        url: String,
+        expected: GitTreeSha1,
+        actual: GitTreeSha1,
+    },
+    Archive {
+        url: String,
+        reason: String,
+    },
+    DownloadFailed {
+        name: String,
+        hash: GitTreeSha1,
+        failures: Vec<Wire>,
+    },
+    LockTimeout {
+        path: PathBuf,
+        seconds: u64,
+        holder: String,
+    },
+    SubPathMissing {
+        name: String,
+        subpath: String,
+        artifact_path: PathBuf,
+    },
+}
+
+impl From<&Error> for Wire {
+    fn from(e: &Error) -> Wire {
+        use OwnWire as O;
+        let own = match e.clone() {
+            Error::Manifest(m) => {
+                return Wire::Manifest {
+                    path: m.path,
+                    line: m.line,
+                    column: m.column,
+                    artifact: m.artifact,
+                    kind: match m.kind {
+                        ManifestErrorKind::Io(s) => WireManifestKind::Io(s),
+                        ManifestErrorKind::NotFound { tried } => WireManifestKind::NotFound(tried),
+                        ManifestErrorKind::Toml(s) => WireManifestKind::Toml(s),
+                        ManifestErrorKind::Invalid(s) => WireManifestKind::Invalid(s),
+                    },
+                };
+            }
+            Error::Select(SelectError::UnknownName {
+                name,
+                manifest,
+                defined,
+            }) => {
+                return Wire::SelectUnknownName {
+                    name,
+                    manifest,
+                    defined,
+                };
+            }
+            Error::Select(SelectError::NoMatch {
+                name,
+                host,
+                offered,
+            }) => {
+                return Wire::SelectNoMatch {
+                    name,
+                    host,
+                    offered,
+                };
+            }
+            Error::SubPath(SubPathError::EmptyName(s)) => return Wire::SubPathEmptyName(s),
+            Error::SubPath(SubPathError::ParentDir(s)) => return Wire::SubPathParentDir(s),
+            Error::SubPath(SubPathError::NotRelative(s)) => return Wire::SubPathNotRelative(s),
+            Error::Other { message, path } => return Wire::Other { message, path },
+            Error::Config {
+                variable,
+                value,
+                reason,
+            } => O::Config {
+                variable,
+                value,
+                reason,
+            },
+            Error::Io {
+                action,
+                path,
+                cause,
+            } => O::Io {
+                action,
+                path,
+                cause,
+            },
+            Error::NoWritableDepot { name, tried } => O::NoWritableDepot { name, tried },
+            Error::Offline { name, hash, depots } => O::Offline { name, hash, depots },
+            Error::NoDownloads {
+                name,
+                hash,
+                manifest,
+                overrides_file,
+            } => O::NoDownloads {
+                name,
+                hash,
+                manifest,
+                overrides_file,
+            },
+            Error::OverrideTargetMissing {
+                overrides_file,
+                line,
+                hash,
+                target,
+            } => O::OverrideTargetMissing {
+                overrides_file,
+                line,
+                hash,
+                target,
+            },
+            Error::OverrideTargetNotInstalled {
+                overrides_file,
+                line,
+                hash,
+                target,
+                depots,
+            } => O::OverrideTargetNotInstalled {
+                overrides_file,
+                line,
+                hash,
+                target,
+                depots,
+            },
+            Error::OverrideCycle { chain } => O::OverrideCycle { chain },
+            Error::HttpStatus {
+                url,
+                status,
+                attempts,
+            } => O::HttpStatus {
+                url,
+                status,
+                attempts,
+            },
+            Error::Transport {
+                url,
+                reason,
+                attempts,
+            } => O::Transport {
+                url,
+                reason,
+                attempts,
+            },
+            Error::LocalSource { url, path, cause } => O::LocalSource { url, path, cause },
+            Error::Sha256Mismatch {
+                url,
+                expected,
+                actual,
+                bytes,
+            } => O::Sha256Mismatch {
+                url,
+                expected,
+                actual,
+                bytes,
+            },
+            Error::TreeHashMismatch {
+                url,
+                expected,
+                actual,
+            } => O::TreeHashMismatch {
+                url,
+                expected,
+                actual,
+            },
+            Error::Archive { url, reason } => O::Archive { url, reason },
+            Error::DownloadFailed {
+                name,
+                hash,
+                failures,
+            } => O::DownloadFailed {
+                name,
+                hash,
+                failures: failures.iter().map(Wire::from).collect(),
+            },
+            Error::LockTimeout {
+                path,
+                seconds,
+                holder,
+            } => O::LockTimeout {
+                path,
+                seconds,
+                holder,
+            },
+            Error::SubPathMissing {
+                name,
+                subpath,
+                artifact_path,
+            } => O::SubPathMissing {
+                name,
+                subpath,
+                artifact_path,
+            },
+        };
+        Wire::Own(own)
+    }
+}
+
+impl From<Wire> for Error {
+    fn from(w: Wire) -> Error {
+        use OwnWire as O;
+        match w {
+            Wire::Manifest {
+                path,
+                line,
+                column,
+                artifact,
+                kind,
+            } => Error::Manifest(ManifestError {
+                path,
+                line,
+                column,
+                artifact,
+                kind: match kind {
+                    WireManifestKind::Io(s) => ManifestErrorKind::Io(s),
+                    WireManifestKind::NotFound(tried) => ManifestErrorKind::NotFound { tried },
+                    WireManifestKind::Toml(s) => ManifestErrorKind::Toml(s),
+                    WireManifestKind::Invalid(s) => ManifestErrorKind::Invalid(s),
+                },
+            }),
+            Wire::SelectUnknownName {
+                name,
+                manifest,
+                defined,
+            } => Error::Select(SelectError::UnknownName {
+                name,
+                manifest,
+                defined,
+            }),
+            Wire::SelectNoMatch {
+                name,
+                host,
+                offered,
+            } => Error::Select(SelectError::NoMatch {
+                name,
+                host,
+                offered,
+            }),
+            Wire::SubPathEmptyName(s) => Error::SubPath(SubPathError::EmptyName(s)),
+            Wire::SubPathParentDir(s) => Error::SubPath(SubPathError::ParentDir(s)),
+            Wire::SubPathNotRelative(s) => Error::SubPath(SubPathError::NotRelative(s)),
+            Wire::Other { message, path } => Error::Other { message, path },
+            Wire::Own(own) => match own {
+                O::Config {
+                    variable,
+                    value,
+                    reason,
+                } => Error::Config {
+                    variable,
+                    value,
+                    reason,
+                },
+                O::Io {
+                    action,
+                    path,
+                    cause,
+                } => Error::Io {
+                    action,
+                    path,
+                    cause,
+                },
+                O::NoWritableDepot { name, tried } => Error::NoWritableDepot { name, tried },
+                O::Offline { name, hash, depots } => Error::Offline { name, hash, depots },
+                O::NoDownloads {
+                    name,
+                    hash,
+                    manifest,
+                    overrides_file,
+                } => Error::NoDownloads {
+                    name,
+                    hash,
+                    manifest,
+                    overrides_file,
+                },
+                O::OverrideTargetMissing {
+                    overrides_file,
+                    line,
+                    hash,
+                    target,
+                } => Error::OverrideTargetMissing {
+                    overrides_file,
+                    line,
+                    hash,
+                    target,
+                },
+                O::OverrideTargetNotInstalled {
+                    overrides_file,
+                    line,
+                    hash,
+                    target,
+                    depots,
+                } => Error::OverrideTargetNotInstalled {
+                    overrides_file,
+                    line,
+                    hash,
+                    target,
+                    depots,
+                },
+                O::OverrideCycle { chain } => Error::OverrideCycle { chain },
+                O::HttpStatus {
+                    url,
+                    status,
+                    attempts,
+                } => Error::HttpStatus {
+                    url,
+                    status,
+                    attempts,
+                },
+                O::Transport {
+                    url,
+                    reason,
+                    attempts,
+                } => Error::Transport {
+                    url,
+                    reason,
+                    attempts,
+                },
+                O::LocalSource { url, path, cause } => Error::LocalSource { url, path, cause },
+                O::Sha256Mismatch {
+                    url,
+                    expected,
+                    actual,
+                    bytes,
+                } => Error::Sha256Mismatch {
+                    url,
+                    expected,
+                    actual,
+                    bytes,
+                },
+                O::TreeHashMismatch {
+                    url,
+                    expected,
+                    actual,
+                } => Error::TreeHashMismatch {
+                    url,
+                    expected,
+                    actual,
+                },
+                O::Archive { url, reason } => Error::Archive { url, reason },
+                O::DownloadFailed {
+                    name,
+                    hash,
+                    failures,
+                } => Error::DownloadFailed {
+                    name,
+                    hash,
+                    failures: failures.into_iter().map(Error::from).collect(),
+                },
+                O::LockTimeout {
+                    path,
+                    seconds,
+                    holder,
+                } => Error::LockTimeout {
+                    path,
+                    seconds,
+                    holder,
+                },
+                O::SubPathMissing {
+                    name,
+                    subpath,
+                    artifact_path,
+                } => Error::SubPathMissing {
+                    name,
+                    subpath,
+                    artifact_path,
+                },
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(c: char) -> GitTreeSha1 {
+        GitTreeSha1::from_hex(&c.to_string().repeat(40)).unwrap()
+    }
+
+    #[test]
+    fn wire_round_trip_preserves_variant_and_text() {
+        let samples = vec![
+            Error::Manifest(ManifestError {
+                path: "/m/Artifacts.toml".into(),
+                line: Some(3),
+                column: Some(7),
+                artifact: Some("era5".into()),
+                kind: ManifestErrorKind::Invalid("bad".into()),
+            }),
+            Error::Select(SelectError::NoMatch {
+                name: "x".into(),
+                host: "os=linux".into(),
+                offered: vec!["os=macos".into()],
+            }),
+            Error::SubPath(SubPathError::ParentDir("a/../b".into())),
+            Error::io(
+                "create directory",
+                "/nope",
+                io::Error::from_raw_os_error(13),
+            ),
+            Error::io("read", "/x", io::Error::other("custom failure")),
+            Error::DownloadFailed {
+                name: "era5".into(),
+                hash: h('a'),
+                failures: vec![
+                    Error::HttpStatus {
+                        url: "http://a/x".into(),
+                        status: 404,
+                        attempts: 1,
+                    },
+                    Error::Sha256Mismatch {
+                        url: "http://b/x".into(),
+                        expected: Sha256([1; 32]),
+                        actual: Sha256([2; 32]),
+                        bytes: 10,
+                    },
+                ],
+            },
+            Error::OverrideCycle {
+                chain: vec![
+                    (h('a'), "/d/Overrides.toml".into(), 1),
+                    (h('b'), "/e".into(), 2),
+                ],
+            },
+            Error::LockTimeout {
+                path: "/d/x.lock".into(),
+                seconds: 3,
+                holder: "pid 7".into(),
+            },
+        ];
+        for e in samples {
+            let back = Error::from_wire(&e.to_wire());
+            assert_eq!(back.to_string(), e.to_string());
+            assert_eq!(
+                std::mem::discriminant(&back),
+                std::mem::discriminant(&e),
+                "{e}"
+            );
+            assert_eq!(back.io_kind(), e.io_kind());
+        }
+    }
+
+    #[test]
+    fn garbage_on_the_wire_is_an_error_not_a_panic() {
+        let e = Error::from_wire(b"\xffnot json");
+        assert!(e.to_string().contains("cannot be decoded"), "{e}");
+    }
+
+    #[test]
+    fn all_urls_failed_lists_each() {
+        let e = Error::DownloadFailed {
+            name: "n".into(),
+            hash: h('c'),
+            failures: vec![
+                Error::HttpStatus {
+                    url: "http://one".into(),
+                    status: 503,
+                    attempts: 3,
+                },
+                Error::Transport {
+                    url: "http://two".into(),
+                    reason: "connection reset".into(),
+                    attempts: 1,
+                },
+            ],
+        };
+        let s = e.to_string();
+        assert!(
+            s.contains("HTTP 503 from `http://one` (after 3 attempts)"),
+            "{s}"
+        );
+        assert!(s.contains("`http://two`: connection reset"), "{s}");
+    }
 }

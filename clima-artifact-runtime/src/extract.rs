@@ -1,15 +1,80 @@
-//! Safe tar extraction that hashes every blob while writing it (specified in full by the
-//! storage helper).
+//! Safe tar extraction that hashes every blob while writing it.
+//!
+//! ```text
+//! reader ──magic bytes──> gzip (flate2, zlib-rs) | zstd | plain tar      (xz, bzip2: refused)
+//!        ──> byte meter (caps the decompressed stream)
+//!        ──> tar entries ──> our own writer: create_new + O_NOFOLLOW, BlobHasher on the same bytes
+//!                                                                         └──> TreeBuilder
+//! ```
+//!
+//! The `tar` crate only parses headers (GNU long names and pax paths included); every file,
+//! directory and link is created here, never with `tar`'s `unpack`, so the rules below hold
+//! whatever the archive says.
+//!
+//! # What gets written
+//!
+//! - Paths are taken relative to `dest`; empty and `.` components are dropped. Absolute paths,
+//!   `..` components and NUL bytes are refused ([`ExtractError::Unsafe`]).
+//! - Regular files are created with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode `0o755` if the
+//!   header's owner exec bit is set, else `0o644`; setuid, setgid, sticky, group/other bits,
+//!   owners and times from the archive are dropped. Directories are `0o755`.
+//! - Every directory on the way to an entry must be a directory created by this extraction;
+//!   a path through a file or a symlink created earlier in the archive is refused, so nothing is
+//!   ever written through a symlink.
+//! - Symlinks are created as symlinks (never followed) and hash as their target bytes. A target
+//!   must be relative, and may only climb with leading `..` components (no deeper than the link's
+//!   own directory); `..` after a name is refused because it could climb out through another
+//!   symlink. So no link resolves outside the artifact.
+//! - Hardlinks must name a regular file extracted earlier in this archive; they are created as
+//!   hard links (copied if the filesystem refuses).
+//! - Character and block devices, fifos, sparse files and unknown entry types are refused. pax
+//!   global headers are ignored.
+//! - Duplicates: a later file, symlink or hardlink replaces an earlier file or symlink at the same
+//!   path (the old one is unlinked first, never opened), like `tar x`. A file where a directory
+//!   was extracted, or a directory where a file or symlink was, is refused as ambiguous.
+//! - Entries with a `.git` component are written but left out of the tree hash, as git and Julia
+//!   do, so the hash always equals [`tree_hash`](crate::tree_hash::tree_hash) of `dest`.
+//!
+//! # Limits
+//!
+//! [`ExtractLimits::max_unpacked_bytes`] caps the decompressed tar stream: file contents plus
+//! tar's own 512-byte headers and padding, so neither big files nor millions of empty entries can
+//! fill the disk. A header that announces more than what is left is refused before anything of it
+//! is written ([`ExtractError::TooLarge`]). Extension headers (long names, pax) are limited to
+//! 1 MiB per entry so they cannot exhaust memory.
+//!
+//! # Integrity
+//!
+//! An archive without tar's end-of-archive marker (truncated), a compression error, a bad header
+//! checksum or a file shorter than its header says is [`ExtractError::Corrupt`]. After the marker
+//! the decompressed stream is read to its end, so gzip's CRC is checked too.
 
-use std::io::Read;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use tar::EntryType;
 
 use crate::GitTreeSha1;
+use crate::tree_hash::{BlobHasher, EntryMode, TreeBuilder, blob_id};
+
+/// Copy buffer size, also the buffer in front of the decompressor.
+const BUFFER: usize = 256 * 1024;
+
+/// Most bytes of extension headers (GNU long names, pax records) read for one entry.
+const MAX_EXTENSION_BYTES: u64 = 1024 * 1024;
 
 /// Limits applied while extracting.
 #[derive(Debug, Clone)]
 pub struct ExtractLimits {
-    /// Maximum total bytes of file content written (decompression-bomb cap).
+    /// Maximum size of the decompressed tar stream (file contents plus tar headers and
+    /// padding): the decompression-bomb cap.
     pub max_unpacked_bytes: u64,
 }
 
@@ -60,10 +125,740 @@ pub struct Extracted {
 /// Detects the compression (gzip, zstd, xz if available, or plain tar) by magic bytes, then
 /// extracts the tar stream into `dest` (an existing, empty directory), hashing as it writes.
 /// The caller must drain `reader` afterwards if it needs a digest of every byte.
+///
+/// xz and bzip2 archives are recognised and refused with [`ExtractError::Corrupt`] saying so.
 pub fn extract_archive<R: Read>(
-    reader: R,
+    mut reader: R,
     dest: &Path,
     limits: &ExtractLimits,
 ) -> Result<Extracted, ExtractError> {
-    todo!("storage helper {} {limits:?}", dest.display())
+    check_destination(dest)?;
+
+    let mut magic = [0u8; 6];
+    let mut have = 0;
+    while have < magic.len() {
+        match reader.read(&mut magic[have..]) {
+            Ok(0) => break,
+            Ok(n) => have += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(ExtractError::Corrupt(format!(
+                    "cannot read the archive: {e}"
+                )));
+            }
+        }
+    }
+    let magic = &magic[..have];
+    let stream = io::Cursor::new(magic.to_vec()).chain(reader);
+
+    if magic.is_empty() {
+        Err(ExtractError::Corrupt(
+            "the input is empty; expected a tar archive (plain, gzip or zstd)".into(),
+        ))
+    } else if magic.starts_with(&[0x1f, 0x8b]) {
+        let decoder =
+            flate2::bufread::MultiGzDecoder::new(BufReader::with_capacity(BUFFER, stream));
+        Extraction::new(dest, limits).run(decoder)
+    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let decoder =
+            zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(BUFFER, stream))
+                .map_err(|e| {
+                    ExtractError::Corrupt(format!("cannot start zstd decompression: {e}"))
+                })?;
+        Extraction::new(dest, limits).run(decoder)
+    } else if magic.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
+        Err(ExtractError::Corrupt(
+            "xz-compressed archives (.tar.xz) are not supported; repackage the artifact as \
+             .tar.gz or .tar.zst"
+                .into(),
+        ))
+    } else if magic.starts_with(b"BZh") {
+        Err(ExtractError::Corrupt(
+            "bzip2-compressed archives (.tar.bz2) are not supported; repackage the artifact as \
+             .tar.gz or .tar.zst"
+                .into(),
+        ))
+    } else {
+        Extraction::new(dest, limits).run(BufReader::with_capacity(BUFFER, stream))
+    }
+}
+
+/// `dest` must be an existing, empty, real directory.
+fn check_destination(dest: &Path) -> Result<(), ExtractError> {
+    let io_err = |source| ExtractError::Io {
+        path: dest.to_path_buf(),
+        source,
+    };
+    let meta = fs::symlink_metadata(dest).map_err(io_err)?;
+    if !meta.is_dir() {
+        return Err(io_err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "extraction destination is not a directory",
+        )));
+    }
+    if fs::read_dir(dest).map_err(io_err)?.next().is_some() {
+        return Err(io_err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "extraction destination is not empty",
+        )));
+    }
+    Ok(())
+}
+
+/// Shared accounting of the decompressed bytes read by the tar parser.
+struct Meter {
+    /// Bytes read so far.
+    total: Cell<u64>,
+    /// The cap on `total`.
+    cap: u64,
+    /// While parsing headers: `total` may not exceed this.
+    header_stop: Cell<u64>,
+    /// The cap was exceeded.
+    over_cap: Cell<bool>,
+    /// The extension-header limit was exceeded.
+    over_header: Cell<bool>,
+    /// The decompressed stream reached its end.
+    eof: Cell<bool>,
+}
+
+impl Meter {
+    fn remaining(&self) -> u64 {
+        self.cap.saturating_sub(self.total.get())
+    }
+
+    /// Turns an error out of the tar parser or the decompressor into an [`ExtractError`].
+    fn classify(&self, err: io::Error, context: &str) -> ExtractError {
+        if self.over_cap.get() {
+            ExtractError::TooLarge { limit: self.cap }
+        } else if self.over_header.get() {
+            ExtractError::Corrupt(format!(
+                "{context}: extension headers (long names, pax records) larger than \
+                 {MAX_EXTENSION_BYTES} bytes"
+            ))
+        } else {
+            ExtractError::Corrupt(format!("{context}: {err}"))
+        }
+    }
+}
+
+/// A reader that counts bytes into a [`Meter`] and fails past its limits.
+struct Metered<R> {
+    inner: R,
+    meter: Rc<Meter>,
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let meter = &*self.meter;
+        let stop = meter.cap.min(meter.header_stop.get());
+        let allowed = stop.saturating_sub(meter.total.get());
+        // Ask for one byte more than allowed, to tell "exactly at the limit" from "past it".
+        let want = (buf.len() as u64).min(allowed.saturating_add(1)) as usize;
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 && !buf.is_empty() {
+            meter.eof.set(true);
+        }
+        let total = meter.total.get() + n as u64;
+        if total > stop {
+            if total > meter.cap {
+                meter.over_cap.set(true);
+            } else {
+                meter.over_header.set(true);
+            }
+            return Err(io::Error::other("size limit exceeded"));
+        }
+        meter.total.set(total);
+        Ok(n)
+    }
+}
+
+/// What a path of the archive became on disk.
+enum Written {
+    Dir,
+    File { mode: EntryMode, blob: [u8; 20] },
+    Symlink,
+}
+
+/// State of one extraction.
+struct Extraction<'a> {
+    dest: &'a Path,
+    limits: &'a ExtractLimits,
+    written: HashMap<Vec<u8>, Written>,
+    tree: TreeBuilder,
+    content_bytes: u64,
+    entries: u64,
+    /// Number of tar entries parsed so far.
+    headers: u64,
+    buffer: Vec<u8>,
+}
+
+/// The path of an entry, split into safe components.
+struct EntryPath {
+    /// As written in the archive (for messages).
+    display: String,
+    components: Vec<Vec<u8>>,
+}
+
+impl EntryPath {
+    fn joined(&self, upto: usize) -> Vec<u8> {
+        self.components[..upto].join(&b'/')
+    }
+
+    fn key(&self) -> Vec<u8> {
+        self.joined(self.components.len())
+    }
+
+    fn unsafe_entry(&self, reason: impl Into<String>) -> ExtractError {
+        ExtractError::Unsafe {
+            entry: self.display.clone(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Splits an archive path into components, refusing absolute paths, `..` and NUL bytes.
+fn safe_components(raw: &[u8]) -> Result<Vec<Vec<u8>>, &'static str> {
+    if raw.contains(&0) {
+        return Err("the path contains a NUL byte");
+    }
+    if raw.starts_with(b"/") {
+        return Err("absolute paths are not allowed in an artifact");
+    }
+    let mut out = Vec::new();
+    for component in raw.split(|&b| b == b'/') {
+        match component {
+            b"" | b"." => {}
+            b".." => return Err("`..` path components are not allowed in an artifact"),
+            name => out.push(name.to_vec()),
+        }
+    }
+    Ok(out)
+}
+
+/// Checks that a symlink at depth `depth` (number of directories above it) pointing at `target`
+/// cannot resolve outside the artifact.
+fn check_symlink_target(target: &[u8], depth: usize) -> Result<(), String> {
+    if target.is_empty() {
+        return Err("the symlink has an empty target".into());
+    }
+    if target.contains(&0) {
+        return Err("the symlink target contains a NUL byte".into());
+    }
+    if target.starts_with(b"/") {
+        return Err(format!(
+            "the symlink points to the absolute path `{}`; only relative links inside the \
+             artifact are allowed",
+            String::from_utf8_lossy(target)
+        ));
+    }
+    let mut ups = 0;
+    let mut seen_name = false;
+    for component in target.split(|&b| b == b'/') {
+        match component {
+            b"" | b"." => {}
+            b".." if seen_name => {
+                return Err(format!(
+                    "the symlink target `{}` has `..` after a directory name, which could \
+                     climb out through another symlink",
+                    String::from_utf8_lossy(target)
+                ));
+            }
+            b".." => {
+                ups += 1;
+                if ups > depth {
+                    return Err(format!(
+                        "the symlink target `{}` points outside the artifact",
+                        String::from_utf8_lossy(target)
+                    ));
+                }
+            }
+            _ => seen_name = true,
+        }
+    }
+    Ok(())
+}
+
+impl<'a> Extraction<'a> {
+    fn new(dest: &'a Path, limits: &'a ExtractLimits) -> Self {
+        Extraction {
+            dest,
+            limits,
+            written: HashMap::new(),
+            tree: TreeBuilder::new(),
+            content_bytes: 0,
+            entries: 0,
+            headers: 0,
+            buffer: vec![0; BUFFER],
+        }
+    }
+
+    fn run<D: Read>(mut self, decoded: D) -> Result<Extracted, ExtractError> {
+        let meter = Rc::new(Meter {
+            total: Cell::new(0),
+            cap: self.limits.max_unpacked_bytes,
+            header_stop: Cell::new(u64::MAX),
+            over_cap: Cell::new(false),
+            over_header: Cell::new(false),
+            eof: Cell::new(false),
+        });
+        let mut archive = tar::Archive::new(Metered {
+            inner: decoded,
+            meter: Rc::clone(&meter),
+        });
+        let mut entries = archive
+            .entries()
+            .map_err(|e| meter.classify(e, "cannot read the tar stream"))?;
+        loop {
+            meter
+                .header_stop
+                .set(meter.total.get().saturating_add(MAX_EXTENSION_BYTES + 1024));
+            let next = entries.next();
+            meter.header_stop.set(u64::MAX);
+            let mut entry = match next {
+                None => break,
+                Some(Ok(entry)) => entry,
+                Some(Err(e)) if self.headers == 0 => {
+                    return Err(meter.classify(
+                        e,
+                        "not a tar archive (plain, gzip or zstd): its first header is unreadable",
+                    ));
+                }
+                Some(Err(e)) => return Err(meter.classify(e, "cannot read a tar header")),
+            };
+            self.headers += 1;
+            self.entry(&mut entry, &meter)?;
+            // Read what the entry did not use (e.g. data attached to a directory header) so
+            // that it is metered like everything else.
+            io::copy(&mut entry, &mut io::sink())
+                .map_err(|e| meter.classify(e, "cannot read the tar stream"))?;
+        }
+        if meter.eof.get() {
+            return Err(ExtractError::Corrupt(
+                "the archive is truncated: it ends without tar's end-of-archive marker".into(),
+            ));
+        }
+        // Read to the end of the decompressed stream (tar's padding), so that gzip's CRC and
+        // zstd's checksum are verified and the cap covers everything.
+        io::copy(&mut archive.into_inner(), &mut io::sink())
+            .map_err(|e| meter.classify(e, "after the end of the tar archive"))?;
+        Ok(Extracted {
+            tree_hash: self.tree.finish(),
+            unpacked_bytes: self.content_bytes,
+            entries: self.entries,
+        })
+    }
+
+    fn entry<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        meter: &Meter,
+    ) -> Result<(), ExtractError> {
+        let raw = entry.path_bytes().into_owned();
+        let display = String::from_utf8_lossy(&raw).into_owned();
+        let entry_type = entry.header().entry_type();
+        if entry_type == EntryType::XGlobalHeader {
+            return Ok(());
+        }
+        let components = safe_components(&raw).map_err(|reason| ExtractError::Unsafe {
+            entry: display.clone(),
+            reason: reason.into(),
+        })?;
+        let path = EntryPath {
+            display,
+            components,
+        };
+        if path.components.is_empty() {
+            return if entry_type == EntryType::Directory {
+                Ok(())
+            } else {
+                Err(path.unsafe_entry("the entry has an empty path"))
+            };
+        }
+        match entry_type {
+            EntryType::Regular | EntryType::Continuous => self.file(entry, &path, meter),
+            EntryType::Directory => {
+                self.parents(&path)?;
+                self.directory(&path, path.components.len())
+            }
+            EntryType::Symlink => self.symlink(entry, &path),
+            EntryType::Link => self.hardlink(entry, &path),
+            EntryType::Char | EntryType::Block => {
+                Err(path.unsafe_entry("device files are not allowed in an artifact"))
+            }
+            EntryType::Fifo => Err(path.unsafe_entry("fifos are not allowed in an artifact")),
+            EntryType::GNUSparse => {
+                Err(path.unsafe_entry("sparse files are not supported; repackage without --sparse"))
+            }
+            other => Err(path.unsafe_entry(format!(
+                "unsupported tar entry type {:?}",
+                other.as_byte() as char
+            ))),
+        }
+    }
+
+    fn disk_path(&self, key: &[u8]) -> PathBuf {
+        self.dest.join(OsStr::from_bytes(key))
+    }
+
+    fn io_error(&self, key: &[u8], source: io::Error) -> ExtractError {
+        ExtractError::Io {
+            path: self.disk_path(key),
+            source,
+        }
+    }
+
+    /// Makes sure every directory above the entry exists and was created by this extraction.
+    fn parents(&mut self, path: &EntryPath) -> Result<(), ExtractError> {
+        for depth in 1..path.components.len() {
+            self.directory(path, depth)?;
+        }
+        Ok(())
+    }
+
+    /// Creates the directory made of the first `depth` components of `path` (if needed).
+    fn directory(&mut self, path: &EntryPath, depth: usize) -> Result<(), ExtractError> {
+        let key = path.joined(depth);
+        match self.written.get(&key) {
+            Some(Written::Dir) => Ok(()),
+            Some(Written::File { .. }) => Err(path.unsafe_entry(format!(
+                "`{}` is a file extracted earlier in the archive, not a directory",
+                String::from_utf8_lossy(&key)
+            ))),
+            Some(Written::Symlink) => Err(path.unsafe_entry(format!(
+                "`{}` is a symlink extracted earlier in the archive; refusing to write through it",
+                String::from_utf8_lossy(&key)
+            ))),
+            None => {
+                let disk = self.disk_path(&key);
+                DirBuilder::new()
+                    .mode(0o755)
+                    .create(&disk)
+                    .and_then(|()| fs::set_permissions(&disk, fs::Permissions::from_mode(0o755)))
+                    .map_err(|e| self.io_error(&key, e))?;
+                self.written.insert(key, Written::Dir);
+                Ok(())
+            }
+        }
+    }
+
+    /// Frees the entry's own path for a new file or link: an earlier file or symlink there is
+    /// unlinked (never opened), a directory is refused.
+    fn replace(&mut self, path: &EntryPath, key: &[u8]) -> Result<(), ExtractError> {
+        match self.written.get(key) {
+            None => Ok(()),
+            Some(Written::Dir) => Err(path
+                .unsafe_entry("a directory of the same name was extracted earlier in the archive")),
+            Some(Written::File { .. } | Written::Symlink) => {
+                fs::remove_file(self.disk_path(key)).map_err(|e| self.io_error(key, e))?;
+                self.written.remove(key);
+                Ok(())
+            }
+        }
+    }
+
+    /// Records a written file or symlink in the tree (unless it is inside `.git`).
+    fn record(
+        &mut self,
+        path: &EntryPath,
+        key: Vec<u8>,
+        written: Written,
+        mode: EntryMode,
+        id: [u8; 20],
+    ) {
+        if !path.components.iter().any(|c| c == b".git") {
+            let components: Vec<&[u8]> = path.components.iter().map(Vec::as_slice).collect();
+            self.tree.insert_components(&components, mode, id);
+        }
+        self.written.insert(key, written);
+        self.entries += 1;
+    }
+
+    fn file<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        path: &EntryPath,
+        meter: &Meter,
+    ) -> Result<(), ExtractError> {
+        let size = entry.size();
+        if size > meter.remaining() {
+            return Err(ExtractError::TooLarge { limit: meter.cap });
+        }
+        let header_mode = entry
+            .header()
+            .mode()
+            .map_err(|e| ExtractError::Corrupt(format!("entry `{}`: {e}", path.display)))?;
+        let mode = EntryMode::for_file_mode(header_mode);
+        let permissions = if mode == EntryMode::Executable {
+            0o755
+        } else {
+            0o644
+        };
+
+        self.parents(path)?;
+        let key = path.key();
+        self.replace(path, &key)?;
+        let disk = self.disk_path(&key);
+        let mut file = create_file(&disk, permissions).map_err(|e| self.io_error(&key, e))?;
+
+        let mut hasher = BlobHasher::new(size);
+        let mut left = size;
+        while left > 0 {
+            let want = (self.buffer.len() as u64).min(left) as usize;
+            let mut filled = 0;
+            while filled < want {
+                match entry.read(&mut self.buffer[filled..want]) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(meter.classify(e, &format!("inside `{}`", path.display)));
+                    }
+                }
+            }
+            if filled == 0 {
+                return Err(ExtractError::Corrupt(format!(
+                    "the archive is truncated inside `{}` ({left} of {size} bytes missing)",
+                    path.display
+                )));
+            }
+            hasher.update(&self.buffer[..filled]);
+            file.write_all(&self.buffer[..filled])
+                .map_err(|e| ExtractError::Io {
+                    path: disk.clone(),
+                    source: e,
+                })?;
+            left -= filled as u64;
+        }
+        drop(file);
+        let blob = hasher
+            .finish()
+            .map_err(|e| ExtractError::Corrupt(format!("entry `{}`: {e}", path.display)))?;
+        self.content_bytes += size;
+        self.record(path, key, Written::File { mode, blob }, mode, blob);
+        Ok(())
+    }
+
+    fn symlink<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        path: &EntryPath,
+    ) -> Result<(), ExtractError> {
+        let target = entry
+            .link_name_bytes()
+            .ok_or_else(|| path.unsafe_entry("the symlink has no target"))?
+            .into_owned();
+        check_symlink_target(&target, path.components.len() - 1)
+            .map_err(|reason| path.unsafe_entry(reason))?;
+        self.parents(path)?;
+        let key = path.key();
+        self.replace(path, &key)?;
+        std::os::unix::fs::symlink(OsStr::from_bytes(&target), self.disk_path(&key))
+            .map_err(|e| self.io_error(&key, e))?;
+        let id = blob_id(&target);
+        self.record(path, key, Written::Symlink, EntryMode::Symlink, id);
+        Ok(())
+    }
+
+    fn hardlink<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        path: &EntryPath,
+    ) -> Result<(), ExtractError> {
+        let raw = entry
+            .link_name_bytes()
+            .ok_or_else(|| path.unsafe_entry("the hardlink has no target"))?
+            .into_owned();
+        let target_display = String::from_utf8_lossy(&raw).into_owned();
+        let target = safe_components(&raw).map_err(|reason| {
+            path.unsafe_entry(format!(
+                "hardlink to `{target_display}` outside the artifact: {reason}"
+            ))
+        })?;
+        let target_key = target.join(&b'/');
+        let (mode, blob) = match self.written.get(&target_key) {
+            Some(Written::File { mode, blob }) => (*mode, *blob),
+            _ => {
+                return Err(path.unsafe_entry(format!(
+                    "hardlink to `{target_display}`, which is not a regular file extracted \
+                     earlier in this archive"
+                )));
+            }
+        };
+        let key = path.key();
+        if key == target_key {
+            return Ok(());
+        }
+        self.parents(path)?;
+        self.replace(path, &key)?;
+        let source = self.disk_path(&target_key);
+        let disk = self.disk_path(&key);
+        if fs::hard_link(&source, &disk).is_err() {
+            // Some filesystems refuse hard links: copy, counting the bytes against the cap.
+            let size = fs::symlink_metadata(&source)
+                .map_err(|e| self.io_error(&target_key, e))?
+                .len();
+            if self.content_bytes.saturating_add(size) > self.limits.max_unpacked_bytes {
+                return Err(ExtractError::TooLarge {
+                    limit: self.limits.max_unpacked_bytes,
+                });
+            }
+            let permissions = if mode == EntryMode::Executable {
+                0o755
+            } else {
+                0o644
+            };
+            let copy = || -> io::Result<()> {
+                let mut from = OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&source)?;
+                let mut to = create_file(&disk, permissions)?;
+                io::copy(&mut from, &mut to)?;
+                Ok(())
+            };
+            copy().map_err(|e| self.io_error(&key, e))?;
+            self.content_bytes += size;
+        }
+        self.record(path, key, Written::File { mode, blob }, mode, blob);
+        Ok(())
+    }
+}
+
+/// Creates a new regular file, never following a symlink and never reusing an existing file.
+fn create_file(path: &Path, permissions: u32) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(permissions)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    // The umask may have removed bits we promise (e.g. 0o644 under umask 077).
+    file.set_permissions(fs::Permissions::from_mode(permissions))?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::tree_hash::tree_hash;
+
+    fn limits() -> ExtractLimits {
+        ExtractLimits {
+            max_unpacked_bytes: 1 << 30,
+        }
+    }
+
+    /// A tar with a GNU long name, a long symlink target, a pax path and an executable.
+    fn sample_tar() -> (Vec<u8>, String, String) {
+        let long_dir = "d".repeat(120);
+        let long_name = format!("{long_dir}/{}", "f".repeat(150));
+        let pax_name = format!("pax/{}", "p".repeat(180));
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o755);
+        header.set_size(5);
+        builder
+            .append_data(&mut header, &long_name, &b"hello"[..])
+            .unwrap();
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(EntryType::Symlink);
+        header.set_size(0);
+        builder
+            .append_link(
+                &mut header,
+                "long-link",
+                format!("{long_dir}/{}", "f".repeat(150)),
+            )
+            .unwrap();
+        // pax: an `x` header whose `path` record names the next entry.
+        let record = format!("path={pax_name}\n");
+        let mut len = record.len() + 4;
+        if format!("{len} {record}").len() != len {
+            len += 1;
+        }
+        let pax = format!("{len} {record}");
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(EntryType::XHeader);
+        header.set_path("PaxHeader").unwrap();
+        header.set_size(pax.len() as u64);
+        header.set_cksum();
+        builder.append(&header, pax.as_bytes()).unwrap();
+        let mut header = tar::Header::new_ustar();
+        header.set_path("short").unwrap();
+        header.set_mode(0o644);
+        header.set_size(3);
+        header.set_cksum();
+        builder.append(&header, &b"pax"[..]).unwrap();
+        (builder.into_inner().unwrap(), long_name, pax_name)
+    }
+
+    #[test]
+    fn long_names_pax_paths_and_every_compression_round_trip() {
+        let (tar, long_name, pax_name) = sample_tar();
+        let gz = {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(&tar).unwrap();
+            e.finish().unwrap()
+        };
+        let zst = zstd::encode_all(tar.as_slice(), 3).unwrap();
+        let mut hashes = Vec::new();
+        for bytes in [&tar, &gz, &zst] {
+            let dest = tempfile::tempdir().unwrap();
+            let got = extract_archive(bytes.as_slice(), dest.path(), &limits()).unwrap();
+            assert_eq!(got.tree_hash, tree_hash(dest.path()).unwrap());
+            assert_eq!(got.entries, 3);
+            assert_eq!(got.unpacked_bytes, 8);
+            assert_eq!(fs::read(dest.path().join(&long_name)).unwrap(), b"hello");
+            assert_eq!(fs::read(dest.path().join(&pax_name)).unwrap(), b"pax");
+            assert!(!dest.path().join("short").exists());
+            let link = fs::read_link(dest.path().join("long-link")).unwrap();
+            assert_eq!(fs::read(dest.path().join(link)).unwrap(), b"hello");
+            hashes.push(got.tree_hash);
+        }
+        assert!(hashes.windows(2).all(|w| w[0] == w[1]));
+    }
+
+    #[test]
+    fn dot_git_entries_are_written_but_not_hashed() {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, data) in [("a", &b"a"[..]), (".git/config", b"x"), ("s/.git", b"y")] {
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(0o644);
+            header.set_size(data.len() as u64);
+            builder.append_data(&mut header, path, data).unwrap();
+        }
+        let tar = builder.into_inner().unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        let got = extract_archive(tar.as_slice(), dest.path(), &limits()).unwrap();
+        assert!(dest.path().join(".git/config").exists());
+        assert_eq!(got.tree_hash, tree_hash(dest.path()).unwrap());
+        let mut only_a = TreeBuilder::new();
+        only_a.insert("a", EntryMode::File, blob_id(b"a"));
+        assert_eq!(got.tree_hash, only_a.finish());
+    }
+
+    #[test]
+    fn components_are_checked() {
+        assert_eq!(
+            safe_components(b"./a//b/./c").unwrap(),
+            vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]
+        );
+        assert!(safe_components(b"/etc/passwd").is_err());
+        assert!(safe_components(b"a/../../b").is_err());
+        assert!(safe_components(b"a\0b").is_err());
+        assert!(safe_components(b"./").unwrap().is_empty());
+    }
+
+    #[test]
+    fn symlink_targets_stay_inside() {
+        assert!(check_symlink_target(b"b", 0).is_ok());
+        assert!(check_symlink_target(b"./x/y", 0).is_ok());
+        assert!(check_symlink_target(b"../x", 1).is_ok());
+        assert!(check_symlink_target(b"../x", 0).is_err());
+        assert!(check_symlink_target(b"../../x", 1).is_err());
+        assert!(check_symlink_target(b"x/../y", 3).is_err());
+        assert!(check_symlink_target(b"/etc", 3).is_err());
+        assert!(check_symlink_target(b"", 3).is_err());
+    }
 }

@@ -1,9 +1,49 @@
-//! The one-pass install pipeline (specified in full by the install helper).
+//! The one-pass install pipeline.
+//!
+//! [`ensure_variant`] decides, in this order:
+//!
+//! 1. an override (`Overrides.toml` of any depot) -> use its path; never hashed, never downloaded;
+//! 2. `artifacts/<hash>` exists in any depot -> use it (an existence check, nothing is hashed);
+//! 3. offline (`CLIMA_ARTIFACTS_OFFLINE=1`) -> [`Error::Offline`];
+//! 4. no `[[name.download]]` -> [`Error::NoDownloads`] with the exact `Overrides.toml` line to add;
+//! 5. lock `artifacts/.locks/<hash>.lock` in the first writable depot, look again (another process
+//!    may have finished meanwhile), reclaim temp dirs of dead processes, then for each URL in
+//!    order (transient failures retried with backoff):
+//!
+//! ```text
+//!  reader thread                         |  calling thread
+//!  source (HTTP / file) -> SHA-256 ----> bounded channel of 256 KiB buffers
+//!                                        |  -> extract_archive (gunzip/zstd -> tar -> files in
+//!                                        |     artifacts/.tmp-<hash>-<host>-<pid>-<rand>/,
+//!                                        |     every blob hashed while written)
+//!                                        |  -> drain the source to its end
+//!                                        |  -> compare sha256, compare git-tree-sha1
+//!                                        |  -> rename to artifacts/<hash>
+//! ```
+//!
+//! Reading (network, TLS, SHA-256) and decompression/extraction run on two cores; memory stays
+//! constant (at most a few buffers in flight). Nothing unverified ever appears at a final path:
+//! a failed attempt removes its temp dir, a killed process leaves one that the next install in
+//! the same depot removes (its pid is dead; only temp dirs of this host are considered). If the
+//! final path already exists when renaming, another process won the race: that is success.
 
-use std::path::PathBuf;
+use std::io::{self, IsTerminal, Read};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::time::Instant;
+
+use clima_artifact_manifest::ArtifactVariant;
+use clima_artifact_manifest::manifest::MANIFEST_FILE_NAMES;
+use sha2::Digest;
+
+use crate::depot::{self, Overrides};
+use crate::download;
+use crate::extract::{ExtractLimits, extract_archive};
+use crate::locked_file::{LockedFile, hostname};
+use crate::{Config, Error, GitTreeSha1, Sha256};
 
 /// How an artifact was made available.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Origin {
     /// An `Overrides.toml` entry points here (never hashed, never downloaded).
     Override {
@@ -24,12 +64,27 @@ pub enum Origin {
 }
 
 /// The result of making one artifact available.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Installed {
     /// The artifact's directory (or override target).
     pub path: PathBuf,
     /// Where it came from.
     pub origin: Origin,
+}
+
+impl Installed {
+    /// Serialises for broadcasting between processes (see [`Installed::from_wire`]).
+    pub fn to_wire(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Rebuilds an [`Installed`] from [`Installed::to_wire`] bytes.
+    pub fn from_wire(bytes: &[u8]) -> Result<Installed, Error> {
+        serde_json::from_slice(bytes).map_err(|e| Error::Other {
+            message: format!("cannot decode an install result received from another process: {e}"),
+            path: None,
+        })
+    }
 }
 
 /// Makes one artifact variant available: override, else an installed copy in any depot, else a
@@ -39,12 +94,548 @@ pub struct Installed {
 /// `manifest_dir` resolves relative download paths; `name` is used in messages.
 pub fn ensure_variant(
     name: &str,
-    variant: &clima_artifact_manifest::ArtifactVariant,
-    manifest_dir: &std::path::Path,
-    config: &crate::Config,
-) -> Result<Installed, crate::Error> {
-    todo!(
-        "install helper {name} {variant:?} {} {config:?}",
-        manifest_dir.display()
-    )
+    variant: &ArtifactVariant,
+    manifest_dir: &Path,
+    config: &Config,
+) -> Result<Installed, Error> {
+    let hash = variant.git_tree_sha1;
+    let depots = depot::search_depots(config);
+    if let Some(found) = lookup(&hash, &depots)? {
+        return Ok(found);
+    }
+    if config.offline {
+        return Err(Error::Offline {
+            name: name.to_owned(),
+            hash,
+            depots,
+        });
+    }
+    if variant.downloads.is_empty() {
+        let first = config
+            .depots
+            .first()
+            .cloned()
+            .or_else(crate::config::default_depot)
+            .unwrap_or_else(|| PathBuf::from("<depot>"));
+        return Err(Error::NoDownloads {
+            name: name.to_owned(),
+            hash,
+            manifest: manifest_file(manifest_dir),
+            overrides_file: depot::overrides_path(&first),
+        });
+    }
+    let target = depot::first_writable(config, name)?;
+    let _lock = LockedFile::acquire(
+        &depot::lock_path(&target, &hash),
+        &format!("artifact `{name}` ({hash})"),
+        config.lock_timeout,
+    )?;
+    // Another process may have installed it while we waited.
+    if let Some(path) = depot::find_installed(&depots, &hash) {
+        return Ok(Installed {
+            path,
+            origin: Origin::Depot,
+        });
+    }
+    reclaim_stale_temp_dirs(&target);
+    download_and_install(name, variant, manifest_dir, config, &target)
+}
+
+/// Overrides, then installed copies; `None` when the artifact must be downloaded. Never
+/// downloads, never hashes.
+pub fn lookup(hash: &GitTreeSha1, depots: &[PathBuf]) -> Result<Option<Installed>, Error> {
+    let overrides = Overrides::load(depots)?;
+    if let Some(r) = overrides.resolve(hash)? {
+        return Ok(Some(Installed {
+            path: r.path,
+            origin: Origin::Override {
+                overrides_file: r.overrides_file,
+            },
+        }));
+    }
+    Ok(depot::find_installed(depots, hash).map(|path| Installed {
+        path,
+        origin: Origin::Depot,
+    }))
+}
+
+fn manifest_file(dir: &Path) -> PathBuf {
+    MANIFEST_FILE_NAMES
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| dir.join("Artifacts.toml"))
+}
+
+fn download_and_install(
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest_dir: &Path,
+    config: &Config,
+    target: &Path,
+) -> Result<Installed, Error> {
+    let hash = variant.git_tree_sha1;
+    let agent = download::agent(config);
+    let mut failures = Vec::new();
+    for dl in &variant.downloads {
+        let mut attempt = 1;
+        loop {
+            let start = Instant::now();
+            match install_once(name, &hash, dl, &agent, manifest_dir, config, target) {
+                Ok((path, bytes)) => {
+                    let seconds = start.elapsed().as_secs_f64();
+                    tracing::info!(
+                        artifact = name,
+                        url = dl.url.as_str(),
+                        bytes,
+                        seconds,
+                        "installed artifact `{name}` into `{}`",
+                        path.display()
+                    );
+                    return Ok(Installed {
+                        path,
+                        origin: Origin::Downloaded {
+                            url: dl.url.clone(),
+                            bytes,
+                            seconds,
+                        },
+                    });
+                }
+                Err(e) if download::is_transient(&e) && attempt < config.retries => {
+                    let wait = download::backoff(config.retry_backoff, attempt);
+                    tracing::warn!(
+                        "{e}; retrying in {:.1}s (attempt {} of {})",
+                        wait.as_secs_f64(),
+                        attempt + 1,
+                        config.retries
+                    );
+                    std::thread::sleep(wait);
+                    attempt += 1;
+                }
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    failures.push(with_attempts(e, attempt));
+                    break;
+                }
+            }
+        }
+    }
+    Err(Error::DownloadFailed {
+        name: name.to_owned(),
+        hash,
+        failures,
+    })
+}
+
+fn with_attempts(mut e: Error, n: u32) -> Error {
+    if let Error::HttpStatus { attempts, .. } | Error::Transport { attempts, .. } = &mut e {
+        *attempts = n;
+    }
+    e
+}
+
+/// Name prefix of install temp dirs inside `<depot>/artifacts/`.
+pub const TEMP_PREFIX: &str = ".tmp-";
+
+/// A temp dir that removes itself unless [`TempDir::keep`] is called.
+struct TempDir(Option<PathBuf>);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        self.0.as_deref().unwrap_or(Path::new(""))
+    }
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            remove_tree(&p);
+        }
+    }
+}
+
+/// Removes a directory tree, making read-only directories writable first if needed.
+pub fn remove_tree(path: &Path) {
+    if std::fs::remove_dir_all(path).is_ok() || !path.exists() {
+        return;
+    }
+    fn make_writable(p: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::symlink_metadata(p)
+            && m.is_dir()
+        {
+            let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
+            if let Ok(rd) = std::fs::read_dir(p) {
+                for e in rd.flatten() {
+                    make_writable(&e.path());
+                }
+            }
+        }
+    }
+    make_writable(path);
+    if let Err(e) = std::fs::remove_dir_all(path) {
+        tracing::warn!("cannot remove `{}`: {e}", path.display());
+    }
+}
+
+fn install_once(
+    name: &str,
+    hash: &GitTreeSha1,
+    dl: &clima_artifact_manifest::Download,
+    agent: &ureq::Agent,
+    manifest_dir: &Path,
+    config: &Config,
+    target: &Path,
+) -> Result<(PathBuf, u64), Error> {
+    let url = dl.url.as_str();
+    let artifacts = depot::artifacts_dir(target);
+    let tmp_path = artifacts.join(format!(
+        "{TEMP_PREFIX}{hash}-{}-{}-{:016x}",
+        hostname(),
+        std::process::id(),
+        depot::unique()
+    ));
+    std::fs::create_dir(&tmp_path)
+        .map_err(|e| Error::io("create temporary directory", &tmp_path, e))?;
+    let tmp = TempDir(Some(tmp_path));
+
+    tracing::info!(
+        artifact = name,
+        url,
+        "downloading artifact `{name}` from `{url}`"
+    );
+    let source = download::open(agent, url, manifest_dir, config)?;
+    let progress = progress_bar(config, name, source.length.or(dl.size));
+    let mut pipe = Pipe::spawn(source.reader, progress.clone());
+
+    let limits = ExtractLimits {
+        max_unpacked_bytes: config.max_unpacked_bytes,
+    };
+    let extracted = extract_archive(&mut pipe, tmp.path(), &limits);
+    let source_failure = |pipe: &Pipe| {
+        pipe.source_error.as_ref().map(|e| Error::Transport {
+            url: url.to_owned(),
+            reason: download::describe_io(e, config),
+            attempts: 1,
+        })
+    };
+    if let Some(e) = source_failure(&pipe) {
+        return Err(e);
+    }
+    // Drain to the end so the SHA-256 covers every byte (tar padding, trailing blocks).
+    let drained = io::copy(&mut pipe, &mut io::sink());
+    if let Some(e) = source_failure(&pipe) {
+        return Err(e);
+    }
+    if let Err(e) = drained {
+        return Err(Error::Transport {
+            url: url.to_owned(),
+            reason: download::describe_io(&e, config),
+            attempts: 1,
+        });
+    }
+    let (actual, bytes) = pipe.finish();
+    if let Some(pb) = &progress {
+        pb.finish_and_clear();
+    }
+    // A wrong download is reported as such even when it also fails to unpack.
+    if actual != dl.sha256 {
+        return Err(Error::Sha256Mismatch {
+            url: url.to_owned(),
+            expected: dl.sha256,
+            actual,
+            bytes,
+        });
+    }
+    let extracted = extracted.map_err(|e| Error::Archive {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    })?;
+    if extracted.tree_hash != *hash {
+        return Err(Error::TreeHashMismatch {
+            url: url.to_owned(),
+            expected: *hash,
+            actual: extracted.tree_hash,
+        });
+    }
+    let dest = depot::artifact_dir(target, hash);
+    match std::fs::rename(tmp.path(), &dest) {
+        Ok(()) => {
+            tmp.keep();
+            Ok((dest, bytes))
+        }
+        // Another process (without a working lock, e.g. on NFS) won the race: success.
+        Err(_) if dest.is_dir() => Ok((dest, bytes)),
+        Err(e) => Err(Error::io(
+            format!("move verified artifact `{name}` into place as"),
+            &dest,
+            e,
+        )),
+    }
+}
+
+/// Parent of the download bars, when a caller draws several installs at once (see
+/// [`set_progress_parent`]).
+static PROGRESS_PARENT: std::sync::OnceLock<indicatif::MultiProgress> = std::sync::OnceLock::new();
+
+/// Draws this process's download bars as lines of `multi` instead of each bar on stderr by
+/// itself, so parallel installs (the CLI's `fetch`) do not overwrite each other. The first call
+/// wins; returns whether this one did.
+pub fn set_progress_parent(multi: indicatif::MultiProgress) -> bool {
+    PROGRESS_PARENT.set(multi).is_ok()
+}
+
+fn progress_bar(config: &Config, name: &str, len: Option<u64>) -> Option<indicatif::ProgressBar> {
+    if !config.progress || !io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = match len {
+        Some(n) => indicatif::ProgressBar::new(n).with_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        ),
+        None => indicatif::ProgressBar::new_spinner().with_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} {bytes} {bytes_per_sec}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        ),
+    };
+    let pb = match PROGRESS_PARENT.get() {
+        Some(multi) => multi.add(pb),
+        None => {
+            pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            pb
+        }
+    };
+    pb.set_message(format!("downloading {name}"));
+    Some(pb)
+}
+
+const CHUNK: usize = 256 * 1024;
+const IN_FLIGHT: usize = 8;
+
+enum Msg {
+    Data(Vec<u8>),
+    Failed(io::Error),
+    End(Sha256, u64),
+}
+
+/// The reading half of the pipeline: a thread reads the source, hashes it and sends buffers;
+/// this side hands them to the extractor.
+struct Pipe {
+    rx: Receiver<Msg>,
+    recycle: SyncSender<Vec<u8>>,
+    current: Vec<u8>,
+    pos: usize,
+    done: Option<(Sha256, u64)>,
+    source_error: Option<io::Error>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Pipe {
+    fn spawn(mut source: Box<dyn Read + Send>, progress: Option<indicatif::ProgressBar>) -> Pipe {
+        let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
+        let (recycle, free) = sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
+        let thread = std::thread::Builder::new()
+            .name("clima-artifacts-reader".into())
+            .spawn(move || {
+                let mut sha = sha2::Sha256::new();
+                let mut total = 0u64;
+                loop {
+                    let mut buf = match free.try_recv() {
+                        Ok(b) => b,
+                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
+                            Vec::with_capacity(CHUNK)
+                        }
+                    };
+                    buf.resize(CHUNK, 0);
+                    let n = match read_retrying(&mut source, &mut buf) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            let _ = tx.send(Msg::Failed(e));
+                            return;
+                        }
+                    };
+                    if n == 0 {
+                        let digest = Sha256(sha.finalize().into());
+                        let _ = tx.send(Msg::End(digest, total));
+                        return;
+                    }
+                    buf.truncate(n);
+                    sha.update(&buf);
+                    total += n as u64;
+                    if let Some(pb) = &progress {
+                        pb.inc(n as u64);
+                    }
+                    if tx.send(Msg::Data(buf)).is_err() {
+                        return; // the consumer gave up
+                    }
+                }
+            })
+            .ok();
+        Pipe {
+            rx,
+            recycle,
+            current: Vec::new(),
+            pos: 0,
+            done: None,
+            source_error: None,
+            thread,
+        }
+    }
+
+    /// The SHA-256 and byte count of the whole source (call after reading to the end).
+    fn finish(mut self) -> (Sha256, u64) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.done.unwrap_or((Sha256([0; 32]), 0))
+    }
+}
+
+fn read_retrying(source: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    // Fill at least half the buffer, so the extractor sees few, large chunks. An error
+    // abandons the attempt, so bytes read before it do not matter.
+    let mut filled = 0;
+    while filled < buf.len() {
+        match source.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                if filled >= buf.len() / 2 {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+impl Read for Pipe {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        while self.pos >= self.current.len() {
+            if self.done.is_some() {
+                return Ok(0);
+            }
+            if let Some(e) = &self.source_error {
+                return Err(io::Error::new(e.kind(), e.to_string()));
+            }
+            match self.rx.recv() {
+                Ok(Msg::Data(buf)) => {
+                    let old = std::mem::replace(&mut self.current, buf);
+                    let _ = self.recycle.try_send(old);
+                    self.pos = 0;
+                }
+                Ok(Msg::End(digest, total)) => self.done = Some((digest, total)),
+                Ok(Msg::Failed(e)) => self.source_error = Some(e),
+                Err(_) => {
+                    self.source_error = Some(io::Error::other("the download thread stopped"));
+                }
+            }
+        }
+        let n = out.len().min(self.current.len() - self.pos);
+        out[..n].copy_from_slice(&self.current[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// Removes `<depot>/artifacts/.tmp-*` directories left by dead processes of this host.
+/// Returns how many were removed.
+pub fn reclaim_stale_temp_dirs(depot: &Path) -> usize {
+    let dir = depot::artifacts_dir(depot);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return 0;
+    };
+    let host = hostname();
+    let mut removed = 0;
+    for entry in rd.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((tmp_host, pid)) = parse_temp_name(name) else {
+            continue;
+        };
+        if tmp_host == host && !pid_alive(pid) {
+            tracing::info!(
+                "removing `{}` left by dead process {pid}",
+                entry.path().display()
+            );
+            remove_tree(&entry.path());
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Splits `.tmp-<hash>-<host>-<pid>-<rand>` into `(host, pid)`.
+fn parse_temp_name(name: &str) -> Option<(&str, i32)> {
+    let rest = name.strip_prefix(TEMP_PREFIX)?;
+    let mut parts = rest.rsplitn(3, '-');
+    let _rand = parts.next()?;
+    let pid: i32 = parts.next()?.parse().ok()?;
+    let hash_host = parts.next()?;
+    let (hash, host) = hash_host.split_at_checked(40)?;
+    GitTreeSha1::from_hex(hash).ok()?;
+    Some((host.strip_prefix('-')?, pid))
+}
+
+/// Whether a process with this pid exists (on this host).
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the pid exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_temp_names() {
+        let h = "ab".repeat(20);
+        assert_eq!(
+            parse_temp_name(&format!(".tmp-{h}-node-7-12-00ff")),
+            Some(("node-7", 12))
+        );
+        assert_eq!(
+            parse_temp_name(&format!(".tmp-{h}--12-00ff")),
+            Some(("", 12))
+        );
+        assert_eq!(parse_temp_name(".tmp-zz-node-1-2"), None);
+        assert_eq!(parse_temp_name(&h), None);
+    }
+
+    #[test]
+    fn pids() {
+        assert!(pid_alive(std::process::id() as i32));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(i32::MAX));
+    }
+
+    #[test]
+    fn installed_round_trips() {
+        let i = Installed {
+            path: "/d/artifacts/x".into(),
+            origin: Origin::Downloaded {
+                url: "http://x".into(),
+                bytes: 3,
+                seconds: 0.5,
+            },
+        };
+        assert_eq!(Installed::from_wire(&i.to_wire()).unwrap(), i);
+        assert!(Installed::from_wire(b"nope").is_err());
+    }
 }

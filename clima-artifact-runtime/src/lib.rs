@@ -12,9 +12,11 @@
 //! - [`extract`]: safe tar extraction that hashes every blob while writing it.
 //! - [`tree_hash`]: git tree SHA-1 of a directory.
 //! - [`locked_file`]: per-artifact lock files between processes.
-//! - [`context`]: the communication context (serial [`Singleton`], MPI behind the `mpi` feature).
-//! - [`registry`] and [`report`]: provenance of every access and the end-of-run report.
+//! - [`context`]: the communication context (serial [`Singleton`], MPI behind the `mpi` feature:
+//!   `mpi_context::MpiContext`). Calls with a context are collective.
+//! - [`registry`] and [`report`](mod@report): provenance of every access and the end-of-run report.
 //! - [`inventory`]: artifacts declared by `clima_artifact!` call sites in this binary.
+//! - [`clima_artifact!`]: an artifact path checked against `Artifacts.toml` at compile time.
 
 pub mod artifacts;
 pub mod config;
@@ -26,6 +28,9 @@ pub mod extract;
 pub mod install;
 pub mod inventory;
 pub mod locked_file;
+mod macros;
+#[cfg(feature = "mpi")]
+pub mod mpi_context;
 pub mod registry;
 pub mod report;
 pub mod tree_hash;
@@ -33,9 +38,16 @@ pub mod tree_hash;
 #[doc(hidden)]
 pub mod __private;
 
+#[cfg(feature = "mpi")]
+pub use ::mpi;
 pub use artifacts::Artifacts;
 pub use clima_artifact_manifest as manifest;
 pub use clima_artifact_manifest::{GitTreeSha1, Sha256};
 pub use config::Config;
 pub use context::{Context, Singleton};
 pub use error::Error;
+pub use macros::set_macro_config;
+#[cfg(feature = "mpi")]
+pub use mpi_context::MpiContext;
+pub use registry::{AccessEvent, ArtifactRecord};
+pub use report::{Report, ReportGuard, report};

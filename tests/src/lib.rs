@@ -1,1 +1,767 @@
-//! Shared test support: a loopback HTTP server with fault injection, tarball builders (to be written).
+//! Shared test support for clima-artifacts integration tests.
+//!
+//! - [`TestServer`]: a real HTTP/1.1 server on `127.0.0.1:0` (one thread per connection) serving
+//!   registered bodies by path, counting GETs per path (also readable over HTTP at
+//!   `/__count/<path>` for multi-process tests), with per-path [`Fault`] injection.
+//! - [`TarballBuilder`]: tarballs (plain, gzip, zstd) from an in-memory file list, with their
+//!   SHA-256 and git tree hash (computed by real `git`, see [`git_tree_hash`]).
+//! - [`artifacts_toml`] / [`write_manifest`]: an `Artifacts.toml` for test artifacts.
+//! - [`test_config`], [`variant`], [`tree_files`], [`temp_entries`]: small helpers.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clima_artifact_manifest::{ArtifactVariant, Download, GitTreeSha1, Sha256};
+use clima_artifact_runtime::Config;
+use sha2::Digest;
+
+/// A fault applied to one request of a path (or to every request, see [`TestServer::always`]).
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// Answer with this status code and a short text body.
+    Status(u16),
+    /// Send the headers and `after` bytes of the body, then reset the connection (RST).
+    Reset {
+        /// Body bytes sent before the reset.
+        after: usize,
+    },
+    /// Announce the full `Content-Length`, send only `after` bytes, then close cleanly.
+    Short {
+        /// Body bytes sent.
+        after: usize,
+    },
+    /// Send the headers and `after` bytes, then send nothing more until the server is dropped.
+    Stall {
+        /// Body bytes sent before stalling.
+        after: usize,
+    },
+    /// Send the whole body in `chunk`-byte pieces with `delay` between them.
+    Trickle {
+        /// Bytes per piece.
+        chunk: usize,
+        /// Pause between pieces.
+        delay: Duration,
+    },
+    /// Serve these bytes instead of the registered body.
+    Body(Vec<u8>),
+}
+
+#[derive(Default)]
+struct Route {
+    body: Vec<u8>,
+    next: VecDeque<Fault>,
+    always: Option<Fault>,
+}
+
+#[derive(Default)]
+struct State {
+    routes: Mutex<HashMap<String, Route>>,
+    gets: Mutex<HashMap<String, usize>>,
+}
+
+/// A loopback HTTP/1.1 server for tests. Dropping it stops it (stalled responses end too).
+pub struct TestServer {
+    addr: SocketAddr,
+    state: Arc<State>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Default for TestServer {
+    fn default() -> Self {
+        TestServer::start()
+    }
+}
+
+impl TestServer {
+    /// Starts a server on `127.0.0.1:<free port>`.
+    pub fn start() -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
+        let addr = listener.local_addr().expect("local addr");
+        let state = Arc::new(State::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (state.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !sp.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let (st, sp) = (st.clone(), sp.clone());
+                        std::thread::spawn(move || {
+                            let _ = handle(stream, &st, &sp);
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        TestServer { addr, state, stop }
+    }
+
+    /// `http://127.0.0.1:<port>/<path>` (`path` without a leading slash).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}/{}", self.addr, path.trim_start_matches('/'))
+    }
+
+    /// The base URL, `http://127.0.0.1:<port>`.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Serves `body` at `path` (replacing any earlier body; faults are kept).
+    pub fn serve(&self, path: &str, body: impl Into<Vec<u8>>) {
+        let mut routes = self.state.routes.lock().unwrap();
+        routes.entry(key(path)).or_default().body = body.into();
+    }
+
+    /// Applies `faults` to the next requests of `path`, one per request, then serves normally.
+    pub fn fail_next(&self, path: &str, faults: impl IntoIterator<Item = Fault>) {
+        let mut routes = self.state.routes.lock().unwrap();
+        routes.entry(key(path)).or_default().next.extend(faults);
+    }
+
+    /// Applies `fault` to every request of `path` (after any [`TestServer::fail_next`] faults).
+    pub fn always(&self, path: &str, fault: Fault) {
+        let mut routes = self.state.routes.lock().unwrap();
+        routes.entry(key(path)).or_default().always = Some(fault);
+    }
+
+    /// Number of GET requests received for `path` so far.
+    pub fn gets(&self, path: &str) -> usize {
+        self.state
+            .gets
+            .lock()
+            .unwrap()
+            .get(&key(path))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Total GET requests received for all paths (the `/__count/` endpoint excluded).
+    pub fn total_gets(&self) -> usize {
+        self.state.gets.lock().unwrap().values().sum()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn key(path: &str) -> String {
+    format!("/{}", path.trim_start_matches('/'))
+}
+
+/// Reads the GET count of `path` from a server at `base` over HTTP (for other processes).
+pub fn count_over_http(base: &str, path: &str) -> usize {
+    let addr = base.trim_start_matches("http://");
+    let mut s = TcpStream::connect(addr).expect("connect to test server");
+    write!(
+        s,
+        "GET /__count{} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n",
+        key(path)
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.rsplit("\r\n\r\n")
+        .next()
+        .and_then(|b| b.trim().parse().ok())
+        .expect("count body")
+}
+
+fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
+            break;
+        }
+    }
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or("");
+    let path = parts.next().unwrap_or("/").to_owned();
+    let mut out = stream;
+    if method != "GET" {
+        return respond(&mut out, 405, b"only GET");
+    }
+    if let Some(p) = path.strip_prefix("/__count") {
+        let n = state.gets.lock().unwrap().get(p).copied().unwrap_or(0);
+        return respond(&mut out, 200, n.to_string().as_bytes());
+    }
+    *state.gets.lock().unwrap().entry(path.clone()).or_default() += 1;
+    let (body, fault) = {
+        let mut routes = state.routes.lock().unwrap();
+        match routes.get_mut(&path) {
+            None => return respond(&mut out, 404, b"not found"),
+            Some(r) => {
+                let f = r.next.pop_front().or_else(|| r.always.clone());
+                (r.body.clone(), f)
+            }
+        }
+    };
+    match fault {
+        None => respond(&mut out, 200, &body),
+        Some(Fault::Status(code)) => respond(&mut out, code, b"injected failure"),
+        Some(Fault::Body(other)) => respond(&mut out, 200, &other),
+        Some(Fault::Reset { after }) => {
+            headers(&mut out, 200, body.len())?;
+            out.write_all(&body[..after.min(body.len())])?;
+            out.flush()?;
+            std::thread::sleep(Duration::from_millis(20));
+            reset(out);
+            Ok(())
+        }
+        Some(Fault::Short { after }) => {
+            headers(&mut out, 200, body.len())?;
+            out.write_all(&body[..after.min(body.len())])?;
+            out.flush()?;
+            out.shutdown(std::net::Shutdown::Both)
+        }
+        Some(Fault::Stall { after }) => {
+            headers(&mut out, 200, body.len())?;
+            out.write_all(&body[..after.min(body.len())])?;
+            out.flush()?;
+            let start = Instant::now();
+            while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(120) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(())
+        }
+        Some(Fault::Trickle { chunk, delay }) => {
+            headers(&mut out, 200, body.len())?;
+            for piece in body.chunks(chunk.max(1)) {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                out.write_all(piece)?;
+                out.flush()?;
+                std::thread::sleep(delay);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn headers(out: &mut TcpStream, code: u16, len: usize) -> std::io::Result<()> {
+    let reason = match code {
+        200 => "OK",
+        404 => "Not Found",
+        403 => "Forbidden",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    };
+    write!(
+        out,
+        "HTTP/1.1 {code} {reason}\r\nContent-Length: {len}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n"
+    )
+}
+
+fn respond(out: &mut TcpStream, code: u16, body: &[u8]) -> std::io::Result<()> {
+    headers(out, code, body.len())?;
+    out.write_all(body)?;
+    out.flush()
+}
+
+/// Closes with RST instead of FIN (SO_LINGER 0).
+fn reset(stream: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: valid socket fd owned by `stream`; the option value is a properly sized linger.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(stream);
+}
+
+/// One entry of a test tarball.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// A regular file.
+    File {
+        /// Relative path (`/`-separated).
+        path: String,
+        /// Content.
+        bytes: Vec<u8>,
+        /// Owner exec bit.
+        exec: bool,
+    },
+    /// A directory (possibly empty).
+    Dir {
+        /// Relative path.
+        path: String,
+    },
+    /// A symbolic link.
+    Symlink {
+        /// Relative path.
+        path: String,
+        /// Link target.
+        target: String,
+    },
+}
+
+/// Builds tarballs from an in-memory list of entries.
+#[derive(Debug, Clone, Default)]
+pub struct TarballBuilder {
+    entries: Vec<Entry>,
+}
+
+impl TarballBuilder {
+    /// An empty tarball.
+    pub fn new() -> TarballBuilder {
+        TarballBuilder::default()
+    }
+    /// Adds a regular file (mode 0644).
+    pub fn file(mut self, path: &str, bytes: impl Into<Vec<u8>>) -> Self {
+        self.entries.push(Entry::File {
+            path: path.into(),
+            bytes: bytes.into(),
+            exec: false,
+        });
+        self
+    }
+    /// Adds an executable file (mode 0755).
+    pub fn exec(mut self, path: &str, bytes: impl Into<Vec<u8>>) -> Self {
+        self.entries.push(Entry::File {
+            path: path.into(),
+            bytes: bytes.into(),
+            exec: true,
+        });
+        self
+    }
+    /// Adds a directory.
+    pub fn dir(mut self, path: &str) -> Self {
+        self.entries.push(Entry::Dir { path: path.into() });
+        self
+    }
+    /// Adds a symlink.
+    pub fn symlink(mut self, path: &str, target: &str) -> Self {
+        self.entries.push(Entry::Symlink {
+            path: path.into(),
+            target: target.into(),
+        });
+        self
+    }
+    /// The entries so far.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// An uncompressed tar stream.
+    pub fn tar(&self) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for e in &self.entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_mtime(1_600_000_000);
+            match e {
+                Entry::File { path, bytes, exec } => {
+                    h.set_entry_type(tar::EntryType::Regular);
+                    h.set_mode(if *exec { 0o755 } else { 0o644 });
+                    h.set_size(bytes.len() as u64);
+                    b.append_data(&mut h, path, bytes.as_slice()).unwrap();
+                }
+                Entry::Dir { path } => {
+                    h.set_entry_type(tar::EntryType::Directory);
+                    h.set_mode(0o755);
+                    h.set_size(0);
+                    b.append_data(&mut h, path, std::io::empty()).unwrap();
+                }
+                Entry::Symlink { path, target } => {
+                    h.set_entry_type(tar::EntryType::Symlink);
+                    h.set_mode(0o777);
+                    h.set_size(0);
+                    b.append_link(&mut h, path, target).unwrap();
+                }
+            }
+        }
+        b.into_inner().unwrap()
+    }
+
+    /// A gzip-compressed tarball.
+    pub fn gzip(&self) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&self.tar()).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// A zstd-compressed tarball.
+    pub fn zstd(&self) -> Vec<u8> {
+        zstd::encode_all(self.tar().as_slice(), 3).unwrap()
+    }
+
+    /// Writes the entries into `dir` (as extraction should).
+    pub fn write_to(&self, dir: &Path) {
+        for e in &self.entries {
+            match e {
+                Entry::File { path, bytes, exec } => {
+                    let p = dir.join(path);
+                    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                    std::fs::write(&p, bytes).unwrap();
+                    let mode = if *exec { 0o755 } else { 0o644 };
+                    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+                }
+                Entry::Dir { path } => std::fs::create_dir_all(dir.join(path)).unwrap(),
+                Entry::Symlink { path, target } => {
+                    let p = dir.join(path);
+                    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                    std::os::unix::fs::symlink(target, &p).unwrap();
+                }
+            }
+        }
+    }
+
+    /// The git tree hash of the content, by real `git` (see [`git_tree_hash`]).
+    pub fn git_tree_hash(&self) -> GitTreeSha1 {
+        let dir = tempfile::tempdir().unwrap();
+        self.write_to(dir.path());
+        git_tree_hash(dir.path())
+    }
+}
+
+/// SHA-256 of bytes.
+pub fn sha256(bytes: &[u8]) -> Sha256 {
+    Sha256(sha2::Sha256::digest(bytes).into())
+}
+
+/// Whether `git` runs. In CI (`CI=true`) a missing git panics; elsewhere it returns `false`
+/// after printing why, so the caller can skip.
+pub fn have_git() -> bool {
+    let ok = Command::new("git")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("`git` is required in CI but cannot be run");
+        }
+        eprintln!("skipping: `git` is not installed");
+    }
+    ok
+}
+
+/// The git tree hash of `dir` computed by real `git` (`add -A --force` into a scratch
+/// repository outside `dir`, then `write-tree`), ignoring user and system git configuration.
+pub fn git_tree_hash(dir: &Path) -> GitTreeSha1 {
+    let git_dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new("git")
+            .env("GIT_DIR", git_dir.path())
+            .env("GIT_WORK_TREE", dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .args(["-c", "core.fileMode=true", "-c", "core.symlinks=true"])
+            .args(["-c", "core.looseCompression=0", "-c", "gc.auto=0"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(&["init", "-q"]);
+    run(&["add", "-A", "--force", "."]);
+    let hex = run(&["write-tree"]);
+    GitTreeSha1::from_hex(hex.trim()).unwrap()
+}
+
+/// A test artifact ready to serve: its tarball bytes and hashes.
+#[derive(Debug, Clone)]
+pub struct TestArtifact {
+    /// The tarball's content.
+    pub builder: TarballBuilder,
+    /// The served bytes.
+    pub tarball: Vec<u8>,
+    /// SHA-256 of `tarball`.
+    pub sha256: Sha256,
+    /// Git tree hash of the content.
+    pub tree_hash: GitTreeSha1,
+}
+
+impl TestArtifact {
+    /// From a builder, gzip-compressed.
+    pub fn gzip(builder: TarballBuilder) -> TestArtifact {
+        let tarball = builder.gzip();
+        TestArtifact::with_bytes(builder, tarball)
+    }
+
+    /// From a builder and the bytes to serve (e.g. [`TarballBuilder::zstd`]).
+    pub fn with_bytes(builder: TarballBuilder, tarball: Vec<u8>) -> TestArtifact {
+        let tree_hash = builder.git_tree_hash();
+        TestArtifact {
+            sha256: sha256(&tarball),
+            tarball,
+            tree_hash,
+            builder,
+        }
+    }
+
+    /// A small artifact with a nested folder, an executable and a symlink; `seed` varies the
+    /// content.
+    pub fn sample(seed: u32) -> TestArtifact {
+        TestArtifact::gzip(
+            TarballBuilder::new()
+                .file("README.md", format!("sample artifact {seed}\n"))
+                .dir("data")
+                .file("data/values.csv", format!("x,y\n{seed},2\n").repeat(50))
+                .exec("bin/run.sh", "#!/bin/sh\necho hi\n")
+                .symlink("latest.csv", "data/values.csv"),
+        )
+    }
+
+    /// An artifact of `files` files of `size` pseudo-random (incompressible) bytes each.
+    pub fn large(seed: u64, files: usize, size: usize) -> TestArtifact {
+        let mut b = TarballBuilder::new();
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        for i in 0..files {
+            let mut bytes = Vec::with_capacity(size);
+            while bytes.len() < size {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                bytes.extend_from_slice(&x.to_le_bytes());
+            }
+            bytes.truncate(size);
+            b = b.file(&format!("part{}/file{i}.bin", i % 4), bytes);
+        }
+        TestArtifact::gzip(b)
+    }
+
+    /// A manifest variant downloading from `urls` in order.
+    pub fn variant(&self, urls: &[String]) -> ArtifactVariant {
+        variant(self.tree_hash, urls, self.sha256)
+    }
+
+    /// Checks that `dir` holds exactly this artifact's content (by real git).
+    pub fn assert_content(&self, dir: &Path) {
+        assert_eq!(
+            git_tree_hash(dir),
+            self.tree_hash,
+            "content of `{}`",
+            dir.display()
+        );
+    }
+}
+
+impl TestArtifact {
+    /// Checks that `dir` holds exactly the builder's entries (content, exec bits, symlink
+    /// targets; nothing else), without git.
+    pub fn assert_files(&self, dir: &Path) {
+        let mut expected = Vec::new();
+        for e in self.builder.entries() {
+            match e {
+                Entry::File { path, bytes, exec } => {
+                    let p = dir.join(path);
+                    let got = std::fs::read(&p)
+                        .unwrap_or_else(|err| panic!("cannot read `{}`: {err}", p.display()));
+                    assert!(got == *bytes, "content of `{}` differs", p.display());
+                    let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+                    assert_eq!(mode & 0o100 != 0, *exec, "exec bit of `{}`", p.display());
+                    expected.push(path.clone());
+                }
+                Entry::Symlink { path, target } => {
+                    let p = dir.join(path);
+                    assert_eq!(std::fs::read_link(&p).unwrap(), Path::new(target));
+                    expected.push(path.clone());
+                }
+                Entry::Dir { .. } => {}
+            }
+        }
+        expected.sort();
+        assert_eq!(tree_files(dir), expected, "files in `{}`", dir.display());
+    }
+}
+
+/// A `[name]`-style variant with these downloads (all with the same `sha256`).
+pub fn variant(hash: GitTreeSha1, urls: &[String], sha256: Sha256) -> ArtifactVariant {
+    ArtifactVariant {
+        git_tree_sha1: hash,
+        lazy: false,
+        downloads: urls
+            .iter()
+            .map(|u| Download {
+                url: u.clone(),
+                sha256,
+                size: None,
+            })
+            .collect(),
+        platform: None,
+        metadata: BTreeMap::new(),
+        line: 1,
+    }
+}
+
+/// A configuration for tests: these depots, short timeouts, fast retries, no progress bars.
+pub fn test_config(depots: &[PathBuf]) -> Config {
+    Config {
+        depots: depots.to_vec(),
+        offline: false,
+        julia_interop: false,
+        connect_timeout: Duration::from_secs(2),
+        stall_timeout: Duration::from_millis(700),
+        retries: 3,
+        lock_timeout: Duration::from_secs(60),
+        max_unpacked_bytes: 1 << 30,
+        progress: false,
+        retry_backoff: Duration::from_millis(20),
+        ..Config::default()
+    }
+}
+
+/// The environment variables that make a child process use `config`'s depots and timeouts.
+pub fn config_env(config: &Config) -> Vec<(String, String)> {
+    let depots: Vec<String> = config
+        .depots
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
+    vec![
+        ("CLIMA_ARTIFACTS_DEPOT_PATH".into(), depots.join(":")),
+        (
+            "CLIMA_ARTIFACTS_STALL_TIMEOUT".into(),
+            config.stall_timeout.as_secs_f64().to_string(),
+        ),
+        (
+            "CLIMA_ARTIFACTS_LOCK_TIMEOUT".into(),
+            config.lock_timeout.as_secs_f64().to_string(),
+        ),
+        ("CLIMA_ARTIFACTS_RETRIES".into(), config.retries.to_string()),
+        ("CLIMA_ARTIFACTS_PROGRESS".into(), "0".into()),
+        ("CLIMA_ARTIFACTS_OFFLINE".into(), "0".into()),
+    ]
+}
+
+/// One artifact of an `Artifacts.toml`: name, hash, and `(url, sha256)` downloads.
+pub struct ManifestEntry<'a> {
+    /// Artifact name.
+    pub name: &'a str,
+    /// Git tree hash.
+    pub hash: GitTreeSha1,
+    /// Downloads in order.
+    pub downloads: Vec<(String, Sha256)>,
+    /// Extra `key = "value"` lines (metadata).
+    pub extra: Vec<(&'a str, &'a str)>,
+}
+
+/// The text of an `Artifacts.toml` with these entries (`[name]` tables).
+pub fn artifacts_toml(entries: &[ManifestEntry<'_>]) -> String {
+    let mut s = String::new();
+    for e in entries {
+        s.push_str(&format!("[{}]\ngit-tree-sha1 = \"{}\"\n", e.name, e.hash));
+        for (k, v) in &e.extra {
+            s.push_str(&format!("{k} = {v:?}\n"));
+        }
+        for (url, sha) in &e.downloads {
+            s.push_str(&format!(
+                "\n    [[{}.download]]\n    url = {url:?}\n    sha256 = \"{sha}\"\n",
+                e.name
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Writes `Artifacts.toml` into `dir` and returns its path.
+pub fn write_manifest(dir: &Path, entries: &[ManifestEntry<'_>]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join("Artifacts.toml");
+    std::fs::write(&p, artifacts_toml(entries)).unwrap();
+    p
+}
+
+/// Writes `<depot>/artifacts/Overrides.toml` with this text.
+pub fn write_overrides(depot: &Path, text: &str) -> PathBuf {
+    let dir = depot.join("artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("Overrides.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Names in `<depot>/artifacts/` that are install temp dirs (`.tmp-*`).
+pub fn temp_entries(depot: &Path) -> Vec<String> {
+    names_in(&depot.join("artifacts"))
+        .into_iter()
+        .filter(|n| n.starts_with(".tmp-"))
+        .collect()
+}
+
+/// Names in `<depot>/artifacts/` that look like installed artifacts (40 hex digits).
+pub fn installed_entries(depot: &Path) -> Vec<String> {
+    names_in(&depot.join("artifacts"))
+        .into_iter()
+        .filter(|n| n.len() == 40 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+        .collect()
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Asserts that a depot holds nothing partial: no temp dirs and no installed artifacts.
+pub fn assert_depot_clean(depot: &Path) {
+    assert_eq!(temp_entries(depot), Vec::<String>::new(), "temp dirs left");
+    assert_eq!(
+        installed_entries(depot),
+        Vec::<String>::new(),
+        "unexpected artifacts"
+    );
+}
+
+/// Relative paths of every file and symlink under `dir`, sorted.
+pub fn tree_files(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                walk(base, &p, out);
+            } else {
+                out.push(p.strip_prefix(base).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}

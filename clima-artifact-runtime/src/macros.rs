@@ -1,0 +1,54 @@
+//! The `clima_artifact!` macro: an artifact path checked against `Artifacts.toml` at compile time.
+
+/// The directory of an artifact (or a file or folder inside it), installed on first use.
+///
+/// ```ignore
+/// use clima_artifact_runtime::{clima_artifact, Singleton};
+///
+/// let era5 = clima_artifact!("era5")?;                    // serial: coordinated by the depot lock
+/// let ctx = Singleton;                                   // or an MPI communicator
+/// let era5 = clima_artifact!("era5", &ctx)?;              // collective: root installs, all ranks get it
+/// let u = clima_artifact!("era5/2008/u.nc", &ctx)?;       // a path inside the artifact (must exist)
+/// let name = format!("era{}", 5);
+/// let era5 = clima_artifact!(name, &ctx)?;                // a name computed at run time
+/// # Ok::<(), clima_artifact_runtime::Error>(())
+/// ```
+///
+/// Evaluates to `Result<PathBuf, `[`Error`](crate::Error)`>`.
+///
+/// **At compile time** the macro reads `JuliaArtifacts.toml`, else `Artifacts.toml`, in the
+/// calling crate's directory (`CARGO_MANIFEST_DIR`), parses and validates it, and embeds what the
+/// run time needs (hashes, downloads, `lazy`, platform tags, metadata, the call site) as static
+/// data. A literal name that the manifest does not define, a malformed manifest, a missing
+/// manifest, and a sub-path with `..` or a leading `/` are compile errors pointing at the name.
+/// A name that is not a literal is checked at run time against the whole embedded manifest.
+///
+/// **Rebuilds.** Each expansion includes the manifest with `include_bytes!`, so editing it
+/// recompiles the crates that use it. Two cases only a build script can cover: creating a
+/// `JuliaArtifacts.toml` next to an existing `Artifacts.toml` (it takes precedence), and creating
+/// the manifest after a build failed because it was missing. Call
+/// `clima_artifact_build::validate()` from `build.rs` for both (it emits `rerun-if-changed`).
+///
+/// **At run time** the first call selects the host's platform variant, installs it
+/// ([`install::ensure_variant`](crate::install::ensure_variant), or
+/// [`context::ensure_collective`](crate::context::ensure_collective) with a context), checks the
+/// sub-path exists, and records the access in the provenance [`registry`](crate::registry). Later
+/// calls for the same artifact are answered from memory (no file-system work) and recorded too.
+/// Every call site is listed by [`inventory::declared_artifacts`](crate::inventory::declared_artifacts).
+///
+/// The expansion names only `$crate::__private`, `::core` and `::std`, so the macro works when
+/// the runtime crate is renamed in `Cargo.toml` or re-exported by another crate.
+#[macro_export]
+macro_rules! clima_artifact {
+    ($($args:tt)*) => {
+        $crate::__private::clima_artifact_impl! { ($crate) $($args)* }
+    };
+}
+
+/// Sets the [`Config`](crate::Config) that `clima_artifact!` and
+/// [`inventory::prefetch_declared`](crate::inventory::prefetch_declared) use in this process,
+/// instead of reading `CLIMA_ARTIFACTS_*` environment variables. Call it before the first
+/// `clima_artifact!` call; it can be set once (a second call returns the rejected config).
+pub fn set_macro_config(config: crate::Config) -> Result<(), crate::Config> {
+    crate::__private::set_config(config)
+}

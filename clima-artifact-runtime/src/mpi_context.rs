@@ -1,0 +1,307 @@
+//! [`Context`] for MPI communicators of the `mpi` crate (rsmpi), behind the `mpi` feature.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use clima_artifact_runtime::MpiContext;
+//! let universe = clima_artifact_runtime::mpi::initialize().expect("MPI initialised twice");
+//! let ctx = MpiContext::world();
+//! // ... collective calls with `&ctx` on every rank ...
+//! drop(ctx);
+//! drop(universe); // MPI_Finalize
+//! # Ok(()) }
+//! ```
+//!
+//! Only standard MPI-3 calls are used (`MPI_Bcast`, `MPI_Allgather`, `MPI_Gatherv`,
+//! `MPI_Comm_split`, `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`), so OpenMPI and MPICH both work.
+//!
+//! # Wire protocol of the byte primitives
+//!
+//! - broadcast: the root's length as one `u64` (`MPI_Ibcast`, waited for with short sleeps so
+//!   ranks waiting for the root's install do not spin on a core the root needs), then the payload in chunks of at most
+//!   [`MpiContext::max_message_bytes`] bytes (MPI counts are `int`).
+//! - gather: every length as `u64` to every rank (`MPI_Allgather`), so all ranks know how many
+//!   rounds are needed; then rounds of `MPI_Gatherv` in which each rank sends the next piece of at
+//!   most `max_message_bytes / size` bytes.
+//!
+//! # Threads
+//!
+//! rsmpi communicators are not `Send`/`Sync`, but [`Context`] requires both. `MpiContext` is
+//! shareable because it checks every call: unless MPI was initialised with
+//! `Threading::Multiple`, calls are serialised by a process-wide lock, and unless it was
+//! initialised with at least `Threading::Serialized`, a call from a thread other than the one
+//! that created the context panics (with a message saying how to initialise MPI) instead of
+//! invoking undefined behaviour in the MPI library.
+
+use std::mem::ManuallyDrop;
+use std::sync::{Mutex, MutexGuard};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use mpi::datatype::PartitionMut;
+use mpi::environment::Threading;
+use mpi::topology::{Color, SimpleCommunicator};
+use mpi::traits::*;
+
+use crate::context::Context;
+
+/// Serialises MPI calls of all contexts when MPI is not `Threading::Multiple`.
+static MPI_CALLS: Mutex<()> = Mutex::new(());
+
+/// Longest sleep between two checks of a pending broadcast (bounds the added latency).
+const MAX_NAP: Duration = Duration::from_millis(10);
+
+/// The largest number of elements one MPI call may carry (`int` counts).
+const MPI_MAX_COUNT: usize = i32::MAX as usize;
+
+/// A [`Context`] over an rsmpi communicator (`MPI_COMM_WORLD` or any intra-communicator).
+///
+/// Every method is collective over the communicator, as the [`Context`] docs say.
+pub struct MpiContext {
+    comm: ManuallyDrop<SimpleCommunicator>,
+    rank: usize,
+    size: usize,
+    owner: ThreadId,
+    threading: Threading,
+    max_message_bytes: usize,
+    label: String,
+}
+
+// SAFETY: the communicator handle is only used through `enter`, which (a) panics when called
+// from a thread other than the creating one unless MPI provides at least `Serialized` thread
+// support, and (b) serialises all calls through `MPI_CALLS` unless MPI provides `Multiple`.
+// `Drop` leaks the handle instead of freeing it from a thread MPI does not allow.
+unsafe impl Send for MpiContext {}
+// SAFETY: see `Send`; shared references only reach MPI through `enter`.
+unsafe impl Sync for MpiContext {}
+
+impl std::fmt::Debug for MpiContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiContext")
+            .field("label", &self.label)
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("threading", &self.threading)
+            .finish()
+    }
+}
+
+impl MpiContext {
+    /// A context over `MPI_COMM_WORLD`.
+    ///
+    /// # Panics
+    /// If MPI is not initialised (call `mpi::initialize()` first and keep the `Universe` alive).
+    pub fn world() -> MpiContext {
+        Self::labelled(SimpleCommunicator::world(), "MPI_COMM_WORLD".to_owned())
+    }
+
+    /// A context over `comm` (for example a duplicate or a split of the world).
+    ///
+    /// # Panics
+    /// If MPI is not initialised.
+    pub fn new(comm: SimpleCommunicator) -> MpiContext {
+        Self::labelled(comm, "an MPI communicator".to_owned())
+    }
+
+    fn labelled(comm: SimpleCommunicator, name: String) -> MpiContext {
+        assert!(
+            mpi::environment::is_initialized() && !mpi::environment::is_finalized(),
+            "MpiContext needs an initialised MPI: call `mpi::initialize()` first and keep the \
+             returned `Universe` alive while the context is in use"
+        );
+        let (rank, size) = (comm.rank() as usize, comm.size() as usize);
+        MpiContext {
+            comm: ManuallyDrop::new(comm),
+            rank,
+            size,
+            owner: std::thread::current().id(),
+            threading: mpi::environment::threading_support(),
+            max_message_bytes: MPI_MAX_COUNT,
+            label: format!("{name} ({size} ranks)"),
+        }
+    }
+
+    /// Caps the bytes moved by one MPI call (default and maximum: `i32::MAX`); larger payloads
+    /// are sent in several calls. Mostly for tests of the chunking.
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> MpiContext {
+        self.max_message_bytes = bytes.clamp(1, MPI_MAX_COUNT);
+        self
+    }
+
+    /// The cap set by [`MpiContext::with_max_message_bytes`].
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+    }
+
+    /// Splits the communicator by `color` (`MPI_Comm_split`, ordered by current rank); ranks
+    /// passing `None` get `None`. Collective. Useful to build custom node layouts.
+    pub fn split_by_color(&self, color: Option<u32>) -> Option<MpiContext> {
+        let color = match color {
+            Some(c) => Color::with_value(i32::try_from(c).unwrap_or(i32::MAX)),
+            None => Color::undefined(),
+        };
+        let sub = {
+            let _guard = self.enter();
+            self.comm.split_by_color(color)
+        };
+        sub.map(|c| {
+            let mut ctx = Self::labelled(c, format!("a split of {}", self.label));
+            ctx.max_message_bytes = self.max_message_bytes;
+            ctx
+        })
+    }
+
+    /// The wrapped communicator, for the caller's own MPI calls (same thread rules apply).
+    pub fn communicator(&self) -> &SimpleCommunicator {
+        &self.comm
+    }
+
+    /// Checks the calling thread and takes the process-wide MPI lock if MPI needs it.
+    fn enter(&self) -> Option<MutexGuard<'static, ()>> {
+        if self.threading < Threading::Serialized && std::thread::current().id() != self.owner {
+            panic!(
+                "{} was used from a thread other than the one that created it, but MPI was \
+                 initialised with {:?} thread support; initialise MPI with \
+                 `mpi::initialize_with_threading(Threading::Serialized)` (or `Multiple`), or make \
+                 artifact calls from the thread that created the context",
+                self.label, self.threading
+            );
+        }
+        (self.threading < Threading::Multiple)
+            .then(|| MPI_CALLS.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl From<SimpleCommunicator> for MpiContext {
+    fn from(comm: SimpleCommunicator) -> MpiContext {
+        MpiContext::new(comm)
+    }
+}
+
+impl Drop for MpiContext {
+    fn drop(&mut self) {
+        let allowed =
+            self.threading >= Threading::Serialized || std::thread::current().id() == self.owner;
+        if allowed && !mpi::environment::is_finalized() {
+            let _guard = self.enter();
+            // SAFETY: dropped exactly once, here; MPI is still initialised and this thread may
+            // call it.
+            unsafe { ManuallyDrop::drop(&mut self.comm) };
+        }
+        // Otherwise the handle is leaked: freeing it would be undefined behaviour.
+    }
+}
+
+impl Context for MpiContext {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn barrier(&self) {
+        let _guard = self.enter();
+        self.comm.barrier();
+    }
+
+    fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
+        let _guard = self.enter();
+        let root = self.comm.process_at_rank(0);
+        let mut buf = if self.rank == 0 {
+            data.unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let mut len = buf.len() as u64;
+        // Non-root ranks may wait here for the whole install: wait without spinning, so that on
+        // oversubscribed nodes they leave the CPU to the root (MPI_Ibcast + test + growing naps).
+        mpi::request::scope(|scope| {
+            let mut request = root.immediate_broadcast_into(scope, &mut len);
+            let mut nap = Duration::from_micros(50);
+            loop {
+                match request.test() {
+                    Ok(_) => break,
+                    Err(pending) => {
+                        request = pending;
+                        std::thread::sleep(nap);
+                        nap = (nap * 2).min(MAX_NAP);
+                    }
+                }
+            }
+        });
+        if self.rank != 0 {
+            buf = vec![0; usize::try_from(len).expect("a broadcast larger than memory")];
+        }
+        for chunk in buf.chunks_mut(self.max_message_bytes) {
+            root.broadcast_into(chunk);
+        }
+        buf
+    }
+
+    fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
+        let _guard = self.enter();
+        let root = self.comm.process_at_rank(0);
+        let mut lens = vec![0_u64; self.size];
+        self.comm
+            .all_gather_into(&(data.len() as u64), &mut lens[..]);
+        let lens: Vec<usize> = lens.into_iter().map(|l| l as usize).collect();
+
+        // Per-rank piece per round, so that one round's total fits one MPI call.
+        let piece = (self.max_message_bytes / self.size).max(1);
+        let rounds = lens.iter().max().copied().unwrap_or(0).div_ceil(piece);
+        let range =
+            |round: usize, len: usize| (round * piece).min(len)..((round + 1) * piece).min(len);
+
+        let mut out: Option<Vec<Vec<u8>>> =
+            (self.rank == 0).then(|| lens.iter().map(|&l| Vec::with_capacity(l)).collect());
+        let spare = [0_u8; 1];
+        for round in 0..rounds {
+            let mine = &data[range(round, data.len())];
+            // An empty `Vec<u8>`'s dangling pointer is 0x1, which OpenMPI reads as
+            // `MPI_IN_PLACE`: send empty pieces from a real address instead.
+            let mine = if mine.is_empty() { &spare[..0] } else { mine };
+            match out.as_mut() {
+                Some(out) => {
+                    let counts: Vec<i32> =
+                        lens.iter().map(|&l| range(round, l).len() as i32).collect();
+                    let displs: Vec<i32> = counts
+                        .iter()
+                        .scan(0, |acc, &c| {
+                            let d = *acc;
+                            *acc += c;
+                            Some(d)
+                        })
+                        .collect();
+                    let total = counts.iter().map(|&c| c as usize).sum();
+                    let mut recv = vec![0_u8; total];
+                    {
+                        let mut partition =
+                            PartitionMut::new(&mut recv[..], &counts[..], &displs[..]);
+                        root.gather_varcount_into_root(mine, &mut partition);
+                    }
+                    for (r, dest) in out.iter_mut().enumerate() {
+                        let start = displs[r] as usize;
+                        dest.extend_from_slice(&recv[start..start + counts[r] as usize]);
+                    }
+                }
+                None => root.gather_varcount_into(mine),
+            }
+        }
+        out
+    }
+
+    fn split_by_node(&self) -> Box<dyn Context> {
+        let node = {
+            let _guard = self.enter();
+            self.comm.split_shared(self.rank as i32)
+        };
+        let mut ctx = Self::labelled(node, format!("the node-local part of {}", self.label));
+        ctx.max_message_bytes = self.max_message_bytes;
+        Box::new(ctx)
+    }
+
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+}

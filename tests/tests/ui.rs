@@ -1,0 +1,42 @@
+//! Compile-fail tests of `clima_artifact!` (trybuild; expected messages in `tests/ui/**.stderr`).
+//!
+//! The macro reads the manifest of the crate being compiled. trybuild compiles the files in a
+//! generated crate at `<target>/tests/trybuild/clima-artifact-tests/`, so this test places the
+//! manifest there before each group: `tests/Artifacts.toml` for `ui/names/`,
+//! `ui/malformed/Artifacts.toml` for `ui/malformed/`, and none for `ui/missing/`. The groups run
+//! one after the other in this one test because they share that directory.
+//! Regenerate the expected output with `TRYBUILD=overwrite cargo test -p clima-artifact-tests --test ui`.
+
+use std::path::PathBuf;
+
+/// The generated crate's directory, under the target directory `cargo metadata` reports (the
+/// same one trybuild uses).
+fn trybuild_crate_dir() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let target = meta["target_directory"].as_str().expect("target_directory");
+    PathBuf::from(target).join("tests/trybuild/clima-artifact-tests")
+}
+
+#[test]
+fn compile_errors() {
+    let dir = trybuild_crate_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = dir.join("Artifacts.toml");
+    let _ = std::fs::remove_file(dir.join("JuliaArtifacts.toml"));
+
+    std::fs::copy("Artifacts.toml", &manifest).unwrap();
+    trybuild::TestCases::new().compile_fail("ui/names/*.rs");
+
+    std::fs::copy("ui/malformed/Artifacts.toml", &manifest).unwrap();
+    trybuild::TestCases::new().compile_fail("ui/malformed/*.rs");
+
+    std::fs::remove_file(&manifest).unwrap();
+    trybuild::TestCases::new().compile_fail("ui/missing/*.rs");
+}
