@@ -83,7 +83,7 @@ fn expand(input: &Input) -> TokenStream {
     match literal {
         Some(lit) => match check::check_literal(&manifest, &lit.value()) {
             Ok(checked) => emit::literal(krate, &manifest, &checked, input.ctx.as_ref()),
-            Err(message) => return fallback(krate, input, span, message),
+            Err(message) => fallback(krate, input, span, message),
         },
         None => emit::dynamic(krate, &manifest, &input.name, input.ctx.as_ref()),
     }

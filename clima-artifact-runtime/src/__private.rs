@@ -209,8 +209,8 @@ impl StaticManifest {
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
 /// Sets the configuration `clima_artifact!` uses in this process (see [`crate::set_macro_config`]).
-pub fn set_config(config: Config) -> Result<(), Config> {
-    CONFIG.set(config)
+pub fn set_config(config: Config) -> Result<(), Box<Config>> {
+    CONFIG.set(config).map_err(Box::new)
 }
 
 /// The configuration in force: the one set by [`set_config`], else the environment's.
@@ -310,7 +310,7 @@ fn resolve(
         None => {
             let config = current_config()?;
             let dir = Path::new(site.manifest.dir);
-            let installed = match ctx {
+            match ctx {
                 Some(ctx) => crate::context::ensure_collective_unrecorded(
                     ctx,
                     artifact.name,
@@ -319,8 +319,7 @@ fn resolve(
                     &config,
                 )?,
                 None => crate::install::ensure_variant(artifact.name, &variant, dir, &config)?,
-            };
-            installed
+            }
         }
     };
 

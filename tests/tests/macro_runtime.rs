@@ -172,12 +172,22 @@ fn declared_artifacts_lists_the_call_sites_of_this_binary() {
     // The run-time-name call sites declare every artifact of the manifest.
     assert_eq!(
         names,
-        ["forcing-table", "local-only", "ozone", "per-arch", "profile"]
+        [
+            "forcing-table",
+            "local-only",
+            "ozone",
+            "per-arch",
+            "profile"
+        ]
     );
     let local = declared.iter().find(|a| a.name == "local-only").unwrap();
     assert!(!local.downloadable);
     assert!(!local.lazy);
-    assert!(local.manifest.ends_with("tests/Artifacts.toml"), "{}", local.manifest);
+    assert!(
+        local.manifest.ends_with("tests/Artifacts.toml"),
+        "{}",
+        local.manifest
+    );
     let literal: Vec<(u32, Option<&str>)> = local
         .call_sites
         .iter()
@@ -196,7 +206,10 @@ fn declared_artifacts_lists_the_call_sites_of_this_binary() {
         literal,
         [
             (line_of("clima_artifact!(\"local-only\")"), None),
-            (line_of("\"local-only/radiosonde.csv\")"), Some("radiosonde.csv")),
+            (
+                line_of("\"local-only/radiosonde.csv\")"),
+                Some("radiosonde.csv")
+            ),
         ]
     );
     assert!(
