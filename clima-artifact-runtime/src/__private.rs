@@ -245,9 +245,14 @@ pub fn resolve_literal(
     ctx: Option<&dyn Context>,
 ) -> Result<PathBuf, Error> {
     if let Some(hit) = site.cache.0.get() {
-        let mut event = hit.event.clone();
-        event.rank = ctx.map_or(0, |c| c.rank());
-        crate::registry::record(event);
+        let rank = ctx.map_or(0, |c| c.rank());
+        if rank == hit.event.rank {
+            crate::registry::record_ref(&hit.event);
+        } else {
+            let mut event = hit.event.clone();
+            event.rank = rank;
+            crate::registry::record(event);
+        }
         return Ok(hit.full_path.clone());
     }
     let Some(artifact) = site.manifest.artifacts.first() else {

@@ -290,6 +290,33 @@ impl Hasher for DigestHasher {
 }
 
 impl Registry {
+    /// [`Registry::record`] for a borrowed event: counts the access of a known artifact without
+    /// cloning anything; clones the event only for an artifact seen for the first time.
+    fn record_ref(&self, event: &AccessEvent) {
+        {
+            let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(entry) = entries.get_mut(&event.hash).and_then(|group| {
+                group.iter_mut().find(|e| {
+                    e.name == event.name
+                        && e.manifest.as_os_str() == event.manifest.as_os_str()
+                })
+            }) && !matches!(event.origin, Origin::Downloaded { .. })
+            {
+                entry.accesses += 1;
+                if let Some(site) = event.call_site
+                    && !entry.call_sites.contains(&site)
+                {
+                    entry.call_sites.push(site);
+                }
+                if !entry.ranks.contains(&event.rank) {
+                    entry.ranks.push(event.rank);
+                }
+                return;
+            }
+        }
+        self.record(event.clone());
+    }
+
     fn record(&self, event: AccessEvent) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let group = entries.entry(event.hash).or_default();
@@ -363,6 +390,12 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::default);
 /// Records an access in the process-wide registry. Cheap and thread-safe.
 pub fn record(event: AccessEvent) {
     REGISTRY.record(event);
+}
+
+/// [`record`] for a caller that keeps its event (the `clima_artifact!` per-call-site cache):
+/// the access of a known artifact is counted without cloning the event.
+pub fn record_ref(event: &AccessEvent) {
+    REGISTRY.record_ref(event);
 }
 
 /// Every artifact accessed in this process so far, sorted by name, hash and manifest.

@@ -225,3 +225,22 @@ fn declared_artifacts_lists_the_call_sites_of_this_binary() {
     let per_arch = declared.iter().find(|a| a.name == "per-arch").unwrap();
     assert_eq!(per_arch.hashes.len(), 2);
 }
+
+/// Prints the cost of a repeated call (a measurement, not a check: run with
+/// `cargo test -p clima-artifact-tests --release --test macro_runtime -- --ignored --nocapture`).
+#[test]
+#[ignore = "measurement; prints the time per repeated call"]
+fn measure_repeated_call() {
+    fn profile() -> Result<PathBuf, Error> {
+        clima_artifact!("profile/profile.csv")
+    }
+    let _ = depot();
+    profile().unwrap();
+    let n = 200_000;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(profile().unwrap());
+    }
+    let per_call = start.elapsed() / n;
+    println!("repeated clima_artifact! call: {per_call:?} per call");
+}
