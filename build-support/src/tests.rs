@@ -58,19 +58,57 @@ fn clean_manifest_prints_rerun_directives_only() {
 }
 
 #[test]
+fn watch_absent_false_lists_only_existing_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let builder = Builder::new().watch_absent(false);
+    // Neither exists: both are listed, so creating either reruns the (failing) script.
+    let (_, lines) = run(&builder, &[dir_var(dir.path())]);
+    let reruns = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("cargo:rerun-if-changed="))
+            .count()
+    };
+    assert_eq!(reruns(&lines), 2);
+    std::fs::write(dir.path().join("Artifacts.toml"), good_manifest()).unwrap();
+    let (result, lines) = run(&builder, &[dir_var(dir.path())]);
+    result.unwrap();
+    assert_eq!(reruns(&lines), 1);
+    assert_eq!(
+        lines[0],
+        format!(
+            "cargo:rerun-if-changed={}",
+            dir.path().join("Artifacts.toml").display()
+        )
+    );
+}
+
+#[test]
 fn warnings_become_cargo_warnings() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("JuliaArtifacts.toml");
-    std::fs::write(&path, format!("[needs_override]\ngit-tree-sha1 = \"{H1}\"\nlicense = \"MIT\"\ncitation = \"c\"\n")).unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "[needs_override]\ngit-tree-sha1 = \"{H1}\"\nlicense = \"MIT\"\ncitation = \"c\"\n"
+        ),
+    )
+    .unwrap();
     // The Julia name wins over Artifacts.toml.
     std::fs::write(dir.path().join("Artifacts.toml"), good_manifest()).unwrap();
     let (result, lines) = run(
         &Builder::new(),
-        &[dir_var(dir.path()), ("CLIMA_ARTIFACTS_DEPOT_PATH", "/shared/depot:/other".into())],
+        &[
+            dir_var(dir.path()),
+            ("CLIMA_ARTIFACTS_DEPOT_PATH", "/shared/depot:/other".into()),
+        ],
     );
     let v = result.unwrap();
     assert_eq!(v.warnings.len(), 1);
-    let warnings: Vec<&String> = lines.iter().filter(|l| l.starts_with("cargo:warning=")).collect();
+    let warnings: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("cargo:warning="))
+        .collect();
     assert_eq!(
         warnings,
         [&format!(
@@ -85,8 +123,14 @@ fn warnings_become_cargo_warnings() {
     // Denied, by option or by environment variable.
     let (result, _) = run(&Builder::new().deny_warnings(true), &[dir_var(dir.path())]);
     let e = result.unwrap_err();
-    assert!(matches!(e, BuildError::DeniedWarnings { count: 1, .. }), "{e}");
-    assert!(e.to_string().contains("has 1 warning(s) and warnings are denied"));
+    assert!(
+        matches!(e, BuildError::DeniedWarnings { count: 1, .. }),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("has 1 warning(s) and warnings are denied")
+    );
     let (result, _) = run(
         &Builder::new(),
         &[dir_var(dir.path()), (DENY_WARNINGS_ENV, "1".into())],
@@ -115,12 +159,30 @@ fn errors_are_all_reported_with_positions() {
     };
     assert_eq!(errors.len(), 2);
     let p = path.display();
-    let warnings: Vec<&String> = lines.iter().filter(|l| l.starts_with("cargo:warning=")).collect();
+    let warnings: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("cargo:warning="))
+        .collect();
     assert_eq!(warnings.len(), 2);
-    assert!(warnings[0].starts_with(&format!("cargo:warning=error: `{p}`:1:1: artifact `a`: missing `git-tree-sha1`")), "{}", warnings[0]);
-    assert!(warnings[1].starts_with(&format!("cargo:warning=error: `{p}`:4:17: artifact `b`: `git-tree-sha1` is not a valid hash")), "{}", warnings[1]);
+    assert!(
+        warnings[0].starts_with(&format!(
+            "cargo:warning=error: `{p}`:1:1: artifact `a`: missing `git-tree-sha1`"
+        )),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        warnings[1].starts_with(&format!(
+            "cargo:warning=error: `{p}`:4:17: artifact `b`: `git-tree-sha1` is not a valid hash"
+        )),
+        "{}",
+        warnings[1]
+    );
     let shown = e.to_string();
-    assert!(shown.starts_with("2 error(s) in the artifacts manifest:\n  `"), "{shown}");
+    assert!(
+        shown.starts_with("2 error(s) in the artifacts manifest:\n  `"),
+        "{shown}"
+    );
     // The rerun directives come first, so fixing the file reruns the script.
     assert!(lines[0].starts_with("cargo:rerun-if-changed="));
 }
@@ -130,11 +192,17 @@ fn missing_manifest_says_where_it_looked() {
     let dir = tempfile::tempdir().unwrap();
     let (result, lines) = run(&Builder::new(), &[dir_var(dir.path())]);
     let e = result.unwrap_err().to_string();
-    assert!(e.contains("no JuliaArtifacts.toml or Artifacts.toml found"), "{e}");
+    assert!(
+        e.contains("no JuliaArtifacts.toml or Artifacts.toml found"),
+        "{e}"
+    );
     assert!(e.contains(&dir.path().join("Artifacts.toml").display().to_string()));
     assert!(lines.iter().any(|l| l.starts_with("cargo:warning=error: ")));
     // Still asks to be rerun when either file appears.
-    assert!(lines.contains(&format!("cargo:rerun-if-changed={}", dir.path().join("Artifacts.toml").display())));
+    assert!(lines.contains(&format!(
+        "cargo:rerun-if-changed={}",
+        dir.path().join("Artifacts.toml").display()
+    )));
 
     let (result, lines) = run(&Builder::new(), &[]);
     assert!(matches!(result, Err(BuildError::NoManifestDir)));
@@ -147,11 +215,19 @@ fn explicit_path_and_dir() {
     std::fs::create_dir(dir.path().join("data")).unwrap();
     std::fs::write(dir.path().join("data/Custom.toml"), good_manifest()).unwrap();
     let (result, lines) = run(
-        &Builder::new().manifest_dir(dir.path()).manifest_path("data/Custom.toml"),
+        &Builder::new()
+            .manifest_dir(dir.path())
+            .manifest_path("data/Custom.toml"),
         &[],
     );
-    assert_eq!(result.unwrap().manifest.path, dir.path().join("data/Custom.toml"));
-    assert!(lines.contains(&format!("cargo:rerun-if-changed={}", dir.path().join("data/Custom.toml").display())));
+    assert_eq!(
+        result.unwrap().manifest.path,
+        dir.path().join("data/Custom.toml")
+    );
+    assert!(lines.contains(&format!(
+        "cargo:rerun-if-changed={}",
+        dir.path().join("data/Custom.toml").display()
+    )));
 }
 
 #[test]
@@ -167,11 +243,19 @@ fn writes_constants_into_out_dir() {
     let out_dir = tempfile::tempdir().unwrap();
     let (result, _) = run(
         &Builder::new().constants("artifacts.rs"),
-        &[dir_var(dir.path()), ("OUT_DIR", out_dir.path().display().to_string())],
+        &[
+            dir_var(dir.path()),
+            ("OUT_DIR", out_dir.path().display().to_string()),
+        ],
     );
     let target = result.unwrap().constants.unwrap();
     let code = std::fs::read_to_string(&target).unwrap();
-    assert!(code.contains("pub const ALL: &[&str] = &[\"era5\", \"clm_data_0.9x1.25\", \"type\", \"9lives\"];"), "{code}");
+    assert!(
+        code.contains(
+            "pub const ALL: &[&str] = &[\"era5\", \"clm_data_0.9x1.25\", \"type\", \"9lives\"];"
+        ),
+        "{code}"
+    );
     assert!(code.contains("pub mod clm_data_0_9x1_25 {"));
     assert!(code.contains("pub const NAME: &str = \"clm_data_0.9x1.25\";"));
     assert!(code.contains("pub const LAZY: bool = true;"));
@@ -181,8 +265,16 @@ fn writes_constants_into_out_dir() {
     assert!(code.contains("pub mod _9lives {"));
 
     // Without OUT_DIR it is an error, not a panic.
-    let (result, _) = run(&Builder::new().constants("artifacts.rs"), &[dir_var(dir.path())]);
-    assert!(result.unwrap_err().to_string().contains("OUT_DIR is not set"));
+    let (result, _) = run(
+        &Builder::new().constants("artifacts.rs"),
+        &[dir_var(dir.path())],
+    );
+    assert!(
+        result
+            .unwrap_err()
+            .to_string()
+            .contains("OUT_DIR is not set")
+    );
 }
 
 #[test]

@@ -10,8 +10,9 @@
 //! - [`platform`]: [`Platform`] tags, the host platform, and selection among `[[name]]` entries.
 //! - [`overrides`]: one depot's `Overrides.toml`.
 //! - [`error`]: [`ManifestError`] with file, line, column and artifact name.
-//! - [`validate`]: non-fatal [`Warning`]s for build scripts (missing license, `http://` URLs, ...).
+//! - [`validate`](mod@validate): non-fatal [`Warning`]s for build scripts (missing license, `http://` URLs, ...).
 //! - [`metadata`]: the documented provenance keys (`license`, `citation`, `doi`, ...).
+//! - [`provenance`]: syntax checks of SPDX license expressions, DOIs and BibTeX.
 
 pub mod error;
 pub mod hash;

@@ -66,7 +66,11 @@ impl<'a> Locator<'a> {
         artifact: Option<&str>,
         message: impl Into<String>,
     ) -> ManifestError {
-        self.error(Some(offset), artifact, ManifestErrorKind::Invalid(message.into()))
+        self.error(
+            Some(offset),
+            artifact,
+            ManifestErrorKind::Invalid(message.into()),
+        )
     }
 
     /// An error of any kind, at byte `offset` when known.
@@ -116,6 +120,43 @@ impl<'a> Locator<'a> {
     }
 }
 
+/// Names the artifact of each TOML syntax error in a manifest: the top-level table or array
+/// element whose header is the last one before the error's line. Errors on a header line itself
+/// name no artifact (the header may be the broken part, and recovery cannot be trusted there).
+pub(crate) fn attribute_syntax_errors(text: &str, errors: &mut [ManifestError]) {
+    let index = LineIndex::new(text);
+    let (doc, _) = DeTable::parse_recoverable(text);
+    let mut starts: Vec<(u32, &str)> = Vec::new();
+    for (key, value) in doc.get_ref().iter() {
+        let name: &str = key.get_ref();
+        match value.get_ref() {
+            DeValue::Table(_) => starts.push((index.line(value.span().start), name)),
+            DeValue::Array(items) => {
+                for item in items.iter() {
+                    starts.push((index.line(item.span().start), name));
+                }
+            }
+            _ => {}
+        }
+    }
+    starts.sort_by_key(|(line, _)| *line);
+    let lines: Vec<&str> = text.lines().collect();
+    for e in errors.iter_mut().filter(|e| e.artifact.is_none()) {
+        let Some(line) = e.line else { continue };
+        let is_header = lines
+            .get(line as usize - 1)
+            .is_some_and(|l| l.trim_start().starts_with('['));
+        if is_header {
+            continue;
+        }
+        e.artifact = starts
+            .iter()
+            .rev()
+            .find(|(start, _)| *start < line)
+            .map(|(_, name)| (*name).to_owned());
+    }
+}
+
 /// `toml`'s messages, made one line and given a hint for the most common slip.
 fn toml_message(message: &str) -> String {
     let one_line = message.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -129,7 +170,10 @@ fn toml_message(message: &str) -> String {
 /// The entries of a table in file order (the parser keeps them sorted by name).
 pub(crate) fn entries_in_file_order<'t, 'i>(
     table: &'t DeTable<'i>,
-) -> Vec<(&'t Spanned<std::borrow::Cow<'i, str>>, &'t Spanned<DeValue<'i>>)> {
+) -> Vec<(
+    &'t Spanned<std::borrow::Cow<'i, str>>,
+    &'t Spanned<DeValue<'i>>,
+)> {
     let mut entries: Vec<_> = table.iter().collect();
     entries.sort_by_key(|(k, _)| (k.span().start, k.span().end));
     entries
@@ -163,7 +207,13 @@ pub(crate) fn to_toml_syntax(value: &DeValue<'_>) -> String {
         DeValue::Table(t) => {
             let items: Vec<String> = entries_in_file_order(t)
                 .into_iter()
-                .map(|(k, v)| format!("{} = {}", key_syntax(k.get_ref()), to_toml_syntax(v.get_ref())))
+                .map(|(k, v)| {
+                    format!(
+                        "{} = {}",
+                        key_syntax(k.get_ref()),
+                        to_toml_syntax(v.get_ref())
+                    )
+                })
                 .collect();
             if items.is_empty() {
                 "{}".to_owned()

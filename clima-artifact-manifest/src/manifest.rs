@@ -24,8 +24,12 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
-use crate::location::{Locator, a_type, entries_in_file_order, key_syntax, to_toml_syntax};
-use crate::{GitTreeSha1, ManifestError, ManifestErrorKind, Platform, SelectError, Sha256, metadata};
+use crate::location::{
+    Locator, a_type, attribute_syntax_errors, entries_in_file_order, key_syntax, to_toml_syntax,
+};
+use crate::{
+    GitTreeSha1, ManifestError, ManifestErrorKind, Platform, SelectError, Sha256, metadata,
+};
 
 /// File names searched for a manifest, in order (Julia's rule).
 pub const MANIFEST_FILE_NAMES: [&str; 2] = ["JuliaArtifacts.toml", "Artifacts.toml"];
@@ -162,12 +166,18 @@ impl EntryCx<'_, '_> {
     }
 
     fn err(&self, offset: usize, message: impl std::fmt::Display) -> ManifestError {
-        self.loc
-            .invalid(offset, Some(self.name), format!("{}{message}", self.prefix()))
+        self.loc.invalid(
+            offset,
+            Some(self.name),
+            format!("{}{message}", self.prefix()),
+        )
     }
 }
 
-fn parse_variant(cx: &EntryCx<'_, '_>, table: &DeTable<'_>) -> Result<ArtifactVariant, Vec<ManifestError>> {
+fn parse_variant(
+    cx: &EntryCx<'_, '_>,
+    table: &DeTable<'_>,
+) -> Result<ArtifactVariant, Vec<ManifestError>> {
     let mut errors = Vec::new();
     let mut git_tree_sha1 = None;
     let mut lazy = false;
@@ -205,10 +215,12 @@ fn parse_variant(cx: &EntryCx<'_, '_>, table: &DeTable<'_>) -> Result<ArtifactVa
             (DOWNLOAD, DeValue::Array(items)) => {
                 for (i, item) in items.iter().enumerate() {
                     match item.get_ref() {
-                        DeValue::Table(t) => match parse_download(cx, i + 1, item.span().start, t) {
-                            Ok(d) => downloads.push(d),
-                            Err(e) => errors.extend(e),
-                        },
+                        DeValue::Table(t) => {
+                            match parse_download(cx, i + 1, item.span().start, t) {
+                                Ok(d) => downloads.push(d),
+                                Err(e) => errors.extend(e),
+                            }
+                        }
                         other => errors.push(cx.err(
                             item.span().start,
                             format_args!(
@@ -231,10 +243,15 @@ fn parse_variant(cx: &EntryCx<'_, '_>, table: &DeTable<'_>) -> Result<ArtifactVa
                     key_syntax(cx.name)
                 ),
             )),
-            ("os" | "arch" | "libc", other) if platform_specific && !matches!(other, DeValue::String(_)) => {
+            ("os" | "arch" | "libc", other)
+                if platform_specific && !matches!(other, DeValue::String(_)) =>
+            {
                 errors.push(cx.err(
                     at,
-                    format_args!("platform tag `{k}` must be a string, found {}", a_type(other)),
+                    format_args!(
+                        "platform tag `{k}` must be a string, found {}",
+                        a_type(other)
+                    ),
                 ))
             }
             (_, DeValue::String(s)) if platform_specific && !metadata::KEYS.contains(&k) => {
@@ -250,19 +267,23 @@ fn parse_variant(cx: &EntryCx<'_, '_>, table: &DeTable<'_>) -> Result<ArtifactVa
     }
 
     if platform_specific {
-        for tag in ["os", "arch"] {
-            if !table.contains_key(tag) {
-                errors.push(cx.err(
-                    cx.offset,
-                    format_args!(
-                        "missing platform tag `{tag}`; every `[[{}]]` entry needs `os` and `arch` \
-                         (e.g. `os = \"linux\"`, `arch = \"x86_64\"`), or use a single `[{}]` table \
-                         if the artifact is the same on every platform",
-                        key_syntax(cx.name),
-                        key_syntax(cx.name)
-                    ),
-                ));
-            }
+        let missing: Vec<String> = ["os", "arch"]
+            .into_iter()
+            .filter(|tag| !table.contains_key(*tag))
+            .map(|tag| format!("`{tag}`"))
+            .collect();
+        if !missing.is_empty() {
+            errors.push(cx.err(
+                cx.offset,
+                format_args!(
+                    "missing platform tag{0} {1}; every `[[{2}]]` entry needs `os` and `arch` \
+                     (e.g. `os = \"linux\"`, `arch = \"x86_64\"`), or use a single `[{2}]` table \
+                     if the artifact is the same on every platform",
+                    if missing.len() > 1 { "s" } else { "" },
+                    missing.join(" and "),
+                    key_syntax(cx.name)
+                ),
+            ));
         }
     }
     if git_tree_sha1.is_none() && !table.contains_key(GIT_TREE_SHA1) {
@@ -374,14 +395,17 @@ impl Manifest {
     ///
     /// Returns the first error; [`Manifest::parse_all`] returns all of them.
     pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
-        Self::parse_all(text, path).map_err(|mut errors| errors.swap_remove(0))
+        Self::parse_all(text, path).map_err(crate::error::first)
     }
 
     /// Parses manifest text, collecting every error (never an empty list) so a build script can
     /// show them all at once. Errors are in file order.
     pub fn parse_all(text: &str, path: &Path) -> Result<Manifest, Vec<ManifestError>> {
         let loc = Locator::new(text, path);
-        let doc = loc.parse_document(text)?;
+        let doc = loc.parse_document(text).map_err(|mut errors| {
+            attribute_syntax_errors(text, &mut errors);
+            errors
+        })?;
         let mut errors = Vec::new();
         let mut artifacts = Vec::new();
         for (key, value) in entries_in_file_order(doc.get_ref()) {
@@ -389,7 +413,12 @@ impl Manifest {
             let header = value.span().start;
             match value.get_ref() {
                 DeValue::Table(table) => {
-                    let cx = EntryCx { loc: &loc, name, index: None, offset: header };
+                    let cx = EntryCx {
+                        loc: &loc,
+                        name,
+                        index: None,
+                        offset: header,
+                    };
                     match parse_variant(&cx, table) {
                         Ok(v) => artifacts.push((name.to_owned(), ArtifactEntry::Single(v))),
                         Err(e) => errors.extend(e),
@@ -446,7 +475,10 @@ impl Manifest {
             }
         }
         if errors.is_empty() {
-            Ok(Manifest { path: path.to_path_buf(), artifacts })
+            Ok(Manifest {
+                path: path.to_path_buf(),
+                artifacts,
+            })
         } else {
             errors.sort_by_key(|e| (e.line, e.column));
             Err(errors)
@@ -455,7 +487,7 @@ impl Manifest {
 
     /// Reads and parses a manifest file.
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-        Self::load_all(path).map_err(|mut errors| errors.swap_remove(0))
+        Self::load_all(path).map_err(crate::error::first)
     }
 
     /// Reads and parses a manifest file, collecting every error (see [`Manifest::parse_all`]).
@@ -529,7 +561,9 @@ impl Manifest {
                 .iter()
                 .filter_map(|v| {
                     let tags = v.platform.as_ref()?;
-                    platform.matches(tags).then(|| (platform.shared_tags(tags), v))
+                    platform
+                        .matches(tags)
+                        .then(|| (platform.shared_tags(tags), v))
                 })
                 .max_by_key(|(score, _)| *score)
                 .map(|(_, v)| v)
@@ -587,7 +621,10 @@ mod tests {
             split_name_and_subpath("era5/2008/u.nc"),
             Ok(("era5", Some("2008/u.nc")))
         );
-        assert_eq!(split_name_and_subpath("era5/2008/"), Ok(("era5", Some("2008"))));
+        assert_eq!(
+            split_name_and_subpath("era5/2008/"),
+            Ok(("era5", Some("2008")))
+        );
         assert_eq!(
             split_name_and_subpath("clm_data_0.9x1.25/a..b"),
             Ok(("clm_data_0.9x1.25", Some("a..b")))
@@ -612,9 +649,19 @@ mod tests {
             split_name_and_subpath("era5/a\\..\\b"),
             Err(SubPathError::ParentDir("a\\..\\b".into()))
         );
-        for bad in ["era5//etc", "era5/a//b", "era5/./a", "era5/a\0b", "era5/C:/x", "era5/\\\\srv"] {
+        for bad in [
+            "era5//etc",
+            "era5/a//b",
+            "era5/./a",
+            "era5/a\0b",
+            "era5/C:/x",
+            "era5/\\\\srv",
+        ] {
             assert!(
-                matches!(split_name_and_subpath(bad), Err(SubPathError::NotRelative(_))),
+                matches!(
+                    split_name_and_subpath(bad),
+                    Err(SubPathError::NotRelative(_))
+                ),
                 "{bad:?}"
             );
         }
@@ -622,7 +669,11 @@ mod tests {
             split_name_and_subpath("er\0a5"),
             Err(SubPathError::NotRelative(_))
         ));
-        assert!(SubPathError::ParentDir("../x".into()).to_string().contains("`../x`"));
+        assert!(
+            SubPathError::ParentDir("../x".into())
+                .to_string()
+                .contains("`../x`")
+        );
     }
 
     #[test]
@@ -717,7 +768,10 @@ git-tree-sha1 = "{H2}"
         };
         assert_eq!(vs.len(), 2);
         let p = vs[0].platform.as_ref().unwrap();
-        assert_eq!(p.to_string(), "arch=x86_64,libc=glibc,libgfortran_version=5.0.0,os=linux");
+        assert_eq!(
+            p.to_string(),
+            "arch=x86_64,libc=glibc,libgfortran_version=5.0.0,os=linux"
+        );
         assert_eq!(vs[0].metadata["license"], "MIT");
         assert!(vs[0].lazy);
         assert_eq!(vs[0].line, 4);
@@ -762,10 +816,10 @@ git-tree-sha1 = "{H1}"
         let m = parse(&text).unwrap();
         let glibc = Platform::from_tags([("os", "linux"), ("arch", "x86_64"), ("libc", "glibc")]);
         // Both libgfortran variants share 3 tags; the last one wins.
-        assert_eq!(m.select("lib", &glibc).unwrap().line, 18);
+        assert_eq!(m.select("lib", &glibc).unwrap().line, 17);
         let mut gf4 = glibc.clone();
         gf4.apply_tags("libgfortran_version=4.0.0").unwrap();
-        assert_eq!(m.select("lib", &gf4).unwrap().line, 12);
+        assert_eq!(m.select("lib", &gf4).unwrap().line, 11);
         let musl = Platform::from_tags([("os", "linux"), ("arch", "x86_64"), ("libc", "musl")]);
         assert_eq!(m.select("lib", &musl).unwrap().line, 2);
         // Case of values does not matter.
@@ -780,7 +834,7 @@ git-tree-sha1 = "{H1}"
              arch=x86_64,libc=glibc,libgfortran_version=4.0.0,os=linux; \
              arch=x86_64,libc=glibc,libgfortran_version=5.0.0,os=linux; arch=aarch64,os=macos"
         );
-        assert_eq!(m.select("single", &win).unwrap().line, 28);
+        assert_eq!(m.select("single", &win).unwrap().line, 27);
         let e = m.select("nope", &win).unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -792,11 +846,18 @@ git-tree-sha1 = "{H1}"
     fn reports_toml_errors_with_position() {
         assert_eq!(
             err("[era5]\ngit-tree-sha1 = \"abc\n"),
-            "`dir/Artifacts.toml`:2:17: invalid TOML: invalid basic string, expected `\"`; fix the TOML syntax at this position"
+            "`dir/Artifacts.toml`:2:21: artifact `era5`: invalid TOML: invalid basic string, expected `\"`; fix the TOML syntax at this position"
         );
         let e = parse("[a]\nx = 1\n[a]\ny = 2\n").unwrap_err();
         assert_eq!((e.line, e.column), (Some(3), Some(2)));
+        assert_eq!(e.artifact, None, "errors on header lines name no artifact");
         assert!(e.to_string().contains("duplicate key"), "{e}");
+        // A broken header is not blamed on the artifact above it.
+        let e = parse(&format!("[a]\ngit-tree-sha1 = \"{H1}\"\n[b\n")).unwrap_err();
+        assert_eq!((e.line, e.artifact), (Some(3), None));
+        // A later line of an array entry names its artifact.
+        let e = parse("[[lib]]\nos = \"linux\"\n[[lib]]\nos = \"mac\nos\"\n").unwrap_err();
+        assert_eq!((e.line, e.artifact.as_deref()), (Some(5), Some("lib")));
     }
 
     #[test]
@@ -818,11 +879,23 @@ git-tree-sha1 = "{H1}"
              tree hash of the artifact's content"
         );
         assert!(err("[era5]\ngit-tree-sha1 = 5\n").contains(":2:17: artifact `era5`: `git-tree-sha1` must be a string of 40 hex digits, found an integer"));
-        assert!(err(&format!("[era5]\ngit-tree-sha1 = \"{H1}\"\nlazy = \"yes\"\n")).contains(":3:8: artifact `era5`: `lazy` must be `true` or `false`, found a string"));
+        assert!(
+            err(&format!(
+                "[era5]\ngit-tree-sha1 = \"{H1}\"\nlazy = \"yes\"\n"
+            ))
+            .contains(":3:8: artifact `era5`: `lazy` must be `true` or `false`, found a string")
+        );
         assert!(err(&format!("[era5]\ngit-tree-sha1 = \"{H1}\"\n[era5.download]\nurl = \"u\"\n")).contains(":3:1: artifact `era5`: `download` is a table; it must be an array of tables: write `[[era5.download]]`"));
-        assert!(err(&format!("[era5]\ngit-tree-sha1 = \"{H1}\"\ndownload = [\"u\"]\n")).contains(":3:13: artifact `era5`: download 1 is a string;"));
+        assert!(
+            err(&format!(
+                "[era5]\ngit-tree-sha1 = \"{H1}\"\ndownload = [\"u\"]\n"
+            ))
+            .contains(":3:13: artifact `era5`: download 1 is a string;")
+        );
         assert!(err("x = []\n").contains("the array lists no platform variants"));
-        assert!(err("x = [1]\n").contains(":1:6: artifact `x`: element 1 of the array is an integer"));
+        assert!(
+            err("x = [1]\n").contains(":1:6: artifact `x`: element 1 of the array is an integer")
+        );
     }
 
     #[test]
@@ -839,12 +912,27 @@ git-tree-sha1 = "{H1}"
              `url`; add `url = \"https://...\"` or remove the section"
         );
         assert!(err(&format!("{base}url = \"u\"\nsha256 = \"{}\"\n", &S1[1..])).contains(":5:10: artifact `a.b`: download 1: `sha256` is not a valid digest (expected 64 hex digits, found 63 characters)"));
-        assert!(err(&format!("{base}url = \"u\"\nsha256 = \"{}z\"\n", &S1[1..])).contains("`z` is not a hex digit"));
-        assert!(err(&format!("{base}url = 1\nsha256 = \"{S1}\"\n")).contains(":4:7: artifact `a.b`: download 1: `url` must be a string, found an integer"));
+        assert!(
+            err(&format!("{base}url = \"u\"\nsha256 = \"{}z\"\n", &S1[1..]))
+                .contains("`z` is not a hex digit")
+        );
+        assert!(
+            err(&format!("{base}url = 1\nsha256 = \"{S1}\"\n")).contains(
+                ":4:7: artifact `a.b`: download 1: `url` must be a string, found an integer"
+            )
+        );
         assert!(err(&format!("{base}url = \" \"\nsha256 = \"{S1}\"\n")).contains("empty `url`"));
         assert!(err(&format!("{base}url = \"u\"\nsha256 = \"{S1}\"\nsize = -1\n")).contains(":6:8: artifact `a.b`: download 1: `size` must be a non-negative number of bytes, found `-1`"));
-        assert!(err(&format!("{base}url = \"u\"\nsha256 = \"{S1}\"\nsize = 1.5\n")).contains("`size` must be an integer number of bytes, found a float"));
-        assert!(err(&format!("{base}url = \"u\"\nsha256 = 3\n")).contains("`sha256` must be a string of 64 hex digits, found an integer"));
+        assert!(
+            err(&format!(
+                "{base}url = \"u\"\nsha256 = \"{S1}\"\nsize = 1.5\n"
+            ))
+            .contains("`size` must be an integer number of bytes, found a float")
+        );
+        assert!(
+            err(&format!("{base}url = \"u\"\nsha256 = 3\n"))
+                .contains("`sha256` must be a string of 64 hex digits, found an integer")
+        );
     }
 
     #[test]
@@ -868,7 +956,12 @@ git-tree-sha1 = "{H1}"
             ]
         );
         // `parse` returns the first of them.
-        assert_eq!(Manifest::parse(&text, Path::new("A.toml")).unwrap_err().to_string(), shown[0]);
+        assert_eq!(
+            Manifest::parse(&text, Path::new("A.toml"))
+                .unwrap_err()
+                .to_string(),
+            shown[0]
+        );
     }
 
     #[test]
@@ -882,7 +975,10 @@ git-tree-sha1 = "{H1}"
         let dir = tempfile::tempdir().unwrap();
         let e = Manifest::find_in_dir(dir.path()).unwrap_err();
         let shown = e.to_string();
-        assert!(shown.contains("no JuliaArtifacts.toml or Artifacts.toml found"), "{shown}");
+        assert!(
+            shown.contains("no JuliaArtifacts.toml or Artifacts.toml found"),
+            "{shown}"
+        );
         assert!(shown.contains(&dir.path().join("JuliaArtifacts.toml").display().to_string()));
         assert!(shown.contains(&dir.path().join("Artifacts.toml").display().to_string()));
 
@@ -899,11 +995,19 @@ git-tree-sha1 = "{H1}"
         let missing = dir.path().join("nope.toml");
         let e = Manifest::load(&missing).unwrap_err();
         assert!(matches!(e.kind, ManifestErrorKind::Io(_)));
-        assert!(e.to_string().starts_with(&format!("`{}`: cannot read file:", missing.display())));
+        assert!(
+            e.to_string()
+                .starts_with(&format!("`{}`: cannot read file:", missing.display()))
+        );
 
         let binary = dir.path().join("bin.toml");
         std::fs::write(&binary, b"[a]\n\xff\n").unwrap();
-        assert!(Manifest::load(&binary).unwrap_err().to_string().contains("not UTF-8 (invalid byte at offset 4)"));
+        assert!(
+            Manifest::load(&binary)
+                .unwrap_err()
+                .to_string()
+                .contains("not UTF-8 (invalid byte at offset 4)")
+        );
     }
 
     #[test]

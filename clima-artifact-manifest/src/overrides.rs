@@ -57,7 +57,7 @@ impl OverridesFile {
     ///
     /// Returns the first error; [`OverridesFile::parse_all`] returns all of them.
     pub fn parse(text: &str, path: &Path) -> Result<OverridesFile, ManifestError> {
-        Self::parse_all(text, path).map_err(|mut errors| errors.swap_remove(0))
+        Self::parse_all(text, path).map_err(crate::error::first)
     }
 
     /// Parses overrides text, collecting every error (never an empty list), in file order.
@@ -116,7 +116,7 @@ impl OverridesFile {
 
     /// Reads and parses an overrides file; a missing file is an empty set.
     pub fn load(path: &Path) -> Result<OverridesFile, ManifestError> {
-        Self::load_all(path).map_err(|mut errors| errors.swap_remove(0))
+        Self::load_all(path).map_err(crate::error::first)
     }
 
     /// Reads and parses an overrides file, collecting every error; a missing file is an empty set.
@@ -289,8 +289,14 @@ mod tests {
                  40-hex git-tree-sha1, or \"\" to cancel an override from a later depot"
             )
         );
-        assert!(err(&format!("{H1} = \"~/era5\"\n")).contains("starts with `~`; write the home directory out in full"));
-        assert!(err(&format!("{H1} = \"abc123\"\n")).contains("neither a path nor a full hash (6 hex digits, a hash has 40)"));
+        assert!(
+            err(&format!("{H1} = \"~/era5\"\n"))
+                .contains("starts with `~`; write the home directory out in full")
+        );
+        assert!(
+            err(&format!("{H1} = \"abc123\"\n"))
+                .contains("neither a path nor a full hash (6 hex digits, a hash has 40)")
+        );
         assert!(err(&format!("{H1} = 5\n")).contains(":1:44: override of `b373f1887cff55850cbf76ec005f7d93726ae42e` is an integer, not a string;"));
         assert!(err(&format!("{H1} = \"/a\\u0000b\"\n")).contains("NUL"));
     }
@@ -304,7 +310,10 @@ mod tests {
              artifact's entry in Artifacts.toml"
         );
         assert!(err("abc123 = \"/x\"\n").contains("`abc123` is not a git-tree-sha1 (expected 40 hex digits, found 6 characters); each key must be the full 40-hex hash"));
-        assert!(err("d6f4376e-aef5-505a-96c1-9c027394607a = \"/x\"\n").contains("looks like a package UUID but is a string"));
+        assert!(
+            err("d6f4376e-aef5-505a-96c1-9c027394607a = \"/x\"\n")
+                .contains("looks like a package UUID but is a string")
+        );
         assert!(err("[era5]\nx = 1\n").contains("`era5` is not a 40-hex git-tree-sha1"));
         let dup = err(&format!("{H1} = \"/a\"\n{} = \"/b\"\n", H1.to_uppercase()));
         assert!(dup.contains(":2:1: `b373f1887cff55850cbf76ec005f7d93726ae42e` is overridden twice (also on line 1)"), "{dup}");

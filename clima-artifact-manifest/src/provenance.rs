@@ -1,6 +1,6 @@
 //! Syntax checks of provenance metadata values (see [`metadata`](crate::metadata)): SPDX license
 //! expressions, DOIs and BibTeX entries. They check form, not truth: a well-formed DOI may still
-//! not resolve. [`validate`](crate::validate) turns their findings into warnings.
+//! not resolve. [`validate()`](crate::validate()) turns their findings into warnings.
 
 /// Common data and code licenses, with SPDX's spelling; used to catch wrong case.
 const KNOWN_LICENSES: &[&str] = &[
@@ -154,7 +154,10 @@ impl<'a> SpdxParser<'a> {
                         return Err(format!("`{w}` is not a license exception id"));
                     }
                 }
-                _ => return Err("`WITH` must be followed by an exception id, e.g. `Classpath-exception-2.0`".to_owned()),
+                _ => return Err(
+                    "`WITH` must be followed by an exception id, e.g. `Classpath-exception-2.0`"
+                        .to_owned(),
+                ),
             }
         }
         Ok(())
@@ -191,10 +194,17 @@ impl<'a> SpdxParser<'a> {
             None => (word, false),
         };
         let valid_ref = |s: &str| {
-            s.strip_prefix("LicenseRef-")
-                .is_some_and(|r| !r.is_empty() && r.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'))
+            s.strip_prefix("LicenseRef-").is_some_and(|r| {
+                !r.is_empty()
+                    && r.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+            })
         };
-        let simple = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+        let simple = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        };
         if id.contains('+') {
             return Err(format!("`{word}`: `+` may only end a license id"));
         }
@@ -205,29 +215,37 @@ impl<'a> SpdxParser<'a> {
             return if ok && !plus {
                 Ok(())
             } else {
-                Err(format!("`{word}` is not of the form `DocumentRef-<doc>:LicenseRef-<name>`"))
+                Err(format!(
+                    "`{word}` is not of the form `DocumentRef-<doc>:LicenseRef-<name>`"
+                ))
             };
         }
         if id.starts_with("LicenseRef-") {
             return if valid_ref(id) && !plus {
                 Ok(())
             } else {
-                Err(format!("`{word}` is not of the form `LicenseRef-<letters, digits, . or ->`"))
+                Err(format!(
+                    "`{word}` is not of the form `LicenseRef-<letters, digits, . or ->`"
+                ))
             };
         }
         if !simple(id) {
-            return Err(format!("`{word}` is not a license id (letters, digits, `.` and `-`)"));
+            return Err(format!(
+                "`{word}` is not a license id (letters, digits, `.` and `-`)"
+            ));
         }
         if let Some(op) = OPERATORS.iter().find(|op| op.eq_ignore_ascii_case(id)) {
             return Err(format!("write the operator `{id}` in upper case: `{op}`"));
         }
         if let Some((_, new)) = DEPRECATED.iter().find(|(old, _)| *old == word) {
-            self.notes.push(format!("`{word}` is a deprecated SPDX id; use `{new}`"));
+            self.notes
+                .push(format!("`{word}` is a deprecated SPDX id; use `{new}`"));
         } else if let Some(known) = KNOWN_LICENSES
             .iter()
             .find(|k| k.eq_ignore_ascii_case(id) && **k != id)
         {
-            self.notes.push(format!("`{id}` is spelled `{known}` in the SPDX list"));
+            self.notes
+                .push(format!("`{id}` is spelled `{known}` in the SPDX list"));
         }
         Ok(())
     }
@@ -264,7 +282,9 @@ pub fn check_license(expr: &str) -> Vec<String> {
                     ));
                 }
             }
-            Some(Token::Open) => problems.push("a `(` follows a license id without an operator".to_owned()),
+            Some(Token::Open) => {
+                problems.push("a `(` follows a license id without an operator".to_owned())
+            }
         },
         Err(e) => problems.push(e),
     }
@@ -304,7 +324,9 @@ pub fn check_doi(doi: &str) -> Vec<String> {
         code.is_some_and(|code| {
             let first = code.split('.').next().unwrap_or("");
             first.len() >= 4
-                && code.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+                && code
+                    .split('.')
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
         }) && !suffix.is_empty()
             && !suffix.chars().any(char::is_whitespace)
     });
@@ -471,7 +493,9 @@ impl Bib {
     fn field(&mut self) -> Result<(), String> {
         let name = self.take_while(|c| c.is_alphanumeric() || "_-:.+/".contains(c));
         if name.is_empty() {
-            let found = self.peek().map_or("the end".to_owned(), |c| format!("`{c}`"));
+            let found = self
+                .peek()
+                .map_or("the end".to_owned(), |c| format!("`{c}`"));
             return Err(self.error(&format!("expected a field name, found {found}")));
         }
         self.skip_ws();
@@ -595,9 +619,20 @@ mod tests {
         assert!(check_doi("10.1000.10/123(4)").is_empty());
         let p = check_doi("https://doi.org/10.5194/essd-13-4349-2021");
         assert_eq!(p.len(), 1);
-        assert!(p[0].contains("bare DOI `10.5194/essd-13-4349-2021`"), "{p:?}");
+        assert!(
+            p[0].contains("bare DOI `10.5194/essd-13-4349-2021`"),
+            "{p:?}"
+        );
         assert!(check_doi("doi:10.1234/x")[0].contains("without `doi:`"));
-        for bad in ["10.12/x", "11.1234/x", "10.1234/", "10.1234", "10.1234/a b", "", "https://doi.org/"] {
+        for bad in [
+            "10.12/x",
+            "11.1234/x",
+            "10.1234/",
+            "10.1234",
+            "10.1234/a b",
+            "",
+            "https://doi.org/",
+        ] {
             let p = check_doi(bad);
             assert!(p.iter().any(|m| m.contains("is not a DOI")), "{bad}: {p:?}");
         }
@@ -627,7 +662,11 @@ mod tests {
         assert!(err("@{x, a = 1}").contains("entry type"));
         assert!(err("@article{, a = 1}").contains("missing citation key"));
         assert!(err("@article{x, title = {unbalanced}").contains("line 1"));
-        assert!(err("@article{x,\n title = {a {b}\n}").contains("never closed"));
+        assert!(
+            err("@article{x,\n title = {a {b}\n")
+                .contains("line 2 of the BibTeX: a `{` is never closed")
+        );
+        assert!(err("@article{x,\n title = {a {b}\n}").contains("ends where `}` is expected"));
         assert!(err("@article{x, title {a}}").contains("expected `=`"));
         assert!(err("@article{x, title = \"abc}").contains("unbalanced `}`"));
         assert!(err("@article{x, title = \"abc}").contains("line 1"));

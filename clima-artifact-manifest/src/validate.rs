@@ -1,6 +1,6 @@
 //! Non-fatal checks for build scripts: missing license or citation, `http://` URLs, artifacts
 //! without a download section, entries Julia would read differently, and the syntax of provenance
-//! metadata (SPDX license, DOI, BibTeX; see [`provenance`](crate::provenance)).
+//! metadata (SPDX license, DOI, BibTeX; see [`provenance`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -76,7 +76,11 @@ pub fn validate_with(manifest: &Manifest, overrides_file: &Path) -> Vec<Warning>
         let platform_specific = matches!(entry, ArtifactEntry::PlatformSpecific(_));
         for (i, v) in variants.iter().enumerate() {
             let which = if platform_specific {
-                format!("platform variant {} ({}) ", i + 1, v.platform.clone().unwrap_or_default())
+                format!(
+                    "platform variant {} ({}) ",
+                    i + 1,
+                    v.platform.clone().unwrap_or_default()
+                )
             } else {
                 String::new()
             };
@@ -94,7 +98,10 @@ pub fn validate_with(manifest: &Manifest, overrides_file: &Path) -> Vec<Warning>
                 );
             }
             for (j, d) in v.downloads.iter().enumerate() {
-                if d.url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) {
+                if d.url
+                    .get(..7)
+                    .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+                {
                     warn(
                         v.line,
                         format!(
@@ -108,7 +115,11 @@ pub fn validate_with(manifest: &Manifest, overrides_file: &Path) -> Vec<Warning>
             }
             if let Some(platform) = &v.platform {
                 check_platform(v, &which, platform, &mut warn);
-                if let Some(dup) = variants[..i].iter().rev().find(|o| o.platform == v.platform) {
+                if let Some(dup) = variants[..i]
+                    .iter()
+                    .rev()
+                    .find(|o| o.platform == v.platform)
+                {
                     warn(
                         v.line,
                         format!(
@@ -148,19 +159,21 @@ fn check_platform(
         if let Some(value) = platform.get(tag)
             && !known.contains(&value)
         {
-            let fix = if tag == "libc" && value == "gnu" {
-                " (write `libc = \"glibc\"`)".to_owned()
-            } else {
-                String::new()
-            };
-            warn(
-                v.line,
+            let message = if tag == "libc" && value == "gnu" {
                 format!(
-                    "{which}has `{tag} = {}`, which Julia rejects{fix}; Julia accepts {}",
+                    "{which}has `libc = \"gnu\"`, which Julia rejects: write `libc = \"glibc\"` \
+                     (Julia accepts {})",
+                    known.join(", ")
+                )
+            } else {
+                format!(
+                    "{which}has `{tag} = {}`, which Julia's platform code does not know (it knows \
+                     {}); Julia may refuse to load this entry",
                     quote(value),
                     known.join(", ")
-                ),
-            );
+                )
+            };
+            warn(v.line, message);
         }
     };
     check("os", &JULIA_OS, warn);
@@ -227,16 +240,18 @@ fn check_provenance(name: &str, variants: &[&ArtifactVariant], warn: &mut impl F
 /// `clima-artifacts`: `$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS,
 /// `%LOCALAPPDATA%` on Windows).
 pub fn default_overrides_file() -> PathBuf {
-    let from_env = std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH").and_then(|v| {
-        std::env::split_paths(&v)
-            .find(|p| !p.as_os_str().is_empty())
-    });
+    let from_env = std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH")
+        .and_then(|v| std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()));
     let depot = from_env.unwrap_or_else(|| default_cache_dir().join("clima-artifacts"));
     depot.join("artifacts").join("Overrides.toml")
 }
 
 fn default_cache_dir() -> PathBuf {
-    let home = || std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("~"));
+    let home = || {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("~"))
+    };
     if cfg!(target_os = "windows") {
         std::env::var_os("LOCALAPPDATA")
             .map(PathBuf::from)
@@ -328,9 +343,11 @@ sha256 = "{S1}"
         );
         assert_eq!(
             warnings(&text),
-            ["line 1: artifact `a`: `license = \"CC BY 4.0\"`: `BY` follows a license id without \
+            [
+                "line 1: artifact `a`: `license = \"CC BY 4.0\"`: `BY` follows a license id without \
               an operator; join ids with `AND`, `OR` or `WITH` (a license name with spaces is not \
-              an SPDX id)"]
+              an SPDX id)"
+            ]
         );
     }
 
@@ -375,17 +392,20 @@ sha256 = "{S1}"
              (and may reject its value), so keep provenance keys out of platform-specific entries \
              if Julia must load this file",
             "line 1: artifact `lib`: platform variant 1 (arch=x86_64,libc=gnu,os=linux) has \
-             `libc = \"gnu\"`, which Julia rejects (write `libc = \"glibc\"`); Julia accepts glibc, musl",
+             `libc = \"gnu\"`, which Julia rejects: write `libc = \"glibc\"` (Julia accepts \
+             glibc, musl)",
             "line 11: artifact `lib`: platform variant 2 (arch=x86_64,libc=gnu,os=linux) has \
-             `libc = \"gnu\"`, which Julia rejects (write `libc = \"glibc\"`); Julia accepts glibc, musl",
+             `libc = \"gnu\"`, which Julia rejects: write `libc = \"glibc\"` (Julia accepts \
+             glibc, musl)",
             "line 11: artifact `lib`: platform variant 2 (arch=x86_64,libc=gnu,os=linux) repeats \
              the platform of the variant on line 1; only one of them can ever be selected (the last \
              one here; Julia's choice may differ): remove the duplicate",
             "line 19: artifact `lib`: platform variant 3 (arch=mips,os=plan9) has `os = \"plan9\"`, \
-             which Julia rejects; Julia accepts linux, macos, windows, freebsd, openbsd",
+             which Julia's platform code does not know (it knows linux, macos, windows, freebsd, \
+             openbsd); Julia may refuse to load this entry",
             "line 19: artifact `lib`: platform variant 3 (arch=mips,os=plan9) has `arch = \
-             \"mips\"`, which Julia rejects; Julia accepts x86_64, i686, aarch64, armv7l, armv6l, \
-             powerpc64le, riscv64",
+             \"mips\"`, which Julia's platform code does not know (it knows x86_64, i686, aarch64, \
+             armv7l, armv6l, powerpc64le, riscv64); Julia may refuse to load this entry",
         ];
         assert_eq!(w, expected);
     }

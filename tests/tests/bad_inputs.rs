@@ -52,7 +52,9 @@ fn every_bad_input_fails_with_the_expected_text() {
             continue;
         }
         if !name.ends_with(".toml") {
-            failures.push(format!("{name}: unexpected file (fixtures are .toml + .expected)"));
+            failures.push(format!(
+                "{name}: unexpected file (fixtures are .toml + .expected)"
+            ));
             continue;
         }
         let text = std::fs::read_to_string(dir.join(name)).unwrap();
@@ -69,7 +71,10 @@ fn every_bad_input_fails_with_the_expected_text() {
         assert_eq!(first, errors[0], "{name}");
         // Every error is located.
         for e in &errors {
-            assert!(e.line.is_some() && e.column.is_some(), "{name}: unlocated error {e}");
+            assert!(
+                e.line.is_some() && e.column.is_some(),
+                "{name}: unlocated error {e}"
+            );
         }
         let actual = render(&errors);
         let expected_path = dir.join(name.replace(".toml", ".expected"));
@@ -84,14 +89,22 @@ fn every_bad_input_fails_with_the_expected_text() {
                 }
             }
             Err(_) => {
-                failures.push(format!("{name}: missing {}\n--- actual\n{actual}", expected_path.display()));
+                failures.push(format!(
+                    "{name}: missing {}\n--- actual\n{actual}",
+                    expected_path.display()
+                ));
                 if bless {
                     std::fs::write(&expected_path, &actual).unwrap();
                 }
             }
         }
     }
-    assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} problem(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(checked >= 40, "only {checked} fixtures checked");
 }
 
@@ -107,14 +120,19 @@ fn loading_from_disk_reports_the_same_errors() {
     let from_disk = Manifest::load_all(&abs).unwrap_err();
     assert_eq!(from_text.len(), from_disk.len());
     for (a, b) in from_text.iter().zip(&from_disk) {
-        assert_eq!((a.line, a.column, &a.kind, &a.artifact), (b.line, b.column, &b.kind, &b.artifact));
+        assert_eq!(
+            (a.line, a.column, &a.kind, &a.artifact),
+            (b.line, b.column, &b.kind, &b.artifact)
+        );
         assert_eq!(b.path, abs);
     }
     let rel = Path::new("fixtures/bad/overrides-many-errors.toml");
     let abs = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
     assert_eq!(
         OverridesFile::load_all(&abs).unwrap_err().len(),
-        OverridesFile::parse_all(&std::fs::read_to_string(&abs).unwrap(), rel).unwrap_err().len()
+        OverridesFile::parse_all(&std::fs::read_to_string(&abs).unwrap(), rel)
+            .unwrap_err()
+            .len()
     );
 }
 
@@ -132,7 +150,15 @@ fn non_utf8_and_missing_files() {
         )
     );
     let e = Manifest::load(&dir.path().join("missing.toml")).unwrap_err();
-    assert!(e.to_string().contains("missing.toml`: cannot read file: "), "{e}");
+    assert!(
+        e.to_string().contains("missing.toml`: cannot read file: "),
+        "{e}"
+    );
     // A missing Overrides.toml is simply empty.
-    assert!(OverridesFile::load(&dir.path().join("Overrides.toml")).unwrap().entries.is_empty());
+    assert!(
+        OverridesFile::load(&dir.path().join("Overrides.toml"))
+            .unwrap()
+            .entries
+            .is_empty()
+    );
 }
