@@ -10,15 +10,18 @@
 //! - [`platform`]: [`Platform`] tags, the host platform, and selection among `[[name]]` entries.
 //! - [`overrides`]: one depot's `Overrides.toml`.
 //! - [`error`]: [`ManifestError`] with file, line, column and artifact name.
-//! - [`validate`]: non-fatal [`Warning`]s for build scripts (missing license, `http://` URLs, ...).
+//! - [`validate`](mod@validate): non-fatal [`Warning`]s for build scripts (missing license, `http://` URLs, ...).
 //! - [`metadata`]: the documented provenance keys (`license`, `citation`, `doi`, ...).
+//! - [`provenance`]: syntax checks of SPDX license expressions, DOIs and BibTeX.
 
 pub mod error;
 pub mod hash;
+mod location;
 pub mod manifest;
 pub mod metadata;
 pub mod overrides;
 pub mod platform;
+pub mod provenance;
 pub mod validate;
 
 pub use error::{ManifestError, ManifestErrorKind};
@@ -28,4 +31,4 @@ pub use manifest::{
 };
 pub use overrides::{OverrideEntry, OverrideTarget, OverridesFile};
 pub use platform::{Platform, SelectError};
-pub use validate::Warning;
+pub use validate::{Warning, validate};

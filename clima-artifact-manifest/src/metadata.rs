@@ -36,5 +36,14 @@ pub const SOURCE: &str = "source";
 pub const MAINTAINER: &str = "maintainer";
 
 /// Every recognised provenance key, in the order reports show them.
-pub const KEYS: [&str; 9] =
-    [DESCRIPTION, VERSION, LICENSE, ACKNOWLEDGEMENT, CITATION, DOI, BIBTEX, SOURCE, MAINTAINER];
+pub const KEYS: [&str; 9] = [
+    DESCRIPTION,
+    VERSION,
+    LICENSE,
+    ACKNOWLEDGEMENT,
+    CITATION,
+    DOI,
+    BIBTEX,
+    SOURCE,
+    MAINTAINER,
+];
