@@ -287,6 +287,8 @@ struct Extraction<'a> {
     tree: TreeBuilder,
     content_bytes: u64,
     entries: u64,
+    /// Number of tar entries parsed so far.
+    headers: u64,
     buffer: Vec<u8>,
 }
 
@@ -385,6 +387,7 @@ impl<'a> Extraction<'a> {
             tree: TreeBuilder::new(),
             content_bytes: 0,
             entries: 0,
+            headers: 0,
             buffer: vec![0; BUFFER],
         }
     }
@@ -414,8 +417,15 @@ impl<'a> Extraction<'a> {
             let mut entry = match next {
                 None => break,
                 Some(Ok(entry)) => entry,
+                Some(Err(e)) if self.headers == 0 => {
+                    return Err(meter.classify(
+                        e,
+                        "not a tar archive (plain, gzip or zstd): its first header is unreadable",
+                    ));
+                }
                 Some(Err(e)) => return Err(meter.classify(e, "cannot read a tar header")),
             };
+            self.headers += 1;
             self.entry(&mut entry, &meter)?;
             // Read what the entry did not use (e.g. data attached to a directory header) so
             // that it is metered like everything else.
@@ -730,6 +740,103 @@ fn create_file(path: &Path, permissions: u32) -> io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::tree_hash::tree_hash;
+
+    fn limits() -> ExtractLimits {
+        ExtractLimits {
+            max_unpacked_bytes: 1 << 30,
+        }
+    }
+
+    /// A tar with a GNU long name, a long symlink target, a pax path and an executable.
+    fn sample_tar() -> (Vec<u8>, String, String) {
+        let long_dir = "d".repeat(120);
+        let long_name = format!("{long_dir}/{}", "f".repeat(150));
+        let pax_name = format!("pax/{}", "p".repeat(180));
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o755);
+        header.set_size(5);
+        builder
+            .append_data(&mut header, &long_name, &b"hello"[..])
+            .unwrap();
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(EntryType::Symlink);
+        header.set_size(0);
+        builder
+            .append_link(
+                &mut header,
+                "long-link",
+                format!("{long_dir}/{}", "f".repeat(150)),
+            )
+            .unwrap();
+        // pax: an `x` header whose `path` record names the next entry.
+        let record = format!("path={pax_name}\n");
+        let mut len = record.len() + 4;
+        if format!("{len} {record}").len() != len {
+            len += 1;
+        }
+        let pax = format!("{len} {record}");
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(EntryType::XHeader);
+        header.set_path("PaxHeader").unwrap();
+        header.set_size(pax.len() as u64);
+        header.set_cksum();
+        builder.append(&header, pax.as_bytes()).unwrap();
+        let mut header = tar::Header::new_ustar();
+        header.set_path("short").unwrap();
+        header.set_mode(0o644);
+        header.set_size(3);
+        header.set_cksum();
+        builder.append(&header, &b"pax"[..]).unwrap();
+        (builder.into_inner().unwrap(), long_name, pax_name)
+    }
+
+    #[test]
+    fn long_names_pax_paths_and_every_compression_round_trip() {
+        let (tar, long_name, pax_name) = sample_tar();
+        let gz = {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(&tar).unwrap();
+            e.finish().unwrap()
+        };
+        let zst = zstd::encode_all(tar.as_slice(), 3).unwrap();
+        let mut hashes = Vec::new();
+        for bytes in [&tar, &gz, &zst] {
+            let dest = tempfile::tempdir().unwrap();
+            let got = extract_archive(bytes.as_slice(), dest.path(), &limits()).unwrap();
+            assert_eq!(got.tree_hash, tree_hash(dest.path()).unwrap());
+            assert_eq!(got.entries, 3);
+            assert_eq!(got.unpacked_bytes, 8);
+            assert_eq!(fs::read(dest.path().join(&long_name)).unwrap(), b"hello");
+            assert_eq!(fs::read(dest.path().join(&pax_name)).unwrap(), b"pax");
+            assert!(!dest.path().join("short").exists());
+            let link = fs::read_link(dest.path().join("long-link")).unwrap();
+            assert_eq!(fs::read(dest.path().join(link)).unwrap(), b"hello");
+            hashes.push(got.tree_hash);
+        }
+        assert!(hashes.windows(2).all(|w| w[0] == w[1]));
+    }
+
+    #[test]
+    fn dot_git_entries_are_written_but_not_hashed() {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, data) in [("a", &b"a"[..]), (".git/config", b"x"), ("s/.git", b"y")] {
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(0o644);
+            header.set_size(data.len() as u64);
+            builder.append_data(&mut header, path, data).unwrap();
+        }
+        let tar = builder.into_inner().unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        let got = extract_archive(tar.as_slice(), dest.path(), &limits()).unwrap();
+        assert!(dest.path().join(".git/config").exists());
+        assert_eq!(got.tree_hash, tree_hash(dest.path()).unwrap());
+        let mut only_a = TreeBuilder::new();
+        only_a.insert("a", EntryMode::File, blob_id(b"a"));
+        assert_eq!(got.tree_hash, only_a.finish());
+    }
 
     #[test]
     fn components_are_checked() {

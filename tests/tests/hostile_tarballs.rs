@@ -1,0 +1,513 @@
+//! Hostile archives: each one is refused or neutralised, and nothing is written outside the
+//! extraction directory (a sentinel directory next to it must stay exactly as it was).
+//!
+//! Headers are written by hand: the `tar` crate's builder refuses most of these on purpose.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use clima_artifact_runtime::extract::{ExtractError, ExtractLimits, Extracted, extract_archive};
+use clima_artifact_runtime::tree_hash::tree_hash;
+
+const REGULAR: u8 = b'0';
+const HARDLINK: u8 = b'1';
+const SYMLINK: u8 = b'2';
+const CHAR: u8 = b'3';
+const BLOCK: u8 = b'4';
+const DIRECTORY: u8 = b'5';
+const FIFO: u8 = b'6';
+
+/// Writes `value` as a NUL-terminated, zero-padded octal field.
+fn octal(field: &mut [u8], value: u64) {
+    let text = format!("{value:0width$o}", width = field.len() - 1);
+    assert!(text.len() < field.len(), "{value} does not fit");
+    field[..text.len()].copy_from_slice(text.as_bytes());
+    field[text.len()] = 0;
+}
+
+/// One raw ustar header. Sizes beyond the octal range use GNU base-256.
+fn header(name: &[u8], typeflag: u8, mode: u32, size: u64, link: &[u8]) -> [u8; 512] {
+    let mut h = [0u8; 512];
+    h[..name.len()].copy_from_slice(name);
+    octal(&mut h[100..108], u64::from(mode));
+    octal(&mut h[108..116], 0);
+    octal(&mut h[116..124], 0);
+    if size < 8u64.pow(11) {
+        octal(&mut h[124..136], size);
+    } else {
+        h[124] = 0x80;
+        h[128..136].copy_from_slice(&size.to_be_bytes());
+    }
+    octal(&mut h[136..148], 1_700_000_000);
+    h[156] = typeflag;
+    h[157..157 + link.len()].copy_from_slice(link);
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    octal(&mut h[148..155], u64::from(sum));
+    h[155] = b' ';
+    h
+}
+
+/// A tar stream built entry by entry.
+#[derive(Default)]
+struct RawTar(Vec<u8>);
+
+impl RawTar {
+    fn entry(mut self, name: &str, typeflag: u8, mode: u32, data: &[u8], link: &str) -> Self {
+        self.0.extend_from_slice(&header(
+            name.as_bytes(),
+            typeflag,
+            mode,
+            data.len() as u64,
+            link.as_bytes(),
+        ));
+        self.0.extend_from_slice(data);
+        self.0.resize(self.0.len().next_multiple_of(512), 0);
+        self
+    }
+    fn file(self, name: &str, data: &[u8]) -> Self {
+        self.entry(name, REGULAR, 0o644, data, "")
+    }
+    fn finish(mut self) -> Vec<u8> {
+        self.0.extend_from_slice(&[0u8; 1024]);
+        self.0
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
+}
+
+/// A scratch area: `root/dest` (extraction target) and `root/sentinel` (must stay untouched).
+struct Scene {
+    _root: tempfile::TempDir,
+    root: PathBuf,
+    dest: PathBuf,
+    sentinel: PathBuf,
+    before: BTreeMap<PathBuf, String>,
+}
+
+/// Every path under `dir` with its kind and content (or link target).
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            let what = if meta.is_symlink() {
+                format!("link -> {:?}", fs::read_link(&path).unwrap())
+            } else if meta.is_dir() {
+                pending.push(path.clone());
+                format!("dir {:o}", meta.permissions().mode())
+            } else {
+                format!(
+                    "file {:o} {:?}",
+                    meta.permissions().mode(),
+                    fs::read(&path).unwrap()
+                )
+            };
+            out.insert(path, what);
+        }
+    }
+    out
+}
+
+impl Scene {
+    fn new() -> Scene {
+        let root_dir = tempfile::tempdir().unwrap();
+        let root = root_dir.path().to_path_buf();
+        let dest = root.join("dest");
+        let sentinel = root.join("sentinel");
+        fs::create_dir(&dest).unwrap();
+        fs::create_dir(&sentinel).unwrap();
+        fs::write(sentinel.join("canary"), b"untouched").unwrap();
+        fs::create_dir(sentinel.join("inner")).unwrap();
+        let before = snapshot(&sentinel);
+        Scene {
+            _root: root_dir,
+            root,
+            dest,
+            sentinel,
+            before,
+        }
+    }
+
+    fn extract_with(&self, bytes: &[u8], cap: u64) -> Result<Extracted, ExtractError> {
+        let result = extract_archive(
+            bytes,
+            &self.dest,
+            &ExtractLimits {
+                max_unpacked_bytes: cap,
+            },
+        );
+        self.assert_outside_untouched();
+        result
+    }
+
+    fn extract(&self, bytes: &[u8]) -> Result<Extracted, ExtractError> {
+        self.extract_with(bytes, 1 << 30)
+    }
+
+    fn assert_outside_untouched(&self) {
+        assert_eq!(snapshot(&self.sentinel), self.before, "sentinel changed");
+        let mut top: Vec<_> = fs::read_dir(&self.root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        top.sort();
+        assert_eq!(
+            top,
+            ["dest", "sentinel"],
+            "something was written next to dest"
+        );
+    }
+
+    /// Total bytes of regular files under dest.
+    fn bytes_in_dest(&self) -> u64 {
+        snapshot(&self.dest)
+            .keys()
+            .filter_map(|p| fs::symlink_metadata(p).ok())
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+            .sum()
+    }
+}
+
+#[track_caller]
+fn assert_unsafe(result: Result<Extracted, ExtractError>, entry: &str, reason_part: &str) {
+    match result {
+        Err(ExtractError::Unsafe { entry: e, reason }) => {
+            assert_eq!(e, entry);
+            assert!(
+                reason.contains(reason_part),
+                "reason `{reason}` lacks `{reason_part}`"
+            );
+        }
+        other => panic!("expected Unsafe for `{entry}`, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn assert_corrupt(result: Result<Extracted, ExtractError>, part: &str) {
+    match result {
+        Err(ExtractError::Corrupt(message)) => {
+            assert!(message.contains(part), "message `{message}` lacks `{part}`")
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn dot_dot_paths_are_refused() {
+    for name in [
+        "../sentinel/pwned",
+        "ok/../../sentinel/pwned",
+        "a/b/../../../x",
+    ] {
+        let scene = Scene::new();
+        let tar = RawTar::default().file(name, b"evil").finish();
+        assert_unsafe(scene.extract(&tar), name, "`..`");
+        let tar = RawTar::default()
+            .entry(name, DIRECTORY, 0o755, b"", "")
+            .finish();
+        assert_unsafe(scene.extract(&tar), name, "`..`");
+    }
+}
+
+#[test]
+fn absolute_paths_are_refused() {
+    let scene = Scene::new();
+    let target = scene.sentinel.join("abs-pwned");
+    let name = target.to_str().unwrap();
+    let tar = RawTar::default().file(name, b"evil").finish();
+    assert_unsafe(scene.extract(&tar), name, "absolute");
+    assert!(!target.exists());
+}
+
+#[test]
+fn nul_in_a_pax_path_is_refused() {
+    // A pax `path` record can carry bytes a ustar name cannot, NUL included.
+    let record = b"path=a\0b\n";
+    let line = format!("{} ", record.len() + 3);
+    let mut pax = line.into_bytes();
+    pax.extend_from_slice(record);
+    let scene = Scene::new();
+    let tar = RawTar::default()
+        .entry("pax", b'x', 0o644, &pax, "")
+        .file("placeholder", b"x")
+        .finish();
+    assert_unsafe(scene.extract(&tar), "a\0b", "NUL");
+}
+
+#[test]
+fn symlink_out_then_write_through_it_is_refused() {
+    // Escaping symlinks are refused outright...
+    for (name, target) in [
+        ("out", "../sentinel"),
+        ("d/out", "../../sentinel"),
+        ("abs", "/tmp"),
+        ("chain", "x/../../sentinel"),
+    ] {
+        let scene = Scene::new();
+        let tar = RawTar::default()
+            .entry(name, SYMLINK, 0o777, b"", target)
+            .file(&format!("{name}/pwned"), b"evil")
+            .finish();
+        assert_unsafe(scene.extract(&tar), name, "symlink");
+    }
+    // ...and a file is never written through an allowed symlink either.
+    let scene = Scene::new();
+    let tar = RawTar::default()
+        .entry("real", DIRECTORY, 0o755, b"", "")
+        .entry("inside", SYMLINK, 0o777, b"", "real")
+        .file("inside/file", b"through a link")
+        .finish();
+    assert_unsafe(
+        scene.extract(&tar),
+        "inside/file",
+        "refusing to write through",
+    );
+    assert!(!scene.dest.join("real/file").exists());
+}
+
+#[test]
+fn symlink_climbing_through_another_symlink_is_refused() {
+    // `up -> ..` alone stays inside (`d/up` is the artifact root), but `d/up/..` is outside:
+    // `..` after a name is refused so that such chains cannot be built.
+    let scene = Scene::new();
+    let tar = RawTar::default()
+        .entry("d/up", SYMLINK, 0o777, b"", "..")
+        .entry("escape", SYMLINK, 0o777, b"", "d/up/../sentinel")
+        .finish();
+    assert_unsafe(scene.extract(&tar), "escape", "`..` after a directory name");
+}
+
+#[test]
+fn hardlinks_outside_or_to_non_files_are_refused() {
+    let scene = Scene::new();
+    let canary = scene.sentinel.join("canary");
+    let cases = [
+        (
+            "h1",
+            "../sentinel/canary".to_string(),
+            "outside the artifact",
+        ),
+        (
+            "h2",
+            canary.to_str().unwrap().to_string(),
+            "outside the artifact",
+        ),
+        ("h3", "not-in-archive".to_string(), "not a regular file"),
+        ("h4", "a-link".to_string(), "not a regular file"),
+        ("h5", "a-dir".to_string(), "not a regular file"),
+    ];
+    for (name, target, reason) in cases {
+        let scene = Scene::new();
+        let tar = RawTar::default()
+            .entry("a-dir", DIRECTORY, 0o755, b"", "")
+            .entry("a-link", SYMLINK, 0o777, b"", "a-dir")
+            .entry(name, HARDLINK, 0o644, b"", &target)
+            .finish();
+        assert_unsafe(scene.extract(&tar), name, reason);
+    }
+    // A hardlink to an earlier file inside the archive works and hashes like a copy.
+    let tar = RawTar::default()
+        .file("data", b"shared")
+        .entry("dir/alias", HARDLINK, 0o644, b"", "data")
+        .finish();
+    let extracted = scene.extract(&tar).unwrap();
+    assert_eq!(fs::read(scene.dest.join("dir/alias")).unwrap(), b"shared");
+    assert_eq!(extracted.tree_hash, tree_hash(&scene.dest).unwrap());
+}
+
+#[test]
+fn devices_and_fifos_are_refused() {
+    for (typeflag, reason) in [(CHAR, "device"), (BLOCK, "device"), (FIFO, "fifo")] {
+        let scene = Scene::new();
+        let tar = RawTar::default()
+            .entry("node", typeflag, 0o666, b"", "")
+            .finish();
+        assert_unsafe(scene.extract(&tar), "node", reason);
+        assert!(fs::symlink_metadata(scene.dest.join("node")).is_err());
+    }
+}
+
+#[test]
+fn setuid_setgid_and_sticky_bits_are_dropped() {
+    let scene = Scene::new();
+    let tar = RawTar::default()
+        .entry("suid", REGULAR, 0o4755, b"#!/bin/sh\n", "")
+        .entry("sgid", REGULAR, 0o2644, b"data", "")
+        .entry("world-writable", REGULAR, 0o666, b"data", "")
+        .entry("sticky", DIRECTORY, 0o1777, b"", "")
+        .entry("locked", DIRECTORY, 0o000, b"", "")
+        .file("locked/inside", b"still writable while extracting")
+        .finish();
+    let extracted = scene.extract(&tar).unwrap();
+    let mode = |p: &str| {
+        fs::symlink_metadata(scene.dest.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("suid"), 0o755);
+    assert_eq!(mode("sgid"), 0o644);
+    assert_eq!(mode("world-writable"), 0o644);
+    assert_eq!(mode("sticky"), 0o755);
+    assert_eq!(mode("locked"), 0o755);
+    assert_eq!(mode("locked/inside"), 0o644);
+    assert_eq!(extracted.tree_hash, tree_hash(&scene.dest).unwrap());
+}
+
+#[test]
+fn duplicate_entries_later_wins_and_never_writes_through_a_link() {
+    let scene = Scene::new();
+    let tar = RawTar::default()
+        .file("same", b"first")
+        .file("same", b"second")
+        .entry("was-link", SYMLINK, 0o777, b"", "victim")
+        .file("was-link", b"replaces the link")
+        .entry("was-file", REGULAR, 0o755, b"exec", "")
+        .entry("was-file", SYMLINK, 0o777, b"", "same")
+        .finish();
+    let extracted = scene.extract(&tar).unwrap();
+    assert_eq!(fs::read(scene.dest.join("same")).unwrap(), b"second");
+    assert!(
+        !scene.dest.join("victim").exists(),
+        "wrote through a symlink"
+    );
+    let meta = fs::symlink_metadata(scene.dest.join("was-link")).unwrap();
+    assert!(meta.is_file());
+    assert_eq!(
+        fs::read_link(scene.dest.join("was-file")).unwrap(),
+        Path::new("same")
+    );
+    assert_eq!(extracted.tree_hash, tree_hash(&scene.dest).unwrap());
+
+    // A file where a directory was, or the reverse, is ambiguous: refused.
+    let scene = Scene::new();
+    let tar = RawTar::default()
+        .entry("x", DIRECTORY, 0o755, b"", "")
+        .file("x", b"file over dir")
+        .finish();
+    assert_unsafe(scene.extract(&tar), "x", "directory of the same name");
+    let scene = Scene::new();
+    let tar = RawTar::default()
+        .file("y", b"file")
+        .entry("y", DIRECTORY, 0o755, b"", "")
+        .finish();
+    assert_unsafe(scene.extract(&tar), "y", "not a directory");
+}
+
+#[test]
+fn a_header_claiming_a_huge_size_is_refused_before_writing() {
+    let scene = Scene::new();
+    let mut tar = header(b"huge", REGULAR, 0o644, 1 << 50, b"").to_vec();
+    tar.extend_from_slice(&[7u8; 4096]);
+    match scene.extract_with(&tar, 1 << 20) {
+        Err(ExtractError::TooLarge { limit }) => assert_eq!(limit, 1 << 20),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert_eq!(scene.bytes_in_dest(), 0);
+}
+
+#[test]
+fn a_gzip_bomb_stops_at_the_cap() {
+    let scene = Scene::new();
+    let cap = 4 << 20;
+    // 64 MiB of zeros in one file (gzip makes that ~64 KiB), then many more in a second.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let zeros = vec![0u8; 1 << 20];
+    for name in ["bomb-1", "bomb-2"] {
+        gz.write_all(&header(name.as_bytes(), REGULAR, 0o644, 64 << 20, b""))
+            .unwrap();
+        for _ in 0..64 {
+            gz.write_all(&zeros).unwrap();
+        }
+    }
+    gz.write_all(&[0u8; 1024]).unwrap();
+    let bomb = gz.finish().unwrap();
+    assert!(bomb.len() < 1 << 20, "bomb is {} bytes", bomb.len());
+    match scene.extract_with(&bomb, cap) {
+        Err(ExtractError::TooLarge { limit }) => assert_eq!(limit, cap),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert!(scene.bytes_in_dest() <= cap);
+
+    // Many small files adding up past the cap are stopped too (tar headers count).
+    let scene = Scene::new();
+    let mut tar = RawTar::default();
+    for i in 0..200 {
+        tar = tar.file(&format!("f{i}"), &[1u8; 30_000]);
+    }
+    match scene.extract_with(&gzip(&tar.finish()), 1 << 20) {
+        Err(ExtractError::TooLarge { .. }) => {}
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert!(scene.bytes_in_dest() <= 1 << 20);
+}
+
+#[test]
+fn truncated_archives_are_corrupt() {
+    let tar = RawTar::default()
+        .file("a", &[1u8; 5000])
+        .file("b", &[2u8; 5000])
+        .finish();
+    // Cut inside the data of `a`, plain and gzipped.
+    let scene = Scene::new();
+    assert_corrupt(scene.extract(&tar[..3000]), "truncated");
+    let scene = Scene::new();
+    let gz = gzip(&tar);
+    assert!(matches!(
+        scene.extract(&gz[..gz.len() / 2]),
+        Err(ExtractError::Corrupt(_))
+    ));
+    // Cut exactly at a header boundary: no end-of-archive marker.
+    let scene = Scene::new();
+    let boundary = 512 + 5120;
+    assert_corrupt(scene.extract(&tar[..boundary]), "end-of-archive");
+    // Cut inside a header.
+    let scene = Scene::new();
+    assert!(matches!(
+        scene.extract(&tar[..boundary + 100]),
+        Err(ExtractError::Corrupt(_))
+    ));
+    // Gzip with a broken CRC at the end.
+    let scene = Scene::new();
+    let mut bad = gzip(&tar);
+    let n = bad.len();
+    bad[n - 8] ^= 0xff;
+    assert!(matches!(scene.extract(&bad), Err(ExtractError::Corrupt(_))));
+}
+
+#[test]
+fn non_archives_are_corrupt() {
+    let html = b"<!DOCTYPE html><html><body>404 Not Found</body></html>\n".repeat(20);
+    for (bytes, part) in [
+        (html, "not a tar archive"),
+        (Vec::new(), "empty"),
+        (b"\xfd7zXZ\0rest of an xz file".to_vec(), "xz"),
+        (b"BZh91AY&SY".to_vec(), "bzip2"),
+        (b"\x1f\x8bnot really gzip".to_vec(), ""),
+    ] {
+        let scene = Scene::new();
+        assert_corrupt(scene.extract(&bytes), part);
+    }
+}
+
+#[test]
+fn the_destination_must_be_an_empty_directory() {
+    let scene = Scene::new();
+    fs::write(scene.dest.join("already"), b"x").unwrap();
+    let tar = RawTar::default().file("a", b"a").finish();
+    assert!(matches!(scene.extract(&tar), Err(ExtractError::Io { .. })));
+}

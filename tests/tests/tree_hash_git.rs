@@ -1,0 +1,351 @@
+//! `tree_hash` and the hash computed while extracting, compared with real `git write-tree`.
+//!
+//! Needs `git`: fails in CI (`CI=true`) if it is missing, skips with a message otherwise.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+use std::process::Command;
+
+use clima_artifact_runtime::extract::{ExtractLimits, extract_archive};
+use clima_artifact_runtime::tree_hash::tree_hash;
+
+/// Runs git with user and system configuration shut out.
+fn git(home: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .expect("cannot run git")
+}
+
+fn git_available() -> bool {
+    let ok = Command::new("git")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("git is required for these tests in CI but was not found on PATH");
+        }
+        eprintln!("skipping: git not found on PATH (install git to run this test)");
+    }
+    ok
+}
+
+/// `git add -A && git write-tree` of `dir`, with the repository outside `dir`.
+fn git_write_tree(dir: &Path) -> String {
+    let scratch = tempfile::tempdir().unwrap();
+    let repo = scratch.path().join("repo.git");
+    let home = scratch.path();
+    let out = git(home, &["init", "-q", "--bare", repo.to_str().unwrap()]);
+    assert!(out.status.success(), "git init: {out:?}");
+    let base = [
+        format!("--git-dir={}", repo.display()),
+        format!("--work-tree={}", dir.display()),
+        "-c".into(),
+        "core.fileMode=true".into(),
+        "-c".into(),
+        "core.symlinks=true".into(),
+        "-c".into(),
+        "core.autocrlf=false".into(),
+    ];
+    let run = |extra: &[&str]| {
+        let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+        args.extend_from_slice(extra);
+        let out = git(home, &args);
+        assert!(out.status.success(), "git {extra:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(&["add", "-A"]);
+    run(&["write-tree"]).trim().to_string()
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(len + 8);
+        while v.len() < len {
+            v.extend_from_slice(&self.next().to_le_bytes());
+        }
+        v.truncate(len);
+        v
+    }
+}
+
+fn write(path: &Path, bytes: &[u8], mode: u32) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, bytes).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A tree exercising every rule of the module doc. `hostile_links` adds symlinks that
+/// extraction refuses (absolute, escaping) but that `tree_hash` must hash like git.
+fn build_fixed_tree(root: &Path, hostile_links: bool) {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // Exec bits: only the owner's counts.
+    write(&root.join("plain.txt"), b"plain\n", 0o644);
+    write(&root.join("run.sh"), b"#!/bin/sh\necho hi\n", 0o755);
+    write(&root.join("owner-only-exec"), b"x", 0o700);
+    write(&root.join("group-exec-only"), b"x", 0o654);
+    write(&root.join("readonly"), b"ro", 0o444);
+    // Names where the `/` rule changes the order.
+    write(&root.join("a/inside"), b"in a", 0o644);
+    write(&root.join("a.b"), b"a.b", 0o644);
+    write(&root.join("a-"), b"a-", 0o644);
+    write(&root.join("a0"), b"a0", 0o644);
+    write(&root.join("b"), b"file b", 0o644);
+    write(&root.join("b-/x"), b"dir b-", 0o644);
+    write(&root.join("b.c/x"), b"dir b.c", 0o644);
+    write(&root.join("b0/x"), b"dir b0", 0o644);
+    // Unicode, spaces and odd bytes in names.
+    write(
+        &root.join("données météo/température °C.nc"),
+        b"unicode",
+        0o644,
+    );
+    write(&root.join("with space/and  two"), b"spaces", 0o644);
+    write(&root.join("日本語/ファイル"), b"cjk", 0o644);
+    write(&root.join("emoji 🌍"), b"globe", 0o644);
+    write(&root.join("-leading-dash"), b"dash", 0o644);
+    // Zero-byte and multi-MB files.
+    write(&root.join("empty"), b"", 0o644);
+    write(&root.join("sub/empty-exec"), b"", 0o755);
+    write(
+        &root.join("big/random.bin"),
+        &rng.bytes(3 * 1024 * 1024 + 17),
+        0o644,
+    );
+    write(
+        &root.join("big/zeros.bin"),
+        &vec![0u8; 5 * 1024 * 1024],
+        0o644,
+    );
+    // Symlinks: to a file, to a directory (never followed), dangling, nested, into a subdir.
+    symlink("plain.txt", root.join("link-to-file")).unwrap();
+    symlink("a", root.join("link-to-dir")).unwrap();
+    symlink("does/not/exist", root.join("dangling")).unwrap();
+    symlink("../plain.txt", root.join("sub/up-link")).unwrap();
+    symlink("données météo", root.join("unicode-link")).unwrap();
+    if hostile_links {
+        symlink("/etc/passwd", root.join("absolute-link")).unwrap();
+        symlink("../../outside", root.join("sub/escaping-link")).unwrap();
+    }
+    // Empty directories, nested empty ones, and a directory holding only empty ones.
+    fs::create_dir_all(root.join("empty-dir")).unwrap();
+    fs::create_dir_all(root.join("nested/empty/dirs/all/the/way")).unwrap();
+    fs::create_dir_all(root.join("a/empty-inside-a")).unwrap();
+    // Deep nesting.
+    let mut deep = root.join("deep");
+    for i in 0..64 {
+        deep = deep.join(format!("d{i}"));
+    }
+    write(&deep.join("bottom"), b"deep", 0o755);
+}
+
+/// A random tree: random names drawn from characters that stress the sort order.
+fn build_random_tree(root: &Path, seed: u64) {
+    let mut rng = Rng(seed);
+    let alphabet = [
+        b"a".as_slice(),
+        b"b",
+        b"-",
+        b".",
+        b"0",
+        b"_",
+        b"A",
+        b" ",
+        "é".as_bytes(),
+    ];
+    let mut dirs = vec![root.to_path_buf()];
+    for _ in 0..120 {
+        let parent = dirs[rng.below(dirs.len() as u64) as usize].clone();
+        let len = 1 + rng.below(3);
+        let mut name = Vec::new();
+        for _ in 0..len {
+            name.extend_from_slice(alphabet[rng.below(alphabet.len() as u64) as usize]);
+        }
+        let name = String::from_utf8(name).unwrap();
+        if name == "." || name == ".." || name.starts_with(". ") {
+            continue;
+        }
+        let path = parent.join(&name);
+        if fs::symlink_metadata(&path).is_ok() {
+            continue;
+        }
+        match rng.below(10) {
+            0..=2 => {
+                fs::create_dir(&path).unwrap();
+                dirs.push(path);
+            }
+            3 => symlink(format!("target-{}", rng.below(5)), &path).unwrap(),
+            _ => {
+                let size = match rng.below(8) {
+                    0 => 0,
+                    1 => 300_000 + rng.below(200_000) as usize,
+                    _ => rng.below(2000) as usize,
+                };
+                let mode = if rng.below(3) == 0 { 0o755 } else { 0o644 };
+                write(&path, &rng.bytes(size), mode);
+            }
+        }
+    }
+}
+
+#[test]
+fn fixed_tree_matches_git() {
+    if !git_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    build_fixed_tree(dir.path(), true);
+    let expected = git_write_tree(dir.path());
+    assert_eq!(tree_hash(dir.path()).unwrap().to_hex(), expected);
+}
+
+#[test]
+fn random_trees_match_git() {
+    if !git_available() {
+        return;
+    }
+    for seed in [1u64, 2, 3, 0xdead_beef, 0x1234_5678_9abc] {
+        let dir = tempfile::tempdir().unwrap();
+        build_random_tree(dir.path(), seed);
+        let expected = git_write_tree(dir.path());
+        assert_eq!(
+            tree_hash(dir.path()).unwrap().to_hex(),
+            expected,
+            "seed {seed}"
+        );
+    }
+}
+
+#[test]
+fn slash_rule_orders_a_directory_after_dot_and_dash_but_before_zero() {
+    if !git_available() {
+        return;
+    }
+    // Same names, once with `a` a file and once with `a` a directory: only the `/` rule
+    // differs, and both must match git.
+    for a_is_dir in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a.b", "a-", "a0", "a!", "a~"] {
+            write(&dir.path().join(name), name.as_bytes(), 0o644);
+        }
+        if a_is_dir {
+            write(&dir.path().join("a/x"), b"x", 0o644);
+        } else {
+            write(&dir.path().join("a"), b"x", 0o644);
+        }
+        let expected = git_write_tree(dir.path());
+        assert_eq!(
+            tree_hash(dir.path()).unwrap().to_hex(),
+            expected,
+            "a is a dir: {a_is_dir}"
+        );
+    }
+}
+
+#[test]
+fn only_empty_directories_give_the_empty_tree() {
+    if !git_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("x/y/z")).unwrap();
+    fs::create_dir_all(dir.path().join("w")).unwrap();
+    let expected = git_write_tree(dir.path());
+    assert_eq!(expected, "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+    assert_eq!(tree_hash(dir.path()).unwrap().to_hex(), expected);
+}
+
+#[test]
+fn dot_git_is_skipped_at_every_depth() {
+    if !git_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write(&dir.path().join("data"), b"data", 0o644);
+    write(&dir.path().join("sub/file"), b"sub", 0o644);
+    let expected = git_write_tree(dir.path());
+    // Now add `.git` things that git ignores (not valid repositories, so not submodules).
+    write(&dir.path().join(".git/junk"), b"junk", 0o644);
+    write(&dir.path().join("sub/.git"), b"not a gitfile", 0o644);
+    assert_eq!(tree_hash(dir.path()).unwrap().to_hex(), expected);
+    assert_eq!(git_write_tree(dir.path()), expected);
+}
+
+#[test]
+fn errors_name_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let err = tree_hash(&missing).unwrap_err();
+    assert!(err.to_string().contains("missing"), "{err}");
+
+    let fifo = dir.path().join("a-fifo");
+    let status = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("cannot run mkfifo");
+    assert!(status.success());
+    let err = tree_hash(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("a-fifo"), "{err}");
+}
+
+/// Packs `dir` into a tar.gz the way a packager would (symlinks kept as symlinks).
+fn tarball(dir: &Path) -> Vec<u8> {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut builder = tar::Builder::new(gz);
+    builder.follow_symlinks(false);
+    builder.append_dir_all(".", dir).unwrap();
+    let mut gz = builder.into_inner().unwrap();
+    gz.flush().unwrap();
+    gz.finish().unwrap()
+}
+
+#[test]
+fn extraction_hash_matches_git_and_tree_hash() {
+    if !git_available() {
+        return;
+    }
+    for seed in [None, Some(7u64), Some(99)] {
+        let source = tempfile::tempdir().unwrap();
+        match seed {
+            None => build_fixed_tree(source.path(), false),
+            Some(seed) => build_random_tree(source.path(), seed),
+        }
+        let expected = git_write_tree(source.path());
+        let bytes = tarball(source.path());
+        let dest = tempfile::tempdir().unwrap();
+        let extracted = extract_archive(
+            bytes.as_slice(),
+            dest.path(),
+            &ExtractLimits {
+                max_unpacked_bytes: 1 << 30,
+            },
+        )
+        .unwrap();
+        assert_eq!(extracted.tree_hash.to_hex(), expected, "seed {seed:?}");
+        assert_eq!(tree_hash(dest.path()).unwrap().to_hex(), expected);
+        assert_eq!(git_write_tree(dest.path()), expected);
+    }
+}
