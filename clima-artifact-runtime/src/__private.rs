@@ -245,14 +245,7 @@ pub fn resolve_literal(
     ctx: Option<&dyn Context>,
 ) -> Result<PathBuf, Error> {
     if let Some(hit) = site.cache.0.get() {
-        let rank = ctx.map_or(0, |c| c.rank());
-        if rank == hit.event.rank {
-            crate::registry::record_ref(&hit.event);
-        } else {
-            let mut event = hit.event.clone();
-            event.rank = rank;
-            crate::registry::record(event);
-        }
+        crate::registry::record_ref(&hit.event, ctx.map_or(0, |c| c.rank()));
         return Ok(hit.full_path.clone());
     }
     let Some(artifact) = site.manifest.artifacts.first() else {

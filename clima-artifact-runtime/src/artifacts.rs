@@ -15,7 +15,7 @@
 //!   `artifact"name/sub/path"`) and downloads if needed; [`Artifacts::artifact_path`] and
 //!   [`Artifacts::is_installed`] never download; [`Artifacts::hash`] gives the git tree SHA-1.
 //! - Every successful `ensure_installed*` call is recorded in the provenance
-//!   [`registry`](crate::registry).
+//!   [`crate::registry`].
 
 use std::path::{Path, PathBuf};
 

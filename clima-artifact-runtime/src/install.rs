@@ -377,6 +377,17 @@ fn install_once(
     }
 }
 
+/// Parent of the download bars, when a caller draws several installs at once (see
+/// [`set_progress_parent`]).
+static PROGRESS_PARENT: std::sync::OnceLock<indicatif::MultiProgress> = std::sync::OnceLock::new();
+
+/// Draws this process's download bars as lines of `multi` instead of each bar on stderr by
+/// itself, so parallel installs (the CLI's `fetch`) do not overwrite each other. The first call
+/// wins; returns whether this one did.
+pub fn set_progress_parent(multi: indicatif::MultiProgress) -> bool {
+    PROGRESS_PARENT.set(multi).is_ok()
+}
+
 fn progress_bar(config: &Config, name: &str, len: Option<u64>) -> Option<indicatif::ProgressBar> {
     if !config.progress || !io::stderr().is_terminal() {
         return None;
@@ -394,7 +405,13 @@ fn progress_bar(config: &Config, name: &str, len: Option<u64>) -> Option<indicat
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
         ),
     };
-    pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    let pb = match PROGRESS_PARENT.get() {
+        Some(multi) => multi.add(pb),
+        None => {
+            pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            pb
+        }
+    };
     pb.set_message(format!("downloading {name}"));
     Some(pb)
 }

@@ -25,7 +25,7 @@ mod bibtex;
 mod markdown;
 mod write;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 use std::time::SystemTime;
@@ -45,18 +45,43 @@ pub const SCHEMA: &str = "clima-artifacts-report/1";
 pub const GENERATOR: &str = concat!("clima-artifact-runtime ", env!("CARGO_PKG_VERSION"));
 
 /// An artifact that a `clima_artifact!` call site in this binary can use but that this run did
-/// not access.
+/// not access (from [`crate::inventory::declared_artifacts`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeclaredArtifact {
     /// Artifact name as written in the manifest.
     pub name: String,
-    /// Its git tree SHA-1.
-    pub git_tree_sha1: GitTreeSha1,
-    /// The call sites that declare it, sorted.
+    /// The manifest that defines it.
+    pub manifest: String,
+    /// Git tree SHA-1 of each variant (one per platform for platform-specific entries).
+    pub git_tree_sha1s: Vec<GitTreeSha1>,
+    /// Every variant is `lazy = true` (installed on first use only).
+    #[serde(default)]
+    pub lazy: bool,
+    /// The call sites that may use it, sorted.
     pub call_sites: Vec<CallSite>,
-    /// Provenance metadata of the manifest entry, when the inventory carries it.
+    /// Provenance metadata of the manifest entry, when known.
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
+}
+
+impl From<crate::inventory::DeclaredArtifact> for DeclaredArtifact {
+    fn from(declared: crate::inventory::DeclaredArtifact) -> Self {
+        DeclaredArtifact {
+            name: declared.name.to_owned(),
+            manifest: declared.manifest.to_owned(),
+            git_tree_sha1s: declared.hashes,
+            lazy: declared.lazy,
+            call_sites: declared
+                .call_sites
+                .iter()
+                .map(|site| CallSite {
+                    file: site.file.to_owned(),
+                    line: site.line,
+                })
+                .collect(),
+            metadata: BTreeMap::new(),
+        }
+    }
 }
 
 /// The provenance of one run: every accessed artifact with its origin and metadata, plus the
@@ -74,7 +99,8 @@ pub struct Report {
     pub communicator_size: usize,
     /// Accessed artifacts, sorted by name, hash and manifest.
     pub artifacts: Vec<ArtifactRecord>,
-    /// Artifacts declared by call sites in the binary but not accessed, sorted by name and hash.
+    /// Artifacts declared by call sites in the binary but not accessed, sorted by name and
+    /// manifest.
     pub declared_not_accessed: Vec<DeclaredArtifact>,
 }
 
@@ -125,24 +151,28 @@ impl Report {
         declared: impl IntoIterator<Item = DeclaredArtifact>,
     ) -> Report {
         let artifacts = registry::merge_records(records);
-        let accessed: BTreeSet<(&str, GitTreeSha1)> = artifacts
-            .iter()
-            .map(|r| (r.name.as_str(), r.git_tree_sha1))
-            .collect();
-        let mut not_accessed: BTreeMap<(String, GitTreeSha1), DeclaredArtifact> = BTreeMap::new();
+        let accessed = |d: &DeclaredArtifact| {
+            artifacts.iter().any(|r| {
+                r.name == d.name
+                    && (r.manifest == d.manifest || d.git_tree_sha1s.contains(&r.git_tree_sha1))
+            })
+        };
+        let mut not_accessed: BTreeMap<(String, String), DeclaredArtifact> = BTreeMap::new();
         for item in declared {
-            if accessed.contains(&(item.name.as_str(), item.git_tree_sha1)) {
+            if accessed(&item) {
                 continue;
             }
-            match not_accessed.get_mut(&(item.name.clone(), item.git_tree_sha1)) {
+            match not_accessed.get_mut(&(item.name.clone(), item.manifest.clone())) {
                 Some(existing) => {
                     existing.call_sites.extend(item.call_sites);
+                    existing.git_tree_sha1s.extend(item.git_tree_sha1s);
+                    existing.lazy &= item.lazy;
                     for (key, value) in item.metadata {
                         existing.metadata.entry(key).or_insert(value);
                     }
                 }
                 None => {
-                    not_accessed.insert((item.name.clone(), item.git_tree_sha1), item);
+                    not_accessed.insert((item.name.clone(), item.manifest.clone()), item);
                 }
             }
         }
@@ -151,6 +181,8 @@ impl Report {
             .map(|mut d| {
                 d.call_sites.sort();
                 d.call_sites.dedup();
+                d.git_tree_sha1s.sort();
+                d.git_tree_sha1s.dedup();
                 d
             })
             .collect();
@@ -201,8 +233,8 @@ impl Report {
         bibtex::render(self)
     }
 
-    /// Writes `provenance.md`, `provenance.json` and `provenance.bib` atomically (temporary file
-    /// + rename). `dir_or_prefix` is a directory when it exists as one or ends with a path
+    /// Writes `provenance.md`, `provenance.json` and `provenance.bib` atomically (each to a
+    /// temporary file, then renamed). `dir_or_prefix` is a directory when it exists as one or ends with a path
     /// separator (created if needed); otherwise it is a file prefix: `out/run7` gives
     /// `out/run7.md`, `out/run7.json`, `out/run7.bib`.
     pub fn write_all(&self, dir_or_prefix: impl AsRef<Path>) -> io::Result<ReportPaths> {
@@ -212,8 +244,10 @@ impl Report {
 
 /// Artifacts declared by `clima_artifact!` call sites linked into this binary.
 fn declared_in_binary() -> Vec<DeclaredArtifact> {
-    // The static inventory (`crate::inventory`) is wired in once the macro work lands.
-    Vec::new()
+    crate::inventory::declared_artifacts()
+        .into_iter()
+        .map(DeclaredArtifact::from)
+        .collect()
 }
 
 /// The report of this process: every access recorded so far, plus the declared artifacts that
@@ -327,6 +361,24 @@ mod tests {
             doi_url("10.1002/(SICI)1097-0258<1>3.0.CO;2-#"),
             "https://doi.org/10.1002/(SICI)1097-0258%3C1%3E3.0.CO;2-%23"
         );
+    }
+
+    #[test]
+    fn an_empty_report_says_so_in_every_format() {
+        let mut report = Report::from_parts(Vec::new(), Vec::new());
+        report.generated_at = "2024-01-01T00:00:00.000Z".into();
+        let md = report.to_markdown();
+        assert!(
+            md.starts_with("# Datasets used by this run\n\n0 datasets were accessed, from 1 rank.")
+        );
+        assert!(md.contains("## Datasets\n\nNo dataset was accessed.\n"));
+        assert!(md.contains("No dataset was accessed, so none needs acknowledging."));
+        assert!(!md.contains("## Access details"));
+        assert!(md.ends_with(".\n") && !md.ends_with("\n\n"));
+        let bib = report.to_bibtex();
+        assert!(bib.starts_with("% References of the datasets used by this run (0 entries)."));
+        assert!(!bib.contains('@'));
+        assert!(report.to_json().contains("\"artifacts\": []"));
     }
 
     #[test]

@@ -83,7 +83,9 @@ impl TestServer {
     /// Starts a server on `127.0.0.1:<free port>`.
     pub fn start() -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        listener.set_nonblocking(true).expect("nonblocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -473,6 +475,7 @@ pub fn git_tree_hash(dir: &Path) -> GitTreeSha1 {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .args(["-c", "core.fileMode=true", "-c", "core.symlinks=true"])
+            .args(["-c", "core.looseCompression=0", "-c", "gc.auto=0"])
             .args(args)
             .current_dir(dir)
             .output()
@@ -537,7 +540,9 @@ impl TestArtifact {
     /// An artifact of `files` files of `size` pseudo-random (incompressible) bytes each.
     pub fn large(seed: u64, files: usize, size: usize) -> TestArtifact {
         let mut b = TarballBuilder::new();
-        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         for i in 0..files {
             let mut bytes = Vec::with_capacity(size);
             while bytes.len() < size {
@@ -565,6 +570,35 @@ impl TestArtifact {
             "content of `{}`",
             dir.display()
         );
+    }
+}
+
+impl TestArtifact {
+    /// Checks that `dir` holds exactly the builder's entries (content, exec bits, symlink
+    /// targets; nothing else), without git.
+    pub fn assert_files(&self, dir: &Path) {
+        let mut expected = Vec::new();
+        for e in self.builder.entries() {
+            match e {
+                Entry::File { path, bytes, exec } => {
+                    let p = dir.join(path);
+                    let got = std::fs::read(&p)
+                        .unwrap_or_else(|err| panic!("cannot read `{}`: {err}", p.display()));
+                    assert!(got == *bytes, "content of `{}` differs", p.display());
+                    let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+                    assert_eq!(mode & 0o100 != 0, *exec, "exec bit of `{}`", p.display());
+                    expected.push(path.clone());
+                }
+                Entry::Symlink { path, target } => {
+                    let p = dir.join(path);
+                    assert_eq!(std::fs::read_link(&p).unwrap(), Path::new(target));
+                    expected.push(path.clone());
+                }
+                Entry::Dir { .. } => {}
+            }
+        }
+        expected.sort();
+        assert_eq!(tree_files(dir), expected, "files in `{}`", dir.display());
     }
 }
 

@@ -56,6 +56,7 @@ fn assert_success(c: &Case, r: Result<std::path::PathBuf, Error>) {
 fn assert_failure(c: &Case, r: Result<std::path::PathBuf, Error>, reasons: &[(&str, &str)]) {
     let e = r.expect_err("install should fail");
     let text = e.to_string();
+    eprintln!("{text}");
     let Error::DownloadFailed { failures, .. } = &e else {
         panic!("expected DownloadFailed, got {e:?}");
     };
@@ -85,7 +86,11 @@ fn status_500_everywhere_is_retried_then_reported() {
     c.server.always("b.tar.gz", Fault::Status(403));
     let r = install(&c, &["a.tar.gz", "b.tar.gz"]);
     assert_failure(&c, r, &[("a.tar.gz", "HTTP 500"), ("b.tar.gz", "HTTP 403")]);
-    assert_eq!(c.server.gets("a.tar.gz"), 3, "retried up to CLIMA_ARTIFACTS_RETRIES");
+    assert_eq!(
+        c.server.gets("a.tar.gz"),
+        3,
+        "retried up to CLIMA_ARTIFACTS_RETRIES"
+    );
     assert_eq!(c.server.gets("b.tar.gz"), 1, "403 is not retried");
 }
 
@@ -180,18 +185,28 @@ fn slow_trickle_within_the_stall_timeout_succeeds() {
 fn wrong_bytes_on_first_url_good_on_second() {
     let Some(c) = case() else { return };
     let other = TestArtifact::sample(99);
-    c.server.always("a.tar.gz", Fault::Body(other.tarball.clone()));
+    c.server
+        .always("a.tar.gz", Fault::Body(other.tarball.clone()));
     assert_success(&c, install(&c, &["a.tar.gz", "b.tar.gz"]));
-    assert_eq!(c.server.gets("a.tar.gz"), 1, "a hash mismatch is not retried");
+    assert_eq!(
+        c.server.gets("a.tar.gz"),
+        1,
+        "a hash mismatch is not retried"
+    );
 
     let Some(c) = case() else { return };
-    c.server.always("a.tar.gz", Fault::Body(other.tarball.clone()));
-    c.server.always("b.tar.gz", Fault::Body(b"not a tarball at all".to_vec()));
+    c.server
+        .always("a.tar.gz", Fault::Body(other.tarball.clone()));
+    c.server
+        .always("b.tar.gz", Fault::Body(b"not a tarball at all".to_vec()));
     let r = install(&c, &["a.tar.gz", "b.tar.gz"]);
     assert_failure(
         &c,
         r,
-        &[("a.tar.gz", "sha256 mismatch"), ("b.tar.gz", "sha256 mismatch")],
+        &[
+            ("a.tar.gz", "sha256 mismatch"),
+            ("b.tar.gz", "sha256 mismatch"),
+        ],
     );
 }
 

@@ -194,15 +194,28 @@ fn fixture() -> Report {
     let declared = vec![
         DeclaredArtifact {
             name: "aerosol_climatology".into(),
-            git_tree_sha1: hash('9'),
+            manifest: "/home/model/Artifacts.toml".into(),
+            git_tree_sha1s: vec![hash('9'), hash('8')],
+            lazy: true,
             call_sites: vec![site("src/radiation.rs", 88), site("src/aerosol.rs", 12)],
             metadata: BTreeMap::new(),
         },
         // Accessed, so not listed.
         DeclaredArtifact {
             name: "era5".into(),
-            git_tree_sha1: hash('a'),
+            manifest: "/home/model/Artifacts.toml".into(),
+            git_tree_sha1s: vec![hash('a')],
+            lazy: false,
             call_sites: vec![site("src/main.rs", 10)],
+            metadata: BTreeMap::new(),
+        },
+        // Accessed through another manifest path with the same hash: not listed either.
+        DeclaredArtifact {
+            name: "topography".into(),
+            manifest: "/home/model/../model/Artifacts.toml".into(),
+            git_tree_sha1s: vec![hash('c')],
+            lazy: false,
+            call_sites: Vec::new(),
             metadata: BTreeMap::new(),
         },
     ];
@@ -248,10 +261,7 @@ fn check_golden(file: &str, actual: &str) {
             .lines()
             .zip(actual.lines())
             .position(|(e, a)| e != a)
-            .map_or_else(
-                || expected.lines().count().min(actual.lines().count()),
-                |i| i,
-            );
+            .unwrap_or_else(|| expected.lines().count().min(actual.lines().count()));
         panic!(
             "`{}` differs from the rendered report at line {}:\n  expected: {:?}\n  actual:   {:?}\n\
              run with UPDATE_GOLDEN=1 to accept the new output, then review the diff",

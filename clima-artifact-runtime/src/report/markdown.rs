@@ -327,11 +327,23 @@ fn declared_not_accessed(out: &mut String, report: &Report) {
             .map(|s| code(&s.to_string()))
             .collect::<Vec<_>>()
             .join(", ");
+        let hashes = declared
+            .git_tree_sha1s
+            .iter()
+            .map(|h| format!("`{h}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let _ = writeln!(
             out,
-            "- {} (`{}`){}",
+            "- {} from {}{}{}{}",
             code(&declared.name),
-            declared.git_tree_sha1,
+            code(&declared.manifest),
+            if hashes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({hashes})")
+            },
+            if declared.lazy { ", lazy" } else { "" },
             if sites.is_empty() {
                 String::new()
             } else {
