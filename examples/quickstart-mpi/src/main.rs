@@ -59,7 +59,10 @@ fn main() -> ExitCode {
     #[cfg(not(feature = "mpi"))]
     let ctx: Box<dyn Context> = Box::new(Singleton);
 
-    let code = match parse_args().map_err(Into::into).and_then(|s| run(ctx.as_ref(), &s)) {
+    let code = match parse_args()
+        .map_err(Into::into)
+        .and_then(|s| run(ctx.as_ref(), &s))
+    {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rank {}: error: {e}", ctx.rank());
@@ -122,7 +125,10 @@ fn run(ctx: &dyn Context, settings: &Settings) -> Result<(), Box<dyn std::error:
             rms(sums[0]),
             rms(sums[1])
         );
-        let top = levels.iter().map(|l| l.pressure_hpa).fold(f64::MAX, f64::min);
+        let top = levels
+            .iter()
+            .map(|l| l.pressure_hpa)
+            .fold(f64::MAX, f64::min);
         println!(
             "input data: {} ({} levels, top at {top:.1} hPa)",
             profile.display(),

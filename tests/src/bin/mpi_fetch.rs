@@ -63,7 +63,9 @@ struct Args {
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
-    let manifest = it.next().ok_or("usage: mpi_fetch <Artifacts.toml> <name>...")?;
+    let manifest = it
+        .next()
+        .ok_or("usage: mpi_fetch <Artifacts.toml> <name>...")?;
     let mut args = Args {
         manifest: manifest.into(),
         names: vec![],

@@ -18,10 +18,14 @@ fn main() {
         for len in [0, 1, 1000, 70_000] {
             let mine = (rank == 0).then(|| pattern(len, len)).or(Some(vec![9; 5]));
             let got = ctx.broadcast_from_root(mine);
-            assert_eq!(got, pattern(len, len), "rank {rank}: broadcast of {len} bytes, cap {cap}");
+            assert_eq!(
+                got,
+                pattern(len, len),
+                "rank {rank}: broadcast of {len} bytes, cap {cap}"
+            );
         }
         // Gather: different lengths per rank, including empty ones.
-        let len = |r: usize| (r * 977) % 3001 + if r % 3 == 0 { 0 } else { 1 };
+        let len = |r: usize| (r * 977) % 3001 + usize::from(!r.is_multiple_of(3));
         let len = |r: usize| if r == 1 { 0 } else { len(r) };
         let got = ctx.gather_to_root(pattern(rank, len(rank)));
         match got {
@@ -29,7 +33,11 @@ fn main() {
                 assert_eq!(rank, 0, "only the root gets the gathered bytes");
                 assert_eq!(all.len(), size);
                 for (r, bytes) in all.iter().enumerate() {
-                    assert_eq!(bytes, &pattern(r, len(r)), "root: gathered bytes of rank {r}");
+                    assert_eq!(
+                        bytes,
+                        &pattern(r, len(r)),
+                        "root: gathered bytes of rank {r}"
+                    );
                 }
             }
             None => assert_ne!(rank, 0, "the root must get the gathered bytes"),
@@ -43,11 +51,17 @@ fn main() {
     assert_eq!(node.rank(), rank);
     let got = node.broadcast_from_root((node.rank() == 0).then(|| b"node".to_vec()));
     assert_eq!(got, b"node");
-    assert!(node.describe().contains("node-local"), "{}", node.describe());
+    assert!(
+        node.describe().contains("node-local"),
+        "{}",
+        node.describe()
+    );
     drop(node);
 
     // Colour split: evens and odds, each with its own root.
-    let half = world.split_by_color(Some((rank % 2) as u32)).expect("every rank has a colour");
+    let half = world
+        .split_by_color(Some((rank % 2) as u32))
+        .expect("every rank has a colour");
     assert_eq!(half.rank(), rank / 2);
     let got = half.broadcast_from_root((half.rank() == 0).then(|| vec![(rank % 2) as u8]));
     assert_eq!(got, vec![(rank % 2) as u8]);
@@ -56,7 +70,8 @@ fn main() {
 
     // Another thread must not reach MPI unless MPI allows it: a clear panic, not UB.
     if clima_artifact_runtime::mpi::environment::threading_support()
-        < clima_artifact_runtime::mpi::Threading::Serialized {
+        < clima_artifact_runtime::mpi::Threading::Serialized
+    {
         let loud = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
         let outcome = std::thread::scope(|s| s.spawn(|| world.barrier()).join());
