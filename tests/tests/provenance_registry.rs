@@ -428,3 +428,45 @@ fn collective_write_happens_once_on_the_root_and_every_rank_learns_the_outcome()
     assert_eq!(local.artifacts[0].accesses, 2);
     assert!(!dir.path().join("crashed/provenance.json").exists());
 }
+
+/// A rank whose gathered bytes arrive corrupted (as a buggy user `Context` might deliver them).
+struct Corrupting<'a>(&'a FakeRank);
+
+impl Context for Corrupting<'_> {
+    fn rank(&self) -> usize {
+        self.0.rank()
+    }
+    fn size(&self) -> usize {
+        self.0.size()
+    }
+    fn barrier(&self) {
+        self.0.barrier();
+    }
+    fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
+        self.0.broadcast_from_root(data)
+    }
+    fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
+        let data = if self.rank() == 1 {
+            b"\x00not json".to_vec()
+        } else {
+            data
+        };
+        self.0.gather_to_root(data)
+    }
+    fn split_by_node(&self) -> Box<dyn Context> {
+        self.0.split_by_node()
+    }
+}
+
+#[test]
+fn unreadable_records_from_one_rank_are_left_out_not_fatal() {
+    let _serial = exclusive();
+    let results = on_every_rank(3, |ctx| {
+        report::gather_records(&Corrupting(ctx), &records_of(ctx.rank()))
+    });
+    let merged = results[0].as_ref().unwrap();
+    let names: Vec<&str> = merged.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["only_rank_0", "only_rank_2", "shared"]);
+    assert_eq!(find(merged, "shared").ranks, [0, 2]);
+    assert_eq!(find(merged, "shared").accesses, 1 + 3);
+}
