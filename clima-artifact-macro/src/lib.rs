@@ -2,8 +2,8 @@
 //! `clima_artifact!` is a `macro_rules!` wrapper that passes its own `$crate` path here, so the
 //! generated code works under any name the runtime is imported as.
 //!
-//! This crate stays thin: [`check`] finds, parses and checks the manifest with ordinary,
-//! unit-tested functions; [`emit`] turns the result into tokens; this file parses the input and
+//! This crate stays thin: `check` finds, parses and checks the manifest with ordinary,
+//! unit-tested functions; `emit` turns the result into tokens; this file parses the input and
 //! turns errors into `compile_error!`s spanned on the name literal.
 
 use proc_macro2::{Span, TokenStream};
