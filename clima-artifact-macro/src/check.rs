@@ -17,7 +17,10 @@ pub(crate) struct Checked {
 
 /// Manifests parsed by earlier expansions in this compiler process, with the bytes they were
 /// parsed from (a crate with many call sites parses its manifest once).
-static PARSED: Mutex<Option<HashMap<PathBuf, (Vec<u8>, Manifest)>>> = Mutex::new(None);
+static PARSED: Mutex<Option<ParsedCache>> = Mutex::new(None);
+
+/// Manifest path -> (bytes it was parsed from, result).
+type ParsedCache = HashMap<PathBuf, (Vec<u8>, Manifest)>;
 
 /// Finds `JuliaArtifacts.toml`, else `Artifacts.toml`, in `crate_dir` and parses it. The
 /// manifest's `path` is absolute and canonical (it goes into `include_bytes!`).

@@ -2,8 +2,8 @@
 //! `clima_artifact!` is a `macro_rules!` wrapper that passes its own `$crate` path here, so the
 //! generated code works under any name the runtime is imported as.
 //!
-//! This crate stays thin: [`check`] finds, parses and checks the manifest with ordinary,
-//! unit-tested functions; [`emit`] turns the result into tokens; this file parses the input and
+//! This crate stays thin: `check` finds, parses and checks the manifest with ordinary,
+//! unit-tested functions; `emit` turns the result into tokens; this file parses the input and
 //! turns errors into `compile_error!`s spanned on the name literal.
 
 use proc_macro2::{Span, TokenStream};
@@ -83,7 +83,7 @@ fn expand(input: &Input) -> TokenStream {
     match literal {
         Some(lit) => match check::check_literal(&manifest, &lit.value()) {
             Ok(checked) => emit::literal(krate, &manifest, &checked, input.ctx.as_ref()),
-            Err(message) => return fallback(krate, input, span, message),
+            Err(message) => fallback(krate, input, span, message),
         },
         None => emit::dynamic(krate, &manifest, &input.name, input.ctx.as_ref()),
     }

@@ -209,8 +209,8 @@ impl StaticManifest {
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
 /// Sets the configuration `clima_artifact!` uses in this process (see [`crate::set_macro_config`]).
-pub fn set_config(config: Config) -> Result<(), Config> {
-    CONFIG.set(config)
+pub fn set_config(config: Config) -> Result<(), Box<Config>> {
+    CONFIG.set(config).map_err(Box::new)
 }
 
 /// The configuration in force: the one set by [`set_config`], else the environment's.
@@ -245,9 +245,7 @@ pub fn resolve_literal(
     ctx: Option<&dyn Context>,
 ) -> Result<PathBuf, Error> {
     if let Some(hit) = site.cache.0.get() {
-        let mut event = hit.event.clone();
-        event.rank = ctx.map_or(0, |c| c.rank());
-        crate::registry::record(event);
+        crate::registry::record_ref(&hit.event, ctx.map_or(0, |c| c.rank()));
         return Ok(hit.full_path.clone());
     }
     let Some(artifact) = site.manifest.artifacts.first() else {
@@ -310,7 +308,7 @@ fn resolve(
         None => {
             let config = current_config()?;
             let dir = Path::new(site.manifest.dir);
-            let installed = match ctx {
+            match ctx {
                 Some(ctx) => crate::context::ensure_collective_unrecorded(
                     ctx,
                     artifact.name,
@@ -319,8 +317,7 @@ fn resolve(
                     &config,
                 )?,
                 None => crate::install::ensure_variant(artifact.name, &variant, dir, &config)?,
-            };
-            installed
+            }
         }
     };
 

@@ -1,7 +1,7 @@
 //! Link-time inventory of the artifacts that `clima_artifact!` call sites in this binary can use.
 //!
 //! Every expansion of [`clima_artifact!`](crate::clima_artifact) adds one element to the
-//! distributed slice [`CALL_SITES`] (the `linkme` crate collects them at link time, without any
+//! distributed slice `CALL_SITES` (the `linkme` crate collects them at link time, without any
 //! code running at start-up). So a binary can list every dataset it may touch without running
 //! the simulation, and fetch them all on a login node before an offline batch job:
 //!

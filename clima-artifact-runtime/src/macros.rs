@@ -49,6 +49,6 @@ macro_rules! clima_artifact {
 /// [`inventory::prefetch_declared`](crate::inventory::prefetch_declared) use in this process,
 /// instead of reading `CLIMA_ARTIFACTS_*` environment variables. Call it before the first
 /// `clima_artifact!` call; it can be set once (a second call returns the rejected config).
-pub fn set_macro_config(config: crate::Config) -> Result<(), crate::Config> {
+pub fn set_macro_config(config: crate::Config) -> Result<(), Box<crate::Config>> {
     crate::__private::set_config(config)
 }

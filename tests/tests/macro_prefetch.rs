@@ -31,8 +31,14 @@ fn prefetch_installs_declared_non_lazy_artifacts_and_reports_failures() {
     // are still handled.
     let err = inventory::prefetch_declared(&Singleton).unwrap_err();
     assert!(err.to_string().contains("local-only"), "{err}");
-    assert!(installed("9ac956584f182cbfd7244eaf6d2fc9ee7b03ff2c"), "profile");
-    assert!(!installed("bd2d012e31967f7258e900884e90247b9539763c"), "lazy ozone");
+    assert!(
+        installed("9ac956584f182cbfd7244eaf6d2fc9ee7b03ff2c"),
+        "profile"
+    );
+    assert!(
+        !installed("bd2d012e31967f7258e900884e90247b9539763c"),
+        "lazy ozone"
+    );
 
     // Once an override exists, the prefetch succeeds; lazy ones come along only when asked.
     let site = tempfile::tempdir().unwrap();

@@ -15,11 +15,21 @@ fn cargo() -> String {
 
 fn target_dir() -> PathBuf {
     let out = Command::new(cargo())
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo metadata");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     PathBuf::from(meta["target_directory"].as_str().expect("target_directory"))
 }
@@ -46,10 +56,17 @@ fn a_renamed_runtime_dependency_works() {
     let toml_path = krate.path().join("Cargo.toml");
     let toml = std::fs::read_to_string(&toml_path).unwrap().replace(
         "../../../clima-artifact-runtime",
-        &workspace.join("clima-artifact-runtime").display().to_string(),
+        &workspace
+            .join("clima-artifact-runtime")
+            .display()
+            .to_string(),
     );
     std::fs::write(&toml_path, toml).unwrap();
-    std::fs::copy(workspace.join("Cargo.lock"), krate.path().join("Cargo.lock")).unwrap();
+    std::fs::copy(
+        workspace.join("Cargo.lock"),
+        krate.path().join("Cargo.lock"),
+    )
+    .unwrap();
 
     // A depot whose Overrides.toml provides `station`.
     let depot = tempfile::tempdir().unwrap();
@@ -84,5 +101,8 @@ fn a_renamed_runtime_dependency_works() {
         "{stdout}"
     );
     assert!(stdout.contains("file: z_m,T_K\n0,291.2"), "{stdout}");
-    assert!(stdout.contains("declared: station at 3 call sites"), "{stdout}");
+    assert!(
+        stdout.contains("declared: station at 3 call sites"),
+        "{stdout}"
+    );
 }

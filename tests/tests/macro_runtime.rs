@@ -172,12 +172,22 @@ fn declared_artifacts_lists_the_call_sites_of_this_binary() {
     // The run-time-name call sites declare every artifact of the manifest.
     assert_eq!(
         names,
-        ["forcing-table", "local-only", "ozone", "per-arch", "profile"]
+        [
+            "forcing-table",
+            "local-only",
+            "ozone",
+            "per-arch",
+            "profile"
+        ]
     );
     let local = declared.iter().find(|a| a.name == "local-only").unwrap();
     assert!(!local.downloadable);
     assert!(!local.lazy);
-    assert!(local.manifest.ends_with("tests/Artifacts.toml"), "{}", local.manifest);
+    assert!(
+        local.manifest.ends_with("tests/Artifacts.toml"),
+        "{}",
+        local.manifest
+    );
     let literal: Vec<(u32, Option<&str>)> = local
         .call_sites
         .iter()
@@ -196,7 +206,10 @@ fn declared_artifacts_lists_the_call_sites_of_this_binary() {
         literal,
         [
             (line_of("clima_artifact!(\"local-only\")"), None),
-            (line_of("\"local-only/radiosonde.csv\")"), Some("radiosonde.csv")),
+            (
+                line_of("\"local-only/radiosonde.csv\")"),
+                Some("radiosonde.csv")
+            ),
         ]
     );
     assert!(
@@ -211,4 +224,23 @@ fn declared_artifacts_lists_the_call_sites_of_this_binary() {
     assert!(ozone.lazy);
     let per_arch = declared.iter().find(|a| a.name == "per-arch").unwrap();
     assert_eq!(per_arch.hashes.len(), 2);
+}
+
+/// Prints the cost of a repeated call (a measurement, not a check: run with
+/// `cargo test -p clima-artifact-tests --release --test macro_runtime -- --ignored --nocapture`).
+#[test]
+#[ignore = "measurement; prints the time per repeated call"]
+fn measure_repeated_call() {
+    fn profile() -> Result<PathBuf, Error> {
+        clima_artifact!("profile/profile.csv")
+    }
+    let _ = depot();
+    profile().unwrap();
+    let n = 200_000;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(profile().unwrap());
+    }
+    let per_call = start.elapsed() / n;
+    println!("repeated clima_artifact! call: {per_call:?} per call");
 }
