@@ -10,12 +10,13 @@
 //! What it does, on every build script run:
 //! - looks for `JuliaArtifacts.toml`, else `Artifacts.toml`, in `CARGO_MANIFEST_DIR` (or the
 //!   path given to [`Builder::manifest_path`]);
-//! - prints `cargo:rerun-if-changed=` for *both* candidate files, so editing the manifest, or
-//!   creating a `JuliaArtifacts.toml` that would take precedence, reruns it. Cost: cargo treats
-//!   a listed file that does not exist as changed, so while only one of the two files exists the
-//!   build script reruns, and the crate recompiles, on every `cargo build`.
-//!   [`Builder::watch_absent(false)`](Builder::watch_absent) lists only the file in use (then
-//!   creating a `JuliaArtifacts.toml` later needs a `touch build.rs`);
+//! - prints `cargo:rerun-if-changed=` for the manifest in use, so editing it reruns the script
+//!   (when neither `JuliaArtifacts.toml` nor `Artifacts.toml` exists, both are listed, so creating
+//!   either reruns the failing script). A `JuliaArtifacts.toml` created *next to* an existing
+//!   `Artifacts.toml` is not noticed by default: run `touch build.rs` after creating it, or opt in
+//!   with [`Builder::watch_absent(true)`](Builder::watch_absent). That is not the default because
+//!   cargo treats a listed file that does not exist as changed, so the build script would rerun,
+//!   and the crate recompile, on every `cargo build`;
 //! - prints `cargo:rerun-if-env-changed=` for the variables that change its output
 //!   ([`WATCHED_ENV_VARS`]);
 //! - prints every finding of [`clima_artifact_manifest::validate()`] as `cargo:warning=`;
@@ -124,7 +125,7 @@ pub struct Builder {
     deny_warnings: bool,
     constants: Option<String>,
     overrides_file: Option<PathBuf>,
-    ignore_absent: bool,
+    watch_absent: bool,
 }
 
 /// The environment a run sees (injectable for tests).
@@ -176,11 +177,11 @@ impl Builder {
     }
 
     /// Whether to list manifest candidates that do not exist in `cargo:rerun-if-changed`
-    /// (default `true`: creating `JuliaArtifacts.toml` later is noticed, at the price of a
-    /// rerun and recompile on every build while it is absent). With `false` only existing
-    /// candidates are listed (both still are when neither exists).
+    /// (default `false`: only existing candidates are listed, both when neither exists). With
+    /// `true`, creating a `JuliaArtifacts.toml` next to an `Artifacts.toml` is noticed, at the
+    /// price of a rerun and recompile on every build while it is absent.
     pub fn watch_absent(mut self, watch: bool) -> Self {
-        self.ignore_absent = !watch;
+        self.watch_absent = watch;
         self
     }
 
@@ -235,7 +236,7 @@ impl Builder {
         let candidates = Manifest::candidates(&dir);
         let any_exists = candidates.iter().any(|c| c.is_file());
         for candidate in &candidates {
-            if !self.ignore_absent || !any_exists || candidate.is_file() {
+            if self.watch_absent || !any_exists || candidate.is_file() {
                 writeln!(out, "cargo:rerun-if-changed={}", candidate.display())?;
             }
         }

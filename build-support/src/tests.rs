@@ -39,7 +39,7 @@ fn dir_var(dir: &Path) -> (&'static str, String) {
 fn clean_manifest_prints_rerun_directives_only() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("Artifacts.toml"), good_manifest()).unwrap();
-    let (result, lines) = run(&Builder::new(), &[dir_var(dir.path())]);
+    let (result, lines) = run(&Builder::new().watch_absent(true), &[dir_var(dir.path())]);
     let v = result.unwrap();
     assert!(v.warnings.is_empty());
     assert_eq!(v.manifest.names().collect::<Vec<_>>(), ["era5"]);
@@ -58,9 +58,9 @@ fn clean_manifest_prints_rerun_directives_only() {
 }
 
 #[test]
-fn watch_absent_false_lists_only_existing_candidates() {
+fn by_default_only_existing_candidates_are_listed() {
     let dir = tempfile::tempdir().unwrap();
-    let builder = Builder::new().watch_absent(false);
+    let builder = Builder::new();
     // Neither exists: both are listed, so creating either reruns the (failing) script.
     let (_, lines) = run(&builder, &[dir_var(dir.path())]);
     let reruns = |lines: &[String]| {
