@@ -140,6 +140,7 @@ def main():
         "citation": "clima-artifacts quickstart data (synthetic), standard atmosphere v1.0",
         "acknowledgement": "The standard atmosphere profile follows the idealised ICAO shape.",
         "maintainer": "clima-artifacts maintainers",
+        "source": "https://example.invalid/clima-artifacts/quickstart/standard-atmosphere",
     })
     shipped("forcing", forcing(), {
         "description": "Solar constant and CO2 concentration every 10 years, 1850-2020 (synthetic)",
@@ -149,12 +150,15 @@ def main():
         "acknowledgement": "We thank the (fictional) Forcing Working Group for the forcing table.",
         "doi": "10.5281/zenodo.0000000",
         "bibtex": "@misc{quickstart_forcing, title = {Synthetic forcing table}, year = {2024}}",
+        "source": "https://example.invalid/clima-artifacts/quickstart/forcing",
     })
     shipped("hires-ozone", hires_ozone(), {
         "description": "High-resolution (250 m) ozone profile, fetched only when first used",
         "version": "0.3",
         "license": "CC-BY-4.0",
         "citation": "clima-artifacts quickstart data (synthetic), ozone layer v0.3",
+        "acknowledgement": "The ozone profile is a synthetic Chapman layer made for this example.",
+        "source": "https://example.invalid/clima-artifacts/quickstart/hires-ozone",
     }, lazy=True)
 
     site = site_observations()
@@ -164,6 +168,7 @@ def main():
     entries.append(("site-observations", git_tree_sha1(site), False, {
         "description": "This site's radiosonde ascent (not redistributable: needs an override)",
         "license": "LicenseRef-site-internal",
+        "citation": "Radiosonde ascent of the example site (internal data, cite the site's data report)",
     }, None))
 
     lines = [

@@ -14,7 +14,7 @@
 //! - [`locked_file`]: per-artifact lock files between processes.
 //! - [`context`]: the communication context (serial [`Singleton`], MPI behind the `mpi` feature:
 //!   `mpi_context::MpiContext`). Calls with a context are collective.
-//! - [`registry`] and [`report`]: provenance of every access and the end-of-run report.
+//! - [`registry`] and [`report`](mod@report): provenance of every access and the end-of-run report.
 //! - [`inventory`]: artifacts declared by `clima_artifact!` call sites in this binary.
 //! - [`clima_artifact!`]: an artifact path checked against `Artifacts.toml` at compile time.
 

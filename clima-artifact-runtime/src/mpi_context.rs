@@ -16,7 +16,8 @@
 //!
 //! # Wire protocol of the byte primitives
 //!
-//! - broadcast: the root's length as one `u64` (`MPI_Bcast`), then the payload in chunks of at most
+//! - broadcast: the root's length as one `u64` (`MPI_Ibcast`, waited for with short sleeps so
+//!   ranks waiting for the root's install do not spin on a core the root needs), then the payload in chunks of at most
 //!   [`MpiContext::max_message_bytes`] bytes (MPI counts are `int`).
 //! - gather: every length as `u64` to every rank (`MPI_Allgather`), so all ranks know how many
 //!   rounds are needed; then rounds of `MPI_Gatherv` in which each rank sends the next piece of at
@@ -34,6 +35,7 @@
 use std::mem::ManuallyDrop;
 use std::sync::{Mutex, MutexGuard};
 use std::thread::ThreadId;
+use std::time::Duration;
 
 use mpi::datatype::PartitionMut;
 use mpi::environment::Threading;
@@ -44,6 +46,9 @@ use crate::context::Context;
 
 /// Serialises MPI calls of all contexts when MPI is not `Threading::Multiple`.
 static MPI_CALLS: Mutex<()> = Mutex::new(());
+
+/// Longest sleep between two checks of a pending broadcast (bounds the added latency).
+const MAX_NAP: Duration = Duration::from_millis(10);
 
 /// The largest number of elements one MPI call may carry (`int` counts).
 const MPI_MAX_COUNT: usize = i32::MAX as usize;
@@ -209,7 +214,22 @@ impl Context for MpiContext {
             Vec::new()
         };
         let mut len = buf.len() as u64;
-        root.broadcast_into(&mut len);
+        // Non-root ranks may wait here for the whole install: wait without spinning, so that on
+        // oversubscribed nodes they leave the CPU to the root (MPI_Ibcast + test + growing naps).
+        mpi::request::scope(|scope| {
+            let mut request = root.immediate_broadcast_into(scope, &mut len);
+            let mut nap = Duration::from_micros(50);
+            loop {
+                match request.test() {
+                    Ok(_) => break,
+                    Err(pending) => {
+                        request = pending;
+                        std::thread::sleep(nap);
+                        nap = (nap * 2).min(MAX_NAP);
+                    }
+                }
+            }
+        });
         if self.rank != 0 {
             buf = vec![0; usize::try_from(len).expect("a broadcast larger than memory")];
         }

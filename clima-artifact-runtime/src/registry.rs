@@ -290,7 +290,7 @@ impl Hasher for DigestHasher {
 }
 
 impl Registry {
-    fn record(&self, event: &AccessEvent) {
+    fn record(&self, event: &AccessEvent, rank: usize) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let group = entries.entry(event.hash).or_default();
         if let Some(entry) = group.iter_mut().find(|e| {
@@ -304,8 +304,8 @@ impl Registry {
             {
                 entry.call_sites.push(site);
             }
-            if !entry.ranks.contains(&event.rank) {
-                entry.ranks.push(event.rank);
+            if !entry.ranks.contains(&rank) {
+                entry.ranks.push(rank);
             }
             if matches!(event.origin, Origin::Downloaded { .. })
                 && !matches!(entry.origin, Origin::Downloaded { .. })
@@ -322,7 +322,7 @@ impl Registry {
             accesses: 1,
             first_access: SystemTime::now(),
             call_sites: event.call_site.into_iter().collect(),
-            ranks: vec![event.rank],
+            ranks: vec![rank],
             metadata: event.metadata.clone(),
         });
     }
@@ -351,14 +351,27 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::default);
 
 /// Records an access in the process-wide registry. Cheap and thread-safe.
 pub fn record(event: AccessEvent) {
-    REGISTRY.record(&event);
+    REGISTRY.record(&event, event.rank);
 }
 
-/// Like [`record`], for callers that keep one event and report it on every access (the macro's
-/// per-call-site cache): a repeated access allocates nothing, the event is copied only the first
-/// time its artifact is seen.
-pub fn record_ref(event: &AccessEvent) {
-    REGISTRY.record(event);
+/// Like [`record`] with `rank` in place of `event.rank`, for callers that keep one event and
+/// report it on every access (the macro's per-call-site cache): a repeated access allocates
+/// nothing; the event is copied only the first time its artifact is seen.
+///
+/// ```
+/// # use clima_artifact_runtime::registry::{self, AccessEvent};
+/// # use clima_artifact_runtime::install::Origin;
+/// # let cached = AccessEvent { name: "era5".into(), hash: clima_artifact_runtime::GitTreeSha1([7; 20]),
+/// #     path: "/depot/artifacts/x".into(), origin: Origin::Depot, call_site: Some(("src/main.rs", 3)),
+/// #     manifest: "/model/Artifacts.toml".into(), metadata: Default::default(), rank: 0 };
+/// for step in 0..3 {
+///     registry::record_ref(&cached, 0);
+/// }
+/// let era5 = registry::snapshot().into_iter().find(|r| r.name == "era5").unwrap();
+/// assert_eq!(era5.accesses, 3);
+/// ```
+pub fn record_ref(event: &AccessEvent, rank: usize) {
+    REGISTRY.record(event, rank);
 }
 
 /// Every artifact accessed in this process so far, sorted by name, hash and manifest.
@@ -447,7 +460,8 @@ mod tests {
         let mut day = 1u32;
         for days in 0..(430 * 366) {
             assert_eq!(civil_from_days(days), (year, month, day), "day {days}");
-            let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+            let leap =
+                (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400);
             let month_len = match month {
                 2 if leap => 29,
                 2 => 28,
@@ -486,20 +500,20 @@ mod tests {
     #[test]
     fn aggregates_per_name_hash_and_manifest() {
         let registry = Registry::default();
-        registry.record(&event("b", 2, Some(("src/main.rs", 10)), 0));
-        registry.record(&event("a", 1, Some(("src/main.rs", 12)), 1));
-        registry.record(&event("a", 1, Some(("src/main.rs", 12)), 0));
-        registry.record(&event("a", 1, Some(("src/lib.rs", 3)), 0));
-        registry.record(&event("a", 1, None, 0));
+        registry.record(&event("b", 2, Some(("src/main.rs", 10)), 0), 0);
+        registry.record(&event("a", 1, Some(("src/main.rs", 12)), 1), 1);
+        registry.record(&event("a", 1, Some(("src/main.rs", 12)), 0), 0);
+        registry.record(&event("a", 1, Some(("src/lib.rs", 3)), 0), 0);
+        registry.record(&event("a", 1, None, 0), 0);
         // Same content under another name is a separate record.
-        registry.record(&event("a_copy", 1, None, 0));
+        registry.record(&event("a_copy", 1, None, 0), 0);
         let mut downloaded = event("b", 2, None, 0);
         downloaded.origin = Origin::Downloaded {
             url: "https://example.org/b.tar.gz".into(),
             bytes: 10,
             seconds: 0.5,
         };
-        registry.record(&downloaded);
+        registry.record(&downloaded, 0);
 
         let records = registry.snapshot();
         let names: Vec<&str> = records.iter().map(|r| r.name.as_str()).collect();
@@ -532,7 +546,7 @@ mod tests {
     #[test]
     fn merge_sums_and_unites() {
         let registry = Registry::default();
-        registry.record(&event("a", 1, Some(("src/main.rs", 12)), 0));
+        registry.record(&event("a", 1, Some(("src/main.rs", 12)), 0), 0);
         let mut rank0 = registry.snapshot().remove(0);
         let mut rank1 = rank0.clone();
         rank1.ranks = vec![1];

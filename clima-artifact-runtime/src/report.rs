@@ -233,8 +233,8 @@ impl Report {
         bibtex::render(self)
     }
 
-    /// Writes `provenance.md`, `provenance.json` and `provenance.bib` atomically (temporary file
-    /// + rename). `dir_or_prefix` is a directory when it exists as one or ends with a path
+    /// Writes `provenance.md`, `provenance.json` and `provenance.bib` atomically (each to a
+    /// temporary file, then renamed). `dir_or_prefix` is a directory when it exists as one or ends with a path
     /// separator (created if needed); otherwise it is a file prefix: `out/run7` gives
     /// `out/run7.md`, `out/run7.json`, `out/run7.bib`.
     pub fn write_all(&self, dir_or_prefix: impl AsRef<Path>) -> io::Result<ReportPaths> {
@@ -361,6 +361,24 @@ mod tests {
             doi_url("10.1002/(SICI)1097-0258<1>3.0.CO;2-#"),
             "https://doi.org/10.1002/(SICI)1097-0258%3C1%3E3.0.CO;2-%23"
         );
+    }
+
+    #[test]
+    fn an_empty_report_says_so_in_every_format() {
+        let mut report = Report::from_parts(Vec::new(), Vec::new());
+        report.generated_at = "2024-01-01T00:00:00.000Z".into();
+        let md = report.to_markdown();
+        assert!(
+            md.starts_with("# Datasets used by this run\n\n0 datasets were accessed, from 1 rank.")
+        );
+        assert!(md.contains("## Datasets\n\nNo dataset was accessed.\n"));
+        assert!(md.contains("No dataset was accessed, so none needs acknowledging."));
+        assert!(!md.contains("## Access details"));
+        assert!(md.ends_with(".\n") && !md.ends_with("\n\n"));
+        let bib = report.to_bibtex();
+        assert!(bib.starts_with("% References of the datasets used by this run (0 entries)."));
+        assert!(!bib.contains('@'));
+        assert!(report.to_json().contains("\"artifacts\": []"));
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn names_computed_at_run_time_are_checked_against_the_embedded_manifest() {
     let err = clima_artifact!(format!("ozon{}", "e5")).unwrap_err();
     assert!(matches!(err, Error::Select(_)), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains("`ozonee5`"), "{msg}");
+    assert!(msg.contains("`ozone5`"), "{msg}");
     assert!(
         msg.contains("profile, forcing-table, ozone, local-only, per-arch"),
         "{msg}"
@@ -148,6 +148,21 @@ fn repeated_calls_are_answered_from_memory() {
         first.join("radiosonde.csv")
     );
     std::fs::rename(&moved, &target).unwrap();
+
+    // Every call was recorded, with both call sites and the override as origin.
+    let records = clima_artifact_runtime::registry::snapshot();
+    let record = records.iter().find(|r| r.name == "local-only").unwrap();
+    assert_eq!(record.accesses, 103);
+    let lines: Vec<u32> = record.call_sites.iter().map(|c| c.line).collect();
+    assert_eq!(lines.len(), 2, "{:?}", record.call_sites);
+    assert!(
+        matches!(
+            record.origin,
+            clima_artifact_runtime::registry::RecordedOrigin::Override { .. }
+        ),
+        "{:?}",
+        record.origin
+    );
 }
 
 #[test]

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use clima_artifact_tests::{TarballBuilder, TestServer};
+use clima_artifact_tests::{
+    Fault, ManifestEntry, TarballBuilder, TestArtifact, TestServer, write_manifest,
+};
 
 /// Longest an `mpirun` may take before the test kills it and fails (a hang).
 const MPIRUN_TIMEOUT: Duration = Duration::from_secs(180);
@@ -174,29 +176,39 @@ struct Served {
 
 /// Serves one small tarball per name and writes `Artifacts.toml` into `dir`.
 fn serve_artifacts(server: &TestServer, dir: &Path, names: &[&str]) -> (PathBuf, Vec<Served>) {
-    let mut toml = String::new();
-    let mut served = Vec::new();
-    for name in names {
-        let tarball = TarballBuilder::new()
-            .file("data/readme.txt", format!("artifact {name}\n").as_bytes())
-            .file("data/values.bin", &vec![name.len() as u8; 50_000])
-            .build_gz();
-        let url_path = format!("/{name}.tar.gz");
-        server.serve(&url_path, tarball.bytes.clone());
-        toml.push_str(&format!(
-            "[{name}]\ngit-tree-sha1 = \"{}\"\n\n    [[{name}.download]]\n    url = \"{}\"\n    sha256 = \"{}\"\n\n",
-            tarball.tree_hash,
-            server.url(&url_path),
-            tarball.sha256,
-        ));
-        served.push(Served {
+    let artifacts: Vec<(String, TestArtifact)> = names
+        .iter()
+        .map(|name| {
+            let artifact = TestArtifact::gzip(
+                TarballBuilder::new()
+                    .file("data/readme.txt", format!("artifact {name}\n"))
+                    .file("data/values.bin", vec![name.len() as u8; 50_000]),
+            );
+            let url_path = format!("/{name}.tar.gz");
+            server.serve(&url_path, artifact.tarball.clone());
+            (url_path, artifact)
+        })
+        .collect();
+    let entries: Vec<ManifestEntry<'_>> = names
+        .iter()
+        .zip(&artifacts)
+        .map(|(name, (url_path, a))| ManifestEntry {
+            name,
+            hash: a.tree_hash,
+            downloads: vec![(server.url(url_path), a.sha256)],
+            extra: vec![("license", "CC0-1.0")],
+        })
+        .collect();
+    let manifest = write_manifest(dir, &entries);
+    let served = names
+        .iter()
+        .zip(artifacts)
+        .map(|(name, (url_path, a))| Served {
             name: name.to_string(),
-            hash: tarball.tree_hash.to_string(),
+            hash: a.tree_hash.to_string(),
             url_path,
-        });
-    }
-    let manifest = dir.join("Artifacts.toml");
-    std::fs::write(&manifest, toml).expect("write Artifacts.toml");
+        })
+        .collect();
     (manifest, served)
 }
 
@@ -234,7 +246,7 @@ fn one_get_per_artifact(test: &str, n: usize) {
     let all = outcomes(&run);
     assert_eq!(all.len(), 2 * n, "one RESULT per rank and artifact\n{}", describe(&run));
     for s in &served {
-        assert_eq!(server.get_count(&s.url_path), 1, "GETs of {}", s.url_path);
+        assert_eq!(server.gets(&s.url_path), 1, "GETs of {}", s.url_path);
         let expected = depot.join("artifacts").join(&s.hash);
         let ranks: BTreeSet<usize> = all
             .iter()
@@ -280,7 +292,7 @@ fn mpi_root_cannot_download_every_rank_fails_the_same() {
     let depot = tmp.path().join("depot");
     let server = TestServer::start();
     let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5"]);
-    server.remove(&served[0].url_path); // 404 from now on
+    server.always(&served[0].url_path, Fault::Status(404));
     let started = Instant::now();
     let run = run_bounded(
         mpirun.command(&[(4, fetch_argv(&manifest, &["era5"], &[]))]),
@@ -300,7 +312,7 @@ fn mpi_root_cannot_download_every_rank_fails_the_same() {
     let message = messages.into_iter().next().expect("one message");
     assert!(message.contains(&server.url(&served[0].url_path)), "{message}");
     assert!(message.contains("404"), "{message}");
-    assert_eq!(server.get_count(&served[0].url_path), 1, "only the root tries, once");
+    assert_eq!(server.gets(&served[0].url_path), 1, "only the root tries, once");
     assert!(!depot.join("artifacts").join(&served[0].hash).exists());
     println!("404 run took {:?}", started.elapsed());
 }
@@ -329,7 +341,7 @@ fn mpi_ranks_asking_for_different_artifacts_all_get_an_error() {
         assert!(message.contains("rank 2 asked for `rrtmgp`"), "{message}");
     }
     for s in &served {
-        assert_eq!(server.get_count(&s.url_path), 0, "nothing is downloaded on misuse");
+        assert_eq!(server.gets(&s.url_path), 0, "nothing is downloaded on misuse");
     }
 }
 
@@ -372,7 +384,7 @@ fn mpi_node_local_mode_one_install_per_fake_node() {
         let installed = node_depot(k).join("artifacts").join(&served[0].hash);
         assert!(installed.join("data/readme.txt").is_file(), "node {k}");
     }
-    assert_eq!(server.get_count(&served[0].url_path), 4, "one install per node depot");
+    assert_eq!(server.gets(&served[0].url_path), 4, "one install per node depot");
     assert!(!shared.join("artifacts").join(&served[0].hash).exists());
 }
 
@@ -403,5 +415,5 @@ fn mpi_node_local_mode_shared_memory_split() {
     for o in &all {
         assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
     }
-    assert_eq!(server.get_count(&served[0].url_path), 1, "one node, one install");
+    assert_eq!(server.gets(&served[0].url_path), 1, "one node, one install");
 }

@@ -261,10 +261,7 @@ fn check_golden(file: &str, actual: &str) {
             .lines()
             .zip(actual.lines())
             .position(|(e, a)| e != a)
-            .map_or_else(
-                || expected.lines().count().min(actual.lines().count()),
-                |i| i,
-            );
+            .unwrap_or_else(|| expected.lines().count().min(actual.lines().count()));
         panic!(
             "`{}` differs from the rendered report at line {}:\n  expected: {:?}\n  actual:   {:?}\n\
              run with UPDATE_GOLDEN=1 to accept the new output, then review the diff",

@@ -66,8 +66,14 @@ fn many_threads_count_exactly() {
         for t in 0..THREADS {
             scope.spawn(move || {
                 let own = format!("own_{t:02}");
+                // A cached event, as the macro keeps per call site; `record_ref`'s rank wins.
+                let cached = event("shared", 1, Some(LINES[t % 4]), 99);
                 for i in 0..PER_THREAD {
-                    registry::record(event("shared", 1, Some(LINES[t % 4]), t % 3));
+                    if i % 2 == 0 {
+                        registry::record(event("shared", 1, Some(LINES[t % 4]), t % 3));
+                    } else {
+                        registry::record_ref(&cached, t % 3);
+                    }
                     // Same content under a second name: a separate record.
                     if i % 2 == 0 {
                         registry::record(event("shared_alias", 1, None, 0));

@@ -231,7 +231,7 @@ impl Bibliography {
             key = format!("{key}:{}", &record.git_tree_sha1.to_hex()[..7]);
         }
         let title = meta(&record.metadata, keys::DESCRIPTION)
-            .map_or_else(|| format!("Dataset {}", record.name), |d| one_line(d));
+            .map_or_else(|| format!("Dataset {}", record.name), one_line);
         let mut fields: Vec<(&str, String)> = vec![("title", format!("{{{}}}", latex(&title)))];
         if let Some(citation) = &citation {
             fields.push(("note", latex(citation)));

@@ -31,6 +31,7 @@
 use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
 
+use clima_artifact_runtime::registry::{self, RecordedOrigin};
 use clima_artifact_runtime::{Config, Singleton, clima_artifact, inventory};
 
 /// Stefan-Boltzmann constant (W m-2 K-4).
@@ -55,11 +56,15 @@ fn main() {
 }
 
 fn run() -> Result<()> {
-    println!("quickstart: a single-column radiative-convective toy reading its inputs with clima_artifact!");
+    println!(
+        "quickstart: a single-column radiative-convective toy reading its inputs with clima_artifact!"
+    );
     let target = target_dir();
-    let config = choose_depot(&target)?;
+    choose_depot(&target)?;
 
-    println!("\nThis binary declares these artifacts (inventory::declared_artifacts, no run needed):");
+    println!(
+        "\nThis binary declares these artifacts (inventory::declared_artifacts, no run needed):"
+    );
     for a in inventory::declared_artifacts() {
         let sites: Vec<String> = a
             .call_sites
@@ -77,10 +82,13 @@ fn run() -> Result<()> {
 
     println!("\nDatasets:");
     // A literal name with a sub-path: checked against Artifacts.toml at compile time.
-    let state = install_state(&config, "standard-atmosphere");
     let profile_csv = clima_artifact!("standard-atmosphere/profile.csv")?;
     let profile = Profile::read(&profile_csv)?;
-    report_dataset("standard-atmosphere", state, &profile_csv);
+    report_dataset(
+        "standard-atmosphere",
+        how_served("standard-atmosphere"),
+        &profile_csv,
+    );
     println!(
         "      profile.csv: {} levels, {:.0}-{:.0} m, {:.1}-{:.1} hPa, T {:.1}-{:.1} K",
         profile.z.len(),
@@ -95,9 +103,8 @@ fn run() -> Result<()> {
     // The collective form: with an MPI communicator instead of `Singleton`, rank 0 installs and
     // every rank gets the path.
     let ctx = Singleton;
-    let state = install_state(&config, "forcing");
     let forcing_dir = clima_artifact!("forcing", &ctx)?;
-    report_dataset("forcing", state, &forcing_dir);
+    report_dataset("forcing", how_served("forcing"), &forcing_dir);
     let forcing = Forcing::read(&forcing_dir.join("forcing.csv"))?;
     println!(
         "      forcing.csv: {} years {}-{}, CO2 {:.1}-{:.1} ppm, solar {:.2}-{:.2} W/m2",
@@ -111,9 +118,8 @@ fn run() -> Result<()> {
     );
 
     // A lazy artifact: a prefetch skips it; the first use installs it.
-    let state = install_state(&config, "hires-ozone");
     let ozone_csv = clima_artifact!("hires-ozone/ozone_250m.csv")?;
-    report_dataset("hires-ozone (lazy)", state, &ozone_csv);
+    report_dataset("hires-ozone (lazy)", how_served("hires-ozone"), &ozone_csv);
     let ozone = read_columns(&ozone_csv, 2)?;
     let (peak_z, peak) = ozone
         .iter()
@@ -131,7 +137,7 @@ fn run() -> Result<()> {
     let optional = String::from("site-observations");
     match clima_artifact!(optional) {
         Ok(dir) => {
-            report_dataset("site-observations", "provided by an override", &dir);
+            report_dataset("site-observations", how_served("site-observations"), &dir);
             let obs = read_columns(&dir.join("radiosonde.csv"), 2)?;
             let rms = rms_vs_profile(&profile, &obs);
             println!(
@@ -188,7 +194,7 @@ fn target_dir() -> PathBuf {
 }
 
 /// The depot: `CLIMA_ARTIFACTS_DEPOT_PATH` if set, else `target/quickstart-depot`.
-fn choose_depot(target: &Path) -> Result<Config> {
+fn choose_depot(target: &Path) -> Result<()> {
     let mut config = Config::from_env()?;
     if std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH").is_some() {
         println!(
@@ -202,10 +208,10 @@ fn choose_depot(target: &Path) -> Result<Config> {
             depot.display()
         );
         config.depots = vec![depot];
-        clima_artifact_runtime::set_macro_config(config.clone())
+        clima_artifact_runtime::set_macro_config(config)
             .map_err(|_| "the artifact configuration was already set")?;
     }
-    Ok(config)
+    Ok(())
 }
 
 fn join_paths(paths: &[PathBuf]) -> String {
@@ -213,22 +219,14 @@ fn join_paths(paths: &[PathBuf]) -> String {
     v.join(":")
 }
 
-/// Whether `name` is already in a depot, asked before the call that may install it.
-fn install_state(config: &Config, name: &str) -> &'static str {
-    let declared = inventory::declared_artifacts();
-    let Some(a) = declared.iter().find(|a| a.name == name) else {
-        return "not declared";
-    };
-    let present = a.hashes.iter().any(|h| {
-        config
-            .depots
-            .iter()
-            .any(|d| d.join("artifacts").join(h.to_hex()).is_dir())
-    });
-    if present {
-        "already installed"
-    } else {
-        "installed now"
+/// How the last access to `name` was served, from the provenance registry.
+fn how_served(name: &str) -> &'static str {
+    let records = registry::snapshot();
+    match records.iter().find(|r| r.name == name).map(|r| &r.origin) {
+        Some(RecordedOrigin::Downloaded { .. }) => "installed now",
+        Some(RecordedOrigin::Depot) => "already installed",
+        Some(RecordedOrigin::Override { .. }) => "provided by an override",
+        None => "not recorded",
     }
 }
 
@@ -249,7 +247,12 @@ fn report_dir(target: &Path) -> Result<PathBuf> {
 fn write_provenance(target: &Path) -> Result<()> {
     let dir = report_dir(target)?;
     std::fs::create_dir_all(&dir)?;
-    println!("\nprovenance report: (written once the provenance API lands) {}", dir.display());
+    let report = clima_artifact_runtime::report();
+    let paths = report.write_all(&dir)?;
+    println!("\nProvenance of this run (what to cite and acknowledge):");
+    for p in [&paths.markdown, &paths.json, &paths.bibtex] {
+        println!("  wrote {}", p.display());
+    }
     Ok(())
 }
 
@@ -271,7 +274,11 @@ fn read_columns(path: &Path, width: usize) -> Result<Vec<Vec<f64>>> {
             line.split(',').map(|f| f.trim().parse::<f64>()).collect();
         match row {
             Ok(r) if r.len() == width => rows.push(r),
-            _ => return Err(format!("`{}`:{}: expected {width} numbers", path.display(), i + 1).into()),
+            _ => {
+                return Err(
+                    format!("`{}`:{}: expected {width} numbers", path.display(), i + 1).into(),
+                );
+            }
         }
     }
     if rows.is_empty() {

@@ -22,6 +22,18 @@ fn run(depot: &Path, reports: &Path) -> String {
     stdout
 }
 
+/// The line about `name` in the "Datasets:" part of the output.
+fn dataset_line<'a>(out: &'a str, name: &str) -> &'a str {
+    let datasets = out
+        .split("\nDatasets:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{out}"));
+    datasets
+        .lines()
+        .find(|l| l.trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("no line for {name}: {out}"))
+}
+
 #[test]
 fn first_run_installs_second_run_finds_everything_installed() {
     let depot = tempfile::tempdir().unwrap();
@@ -29,19 +41,28 @@ fn first_run_installs_second_run_finds_everything_installed() {
 
     let first = run(depot.path(), reports.path());
     assert!(
-        first.contains(&format!("depot: {} (from CLIMA_ARTIFACTS_DEPOT_PATH)", depot.path().display())),
+        first.contains(&format!(
+            "depot: {} (from CLIMA_ARTIFACTS_DEPOT_PATH)",
+            depot.path().display()
+        )),
         "{first}"
     );
     for name in ["standard-atmosphere ", "forcing ", "hires-ozone (lazy) "] {
-        let line = first.lines().find(|l| l.trim_start().starts_with(name)).unwrap_or_else(|| panic!("{name}: {first}"));
+        let line = dataset_line(&first, name);
         assert!(line.contains("installed now"), "{line}");
     }
     assert!(first.contains("profile.csv: 41 levels"), "{first}");
     assert!(first.contains("forcing.csv: 18 years 1850-2020"), "{first}");
     assert!(first.contains("ozone_250m.csv: 201 levels"), "{first}");
     // The artifact without a download section: the error shows the line to add and where.
-    assert!(first.contains("site-observations    not available"), "{first}");
-    assert!(first.contains("f2e37ce8393132a9470b4405546a1730d42cbc67"), "{first}");
+    assert!(
+        first.contains("site-observations    not available"),
+        "{first}"
+    );
+    assert!(
+        first.contains("f2e37ce8393132a9470b4405546a1730d42cbc67"),
+        "{first}"
+    );
     assert!(first.contains("Overrides.toml"), "{first}");
     assert!(first.contains("surface warming 1850-2020: +"), "{first}");
     for hash in [
@@ -54,7 +75,7 @@ fn first_run_installs_second_run_finds_everything_installed() {
 
     let second = run(depot.path(), reports.path());
     for name in ["standard-atmosphere ", "forcing ", "hires-ozone (lazy) "] {
-        let line = second.lines().find(|l| l.trim_start().starts_with(name)).unwrap_or_else(|| panic!("{name}: {second}"));
+        let line = dataset_line(&second, name);
         assert!(line.contains("already installed"), "{line}");
     }
 
@@ -62,10 +83,28 @@ fn first_run_installs_second_run_finds_everything_installed() {
     let copy = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/site-observations");
     std::fs::write(
         depot.path().join("artifacts/Overrides.toml"),
-        format!("f2e37ce8393132a9470b4405546a1730d42cbc67 = \"{}\"\n", copy.display()),
+        format!(
+            "f2e37ce8393132a9470b4405546a1730d42cbc67 = \"{}\"\n",
+            copy.display()
+        ),
     )
     .unwrap();
     let third = run(depot.path(), reports.path());
-    assert!(third.contains("site-observations    provided by an override"), "{third}");
+    assert!(
+        third.contains("site-observations    provided by an override"),
+        "{third}"
+    );
     assert!(third.contains("radiosonde.csv: 5 levels"), "{third}");
+    for file in ["provenance.md", "provenance.json", "provenance.bib"] {
+        assert!(reports.path().join(file).is_file(), "{file}");
+    }
+    let md = std::fs::read_to_string(reports.path().join("provenance.md")).unwrap();
+    for name in [
+        "standard-atmosphere",
+        "forcing",
+        "hires-ozone",
+        "site-observations",
+    ] {
+        assert!(md.contains(name), "{name} missing from the report:\n{md}");
+    }
 }
