@@ -166,6 +166,7 @@ pub fn check_key(key: &str) -> Result<(), Error> {
 }
 
 /// An [`Error::Other`] about `key` in `storage`.
+#[cfg_attr(not(feature = "s3"), allow(dead_code))]
 pub(crate) fn storage_error(storage: &str, action: &str, key: &str, why: impl fmt::Display) -> Error {
     Error::Other {
         message: format!(
