@@ -42,6 +42,12 @@ pub struct ObjectStorage {
 impl ObjectStorage {
     /// Opens `s3://bucket/prefix` with endpoint and credentials from the `AWS_*` variables.
     pub fn s3(url: &str) -> Result<ObjectStorage, Error> {
+        ObjectStorage::s3_with(url, &[])
+    }
+
+    /// Like [`ObjectStorage::s3`], with `options` (e.g. `("aws_endpoint", "http://...")`, keys as
+    /// in `object_store`'s `AmazonS3ConfigKey`) taking precedence over the environment.
+    pub fn s3_with(url: &str, options: &[(&str, &str)]) -> Result<ObjectStorage, Error> {
         let rest = url
             .split_once("://")
             .map(|(_, r)| r)
@@ -51,8 +57,14 @@ impl ObjectStorage {
         if bucket.is_empty() {
             return Err(bad_url(url, "it names no bucket; write `s3://bucket/prefix`"));
         }
-        let store = object_store::aws::AmazonS3Builder::from_env()
-            .with_bucket_name(bucket)
+        let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+        for (key, value) in options {
+            let key = key
+                .parse()
+                .map_err(|e| bad_url(url, &format!("unknown S3 option `{key}`: {e}")))?;
+            builder = builder.with_config(key, *value);
+        }
+        let store = builder
             .build()
             .map_err(|e| bad_url(url, &format!("{e} (check the AWS_* environment variables)")))?;
         ObjectStorage::new(Arc::new(store), prefix, url)
@@ -68,7 +80,9 @@ impl ObjectStorage {
         if !prefix.is_empty() {
             check_key(&prefix).map_err(|e| bad_url(url, &e.to_string()))?;
         }
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        // Worker threads send parts while the calling thread reads the next one from disk.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
             .enable_all()
             .build()
             .map_err(|e| bad_url(url, &format!("cannot start the I/O runtime: {e}")))?;
