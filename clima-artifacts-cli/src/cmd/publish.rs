@@ -112,6 +112,7 @@ pub fn run(args: PublishArgs) -> CliResult {
 fn tree_hash_of(tarball: &Path) -> CliResult<String> {
     let tmp = tempfile::tempdir().map_err(|e| io_error("create a temporary folder in", &std::env::temp_dir(), &e))?;
     let dest = tmp.path().join("content");
+    std::fs::create_dir(&dest).map_err(|e| io_error("create", &dest, &e))?;
     let file = std::fs::File::open(tarball).map_err(|e| io_error("open", tarball, &e))?;
     let extracted = extract_archive(
         std::io::BufReader::new(file),
