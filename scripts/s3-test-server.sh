@@ -39,6 +39,12 @@ start() {
     echo $! >"$STATE_DIR/pid"
     for _ in $(seq 1 100); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            # Create the bucket (moto does not check signatures).
+            local bucket="${CLIMA_S3_TEST_BUCKET:-test-bucket}"
+            exec 3<>"/dev/tcp/127.0.0.1/$port"
+            printf 'PUT /%s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n' "$bucket" "$port" >&3
+            head -c 200 <&3 | head -1 >&2
+            exec 3<&-
             cat <<ENV
 export AWS_ENDPOINT_URL=http://127.0.0.1:$port
 export AWS_ALLOW_HTTP=true
@@ -46,7 +52,7 @@ export AWS_ACCESS_KEY_ID=testing
 export AWS_SECRET_ACCESS_KEY=testing
 export AWS_REGION=us-east-1
 ENV
-            echo "moto_server running on 127.0.0.1:$port (pid $(cat "$STATE_DIR/pid"), log $STATE_DIR/server.log); buckets are created by the first 'sync push' or 'publish'" >&2
+            echo "moto_server running on 127.0.0.1:$port (pid $(cat "$STATE_DIR/pid"), log $STATE_DIR/server.log); bucket s3://${CLIMA_S3_TEST_BUCKET:-test-bucket} created" >&2
             return 0
         fi
         sleep 0.1

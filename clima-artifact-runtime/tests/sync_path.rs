@@ -95,20 +95,41 @@ fn upload_on_checkpoint_and_unchanged_files_not_resent() {
     let store = Counting::new(&t.path().join("store"));
     let mut sync = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
     let r = sync.on_checkpoint("ckpt/step-1").unwrap();
-    assert_eq!(r.uploaded, ["ckpt/step-1/state.bin", "diag/energy.csv", "logs/run.log", "plots/e.png"]);
+    assert_eq!(
+        r.uploaded,
+        [
+            "ckpt/step-1/state.bin",
+            "diag/energy.csv",
+            "logs/run.log",
+            "plots/e.png"
+        ]
+    );
     assert_eq!(
         keys(&*store),
-        [INDEX_KEY, "ckpt/step-1/state.bin", "diag/energy.csv", "logs/run.log", "plots/e.png"]
+        [
+            INDEX_KEY,
+            "ckpt/step-1/state.bin",
+            "diag/energy.csv",
+            "logs/run.log",
+            "plots/e.png"
+        ]
     );
-    assert_eq!(store.get_bytes("logs/run.log").unwrap().unwrap(), b"started\n");
+    assert_eq!(
+        store.get_bytes("logs/run.log").unwrap().unwrap(),
+        b"started\n"
+    );
 
     // Second checkpoint: only its own file and the one changed log are sent.
     store.reset();
     write(&run.join("ckpt/step-2/state.bin"), "state-2");
     fs::write(run.join("logs/run.log"), "started\nstep 2\n").unwrap();
     // Touched but identical: hashed, not sent.
-    let f = fs::File::options().write(true).open(run.join("plots/e.png")).unwrap();
-    f.set_modified(std::time::SystemTime::now() + Duration::from_secs(5)).unwrap();
+    let f = fs::File::options()
+        .write(true)
+        .open(run.join("plots/e.png"))
+        .unwrap();
+    f.set_modified(std::time::SystemTime::now() + Duration::from_secs(5))
+        .unwrap();
     drop(f);
     let r = sync.on_checkpoint(run.join("ckpt/step-2")).unwrap();
     assert_eq!(store.file_puts(), ["ckpt/step-2/state.bin", "logs/run.log"]);
@@ -140,30 +161,50 @@ fn restore_after_deleting_the_local_dir_then_append_then_sync() {
 
     let mut sync = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
     let restored = sync.restore().unwrap();
-    assert_eq!(restored.checkpoint.as_deref(), Some(run.join("ckpt/step-2").as_path()));
+    assert_eq!(
+        restored.checkpoint.as_deref(),
+        Some(run.join("ckpt/step-2").as_path())
+    );
     // The latest checkpoint and the artifacts; not the older checkpoint.
     assert_eq!(
         restored.downloaded,
-        ["ckpt/step-2/state.bin", "diag/energy.csv", "logs/run.log", "plots/e.png"]
+        [
+            "ckpt/step-2/state.bin",
+            "diag/energy.csv",
+            "logs/run.log",
+            "plots/e.png"
+        ]
     );
     assert!(!run.join("ckpt/step-1").exists());
-    assert_eq!(fs::read_to_string(run.join("logs/run.log")).unwrap(), "started\n");
+    assert_eq!(
+        fs::read_to_string(run.join("logs/run.log")).unwrap(),
+        "started\n"
+    );
 
     // Append to the restored log, sync: the new state is stored, and nothing else is sent.
     store.reset();
-    let mut log = fs::OpenOptions::new().append(true).open(run.join("logs/run.log")).unwrap();
+    let mut log = fs::OpenOptions::new()
+        .append(true)
+        .open(run.join("logs/run.log"))
+        .unwrap();
     std::io::Write::write_all(&mut log, b"resumed\n").unwrap();
     drop(log);
     let r = sync.finish().unwrap();
     assert_eq!(r.uploaded, ["logs/run.log"]);
     assert_eq!(store.file_puts(), ["logs/run.log"]);
-    assert_eq!(store.get_bytes("logs/run.log").unwrap().unwrap(), b"started\nresumed\n");
+    assert_eq!(
+        store.get_bytes("logs/run.log").unwrap().unwrap(),
+        b"started\nresumed\n"
+    );
 
     // And a second restore elsewhere gets the appended data.
     let run2 = t.path().join("run2");
     let mut other = RunSync::new(&run2, store.clone(), SyncConfig::default(), &Singleton).unwrap();
     other.restore().unwrap();
-    assert_eq!(fs::read_to_string(run2.join("logs/run.log")).unwrap(), "started\nresumed\n");
+    assert_eq!(
+        fs::read_to_string(run2.join("logs/run.log")).unwrap(),
+        "started\nresumed\n"
+    );
 }
 
 #[test]
@@ -178,13 +219,15 @@ fn restore_never_overwrites_a_newer_local_file() {
     let f = run.join("logs/run.log");
     fs::write(&f, "started\nlocal progress\n").unwrap();
     let h = fs::File::options().write(true).open(&f).unwrap();
-    h.set_modified(std::time::SystemTime::now() + Duration::from_secs(10)).unwrap();
+    h.set_modified(std::time::SystemTime::now() + Duration::from_secs(10))
+        .unwrap();
     drop(h);
     // And an older local copy of another file is replaced by the stored one.
     let e = run.join("diag/energy.csv");
     fs::write(&e, "stale").unwrap();
     let h = fs::File::options().write(true).open(&e).unwrap();
-    h.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1000)).unwrap();
+    h.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1000))
+        .unwrap();
     drop(h);
     let mut sync = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
     let r = sync.restore().unwrap();
@@ -194,7 +237,10 @@ fn restore_never_overwrites_a_newer_local_file() {
     assert_eq!(fs::read_to_string(&e).unwrap(), "t,e\n0,1.0\n");
     store.reset();
     assert_eq!(sync.finish().unwrap().uploaded, ["logs/run.log"]);
-    assert_eq!(store.get_bytes("logs/run.log").unwrap().unwrap(), b"started\nlocal progress\n");
+    assert_eq!(
+        store.get_bytes("logs/run.log").unwrap().unwrap(),
+        b"started\nlocal progress\n"
+    );
 }
 
 #[test]
@@ -208,7 +254,10 @@ fn sync_artifacts_false_moves_only_checkpoints() {
         ..Default::default()
     };
     let mut sync = RunSync::new(&run, store.clone(), off.clone(), &Singleton).unwrap();
-    assert_eq!(sync.on_checkpoint("ckpt/step-1").unwrap().uploaded, ["ckpt/step-1/state.bin"]);
+    assert_eq!(
+        sync.on_checkpoint("ckpt/step-1").unwrap().uploaded,
+        ["ckpt/step-1/state.bin"]
+    );
     assert_eq!(sync.finish().unwrap().uploaded, Vec::<String>::new());
     assert_eq!(keys(&*store), [INDEX_KEY, "ckpt/step-1/state.bin"]);
 
@@ -242,7 +291,11 @@ fn sync_artifacts_false_moves_only_checkpoints() {
     }
     assert_eq!(
         store3.file_puts(),
-        ["rank-0/ckpt/step-1/state.bin", "rank-1/ckpt/step-1/state.bin", "rank-2/ckpt/step-1/state.bin"]
+        [
+            "rank-0/ckpt/step-1/state.bin",
+            "rank-1/ckpt/step-1/state.bin",
+            "rank-2/ckpt/step-1/state.bin"
+        ]
     );
 }
 
@@ -260,14 +313,19 @@ fn excludes_are_respected_both_ways() {
     let mut sync = RunSync::new(&run, store.clone(), config.clone(), &Singleton).unwrap();
     let r = sync.on_checkpoint("ckpt/step-1").unwrap();
     assert_eq!(r.excluded, 2);
-    assert_eq!(r.uploaded, ["ckpt/step-1/state.bin", "diag/energy.csv", "logs/run.log"]);
+    assert_eq!(
+        r.uploaded,
+        ["ckpt/step-1/state.bin", "diag/energy.csv", "logs/run.log"]
+    );
     // Stored by someone else: still not restored.
     store.put_bytes("diag/other.nc", b"x").unwrap();
     let mut idx: serde_json::Value =
         serde_json::from_slice(&store.get_bytes(INDEX_KEY).unwrap().unwrap()).unwrap();
     idx["files"]["diag/other.nc"] =
         serde_json::json!({"size": 1, "mtime_ns": 1, "sha256": "00", "kind": "artifact"});
-    store.put_bytes(INDEX_KEY, &serde_json::to_vec(&idx).unwrap()).unwrap();
+    store
+        .put_bytes(INDEX_KEY, &serde_json::to_vec(&idx).unwrap())
+        .unwrap();
     let run2 = t.path().join("run2");
     let mut pull = RunSync::new(&run2, store.clone(), config, &Singleton).unwrap();
     let r = pull.restore().unwrap();
@@ -294,7 +352,10 @@ fn a_slow_sync_logs_a_warning_naming_the_biggest_files() {
     let mut sync = RunSync::new(&run, store.clone(), config, &Singleton).unwrap();
     let r = sync.on_checkpoint("ckpt/step-1").unwrap();
     let w = r.slow_warning.expect("a warning");
-    assert!(w.contains("the biggest files are `diag/huge.bin` (48.8 KiB)"), "{w}");
+    assert!(
+        w.contains("the biggest files are `diag/huge.bin` (48.8 KiB)"),
+        "{w}"
+    );
     assert!(w.contains("exclude") && w.contains("sync_artifacts"), "{w}");
     // The default threshold (60 s) is far away: no warning.
     write(&run.join("diag/more.txt"), "x");
@@ -312,7 +373,10 @@ fn root_mode_syncs_once_and_every_rank_gets_the_outcome() {
         let mut s = RunSync::new(&run, store.clone(), SyncConfig::default(), ctx).unwrap();
         s.on_checkpoint("ckpt/step-1").map(|r| r.uploaded.len())
     });
-    assert!(outcomes.iter().all(|o| o.as_ref().ok() == Some(&4)), "{outcomes:?}");
+    assert!(
+        outcomes.iter().all(|o| o.as_ref().ok() == Some(&4)),
+        "{outcomes:?}"
+    );
     assert_eq!(store.file_puts().len(), 4, "only the root uploads");
 
     // An error on the root reaches every rank (checkpoint folder missing).
@@ -322,7 +386,10 @@ fn root_mode_syncs_once_and_every_rank_gets_the_outcome() {
     });
     for o in &outcomes {
         let e = o.as_ref().unwrap_err().to_string();
-        assert!(e.contains("is not a folder inside the synced run folder"), "{e}");
+        assert!(
+            e.contains("is not a folder inside the synced run folder"),
+            "{e}"
+        );
     }
 }
 
@@ -407,7 +474,10 @@ fn child_upload() {
 fn a_killed_upload_leaves_no_half_object() {
     let t = tempfile::tempdir().unwrap();
     let fifo = t.path().join("source.fifo");
-    let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
     assert!(status.success());
     let store_dir = t.path().join("store");
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
@@ -422,8 +492,14 @@ fn a_killed_upload_leaves_no_half_object() {
     let dir = store_dir.join("ckpt");
     let mut partial: Option<PathBuf> = None;
     for _ in 0..500 {
-        partial = fs::read_dir(&dir).ok().and_then(|mut d| d.next()).map(|e| e.unwrap().path());
-        if partial.as_ref().is_some_and(|p| fs::metadata(p).map(|m| m.len() > 0).unwrap_or(false)) {
+        partial = fs::read_dir(&dir)
+            .ok()
+            .and_then(|mut d| d.next())
+            .map(|e| e.unwrap().path());
+        if partial
+            .as_ref()
+            .is_some_and(|p| fs::metadata(p).map(|m| m.len() > 0).unwrap_or(false))
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -433,7 +509,14 @@ fn a_killed_upload_leaves_no_half_object() {
     child.wait().unwrap();
     drop(w);
     let store = PathStorage::new(&store_dir).unwrap();
-    assert!(partial.file_name().unwrap().to_str().unwrap().contains(".clima-upload-"));
+    assert!(
+        partial
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .contains(".clima-upload-")
+    );
     assert_eq!(store.get_bytes("ckpt/big.bin").unwrap(), None);
     assert_eq!(store.list("").unwrap(), vec![]);
 }

@@ -40,10 +40,15 @@ mod s3 {
 
     impl Moto {
         fn start() -> Option<Moto> {
-            let exe = std::env::var("CLIMA_SYNC_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into());
+            let exe =
+                std::env::var("CLIMA_SYNC_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into());
             let dir = tempfile::tempdir().unwrap();
             let log = dir.path().join("moto.log");
-            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
             let spawned = Command::new(&exe)
                 .args(["-H", "127.0.0.1", "-p", &port.to_string()])
                 .stdout(Stdio::null())
@@ -51,9 +56,18 @@ mod s3 {
                 .spawn();
             let child = match spawned {
                 Ok(c) => c,
-                Err(e) => return skip(&format!("cannot start `{exe}`: {e}; run scripts/s3-test-server.sh install")),
+                Err(e) => {
+                    return skip(&format!(
+                        "cannot start `{exe}`: {e}; run scripts/s3-test-server.sh install"
+                    ));
+                }
             };
-            let moto = Moto { child, port, log, _dir: dir };
+            let moto = Moto {
+                child,
+                port,
+                log,
+                _dir: dir,
+            };
             let deadline = Instant::now() + Duration::from_secs(30);
             while Instant::now() < deadline {
                 if TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -61,7 +75,9 @@ mod s3 {
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
-            skip(&format!("`{exe}` did not listen on port {port} within 30 s"))
+            skip(&format!(
+                "`{exe}` did not listen on port {port} within 30 s"
+            ))
         }
 
         fn endpoint(&self) -> String {
@@ -102,7 +118,10 @@ mod s3 {
     }
 
     fn skip(why: &str) -> Option<Moto> {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "S3 test server unavailable in CI: {why}");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "S3 test server unavailable in CI: {why}"
+        );
         eprintln!("skipped: {why}");
         None
     }
@@ -142,16 +161,33 @@ mod s3 {
         // Delete the run folder, restore, append, sync: only the log is sent, appended.
         drop(sync);
         fs::remove_dir_all(&run).unwrap();
-        let mut sync = RunSync::new(&run, moto.storage("runs", "exp/run7"), SyncConfig::default(), &Singleton).unwrap();
+        let mut sync = RunSync::new(
+            &run,
+            moto.storage("runs", "exp/run7"),
+            SyncConfig::default(),
+            &Singleton,
+        )
+        .unwrap();
         let restored = sync.restore().unwrap();
         assert_eq!(restored.downloaded.len(), 3);
         assert_eq!(restored.checkpoint, Some(run.join("ckpt/step-1")));
-        assert_eq!(fs::read_to_string(run.join("ckpt/step-1/state.bin")).unwrap(), "state-1");
-        fs::OpenOptions::new().append(true).open(run.join("logs/run.log")).unwrap().write_all(b"resumed\n").unwrap();
+        assert_eq!(
+            fs::read_to_string(run.join("ckpt/step-1/state.bin")).unwrap(),
+            "state-1"
+        );
+        fs::OpenOptions::new()
+            .append(true)
+            .open(run.join("logs/run.log"))
+            .unwrap()
+            .write_all(b"resumed\n")
+            .unwrap();
         assert_eq!(sync.finish().unwrap().uploaded, ["logs/run.log"]);
         assert_eq!(file_puts(&moto, "runs"), 4);
         let check = moto.storage("runs", "exp/run7");
-        assert_eq!(check.get_bytes("logs/run.log").unwrap().unwrap(), b"started\nresumed\n");
+        assert_eq!(
+            check.get_bytes("logs/run.log").unwrap().unwrap(),
+            b"started\nresumed\n"
+        );
     }
 
     #[test]
@@ -162,14 +198,32 @@ mod s3 {
         write(&run.join("diag/a.nc"), "nc");
         write(&run.join("logs/run.log"), "x");
         write(&run.join("ckpt/1/s.bin"), "s");
-        let off = SyncConfig { sync_artifacts: false, ..Default::default() };
+        let off = SyncConfig {
+            sync_artifacts: false,
+            ..Default::default()
+        };
         let mut sync = RunSync::new(&run, moto.storage("bkt", "p"), off, &Singleton).unwrap();
-        assert_eq!(sync.on_checkpoint("ckpt/1").unwrap().uploaded, ["ckpt/1/s.bin"]);
-        let ex = SyncConfig { exclude: vec!["*.nc".into()], ..Default::default() };
+        assert_eq!(
+            sync.on_checkpoint("ckpt/1").unwrap().uploaded,
+            ["ckpt/1/s.bin"]
+        );
+        let ex = SyncConfig {
+            exclude: vec!["*.nc".into()],
+            ..Default::default()
+        };
         let mut sync = RunSync::new(&run, moto.storage("bkt", "p"), ex, &Singleton).unwrap();
         assert_eq!(sync.finish().unwrap().uploaded, ["logs/run.log"]);
-        let keys: Vec<String> = moto.storage("bkt", "p").list("").unwrap().into_iter().map(|o| o.key).collect();
-        assert_eq!(keys, [".clima-sync/index.json", "ckpt/1/s.bin", "logs/run.log"]);
+        let keys: Vec<String> = moto
+            .storage("bkt", "p")
+            .list("")
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key)
+            .collect();
+        assert_eq!(
+            keys,
+            [".clima-sync/index.json", "ckpt/1/s.bin", "logs/run.log"]
+        );
     }
 
     #[test]
@@ -180,8 +234,15 @@ mod s3 {
         let data: Vec<u8> = (0..11 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
         fs::write(&big, &data).unwrap();
         let store = moto.storage("multi", "").with_part_size(5 * 1024 * 1024);
-        assert_eq!(store.put_file("ckpt/big.bin", &big).unwrap(), data.len() as u64);
-        assert_eq!(moto.requests(&["PUT /multi/ckpt/big.bin?", "partNumber="]).len(), 3);
+        assert_eq!(
+            store.put_file("ckpt/big.bin", &big).unwrap(),
+            data.len() as u64
+        );
+        assert_eq!(
+            moto.requests(&["PUT /multi/ckpt/big.bin?", "partNumber="])
+                .len(),
+            3
+        );
         let back = t.path().join("back.bin");
         store.get_file("ckpt/big.bin", &back).unwrap();
         assert!(fs::read(&back).unwrap() == data);
@@ -191,7 +252,9 @@ mod s3 {
     #[test]
     #[ignore = "helper: run as a child process by a_killed_multipart_upload_leaves_no_object"]
     fn child_s3_upload() {
-        let Ok(src) = std::env::var("CLIMA_SYNC_CHILD_SRC") else { return };
+        let Ok(src) = std::env::var("CLIMA_SYNC_CHILD_SRC") else {
+            return;
+        };
         let endpoint = std::env::var("CLIMA_SYNC_CHILD_ENDPOINT").unwrap();
         let opts = [
             ("aws_endpoint", endpoint.as_str()),
@@ -200,7 +263,9 @@ mod s3 {
             ("aws_secret_access_key", "testing"),
             ("aws_region", "us-east-1"),
         ];
-        let store = ObjectStorage::s3_with("s3://kill/run", &opts).unwrap().with_part_size(5 * 1024 * 1024);
+        let store = ObjectStorage::s3_with("s3://kill/run", &opts)
+            .unwrap()
+            .with_part_size(5 * 1024 * 1024);
         store.put_file("ckpt/big.bin", Path::new(&src)).unwrap();
     }
 
@@ -210,7 +275,13 @@ mod s3 {
         let store = moto.storage("kill", "run");
         let t = tempfile::tempdir().unwrap();
         let fifo = t.path().join("src.fifo");
-        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(
+            Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "s3::child_s3_upload", "--ignored", "--nocapture"])
             .env("CLIMA_SYNC_CHILD_SRC", &fifo)
@@ -221,7 +292,10 @@ mod s3 {
         let mut w = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
         w.write_all(&vec![3u8; 11 * 1024 * 1024]).unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while moto.requests(&["PUT /kill/run/ckpt/big.bin?", "partNumber="]).is_empty() {
+        while moto
+            .requests(&["PUT /kill/run/ckpt/big.bin?", "partNumber="])
+            .is_empty()
+        {
             assert!(Instant::now() < deadline, "no part was uploaded");
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -20,7 +20,13 @@ fn publish_then_install_the_published_artifact() {
     let manifest = t.path().join("Artifacts.toml");
     let tarball = t.path().join("mydata.tar.gz");
     cli()
-        .args(["create", data.to_str().unwrap(), "--name", "mydata", "--manifest"])
+        .args([
+            "create",
+            data.to_str().unwrap(),
+            "--name",
+            "mydata",
+            "--manifest",
+        ])
         .arg(&manifest)
         .arg("--tarball-out")
         .arg(&tarball)
@@ -30,13 +36,25 @@ fn publish_then_install_the_published_artifact() {
     cli()
         .arg("publish")
         .arg(&tarball)
-        .args(["--to", &format!("file://{}", archive.display()), "--name", "mydata", "--manifest"])
+        .args([
+            "--to",
+            &format!("file://{}", archive.display()),
+            "--name",
+            "mydata",
+            "--manifest",
+        ])
         .arg(&manifest)
         .assert()
         .success();
     assert!(archive.join("mydata.tar.gz").is_file());
     let text = fs::read_to_string(&manifest).unwrap();
-    assert!(text.contains(&format!("url = \"file://{}/mydata.tar.gz\"", archive.display())), "{text}");
+    assert!(
+        text.contains(&format!(
+            "url = \"file://{}/mydata.tar.gz\"",
+            archive.display()
+        )),
+        "{text}"
+    );
     assert!(text.contains("sha256 = \""), "{text}");
 
     // The normal pipeline downloads it from the storage and verifies both hashes.
@@ -46,7 +64,9 @@ fn publish_then_install_the_published_artifact() {
         depots: vec![depot.clone()],
         ..clima_artifact_runtime::Config::from_vars(|_| None).unwrap()
     };
-    let artifacts = clima_artifact_runtime::Artifacts::load(&manifest).unwrap().with_config(config);
+    let artifacts = clima_artifact_runtime::Artifacts::load(&manifest)
+        .unwrap()
+        .with_config(config);
     let b = artifacts.ensure_installed("mydata/sub/b.txt").unwrap();
     assert_eq!(fs::read_to_string(b).unwrap(), "beta\n");
     assert!(b_in_depot(&depot));
@@ -58,7 +78,13 @@ fn publish_then_install_the_published_artifact() {
     let other_tar = t.path().join("other.tar.gz");
     let scratch = t.path().join("Scratch.toml");
     cli()
-        .args(["create", other.to_str().unwrap(), "--name", "other", "--manifest"])
+        .args([
+            "create",
+            other.to_str().unwrap(),
+            "--name",
+            "other",
+            "--manifest",
+        ])
         .arg(&scratch)
         .arg("--tarball-out")
         .arg(&other_tar)
@@ -67,7 +93,13 @@ fn publish_then_install_the_published_artifact() {
     let out = cli()
         .arg("publish")
         .arg(&other_tar)
-        .args(["--to", archive.to_str().unwrap(), "--name", "mydata", "--manifest"])
+        .args([
+            "--to",
+            archive.to_str().unwrap(),
+            "--name",
+            "mydata",
+            "--manifest",
+        ])
         .arg(&manifest)
         .assert()
         .code(2)
@@ -79,7 +111,9 @@ fn publish_then_install_the_published_artifact() {
 }
 
 fn b_in_depot(depot: &std::path::Path) -> bool {
-    fs::read_dir(depot.join("artifacts")).map(|d| d.count() > 0).unwrap_or(false)
+    fs::read_dir(depot.join("artifacts"))
+        .map(|d| d.count() > 0)
+        .unwrap_or(false)
 }
 
 #[test]
@@ -92,7 +126,12 @@ fn sync_push_and_pull_from_a_job_script() {
     fs::write(run.join("big.nc"), "n").unwrap();
     let store = t.path().join("store");
     let out = cli()
-        .args(["sync", "push", run.to_str().unwrap(), store.to_str().unwrap()])
+        .args([
+            "sync",
+            "push",
+            run.to_str().unwrap(),
+            store.to_str().unwrap(),
+        ])
         .args(["--checkpoint", "ckpt/1", "--exclude", "*.nc", "--json"])
         .assert()
         .success()
@@ -100,11 +139,19 @@ fn sync_push_and_pull_from_a_job_script() {
         .stdout
         .clone();
     let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(report["uploaded"], serde_json::json!(["ckpt/1/s.bin", "log.txt"]));
+    assert_eq!(
+        report["uploaded"],
+        serde_json::json!(["ckpt/1/s.bin", "log.txt"])
+    );
     assert!(!store.join("big.nc").exists());
     fs::remove_dir_all(&run).unwrap();
     cli()
-        .args(["sync", "pull", run.to_str().unwrap(), store.to_str().unwrap()])
+        .args([
+            "sync",
+            "pull",
+            run.to_str().unwrap(),
+            store.to_str().unwrap(),
+        ])
         .assert()
         .success()
         .stdout(predicates::str::contains("latest checkpoint"));

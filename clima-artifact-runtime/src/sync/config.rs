@@ -75,19 +75,22 @@ impl SyncConfig {
                 .collect();
         }
         if let Some(v) = get(SYNC_WARN_AFTER_ENV) {
-            let secs: f64 = v.trim().parse().ok().filter(|s: &f64| *s >= 0.0 && s.is_finite()).ok_or_else(|| {
-                Error::Config {
+            let secs: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s: &f64| *s >= 0.0 && s.is_finite())
+                .ok_or_else(|| Error::Config {
                     variable: SYNC_WARN_AFTER_ENV.into(),
                     value: v.clone(),
                     reason: "expected a number of seconds, e.g. 120".into(),
-                }
-            })?;
+                })?;
             c.slow_warning_after = Duration::from_secs_f64(secs);
         }
-        if let Some(v) = get(SYNC_PER_RANK_ENV) {
-            if parse_bool(SYNC_PER_RANK_ENV, &v)? {
-                c.mode = SyncMode::PerRank;
-            }
+        if let Some(v) = get(SYNC_PER_RANK_ENV)
+            && parse_bool(SYNC_PER_RANK_ENV, &v)?
+        {
+            c.mode = SyncMode::PerRank;
         }
         c.excludes()?;
         Ok(c)
@@ -169,8 +172,8 @@ mod tests {
         let e = SyncConfig::from_vars(|k| (k == SYNC_WARN_AFTER_ENV).then(|| "soon".into()))
             .unwrap_err();
         assert!(e.to_string().contains("CLIMA_SYNC_WARN_AFTER"), "{e}");
-        let e = SyncConfig::from_vars(|k| (k == SYNC_EXCLUDE_ENV).then(|| "a[".into()))
-            .unwrap_err();
+        let e =
+            SyncConfig::from_vars(|k| (k == SYNC_EXCLUDE_ENV).then(|| "a[".into())).unwrap_err();
         assert!(e.to_string().contains("`a[` is not a valid glob"), "{e}");
     }
 }

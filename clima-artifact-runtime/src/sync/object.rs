@@ -55,7 +55,10 @@ impl ObjectStorage {
             .trim_end_matches('/');
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
-            return Err(bad_url(url, "it names no bucket; write `s3://bucket/prefix`"));
+            return Err(bad_url(
+                url,
+                "it names no bucket; write `s3://bucket/prefix`",
+            ));
         }
         let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
         for (key, value) in options {
@@ -123,7 +126,12 @@ impl ObjectStorage {
         Ok(n)
     }
 
-    async fn put_stream(&self, location: &ObjectPath, key: &str, local: &Path) -> Result<u64, Error> {
+    async fn put_stream(
+        &self,
+        location: &ObjectPath,
+        key: &str,
+        local: &Path,
+    ) -> Result<u64, Error> {
         let mut file = File::open(local).map_err(|e| Error::io("open", local, e))?;
         let mut buf = vec![0u8; self.part_size];
         let n = Self::fill(&mut file, &mut buf).map_err(|e| Error::io("read", local, e))?;
@@ -176,7 +184,8 @@ impl Storage for ObjectStorage {
 
     fn put_file(&self, key: &str, local: &Path) -> Result<u64, Error> {
         let location = self.location(key)?;
-        self.runtime.block_on(self.put_stream(&location, key, local))
+        self.runtime
+            .block_on(self.put_stream(&location, key, local))
     }
 
     fn put_bytes(&self, key: &str, bytes: &[u8]) -> Result<(), Error> {
@@ -245,7 +254,8 @@ impl Storage for ObjectStorage {
             .into_iter()
             .filter_map(|m| {
                 let key = m.location.as_ref().strip_prefix(strip.as_str())?.to_owned();
-                key.starts_with(prefix).then_some(StoredObject { key, size: m.size })
+                key.starts_with(prefix)
+                    .then_some(StoredObject { key, size: m.size })
             })
             .collect();
         out.sort_by(|a, b| a.key.cmp(&b.key));

@@ -64,7 +64,10 @@ impl PathStorage {
         let dest = self.path_of(key)?;
         let dir = dest.parent().unwrap_or(&self.root);
         fs::create_dir_all(dir).map_err(|e| Error::io("create storage folder", dir, e))?;
-        let name = dest.file_name().and_then(|n| n.to_str()).unwrap_or("object");
+        let name = dest
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("object");
         let tmp = dir.join(format!(
             ".{name}{UPLOAD_MARK}{}-{}",
             std::process::id(),

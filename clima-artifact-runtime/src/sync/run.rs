@@ -146,7 +146,8 @@ impl<'c> RunSync<'c> {
                 if ctx.size() == 1 {
                     return own;
                 }
-                let gathered = ctx.gather_to_root(encode(&own.as_ref().map(|_| ()).map_err(Clone::clone)));
+                let gathered =
+                    ctx.gather_to_root(encode(&own.as_ref().map(|_| ()).map_err(Clone::clone)));
                 let verdict = gathered.map(|all| {
                     let failed = all
                         .iter()
@@ -155,7 +156,10 @@ impl<'c> RunSync<'c> {
                     match failed {
                         None => encode::<()>(&Ok(())),
                         Some((r, e)) => encode::<()>(&Err(Error::Other {
-                            message: format!("run sync failed on rank {r} of {}: {e}", ctx.describe()),
+                            message: format!(
+                                "run sync failed on rank {r} of {}: {e}",
+                                ctx.describe()
+                            ),
                             path: e_path(&e),
                         })),
                     }
@@ -170,7 +174,10 @@ impl<'c> RunSync<'c> {
         }
     }
 
-    fn run_local<T>(&mut self, op: impl FnOnce(&mut Local<'_>) -> Result<T, Error>) -> Result<T, Error> {
+    fn run_local<T>(
+        &mut self,
+        op: impl FnOnce(&mut Local<'_>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let prefixed;
         let storage: &dyn Storage = match self.config.mode {
             SyncMode::Root => &*self.storage,
@@ -337,7 +344,8 @@ impl Local<'_> {
             ),
             path: Some(abs.clone()),
         };
-        let canon_dir = fs::canonicalize(self.dir).map_err(|e| Error::io("open run folder", self.dir, e))?;
+        let canon_dir =
+            fs::canonicalize(self.dir).map_err(|e| Error::io("open run folder", self.dir, e))?;
         let canon = fs::canonicalize(&abs).map_err(|_| not_inside())?;
         if !canon.is_dir() {
             return Err(not_inside());
@@ -382,8 +390,17 @@ impl Local<'_> {
     }
 
     /// Regular files below `sub` (relative, `""` for all), skipping the state folder.
-    fn walk(&self, sub: &str, excluded: &mut usize, out: &mut Vec<(String, PathBuf, fs::Metadata)>) -> Result<(), Error> {
-        let start = if sub.is_empty() { self.dir.to_path_buf() } else { self.dir.join(sub) };
+    fn walk(
+        &self,
+        sub: &str,
+        excluded: &mut usize,
+        out: &mut Vec<(String, PathBuf, fs::Metadata)>,
+    ) -> Result<(), Error> {
+        let start = if sub.is_empty() {
+            self.dir.to_path_buf()
+        } else {
+            self.dir.join(sub)
+        };
         if !start.exists() {
             return Ok(());
         }
@@ -399,11 +416,17 @@ impl Local<'_> {
                     );
                     continue;
                 };
-                let child = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+                let child = if rel.is_empty() {
+                    name
+                } else {
+                    format!("{rel}/{name}")
+                };
                 if child == STATE_DIR {
                     continue;
                 }
-                let meta = entry.metadata().map_err(|e| Error::io("stat", entry.path(), e))?;
+                let meta = entry
+                    .metadata()
+                    .map_err(|e| Error::io("stat", entry.path(), e))?;
                 if meta.is_dir() {
                     stack.push((entry.path(), child));
                 } else if meta.is_file() {
@@ -491,9 +514,16 @@ impl Local<'_> {
         }
         to_send.sort_by(|a, b| a.0.rel.cmp(&b.0.rel));
         let mut watch = SlowWatch::new(
-            format!("syncing `{}` to `{}`", self.dir.display(), self.storage.url()),
+            format!(
+                "syncing `{}` to `{}`",
+                self.dir.display(),
+                self.storage.url()
+            ),
             self.config.slow_warning_after,
-            to_send.iter().map(|(c, _)| (c.rel.clone(), c.size)).collect(),
+            to_send
+                .iter()
+                .map(|(c, _)| (c.rel.clone(), c.size))
+                .collect(),
         );
         for (c, entry) in to_send {
             let sent = self.storage.put_file(&c.rel, &c.path)?;
@@ -517,7 +547,10 @@ impl Local<'_> {
         let Some(bytes) = self.storage.get_bytes(INDEX_KEY)? else {
             return Ok(restored); // nothing stored yet: a fresh run
         };
-        let remote = SyncIndex::parse(&bytes, &format!("`{INDEX_KEY}` in `{}`", self.storage.url()))?;
+        let remote = SyncIndex::parse(
+            &bytes,
+            &format!("`{INDEX_KEY}` in `{}`", self.storage.url()),
+        )?;
         fs::create_dir_all(self.dir).map_err(|e| Error::io("create run folder", self.dir, e))?;
         let latest = remote.latest_checkpoint.clone();
         let wanted: Vec<(String, FileEntry)> = remote
@@ -534,7 +567,10 @@ impl Local<'_> {
         let mut to_fetch = Vec::new();
         for (rel, entry) in wanted {
             check_key(&rel).map_err(|e| Error::Other {
-                message: format!("the sync manifest in `{}` lists a bad path: {e}", self.storage.url()),
+                message: format!(
+                    "the sync manifest in `{}` lists a bad path: {e}",
+                    self.storage.url()
+                ),
                 path: None,
             })?;
             let path = self.dir.join(&rel);
@@ -572,9 +608,16 @@ impl Local<'_> {
             }
         }
         let mut watch = SlowWatch::new(
-            format!("restoring `{}` from `{}`", self.dir.display(), self.storage.url()),
+            format!(
+                "restoring `{}` from `{}`",
+                self.dir.display(),
+                self.storage.url()
+            ),
             self.config.slow_warning_after,
-            to_fetch.iter().map(|(r, _, e)| (r.clone(), e.size)).collect(),
+            to_fetch
+                .iter()
+                .map(|(r, _, e)| (r.clone(), e.size))
+                .collect(),
         );
         for (rel, path, entry) in to_fetch {
             let parent = path.parent().unwrap_or(self.dir);
@@ -583,8 +626,12 @@ impl Local<'_> {
             let tmp = parent.join(format!(".{name}.clima-restore-{}", std::process::id()));
             let result = self.storage.get_file(&rel, &tmp).and_then(|n| {
                 let sha = sha256_file(&tmp)?;
-                let file = fs::OpenOptions::new().write(true).open(&tmp).map_err(|e| Error::io("open", &tmp, e))?;
-                set_mtime_ns(&file, entry.mtime_ns).map_err(|e| Error::io("set the modification time of", &tmp, e))?;
+                let file = fs::OpenOptions::new()
+                    .write(true)
+                    .open(&tmp)
+                    .map_err(|e| Error::io("open", &tmp, e))?;
+                set_mtime_ns(&file, entry.mtime_ns)
+                    .map_err(|e| Error::io("set the modification time of", &tmp, e))?;
                 drop(file);
                 fs::rename(&tmp, &path).map_err(|e| Error::io("move into place", &path, e))?;
                 Ok((n, sha))

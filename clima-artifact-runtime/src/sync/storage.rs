@@ -152,7 +152,9 @@ pub fn check_key(key: &str) -> Result<(), Error> {
         || key.starts_with('/')
         || key.contains('\0')
         || key.contains('\\')
-        || key.split('/').any(|s| s.is_empty() || s == "." || s == "..");
+        || key
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == "..");
     if bad {
         return Err(Error::Other {
             message: format!(
@@ -167,7 +169,12 @@ pub fn check_key(key: &str) -> Result<(), Error> {
 
 /// An [`Error::Other`] about `key` in `storage`.
 #[cfg_attr(not(feature = "s3"), allow(dead_code))]
-pub(crate) fn storage_error(storage: &str, action: &str, key: &str, why: impl fmt::Display) -> Error {
+pub(crate) fn storage_error(
+    storage: &str,
+    action: &str,
+    key: &str,
+    why: impl fmt::Display,
+) -> Error {
     Error::Other {
         message: format!(
             "cannot {action} `{key}` in storage `{storage}`: {why}; check that the storage is \
@@ -237,7 +244,10 @@ mod tests {
         }
         for bad in ["", "/a", "a//b", "a/../b", "./a", "a\\b", "a\0b", "a/"] {
             let e = check_key(bad).unwrap_err();
-            assert!(e.to_string().contains("not a valid storage key"), "{bad}: {e}");
+            assert!(
+                e.to_string().contains("not a valid storage key"),
+                "{bad}: {e}"
+            );
         }
     }
 

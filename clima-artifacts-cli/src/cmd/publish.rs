@@ -18,10 +18,16 @@ use crate::manifest_edit::{EntryUpdate, NewDownload, upsert_entry};
 /// Entry point of `publish`.
 pub fn run(args: PublishArgs) -> CliResult {
     if let Some(why) = invalid_name(&args.name) {
-        return Err(CliError::usage(format!("artifact name `{}`: {why}", args.name)));
+        return Err(CliError::usage(format!(
+            "artifact name `{}`: {why}",
+            args.name
+        )));
     }
     let meta = std::fs::metadata(&args.tarball).map_err(|e| {
-        CliError::usage(format!("tarball `{}` cannot be used: {e}", args.tarball.display()))
+        CliError::usage(format!(
+            "tarball `{}` cannot be used: {e}",
+            args.tarball.display()
+        ))
     })?;
     if !meta.is_file() {
         return Err(CliError::usage(format!(
@@ -36,24 +42,26 @@ pub fn run(args: PublishArgs) -> CliResult {
             .file_name()
             .and_then(|n| n.to_str())
             .map(str::to_owned)
-            .ok_or_else(|| CliError::usage("the tarball's file name is not UTF-8; pass --key NAME"))?,
+            .ok_or_else(|| {
+                CliError::usage("the tarball's file name is not UTF-8; pass --key NAME")
+            })?,
     };
     clima_artifact_runtime::sync::check_key(&key).map_err(|e| CliError::usage(e.to_string()))?;
 
     let tree_hash = tree_hash_of(&args.tarball)?;
     let text = cmd::read_or_empty(&args.manifest)?;
-    if let Some(existing) = existing_hash(&text, &args.name) {
-        if existing != tree_hash {
-            return Err(CliError::usage(format!(
-                "`{}` holds artifact content {tree_hash}, but `{}` says `{}` is {existing}; \
+    if let Some(existing) = existing_hash(&text, &args.name)
+        && existing != tree_hash
+    {
+        return Err(CliError::usage(format!(
+            "`{}` holds artifact content {tree_hash}, but `{}` says `{}` is {existing}; \
                  nothing was uploaded. Publish the tarball `create` wrote for `{}`, or run \
                  `create` again",
-                args.tarball.display(),
-                args.manifest.display(),
-                args.name,
-                args.name
-            )));
-        }
+            args.tarball.display(),
+            args.manifest.display(),
+            args.name,
+            args.name
+        )));
     }
     let storage = open_storage(&args.to).map_err(|e| CliError::usage(e.to_string()))?;
     let url = match &args.public_url {
@@ -110,7 +118,8 @@ pub fn run(args: PublishArgs) -> CliResult {
 
 /// The git tree hash of the tarball's content (unpacked into a temporary folder).
 fn tree_hash_of(tarball: &Path) -> CliResult<String> {
-    let tmp = tempfile::tempdir().map_err(|e| io_error("create a temporary folder in", &std::env::temp_dir(), &e))?;
+    let tmp = tempfile::tempdir()
+        .map_err(|e| io_error("create a temporary folder in", &std::env::temp_dir(), &e))?;
     let dest = tmp.path().join("content");
     std::fs::create_dir(&dest).map_err(|e| io_error("create", &dest, &e))?;
     let file = std::fs::File::open(tarball).map_err(|e| io_error("open", tarball, &e))?;

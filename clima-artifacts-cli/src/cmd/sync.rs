@@ -47,7 +47,9 @@ pub fn run(command: SyncCommand) -> CliResult {
             println!("  {f}");
         }
     } else {
-        let restored = sync.restore().map_err(|e| CliError::failure(e.to_string()))?;
+        let restored = sync
+            .restore()
+            .map_err(|e| CliError::failure(e.to_string()))?;
         if let Some(w) = &restored.slow_warning {
             eprintln!("warning: {w}");
         }
@@ -80,6 +82,8 @@ fn config(args: &SyncArgs) -> CliResult<SyncConfig> {
     if let Some(secs) = args.warn_after {
         config.slow_warning_after = std::time::Duration::from_secs_f64(secs.max(0.0));
     }
-    config.excludes().map_err(|e| CliError::usage(e.to_string()))?;
+    config
+        .excludes()
+        .map_err(|e| CliError::usage(e.to_string()))?;
     Ok(config)
 }
