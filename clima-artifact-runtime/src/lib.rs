@@ -15,6 +15,7 @@
 //! - [`context`]: the communication context (serial [`Singleton`], MPI behind the `mpi` feature:
 //!   `mpi_context::MpiContext`). Calls with a context are collective.
 //! - [`registry`] and [`report`](mod@report): provenance of every access and the end-of-run report.
+//! - [`sync`]: output artifacts: sync a run folder to a path or S3 at checkpoints, restore it.
 //! - [`inventory`]: artifacts declared by `clima_artifact!` call sites in this binary.
 //! - [`clima_artifact!`]: an artifact path checked against `Artifacts.toml` at compile time.
 
@@ -33,6 +34,7 @@ mod macros;
 pub mod mpi_context;
 pub mod registry;
 pub mod report;
+pub mod sync;
 pub mod tree_hash;
 
 #[doc(hidden)]

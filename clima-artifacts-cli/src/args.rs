@@ -25,7 +25,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The subcommands. (`publish` and `sync` are planned; see issue 9.)
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Make an artifact from a folder: tree hash, deterministic .tar.gz, sha256, manifest entry.
@@ -46,6 +46,11 @@ pub enum Command {
     Gc(GcArgs),
     /// Render a run's provenance report (JSON written by the runtime) as Markdown, BibTeX or JSON.
     Report(ReportArgs),
+    /// Upload a tarball made by `create` to storage and record its URL and sha256 in the manifest.
+    Publish(PublishArgs),
+    /// Push a run folder to storage, or pull it back (checkpoints and output artifacts).
+    #[command(subcommand)]
+    Sync(SyncCommand),
 }
 
 /// Where the manifest is: `--manifest PATH`, else `JuliaArtifacts.toml`/`Artifacts.toml` in the
@@ -265,4 +270,70 @@ pub struct ReportArgs {
     /// Write to this file instead of stdout.
     #[arg(long, short = 'o', value_name = "PATH")]
     pub output: Option<PathBuf>,
+}
+
+/// `publish`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct PublishArgs {
+    /// The .tar.gz written by `create`.
+    #[arg(value_name = "TARBALL")]
+    pub tarball: PathBuf,
+    /// Storage to upload to: a folder, `file:///path` or `s3://bucket/prefix` (S3 needs the `s3`
+    /// build feature; endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
+    #[arg(long, value_name = "STORAGE_URL")]
+    pub to: String,
+    /// The URL the uploaded tarball is downloadable from (ending in `/`: the key is appended).
+    /// Default: the storage's own URL (`file://` for folders); required for S3.
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
+    /// The Artifacts.toml whose entry gets the download (created if missing).
+    #[arg(long, short = 'm', value_name = "PATH")]
+    pub manifest: PathBuf,
+    /// Artifact name in the manifest.
+    #[arg(long, short = 'n')]
+    pub name: String,
+    /// Object key in the storage (default: the tarball's file name).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `sync ...`.
+#[derive(Debug, Subcommand)]
+pub enum SyncCommand {
+    /// Upload changed files of RUN_DIR (checkpoints and output artifacts) to STORAGE_URL.
+    Push(SyncArgs),
+    /// Download the latest checkpoint and the output artifacts; newer local files are kept.
+    Pull(SyncArgs),
+}
+
+/// `sync push` / `sync pull`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct SyncArgs {
+    /// The run folder.
+    #[arg(value_name = "RUN_DIR")]
+    pub run_dir: PathBuf,
+    /// A folder, `file:///path` or `s3://bucket/prefix`.
+    #[arg(value_name = "STORAGE_URL")]
+    pub storage_url: String,
+    /// (push) This folder, inside RUN_DIR, is a checkpoint: it is sent even with --no-artifacts
+    /// and becomes the latest checkpoint.
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+    /// Move only checkpoints, no output artifacts (also CLIMA_SYNC_ARTIFACTS=0).
+    #[arg(long)]
+    pub no_artifacts: bool,
+    /// Never move files matching this glob (repeatable; also CLIMA_SYNC_EXCLUDE, `:`-separated).
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Warn when the sync takes longer than this many seconds (also CLIMA_SYNC_WARN_AFTER).
+    #[arg(long, value_name = "SECONDS")]
+    pub warn_after: Option<f64>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }

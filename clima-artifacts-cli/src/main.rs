@@ -10,6 +10,8 @@
 //! clima-artifacts override set NAME PATH [--verify] | unset NAME | list
 //! clima-artifacts gc [--dry-run]
 //! clima-artifacts report FILE.json [--format md|bibtex|json]
+//! clima-artifacts publish TARBALL --to STORAGE_URL [--public-url URL] --manifest PATH --name N
+//! clima-artifacts sync push|pull RUN_DIR STORAGE_URL [--checkpoint DIR] [--no-artifacts] [--exclude GLOB]
 //! ```
 //!
 //! Exit codes (also shown by `--help`):

@@ -15,7 +15,9 @@ pub mod guided;
 pub mod hash;
 pub mod list;
 pub mod overrides;
+pub mod publish;
 pub mod report;
+pub mod sync;
 pub mod verify;
 
 /// Runs one subcommand.
@@ -31,6 +33,8 @@ pub fn run(command: Command) -> CliResult {
         Command::Override(OverrideCommand::List(a)) => overrides::list(a),
         Command::Gc(a) => gc::run(a),
         Command::Report(a) => report::run(a),
+        Command::Publish(a) => publish::run(a),
+        Command::Sync(c) => sync::run(c),
     }
 }
 

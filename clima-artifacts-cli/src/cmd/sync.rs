@@ -1,0 +1,89 @@
+//! `sync push|pull RUN_DIR STORAGE_URL`: the runtime's run sync from a job script (serial
+//! context; settings from the `CLIMA_SYNC_*` variables and flags).
+
+use clima_artifact_runtime::Singleton;
+use clima_artifact_runtime::sync::{RunSync, SyncConfig, open_storage};
+
+use crate::args::{SyncArgs, SyncCommand};
+use crate::cmd;
+use crate::error::{CliError, CliResult};
+
+/// Entry point of `sync push` and `sync pull`.
+pub fn run(command: SyncCommand) -> CliResult {
+    let (args, push) = match command {
+        SyncCommand::Push(a) => (a, true),
+        SyncCommand::Pull(a) => (a, false),
+    };
+    let config = config(&args)?;
+    let storage = open_storage(&args.storage_url).map_err(|e| CliError::usage(e.to_string()))?;
+    if push && !args.run_dir.is_dir() {
+        return Err(CliError::usage(format!(
+            "run folder `{}` does not exist or is not a folder",
+            args.run_dir.display()
+        )));
+    }
+    let mut sync = RunSync::new(&args.run_dir, storage, config, &Singleton)
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    if push {
+        let report = match &args.checkpoint {
+            Some(c) => sync.on_checkpoint(c),
+            None => sync.finish(),
+        }
+        .map_err(|e| CliError::failure(e.to_string()))?;
+        if let Some(w) = &report.slow_warning {
+            eprintln!("warning: {w}");
+        }
+        if args.json {
+            return cmd::print_json(&report);
+        }
+        println!(
+            "pushed {} file(s), {} bytes; {} unchanged, {} excluded",
+            report.uploaded.len(),
+            report.uploaded_bytes,
+            report.unchanged,
+            report.excluded
+        );
+        for f in &report.uploaded {
+            println!("  {f}");
+        }
+    } else {
+        let restored = sync
+            .restore()
+            .map_err(|e| CliError::failure(e.to_string()))?;
+        if let Some(w) = &restored.slow_warning {
+            eprintln!("warning: {w}");
+        }
+        if args.json {
+            return cmd::print_json(&restored);
+        }
+        println!(
+            "pulled {} file(s), {} bytes; {} up to date, {} newer locally (kept)",
+            restored.downloaded.len(),
+            restored.downloaded_bytes,
+            restored.up_to_date,
+            restored.kept_newer.len()
+        );
+        if let Some(c) = &restored.checkpoint {
+            println!("latest checkpoint: {}", c.display());
+        }
+        for f in &restored.kept_newer {
+            println!("  kept newer local {f}");
+        }
+    }
+    Ok(())
+}
+
+fn config(args: &SyncArgs) -> CliResult<SyncConfig> {
+    let mut config = SyncConfig::from_env().map_err(|e| CliError::usage(e.to_string()))?;
+    if args.no_artifacts {
+        config.sync_artifacts = false;
+    }
+    config.exclude.extend(args.exclude.iter().cloned());
+    if let Some(secs) = args.warn_after {
+        config.slow_warning_after = std::time::Duration::from_secs_f64(secs.max(0.0));
+    }
+    config
+        .excludes()
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    Ok(config)
+}
