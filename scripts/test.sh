@@ -8,11 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-features=()
+# The S3 sync backend is pure Rust: always built and tested (its tests need `moto_server`, see
+# scripts/s3-test-server.sh; without it they skip outside CI and fail under CI=true).
+features=(--features clima-artifact-runtime/s3)
 mpi=0
 if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
     mpi=1
-    features=(--features clima-artifact-runtime/mpi,clima-artifact-tests/mpi,quickstart-mpi/mpi)
+    features+=(--features clima-artifact-runtime/mpi,clima-artifact-tests/mpi,quickstart-mpi/mpi)
     echo "== MPI found ($(mpirun --version 2>&1 | head -n1)): MPI tests enabled"
     # OpenMPI in containers: allow root, oversubscription, no CMA single-copy (harmless for MPICH).
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
