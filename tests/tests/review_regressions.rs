@@ -105,3 +105,44 @@ fn a_shared_depot_whose_lock_folder_belongs_to_another_user_still_installs() {
     assert_eq!(installed_entries(&depot), [art.tree_hash.to_hex()]);
     art.assert_content(&artifacts.join(art.tree_hash.to_hex()));
 }
+
+/// A temp dir whose pid looks dead from here may belong to a live installer in another PID
+/// namespace (a container sharing this host name and the depot). Such an installer holds the
+/// artifact's lock: its temp dir must not be deleted under it (deleting a directory that is
+/// being renamed into place can leave a final artifact with files missing).
+#[test]
+fn a_temp_dir_whose_artifact_lock_is_held_is_not_reclaimed() {
+    use clima_artifact_runtime::install::reclaim_stale_temp_dirs;
+    use clima_artifact_runtime::locked_file::{LockedFile, hostname};
+
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let artifacts = depot.join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let hash = clima_artifact_runtime::GitTreeSha1([0x5a; 20]);
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let tmp = artifacts.join(format!(".tmp-{hash}-{}-{dead}-0001", hostname()));
+    std::fs::create_dir_all(tmp.join("sub")).unwrap();
+    std::fs::write(tmp.join("sub/partial"), b"x").unwrap();
+
+    // The "other namespace" installer: holds the artifact's lock while it works.
+    let held = LockedFile::acquire(
+        &clima_artifact_runtime::depot::lock_path(&depot, &hash),
+        "artifact in another container",
+        std::time::Duration::from_secs(1),
+    )
+    .unwrap();
+    assert!(held.is_locked());
+    assert_eq!(reclaim_stale_temp_dirs(&depot), 0);
+    assert!(
+        tmp.join("sub/partial").exists(),
+        "a locked install's temp dir was deleted"
+    );
+
+    // Once nobody holds the lock, the dir really is stale.
+    drop(held);
+    assert_eq!(reclaim_stale_temp_dirs(&depot), 1);
+    assert!(!tmp.exists());
+}
