@@ -25,8 +25,8 @@
 //! constant (at most a few buffers in flight). Nothing unverified ever appears at a final path:
 //! a failed attempt removes its temp dir, a killed process leaves one that the next install in
 //! the same depot removes (its pid is dead and nobody holds its artifact's lock; only temp dirs
-//! of this host are considered). If the
-//! final path already exists when renaming, another process won the race: that is success.
+//! of this host are considered). If the final path already exists when renaming, another
+//! process won the race: that is success.
 
 use std::io::{self, IsTerminal, Read};
 use std::path::{Path, PathBuf};

@@ -146,3 +146,29 @@ fn a_temp_dir_whose_artifact_lock_is_held_is_not_reclaimed() {
     assert_eq!(reclaim_stale_temp_dirs(&depot), 1);
     assert!(!tmp.exists());
 }
+
+/// A URL scheme the downloader does not speak (`ftp://`, `s3://`) or a `file://` URL naming a
+/// remote host used to be read as a local path (`<manifest dir>/ftp:/host/x`, or
+/// `host/share/x` relative to the *working directory*), failing with a misleading "No such
+/// file" or reading an unrelated local file. The error must name the URL and say what works.
+#[test]
+fn unsupported_url_schemes_and_remote_file_urls_are_clear_errors() {
+    use clima_artifact_runtime::{GitTreeSha1, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let config = test_config(std::slice::from_ref(&depot));
+    for url in [
+        "ftp://example.invalid/a.tar.gz",
+        "S3://bucket/a.tar.gz",
+        "file://fileserver/share/a.tar.gz",
+    ] {
+        let v = clima_artifact_tests::variant(GitTreeSha1([1; 20]), &[url.into()], Sha256([2; 32]));
+        let e = ensure_variant("a", &v, dir.path(), &config)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("`{url}`")), "{e}");
+        assert!(!e.contains("No such file"), "{e}");
+        assert!(e.contains("https://") && e.contains("file:///"), "{e}");
+    }
+    assert_eq!(temp_entries(&depot), Vec::<String>::new());
+}
