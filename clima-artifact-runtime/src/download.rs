@@ -59,7 +59,10 @@ pub fn locate(url: &str, manifest_dir: &Path) -> Location {
         let rest = &url["file://".len()..];
         let path = if rest.starts_with('/') {
             rest
-        } else if rest.len() >= 10 && rest[..10].eq_ignore_ascii_case("localhost/") {
+        } else if rest
+            .get(..10)
+            .is_some_and(|h| h.eq_ignore_ascii_case("localhost/"))
+        {
             &rest["localhost".len()..]
         } else {
             let host = rest.split('/').next().unwrap_or(rest);
@@ -281,6 +284,7 @@ mod tests {
         assert_eq!(locate("file://LOCALHOST/a", d), Location::File("/a".into()));
         for bad in [
             "file://server/a",
+            "file://aaaaaaaaaé/a",
             "file://localhost",
             "ftp://h/x",
             "s3://b/k",
