@@ -40,17 +40,46 @@ pub enum Location {
     Http(String),
     /// A local file (`file://` URL, absolute path, or path relative to the manifest folder).
     File(PathBuf),
+    /// A URL that cannot be fetched (another scheme, or a `file://` URL naming a remote host);
+    /// the text says why and what to write instead.
+    Unsupported(String),
 }
+
+/// What a download `url` may be, for messages.
+const SUPPORTED: &str = "use an `https://` or `http://` URL, a `file:///absolute/path` URL, or a \
+                         path relative to the manifest's folder";
 
 /// Classifies `url`; relative paths resolve against `manifest_dir`.
 pub fn locate(url: &str, manifest_dir: &Path) -> Location {
     let lower = url.to_ascii_lowercase();
     if lower.starts_with("http://") || lower.starts_with("https://") {
         Location::Http(url.to_owned())
-    } else if let Some(rest) = url.strip_prefix("file://") {
-        // `file:///abs/path` or `file://localhost/abs/path`.
-        let rest = rest.strip_prefix("localhost").unwrap_or(rest);
-        Location::File(PathBuf::from(percent_decode(rest)))
+    } else if lower.starts_with("file://") {
+        // `file:///abs/path` or `file://localhost/abs/path`; any other host is not local.
+        let rest = &url["file://".len()..];
+        let path = if rest.starts_with('/') {
+            rest
+        } else if rest
+            .get(..10)
+            .is_some_and(|h| h.eq_ignore_ascii_case("localhost/"))
+        {
+            &rest["localhost".len()..]
+        } else {
+            let host = rest.split('/').next().unwrap_or(rest);
+            return Location::Unsupported(format!(
+                "`file://` URLs must name a local absolute path, but this one names the host \
+                 `{host}`; {SUPPORTED}"
+            ));
+        };
+        Location::File(PathBuf::from(percent_decode(path)))
+    } else if let Some((scheme, _)) = url.split_once("://")
+        && !scheme.is_empty()
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        Location::Unsupported(format!("unsupported URL scheme `{scheme}://`; {SUPPORTED}"))
     } else {
         Location::File(manifest_dir.join(url))
     }
@@ -114,6 +143,10 @@ pub fn open(
                 length,
             })
         }
+        Location::Unsupported(reason) => Err(Error::Other {
+            message: format!("`{url}`: {reason}"),
+            path: None,
+        }),
         Location::Http(u) => {
             let resp = agent
                 .get(&u)
@@ -247,6 +280,22 @@ mod tests {
             Location::File("/m/data/x.tar".into())
         );
         assert_eq!(locate("/abs/x.tar", d), Location::File("/abs/x.tar".into()));
+        assert_eq!(locate("FILE:///a", d), Location::File("/a".into()));
+        assert_eq!(locate("file://LOCALHOST/a", d), Location::File("/a".into()));
+        for bad in [
+            "file://server/a",
+            "file://aaaaaaaaaé/a",
+            "file://localhost",
+            "ftp://h/x",
+            "s3://b/k",
+        ] {
+            assert!(matches!(locate(bad, d), Location::Unsupported(_)), "{bad}");
+        }
+        // Not a scheme: a relative path that happens to contain `://` later on.
+        assert_eq!(
+            locate("data/a://b", d),
+            Location::File("/m/data/a://b".into())
+        );
     }
 
     #[test]

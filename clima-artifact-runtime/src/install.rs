@@ -24,8 +24,9 @@
 //! Reading (network, TLS, SHA-256) and decompression/extraction run on two cores; memory stays
 //! constant (at most a few buffers in flight). Nothing unverified ever appears at a final path:
 //! a failed attempt removes its temp dir, a killed process leaves one that the next install in
-//! the same depot removes (its pid is dead; only temp dirs of this host are considered). If the
-//! final path already exists when renaming, another process won the race: that is success.
+//! the same depot removes (its pid is dead and nobody holds its artifact's lock; only temp dirs
+//! of this host are considered). If the final path already exists when renaming, another
+//! process won the race: that is success.
 
 use std::io::{self, IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -137,7 +138,7 @@ pub fn ensure_variant(
             origin: Origin::Depot,
         });
     }
-    reclaim_stale_temp_dirs(&target);
+    reclaim_stale(&target, Some(&hash));
     download_and_install(name, variant, manifest_dir, config, &target)
 }
 
@@ -552,7 +553,17 @@ impl Read for Pipe {
 
 /// Removes `<depot>/artifacts/.tmp-*` directories left by dead processes of this host.
 /// Returns how many were removed.
+///
+/// A pid that looks dead may be a live process in another PID namespace (a container with the
+/// same host name sharing the depot), so a temp dir is also left alone while anyone holds the
+/// lock of its artifact: a live installer always does (where `flock` works).
 pub fn reclaim_stale_temp_dirs(depot: &Path) -> usize {
+    reclaim_stale(depot, None)
+}
+
+/// [`reclaim_stale_temp_dirs`], called while this process holds the lock of `holding` (so that
+/// lock says nothing about other processes).
+fn reclaim_stale(depot: &Path, holding: Option<&GitTreeSha1>) -> usize {
     let dir = depot::artifacts_dir(depot);
     let Ok(rd) = std::fs::read_dir(&dir) else {
         return 0;
@@ -562,31 +573,70 @@ pub fn reclaim_stale_temp_dirs(depot: &Path) -> usize {
     for entry in rd.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let Some((tmp_host, pid)) = parse_temp_name(name) else {
+        let Some((hash, tmp_host, pid)) = parse_temp_name(name) else {
             continue;
         };
-        if tmp_host == host && !pid_alive(pid) {
-            tracing::info!(
-                "removing `{}` left by dead process {pid}",
-                entry.path().display()
-            );
-            remove_tree(&entry.path());
-            removed += 1;
+        if tmp_host != host || pid_alive(pid) {
+            continue;
         }
+        // Held until the dir is gone, so no installer of this artifact starts meanwhile.
+        let _lock = if holding == Some(&hash) {
+            None
+        } else {
+            match try_lock_existing(&depot::lock_path(depot, &hash)) {
+                LockProbe::Held => {
+                    tracing::debug!(
+                        "keeping `{}`: its artifact's lock is held (pid {pid} may live in \
+                         another PID namespace)",
+                        entry.path().display()
+                    );
+                    continue;
+                }
+                LockProbe::Free(file) => Some(file),
+                LockProbe::Unknown => None,
+            }
+        };
+        tracing::info!(
+            "removing `{}` left by dead process {pid}",
+            entry.path().display()
+        );
+        remove_tree(&entry.path());
+        removed += 1;
     }
     removed
 }
 
-/// Splits `.tmp-<hash>-<host>-<pid>-<rand>` into `(host, pid)`.
-fn parse_temp_name(name: &str) -> Option<(&str, i32)> {
+enum LockProbe {
+    /// Another open file description holds the lock.
+    Held,
+    /// Now locked by us (released when the file is dropped).
+    Free(std::fs::File),
+    /// No lock file, or locks do not work here.
+    Unknown,
+}
+
+/// Tries, without blocking and without creating anything, to lock an existing lock file.
+fn try_lock_existing(path: &Path) -> LockProbe {
+    let Ok(file) = std::fs::File::open(path) else {
+        return LockProbe::Unknown;
+    };
+    match file.try_lock() {
+        Ok(()) => LockProbe::Free(file),
+        Err(std::fs::TryLockError::WouldBlock) => LockProbe::Held,
+        Err(std::fs::TryLockError::Error(_)) => LockProbe::Unknown,
+    }
+}
+
+/// Splits `.tmp-<hash>-<host>-<pid>-<rand>` into `(hash, host, pid)`.
+fn parse_temp_name(name: &str) -> Option<(GitTreeSha1, &str, i32)> {
     let rest = name.strip_prefix(TEMP_PREFIX)?;
     let mut parts = rest.rsplitn(3, '-');
     let _rand = parts.next()?;
     let pid: i32 = parts.next()?.parse().ok()?;
     let hash_host = parts.next()?;
     let (hash, host) = hash_host.split_at_checked(40)?;
-    GitTreeSha1::from_hex(hash).ok()?;
-    Some((host.strip_prefix('-')?, pid))
+    let hash = GitTreeSha1::from_hex(hash).ok()?;
+    Some((hash, host.strip_prefix('-')?, pid))
 }
 
 /// Whether a process with this pid exists (on this host).
@@ -606,13 +656,14 @@ mod tests {
     #[test]
     fn parses_temp_names() {
         let h = "ab".repeat(20);
+        let hash = GitTreeSha1::from_hex(&h).unwrap();
         assert_eq!(
             parse_temp_name(&format!(".tmp-{h}-node-7-12-00ff")),
-            Some(("node-7", 12))
+            Some((hash, "node-7", 12))
         );
         assert_eq!(
             parse_temp_name(&format!(".tmp-{h}--12-00ff")),
-            Some(("", 12))
+            Some((hash, "", 12))
         );
         assert_eq!(parse_temp_name(".tmp-zz-node-1-2"), None);
         assert_eq!(parse_temp_name(&h), None);

@@ -13,7 +13,9 @@
 //! never leaves a stale lock. Lock files are never deleted (deleting races with waiters).
 //!
 //! The lock only saves duplicate downloads: network filesystems may fake `flock`, so correctness
-//! comes from installing into a temp dir and renaming it into place.
+//! comes from installing into a temp dir and renaming it into place. For the same reason a lock
+//! that cannot be taken at all (no permission to create or open the lock file in a shared depot,
+//! `flock` refused) is logged and the install proceeds without it.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -25,25 +27,27 @@ use crate::Error;
 /// An exclusively locked file; unlocked when dropped.
 #[derive(Debug)]
 pub struct LockedFile {
-    file: File,
+    /// `None` when the lock could not be taken at all (the caller proceeds unlocked).
+    file: Option<File>,
     path: PathBuf,
 }
 
 impl LockedFile {
     /// Locks `path` (created if missing, with its parent folders), waiting at most `timeout` for
     /// another holder. `what` says what the lock protects, for the log (e.g. `artifact era5`).
+    ///
+    /// A lock file that cannot be created or opened (e.g. a shared depot whose `.locks` folder
+    /// belongs to another user), or a filesystem that refuses `flock`, is logged and yields an
+    /// unlocked guard: the lock only saves duplicate downloads, so it never stops an install.
+    /// Only waiting longer than `timeout` for a live holder is an error.
     pub fn acquire(path: &Path, what: &str, timeout: Duration) -> Result<LockedFile, Error> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Error::io("create lock directory", parent, e))?;
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| Error::io("open lock file", path, e))?;
+        let file = match open_lock_file(path) {
+            Ok(file) => file,
+            Err(e) => {
+                tracing::warn!("{e}; continuing without the lock");
+                return Ok(LockedFile::unlocked(path));
+            }
+        };
         match file.try_lock() {
             Ok(()) => return Ok(LockedFile::held(file, path)),
             Err(TryLockError::WouldBlock) => {}
@@ -54,10 +58,7 @@ impl LockedFile {
                     "cannot lock `{}` ({e}); continuing without the lock",
                     path.display()
                 );
-                return Ok(LockedFile {
-                    file,
-                    path: path.to_owned(),
-                });
+                return Ok(LockedFile::unlocked(path));
             }
         }
         let holder = read_holder(&file);
@@ -82,7 +83,11 @@ impl LockedFile {
                 }
                 Err(TryLockError::WouldBlock) => {}
                 Err(TryLockError::Error(e)) => {
-                    return Err(Error::io("lock", path, e));
+                    tracing::warn!(
+                        "cannot lock `{}` ({e}); continuing without the lock",
+                        path.display()
+                    );
+                    return Ok(LockedFile::unlocked(path));
                 }
             }
             if start.elapsed() >= timeout {
@@ -96,15 +101,28 @@ impl LockedFile {
     }
 
     fn held(mut file: File, path: &Path) -> LockedFile {
-        // Best effort: who holds the lock, for the log of waiters.
+        // Best effort: who holds the lock, for the log of waiters (fails on a read-only open).
         let _ = file.set_len(0).and_then(|()| {
             file.seek(SeekFrom::Start(0))?;
             writeln!(file, "pid {} on {}", std::process::id(), hostname())
         });
         LockedFile {
-            file,
+            file: Some(file),
             path: path.to_owned(),
         }
+    }
+
+    fn unlocked(path: &Path) -> LockedFile {
+        LockedFile {
+            file: None,
+            path: path.to_owned(),
+        }
+    }
+
+    /// Whether the lock is really held (`false` when the lock file was unusable and the
+    /// caller proceeds without it).
+    pub fn is_locked(&self) -> bool {
+        self.file.is_some()
     }
 
     /// The lock file's path.
@@ -115,8 +133,34 @@ impl LockedFile {
 
 impl Drop for LockedFile {
     fn drop(&mut self) {
-        let _ = self.file.set_len(0);
-        let _ = self.file.unlock();
+        if let Some(file) = &self.file {
+            let _ = file.set_len(0);
+            let _ = file.unlock();
+        }
+    }
+}
+
+/// Opens (creating it and its folder if needed) a lock file. Without write access to an existing
+/// lock file, opens it read-only: `flock` works on read-only descriptors too.
+fn open_lock_file(path: &Path) -> Result<File, String> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create lock folder `{}`: {e}", parent.display()))?;
+    }
+    let read_write = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path);
+    match read_write {
+        Ok(file) => Ok(file),
+        Err(e) => OpenOptions::new()
+            .read(true)
+            .open(path)
+            .ok()
+            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+            .ok_or_else(|| format!("cannot open lock file `{}`: {e}", path.display())),
     }
 }
 
@@ -170,6 +214,26 @@ mod tests {
             }
         });
         assert_eq!(max.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn an_unusable_lock_file_gives_an_unlocked_guard_not_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        // Something that is not a file sits where the lock file should be.
+        let path = dir.path().join("c.lock");
+        std::fs::create_dir(&path).unwrap();
+        let guard = LockedFile::acquire(&path, "test", Duration::from_secs(1)).unwrap();
+        assert!(!guard.is_locked());
+        drop(guard);
+        assert!(path.is_dir());
+        // A folder that cannot be created (a file is in the way).
+        std::fs::write(dir.path().join("f"), b"x").unwrap();
+        let guard =
+            LockedFile::acquire(&dir.path().join("f/d.lock"), "test", Duration::from_secs(1))
+                .unwrap();
+        assert!(!guard.is_locked());
+        let ok = LockedFile::acquire(&dir.path().join("e.lock"), "t", Duration::from_secs(1));
+        assert!(ok.unwrap().is_locked());
     }
 
     #[test]
