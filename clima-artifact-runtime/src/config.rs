@@ -3,7 +3,7 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `CLIMA_ARTIFACTS_DEPOT_PATH` | colon-separated depots; installs go to the first writable one | `$XDG_CACHE_HOME/clima-artifacts` (`~/.cache/clima-artifacts`) |
-//! | `CLIMA_ARTIFACTS_OFFLINE` | `1`: never touch the network | `0` |
+//! | `CLIMA_ARTIFACTS_OFFLINE` | `1`: never touch the network; local-path and `file://` download sources still install | `0` |
 //! | `CLIMA_ARTIFACTS_JULIA_INTEROP` | `1`: also search Julia depots (`JULIA_DEPOT_PATH`, default `~/.julia`) and their overrides | `0` |
 //! | `CLIMA_ARTIFACTS_CONNECT_TIMEOUT` | TCP connect timeout, seconds | `30` |
 //! | `CLIMA_ARTIFACTS_STALL_TIMEOUT` | abandon a download after this many seconds without a byte | `60` |
@@ -29,7 +29,8 @@ use crate::Error;
 pub struct Config {
     /// Depots searched in order; installs go to the first writable one.
     pub depots: Vec<PathBuf>,
-    /// Never touch the network (`CLIMA_ARTIFACTS_OFFLINE=1`).
+    /// Never touch the network (`CLIMA_ARTIFACTS_OFFLINE=1`); local-path and `file://`
+    /// download sources are still used.
     pub offline: bool,
     /// Also search Julia depots (`JULIA_DEPOT_PATH`, default `~/.julia`) and their overrides.
     pub julia_interop: bool,

@@ -117,8 +117,9 @@ pub enum Error {
     },
     /// The artifact is not installed and offline mode forbids downloading it.
     #[error(
-        "artifact `{name}` ({hash}) is not installed in any depot ({}) and CLIMA_ARTIFACTS_OFFLINE is set, so it cannot be downloaded; unset CLIMA_ARTIFACTS_OFFLINE, or install it where the network is available, or add an override",
-        render_paths(depots)
+        "artifact `{name}` ({hash}) is not installed in any depot ({}) and CLIMA_ARTIFACTS_OFFLINE is set, so it cannot be downloaded from {}; run `clima-artifacts fetch` on a machine with network access (into a depot listed here), or unset CLIMA_ARTIFACTS_OFFLINE",
+        render_paths(depots),
+        render_urls(urls)
     )]
     Offline {
         /// The artifact.
@@ -127,6 +128,8 @@ pub enum Error {
         hash: GitTreeSha1,
         /// Depots that were searched.
         depots: Vec<PathBuf>,
+        /// The network URLs it would have been downloaded from.
+        urls: Vec<String>,
     },
     /// The artifact has no `[[name.download]]` section, is not installed and not overridden.
     #[error(
@@ -303,6 +306,13 @@ fn render_paths(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
+fn render_urls(urls: &[String]) -> String {
+    urls.iter()
+        .map(|u| format!("`{u}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn render_tried(tried: &[(PathBuf, String)]) -> String {
     if tried.is_empty() {
         return "none (no depot is configured)".to_owned();
@@ -469,6 +479,7 @@ enum OwnWire {
         name: String,
         hash: GitTreeSha1,
         depots: Vec<PathBuf>,
+        urls: Vec<String>,
     },
     NoDownloads {
         name: String,
@@ -602,7 +613,17 @@ impl From<&Error> for Wire {
                 cause,
             },
             Error::NoWritableDepot { name, tried } => O::NoWritableDepot { name, tried },
-            Error::Offline { name, hash, depots } => O::Offline { name, hash, depots },
+            Error::Offline {
+                name,
+                hash,
+                depots,
+                urls,
+            } => O::Offline {
+                name,
+                hash,
+                depots,
+                urls,
+            },
             Error::NoDownloads {
                 name,
                 hash,
@@ -775,7 +796,17 @@ impl From<Wire> for Error {
                     cause,
                 },
                 O::NoWritableDepot { name, tried } => Error::NoWritableDepot { name, tried },
-                O::Offline { name, hash, depots } => Error::Offline { name, hash, depots },
+                O::Offline {
+                    name,
+                    hash,
+                    depots,
+                    urls,
+                } => Error::Offline {
+                    name,
+                    hash,
+                    depots,
+                    urls,
+                },
                 O::NoDownloads {
                     name,
                     hash,

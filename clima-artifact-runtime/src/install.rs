@@ -4,8 +4,10 @@
 //!
 //! 1. an override (`Overrides.toml` of any depot) -> use its path; never hashed, never downloaded;
 //! 2. `artifacts/<hash>` exists in any depot -> use it (an existence check, nothing is hashed);
-//! 3. offline (`CLIMA_ARTIFACTS_OFFLINE=1`) -> [`Error::Offline`];
-//! 4. no `[[name.download]]` -> [`Error::NoDownloads`] with the exact `Overrides.toml` line to add;
+//! 3. no `[[name.download]]` -> [`Error::NoDownloads`] with the exact `Overrides.toml` line to add;
+//! 4. offline (`CLIMA_ARTIFACTS_OFFLINE=1`): network (`http(s)://`) sources are skipped; local
+//!    paths and `file://` URLs are still used. No source left -> [`Error::Offline`], naming the
+//!    URLs it would have used;
 //! 5. lock `artifacts/.locks/<hash>.lock` in the first writable depot, look again (another process
 //!    may have finished meanwhile), reclaim temp dirs of dead processes, then for each URL in
 //!    order (transient failures retried with backoff):
@@ -104,13 +106,6 @@ pub fn ensure_variant(
     if let Some(found) = lookup(&hash, &depots)? {
         return Ok(found);
     }
-    if config.offline {
-        return Err(Error::Offline {
-            name: name.to_owned(),
-            hash,
-            depots,
-        });
-    }
     if variant.downloads.is_empty() {
         let first = config
             .depots
@@ -123,6 +118,20 @@ pub fn ensure_variant(
             hash,
             manifest: manifest_file(manifest_dir),
             overrides_file: depot::overrides_path(&first),
+        });
+    }
+    // Offline, only network sources are skipped: a local path or `file://` URL is no network
+    // access, so such sources still install (the quickstart ships its data that way).
+    let (allowed, skipped): (Vec<_>, Vec<_>) = variant
+        .downloads
+        .iter()
+        .partition(|d| !config.offline || !is_network(&d.url, manifest_dir));
+    if allowed.is_empty() {
+        return Err(Error::Offline {
+            name: name.to_owned(),
+            hash,
+            depots,
+            urls: skipped.iter().map(|d| d.url.clone()).collect(),
         });
     }
     let target = depot::first_writable(config, name)?;
@@ -139,7 +148,16 @@ pub fn ensure_variant(
         });
     }
     reclaim_stale(&target, Some(&hash));
-    download_and_install(name, variant, manifest_dir, config, &target)
+    download_and_install(name, variant, &allowed, manifest_dir, config, &target)
+}
+
+/// Whether fetching `url` would use the network (`http(s)://`); local paths, `file://` URLs
+/// and unsupported schemes (which fail without any access) are not.
+fn is_network(url: &str, manifest_dir: &Path) -> bool {
+    matches!(
+        download::locate(url, manifest_dir),
+        download::Location::Http(_)
+    )
 }
 
 /// Overrides, then installed copies; `None` when the artifact must be downloaded. Never
@@ -168,9 +186,11 @@ fn manifest_file(dir: &Path) -> PathBuf {
         .unwrap_or_else(|| dir.join("Artifacts.toml"))
 }
 
+/// Tries `allowed` (the variant's downloads that may be used now) in order.
 fn download_and_install(
     name: &str,
     variant: &ArtifactVariant,
+    allowed: &[&clima_artifact_manifest::Download],
     manifest_dir: &Path,
     config: &Config,
     target: &Path,
@@ -179,6 +199,16 @@ fn download_and_install(
     let agent = download::agent(config);
     let mut failures = Vec::new();
     for dl in &variant.downloads {
+        if !allowed.iter().any(|a| std::ptr::eq(*a, dl)) {
+            failures.push(Error::Other {
+                message: format!(
+                    "`{}`: not tried: CLIMA_ARTIFACTS_OFFLINE is set and this is a network URL",
+                    dl.url
+                ),
+                path: None,
+            });
+            continue;
+        }
         let mut attempt = 1;
         loop {
             let start = Instant::now();

@@ -157,6 +157,12 @@ fn offline_mode_never_touches_the_network() {
         "{s}"
     );
     assert!(s.contains(&depot.display().to_string()), "{s}");
+    assert!(s.contains(&format!("`{}`", server.url("s.tar.gz"))), "{s}");
+    assert!(
+        s.contains("run `clima-artifacts fetch` on a machine with network access")
+            && s.contains("or unset CLIMA_ARTIFACTS_OFFLINE"),
+        "{s}"
+    );
     assert_eq!(server.total_gets(), 0);
 
     // Once installed (online), offline lookups succeed without the network.
@@ -166,6 +172,52 @@ fn offline_mode_never_touches_the_network() {
     let got = ensure_variant("sample", &v, &depot, &config).unwrap();
     assert_eq!(got.origin, Origin::Depot);
     assert_eq!(server.total_gets(), 1);
+}
+
+#[test]
+fn offline_mode_still_installs_from_local_sources() {
+    let Some((dir, depot, mut config)) = setup() else {
+        return;
+    };
+    config.offline = true;
+    let server = TestServer::start();
+    let art = TestArtifact::sample(15);
+    server.serve("s.tar.gz", art.tarball.clone());
+    let file = dir.path().join("data").join("s.tar.gz");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, &art.tarball).unwrap();
+    // A network URL first: skipped offline, never fetched; the relative path installs.
+    let v = art.variant(&[server.url("s.tar.gz"), "data/s.tar.gz".into()]);
+    let got = ensure_variant("sample", &v, dir.path(), &config).unwrap();
+    assert!(
+        matches!(&got.origin, Origin::Downloaded { url, .. } if url == "data/s.tar.gz"),
+        "{:?}",
+        got.origin
+    );
+    art.assert_content(&got.path);
+    std::fs::remove_dir_all(&got.path).unwrap();
+    // A `file:///` URL is local too.
+    let v = art.variant(&[format!("file://{}", file.display())]);
+    let got = ensure_variant("sample", &v, dir.path(), &config).unwrap();
+    art.assert_content(&got.path);
+    assert_eq!(server.total_gets(), 0);
+    assert_eq!(temp_entries(&depot), Vec::<String>::new());
+
+    // A local source that fails offline: the error lists it and the skipped network URL.
+    std::fs::remove_dir_all(&got.path).unwrap();
+    let v = art.variant(&[server.url("s.tar.gz"), "data/missing.tar.gz".into()]);
+    let e = ensure_variant("sample", &v, dir.path(), &config)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing.tar.gz"), "{e}");
+    assert!(
+        e.contains(&format!(
+            "`{}`: not tried: CLIMA_ARTIFACTS_OFFLINE is set",
+            server.url("s.tar.gz")
+        )),
+        "{e}"
+    );
+    assert_eq!(server.total_gets(), 0);
 }
 
 #[test]
