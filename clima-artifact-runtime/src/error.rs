@@ -133,9 +133,9 @@ pub enum Error {
     },
     /// The artifact has no `[[name.download]]` section, is not installed and not overridden.
     #[error(
-        "artifact `{name}` ({hash}) has no download section in `{}` and is not installed or overridden; point it at a local copy by adding this line to `{}`:\n    {hash} = \"/path/to/{name}\"",
+        "artifact `{name}` ({hash}) has no download section in `{}` and is not installed or overridden; {}",
         manifest.display(),
-        overrides_file.display()
+        render_override_hint(name, hash, overrides_file)
     )]
     NoDownloads {
         /// The artifact.
@@ -254,10 +254,14 @@ pub enum Error {
         /// What the extractor refused, and why.
         reason: String,
     },
-    /// Every download source failed; lists each URL and why.
+    /// Every download source failed; lists each URL and why, then what to do next.
     #[error(
-        "could not install artifact `{name}` ({hash}): every download source failed:{}",
-        render_failures(failures)
+        "could not install artifact `{name}` ({hash}): {}:{}\ncheck the {} in `{}` for artifact `{name}`, or make the data available locally: {}",
+        if failures.len() == 1 { "its download source failed" } else { "every download source failed" },
+        render_failures(failures),
+        if failures.len() == 1 { "URL" } else { "URLs" },
+        manifest.display(),
+        render_override_hint(name, hash, overrides_file)
     )]
     DownloadFailed {
         /// The artifact.
@@ -266,6 +270,10 @@ pub enum Error {
         hash: GitTreeSha1,
         /// One error per URL, in manifest order.
         failures: Vec<Error>,
+        /// The manifest that lists the URLs.
+        manifest: PathBuf,
+        /// The `Overrides.toml` where a line pointing at a local copy would go (first depot).
+        overrides_file: PathBuf,
     },
     /// Another process held the artifact's lock for too long.
     #[error(
@@ -304,6 +312,19 @@ fn render_paths(paths: &[PathBuf]) -> String {
         .map(|p| format!("`{}`", p.display()))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The next step shared by errors that end with "use a local copy instead": the exact
+/// `Overrides.toml` line and the file to add it to.
+fn render_override_hint(
+    name: &str,
+    hash: &GitTreeSha1,
+    overrides_file: &std::path::Path,
+) -> String {
+    format!(
+        "point it at a local copy by adding this line to `{}`:\n    {hash} = \"/path/to/{name}\"",
+        overrides_file.display()
+    )
 }
 
 fn render_urls(urls: &[String]) -> String {
@@ -537,6 +558,8 @@ enum OwnWire {
         name: String,
         hash: GitTreeSha1,
         failures: Vec<Wire>,
+        manifest: PathBuf,
+        overrides_file: PathBuf,
     },
     LockTimeout {
         path: PathBuf,
@@ -704,10 +727,14 @@ impl From<&Error> for Wire {
                 name,
                 hash,
                 failures,
+                manifest,
+                overrides_file,
             } => O::DownloadFailed {
                 name,
                 hash,
                 failures: failures.iter().map(Wire::from).collect(),
+                manifest,
+                overrides_file,
             },
             Error::LockTimeout {
                 path,
@@ -887,10 +914,14 @@ impl From<Wire> for Error {
                     name,
                     hash,
                     failures,
+                    manifest,
+                    overrides_file,
                 } => Error::DownloadFailed {
                     name,
                     hash,
                     failures: failures.into_iter().map(Error::from).collect(),
+                    manifest,
+                    overrides_file,
                 },
                 O::LockTimeout {
                     path,
@@ -948,6 +979,8 @@ mod tests {
             Error::DownloadFailed {
                 name: "era5".into(),
                 hash: h('a'),
+                manifest: "/m/Artifacts.toml".into(),
+                overrides_file: "/d/artifacts/Overrides.toml".into(),
                 failures: vec![
                     Error::HttpStatus {
                         url: "http://a/x".into(),
@@ -997,6 +1030,8 @@ mod tests {
         let e = Error::DownloadFailed {
             name: "n".into(),
             hash: h('c'),
+            manifest: "/m/Artifacts.toml".into(),
+            overrides_file: "/d/artifacts/Overrides.toml".into(),
             failures: vec![
                 Error::HttpStatus {
                     url: "http://one".into(),
@@ -1016,5 +1051,14 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("`http://two`: connection reset"), "{s}");
+        assert!(
+            s.ends_with(&format!(
+                "\ncheck the URLs in `/m/Artifacts.toml` for artifact `n`, or make the data \
+                 available locally: point it at a local copy by adding this line to \
+                 `/d/artifacts/Overrides.toml`:\n    {} = \"/path/to/n\"",
+                h('c')
+            )),
+            "{s}"
+        );
     }
 }

@@ -107,17 +107,11 @@ pub fn ensure_variant(
         return Ok(found);
     }
     if variant.downloads.is_empty() {
-        let first = config
-            .depots
-            .first()
-            .cloned()
-            .or_else(crate::config::default_depot)
-            .unwrap_or_else(|| PathBuf::from("<depot>"));
         return Err(Error::NoDownloads {
             name: name.to_owned(),
             hash,
             manifest: manifest_file(manifest_dir),
-            overrides_file: depot::overrides_path(&first),
+            overrides_file: suggested_overrides_file(config),
         });
     }
     // Offline, only network sources are skipped: a local path or `file://` URL is no network
@@ -176,6 +170,18 @@ pub fn lookup(hash: &GitTreeSha1, depots: &[PathBuf]) -> Result<Option<Installed
         path,
         origin: Origin::Depot,
     }))
+}
+
+/// The `Overrides.toml` that error messages suggest adding a line to: the first depot's, whose
+/// entries win over all others.
+fn suggested_overrides_file(config: &Config) -> PathBuf {
+    let first = config
+        .depots
+        .first()
+        .cloned()
+        .or_else(crate::config::default_depot)
+        .unwrap_or_else(|| PathBuf::from("<depot>"));
+    depot::overrides_path(&first)
 }
 
 fn manifest_file(dir: &Path) -> PathBuf {
@@ -255,6 +261,8 @@ fn download_and_install(
         name: name.to_owned(),
         hash,
         failures,
+        manifest: manifest_file(manifest_dir),
+        overrides_file: suggested_overrides_file(config),
     })
 }
 

@@ -67,6 +67,11 @@ fn assert_failure(c: &Case, r: Result<std::path::PathBuf, Error>, reasons: &[(&s
         assert!(line.contains(why), "`{why}` not in `{line}`");
         assert!(text.contains(&line), "{text}");
     }
+    assert!(
+        text.contains("for artifact `data`, or make the data available locally")
+            && text.contains("Overrides.toml`:\n    "),
+        "{text}"
+    );
     assert_depot_clean(&c.depot);
 }
 
@@ -77,6 +82,26 @@ fn not_found_then_second_url_succeeds_without_retrying_404() {
     assert_success(&c, install(&c, &["a.tar.gz", "b.tar.gz"]));
     assert_eq!(c.server.gets("a.tar.gz"), 1, "404 is not retried");
     assert_eq!(c.server.gets("b.tar.gz"), 1);
+}
+
+#[test]
+fn not_found_error_text_says_what_to_do_next() {
+    let Some(c) = case() else { return };
+    c.server.always("a.tar.gz", Fault::Status(404));
+    let e = install(&c, &["a.tar.gz"]).unwrap_err().to_string();
+    let (hash, depot) = (c.art.tree_hash, c.depot.display());
+    assert_eq!(
+        e,
+        format!(
+            "could not install artifact `data` ({hash}): its download source failed:\n  \
+             - HTTP 404 from `{url}`\n\
+             check the URL in `{depot}/Artifacts.toml` for artifact `data`, or make the data \
+             available locally: point it at a local copy by adding this line to \
+             `{depot}/artifacts/Overrides.toml`:\n    {hash} = \"/path/to/data\"",
+            url = c.server.url("a.tar.gz"),
+        )
+    );
+    assert_eq!(c.server.gets("a.tar.gz"), 1);
 }
 
 #[test]
