@@ -8,7 +8,8 @@
 //!   `Accept-Encoding: identity` is sent so the bytes hashed are the bytes published.
 //! - A body shorter than its `Content-Length` is an error, never a silent truncation.
 //! - Retrying is the caller's job (the whole pipeline restarts); [`is_transient`] says which
-//!   failures deserve it (connect errors, resets, stalls, 5xx, 429, 408) and [`backoff`] how long
+//!   failures deserve it (refused connections, resets, timeouts, stalls, 5xx, 429, 408; not TLS
+//!   errors, invalid URLs or unknown hosts, which fail the same way again) and [`backoff`] how long
 //!   to wait.
 
 use std::io::{self, Read};
@@ -175,19 +176,58 @@ pub fn open(
 }
 
 fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
-    let reason = match e {
-        ureq::Error::Timeout(_) => format!(
-            "timed out ({e}); connect timeout {}s (CLIMA_ARTIFACTS_CONNECT_TIMEOUT), stall timeout {}s (CLIMA_ARTIFACTS_STALL_TIMEOUT)",
-            config.connect_timeout.as_secs_f64(),
-            config.stall_timeout.as_secs_f64()
+    let (reason, transient) = match e {
+        ureq::Error::Timeout(_) => (
+            format!(
+                "timed out ({e}); connect timeout {}s (CLIMA_ARTIFACTS_CONNECT_TIMEOUT), stall timeout {}s (CLIMA_ARTIFACTS_STALL_TIMEOUT)",
+                config.connect_timeout.as_secs_f64(),
+                config.stall_timeout.as_secs_f64()
+            ),
+            true,
         ),
-        ureq::Error::Io(io) => describe_io(io, config),
-        other => other.to_string(),
+        ureq::Error::Io(io) => (describe_io(io, config), is_transient_io(io)),
+        // No explanation from the connector: treat like a refused connection.
+        ureq::Error::ConnectionFailed => (e.to_string(), true),
+        ureq::Error::HostNotFound => (
+            format!("{e}: the host name does not resolve; check the URL"),
+            false,
+        ),
+        // TLS (certificates, a server that does not speak TLS), malformed URLs, protocol
+        // violations, redirect loops, proxy settings: the same request fails the same way.
+        other => (other.to_string(), false),
     };
     Error::Transport {
         url: url.to_owned(),
         reason,
         attempts: 1,
+        transient,
+    }
+}
+
+/// Whether an I/O error met while connecting to or reading from a server may go away on
+/// retry: refused, reset, aborted or unreachable connections, timeouts and stalls, bodies cut
+/// short, temporary DNS failures. Not TLS failures (`InvalidData`, e.g. a bad certificate or
+/// a server that does not speak TLS) or DNS "no such host".
+pub fn is_transient_io(e: &io::Error) -> bool {
+    use io::ErrorKind as K;
+    match e.kind() {
+        K::ConnectionRefused
+        | K::ConnectionReset
+        | K::ConnectionAborted
+        | K::NotConnected
+        | K::BrokenPipe
+        | K::TimedOut
+        | K::WouldBlock
+        | K::UnexpectedEof
+        | K::Interrupted
+        | K::HostUnreachable
+        | K::NetworkUnreachable
+        | K::NetworkDown
+        | K::AddrNotAvailable => true,
+        // getaddrinfo failures have no kind of their own; only EAI_AGAIN is temporary.
+        _ => e
+            .to_string()
+            .contains("Temporary failure in name resolution"),
     }
 }
 
@@ -201,17 +241,20 @@ pub fn describe_io(e: &io::Error, config: &Config) -> String {
         io::ErrorKind::ConnectionReset => format!("connection reset by the server ({e})"),
         io::ErrorKind::ConnectionRefused => format!("connection refused ({e})"),
         io::ErrorKind::UnexpectedEof => format!("connection closed early: {e}"),
+        // rustls reports certificate problems and non-TLS peers as invalid data.
+        io::ErrorKind::InvalidData => format!("TLS or protocol error: {e}"),
         _ => e.to_string(),
     }
 }
 
-/// Whether retrying the same URL may help: connect errors, resets, stalls, truncated bodies,
-/// HTTP 5xx, 429 and 408. Not 404, 403 or other client errors, not hash mismatches, not local
-/// files.
+/// Whether retrying the same URL may help: refused connections, resets, timeouts, stalls,
+/// truncated bodies, HTTP 5xx, 429 and 408. Not 404, 403 or other client errors, not TLS
+/// (certificate) errors, invalid URLs, unsupported schemes or unknown hosts, not hash
+/// mismatches, not local files.
 pub fn is_transient(e: &Error) -> bool {
     match e {
         Error::HttpStatus { status, .. } => *status >= 500 || *status == 429 || *status == 408,
-        Error::Transport { .. } => true,
+        Error::Transport { transient, .. } => *transient,
         _ => false,
     }
 }
@@ -307,6 +350,28 @@ mod tests {
         };
         assert!(is_transient(&s(503)) && is_transient(&s(429)) && is_transient(&s(500)));
         assert!(!is_transient(&s(404)) && !is_transient(&s(403)));
+        let t = |url: &str, e: ureq::Error| is_transient(&transport(url, &e, &Config::default()));
+        assert!(t("u", ureq::Error::ConnectionFailed));
+        assert!(t(
+            "u",
+            ureq::Error::Io(io::Error::from(io::ErrorKind::ConnectionRefused))
+        ));
+        assert!(!t("u", ureq::Error::HostNotFound));
+        assert!(!t("u", ureq::Error::BadUri("no host".into())));
+        assert!(!t("u", ureq::Error::Tls("bad certificate")));
+        assert!(!t(
+            "u",
+            ureq::Error::Io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "invalid peer certificate: UnknownIssuer"
+            ))
+        ));
+        assert!(!is_transient_io(&io::Error::other(
+            "failed to lookup address information: Name or service not known"
+        )));
+        assert!(is_transient_io(&io::Error::other(
+            "failed to lookup address information: Temporary failure in name resolution"
+        )));
         assert_eq!(
             backoff(Duration::from_millis(100), 3),
             Duration::from_millis(400)

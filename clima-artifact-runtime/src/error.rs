@@ -209,6 +209,9 @@ pub enum Error {
         reason: String,
         /// How many times it was tried.
         attempts: u32,
+        /// Whether retrying may help (a reset or timeout), or not (a TLS certificate error,
+        /// an invalid URL, an unknown host).
+        transient: bool,
     },
     /// A local source (path or `file://`) cannot be read.
     #[error("cannot read `{}` (from `{url}`): {cause}", path.display())]
@@ -533,6 +536,7 @@ enum OwnWire {
         url: String,
         reason: String,
         attempts: u32,
+        transient: bool,
     },
     LocalSource {
         url: String,
@@ -696,10 +700,12 @@ impl From<&Error> for Wire {
                 url,
                 reason,
                 attempts,
+                transient,
             } => O::Transport {
                 url,
                 reason,
                 attempts,
+                transient,
             },
             Error::LocalSource { url, path, cause } => O::LocalSource { url, path, cause },
             Error::Sha256Mismatch {
@@ -883,10 +889,12 @@ impl From<Wire> for Error {
                     url,
                     reason,
                     attempts,
+                    transient,
                 } => Error::Transport {
                     url,
                     reason,
                     attempts,
+                    transient,
                 },
                 O::LocalSource { url, path, cause } => Error::LocalSource { url, path, cause },
                 O::Sha256Mismatch {
@@ -1042,6 +1050,7 @@ mod tests {
                     url: "http://two".into(),
                     reason: "connection reset".into(),
                     attempts: 1,
+                    transient: true,
                 },
             ],
         };

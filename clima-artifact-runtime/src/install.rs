@@ -359,6 +359,7 @@ fn install_once(
             url: url.to_owned(),
             reason: download::describe_io(e, config),
             attempts: 1,
+            transient: download::is_transient_io(e),
         })
     };
     if let Some(e) = source_failure(&pipe) {
@@ -374,6 +375,7 @@ fn install_once(
             url: url.to_owned(),
             reason: download::describe_io(&e, config),
             attempts: 1,
+            transient: download::is_transient_io(&e),
         });
     }
     let (actual, bytes) = pipe.finish();

@@ -252,3 +252,68 @@ fn connection_refused_is_reported_with_the_url() {
     assert!(s.contains(&url) && s.contains("after 2 attempts"), "{s}");
     assert_depot_clean(&c.depot);
 }
+
+#[test]
+fn errors_that_cannot_succeed_on_retry_are_tried_once() {
+    let Some(c) = case() else { return };
+    assert_eq!(c.config.retries, 3);
+    // A plain-HTTP listener that counts connections; `https://` to it is a TLS error.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = connections.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 1024];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            });
+        }
+    });
+    let url = format!("https://127.0.0.1:{port}/x.tar.gz");
+    let v = c.art.variant(std::slice::from_ref(&url));
+    let e = ensure_variant("data", &v, &c.depot, &c.config).unwrap_err();
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        matches!(
+            &failures[0],
+            Error::Transport {
+                attempts: 1,
+                transient: false,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(!e.to_string().contains("attempts"), "{e}");
+    assert_eq!(
+        connections.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "a TLS error is not retried: {e}"
+    );
+    assert!(
+        e.to_string()
+            .contains(&format!("`{url}`: TLS or protocol error: ")),
+        "{e}"
+    );
+
+    // An invalid URL (no host) fails once too, without any connection.
+    let v = c.art.variant(&["http:///x.tar.gz".to_owned()]);
+    let e = ensure_variant("data", &v, &c.depot, &c.config).unwrap_err();
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        matches!(&failures[0], Error::Transport { attempts: 1, .. }),
+        "{e:?}"
+    );
+    assert_depot_clean(&c.depot);
+}
