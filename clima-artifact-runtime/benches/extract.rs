@@ -23,6 +23,7 @@ fn extraction(c: &mut Criterion) {
     let scratch = tempfile::tempdir().unwrap();
     let limits = ExtractLimits {
         max_unpacked_bytes: 1 << 34,
+        ..ExtractLimits::default()
     };
     let mut group = c.benchmark_group("extract");
     group.throughput(Throughput::Bytes(bytes));

@@ -10,6 +10,7 @@
 //! | `CLIMA_ARTIFACTS_RETRIES` | attempts per URL for transient failures (connect, reset, 5xx, 429) | `3` |
 //! | `CLIMA_ARTIFACTS_LOCK_TIMEOUT` | seconds to wait for another process installing the same artifact | `3600` |
 //! | `CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES` | cap on one artifact's unpacked size; suffixes `K`, `M`, `G`, `T` (powers of 1024) | `1T` |
+//! | `CLIMA_ARTIFACTS_MAX_ENTRIES` | cap on one artifact's number of archive entries (files, directories, links) | `10000000` |
 //! | `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` | MPI node-local mode: a depot path private to each node | unset |
 //! | `CLIMA_ARTIFACTS_PROGRESS` | `0` hides progress bars (they only show when stderr is a terminal) | `1` |
 //! | `CLIMA_ARTIFACTS_PLATFORM_TAGS` | extra host platform tags `key=value,...` (read by [`Platform::host`](clima_artifact_manifest::Platform::host)) | unset |
@@ -44,6 +45,8 @@ pub struct Config {
     pub lock_timeout: Duration,
     /// Cap on the unpacked size of one artifact.
     pub max_unpacked_bytes: u64,
+    /// Cap on the number of archive entries of one artifact (`CLIMA_ARTIFACTS_MAX_ENTRIES`).
+    pub max_entries: u64,
     /// Show progress bars (when stderr is a terminal).
     pub progress: bool,
     /// Delay before the first retry; doubles with each further retry (capped at 30 s).
@@ -52,12 +55,16 @@ pub struct Config {
     pub node_local_depot: Option<PathBuf>,
 }
 
+/// Default of [`Config::max_entries`]: 10 million archive entries.
+pub const DEFAULT_MAX_ENTRIES: u64 = 10_000_000;
+
 /// Name of the depot folder under the user cache directory.
 pub const CACHE_DIR_NAME: &str = "clima-artifacts";
 
 impl Default for Config {
     /// Built-in defaults (no environment variables read): the user cache depot, online, 30 s
-    /// connect, 60 s stall, 3 attempts, 1 h lock wait, 1 TiB cap, progress on.
+    /// connect, 60 s stall, 3 attempts, 1 h lock wait, 1 TiB and 10 million entries caps,
+    /// progress on.
     fn default() -> Config {
         Config {
             depots: default_depot().into_iter().collect(),
@@ -68,6 +75,7 @@ impl Default for Config {
             retries: 3,
             lock_timeout: Duration::from_secs(3600),
             max_unpacked_bytes: 1 << 40,
+            max_entries: DEFAULT_MAX_ENTRIES,
             progress: true,
             retry_backoff: Duration::from_millis(500),
             node_local_depot: None,
@@ -144,6 +152,18 @@ impl Config {
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES") {
             c.max_unpacked_bytes = parse_bytes("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_MAX_ENTRIES") {
+            c.max_entries = match v.trim().parse::<u64>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    return Err(bad(
+                        "CLIMA_ARTIFACTS_MAX_ENTRIES",
+                        &v,
+                        "expected a whole number of archive entries, at least 1",
+                    ));
+                }
+            };
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT") {
             let p = PathBuf::from(&v);
@@ -243,6 +263,7 @@ mod tests {
             ("CLIMA_ARTIFACTS_RETRIES", "5"),
             ("CLIMA_ARTIFACTS_LOCK_TIMEOUT", "9"),
             ("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", "3G"),
+            ("CLIMA_ARTIFACTS_MAX_ENTRIES", "1000"),
             ("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT", "/tmp/node"),
             ("CLIMA_ARTIFACTS_PROGRESS", "off"),
         ])
@@ -254,6 +275,7 @@ mod tests {
         assert_eq!(c.retries, 5);
         assert_eq!(c.lock_timeout, Duration::from_secs(9));
         assert_eq!(c.max_unpacked_bytes, 3 << 30);
+        assert_eq!(c.max_entries, 1000);
         assert_eq!(c.node_local_depot, Some(PathBuf::from("/tmp/node")));
     }
 
@@ -265,6 +287,8 @@ mod tests {
             ("CLIMA_ARTIFACTS_CONNECT_TIMEOUT", "soon"),
             ("CLIMA_ARTIFACTS_RETRIES", "0"),
             ("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", "12Q"),
+            ("CLIMA_ARTIFACTS_MAX_ENTRIES", "0"),
+            ("CLIMA_ARTIFACTS_MAX_ENTRIES", "many"),
             ("CLIMA_ARTIFACTS_DEPOT_PATH", "relative/depot"),
             ("CLIMA_ARTIFACTS_DEPOT_PATH", ":"),
             ("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT", "rel"),

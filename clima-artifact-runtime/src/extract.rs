@@ -41,7 +41,9 @@
 //! tar's own 512-byte headers and padding, so neither big files nor millions of empty entries can
 //! fill the disk. A header that announces more than what is left is refused before anything of it
 //! is written ([`ExtractError::TooLarge`]). Extension headers (long names, pax) are limited to
-//! 1 MiB per entry so they cannot exhaust memory.
+//! 1 MiB per entry so they cannot exhaust memory. [`ExtractLimits::max_entries`] caps the number
+//! of tar entries (files, directories, links), so a small archive of millions of empty entries
+//! cannot exhaust inodes or the memory that tracks written paths ([`ExtractError::TooManyEntries`]).
 //!
 //! # Integrity
 //!
@@ -76,6 +78,19 @@ pub struct ExtractLimits {
     /// Maximum size of the decompressed tar stream (file contents plus tar headers and
     /// padding): the decompression-bomb cap.
     pub max_unpacked_bytes: u64,
+    /// Maximum number of tar entries (files, directories, links; extension headers not
+    /// counted): bounds inodes and the memory that tracks written paths.
+    pub max_entries: u64,
+}
+
+impl Default for ExtractLimits {
+    /// The defaults of [`Config`](crate::Config): 1 TiB unpacked, 10 million entries.
+    fn default() -> ExtractLimits {
+        ExtractLimits {
+            max_unpacked_bytes: 1 << 40,
+            max_entries: crate::config::DEFAULT_MAX_ENTRIES,
+        }
+    }
 }
 
 /// Why an archive was refused. Messages name the entry and say what is wrong.
@@ -95,6 +110,14 @@ pub enum ExtractError {
     )]
     TooLarge {
         /// The cap in bytes.
+        limit: u64,
+    },
+    /// More than [`ExtractLimits::max_entries`] entries.
+    #[error(
+        "archive has more than {limit} entries; raise CLIMA_ARTIFACTS_MAX_ENTRIES if this artifact really has that many files"
+    )]
+    TooManyEntries {
+        /// The cap on entries.
         limit: u64,
     },
     /// Not a (complete) tar archive, or a compression error.
@@ -426,6 +449,11 @@ impl<'a> Extraction<'a> {
                 Some(Err(e)) => return Err(meter.classify(e, "cannot read a tar header")),
             };
             self.headers += 1;
+            if self.headers > self.limits.max_entries {
+                return Err(ExtractError::TooManyEntries {
+                    limit: self.limits.max_entries,
+                });
+            }
             self.entry(&mut entry, &meter)?;
             // Read what the entry did not use (e.g. data attached to a directory header) so
             // that it is metered like everything else.
@@ -746,6 +774,7 @@ mod tests {
     fn limits() -> ExtractLimits {
         ExtractLimits {
             max_unpacked_bytes: 1 << 30,
+            ..ExtractLimits::default()
         }
     }
 

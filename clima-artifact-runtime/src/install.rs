@@ -352,6 +352,7 @@ fn install_once(
 
     let limits = ExtractLimits {
         max_unpacked_bytes: config.max_unpacked_bytes,
+        max_entries: config.max_entries,
     };
     let extracted = extract_archive(&mut pipe, tmp.path(), &limits);
     let source_failure = |pipe: &Pipe| {
@@ -365,8 +366,29 @@ fn install_once(
     if let Some(e) = source_failure(&pipe) {
         return Err(e);
     }
-    // Drain to the end so the SHA-256 covers every byte (tar padding, trailing blocks).
-    let drained = io::copy(&mut pipe, &mut io::sink());
+    // Drain to the end so the SHA-256 covers every byte (tar padding, trailing blocks), and so
+    // that a wrong download is reported as a sha256 mismatch even when it also failed to
+    // unpack. When it failed to unpack (too large, too many entries, unsafe entry) and the
+    // manifest gives a `size`, read at most one byte past that size: a longer download cannot
+    // be the one the manifest describes, and a hostile server must not keep us reading forever.
+    let drained = match (&extracted, dl.size) {
+        (Err(extract_error), Some(size)) => {
+            let limit = size.saturating_sub(pipe.consumed).saturating_add(1);
+            let drained = io::copy(&mut (&mut pipe).take(limit), &mut io::sink());
+            if drained.is_ok() && pipe.consumed > size {
+                return Err(Error::Archive {
+                    url: url.to_owned(),
+                    reason: format!(
+                        "{extract_error}; stopped reading the download after {} bytes, more \
+                         than the manifest's size of {size} bytes",
+                        pipe.consumed
+                    ),
+                });
+            }
+            drained
+        }
+        _ => io::copy(&mut pipe, &mut io::sink()),
+    };
     if let Some(e) = source_failure(&pipe) {
         return Err(e);
     }
@@ -473,6 +495,8 @@ struct Pipe {
     recycle: SyncSender<Vec<u8>>,
     current: Vec<u8>,
     pos: usize,
+    /// Bytes handed to the consumer so far.
+    consumed: u64,
     done: Option<(Sha256, u64)>,
     source_error: Option<io::Error>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -524,6 +548,7 @@ impl Pipe {
             recycle,
             current: Vec::new(),
             pos: 0,
+            consumed: 0,
             done: None,
             source_error: None,
             thread,
@@ -587,6 +612,7 @@ impl Read for Pipe {
         let n = out.len().min(self.current.len() - self.pos);
         out[..n].copy_from_slice(&self.current[self.pos..self.pos + n]);
         self.pos += n;
+        self.consumed += n as u64;
         Ok(n)
     }
 }

@@ -14,6 +14,7 @@ fuzz_target!(|data: &[u8]| {
     fs::create_dir(&dest).expect("dest");
     let limits = ExtractLimits {
         max_unpacked_bytes: 4 << 20,
+        ..ExtractLimits::default()
     };
     let result = extract_archive(data, &dest, &limits);
     // Nothing may appear next to `dest`.

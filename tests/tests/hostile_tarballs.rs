@@ -146,6 +146,7 @@ impl Scene {
             &self.dest,
             &ExtractLimits {
                 max_unpacked_bytes: cap,
+                ..ExtractLimits::default()
             },
         );
         self.assert_outside_untouched();
@@ -548,4 +549,142 @@ fn fuzz_regressions() {
         seen += 1;
     }
     eprintln!("{seen} fuzz regression inputs checked");
+}
+
+/// Extracts with a cap on the number of entries.
+fn extract_entries(
+    scene: &Scene,
+    bytes: &[u8],
+    max_entries: u64,
+) -> Result<Extracted, ExtractError> {
+    let result = extract_archive(
+        bytes,
+        &scene.dest,
+        &ExtractLimits {
+            max_entries,
+            ..ExtractLimits::default()
+        },
+    );
+    scene.assert_outside_untouched();
+    result
+}
+
+/// Regular files, directories and symlinks under `dir`, counted recursively.
+fn count_entries(dir: &Path) -> u64 {
+    let mut n = 0;
+    for entry in fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        n += 1;
+        if entry.file_type().unwrap().is_dir() {
+            n += count_entries(&entry.path());
+        }
+    }
+    n
+}
+
+#[test]
+fn millions_of_empty_entries_stop_at_the_entry_cap() {
+    // 30 directories and 300 empty files: a small gzip, but many inodes.
+    let mut tar = RawTar::default();
+    for d in 0..30 {
+        tar = tar.entry(&format!("d{d}/"), DIRECTORY, 0o755, b"", "");
+        for f in 0..10 {
+            tar = tar.file(&format!("d{d}/f{f}"), b"");
+        }
+    }
+    let bytes = gzip(&tar.finish());
+    let scene = Scene::new();
+    let e = extract_entries(&scene, &bytes, 100).unwrap_err();
+    assert!(
+        matches!(e, ExtractError::TooManyEntries { limit: 100 }),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("more than 100 entries")
+            && e.to_string().contains("CLIMA_ARTIFACTS_MAX_ENTRIES"),
+        "{e}"
+    );
+    assert!(count_entries(&scene.dest) <= 100);
+
+    // Exactly at the cap is fine.
+    let scene = Scene::new();
+    let got = extract_entries(&scene, &bytes, 330).unwrap();
+    assert_eq!(got.entries, 300);
+    assert_eq!(count_entries(&scene.dest), 330);
+}
+
+#[test]
+fn the_install_pipeline_applies_the_entry_cap_and_bounds_the_drain() {
+    use clima_artifact_runtime::Error;
+    use clima_artifact_runtime::install::ensure_variant;
+    use clima_artifact_tests::{TestServer, assert_depot_clean, sha256, test_config, variant};
+
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let mut config = test_config(std::slice::from_ref(&depot));
+    config.max_entries = 20;
+    let mut tar = RawTar::default();
+    for f in 0..50 {
+        tar = tar.file(&format!("f{f}"), b"x");
+    }
+    let tarball = gzip(&tar.finish());
+    let hash = "0123456789abcdef0123456789abcdef01234567".parse().unwrap();
+    let server = TestServer::start();
+    server.serve("t.tar.gz", tarball.clone());
+    let urls = [server.url("t.tar.gz")];
+
+    // Right sha256: the cap is the reason, naming the variable.
+    let v = variant(hash, &urls, sha256(&tarball));
+    let e = ensure_variant("many", &v, dir.path(), &config).unwrap_err();
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    let reason = failures[0].to_string();
+    assert!(
+        matches!(failures[0], Error::Archive { .. })
+            && reason.contains("more than 20 entries")
+            && reason.contains("CLIMA_ARTIFACTS_MAX_ENTRIES"),
+        "{reason}"
+    );
+    assert_depot_clean(&depot);
+
+    // Wrong bytes (tarball then 8 MiB of junk) without a `size`: drained to the end, so the
+    // sha256 mismatch is what is reported.
+    let mut long = tarball.clone();
+    long.resize(tarball.len() + (8 << 20), 7);
+    server.serve("t.tar.gz", long.clone());
+    let e = ensure_variant("many", &v, dir.path(), &config).unwrap_err();
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        matches!(failures[0], Error::Sha256Mismatch { bytes, .. } if bytes == long.len() as u64),
+        "{e}"
+    );
+
+    // With the manifest's `size`, the drain stops one byte past it (the extractor's read-ahead
+    // buffer may already hold more), long before the 8 MiB end.
+    let mut v = v.clone();
+    v.downloads[0].size = Some(tarball.len() as u64);
+    let e = ensure_variant("many", &v, dir.path(), &config).unwrap_err();
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    let reason = failures[0].to_string();
+    assert!(
+        reason.contains("more than 20 entries")
+            && reason.contains(&format!(
+                "bytes, more than the manifest's size of {} bytes",
+                tarball.len()
+            )),
+        "{reason}"
+    );
+    let read: usize = reason
+        .split("stopped reading the download after ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{reason}"));
+    assert!(read > tarball.len() && read < 1 << 20, "{reason}");
+    assert_depot_clean(&depot);
 }

@@ -341,6 +341,7 @@ fn extraction_hash_matches_git_and_tree_hash() {
             dest.path(),
             &ExtractLimits {
                 max_unpacked_bytes: 1 << 30,
+                ..ExtractLimits::default()
             },
         )
         .unwrap();

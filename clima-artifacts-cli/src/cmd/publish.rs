@@ -128,6 +128,7 @@ fn tree_hash_of(tarball: &Path) -> CliResult<String> {
         &dest,
         &ExtractLimits {
             max_unpacked_bytes: 1 << 40,
+            ..ExtractLimits::default()
         },
     )
     .map_err(|e| {
