@@ -2,7 +2,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `CLIMA_ARTIFACTS_DEPOT_PATH` | colon-separated depots; installs go to the first writable one | `$XDG_CACHE_HOME/clima-artifacts` (`~/.cache/clima-artifacts`) |
+//! | `CLIMA_ARTIFACTS_DEPOT_PATH` | colon-separated depots; installs go to the first writable one; an empty entry is the default depot at that position (as in Julia's `JULIA_DEPOT_PATH`), so `/scratch/depot:` adds the default after `/scratch/depot` | `$XDG_CACHE_HOME/clima-artifacts` (`~/.cache/clima-artifacts`) |
 //! | `CLIMA_ARTIFACTS_OFFLINE` | `1`: never touch the network; local-path and `file://` download sources still install | `0` |
 //! | `CLIMA_ARTIFACTS_JULIA_INTEROP` | `1`: also search Julia depots (`JULIA_DEPOT_PATH`, default `~/.julia`) and their overrides | `0` |
 //! | `CLIMA_ARTIFACTS_CONNECT_TIMEOUT` | TCP connect timeout, seconds | `30` |
@@ -98,18 +98,29 @@ impl Config {
     /// Like [`Config::from_env`], reading variables through `get` (for tests and tools).
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Config, Error> {
         let mut c = Config::default();
-        if let Some(v) = get("CLIMA_ARTIFACTS_DEPOT_PATH") {
-            let depots: Vec<PathBuf> = v
-                .split(':')
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from)
-                .collect();
-            if depots.is_empty() {
-                return Err(bad(
-                    "CLIMA_ARTIFACTS_DEPOT_PATH",
-                    &v,
-                    "expected a colon-separated list of directories",
-                ));
+        if let Some(v) = get("CLIMA_ARTIFACTS_DEPOT_PATH").filter(|v| !v.is_empty()) {
+            // As Julia does with JULIA_DEPOT_PATH: an empty entry is the default depot, at
+            // that position (`/scratch/depot:` = that depot, then the default one).
+            let mut depots: Vec<PathBuf> = Vec::new();
+            for part in v.split(':') {
+                let depot = if part.is_empty() {
+                    match default_depot() {
+                        Some(d) => d,
+                        None => {
+                            return Err(bad(
+                                "CLIMA_ARTIFACTS_DEPOT_PATH",
+                                &v,
+                                "an empty entry means the default depot, but this system has \
+                                 no user cache directory; list every depot explicitly",
+                            ));
+                        }
+                    }
+                } else {
+                    PathBuf::from(part)
+                };
+                if !depots.contains(&depot) {
+                    depots.push(depot);
+                }
             }
             if let Some(rel) = depots.iter().find(|d| d.is_relative()) {
                 return Err(bad(
@@ -268,7 +279,11 @@ mod tests {
             ("CLIMA_ARTIFACTS_PROGRESS", "off"),
         ])
         .unwrap();
-        assert_eq!(c.depots, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        let default = default_depot().unwrap();
+        assert_eq!(
+            c.depots,
+            vec![PathBuf::from("/a"), PathBuf::from("/b"), default]
+        );
         assert!(c.offline && c.julia_interop && !c.progress);
         assert_eq!(c.connect_timeout, Duration::from_millis(2500));
         assert_eq!(c.stall_timeout, Duration::from_secs(7));
@@ -277,6 +292,20 @@ mod tests {
         assert_eq!(c.max_unpacked_bytes, 3 << 30);
         assert_eq!(c.max_entries, 1000);
         assert_eq!(c.node_local_depot, Some(PathBuf::from("/tmp/node")));
+    }
+
+    #[test]
+    fn empty_depot_path_entries_are_the_default_depot_in_place() {
+        let default = default_depot().unwrap();
+        let depots = |v: &str| cfg(&[("CLIMA_ARTIFACTS_DEPOT_PATH", v)]).unwrap().depots;
+        let p = |s: &str| PathBuf::from(s);
+        assert_eq!(depots("/a::/b"), vec![p("/a"), default.clone(), p("/b")]);
+        assert_eq!(depots(":/a"), vec![default.clone(), p("/a")]);
+        assert_eq!(depots("/a:"), vec![p("/a"), default.clone()]);
+        assert_eq!(depots(":"), vec![default.clone()]);
+        assert_eq!(depots("/a:/a:"), vec![p("/a"), default.clone()]);
+        // Set but empty: the same as unset.
+        assert_eq!(depots(""), Config::default().depots);
     }
 
     #[test]
@@ -290,7 +319,6 @@ mod tests {
             ("CLIMA_ARTIFACTS_MAX_ENTRIES", "0"),
             ("CLIMA_ARTIFACTS_MAX_ENTRIES", "many"),
             ("CLIMA_ARTIFACTS_DEPOT_PATH", "relative/depot"),
-            ("CLIMA_ARTIFACTS_DEPOT_PATH", ":"),
             ("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT", "rel"),
         ] {
             let e = cfg(&[(k, v)]).unwrap_err().to_string();
