@@ -35,6 +35,10 @@ pub struct Config {
     pub offline: bool,
     /// Also search Julia depots (`JULIA_DEPOT_PATH`, default `~/.julia`) and their overrides.
     pub julia_interop: bool,
+    /// Julia's depots to search when [`Config::julia_interop`] is set; `None` reads
+    /// `JULIA_DEPOT_PATH` (default `~/.julia`) at lookup time (see
+    /// [`julia_depots`](crate::depot::julia_depots)).
+    pub julia_depots: Option<Vec<PathBuf>>,
     /// TCP connect timeout.
     pub connect_timeout: Duration,
     /// Longest time without receiving a byte before a download is abandoned.
@@ -70,6 +74,7 @@ impl Default for Config {
             depots: default_depot().into_iter().collect(),
             offline: false,
             julia_interop: false,
+            julia_depots: None,
             connect_timeout: Duration::from_secs(30),
             stall_timeout: Duration::from_secs(60),
             retries: 3,

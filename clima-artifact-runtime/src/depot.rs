@@ -75,12 +75,13 @@ pub fn julia_depots() -> Vec<PathBuf> {
     }
 }
 
-/// Every depot searched by lookups, in order: [`Config::depots`], then Julia's depots when
-/// [`Config::julia_interop`] is set.
+/// Every depot searched by lookups, in order: [`Config::depots`], then Julia's depots
+/// ([`Config::julia_depots`], else [`julia_depots`]) when [`Config::julia_interop`] is set.
 pub fn search_depots(config: &Config) -> Vec<PathBuf> {
     let mut out = config.depots.clone();
     if config.julia_interop {
-        for d in julia_depots() {
+        let julia = config.julia_depots.clone().unwrap_or_else(julia_depots);
+        for d in julia {
             if !out.contains(&d) {
                 out.push(d);
             }
