@@ -115,10 +115,33 @@ pub fn first_writable(config: &Config, name: &str) -> Result<PathBuf, Error> {
     })
 }
 
+/// Name prefix of the writability probe files `<depot>/artifacts/.probe-<pid>-<rand>`. A probe
+/// is removed right after it is created; only a process killed in between leaves one, and
+/// installs reclaim those older than [`PROBE_MAX_AGE`]
+/// ([`reclaim_stale_temp_dirs`](crate::install::reclaim_stale_temp_dirs)).
+pub const PROBE_PREFIX: &str = ".probe-";
+
+/// Age after which a leftover probe file is removed (a live probe exists for microseconds).
+pub const PROBE_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
 fn probe_writable(depot: &Path) -> Result<(), String> {
     let dir = artifacts_dir(depot);
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
-    let probe = dir.join(format!(".probe-{}-{}", std::process::id(), unique()));
+    // An unnamed file (O_TMPFILE) never appears in the directory, even if we are killed.
+    // Where the filesystem does not support it, fall back to a named probe removed at once.
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        if std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .open(&dir)
+            .is_ok()
+        {
+            return Ok(());
+        }
+    }
+    let probe = dir.join(format!("{PROBE_PREFIX}{}-{}", std::process::id(), unique()));
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -617,8 +617,9 @@ impl Read for Pipe {
     }
 }
 
-/// Removes `<depot>/artifacts/.tmp-*` directories left by dead processes of this host.
-/// Returns how many were removed.
+/// Removes `<depot>/artifacts/.tmp-*` directories left by dead processes of this host, and
+/// writability probe files (`.probe-*`, see [`depot::PROBE_PREFIX`]) older than
+/// [`depot::PROBE_MAX_AGE`]. Returns how many temp dirs were removed.
 ///
 /// A pid that looks dead may be a live process in another PID namespace (a container with the
 /// same host name sharing the depot), so a temp dir is also left alone while anyone holds the
@@ -639,6 +640,10 @@ fn reclaim_stale(depot: &Path, holding: Option<&GitTreeSha1>) -> usize {
     for entry in rd.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        if name.starts_with(depot::PROBE_PREFIX) {
+            remove_if_older(&entry.path(), depot::PROBE_MAX_AGE);
+            continue;
+        }
         let Some((hash, tmp_host, pid)) = parse_temp_name(name) else {
             continue;
         };
@@ -670,6 +675,19 @@ fn reclaim_stale(depot: &Path, holding: Option<&GitTreeSha1>) -> usize {
         removed += 1;
     }
     removed
+}
+
+/// Removes the file at `path` if it was last modified more than `age` ago.
+fn remove_if_older(path: &Path, age: std::time::Duration) {
+    let old = std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|elapsed| elapsed > age);
+    if old {
+        tracing::info!("removing leftover probe file `{}`", path.display());
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 enum LockProbe {

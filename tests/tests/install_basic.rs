@@ -297,3 +297,39 @@ fn git_agrees_with_the_extractor_on_a_tricky_tree() {
     .unwrap_or_else(|e| panic!("{e}"));
     art.assert_content(&got.path);
 }
+
+#[test]
+fn leftover_probe_files_are_reclaimed_and_probes_leave_nothing() {
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
+    let arts = depot.join("artifacts");
+    std::fs::create_dir_all(&arts).unwrap();
+    // Left by a process killed during the writability probe: an old one and a fresh one.
+    let old = arts.join(".probe-4242-1");
+    let fresh = arts.join(".probe-4243-2");
+    for p in [&old, &fresh] {
+        std::fs::write(p, b"").unwrap();
+    }
+    let two_minutes_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(two_minutes_ago)
+        .unwrap();
+
+    let server = TestServer::start();
+    let art = TestArtifact::sample(16);
+    server.serve("s.tar.gz", art.tarball.clone());
+    let v = art.variant(&[server.url("s.tar.gz")]);
+    ensure_variant("sample", &v, &depot, &config).unwrap();
+    assert!(!old.exists(), "an old probe file is reclaimed");
+    assert!(fresh.exists(), "a fresh one may belong to a live probe");
+    let probes: Vec<String> = std::fs::read_dir(&arts)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".probe-"))
+        .collect();
+    assert_eq!(probes, [".probe-4243-2"], "the probe itself left nothing");
+}
