@@ -108,7 +108,10 @@ fn names_computed_at_run_time_are_checked_against_the_embedded_manifest() {
     let far = clima_artifact!(String::from("sea-ice-thickness"), &Singleton).unwrap_err();
     let far = far.to_string();
     assert!(far.contains("`sea-ice-thickness` is not defined"), "{far}");
-    assert!(!far.contains("did you mean"), "no suggestion for an unrelated name: {far}");
+    assert!(
+        !far.contains("did you mean"),
+        "no suggestion for an unrelated name: {far}"
+    );
 
     let err = clima_artifact!(String::from("ozone/../../etc")).unwrap_err();
     assert!(matches!(err, Error::SubPath(_)), "{err:?}");
