@@ -14,6 +14,12 @@
 //!
 //! What it cannot detect is a rank that never makes the call at all.
 //!
+//! `clima_artifact!(.., ctx)` answers a repeated call from memory without communicating only
+//! when every rank of `ctx` is guaranteed to do the same: it resolved the artifact before in a
+//! collective call on the same communicator ([`Context::communicator_id`]). A rank that resolved
+//! it alone (no context) or on another communicator still joins the collective call. See the
+//! macro's docs, "Calls with a context and the in-memory cache".
+//!
 //! # Protocol of [`ensure_collective`]
 //!
 //! ```text
