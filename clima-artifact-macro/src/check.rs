@@ -94,12 +94,7 @@ pub(crate) fn check_literal(manifest: &Manifest, spec: &str) -> Result<Checked, 
 
 /// The defined name closest to `name`, if it is close enough to be a likely typo.
 pub(crate) fn suggest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
-    names
-        .iter()
-        .map(|n| (strsim::jaro_winkler(name, n), *n))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, n)| n)
+    clima_artifact_manifest::suggest_name(name, names.iter().copied())
 }
 
 /// `a, b, c`, or `(none)`; long lists are cut after 30 names.

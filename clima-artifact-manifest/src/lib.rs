@@ -30,5 +30,5 @@ pub use manifest::{
     ArtifactEntry, ArtifactVariant, Download, Manifest, SubPathError, split_name_and_subpath,
 };
 pub use overrides::{OverrideEntry, OverrideTarget, OverridesFile};
-pub use platform::{Platform, SelectError};
+pub use platform::{Platform, SelectError, suggest_name};
 pub use validate::{Warning, validate};

@@ -840,6 +840,14 @@ git-tree-sha1 = "{H1}"
             e.to_string(),
             "artifact `nope` is not defined in `dir/Artifacts.toml`; defined: lib, single"
         );
+        // A likely typo gets a suggestion (the run-time names of `clima_artifact!` and the
+        // `Artifacts` API report this error).
+        let e = m.select("singel", &win).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "artifact `singel` is not defined in `dir/Artifacts.toml`; did you mean `single`? \
+             defined: lib, single"
+        );
     }
 
     #[test]

@@ -28,7 +28,11 @@ pub struct Platform {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectError {
     /// The manifest does not define this name.
-    #[error("artifact `{name}` is not defined in `{manifest}`; defined: {}", .defined.join(", "))]
+    #[error(
+        "artifact `{name}` is not defined in `{manifest}`; {}defined: {}",
+        did_you_mean(name, defined),
+        .defined.join(", ")
+    )]
     UnknownName {
         /// The name asked for.
         name: String,
@@ -47,6 +51,26 @@ pub enum SelectError {
         /// The platforms the manifest offers, rendered.
         offered: Vec<String>,
     },
+}
+
+/// The defined name closest to `name`, if it is close enough to be a likely typo (Jaro-Winkler
+/// similarity of at least 0.8). Shared by the compile-time check of `clima_artifact!` and the
+/// run-time [`SelectError::UnknownName`] message, so both suggest the same name.
+pub fn suggest_name<'a>(name: &str, defined: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    defined
+        .into_iter()
+        .map(|n| (strsim::jaro_winkler(name, n), n))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, n)| n)
+}
+
+/// `did you mean `x`? ` for [`SelectError::UnknownName`], or nothing.
+fn did_you_mean(name: &str, defined: &[String]) -> String {
+    match suggest_name(name, defined.iter().map(String::as_str)) {
+        Some(s) => format!("did you mean `{s}`? "),
+        None => String::new(),
+    }
 }
 
 /// Tags that a variant may carry only if the host has them too (special builds).

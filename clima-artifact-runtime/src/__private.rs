@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, OnceLock, RwLock};
+use std::sync::{Arc, LazyLock, OnceLock, RwLock};
 
 use clima_artifact_manifest::{
     ArtifactEntry, ArtifactVariant, Download, GitTreeSha1, Manifest, Platform, SelectError, Sha256,
@@ -126,6 +126,49 @@ pub struct Resolved {
     full_path: PathBuf,
     /// What is recorded in the provenance registry on each later call.
     event: AccessEvent,
+    /// The communicators this artifact was resolved on collectively (shared with [`INSTALLED`]).
+    confirmed: Arc<Confirmed>,
+}
+
+/// The [`Context::communicator_id`]s of the communicators on which this process took part in a
+/// successful collective resolution of one artifact (one git tree SHA-1).
+///
+/// This is what makes the in-memory answer sound for calls with a context: a collective call
+/// succeeds on every rank of its communicator or on none, so "this communicator is in the set"
+/// has the same truth value on every rank of it, and either all ranks skip the collective
+/// protocol or all take part. A call without a context, or a collective call on another
+/// communicator, adds nothing, so a rank that resolved the artifact that way still joins the next
+/// collective call of its peers instead of leaving them waiting in a broadcast.
+#[derive(Debug, Default)]
+struct Confirmed(RwLock<Vec<u64>>);
+
+impl Confirmed {
+    /// Whether a call with `ctx` may be answered from memory (see the macro's docs).
+    fn answers(&self, ctx: Option<&dyn Context>) -> bool {
+        match ctx {
+            None => true,
+            Some(ctx) if ctx.size() <= 1 => true,
+            Some(ctx) => ctx.communicator_id().is_some_and(|id| {
+                self.0
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&id)
+            }),
+        }
+    }
+
+    /// Remembers that every rank of `ctx` has just resolved the artifact collectively.
+    fn add(&self, ctx: &dyn Context) {
+        if ctx.size() <= 1 {
+            return;
+        }
+        if let Some(id) = ctx.communicator_id() {
+            let mut ids = self.0.write().unwrap_or_else(|e| e.into_inner());
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
 }
 
 impl StaticDownload {
@@ -237,6 +280,8 @@ struct Known {
     installed: Installed,
     /// Sub-paths already checked to exist, with their full paths.
     subpaths: HashMap<String, PathBuf>,
+    /// Communicators on which it was resolved collectively.
+    confirmed: Arc<Confirmed>,
 }
 
 /// Resolves a call site whose name was a literal checked at compile time.
@@ -244,7 +289,9 @@ pub fn resolve_literal(
     site: &'static CallSite,
     ctx: Option<&dyn Context>,
 ) -> Result<PathBuf, Error> {
-    if let Some(hit) = site.cache.0.get() {
+    if let Some(hit) = site.cache.0.get()
+        && hit.confirmed.answers(ctx)
+    {
         crate::registry::record_ref(&hit.event, ctx.map_or(0, |c| c.rank()));
         return Ok(hit.full_path.clone());
     }
@@ -288,13 +335,14 @@ fn resolve(
     let hash = variant.git_tree_sha1;
     let rank = ctx.map_or(0, |c| c.rank());
 
-    // Fast path: this process already resolved the artifact (another call site or run-time name).
+    // Fast path: this process already resolved the artifact (another call site or run-time name),
+    // and, for a call with a context of several ranks, so did every other rank of it.
     let known = INSTALLED
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .get(&hash)
         .cloned();
-    let installed = match known {
+    let installed = match known.filter(|k| k.confirmed.answers(ctx)) {
         Some(k) => {
             let origin = match k.installed.origin {
                 Origin::Downloaded { .. } => Origin::Depot,
@@ -309,13 +357,19 @@ fn resolve(
             let config = current_config()?;
             let dir = Path::new(site.manifest.dir);
             match ctx {
-                Some(ctx) => crate::context::ensure_collective_unrecorded(
-                    ctx,
-                    artifact.name,
-                    &variant,
-                    dir,
-                    &config,
-                )?,
+                Some(ctx) => {
+                    let installed = crate::context::ensure_collective_unrecorded(
+                        ctx,
+                        artifact.name,
+                        &variant,
+                        dir,
+                        &config,
+                    )?;
+                    // Every rank of `ctx` got this same `Ok`: remember it before anything local
+                    // (the sub-path check) can fail, so all ranks agree on the next call.
+                    known_entry(hash, &installed, |k| k.confirmed.add(ctx));
+                    installed
+                }
                 None => crate::install::ensure_variant(artifact.name, &variant, dir, &config)?,
             }
         }
@@ -326,16 +380,12 @@ fn resolve(
         Some(sub) => subpath_in(artifact.name, &installed.path, sub, &hash)?,
     };
 
-    {
-        let mut map = INSTALLED.write().unwrap_or_else(|e| e.into_inner());
-        let entry = map.entry(hash).or_insert_with(|| Known {
-            installed: installed.clone(),
-            subpaths: HashMap::new(),
-        });
+    let confirmed = known_entry(hash, &installed, |k| {
         if let Some(sub) = subpath {
-            entry.subpaths.insert(sub.to_owned(), full_path.clone());
+            k.subpaths.insert(sub.to_owned(), full_path.clone());
         }
-    }
+        Arc::clone(&k.confirmed)
+    });
 
     let event = AccessEvent {
         name: artifact.name.to_owned(),
@@ -357,7 +407,19 @@ fn resolve(
     Ok(Resolved {
         full_path,
         event: later,
+        confirmed,
     })
+}
+
+/// Runs `f` on the [`INSTALLED`] entry of `hash`, creating it from `installed` if missing.
+fn known_entry<T>(hash: GitTreeSha1, installed: &Installed, f: impl FnOnce(&mut Known) -> T) -> T {
+    let mut map = INSTALLED.write().unwrap_or_else(|e| e.into_inner());
+    let entry = map.entry(hash).or_insert_with(|| Known {
+        installed: installed.clone(),
+        subpaths: HashMap::new(),
+        confirmed: Arc::default(),
+    });
+    f(entry)
 }
 
 /// `dir/sub`, which must exist; looks in the process-wide memory first.

@@ -14,6 +14,12 @@
 //!
 //! What it cannot detect is a rank that never makes the call at all.
 //!
+//! `clima_artifact!(.., ctx)` answers a repeated call from memory without communicating only
+//! when every rank of `ctx` is guaranteed to do the same: it resolved the artifact before in a
+//! collective call on the same communicator ([`Context::communicator_id`]). A rank that resolved
+//! it alone (no context) or on another communicator still joins the collective call. See the
+//! macro's docs, "Calls with a context and the in-memory cache".
+//!
 //! # Protocol of [`ensure_collective`]
 //!
 //! ```text
@@ -77,6 +83,19 @@ pub trait Context: Send + Sync {
     fn describe(&self) -> String {
         format!("a context of {} rank(s)", self.size())
     }
+    /// An identity of the communicator, which lets repeated `clima_artifact!(.., ctx)` calls be
+    /// answered from memory without communicating (see the macro's docs, "Calls with a context
+    /// and the in-memory cache").
+    ///
+    /// Contract: within one process, two contexts return the same `Some(id)` **if and only if**
+    /// they are the same communicator (same ranks, same MPI context), for as long as either is
+    /// alive. `None` (the default) is always sound: every call with a context of more than one
+    /// rank then goes through the collective protocol, one gather and one broadcast per call.
+    /// `MpiContext` implements it (`MPI_COMM_WORLD` has a fixed id, every other communicator a
+    /// fresh one); one-rank contexts such as [`Singleton`] need none.
+    fn communicator_id(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The serial context: one rank, nothing to coordinate.
@@ -128,6 +147,9 @@ macro_rules! forward_context {
             }
             fn describe(&self) -> String {
                 (**self).describe()
+            }
+            fn communicator_id(&self) -> Option<u64> {
+                (**self).communicator_id()
             }
         }
     )*};

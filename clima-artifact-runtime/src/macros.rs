@@ -36,6 +36,32 @@
 /// calls for the same artifact are answered from memory (no file-system work) and recorded too.
 /// Every call site is listed by [`inventory::declared_artifacts`](crate::inventory::declared_artifacts).
 ///
+/// # Calls with a context are COLLECTIVE, and the in-memory cache keeps them so
+///
+/// `clima_artifact!(.., &ctx)` is a collective operation over `ctx`: **every rank of `ctx` makes
+/// the call, for the same artifact, in the same order** (see [`context`](crate::context)). To
+/// keep repeated calls cheap, the answer is remembered in memory, and a later call is answered
+/// from memory **without any communication** only when every rank is guaranteed to do the same:
+///
+/// | the call | answered from memory when |
+/// |---|---|
+/// | no context, or a one-rank context ([`Singleton`](crate::Singleton)) | this process resolved the artifact before, by any call |
+/// | a context of several ranks | this process resolved the artifact before **in a collective call on the same communicator** ([`Context::communicator_id`](crate::Context::communicator_id)) |
+/// | a context of several ranks with no `communicator_id` (the trait's default) | never: every call runs the collective protocol |
+///
+/// A collective call succeeds on every rank of its communicator or on none, so the second rule
+/// has the same answer on every rank: either all ranks skip the protocol or all take part. In
+/// particular a rank that already resolved the artifact **without** a context (or on another
+/// communicator, e.g. a node split) still takes part in the next collective call, so its peers
+/// are not left waiting. Consequences:
+///
+/// - Repeated collective calls on the same communicator (a loop, several call sites, a run-time
+///   name) cost one collective round the first time, then a memory lookup; after that first
+///   round, ranks may even make different numbers of such calls.
+/// - `MpiContext` has an id (`MPI_COMM_WORLD` the same for every wrapper, any other communicator
+///   its own). A context of your own gets the fast path by implementing
+///   [`Context::communicator_id`](crate::Context::communicator_id) as its docs say.
+///
 /// The expansion names only `$crate::__private`, `::core` and `::std`, so the macro works when
 /// the runtime crate is renamed in `Cargo.toml` or re-exported by another crate.
 #[macro_export]

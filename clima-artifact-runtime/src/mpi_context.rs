@@ -33,13 +33,14 @@
 //! invoking undefined behaviour in the MPI library.
 
 use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread::ThreadId;
 use std::time::Duration;
 
 use mpi::datatype::PartitionMut;
 use mpi::environment::Threading;
-use mpi::topology::{Color, SimpleCommunicator};
+use mpi::topology::{Color, CommunicatorRelation, SimpleCommunicator};
 use mpi::traits::*;
 
 use crate::context::Context;
@@ -53,6 +54,14 @@ const MAX_NAP: Duration = Duration::from_millis(10);
 /// The largest number of elements one MPI call may carry (`int` counts).
 const MPI_MAX_COUNT: usize = i32::MAX as usize;
 
+/// [`Context::communicator_id`] of `MPI_COMM_WORLD`, however many contexts wrap it.
+const WORLD_ID: u64 = 1;
+
+/// The next [`Context::communicator_id`] for a communicator other than the world. Never reused:
+/// an rsmpi communicator cannot be cloned, so each one is wrapped at most once, and a fresh id
+/// per wrapper is "the same id if and only if the same communicator".
+static NEXT_ID: AtomicU64 = AtomicU64::new(WORLD_ID + 1);
+
 /// A [`Context`] over an rsmpi communicator (`MPI_COMM_WORLD` or any intra-communicator).
 ///
 /// Every method is collective over the communicator, as the [`Context`] docs say.
@@ -64,6 +73,7 @@ pub struct MpiContext {
     threading: Threading,
     max_message_bytes: usize,
     label: String,
+    id: u64,
 }
 
 // SAFETY: the communicator handle is only used through `enter`, which (a) panics when called
@@ -109,6 +119,10 @@ impl MpiContext {
              returned `Universe` alive while the context is in use"
         );
         let (rank, size) = (comm.rank() as usize, comm.size() as usize);
+        let id = match comm.compare(&SimpleCommunicator::world()) {
+            CommunicatorRelation::Identical => WORLD_ID,
+            _ => NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        };
         MpiContext {
             comm: ManuallyDrop::new(comm),
             rank,
@@ -117,6 +131,7 @@ impl MpiContext {
             threading: mpi::environment::threading_support(),
             max_message_bytes: MPI_MAX_COUNT,
             label: format!("{name} ({size} ranks)"),
+            id,
         }
     }
 
@@ -303,5 +318,9 @@ impl Context for MpiContext {
 
     fn describe(&self) -> String {
         self.label.clone()
+    }
+
+    fn communicator_id(&self) -> Option<u64> {
+        Some(self.id)
     }
 }

@@ -104,9 +104,12 @@ fn successful_calls_are_recorded_for_provenance() {
     let a = load(&s);
     a.ensure_installed("era5").unwrap();
     a.ensure_installed("era5/README.md").unwrap();
+    // Other tests of this binary install the same sample artifact in parallel into the same
+    // process-wide registry: pick this test's record by its (temporary) manifest too.
+    let manifest = s.manifest.display().to_string();
     let rec = registry::snapshot()
         .into_iter()
-        .find(|r| r.git_tree_sha1 == s.art.tree_hash)
+        .find(|r| r.git_tree_sha1 == s.art.tree_hash && r.manifest == manifest)
         .expect("recorded");
     assert_eq!(rec.name, "era5");
     assert_eq!(rec.accesses, 2);

@@ -101,6 +101,17 @@ fn names_computed_at_run_time_are_checked_against_the_embedded_manifest() {
         msg.contains("profile, forcing-table, ozone, local-only, per-arch"),
         "{msg}"
     );
+    // Run-time names get the same did-you-mean as literal names get at compile time, also after
+    // the error crossed the wire from an MPI root.
+    assert!(msg.contains("; did you mean `ozone`? defined: "), "{msg}");
+    assert_eq!(Error::from_wire(&err.to_wire()).to_string(), msg);
+    let far = clima_artifact!(String::from("sea-ice-thickness"), &Singleton).unwrap_err();
+    let far = far.to_string();
+    assert!(far.contains("`sea-ice-thickness` is not defined"), "{far}");
+    assert!(
+        !far.contains("did you mean"),
+        "no suggestion for an unrelated name: {far}"
+    );
 
     let err = clima_artifact!(String::from("ozone/../../etc")).unwrap_err();
     assert!(matches!(err, Error::SubPath(_)), "{err:?}");

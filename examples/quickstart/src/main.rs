@@ -60,7 +60,7 @@ fn run() -> Result<()> {
         "quickstart: a single-column radiative-convective toy reading its inputs with clima_artifact!"
     );
     let target = target_dir();
-    choose_depot(&target)?;
+    let depot = choose_depot(&target)?;
 
     println!(
         "\nThis binary declares these artifacts (inventory::declared_artifacts, no run needed):"
@@ -151,11 +151,18 @@ fn run() -> Result<()> {
                 println!("      {line}");
             }
             let copy = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/site-observations");
-            println!(
-                "      This example ships a copy of the data in `{}`: add the line above with that \
-                 path to use it.",
-                copy.display()
-            );
+            if let Some(line) = override_line(&optional, &copy) {
+                let overrides = depot.join("artifacts").join("Overrides.toml");
+                println!(
+                    "      This example ships a copy of the data. To use it, run this, then run \
+                     the model again:"
+                );
+                println!(
+                    "          echo {} >> {}",
+                    shell_quote(&line),
+                    shell_quote(&overrides.display().to_string())
+                );
+            }
         }
     }
 
@@ -193,8 +200,9 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
 }
 
-/// The depot: `CLIMA_ARTIFACTS_DEPOT_PATH` if set, else `target/quickstart-depot`.
-fn choose_depot(target: &Path) -> Result<()> {
+/// The depot: `CLIMA_ARTIFACTS_DEPOT_PATH` if set, else `target/quickstart-depot`. Returns the
+/// first depot (the one whose `artifacts/Overrides.toml` the error messages name).
+fn choose_depot(target: &Path) -> Result<PathBuf> {
     let mut config = Config::from_env()?;
     if std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH").is_some() {
         println!(
@@ -207,11 +215,30 @@ fn choose_depot(target: &Path) -> Result<()> {
             "depot: {} (the example's default, inside target/; set CLIMA_ARTIFACTS_DEPOT_PATH to use another)",
             depot.display()
         );
-        config.depots = vec![depot];
+        config.depots = vec![depot.clone()];
         clima_artifact_runtime::set_macro_config(config)
             .map_err(|_| "the artifact configuration was already set")?;
+        return Ok(depot);
     }
-    Ok(())
+    config
+        .depots
+        .first()
+        .cloned()
+        .ok_or_else(|| "CLIMA_ARTIFACTS_DEPOT_PATH names no depot".into())
+}
+
+/// The `Overrides.toml` line pointing artifact `name` (declared in this binary) at `dir`.
+fn override_line(name: &str, dir: &Path) -> Option<String> {
+    let declared = inventory::declared_artifacts();
+    let hash = declared.iter().find(|a| a.name == name)?.hashes.first()?;
+    let path = dir.display().to_string();
+    let escaped = path.replace('\\', "\\\\").replace('"', "\\\"");
+    Some(format!("{} = \"{escaped}\"", hash.to_hex()))
+}
+
+/// `text` in single quotes for a POSIX shell.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 fn join_paths(paths: &[PathBuf]) -> String {

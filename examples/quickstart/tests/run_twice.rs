@@ -79,16 +79,29 @@ fn first_run_installs_second_run_finds_everything_installed() {
         assert!(line.contains("already installed"), "{line}");
     }
 
-    // Following the advice: point an override at the shipped copy of the site data.
+    // Following the advice literally: run the command the first run printed.
     let copy = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/site-observations");
-    std::fs::write(
-        depot.path().join("artifacts/Overrides.toml"),
-        format!(
-            "f2e37ce8393132a9470b4405546a1730d42cbc67 = \"{}\"\n",
+    let command = first
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("echo '"))
+        .unwrap_or_else(|| panic!("no command to add the override:\n{first}"));
+    assert!(
+        command.contains(&format!(
+            "f2e37ce8393132a9470b4405546a1730d42cbc67 = \"{}\"",
             copy.display()
-        ),
-    )
-    .unwrap();
+        )),
+        "{command}"
+    );
+    assert!(
+        command.ends_with(&format!(
+            ">> '{}'",
+            depot.path().join("artifacts/Overrides.toml").display()
+        )),
+        "{command}"
+    );
+    let status = Command::new("sh").arg("-c").arg(command).status().unwrap();
+    assert!(status.success(), "{command}");
     let third = run(depot.path(), reports.path());
     assert!(
         third.contains("site-observations    provided by an override"),
