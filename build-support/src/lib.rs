@@ -11,9 +11,11 @@
 //! - looks for `JuliaArtifacts.toml`, else `Artifacts.toml`, in `CARGO_MANIFEST_DIR` (or the
 //!   path given to [`Builder::manifest_path`]);
 //! - prints `cargo:rerun-if-changed=` for *both* candidate files, so editing the manifest, or
-//!   creating a `JuliaArtifacts.toml` that would take precedence, reruns it (cargo treats a
-//!   listed file that does not exist as changed, so the build script reruns on every build until
-//!   both files exist; it is cheap: one small TOML parse);
+//!   creating a `JuliaArtifacts.toml` that would take precedence, reruns it. Cost: cargo treats
+//!   a listed file that does not exist as changed, so while only one of the two files exists the
+//!   build script reruns, and the crate recompiles, on every `cargo build`.
+//!   [`Builder::watch_absent(false)`](Builder::watch_absent) lists only the file in use (then
+//!   creating a `JuliaArtifacts.toml` later needs a `touch build.rs`);
 //! - prints `cargo:rerun-if-env-changed=` for the variables that change its output
 //!   ([`WATCHED_ENV_VARS`]);
 //! - prints every finding of [`clima_artifact_manifest::validate()`] as `cargo:warning=`;
@@ -30,7 +32,6 @@ use std::fmt;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use clima_artifact_manifest::manifest::MANIFEST_FILE_NAMES;
 use clima_artifact_manifest::validate::validate_with;
 use clima_artifact_manifest::{ArtifactEntry, Manifest, ManifestError, Warning};
 
@@ -123,6 +124,7 @@ pub struct Builder {
     deny_warnings: bool,
     constants: Option<String>,
     overrides_file: Option<PathBuf>,
+    ignore_absent: bool,
 }
 
 /// The environment a run sees (injectable for tests).
@@ -170,6 +172,15 @@ impl Builder {
     /// `CLIMA_ARTIFACTS_BUILD_DENY_WARNINGS=1`).
     pub fn deny_warnings(mut self, deny: bool) -> Self {
         self.deny_warnings = deny;
+        self
+    }
+
+    /// Whether to list manifest candidates that do not exist in `cargo:rerun-if-changed`
+    /// (default `true`: creating `JuliaArtifacts.toml` later is noticed, at the price of a
+    /// rerun and recompile on every build while it is absent). With `false` only existing
+    /// candidates are listed (both still are when neither exists).
+    pub fn watch_absent(mut self, watch: bool) -> Self {
+        self.ignore_absent = !watch;
         self
     }
 
@@ -221,8 +232,12 @@ impl Builder {
             (None, Some(d)) => PathBuf::from(d),
             (None, None) => return Err(BuildError::NoManifestDir),
         };
-        for name in MANIFEST_FILE_NAMES {
-            writeln!(out, "cargo:rerun-if-changed={}", dir.join(name).display())?;
+        let candidates = Manifest::candidates(&dir);
+        let any_exists = candidates.iter().any(|c| c.is_file());
+        for candidate in &candidates {
+            if !self.ignore_absent || !any_exists || candidate.is_file() {
+                writeln!(out, "cargo:rerun-if-changed={}", candidate.display())?;
+            }
         }
         let explicit = self.manifest_path.as_ref().map(|p| dir.join(p));
         if let Some(p) = &explicit {

@@ -58,6 +58,32 @@ fn clean_manifest_prints_rerun_directives_only() {
 }
 
 #[test]
+fn watch_absent_false_lists_only_existing_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let builder = Builder::new().watch_absent(false);
+    // Neither exists: both are listed, so creating either reruns the (failing) script.
+    let (_, lines) = run(&builder, &[dir_var(dir.path())]);
+    let reruns = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("cargo:rerun-if-changed="))
+            .count()
+    };
+    assert_eq!(reruns(&lines), 2);
+    std::fs::write(dir.path().join("Artifacts.toml"), good_manifest()).unwrap();
+    let (result, lines) = run(&builder, &[dir_var(dir.path())]);
+    result.unwrap();
+    assert_eq!(reruns(&lines), 1);
+    assert_eq!(
+        lines[0],
+        format!(
+            "cargo:rerun-if-changed={}",
+            dir.path().join("Artifacts.toml").display()
+        )
+    );
+}
+
+#[test]
 fn warnings_become_cargo_warnings() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("JuliaArtifacts.toml");

@@ -56,3 +56,14 @@ impl ManifestError {
         s
     }
 }
+
+/// The first of a non-empty error list (a placeholder error if a caller broke that promise).
+pub(crate) fn first(errors: Vec<ManifestError>) -> ManifestError {
+    errors.into_iter().next().unwrap_or_else(|| ManifestError {
+        path: std::path::PathBuf::new(),
+        line: None,
+        column: None,
+        artifact: None,
+        kind: ManifestErrorKind::Invalid("unknown error".to_owned()),
+    })
+}

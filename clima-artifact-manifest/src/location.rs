@@ -120,6 +120,43 @@ impl<'a> Locator<'a> {
     }
 }
 
+/// Names the artifact of each TOML syntax error in a manifest: the top-level table or array
+/// element whose header is the last one before the error's line. Errors on a header line itself
+/// name no artifact (the header may be the broken part, and recovery cannot be trusted there).
+pub(crate) fn attribute_syntax_errors(text: &str, errors: &mut [ManifestError]) {
+    let index = LineIndex::new(text);
+    let (doc, _) = DeTable::parse_recoverable(text);
+    let mut starts: Vec<(u32, &str)> = Vec::new();
+    for (key, value) in doc.get_ref().iter() {
+        let name: &str = key.get_ref();
+        match value.get_ref() {
+            DeValue::Table(_) => starts.push((index.line(value.span().start), name)),
+            DeValue::Array(items) => {
+                for item in items.iter() {
+                    starts.push((index.line(item.span().start), name));
+                }
+            }
+            _ => {}
+        }
+    }
+    starts.sort_by_key(|(line, _)| *line);
+    let lines: Vec<&str> = text.lines().collect();
+    for e in errors.iter_mut().filter(|e| e.artifact.is_none()) {
+        let Some(line) = e.line else { continue };
+        let is_header = lines
+            .get(line as usize - 1)
+            .is_some_and(|l| l.trim_start().starts_with('['));
+        if is_header {
+            continue;
+        }
+        e.artifact = starts
+            .iter()
+            .rev()
+            .find(|(start, _)| *start < line)
+            .map(|(_, name)| (*name).to_owned());
+    }
+}
+
 /// `toml`'s messages, made one line and given a hint for the most common slip.
 fn toml_message(message: &str) -> String {
     let one_line = message.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
-use crate::location::{Locator, a_type, entries_in_file_order, key_syntax, to_toml_syntax};
+use crate::location::{
+    Locator, a_type, attribute_syntax_errors, entries_in_file_order, key_syntax, to_toml_syntax,
+};
 use crate::{
     GitTreeSha1, ManifestError, ManifestErrorKind, Platform, SelectError, Sha256, metadata,
 };
@@ -393,14 +395,17 @@ impl Manifest {
     ///
     /// Returns the first error; [`Manifest::parse_all`] returns all of them.
     pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
-        Self::parse_all(text, path).map_err(|mut errors| errors.swap_remove(0))
+        Self::parse_all(text, path).map_err(crate::error::first)
     }
 
     /// Parses manifest text, collecting every error (never an empty list) so a build script can
     /// show them all at once. Errors are in file order.
     pub fn parse_all(text: &str, path: &Path) -> Result<Manifest, Vec<ManifestError>> {
         let loc = Locator::new(text, path);
-        let doc = loc.parse_document(text)?;
+        let doc = loc.parse_document(text).map_err(|mut errors| {
+            attribute_syntax_errors(text, &mut errors);
+            errors
+        })?;
         let mut errors = Vec::new();
         let mut artifacts = Vec::new();
         for (key, value) in entries_in_file_order(doc.get_ref()) {
@@ -482,7 +487,7 @@ impl Manifest {
 
     /// Reads and parses a manifest file.
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-        Self::load_all(path).map_err(|mut errors| errors.swap_remove(0))
+        Self::load_all(path).map_err(crate::error::first)
     }
 
     /// Reads and parses a manifest file, collecting every error (see [`Manifest::parse_all`]).
@@ -841,11 +846,18 @@ git-tree-sha1 = "{H1}"
     fn reports_toml_errors_with_position() {
         assert_eq!(
             err("[era5]\ngit-tree-sha1 = \"abc\n"),
-            "`dir/Artifacts.toml`:2:21: invalid TOML: invalid basic string, expected `\"`; fix the TOML syntax at this position"
+            "`dir/Artifacts.toml`:2:21: artifact `era5`: invalid TOML: invalid basic string, expected `\"`; fix the TOML syntax at this position"
         );
         let e = parse("[a]\nx = 1\n[a]\ny = 2\n").unwrap_err();
         assert_eq!((e.line, e.column), (Some(3), Some(2)));
+        assert_eq!(e.artifact, None, "errors on header lines name no artifact");
         assert!(e.to_string().contains("duplicate key"), "{e}");
+        // A broken header is not blamed on the artifact above it.
+        let e = parse(&format!("[a]\ngit-tree-sha1 = \"{H1}\"\n[b\n")).unwrap_err();
+        assert_eq!((e.line, e.artifact), (Some(3), None));
+        // A later line of an array entry names its artifact.
+        let e = parse("[[lib]]\nos = \"linux\"\n[[lib]]\nos = \"mac\nos\"\n").unwrap_err();
+        assert_eq!((e.line, e.artifact.as_deref()), (Some(5), Some("lib")));
     }
 
     #[test]

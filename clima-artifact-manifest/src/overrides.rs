@@ -57,7 +57,7 @@ impl OverridesFile {
     ///
     /// Returns the first error; [`OverridesFile::parse_all`] returns all of them.
     pub fn parse(text: &str, path: &Path) -> Result<OverridesFile, ManifestError> {
-        Self::parse_all(text, path).map_err(|mut errors| errors.swap_remove(0))
+        Self::parse_all(text, path).map_err(crate::error::first)
     }
 
     /// Parses overrides text, collecting every error (never an empty list), in file order.
@@ -116,7 +116,7 @@ impl OverridesFile {
 
     /// Reads and parses an overrides file; a missing file is an empty set.
     pub fn load(path: &Path) -> Result<OverridesFile, ManifestError> {
-        Self::load_all(path).map_err(|mut errors| errors.swap_remove(0))
+        Self::load_all(path).map_err(crate::error::first)
     }
 
     /// Reads and parses an overrides file, collecting every error; a missing file is an empty set.

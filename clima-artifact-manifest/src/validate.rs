@@ -159,19 +159,21 @@ fn check_platform(
         if let Some(value) = platform.get(tag)
             && !known.contains(&value)
         {
-            let fix = if tag == "libc" && value == "gnu" {
-                " (write `libc = \"glibc\"`)".to_owned()
-            } else {
-                String::new()
-            };
-            warn(
-                v.line,
+            let message = if tag == "libc" && value == "gnu" {
                 format!(
-                    "{which}has `{tag} = {}`, which Julia rejects{fix}; Julia accepts {}",
+                    "{which}has `libc = \"gnu\"`, which Julia rejects: write `libc = \"glibc\"` \
+                     (Julia accepts {})",
+                    known.join(", ")
+                )
+            } else {
+                format!(
+                    "{which}has `{tag} = {}`, which Julia's platform code does not know (it knows \
+                     {}); Julia may refuse to load this entry",
                     quote(value),
                     known.join(", ")
-                ),
-            );
+                )
+            };
+            warn(v.line, message);
         }
     };
     check("os", &JULIA_OS, warn);
@@ -390,17 +392,20 @@ sha256 = "{S1}"
              (and may reject its value), so keep provenance keys out of platform-specific entries \
              if Julia must load this file",
             "line 1: artifact `lib`: platform variant 1 (arch=x86_64,libc=gnu,os=linux) has \
-             `libc = \"gnu\"`, which Julia rejects (write `libc = \"glibc\"`); Julia accepts glibc, musl",
+             `libc = \"gnu\"`, which Julia rejects: write `libc = \"glibc\"` (Julia accepts \
+             glibc, musl)",
             "line 11: artifact `lib`: platform variant 2 (arch=x86_64,libc=gnu,os=linux) has \
-             `libc = \"gnu\"`, which Julia rejects (write `libc = \"glibc\"`); Julia accepts glibc, musl",
+             `libc = \"gnu\"`, which Julia rejects: write `libc = \"glibc\"` (Julia accepts \
+             glibc, musl)",
             "line 11: artifact `lib`: platform variant 2 (arch=x86_64,libc=gnu,os=linux) repeats \
              the platform of the variant on line 1; only one of them can ever be selected (the last \
              one here; Julia's choice may differ): remove the duplicate",
             "line 19: artifact `lib`: platform variant 3 (arch=mips,os=plan9) has `os = \"plan9\"`, \
-             which Julia rejects; Julia accepts linux, macos, windows, freebsd, openbsd",
+             which Julia's platform code does not know (it knows linux, macos, windows, freebsd, \
+             openbsd); Julia may refuse to load this entry",
             "line 19: artifact `lib`: platform variant 3 (arch=mips,os=plan9) has `arch = \
-             \"mips\"`, which Julia rejects; Julia accepts x86_64, i686, aarch64, armv7l, armv6l, \
-             powerpc64le, riscv64",
+             \"mips\"`, which Julia's platform code does not know (it knows x86_64, i686, aarch64, \
+             armv7l, armv6l, powerpc64le, riscv64); Julia may refuse to load this entry",
         ];
         assert_eq!(w, expected);
     }

@@ -1,2 +1,48 @@
-//! The `clima-artifacts` command-line tool (to be written).
-fn main() {}
+//! The `clima-artifacts` command-line tool: create, fetch, verify, override, list, gc and report
+//! on Julia-compatible artifacts.
+//!
+//! ```text
+//! clima-artifacts create DIR --name N --manifest Artifacts.toml [--url URL] [--external] [--guided]
+//! clima-artifacts hash DIR
+//! clima-artifacts fetch [NAMES...|--all [--include-lazy]] [--manifest PATH]
+//! clima-artifacts verify [NAMES...|--all] [--manifest PATH]
+//! clima-artifacts list|status [--manifest PATH]
+//! clima-artifacts override set NAME PATH [--verify] | unset NAME | list
+//! clima-artifacts gc [--dry-run]
+//! clima-artifacts report FILE.json [--format md|bibtex|json]
+//! ```
+//!
+//! Exit codes (also shown by `--help`):
+//! - `0`: success;
+//! - `1`: the command ran and found or hit a problem: `verify` found changed content, a download
+//!   failed, `override set --verify` found a different hash, `gc` could not remove a folder;
+//! - `2`: bad usage or bad input: unknown flags or artifact names, a missing or malformed manifest,
+//!   a path that does not exist (clap's own usage errors use 2 as well).
+//!
+//! Module map: [`args`] (syntax), [`cmd`] (one module per subcommand), [`tarball`] (deterministic
+//! `.tar.gz`), [`manifest_edit`] and [`overrides_edit`] (format-preserving TOML edits), [`depots`]
+//! (depot queries), [`progress`] (bars on a terminal), [`error`] (exit codes).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod args;
+mod cmd;
+mod depots;
+mod error;
+mod manifest_edit;
+mod overrides_edit;
+mod progress;
+mod tarball;
+
+fn main() -> ExitCode {
+    let cli = args::Cli::parse();
+    match cmd::run(cli.command) {
+        Ok(()) => ExitCode::from(error::EXIT_OK),
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            e.exit_code()
+        }
+    }
+}

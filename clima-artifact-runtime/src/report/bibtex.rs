@@ -382,6 +382,46 @@ mod tests {
     }
 
     #[test]
+    fn arbitrary_text_never_panics() {
+        // Deterministic pseudo-random strings over the characters the parser cares about.
+        const ALPHABET: [&str; 14] = [
+            "@",
+            "{",
+            "}",
+            "(",
+            ")",
+            ",",
+            " ",
+            "\n",
+            "a",
+            "k",
+            "=",
+            "\"",
+            "é",
+            "@article{",
+        ];
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..(state % 24) {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1);
+                text.push_str(ALPHABET[(state >> 33) as usize % ALPHABET.len()]);
+            }
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            if let Ok(entries) = parse_entries(&text) {
+                for entry in entries {
+                    assert!(text.contains(&entry.text), "{text:?} -> {entry:?}");
+                    assert!(!entry.key.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn latex_and_keys() {
         assert_eq!(latex("R&D 50% {x}_1"), "R\\&D 50\\% x\\_1");
         assert_eq!(key_part("era5/u v"), "era5_u_v");

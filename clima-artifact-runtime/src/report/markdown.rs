@@ -85,7 +85,7 @@ fn origin_text(record: &ArtifactRecord) -> String {
         ),
         RecordedOrigin::Depot => {
             let source = meta(&record.metadata, keys::SOURCE)
-                .map(|s| format!("; original data: <{}>", one_line(s)))
+                .map(|s| format!("; original data: {}", link(s)))
                 .unwrap_or_default();
             format!(
                 "depot: {} (installed before this run{source})",
@@ -97,8 +97,10 @@ fn origin_text(record: &ArtifactRecord) -> String {
             bytes,
             seconds,
         } => format!(
-            "downloaded from <{url}> ({} in {seconds:.2} s) to {}",
+            "downloaded from {} ({} in {}) to {}",
+            link(url),
             human_bytes(*bytes),
+            human_seconds(*seconds),
             code(&record.path)
         ),
     }
@@ -118,10 +120,7 @@ fn acknowledgements(out: &mut String, report: &Report) {
     for record in &report.artifacts {
         match meta(&record.metadata, keys::ACKNOWLEDGEMENT) {
             Some(text) => {
-                let mut text = one_line(text);
-                if !text.ends_with(['.', '!', '?']) {
-                    text.push('.');
-                }
+                let text = with_final_period(&one_line(text));
                 if !texts.contains(&text) {
                     texts.push(text);
                 }
@@ -170,7 +169,7 @@ fn references(out: &mut String, report: &Report) {
         any = true;
         let mut line = format!("- {}:", code(&record.name));
         if let Some(citation) = &citation {
-            let _ = write!(line, " {citation}");
+            let _ = write!(line, " {}", with_final_period(citation));
         }
         if let Some(doi) = doi {
             let doi = super::bare_doi(doi);
@@ -385,6 +384,41 @@ fn rank_ranges(ranks: &[usize]) -> String {
     parts.join(", ")
 }
 
+/// A URL as a Markdown autolink when it is absolute (`scheme://...` without spaces or angle
+/// brackets), otherwise as inline code (relative paths are not links in Markdown).
+fn link(url: &str) -> String {
+    let url = one_line(url);
+    let absolute = url.split_once("://").is_some_and(|(scheme, _)| {
+        !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    });
+    if absolute && !url.contains([' ', '<', '>']) {
+        format!("<{url}>")
+    } else {
+        code(&url)
+    }
+}
+
+/// The text with a period appended unless it already ends a sentence.
+fn with_final_period(text: &str) -> String {
+    if text.ends_with(['.', '!', '?']) {
+        text.to_owned()
+    } else {
+        format!("{text}.")
+    }
+}
+
+/// Seconds with two decimals; `<0.01 s` for very short times.
+fn human_seconds(seconds: f64) -> String {
+    if seconds < 0.005 {
+        "<0.01 s".to_owned()
+    } else {
+        format!("{seconds:.2} s")
+    }
+}
+
 /// Inline code that survives backticks in the text and is safe inside a table cell.
 fn code(text: &str) -> String {
     let text = one_line(text);
@@ -432,6 +466,14 @@ mod tests {
         assert_eq!(name_list(&["a", "b", "c"]), "`a`, `b` and `c`");
         assert_eq!(code("a`b"), "`` a`b ``");
         assert_eq!(table_cell("x |\n y"), "x \\| y");
+        assert_eq!(link("https://x.org/a b"), "`https://x.org/a b`");
+        assert_eq!(link("https://x.org/a.tar.gz"), "<https://x.org/a.tar.gz>");
+        assert_eq!(link("file:///data/a.tar.gz"), "<file:///data/a.tar.gz>");
+        assert_eq!(link("data/forcing.tar.gz"), "`data/forcing.tar.gz`");
+        assert_eq!(with_final_period("A (2020)"), "A (2020).");
+        assert_eq!(with_final_period("Really?"), "Really?");
+        assert_eq!(human_seconds(0.001), "<0.01 s");
+        assert_eq!(human_seconds(3.25), "3.25 s");
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1536), "1.5 KiB");
         assert_eq!(human_bytes(3 * 1024 * 1024 * 1024), "3.0 GiB");

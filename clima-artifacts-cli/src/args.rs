@@ -1,0 +1,268 @@
+//! Command-line syntax (clap derive). Each subcommand's behaviour lives in [`crate::cmd`].
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  the command ran and found or hit a problem (verify mismatch, failed download, ...)
+  2  bad usage or bad input (unknown flag or artifact, missing/malformed manifest, missing path)
+
+Environment:
+  CLIMA_ARTIFACTS_DEPOT_PATH  colon-separated depots; installs and overrides go to the first writable one
+  CLIMA_ARTIFACTS_OFFLINE=1   never touch the network
+  CLIMA_ARTIFACTS_PROGRESS=0  no progress bars (they are only drawn when stderr is a terminal)";
+
+/// Manage Julia-compatible input datasets ("artifacts"): create, fetch, verify, override, list,
+/// clean up, and report on them.
+#[derive(Debug, Parser)]
+#[command(name = "clima-artifacts", version, after_long_help = EXIT_CODES, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands. (`publish` and `sync` are planned; see issue 9.)
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Make an artifact from a folder: tree hash, deterministic .tar.gz, sha256, manifest entry.
+    Create(CreateArgs),
+    /// Print the git tree hash of a folder (the artifact's `git-tree-sha1`).
+    Hash(HashArgs),
+    /// Install artifacts ahead of time (e.g. on a login node before an offline job).
+    Fetch(FetchArgs),
+    /// Re-hash installed artifacts and report any whose content changed (exit 1 if any).
+    Verify(VerifyArgs),
+    /// Show each artifact of a manifest: lazy, downloadable, installed where, overridden, size.
+    #[command(visible_alias = "status")]
+    List(ListArgs),
+    /// Point an artifact at a folder on this machine (Overrides.toml), or remove/list overrides.
+    #[command(subcommand)]
+    Override(OverrideCommand),
+    /// Remove installed artifacts that no recorded manifest references any more.
+    Gc(GcArgs),
+    /// Render a run's provenance report (JSON written by the runtime) as Markdown, BibTeX or JSON.
+    Report(ReportArgs),
+}
+
+/// Where the manifest is: `--manifest PATH`, else `JuliaArtifacts.toml`/`Artifacts.toml` in the
+/// current folder.
+#[derive(Debug, Args, Clone)]
+pub struct ManifestArg {
+    /// The Artifacts.toml to use (default: JuliaArtifacts.toml or Artifacts.toml in the current folder).
+    #[arg(long, short = 'm', value_name = "PATH")]
+    pub manifest: Option<PathBuf>,
+}
+
+/// `create`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct CreateArgs {
+    /// The folder holding the artifact's content (asked for with --guided if omitted).
+    #[arg(value_name = "DIR", required_unless_present = "guided")]
+    pub dir: Option<PathBuf>,
+    /// Artifact name in the manifest.
+    #[arg(long, short = 'n', required_unless_present = "guided")]
+    pub name: Option<String>,
+    /// The Artifacts.toml to add the entry to (created if missing).
+    #[arg(
+        long,
+        short = 'm',
+        value_name = "PATH",
+        required_unless_present = "guided"
+    )]
+    pub manifest: Option<PathBuf>,
+    /// URL the tarball will be downloadable from (written as the entry's download url).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Where to write the .tar.gz (default: `<NAME>.tar.gz` in the current folder).
+    #[arg(long, value_name = "PATH")]
+    pub tarball_out: Option<PathBuf>,
+    /// Mark the artifact `lazy = true` (installed on first use, skipped by `fetch --all`).
+    #[arg(long)]
+    pub lazy: bool,
+    /// Data too large to distribute: tree hash only, no tarball, no download section; prints the
+    /// Overrides.toml line for the cluster's admins.
+    #[arg(long, conflicts_with_all = ["url", "tarball_out"])]
+    pub external: bool,
+    /// Ask for each setting interactively (line-based prompts; works with piped answers too).
+    #[arg(long)]
+    pub guided: bool,
+    /// SPDX license expression, e.g. CC-BY-4.0.
+    #[arg(long)]
+    pub license: Option<String>,
+    /// Human-readable citation.
+    #[arg(long)]
+    pub citation: Option<String>,
+    /// One line saying what the dataset is.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// DOI of the dataset or its paper, e.g. 10.5194/essd-13-4349-2021.
+    #[arg(long)]
+    pub doi: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `hash`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct HashArgs {
+    /// The folder to hash (`.git` is skipped, empty folders do not count, as in git).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `fetch`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct FetchArgs {
+    /// Artifacts to install (lazy ones included when named).
+    #[arg(value_name = "NAMES", conflicts_with = "all")]
+    pub names: Vec<String>,
+    /// Install every non-lazy artifact of the manifest.
+    #[arg(long)]
+    pub all: bool,
+    /// With --all, also install lazy artifacts.
+    #[arg(long, requires = "all")]
+    pub include_lazy: bool,
+    /// How many artifacts to install at once.
+    #[arg(long, short = 'j', default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
+    #[command(flatten)]
+    pub manifest: ManifestArg,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `verify`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["names", "all"])))]
+pub struct VerifyArgs {
+    /// Artifacts to verify.
+    #[arg(value_name = "NAMES", conflicts_with = "all")]
+    pub names: Vec<String>,
+    /// Verify every artifact of the manifest that is installed.
+    #[arg(long)]
+    pub all: bool,
+    /// Also hash overridden folders (may be slow: they can be very large).
+    #[arg(long)]
+    pub include_overrides: bool,
+    #[command(flatten)]
+    pub manifest: ManifestArg,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `list` / `status`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub manifest: ManifestArg,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `override ...`.
+#[derive(Debug, Subcommand)]
+pub enum OverrideCommand {
+    /// Use PATH as the content of artifact NAME on this machine (first writable depot's Overrides.toml).
+    Set(OverrideSetArgs),
+    /// Remove the override of NAME from the first writable depot's Overrides.toml.
+    Unset(OverrideUnsetArgs),
+    /// List the overrides of every depot (names from the manifest or the `# name` comments).
+    List(OverrideListArgs),
+}
+
+/// `override set`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct OverrideSetArgs {
+    /// Artifact name in the manifest, or its 40-hex git-tree-sha1.
+    pub name: String,
+    /// Folder with the artifact's content (made absolute).
+    pub path: PathBuf,
+    /// Hash PATH and refuse unless it matches the manifest's git-tree-sha1.
+    #[arg(long)]
+    pub verify: bool,
+    #[command(flatten)]
+    pub manifest: ManifestArg,
+}
+
+/// `override unset`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct OverrideUnsetArgs {
+    /// Artifact name in the manifest, or its 40-hex git-tree-sha1.
+    pub name: String,
+    #[command(flatten)]
+    pub manifest: ManifestArg,
+}
+
+/// `override list`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct OverrideListArgs {
+    /// Manifest used to name hashes (default: one in the current folder, if any).
+    #[arg(long, short = 'm', value_name = "PATH")]
+    pub manifest: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `gc`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct GcArgs {
+    /// Only print what would be removed.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also keep everything referenced by these manifests (in addition to the recorded ones).
+    #[arg(long, short = 'm', value_name = "PATH")]
+    pub manifest: Vec<PathBuf>,
+    /// Proceed even when no live manifest is recorded (which would remove every installed artifact).
+    #[arg(long)]
+    pub force: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Output formats of `report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// Markdown for people: datasets table, acknowledgements, references.
+    Md,
+    /// BibTeX with every citation, deduplicated.
+    Bibtex,
+    /// The JSON schema again (normalised).
+    Json,
+}
+
+/// `report`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct ReportArgs {
+    /// A JSON report written by the runtime at the end of a run.
+    #[arg(value_name = "FILE.json")]
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = ReportFormat::Md)]
+    pub format: ReportFormat,
+    /// Write to this file instead of stdout.
+    #[arg(long, short = 'o', value_name = "PATH")]
+    pub output: Option<PathBuf>,
+}

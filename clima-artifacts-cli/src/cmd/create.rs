@@ -1,0 +1,269 @@
+//! `create`: folder -> tree hash -> deterministic `.tar.gz` + sha256 -> manifest entry.
+//! With `--external`: tree hash and an entry without downloads, plus the Overrides.toml line for
+//! the cluster's admins.
+
+use std::path::{Path, PathBuf};
+
+use clima_artifact_manifest::{Manifest, metadata};
+
+use crate::args::CreateArgs;
+use crate::cmd::{self, existing_dir, invalid_name};
+use crate::error::{CliError, CliResult};
+use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, upsert_entry};
+use crate::{depots, progress, tarball};
+
+/// Everything `create` needs, from flags or from the guided prompts.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// The content folder.
+    pub dir: PathBuf,
+    /// Artifact name.
+    pub name: String,
+    /// The manifest to edit.
+    pub manifest: PathBuf,
+    /// Download URL of the tarball, if known.
+    pub url: Option<String>,
+    /// Where to write the tarball (default `<name>.tar.gz`).
+    pub tarball_out: Option<PathBuf>,
+    /// `lazy = true`.
+    pub lazy: bool,
+    /// No tarball, no downloads.
+    pub external: bool,
+    /// Metadata keys to write.
+    pub metadata: Vec<(&'static str, String)>,
+    /// JSON output.
+    pub json: bool,
+}
+
+/// Metadata keys from the flags, in the order they are written.
+pub fn metadata_from(
+    description: Option<String>,
+    license: Option<String>,
+    citation: Option<String>,
+    doi: Option<String>,
+) -> Vec<(&'static str, String)> {
+    [
+        (metadata::DESCRIPTION, description),
+        (metadata::LICENSE, license),
+        (metadata::CITATION, citation),
+        (metadata::DOI, doi),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.filter(|v| !v.trim().is_empty()).map(|v| (k, v)))
+    .collect()
+}
+
+/// Entry point of `create`.
+pub fn run(args: CreateArgs) -> CliResult {
+    let plan = if args.guided {
+        let stdin = std::io::stdin();
+        let mut input = stdin.lock();
+        let mut output = std::io::stdout();
+        cmd::guided::ask(args, &mut input, &mut output)?
+    } else {
+        Plan {
+            dir: args.dir.expect("clap requires DIR without --guided"),
+            name: args.name.expect("clap requires --name without --guided"),
+            manifest: args
+                .manifest
+                .expect("clap requires --manifest without --guided"),
+            url: args.url,
+            tarball_out: args.tarball_out,
+            lazy: args.lazy,
+            external: args.external,
+            metadata: metadata_from(args.description, args.license, args.citation, args.doi),
+            json: args.json,
+        }
+    };
+    execute(&plan)
+}
+
+/// The JSON output of `create`.
+#[derive(Debug, serde::Serialize)]
+struct Created {
+    name: String,
+    git_tree_sha1: String,
+    external: bool,
+    tarball: Option<PathBuf>,
+    sha256: Option<String>,
+    tarball_bytes: Option<u64>,
+    url: Option<String>,
+    manifest: PathBuf,
+    manifest_change: EditOutcome,
+    /// Download URLs of the entry after the edit.
+    downloads: Vec<String>,
+    overrides_line: Option<String>,
+}
+
+/// Does the work described by `plan`.
+pub fn execute(plan: &Plan) -> CliResult {
+    if let Some(why) = invalid_name(&plan.name) {
+        return Err(CliError::usage(format!(
+            "invalid artifact name `{}`: {why}",
+            plan.name
+        )));
+    }
+    let dir = existing_dir(&plan.dir, "artifact folder")?;
+    let hash = cmd::hash_dir(&dir)?;
+
+    let mut created = Created {
+        name: plan.name.clone(),
+        git_tree_sha1: hash.to_hex(),
+        external: plan.external,
+        tarball: None,
+        sha256: None,
+        tarball_bytes: None,
+        url: plan.url.clone(),
+        manifest: plan.manifest.clone(),
+        manifest_change: EditOutcome::Added,
+        downloads: Vec::new(),
+        overrides_line: None,
+    };
+    let mut download = None;
+    if !plan.external {
+        let out = plan
+            .tarball_out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("{}.tar.gz", plan.name)));
+        let out =
+            std::path::absolute(&out).map_err(|e| crate::error::io_error("resolve", &out, &e))?;
+        if out.starts_with(&dir) {
+            return Err(CliError::usage(format!(
+                "the tarball `{}` would be written inside the folder it archives; pass \
+                 --tarball-out with a path outside `{}`",
+                out.display(),
+                dir.display()
+            )));
+        }
+        let entries = tarball::collect_entries(&dir)?;
+        tarball::check_symlinks(&dir, &entries)?;
+        let total: u64 = entries
+            .iter()
+            .map(|e| match e.kind {
+                tarball::EntryKind::File { size, .. } => size,
+                _ => 0,
+            })
+            .sum();
+        let bar = progress::bytes(total, "archiving");
+        let made = tarball::write_tarball(&dir, &entries, &out, &|n| bar.inc(n));
+        bar.finish_and_clear();
+        let made = made?;
+        if made.tree_hash != hash {
+            let _ = std::fs::remove_file(&made.path);
+            return Err(CliError::failure(format!(
+                "the content of `{}` changed while `create` ran (tree hash {} before archiving, \
+                 {} in the archive); run `create` again once nothing writes to the folder",
+                dir.display(),
+                hash,
+                made.tree_hash
+            )));
+        }
+        created.tarball = Some(made.path.clone());
+        created.sha256 = Some(made.sha256.to_hex());
+        created.tarball_bytes = Some(made.size);
+        download = plan.url.as_ref().map(|url| NewDownload {
+            url: url.clone(),
+            sha256: made.sha256.to_hex(),
+        });
+    } else {
+        created.overrides_line = Some(format!(
+            "{} = {} # {}",
+            hash,
+            toml_edit::Value::from(dir.to_string_lossy().as_ref()),
+            plan.name
+        ));
+    }
+
+    let update = EntryUpdate {
+        name: plan.name.clone(),
+        tree_hash: hash.to_hex(),
+        lazy: plan.lazy,
+        metadata: plan.metadata.clone(),
+        download,
+        remove_downloads: plan.external,
+    };
+    (created.manifest_change, created.downloads) = write_manifest(&plan.manifest, &update)?;
+
+    if plan.json {
+        return cmd::print_json(&created);
+    }
+    print_summary(&created, &dir);
+    Ok(())
+}
+
+fn write_manifest(path: &Path, update: &EntryUpdate) -> CliResult<(EditOutcome, Vec<String>)> {
+    let original = cmd::read_or_empty(path)?;
+    let (text, outcome) = upsert_entry(&original, path, update)?;
+    let parsed = Manifest::parse(&text, path).map_err(|e| {
+        CliError::usage(format!(
+            "the manifest would not load after adding `{}`, so it was left unchanged: {e}",
+            update.name
+        ))
+    })?;
+    cmd::write_atomically(path, &text)?;
+    let downloads = match parsed.get(&update.name) {
+        Some(clima_artifact_manifest::ArtifactEntry::Single(v)) => {
+            v.downloads.iter().map(|d| d.url.clone()).collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok((outcome, downloads))
+}
+
+fn print_summary(c: &Created, dir: &Path) {
+    let action = match &c.manifest_change {
+        EditOutcome::Added => "entry added".to_string(),
+        EditOutcome::Updated {
+            previous_hash,
+            removed_downloads,
+        } => {
+            let mut s = "entry updated".to_string();
+            if previous_hash
+                .as_deref()
+                .is_some_and(|p| p != c.git_tree_sha1)
+            {
+                s.push_str("; content changed");
+            }
+            if *removed_downloads > 0 {
+                s.push_str(&format!("; {removed_downloads} old download(s) removed"));
+            }
+            s
+        }
+    };
+    println!("artifact `{}`", c.name);
+    println!("  git-tree-sha1  {}", c.git_tree_sha1);
+    if let (Some(t), Some(sha), Some(size)) = (&c.tarball, &c.sha256, c.tarball_bytes) {
+        println!(
+            "  tarball        {} ({})",
+            t.display(),
+            depots::human_bytes(size)
+        );
+        println!("  sha256         {sha}");
+    }
+    println!("  manifest       {} ({action})", c.manifest.display());
+    if let Some(line) = &c.overrides_line {
+        println!();
+        println!(
+            "External artifact: give this line to the cluster's admins for \
+             <depot>/artifacts/Overrides.toml (or run `clima-artifacts override set {} {}`):",
+            c.name,
+            dir.display()
+        );
+        println!("{line}");
+    } else if c.url.is_none() && c.downloads.is_empty() {
+        if let Some(t) = &c.tarball {
+            println!();
+            println!(
+                "next: upload `{}` and run `create` again with --url URL to record where it can be \
+                 downloaded (the manifest entry has no download yet)",
+                t.display()
+            );
+        }
+    } else if let (Some(t), Some(url)) = (&c.tarball, &c.url) {
+        println!();
+        println!(
+            "next: upload `{}` so that it is served at {url}",
+            t.display()
+        );
+    }
+}

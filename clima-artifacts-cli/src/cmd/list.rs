@@ -1,0 +1,144 @@
+//! `list` / `status`: one line per artifact of a manifest.
+
+use std::path::PathBuf;
+
+use clima_artifact_manifest::ArtifactEntry;
+
+use crate::args::ListArgs;
+use crate::cmd;
+use crate::depots;
+use crate::error::CliResult;
+
+/// One artifact's state, as printed with `--json`.
+#[derive(Debug, serde::Serialize)]
+struct Status {
+    name: String,
+    /// The host variant's hash; `None` when no variant fits this platform.
+    git_tree_sha1: Option<String>,
+    /// Platform tags of the selected variant (`None` for `[name]` entries).
+    platform: Option<String>,
+    /// Why no variant fits, if none does.
+    unavailable: Option<String>,
+    lazy: bool,
+    /// Has at least one download source.
+    downloadable: bool,
+    /// Number of platform variants (1 for a `[name]` entry).
+    variants: usize,
+    /// Depot holding an installed copy.
+    installed_depot: Option<PathBuf>,
+    /// The installed copy.
+    installed_path: Option<PathBuf>,
+    /// Override target, if overridden.
+    override_path: Option<PathBuf>,
+    /// The Overrides.toml that set it.
+    override_file: Option<PathBuf>,
+    /// A broken override (missing target, cycle), with the file to fix.
+    override_error: Option<String>,
+    /// Bytes of the installed copy (overridden folders are not walked).
+    size_bytes: Option<u64>,
+}
+
+/// Entry point of `list` / `status`.
+pub fn run(args: ListArgs) -> CliResult {
+    let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
+    let config = depots::config()?;
+    let overrides = depots::overrides(&config)?;
+    let mut rows = Vec::new();
+    for (name, entry) in &manifest.artifacts {
+        let variants = match entry {
+            ArtifactEntry::Single(_) => 1,
+            ArtifactEntry::PlatformSpecific(v) => v.len(),
+        };
+        let mut s = Status {
+            name: name.clone(),
+            git_tree_sha1: None,
+            platform: None,
+            unavailable: None,
+            lazy: false,
+            downloadable: false,
+            variants,
+            installed_depot: None,
+            installed_path: None,
+            override_path: None,
+            override_file: None,
+            override_error: None,
+            size_bytes: None,
+        };
+        match cmd::select(&manifest, name) {
+            Err(e) => s.unavailable = Some(e.message),
+            Ok(v) => {
+                s.git_tree_sha1 = Some(v.git_tree_sha1.to_hex());
+                s.platform = v.platform.as_ref().map(|p| p.to_string());
+                s.lazy = v.lazy;
+                s.downloadable = !v.downloads.is_empty();
+                match depots::resolve_override(&overrides, &v.git_tree_sha1) {
+                    Ok(Some(o)) => {
+                        s.override_path = Some(o.path);
+                        s.override_file = Some(o.file);
+                    }
+                    Ok(None) => {}
+                    Err(e) => s.override_error = Some(e.message),
+                }
+                if let Some((depot, path)) = depots::installed_in(&config, &v.git_tree_sha1) {
+                    s.size_bytes = Some(depots::size_on_disk(&path));
+                    s.installed_depot = Some(depot);
+                    s.installed_path = Some(path);
+                }
+            }
+        }
+        rows.push(s);
+    }
+    if args.json {
+        return cmd::print_json(&rows);
+    }
+    println!("manifest {}", manifest.path.display());
+    println!(
+        "{:<24} {:<8} {:<5} {:<12} {:>10}  WHERE",
+        "NAME", "HASH", "LAZY", "STATE", "SIZE"
+    );
+    for s in &rows {
+        let hash = s.git_tree_sha1.as_deref().map(|h| &h[..8]).unwrap_or("-");
+        let (state, where_) = if let Some(why) = &s.unavailable {
+            ("unavailable".to_string(), why.clone())
+        } else if let Some(e) = &s.override_error {
+            ("bad override".to_string(), e.clone())
+        } else if let Some(p) = &s.override_path {
+            (
+                "overridden".to_string(),
+                format!(
+                    "{} (set in {})",
+                    p.display(),
+                    s.override_file
+                        .as_ref()
+                        .map(|f| f.display().to_string())
+                        .unwrap_or_default()
+                ),
+            )
+        } else if let Some(p) = &s.installed_path {
+            ("installed".to_string(), p.display().to_string())
+        } else if s.downloadable {
+            (
+                "missing".to_string(),
+                "downloadable: run `clima-artifacts fetch`".to_string(),
+            )
+        } else {
+            (
+                "missing".to_string(),
+                "no download: needs `clima-artifacts override set`".to_string(),
+            )
+        };
+        let size = s
+            .size_bytes
+            .map(depots::human_bytes)
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<24} {:<8} {:<5} {:<12} {:>10}  {where_}",
+            s.name,
+            hash,
+            if s.lazy { "yes" } else { "no" },
+            state,
+            size
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! One module per subcommand, plus helpers they share (manifest lookup, name validation,
+//! JSON printing).
+
+use std::path::{Path, PathBuf};
+
+use clima_artifact_manifest::{ArtifactVariant, GitTreeSha1, Manifest, Platform};
+
+use crate::args::{Command, OverrideCommand};
+use crate::error::{CliError, CliResult, io_error};
+
+pub mod create;
+pub mod fetch;
+pub mod gc;
+pub mod guided;
+pub mod hash;
+pub mod list;
+pub mod overrides;
+pub mod report;
+pub mod verify;
+
+/// Runs one subcommand.
+pub fn run(command: Command) -> CliResult {
+    match command {
+        Command::Create(a) => create::run(a),
+        Command::Hash(a) => hash::run(a),
+        Command::Fetch(a) => fetch::run(a),
+        Command::Verify(a) => verify::run(a),
+        Command::List(a) => list::run(a),
+        Command::Override(OverrideCommand::Set(a)) => overrides::set(a),
+        Command::Override(OverrideCommand::Unset(a)) => overrides::unset(a),
+        Command::Override(OverrideCommand::List(a)) => overrides::list(a),
+        Command::Gc(a) => gc::run(a),
+        Command::Report(a) => report::run(a),
+    }
+}
+
+/// The manifest at `path` (a file, or a folder to search), else the one in the current folder.
+pub fn load_manifest(path: Option<&Path>) -> CliResult<Manifest> {
+    let file = match path {
+        Some(p) if p.is_dir() => Manifest::find_in_dir(p)?,
+        Some(p) => {
+            if !p.exists() {
+                return Err(CliError::usage(format!(
+                    "manifest `{}` does not exist; pass the path of an Artifacts.toml with --manifest",
+                    p.display()
+                )));
+            }
+            p.to_path_buf()
+        }
+        None => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| io_error("find", Path::new("the current folder"), &e))?;
+            Manifest::find_in_dir(&cwd).map_err(|e| {
+                CliError::usage(format!("{e}; pass --manifest PATH to use another manifest"))
+            })?
+        }
+    };
+    Ok(Manifest::load(&file)?)
+}
+
+/// The host's variant of `name`; errors list the defined names or offered platforms.
+pub fn select<'m>(manifest: &'m Manifest, name: &str) -> CliResult<&'m ArtifactVariant> {
+    Ok(manifest.select(name, &Platform::host())?)
+}
+
+/// Checks names given on the command line against the manifest, all at once, so one message lists
+/// every unknown name.
+pub fn check_names(manifest: &Manifest, names: &[String]) -> CliResult {
+    let unknown: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| manifest.get(n).is_none())
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let defined: Vec<&str> = manifest.names().collect();
+    Err(CliError::usage(format!(
+        "{} not defined in `{}`; defined: {}",
+        unknown
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        manifest.path.display(),
+        if defined.is_empty() {
+            "none".to_string()
+        } else {
+            defined.join(", ")
+        }
+    )))
+}
+
+/// Why `name` cannot be an artifact name, if it cannot (`/` would clash with `name/sub/path`).
+pub fn invalid_name(name: &str) -> Option<&'static str> {
+    if name.trim().is_empty() {
+        Some("the name is empty")
+    } else if name.contains('/') || name.contains('\\') {
+        Some("the name must not contain `/` or `\\` (they separate sub-paths)")
+    } else if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        Some("the name must not contain spaces or control characters")
+    } else if name.starts_with('.') {
+        Some("the name must not start with `.`")
+    } else {
+        None
+    }
+}
+
+/// A folder given on the command line: must exist and be a directory; returned absolute.
+pub fn existing_dir(path: &Path, what: &str) -> CliResult<PathBuf> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| CliError::usage(format!("{what} `{}` cannot be used: {e}", path.display())))?;
+    if !meta.is_dir() {
+        return Err(CliError::usage(format!(
+            "{what} `{}` is not a folder",
+            path.display()
+        )));
+    }
+    std::fs::canonicalize(path).map_err(|e| io_error("resolve", path, &e))
+}
+
+/// Hashes a folder with a spinner on a terminal.
+pub fn hash_dir(dir: &Path) -> CliResult<GitTreeSha1> {
+    let bar = crate::progress::spinner(&format!("hashing {}", dir.display()));
+    let result = clima_artifact_runtime::tree_hash::tree_hash(dir);
+    bar.finish_and_clear();
+    result.map_err(|e| io_error("hash", dir, &e))
+}
+
+/// Prints a value as pretty JSON on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> CliResult {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::failure(format!("cannot encode JSON output: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// Writes `text` to `path` atomically (temp file in the same folder, then rename).
+pub fn write_atomically(path: &Path, text: &str) -> CliResult {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| io_error("create folder", &dir, &e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".clima-edit-")
+        .tempfile_in(&dir)
+        .map_err(|e| io_error("create a temporary file in", &dir, &e))?;
+    tmp.write_all(text.as_bytes())
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| io_error("write", tmp.path(), &e))?;
+    let mode = std::fs::metadata(path)
+        .map(|m| m.permissions())
+        .unwrap_or_else(|_| std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    let _ = std::fs::set_permissions(tmp.path(), mode);
+    tmp.persist(path)
+        .map_err(|e| io_error("replace", path, &e.error))?;
+    Ok(())
+}
+
+/// Reads a text file; a missing file reads as empty.
+pub fn read_or_empty(path: &Path) -> CliResult<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(io_error("read", path, &e)),
+    }
+}

@@ -1,0 +1,222 @@
+//! `override set | unset | list`: Julia-compatible `Overrides.toml` lines in the first writable
+//! depot, keyed by hash, commented with the artifact's name.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use clima_artifact_manifest::{GitTreeSha1, Manifest, OverrideTarget};
+
+use crate::args::{OverrideListArgs, OverrideSetArgs, OverrideUnsetArgs};
+use crate::cmd;
+use crate::depots;
+use crate::error::{CliError, CliResult, io_error};
+use crate::overrides_edit;
+
+/// A name or hash from the command line, resolved to the hash (and name, when known).
+fn resolve(spec: &str, manifest: Option<&Path>) -> CliResult<(GitTreeSha1, Option<String>)> {
+    if spec.len() == 40
+        && let Ok(h) = GitTreeSha1::from_hex(spec)
+    {
+        // Name it from the manifest if one is at hand; a bare hash works without one.
+        let name = cmd::load_manifest(manifest)
+            .ok()
+            .and_then(|m| name_of(&m, &h));
+        return Ok((h, name));
+    }
+    let manifest = cmd::load_manifest(manifest)?;
+    cmd::check_names(&manifest, &[spec.to_string()])?;
+    let variant = cmd::select(&manifest, spec)?;
+    Ok((variant.git_tree_sha1, Some(spec.to_string())))
+}
+
+fn name_of(manifest: &Manifest, hash: &GitTreeSha1) -> Option<String> {
+    manifest.artifacts.iter().find_map(|(name, entry)| {
+        let hit = match entry {
+            clima_artifact_manifest::ArtifactEntry::Single(v) => &v.git_tree_sha1 == hash,
+            clima_artifact_manifest::ArtifactEntry::PlatformSpecific(vs) => {
+                vs.iter().any(|v| &v.git_tree_sha1 == hash)
+            }
+        };
+        hit.then(|| name.clone())
+    })
+}
+
+/// Entry point of `override set`.
+pub fn set(args: OverrideSetArgs) -> CliResult {
+    let (hash, name) = resolve(&args.name, args.manifest.manifest.as_deref())?;
+    let path = cmd::existing_dir(&args.path, "override folder")?;
+    // Keep an absolute path as the user wrote it (a stable mount point may be a symlink);
+    // resolve relative ones.
+    let path = if args.path.is_absolute() {
+        args.path.clone()
+    } else {
+        path
+    };
+    if args.verify {
+        let actual = cmd::hash_dir(&path)?;
+        if actual != hash {
+            return Err(CliError::failure(format!(
+                "`{}` has git-tree-sha1 {actual}, but {} expects {hash}; the override was not \
+                 written (use the right folder, or drop --verify if the difference is intended)",
+                path.display(),
+                name.as_deref()
+                    .map_or("the manifest".to_string(), |n| format!("artifact `{n}`"))
+            )));
+        }
+    }
+    let config = depots::config()?;
+    let depot = depots::first_writable_depot(&config)?;
+    let file = depots::overrides_path(&depot);
+    let text = cmd::read_or_empty(&file)?;
+    let path_str = path.to_str().ok_or_else(|| {
+        CliError::usage(format!(
+            "`{}` is not valid UTF-8 and cannot be written to Overrides.toml",
+            path.display()
+        ))
+    })?;
+    let new =
+        overrides_edit::set_override(&text, &file, &hash.to_hex(), path_str, name.as_deref())?;
+    cmd::write_atomically(&file, &new)?;
+    println!(
+        "{} ({}) -> {}\nwritten to {}{}",
+        name.as_deref().unwrap_or("artifact"),
+        hash,
+        path.display(),
+        file.display(),
+        if args.verify {
+            " (content verified)"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
+/// Entry point of `override unset`.
+pub fn unset(args: OverrideUnsetArgs) -> CliResult {
+    let (hash, name) = resolve(&args.name, args.manifest.manifest.as_deref())?;
+    let config = depots::config()?;
+    let depot = depots::first_writable_depot(&config)?;
+    let file = depots::overrides_path(&depot);
+    let text = cmd::read_or_empty(&file)?;
+    let label = name
+        .as_deref()
+        .map_or(hash.to_hex(), |n| format!("`{n}` ({hash})"));
+    match overrides_edit::unset_override(&text, &file, &hash.to_hex())? {
+        Some(new) => {
+            cmd::write_atomically(&file, &new)?;
+            println!("removed the override of {label} from {}", file.display());
+            Ok(())
+        }
+        None => {
+            let elsewhere: Vec<String> = depots::overrides_files(&config)?
+                .into_iter()
+                .filter(|f| f.get(&hash).is_some())
+                .map(|f| format!("`{}`", f.path.display()))
+                .collect();
+            let hint = if elsewhere.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; it is set in {} (another depot's file: edit it there, or shadow it with \
+                     `{hash} = \"\"` in `{}`)",
+                    elsewhere.join(", "),
+                    file.display()
+                )
+            };
+            Err(CliError::failure(format!(
+                "{label} has no override in `{}`{hint}",
+                file.display()
+            )))
+        }
+    }
+}
+
+/// One line of `override list`.
+#[derive(Debug, serde::Serialize)]
+struct Listed {
+    git_tree_sha1: String,
+    name: Option<String>,
+    /// `path`, `hash` or `remove`.
+    kind: &'static str,
+    target: String,
+    file: PathBuf,
+    line: u32,
+    /// First mention across depots (earlier depots win); later ones are shadowed.
+    effective: bool,
+}
+
+/// Entry point of `override list`.
+pub fn list(args: OverrideListArgs) -> CliResult {
+    let manifest = match &args.manifest {
+        Some(p) => Some(cmd::load_manifest(Some(p))?),
+        None => cmd::load_manifest(None).ok(),
+    };
+    let config = depots::config()?;
+    let files = depots::overrides_files(&config)?;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut rows = Vec::new();
+    for f in &files {
+        let comments: BTreeMap<String, String> = match std::fs::read_to_string(&f.path) {
+            Ok(t) => overrides_edit::comment_names(&t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(io_error("read", &f.path, &e)),
+        };
+        for e in &f.entries {
+            let name = manifest
+                .as_ref()
+                .and_then(|m| name_of(m, &e.hash))
+                .or_else(|| comments.get(&e.hash.to_hex()).cloned());
+            let (kind, target) = match &e.target {
+                OverrideTarget::Path(p) => ("path", p.display().to_string()),
+                OverrideTarget::Hash(h) => ("hash", h.to_hex()),
+                OverrideTarget::Remove => ("remove", String::new()),
+            };
+            rows.push(Listed {
+                git_tree_sha1: e.hash.to_hex(),
+                name,
+                kind,
+                target,
+                file: f.path.clone(),
+                line: e.line,
+                effective: seen.insert(e.hash),
+            });
+        }
+    }
+    if args.json {
+        return cmd::print_json(&rows);
+    }
+    if rows.is_empty() {
+        println!(
+            "no overrides in {}",
+            config
+                .depots
+                .iter()
+                .map(|d| depots::overrides_path(d).display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(());
+    }
+    for r in &rows {
+        let target = if r.kind == "remove" {
+            "\"\" (cancels later depots)".to_string()
+        } else {
+            r.target.clone()
+        };
+        println!(
+            "{:<24} {} -> {}  ({}:{}{})",
+            r.name.as_deref().unwrap_or("?"),
+            &r.git_tree_sha1,
+            target,
+            r.file.display(),
+            r.line,
+            if r.effective {
+                ""
+            } else {
+                ", shadowed by an earlier depot"
+            }
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! `verify`: re-hashes installed copies and reports any whose content no longer matches its
+//! `git-tree-sha1`. Overridden artifacts are skipped unless `--include-overrides` (they can be
+//! huge, and the admins who set them vouch for them).
+
+use std::path::{Path, PathBuf};
+
+use crate::args::VerifyArgs;
+use crate::cmd;
+use crate::depots;
+use crate::error::{CliError, CliResult};
+
+/// One checked copy.
+#[derive(Debug, serde::Serialize)]
+struct Checked {
+    name: String,
+    expected: String,
+    /// `ok`, `changed`, `not_installed`, `overridden_skipped` or `error`.
+    status: &'static str,
+    path: Option<PathBuf>,
+    actual: Option<String>,
+    /// Files modified after the copy was installed (a hint for where the change is).
+    modified_files: Vec<PathBuf>,
+    error: Option<String>,
+}
+
+/// Files under `dir` whose mtime is later than the moment `dir` was renamed into place (its ctime).
+/// Installs write every file before that rename, so these were changed afterwards.
+fn modified_since_install(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return Vec::new();
+    };
+    let installed = (meta.ctime(), meta.ctime_nsec());
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for item in rd.flatten() {
+            let path = item.path();
+            let Ok(m) = path.symlink_metadata() else {
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(path);
+            } else if (m.mtime(), m.mtime_nsec()) > installed {
+                out.push(path.strip_prefix(dir).unwrap_or(&path).to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Entry point of `verify`.
+pub fn run(args: VerifyArgs) -> CliResult {
+    let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
+    cmd::check_names(&manifest, &args.names)?;
+    let names: Vec<String> = if args.all {
+        manifest.names().map(str::to_string).collect()
+    } else {
+        args.names.clone()
+    };
+    let config = depots::config()?;
+    let overrides = depots::overrides(&config)?;
+    let mut checked = Vec::new();
+    for name in &names {
+        let variant = match cmd::select(&manifest, name) {
+            Ok(v) => v,
+            Err(_) if args.all => continue,
+            Err(e) => return Err(e),
+        };
+        let hash = variant.git_tree_sha1;
+        let base = |status, path: Option<PathBuf>| Checked {
+            name: name.clone(),
+            expected: hash.to_hex(),
+            status,
+            path,
+            actual: None,
+            modified_files: Vec::new(),
+            error: None,
+        };
+        let mut targets = Vec::new();
+        match depots::resolve_override(&overrides, &hash)? {
+            Some(o) if !args.include_overrides => {
+                checked.push(base("overridden_skipped", Some(o.path)));
+                continue;
+            }
+            Some(o) => targets.push(o.path),
+            None => targets.extend(depots::installed_everywhere(&config, &hash)),
+        }
+        if targets.is_empty() {
+            checked.push(base("not_installed", None));
+            continue;
+        }
+        for path in targets {
+            let mut c = base("ok", Some(path.clone()));
+            match clima_artifact_runtime::tree_hash::tree_hash(&path) {
+                Ok(actual) if actual == hash => {}
+                Ok(actual) => {
+                    c.status = "changed";
+                    c.actual = Some(actual.to_hex());
+                    c.modified_files = modified_since_install(&path);
+                }
+                Err(e) => {
+                    c.status = "error";
+                    c.error = Some(e.to_string());
+                }
+            }
+            checked.push(c);
+        }
+    }
+
+    if args.json {
+        cmd::print_json(&checked)?;
+    } else {
+        for c in &checked {
+            let where_ = c
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let status = match c.status {
+                "ok" => "ok".to_string(),
+                "changed" => format!(
+                    "CHANGED (expected {}, found {})",
+                    c.expected,
+                    c.actual.as_deref().unwrap_or("?")
+                ),
+                "not_installed" => "not installed".to_string(),
+                "overridden_skipped" => "overridden, not hashed (--include-overrides)".to_string(),
+                _ => format!("ERROR {}", c.error.as_deref().unwrap_or("")),
+            };
+            println!("{:<24} {status} {where_}", c.name);
+        }
+    }
+
+    let bad: Vec<&Checked> = checked
+        .iter()
+        .filter(|c| matches!(c.status, "changed" | "error"))
+        .collect();
+    let missing: Vec<&Checked> = checked
+        .iter()
+        .filter(|c| c.status == "not_installed" && !args.all)
+        .collect();
+    if bad.is_empty() && missing.is_empty() {
+        return Ok(());
+    }
+    let mut lines = Vec::new();
+    for c in bad {
+        let path = c
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        if c.status == "changed" {
+            let hint = if c.modified_files.is_empty() {
+                String::new()
+            } else {
+                let shown: Vec<String> = c
+                    .modified_files
+                    .iter()
+                    .take(10)
+                    .map(|f| format!("`{}`", f.display()))
+                    .collect();
+                let more = c.modified_files.len().saturating_sub(shown.len());
+                format!(
+                    "; modified after install: {}{}",
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                )
+            };
+            lines.push(format!(
+                "  artifact `{}` at `{path}`: content changed (git-tree-sha1 {} expected, {} found){hint}; \
+                 delete that folder and run `clima-artifacts fetch {}` to reinstall it",
+                c.name,
+                c.expected,
+                c.actual.as_deref().unwrap_or("?"),
+                c.name
+            ));
+        } else {
+            lines.push(format!(
+                "  artifact `{}` at `{path}` could not be hashed: {}",
+                c.name,
+                c.error.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    for c in missing {
+        lines.push(format!(
+            "  artifact `{}` is not installed; run `clima-artifacts fetch {}`",
+            c.name, c.name
+        ));
+    }
+    Err(CliError::failure(format!(
+        "verification failed:\n{}",
+        lines.join("\n")
+    )))
+}

@@ -1,0 +1,160 @@
+//! Depot queries the subcommands share: configuration, the first writable depot, where an
+//! artifact is installed, what overrides it, which manifests used a depot, and sizes on disk.
+//!
+//! ```text
+//! <depot>/
+//!   artifacts/
+//!     Overrides.toml            hash = "/abs/path" lines (earlier depots win)
+//!     <git-tree-sha1>/          installed artifacts
+//!   logs/
+//!     artifact_usage.toml       manifests that resolved artifacts from this depot (Julia's format)
+//! ```
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use clima_artifact_manifest::{GitTreeSha1, OverridesFile};
+use clima_artifact_runtime::Config;
+use clima_artifact_runtime::depot::{self, Overrides};
+
+use crate::error::{CliError, CliResult, io_error};
+
+/// The runtime configuration from the `CLIMA_ARTIFACTS_*` environment variables.
+pub fn config() -> CliResult<Config> {
+    Config::from_env().map_err(|e| CliError::usage(e.to_string()))
+}
+
+pub use clima_artifact_runtime::depot::{artifacts_dir, overrides_path};
+
+/// Every depot lookups search (the configured ones, then Julia's with interop on).
+pub fn search_depots(config: &Config) -> Vec<PathBuf> {
+    depot::search_depots(config)
+}
+
+/// The first configured depot in which `artifacts/` exists or can be created and written to.
+pub fn first_writable_depot(config: &Config) -> CliResult<PathBuf> {
+    depot::first_writable(config, "overrides").map_err(|e| CliError::failure(e.to_string()))
+}
+
+/// The depot and directory of the first installed copy of `hash`.
+pub fn installed_in(config: &Config, hash: &GitTreeSha1) -> Option<(PathBuf, PathBuf)> {
+    search_depots(config).into_iter().find_map(|d| {
+        let dir = depot::artifact_dir(&d, hash);
+        dir.is_dir().then_some((d, dir))
+    })
+}
+
+/// Every depot directory holding `hash` (a copy may sit in several depots).
+pub fn installed_everywhere(config: &Config, hash: &GitTreeSha1) -> Vec<PathBuf> {
+    search_depots(config)
+        .iter()
+        .map(|d| depot::artifact_dir(d, hash))
+        .filter(|dir| dir.is_dir())
+        .collect()
+}
+
+/// Every searched depot's parsed `Overrides.toml`, in depot order (missing files are empty).
+pub fn overrides_files(config: &Config) -> CliResult<Vec<OverridesFile>> {
+    search_depots(config)
+        .iter()
+        .map(|d| OverridesFile::load(&overrides_path(d)).map_err(CliError::from))
+        .collect()
+}
+
+/// The merged overrides of every searched depot (Julia's rules: earlier depots win).
+pub fn overrides(config: &Config) -> CliResult<Overrides> {
+    Overrides::load(&search_depots(config)).map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// An effective override: what `hash` resolves to and which file says so.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ResolvedOverride {
+    /// The folder used as the artifact's content.
+    pub path: PathBuf,
+    /// The `Overrides.toml` that set the override (the first link of a chain).
+    pub file: PathBuf,
+}
+
+/// Resolves the override of `hash`, if any (chains followed; broken ones are errors that name
+/// the Overrides.toml to fix).
+pub fn resolve_override(
+    overrides: &Overrides,
+    hash: &GitTreeSha1,
+) -> CliResult<Option<ResolvedOverride>> {
+    overrides
+        .resolve(hash)
+        .map(|r| {
+            r.map(|r| ResolvedOverride {
+                path: r.path,
+                file: r.overrides_file,
+            })
+        })
+        .map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// Records in the first configured depot's usage log that `manifest` used it (what `gc` keeps).
+pub fn record_usage(config: &Config, manifest: &Path) {
+    if let Some(first) = config.depots.first() {
+        let manifest = fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_path_buf());
+        depot::record_usage(first, &manifest);
+    }
+}
+
+/// Manifest paths recorded in `<depot>/logs/artifact_usage.toml` (Julia's format: one
+/// `[["/path/Artifacts.toml"]]` array-of-tables per manifest). A missing log records none.
+pub fn recorded_manifests(depot: &Path) -> CliResult<Vec<PathBuf>> {
+    let log = depot.join("logs").join("artifact_usage.toml");
+    let text = match fs::read_to_string(&log) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error("read", &log, &e)),
+    };
+    let doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        CliError::failure(format!(
+            "`{}` is not valid TOML ({}); remove it and let the next runs record manifest usage again",
+            log.display(),
+            e.to_string().trim_end()
+        ))
+    })?;
+    Ok(doc
+        .as_table()
+        .iter()
+        .map(|(k, _)| PathBuf::from(k))
+        .collect())
+}
+
+/// Total bytes of regular files and symlinks under `dir`, not following symlinks.
+pub fn size_on_disk(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for item in rd.flatten() {
+            let Ok(meta) = item.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(item.path());
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    total
+}
+
+/// `1234567` -> `1.2 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}

@@ -1,0 +1,307 @@
+//! Adding or updating one `[name]` entry of an `Artifacts.toml` without disturbing the rest of the
+//! file: comments, key order, blank lines and other entries stay as they were (`toml_edit`).
+//!
+//! New entries are written in the layout Julia's Pkg uses:
+//!
+//! ```toml
+//! [name]
+//! git-tree-sha1 = "<40 hex>"
+//! lazy = true
+//! license = "CC-BY-4.0"
+//!
+//!     [[name.download]]
+//!     sha256 = "<64 hex>"
+//!     url = "https://..."
+//! ```
+//!
+//! Download rules when the entry exists: if the tree hash changed, every old download is removed
+//! (its tarball holds the old content); if it is unchanged, old downloads stay valid and are kept,
+//! except one with the same URL, which the new download replaces. The new download comes first.
+
+use std::path::Path;
+
+use toml_edit::{ArrayOfTables, DocumentMut, Item, Key, Table, Value};
+
+use crate::error::{CliError, CliResult};
+
+/// A download to record.
+#[derive(Debug, Clone)]
+pub struct NewDownload {
+    /// Where the tarball will be.
+    pub url: String,
+    /// Its sha256, lower-case hex.
+    pub sha256: String,
+}
+
+/// What to write into the entry.
+#[derive(Debug, Clone)]
+pub struct EntryUpdate {
+    /// Artifact name.
+    pub name: String,
+    /// New `git-tree-sha1`, lower-case hex.
+    pub tree_hash: String,
+    /// Set `lazy = true` (an existing `lazy` key is otherwise left alone).
+    pub lazy: bool,
+    /// Metadata keys to set (others already present are kept).
+    pub metadata: Vec<(&'static str, String)>,
+    /// A download to add, if any.
+    pub download: Option<NewDownload>,
+    /// Remove every download (`create --external`).
+    pub remove_downloads: bool,
+}
+
+/// What happened to the entry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "action")]
+pub enum EditOutcome {
+    /// A new entry was appended.
+    Added,
+    /// An existing entry was updated.
+    Updated {
+        /// Its `git-tree-sha1` before, if it had one.
+        previous_hash: Option<String>,
+        /// Downloads dropped because they no longer fit (or `--external`).
+        removed_downloads: usize,
+    },
+}
+
+fn set_value(table: &mut Table, key: &str, new: Value) {
+    match table.get_mut(key) {
+        Some(Item::Value(v)) => {
+            let decor = v.decor().clone();
+            *v = new;
+            *v.decor_mut() = decor;
+        }
+        _ => {
+            table.insert(key, Item::Value(new));
+        }
+    }
+}
+
+fn indented_key(name: &str) -> Key {
+    Key::new(name).with_leaf_decor(toml_edit::Decor::new("    ", " "))
+}
+
+fn download_table(d: &NewDownload) -> Table {
+    let mut t = Table::new();
+    t.decor_mut().set_prefix("\n    ");
+    t.insert_formatted(&indented_key("sha256"), toml_edit::value(d.sha256.as_str()));
+    t.insert_formatted(&indented_key("url"), toml_edit::value(d.url.as_str()));
+    t
+}
+
+/// Applies `update` to manifest text (`path` is for messages) and returns the new text.
+pub fn upsert_entry(
+    text: &str,
+    path: &Path,
+    update: &EntryUpdate,
+) -> CliResult<(String, EditOutcome)> {
+    let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        CliError::usage(format!(
+            "`{}` is not valid TOML, so `create` will not edit it: {}",
+            path.display(),
+            e.to_string().trim_end()
+        ))
+    })?;
+    let name = update.name.as_str();
+    let outcome = match doc.get_mut(name) {
+        None => {
+            let mut t = Table::new();
+            t.insert("git-tree-sha1", toml_edit::value(update.tree_hash.as_str()));
+            if update.lazy {
+                t.insert("lazy", toml_edit::value(true));
+            }
+            for (k, v) in &update.metadata {
+                t.insert(k, toml_edit::value(v.as_str()));
+            }
+            if let Some(d) = &update.download {
+                let mut aot = ArrayOfTables::new();
+                aot.push(download_table(d));
+                t.insert("download", Item::ArrayOfTables(aot));
+            }
+            // A file with only comments keeps them as the document's trailing text, which
+            // would end up below the new table: move them above it instead.
+            let trailing = doc.trailing().as_str().unwrap_or("").to_string();
+            if doc.as_table().is_empty() && !trailing.trim().is_empty() {
+                let mut head = trailing.trim_end().to_string();
+                head.push_str("\n\n");
+                t.decor_mut().set_prefix(head);
+                doc.set_trailing("");
+            } else if !text.trim().is_empty() {
+                t.decor_mut().set_prefix("\n");
+            }
+            doc.insert(name, Item::Table(t));
+            EditOutcome::Added
+        }
+        Some(Item::Table(t)) => {
+            let previous_hash = t
+                .get("git-tree-sha1")
+                .and_then(|i| i.as_str())
+                .map(str::to_ascii_lowercase);
+            let same_content = previous_hash.as_deref() == Some(update.tree_hash.as_str());
+            set_value(t, "git-tree-sha1", Value::from(update.tree_hash.as_str()));
+            if update.lazy {
+                set_value(t, "lazy", Value::from(true));
+            }
+            for (k, v) in &update.metadata {
+                set_value(t, k, Value::from(v.as_str()));
+            }
+            let mut removed = 0;
+            let mut kept: Vec<Table> = Vec::new();
+            match t.get("download") {
+                None => {}
+                Some(Item::ArrayOfTables(a)) => {
+                    for d in a.iter() {
+                        let same_url = update.download.as_ref().is_some_and(|n| {
+                            d.get("url").and_then(|u| u.as_str()) == Some(n.url.as_str())
+                        });
+                        if same_content && !update.remove_downloads && !same_url {
+                            kept.push(d.clone());
+                        } else {
+                            removed += 1;
+                        }
+                    }
+                }
+                Some(_) => {
+                    return Err(CliError::usage(format!(
+                        "`{}`: artifact `{name}` has a `download` key that is not an array of \
+                         tables ([[{name}.download]]); fix it by hand first",
+                        path.display()
+                    )));
+                }
+            }
+            let mut aot = ArrayOfTables::new();
+            if let Some(d) = &update.download {
+                aot.push(download_table(d));
+            }
+            for d in kept {
+                aot.push(d);
+            }
+            if aot.is_empty() {
+                t.remove("download");
+            } else {
+                t.insert("download", Item::ArrayOfTables(aot));
+            }
+            EditOutcome::Updated {
+                previous_hash,
+                removed_downloads: removed,
+            }
+        }
+        Some(Item::ArrayOfTables(_)) => {
+            return Err(CliError::usage(format!(
+                "`{}`: artifact `{name}` is platform-specific ([[{name}]]); `create` only writes \
+                 single [{name}] entries: choose another name or edit that entry by hand",
+                path.display()
+            )));
+        }
+        Some(_) => {
+            return Err(CliError::usage(format!(
+                "`{}`: `{name}` is not a table; `create` only edits [{name}] tables: rename or \
+                 remove that key first",
+                path.display()
+            )));
+        }
+    };
+    Ok((doc.to_string(), outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H1: &str = "1111111111111111111111111111111111111111";
+    const H2: &str = "2222222222222222222222222222222222222222";
+    const S1: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+    fn update(hash: &str, url: Option<&str>) -> EntryUpdate {
+        EntryUpdate {
+            name: "era5".into(),
+            tree_hash: hash.into(),
+            lazy: false,
+            metadata: vec![("license", "CC-BY-4.0".into())],
+            download: url.map(|u| NewDownload {
+                url: u.into(),
+                sha256: S1.into(),
+            }),
+            remove_downloads: false,
+        }
+    }
+
+    #[test]
+    fn adds_entry_in_pkg_layout_and_keeps_comments() {
+        let text = "# keep me\n[other] # and me\ngit-tree-sha1 = \"".to_string() + H2 + "\"\n";
+        let (out, outcome) = upsert_entry(
+            &text,
+            Path::new("A.toml"),
+            &update(H1, Some("https://x/e.tar.gz")),
+        )
+        .unwrap();
+        assert_eq!(outcome, EditOutcome::Added);
+        assert!(out.starts_with(&text), "{out}");
+        assert!(out.contains("\n\n[era5]\ngit-tree-sha1 = \""), "{out}");
+        assert!(
+            out.contains("\n    [[era5.download]]\n    sha256 = \""),
+            "{out}"
+        );
+        let parsed: toml_edit::DocumentMut = out.parse().unwrap();
+        assert_eq!(
+            parsed["era5"]["download"][0]["url"].as_str(),
+            Some("https://x/e.tar.gz")
+        );
+    }
+
+    #[test]
+    fn comment_only_file_keeps_its_comments_on_top() {
+        let (out, _) =
+            upsert_entry("# my datasets\n", Path::new("A.toml"), &update(H1, None)).unwrap();
+        assert!(out.starts_with("# my datasets\n\n[era5]\n"), "{out}");
+    }
+
+    #[test]
+    fn update_with_new_hash_drops_stale_downloads_and_keeps_value_comments() {
+        let text = format!(
+            "[era5]\ngit-tree-sha1 = \"{H2}\" # the hash\nnote = \"x\"\n\n    [[era5.download]]\n    url = \"https://old\"\n    sha256 = \"{S1}\"\n"
+        );
+        let (out, outcome) = upsert_entry(&text, Path::new("A.toml"), &update(H1, None)).unwrap();
+        assert_eq!(
+            outcome,
+            EditOutcome::Updated {
+                previous_hash: Some(H2.into()),
+                removed_downloads: 1
+            }
+        );
+        assert!(
+            out.contains(&format!("git-tree-sha1 = \"{H1}\" # the hash")),
+            "{out}"
+        );
+        assert!(out.contains("note = \"x\""));
+        assert!(!out.contains("https://old"));
+    }
+
+    #[test]
+    fn update_with_same_hash_keeps_other_downloads() {
+        let text = format!(
+            "[era5]\ngit-tree-sha1 = \"{H1}\"\n[[era5.download]]\nurl = \"https://mirror\"\nsha256 = \"{S1}\"\n[[era5.download]]\nurl = \"https://new\"\nsha256 = \"{S1}\"\n"
+        );
+        let (out, _) =
+            upsert_entry(&text, Path::new("A.toml"), &update(H1, Some("https://new"))).unwrap();
+        let parsed: toml_edit::DocumentMut = out.parse().unwrap();
+        let d = parsed["era5"]["download"].as_array_of_tables().unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d.get(0).unwrap()["url"].as_str(), Some("https://new"));
+        assert_eq!(d.get(1).unwrap()["url"].as_str(), Some("https://mirror"));
+    }
+
+    #[test]
+    fn refuses_platform_entries_and_bad_toml() {
+        let text = format!("[[era5]]\ngit-tree-sha1 = \"{H1}\"\nos = \"linux\"\n");
+        let err = upsert_entry(&text, Path::new("A.toml"), &update(H1, None)).unwrap_err();
+        assert!(err.message.contains("platform-specific"), "{}", err.message);
+        let err = upsert_entry("[era5", Path::new("A.toml"), &update(H1, None)).unwrap_err();
+        assert!(
+            err.message.contains("`A.toml` is not valid TOML"),
+            "{}",
+            err.message
+        );
+    }
+}

@@ -1,0 +1,736 @@
+//! The `clima-artifacts` binary end to end, on temp depots and a loopback HTTP server.
+
+mod common;
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+
+use common::{FileServer, Sandbox, json, sample_tree};
+use predicates::prelude::*;
+
+const OTHER_HASH: &str = "b373f1887cff55850cbf76ec005f7d93726ae42e";
+
+fn create_json(sb: &Sandbox, args: &[&str]) -> serde_json::Value {
+    let out = sb
+        .cli()
+        .arg("create")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "create failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out)
+}
+
+#[test]
+fn create_twice_gives_the_same_tarball_and_keeps_manifest_comments() {
+    let sb = Sandbox::new();
+    let data = sb.work.join("era5");
+    sample_tree(&data);
+    let manifest = sb.work.join("Artifacts.toml");
+    let header = format!(
+        "# Datasets for the ocean model (keep this comment)\n[other]\ngit-tree-sha1 = \"{OTHER_HASH}\" # pinned\n"
+    );
+    fs::write(&manifest, &header).unwrap();
+
+    let first = create_json(
+        &sb,
+        &[
+            "era5",
+            "--name",
+            "era5",
+            "--manifest",
+            "Artifacts.toml",
+            "--tarball-out",
+            "one/era5.tar.gz",
+            "--url",
+            "https://example.invalid/era5.tar.gz",
+            "--license",
+            "CC-BY-4.0",
+        ],
+    );
+    // Touch everything and change group bits: neither may change the archive.
+    for f in ["README.md", "data/v.nc", "data/2008/u.nc"] {
+        let file = fs::File::options().write(true).open(data.join(f)).unwrap();
+        file.set_modified(
+            std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000),
+        )
+        .unwrap();
+    }
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(data.join("README.md"), fs::Permissions::from_mode(0o664)).unwrap();
+    let second = create_json(
+        &sb,
+        &[
+            "era5",
+            "--name",
+            "era5",
+            "--manifest",
+            "Artifacts.toml",
+            "--tarball-out",
+            "two/era5.tar.gz",
+            "--url",
+            "https://example.invalid/era5.tar.gz",
+        ],
+    );
+    assert_eq!(first["sha256"], second["sha256"]);
+    assert_eq!(first["git_tree_sha1"], second["git_tree_sha1"]);
+    let one = fs::read(sb.work.join("one/era5.tar.gz")).unwrap();
+    let two = fs::read(sb.work.join("two/era5.tar.gz")).unwrap();
+    assert_eq!(one, two, "tarball bytes differ");
+    assert_eq!(second["manifest_change"]["action"], "updated");
+
+    // The hash subcommand agrees and `.git` does not count.
+    let out = sb.cli().args(["hash", "era5", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(json(&out)["git_tree_sha1"], first["git_tree_sha1"]);
+    sb.cli()
+        .args(["hash", "era5"])
+        .assert()
+        .success()
+        .stdout(format!("{}\n", first["git_tree_sha1"].as_str().unwrap()));
+
+    // The archive: sorted, owners and mtimes zeroed, modes normalised, symlink kept, no .git.
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&one[..]));
+    let mut seen = Vec::new();
+    for entry in archive.entries().unwrap() {
+        let entry = entry.unwrap();
+        let h = entry.header();
+        assert_eq!(h.mtime().unwrap(), 0);
+        assert_eq!(h.uid().unwrap(), 0);
+        assert_eq!(h.gid().unwrap(), 0);
+        assert_eq!(h.username().unwrap(), Some(""));
+        let path = entry.path().unwrap().display().to_string();
+        let mode = h.mode().unwrap();
+        match path.as_str() {
+            "bin/run.sh" => assert_eq!(mode, 0o755),
+            "README.md" => assert_eq!(mode, 0o644),
+            "latest" => assert_eq!(
+                entry.link_name().unwrap().unwrap().to_str(),
+                Some("README.md")
+            ),
+            _ => {}
+        }
+        seen.push(path);
+    }
+    assert_eq!(
+        seen,
+        [
+            "README.md",
+            "bin/",
+            "bin/run.sh",
+            "data/",
+            "data/2008/",
+            "data/2008/u.nc",
+            "data/v.nc",
+            "empty/",
+            "latest"
+        ]
+    );
+    // gzip header: no mtime, no file name.
+    assert_eq!(&one[4..8], &[0, 0, 0, 0]);
+    assert_eq!(one[3] & 0x08, 0, "FNAME flag set");
+
+    // The manifest kept its comments and the other entry, and gained a Julia-style entry.
+    let text = fs::read_to_string(&manifest).unwrap();
+    assert!(text.starts_with(&header), "{text}");
+    assert!(text.contains("[[era5.download]]"), "{text}");
+    assert!(text.contains("license = \"CC-BY-4.0\""), "{text}");
+    let parsed = clima_artifact_manifest::Manifest::load(&manifest).unwrap();
+    let era5 = parsed
+        .select("era5", &clima_artifact_manifest::Platform::host())
+        .unwrap();
+    assert_eq!(
+        era5.git_tree_sha1.to_hex(),
+        first["git_tree_sha1"].as_str().unwrap()
+    );
+    assert_eq!(era5.downloads.len(), 1);
+    assert_eq!(
+        era5.downloads[0].sha256.to_hex(),
+        first["sha256"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn create_fetch_verify_then_tamper() {
+    let sb = Sandbox::new();
+    let data = sb.work.join("src-data");
+    sample_tree(&data);
+    let served = sb.root.path().join("served");
+    fs::create_dir_all(&served).unwrap();
+    let server = FileServer::start(&served);
+    let url = format!("{}/era5.tar.gz", server.base);
+    let created = create_json(
+        &sb,
+        &[
+            "src-data",
+            "--name",
+            "era5",
+            "--manifest",
+            "Artifacts.toml",
+            "--tarball-out",
+            served.join("era5.tar.gz").to_str().unwrap(),
+            "--url",
+            &url,
+        ],
+    );
+    let hash = created["git_tree_sha1"].as_str().unwrap().to_string();
+
+    let out = sb.cli().args(["fetch", "era5", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fetched = json(&out);
+    assert_eq!(fetched[0]["status"], "downloaded");
+    assert_eq!(server.hits("/era5.tar.gz"), 1);
+    let installed = sb.depot.join("artifacts").join(&hash);
+    assert!(installed.join("data/2008/u.nc").is_file());
+
+    // fetch recorded the manifest in the depot's usage log, so gc keeps the artifact.
+    let out = sb
+        .cli()
+        .args(["gc", "--dry-run", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gc = json(&out);
+    assert_eq!(gc["unreferenced"].as_array().unwrap().len(), 0, "{gc}");
+    assert_eq!(gc["kept"], 1);
+
+    // Fetching again is a no-op; --all picks it up too.
+    let out = sb
+        .cli()
+        .args(["fetch", "--all", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(json(&out)[0]["status"], "already_installed");
+    assert_eq!(server.hits("/era5.tar.gz"), 1);
+
+    sb.cli()
+        .args(["verify", "era5"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("ok"));
+    let out = sb.cli().args(["list", "--json"]).output().unwrap();
+    let listed = json(&out);
+    assert_eq!(listed[0]["name"], "era5");
+    assert_eq!(listed[0]["downloadable"], true);
+    assert_eq!(listed[0]["installed_path"], installed.display().to_string());
+    assert!(listed[0]["size_bytes"].as_u64().unwrap() >= 300_000);
+    sb.cli()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("installed"));
+
+    // Tamper with one file: verify names the artifact and the file, and exits 1.
+    let victim = installed.join("data/v.nc");
+    let mut perms = fs::metadata(&victim).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    fs::set_permissions(&victim, perms).unwrap();
+    fs::write(&victim, "tampered").unwrap();
+    sb.cli()
+        .args(["verify", "--all"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("CHANGED"))
+        .stderr(predicate::str::contains("artifact `era5`"))
+        .stderr(predicate::str::contains("data/v.nc"));
+    let out = sb
+        .cli()
+        .args(["verify", "era5", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)[0]["status"], "changed");
+}
+
+#[test]
+fn external_create_override_set_and_runtime_resolution() {
+    let sb = Sandbox::new();
+    let data = sb.root.path().join("scratch/era5");
+    sample_tree(&data);
+    let out = sb
+        .cli()
+        .args([
+            "create",
+            data.to_str().unwrap(),
+            "--name",
+            "era5",
+            "--manifest",
+            "Artifacts.toml",
+            "--external",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let hash_out = sb
+        .cli()
+        .args(["hash", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let hash = String::from_utf8_lossy(&hash_out.stdout).trim().to_string();
+    let line = format!(
+        "{hash} = \"{}\" # era5",
+        fs::canonicalize(&data).unwrap().display()
+    );
+    assert!(
+        stdout.lines().any(|l| l == line),
+        "no overrides line `{line}` in:\n{stdout}"
+    );
+    let text = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
+    assert!(!text.contains("download"), "{text}");
+    assert!(!sb.work.join("era5.tar.gz").exists());
+
+    // Without an override the artifact is missing; a wrong folder fails --verify.
+    let wrong = sb.root.path().join("wrong");
+    fs::create_dir_all(&wrong).unwrap();
+    fs::write(wrong.join("x"), "x").unwrap();
+    sb.cli()
+        .args([
+            "override",
+            "set",
+            "era5",
+            wrong.to_str().unwrap(),
+            "--verify",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("expects"));
+    assert!(!sb.depot.join("artifacts/Overrides.toml").exists());
+    sb.cli()
+        .args(["override", "set", "era5", "/does/not/exist"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/does/not/exist"));
+
+    // A relative path is made absolute.
+    sb.cli()
+        .current_dir(sb.root.path())
+        .args([
+            "override",
+            "set",
+            "era5",
+            "scratch/era5",
+            "--verify",
+            "--manifest",
+            "work/Artifacts.toml",
+        ])
+        .assert()
+        .success();
+    let overrides = fs::read_to_string(sb.depot.join("artifacts/Overrides.toml")).unwrap();
+    let abs = fs::canonicalize(&data).unwrap();
+    assert!(
+        overrides.contains(&format!("{hash} = \"{}\" # era5", abs.display())),
+        "{overrides}"
+    );
+
+    // The runtime resolves to the override.
+    let artifacts = clima_artifact_runtime::Artifacts::load(sb.work.join("Artifacts.toml"))
+        .unwrap()
+        .with_config(runtime_config(&sb.depot));
+    assert_eq!(artifacts.ensure_installed("era5").unwrap(), abs);
+
+    let out = sb
+        .cli()
+        .args(["override", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed = json(&out);
+    assert_eq!(listed[0]["name"], "era5");
+    assert_eq!(listed[0]["git_tree_sha1"], hash);
+    assert_eq!(listed[0]["target"], abs.display().to_string());
+    sb.cli()
+        .args(["list"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("overridden"));
+
+    sb.cli()
+        .args(["override", "unset", "era5"])
+        .assert()
+        .success();
+    let overrides = fs::read_to_string(sb.depot.join("artifacts/Overrides.toml")).unwrap();
+    assert!(!overrides.contains(&hash));
+    sb.cli()
+        .args(["override", "unset", "era5"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("has no override"));
+}
+
+fn runtime_config(depot: &Path) -> clima_artifact_runtime::Config {
+    clima_artifact_runtime::Config {
+        depots: vec![depot.to_path_buf()],
+        offline: true,
+        progress: false,
+        ..clima_artifact_runtime::Config::default()
+    }
+}
+
+#[test]
+fn gc_dry_run_lists_exactly_the_unreferenced_artifacts() {
+    let sb = Sandbox::new();
+    let hashes: Vec<String> = (1..=5).map(|i| format!("{i}").repeat(40)).collect();
+    let art = sb.depot.join("artifacts");
+    for h in &hashes {
+        fs::create_dir_all(art.join(h)).unwrap();
+        fs::write(art.join(h).join("f"), h).unwrap();
+    }
+    // A stray non-artifact entry is left alone.
+    fs::create_dir_all(art.join("not-a-hash")).unwrap();
+    let live = sb.work.join("live/Artifacts.toml");
+    let gone = sb.work.join("gone/Artifacts.toml");
+    fs::create_dir_all(live.parent().unwrap()).unwrap();
+    fs::write(
+        &live,
+        format!("[a]\ngit-tree-sha1 = \"{}\"\n[[b]]\nos = \"windows\"\narch = \"x86_64\"\ngit-tree-sha1 = \"{}\"\n", hashes[0], hashes[1]),
+    )
+    .unwrap();
+    // `gone` referenced hash 3 but no longer exists.
+    fs::create_dir_all(sb.depot.join("logs")).unwrap();
+    fs::write(
+        sb.depot.join("logs/artifact_usage.toml"),
+        format!(
+            "[[\"{}\"]]\ntime = 2024-01-01T00:00:00Z\n\n[[\"{}\"]]\ntime = 2024-01-02T00:00:00Z\n",
+            live.display(),
+            gone.display()
+        ),
+    )
+    .unwrap();
+    // Hash 4 is the target of an override chain, so it stays.
+    fs::write(
+        art.join("Overrides.toml"),
+        format!("{} = \"{}\"\n", "9".repeat(40), hashes[3]),
+    )
+    .unwrap();
+
+    let out = sb
+        .cli()
+        .args(["gc", "--dry-run", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    let listed: Vec<&str> = report["unreferenced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["git_tree_sha1"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [hashes[2].as_str(), hashes[4].as_str()]);
+    assert_eq!(report["kept"], 3);
+    for h in &hashes {
+        assert!(art.join(h).is_dir(), "dry run removed {h}");
+    }
+    sb.cli()
+        .args(["gc", "--dry-run"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("would remove"))
+        .stdout(predicate::str::contains(gone.display().to_string()));
+
+    sb.cli().arg("gc").assert().success();
+    let left: Vec<bool> = hashes.iter().map(|h| art.join(h).is_dir()).collect();
+    assert_eq!(left, [true, true, false, true, false]);
+    assert!(art.join("not-a-hash").is_dir());
+}
+
+#[test]
+fn gc_refuses_to_empty_a_depot_without_recorded_manifests() {
+    let sb = Sandbox::new();
+    let h = "7".repeat(40);
+    fs::create_dir_all(sb.depot.join("artifacts").join(&h)).unwrap();
+    sb.cli()
+        .args(["gc"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--force"));
+    assert!(sb.depot.join("artifacts").join(&h).is_dir());
+}
+
+#[test]
+fn bad_arguments_give_clear_messages_and_nonzero_exits() {
+    let sb = Sandbox::new();
+    sb.cli()
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("Usage"));
+    sb.cli()
+        .args(["create", "somewhere"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--name"));
+    sb.cli()
+        .args(["hash", "/no/such/folder"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/no/such/folder"));
+    sb.cli()
+        .args(["fetch", "era5"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("Artifacts.toml"));
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        format!("[era5]\ngit-tree-sha1 = \"{OTHER_HASH}\"\n"),
+    )
+    .unwrap();
+    sb.cli()
+        .args(["fetch", "era6", "nope"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("`era6`, `nope` not defined"))
+        .stderr(predicate::str::contains("defined: era5"));
+    sb.cli()
+        .args(["verify"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--all"));
+    sb.cli()
+        .args(["report", "--format", "pdf", "x.json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("pdf"));
+    fs::write(sb.work.join("Broken.toml"), "[era5\n").unwrap();
+    sb.cli()
+        .args(["list", "--manifest", "Broken.toml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("Broken.toml"));
+    // Not installed, no download: fetch fails with exit 1 and says what to do.
+    sb.cli()
+        .args(["fetch", "era5"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("era5"));
+    sb.cli()
+        .args(["create", "--name", "a/b", "--manifest", "A.toml", "."])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("invalid artifact name"));
+    for sub in [
+        "create", "hash", "fetch", "verify", "list", "status", "gc", "report", "override",
+    ] {
+        sb.cli()
+            .args([sub, "--help"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("Usage"));
+    }
+    sb.cli()
+        .args(["verify", "--help"])
+        .assert()
+        .stdout(predicate::str::contains("Exit codes"));
+}
+
+#[test]
+fn guided_create_driven_by_piped_stdin() {
+    let sb = Sandbox::new();
+    sample_tree(&sb.work.join("My Data"));
+    // Answers: folder, name (invalid first, then valid), manifest (default), external? (no),
+    // lazy? (yes), description, license, citation, doi, tarball path (default), url (base + /),
+    // proceed (default yes).
+    let answers = "My Data\nbad/name\nmydata\n\nn\ny\nA test dataset\nCC-BY-4.0\nDoe et al. (2024)\n10.1234/abcd\n\nhttps://data.example.invalid/files/\n\n";
+    let out = sb
+        .cli()
+        .args(["create", "--guided"])
+        .write_stdin(answers)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Artifact name [My_Data]: "), "{stdout}");
+    assert!(stdout.contains("must not contain `/`"), "{stdout}");
+    let manifest =
+        clima_artifact_manifest::Manifest::load(&sb.work.join("Artifacts.toml")).unwrap();
+    let v = manifest
+        .select("mydata", &clima_artifact_manifest::Platform::host())
+        .unwrap();
+    assert!(v.lazy);
+    assert_eq!(
+        v.metadata.get("license").map(String::as_str),
+        Some("CC-BY-4.0")
+    );
+    assert_eq!(
+        v.metadata.get("citation").map(String::as_str),
+        Some("Doe et al. (2024)")
+    );
+    assert_eq!(
+        v.metadata.get("doi").map(String::as_str),
+        Some("10.1234/abcd")
+    );
+    assert_eq!(
+        v.downloads[0].url,
+        "https://data.example.invalid/files/mydata.tar.gz"
+    );
+    assert!(sb.work.join("mydata.tar.gz").is_file());
+
+    // Declining at the end writes nothing.
+    let out = sb
+        .cli()
+        .args([
+            "create",
+            "--guided",
+            "--name",
+            "other",
+            "--manifest",
+            "Other.toml",
+            "My Data",
+        ])
+        .write_stdin("\n\n\ny\n\n\n\n\n\nn\n")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!sb.work.join("Other.toml").exists());
+}
+
+#[test]
+fn report_renders_a_json_report() {
+    use clima_artifact_runtime::registry::{ArtifactRecord, CallSite, RecordedOrigin};
+    let sb = Sandbox::new();
+    let record = ArtifactRecord {
+        name: "era5".into(),
+        git_tree_sha1: OTHER_HASH.parse().unwrap(),
+        manifest: "/m/Artifacts.toml".into(),
+        path: "/depot/artifacts/x".into(),
+        origin: RecordedOrigin::Depot,
+        accesses: 2,
+        first_access: "2024-05-01T12:00:00.000Z".into(),
+        call_sites: vec![CallSite {
+            file: "src/main.rs".into(),
+            line: 3,
+        }],
+        ranks: vec![0],
+        metadata: [
+            ("license".to_string(), "CC-BY-4.0".to_string()),
+            (
+                "citation".to_string(),
+                "Hersbach et al. (2020), ERA5".to_string(),
+            ),
+            ("doi".to_string(), "10.1002/qj.3803".to_string()),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let report = clima_artifact_runtime::report::Report::from_parts([record], []);
+    let file = sb.work.join("provenance.json");
+    fs::write(&file, report.to_json()).unwrap();
+
+    sb.cli()
+        .args(["report", "provenance.json"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("era5"))
+        .stdout(predicate::str::contains("Hersbach et al. (2020)"));
+    sb.cli()
+        .args(["report", "provenance.json", "--format", "bibtex"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("10.1002/qj.3803"));
+    let out = sb
+        .cli()
+        .args(["report", "provenance.json", "-f", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), report.to_json());
+    sb.cli()
+        .args([
+            "report",
+            "provenance.json",
+            "-f",
+            "md",
+            "-o",
+            "out/report.md",
+        ])
+        .assert()
+        .success();
+    let mut md = String::new();
+    fs::File::open(sb.work.join("out/report.md"))
+        .unwrap()
+        .read_to_string(&mut md)
+        .unwrap();
+    assert!(md.contains("era5"));
+
+    fs::write(sb.work.join("bad.json"), "{\"schema\": \"other/9\"}").unwrap();
+    sb.cli()
+        .args(["report", "bad.json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.json"))
+        .stderr(predicate::str::contains("schema"));
+}
+
+#[test]
+fn hash_matches_git_write_tree() {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var("CI").is_err(), "git is required in CI");
+        eprintln!("skipping: git is not installed");
+        return;
+    }
+    let sb = Sandbox::new();
+    let data = sb.work.join("tree");
+    sample_tree(&data);
+    fs::remove_dir_all(data.join(".git")).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&data)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    let expected = git(&["write-tree"]);
+    sb.cli()
+        .args(["hash", "tree"])
+        .assert()
+        .success()
+        .stdout(format!("{expected}\n"));
+    // The tarball's own tree (computed while archiving) agrees as well.
+    let created = create_json(&sb, &["tree", "--name", "t", "--manifest", "A.toml"]);
+    assert_eq!(created["git_tree_sha1"], expected);
+}

@@ -1,0 +1,149 @@
+//! Support for the CLI tests: a loopback static-file server, a sample artifact folder, and a
+//! `clima-artifacts` command bound to a temp depot.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Serves the files of a folder over HTTP/1.1 on 127.0.0.1 and counts GETs per path.
+pub struct FileServer {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// GET count per request path.
+    pub hits: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl FileServer {
+    /// Starts serving `root` on a free port, in background threads that live as long as the test.
+    pub fn start(root: &Path) -> FileServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let hits: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+        let root = root.to_path_buf();
+        let counter = hits.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let root = root.clone();
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut request_line = String::new();
+                    if reader.read_line(&mut request_line).is_err() {
+                        return;
+                    }
+                    loop {
+                        let mut line = String::new();
+                        match reader.read_line(&mut line) {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) if line == "\r\n" || line == "\n" => break,
+                            Ok(_) => {}
+                        }
+                    }
+                    let path = request_line
+                        .split_whitespace()
+                        .nth(1)
+                        .unwrap_or("/")
+                        .to_string();
+                    *counter.lock().unwrap().entry(path.clone()).or_default() += 1;
+                    let file = root.join(path.trim_start_matches('/'));
+                    let response = match fs::read(&file) {
+                        Ok(body) => {
+                            let mut r = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
+                                body.len()
+                            )
+                            .into_bytes();
+                            r.extend_from_slice(&body);
+                            r
+                        }
+                        Err(_) => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
+                    };
+                    let _ = stream.write_all(&response);
+                    let _ = stream.flush();
+                });
+            }
+        });
+        FileServer { base, hits }
+    }
+
+    /// GETs of `path` so far.
+    pub fn hits(&self, path: &str) -> usize {
+        self.hits.lock().unwrap().get(path).copied().unwrap_or(0)
+    }
+}
+
+/// Writes a small but varied artifact folder: plain, executable, nested, binary, symlink, an
+/// empty folder, a `.git` folder (ignored by hashing and archiving).
+pub fn sample_tree(dir: &Path) {
+    fs::create_dir_all(dir.join("bin")).unwrap();
+    fs::create_dir_all(dir.join("data/2008")).unwrap();
+    fs::create_dir_all(dir.join("empty")).unwrap();
+    fs::create_dir_all(dir.join(".git")).unwrap();
+    fs::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    fs::write(dir.join("README.md"), "ERA5 sample\n").unwrap();
+    fs::write(dir.join("bin/run.sh"), "#!/bin/sh\necho hi\n").unwrap();
+    fs::set_permissions(dir.join("bin/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let bytes: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    fs::write(dir.join("data/2008/u.nc"), bytes).unwrap();
+    fs::write(dir.join("data/v.nc"), "v").unwrap();
+    std::os::unix::fs::symlink("README.md", dir.join("latest")).unwrap();
+}
+
+/// A `clima-artifacts` command with the depot path set, progress off, run in `cwd`.
+pub fn cli(depot: &Path, cwd: &Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("clima-artifacts").unwrap();
+    cmd.env("CLIMA_ARTIFACTS_DEPOT_PATH", depot)
+        .env("CLIMA_ARTIFACTS_PROGRESS", "0")
+        .env_remove("CLIMA_ARTIFACTS_OFFLINE")
+        .env_remove("CLIMA_ARTIFACTS_JULIA_INTEROP")
+        .env_remove("JULIA_DEPOT_PATH")
+        .current_dir(cwd);
+    cmd
+}
+
+/// Parses a command's stdout as JSON.
+pub fn json(output: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// A fresh temp folder with `depot/`, `work/` inside.
+pub struct Sandbox {
+    /// Owns the folder.
+    pub root: tempfile::TempDir,
+    /// The depot (`CLIMA_ARTIFACTS_DEPOT_PATH`).
+    pub depot: PathBuf,
+    /// The working directory of commands.
+    pub work: PathBuf,
+}
+
+impl Sandbox {
+    /// Creates the folders.
+    pub fn new() -> Sandbox {
+        let root = tempfile::tempdir().unwrap();
+        let depot = root.path().join("depot");
+        let work = root.path().join("work");
+        fs::create_dir_all(&depot).unwrap();
+        fs::create_dir_all(&work).unwrap();
+        Sandbox { root, depot, work }
+    }
+
+    /// A command bound to this sandbox.
+    pub fn cli(&self) -> assert_cmd::Command {
+        cli(&self.depot, &self.work)
+    }
+}
