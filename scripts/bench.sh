@@ -16,7 +16,8 @@
 #   --mpi-ranks N     ranks of the MPI fetch [16]
 #   --work DIR        scratch space; generated data is cached there between invocations
 #                     [${TMPDIR:-/tmp}/clima-artifacts-bench]
-#   --only LIST       comma-separated subset of: hash,install,lookup,rss,mpi [all]
+#   --only LIST       comma-separated subset of: hash,install,lookup,rss,mpi [all];
+#                     `--only prepare` generates the data sets and exits
 #   --no-build        use the release binaries already in $CARGO_TARGET_DIR/release
 #
 # What runs (all release builds, page cache warm, loopback HTTP from `python3 -m http.server`):
@@ -233,14 +234,14 @@ fi
 # ---------------------------------------------------------------------------------------------
 # 4. Peak RSS while installing a large artifact.
 maxrss_kib() { awk -F': ' '/Maximum resident set size/ {print $2}' "$1"; }
+big="$work/serve/big-$big_size-$seed.tar.gz"
+if { wants rss || wants prepare; } && [ ! -f "$big.done" ]; then
+    note "generating the $big_size artifact (streamed, gzip -1)"
+    python3 "$gen" stream-tar --size "$big_size" --seed "$seed" --tree-hash-out "$big.tree" |
+        gzip -1 -n | tee "$big" | sha256sum | cut -d' ' -f1 > "$big.sha256"
+    touch "$big.done"
+fi
 if wants rss; then
-    big="$work/serve/big-$big_size-$seed.tar.gz"
-    if [ ! -f "$big.done" ]; then
-        note "generating the $big_size artifact (streamed, gzip -1)"
-        python3 "$gen" stream-tar --size "$big_size" --seed "$seed" --tree-hash-out "$big.tree" |
-            gzip -1 -n | tee "$big" | sha256sum | cut -d' ' -f1 > "$big.sha256"
-        touch "$big.done"
-    fi
     manifest "$scratch/Big.toml" big "$(cat "$big.tree")" "$(cat "$big.sha256")" \
         "$base/$(basename "$big")"
     note "rss: installing $big_size ($(stat -c %s "$big") bytes compressed) (load $(load))"
