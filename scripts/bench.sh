@@ -16,6 +16,10 @@
 #   --mpi-ranks N     ranks of the MPI fetch [16]
 #   --work DIR        scratch space; generated data is cached there between invocations
 #                     [${TMPDIR:-/tmp}/clima-artifacts-bench]
+#   --scratch DIR     where installs and git repositories are written, e.g. a tmpfs to take the
+#                     file system out of the comparison [$work/scratch]
+#   --settle S        seconds to wait after deleting a run's output before the next run (ext4
+#                     slows down inode allocation right after mass deletion) [5]
 #   --only LIST       comma-separated subset of: hash,install,lookup,rss,mpi [all];
 #                     `--only prepare` generates the data sets and exits
 #   --no-build        use the release binaries already in $CARGO_TARGET_DIR/release
@@ -31,14 +35,15 @@
 #            data (streamed by the generator, gzip -1), vs `curl | tar xzf -` of the same tarball
 #   mpi      scripts/bench-mpi.sh (16-rank `mpirun mpi_fetch` vs one `install_one` process)
 #
-# Results: a Markdown table on stdout, also written to $work/results.md; raw samples in
-# $work/samples.tsv.
+# Results: a Markdown table on stdout, also written to $work/results-<time>.md; raw samples in
+# $work/samples-<time>.tsv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"
 
 size=1G; files=5000; seed=42; runs=5; big_size=4G; mpi_size_mb=256; mpi_ranks=16
 work="${TMPDIR:-/tmp}/clima-artifacts-bench"; only="hash,install,lookup,rss,mpi"; build=1
+scratch=""; settle=5
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) size="$2"; shift 2 ;;
@@ -49,6 +54,8 @@ while [ $# -gt 0 ]; do
         --mpi-size-mb) mpi_size_mb="$2"; shift 2 ;;
         --mpi-ranks) mpi_ranks="$2"; shift 2 ;;
         --work) work="$2"; shift 2 ;;
+        --scratch) scratch="$2"; shift 2 ;;
+        --settle) settle="$2"; shift 2 ;;
         --only) only="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -71,8 +78,9 @@ gen="$repo/scripts/bench/gen_dataset.py"
 
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
-scratch="$work/scratch"
-samples="$work/samples.tsv"
+scratch="${scratch:-$work/scratch}/run-$$"
+stamp="$(date +%Y%m%d-%H%M%S)"
+samples="$work/samples-$stamp.tsv"
 : > "$samples"
 server_pid=""
 cleanup() {
@@ -81,6 +89,7 @@ cleanup() {
 }
 trap cleanup EXIT
 rm -rf "$scratch"; mkdir -p "$scratch"
+scratch_fs="$(stat -f -c %T "$scratch")"
 
 export CLIMA_ARTIFACTS_PROGRESS=0 GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 note() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -197,7 +206,7 @@ install_sequential() {
     out="$(cd "$scratch/out" && git init -q && git add -A && git write-tree)"
     expect "git write-tree" "$tree" "$out"
 }
-install_clean() { rm -rf "$scratch/depot" "$scratch/out" "$scratch/dl.tar.gz"; }
+install_clean() { rm -rf "$scratch/depot" "$scratch/out" "$scratch/dl.tar.gz"; sync; sleep "$settle"; }
 
 if wants install; then
     note "install: $runs rounds of ours / curl|tar / sequential (load $(load))"
@@ -325,11 +334,12 @@ fi
 
 {
     echo "Dataset: $nfiles files, $bytes bytes ($size requested, seed $seed), tarball $tar_bytes bytes"
-    echo "(gzip -6); median of $runs alternating runs; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo "(gzip -6); outputs written to $scratch_fs; median of $runs alternating runs;"
+    echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
     echo
     echo "| measurement | ours | baseline | ratio | target | met |"
     echo "|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     echo
     echo "Raw samples (seconds unless named): $samples"
-} | tee "$work/results.md"
+} | tee "$work/results-$stamp.md"
