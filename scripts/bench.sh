@@ -89,7 +89,7 @@ cleanup() {
 }
 trap cleanup EXIT
 rm -rf "$scratch"; mkdir -p "$scratch"
-scratch_fs="$(stat -f -c %T "$scratch")"
+scratch_fs="$(findmnt -no FSTYPE -T "$scratch" 2>/dev/null || stat -f -c %T "$scratch")"
 
 export CLIMA_ARTIFACTS_PROGRESS=0 GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 note() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
