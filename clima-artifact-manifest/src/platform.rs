@@ -1,12 +1,16 @@
 //! Platform tags of `[[name]]` entries and selection of the entry that fits the host.
 //!
 //! Matching follows Julia's rule in spirit: a manifest variant fits the host when every tag
-//! present on *both* sides has the same value (compared ignoring ASCII case); a tag present on
-//! only one side does not prevent a match. The host always has `os` and `arch`, and `libc` on
-//! Linux, so those three are always compared when the variant has them. Among several fitting
-//! variants [`Manifest::select`](crate::Manifest::select) takes the one sharing the most equal
-//! tags with the host, and among equals the one written last in the file.
-//!
+//! present on *both* sides has the same value (compared ignoring ASCII case, and for dotted
+//! version numbers up to the shorter one, so a host `libgfortran_version=5` fits `5.0.0`). A tag
+//! present on only one side does not prevent a match, except the opt-in tags ([`OPT_IN_TAGS`],
+//! e.g. `sanitize = "memory"`): a variant carrying one fits only a host that sets it, so a
+//! sanitizer build is never picked for an ordinary host. The host always has `os` and `arch`,
+//! and `libc` on Linux, so those three are always compared when the variant has them. Among
+//! several fitting variants [`Manifest::select`](crate::Manifest::select) takes the one sharing
+//! the most equal tags with the host, and among equals the one written last in the file (for
+//! binary wrappers that is usually the newest `libgfortran_version`).
+
 //! The host's tags can be extended or changed with `CLIMA_ARTIFACTS_PLATFORM_TAGS`, e.g.
 //! `libgfortran_version=5.0.0,cxxstring_abi=cxx11` (an empty value, `libc=`, removes a tag).
 
@@ -44,6 +48,9 @@ pub enum SelectError {
         offered: Vec<String>,
     },
 }
+
+/// Tags that a variant may carry only if the host has them too (special builds).
+pub const OPT_IN_TAGS: [&str; 1] = ["sanitize"];
 
 /// The environment variable holding extra host tags, `key=value,key=value`.
 pub const PLATFORM_TAGS_ENV: &str = "CLIMA_ARTIFACTS_PLATFORM_TAGS";
@@ -161,12 +168,12 @@ impl Platform {
     }
 
     /// Whether a manifest variant with these tags can run on `self` (the host): every tag present
-    /// on both sides is equal (ignoring ASCII case).
+    /// on both sides is equal (see the module doc), and the variant has no [`OPT_IN_TAGS`] the
+    /// host lacks.
     pub fn matches(&self, variant: &Platform) -> bool {
-        variant.tags.iter().all(|(k, v)| {
-            self.tags
-                .get(k)
-                .is_none_or(|mine| mine.eq_ignore_ascii_case(v))
+        variant.tags.iter().all(|(k, v)| match self.tags.get(k) {
+            Some(mine) => same_value(mine, v),
+            None => !OPT_IN_TAGS.contains(&k.as_str()),
         })
     }
 
@@ -187,6 +194,28 @@ impl Platform {
     /// The value of tag `key`, if present.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.tags.get(key).map(String::as_str)
+    }
+}
+
+/// Tag values are equal ignoring ASCII case; dotted numeric versions are compared up to the
+/// shorter one (`5` equals `5.0.0`, `4.0.0` does not).
+fn same_value(a: &str, b: &str) -> bool {
+    if a.eq_ignore_ascii_case(b) {
+        return true;
+    }
+    fn numeric(s: &str) -> Option<Vec<&str>> {
+        let parts: Vec<&str> = s.split('.').collect();
+        parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
+            .then_some(parts)
+    }
+    match (numeric(a), numeric(b)) {
+        (Some(x), Some(y)) => x
+            .iter()
+            .zip(&y)
+            .all(|(p, q)| p.trim_start_matches('0') == q.trim_start_matches('0')),
+        _ => false,
     }
 }
 
@@ -232,6 +261,13 @@ mod tests {
         ])));
         assert!(host.matches(&p(&[("os", "linux"), ("arch", "x86_64"), ("cuda", "12.0")])));
         assert!(host.matches(&Platform::default()));
+        let sanitized = p(&[("os", "linux"), ("arch", "x86_64"), ("sanitize", "memory")]);
+        assert!(!host.matches(&sanitized));
+        let mut asking = host.clone();
+        asking.apply_tags("sanitize=memory").unwrap();
+        assert!(asking.matches(&sanitized));
+        asking.apply_tags("sanitize=thread").unwrap();
+        assert!(!asking.matches(&sanitized));
         assert!(!host.matches(&p(&[("os", "linux"), ("arch", "x86_64"), ("libc", "musl")])));
         assert!(!host.matches(&p(&[("os", "macos"), ("arch", "x86_64")])));
         assert!(!host.matches(&p(&[("os", "linux"), ("arch", "aarch64")])));

@@ -511,3 +511,41 @@ fn the_destination_must_be_an_empty_directory() {
     let tar = RawTar::default().file("a", b"a").finish();
     assert!(matches!(scene.extract(&tar), Err(ExtractError::Io { .. })));
 }
+
+/// Inputs that once crashed or misled a fuzz target (`fuzz/`), named `<target>-<what>`:
+/// `extract-*` must extract or fail cleanly (with the hash equal to `tree_hash` on success),
+/// `manifest-*` and `overrides-*` must parse or return an error, never panic.
+#[test]
+fn fuzz_regressions() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fuzz-regressions");
+    let mut seen = 0;
+    for entry in fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        let bytes = fs::read(&path).unwrap();
+        if name.starts_with("extract-") {
+            let scene = Scene::new();
+            if let Ok(extracted) = scene.extract_with(&bytes, 4 << 20) {
+                assert_eq!(
+                    extracted.tree_hash,
+                    tree_hash(&scene.dest).unwrap(),
+                    "{name}"
+                );
+            }
+        } else if name.starts_with("manifest-") {
+            if let Ok(text) = std::str::from_utf8(&bytes) {
+                let _ = clima_artifact_manifest::Manifest::parse(text, &path)
+                    .map_err(|e| e.to_string());
+            }
+        } else if name.starts_with("overrides-") {
+            if let Ok(text) = std::str::from_utf8(&bytes) {
+                let _ = clima_artifact_manifest::OverridesFile::parse(text, &path)
+                    .map_err(|e| e.to_string());
+            }
+        } else {
+            continue;
+        }
+        seen += 1;
+    }
+    eprintln!("{seen} fuzz regression inputs checked");
+}

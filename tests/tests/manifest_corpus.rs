@@ -100,6 +100,21 @@ fn platform_variants_and_host_selection() {
     assert_eq!(tags.get("os"), Some("linux"));
     assert_eq!(tags.get("arch"), Some("x86_64"));
     assert_eq!(tags.get("libc"), Some("glibc"));
+    // Not the `sanitize = "memory"` build listed after it: sanitizer builds are opt-in.
+    assert_eq!(tags.get("sanitize"), None);
+    assert!(
+        chosen.downloads[0]
+            .url
+            .ends_with("x86_64-linux-gnu-libgfortran5.tar.gz")
+    );
+    let mut sanitized = linux.clone();
+    sanitized.apply_tags("sanitize=memory").unwrap();
+    let chosen = m.select("OpenBLAS", &sanitized).unwrap();
+    assert!(
+        chosen.downloads[0]
+            .url
+            .ends_with("x86_64-linux-gnu-sanitize+memory.tar.gz")
+    );
     let mut gf4 = linux.clone();
     gf4.apply_tags("libgfortran_version=4.0.0").unwrap();
     let chosen = m.select("OpenBLAS", &gf4).unwrap();
@@ -111,6 +126,15 @@ fn platform_variants_and_host_selection() {
         chosen.downloads[0]
             .url
             .contains("x86_64-linux-gnu-libgfortran4")
+    );
+    // A major version alone selects the matching `x.0.0` variant.
+    let mut gf5 = linux.clone();
+    gf5.apply_tags("libgfortran_version=5").unwrap();
+    let chosen = m.select("OpenBLAS", &gf5).unwrap();
+    assert!(
+        chosen.downloads[0]
+            .url
+            .contains("x86_64-linux-gnu-libgfortran5")
     );
 
     let e = m
@@ -231,6 +255,44 @@ fn truncated_corpus_files_error_cleanly() {
                     assert!(e.line.is_some(), "{file} cut at {end}: unlocated {e}");
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn mutated_corpus_files_never_panic() {
+    // A deterministic poor man's fuzzer (the cargo-fuzz targets go further): overwrite a few
+    // bytes of real files with TOML punctuation and parse as a manifest and as overrides.
+    let Some(dir) = corpus() else { return };
+    const ALPHABET: &[u8] = b"[]{}\"'=.,#\n \\0123456789abcdef-+:ux";
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize
+    };
+    for file in [
+        "JuliaLang__Pkg.jl__ArtifactOverrideLoading.toml",
+        "CliMA__ClimaArtifacts__clm_data.toml",
+        "0x0f0f0f__Tectonic.jl.toml",
+    ] {
+        let original = std::fs::read(dir.join(file)).unwrap();
+        let original = &original[..original.len().min(3000)];
+        for _ in 0..1500 {
+            let mut bytes = original.to_vec();
+            for _ in 0..1 + next() % 4 {
+                let at = next() % bytes.len();
+                bytes[at] = ALPHABET[next() % ALPHABET.len()];
+            }
+            let Ok(text) = String::from_utf8(bytes) else {
+                continue;
+            };
+            let path = Path::new(file);
+            if let Err(errors) = Manifest::parse_all(&text, path) {
+                assert!(!errors.is_empty());
+            }
+            let _ = clima_artifact_manifest::OverridesFile::parse_all(&text, path);
         }
     }
 }

@@ -1,0 +1,86 @@
+//! Benches for extraction (decompress + write + hash in one pass) from memory.
+// `criterion_group!` generates undocumented public functions.
+#![allow(missing_docs)]
+
+#[allow(dead_code)] // each bench uses part of the shared helpers
+mod common;
+
+use std::hint::black_box;
+use std::io::Write;
+use std::time::Duration;
+
+use clima_artifact_runtime::extract::{ExtractLimits, extract_archive};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+
+fn extraction(c: &mut Criterion) {
+    let source = tempfile::tempdir().unwrap();
+    let bytes = common::generate_tree(source.path(), 32 << 20);
+    let archives = [
+        ("tar_gz_32MiB", common::tar_gz(source.path())),
+        ("tar_32MiB", common::tar_plain(source.path())),
+    ];
+    // Extract into fresh directories next to each other on the same filesystem.
+    let scratch = tempfile::tempdir().unwrap();
+    let limits = ExtractLimits {
+        max_unpacked_bytes: 1 << 34,
+    };
+    let mut group = c.benchmark_group("extract");
+    group.throughput(Throughput::Bytes(bytes));
+    for (name, archive) in &archives {
+        group.bench_function(*name, |b| {
+            b.iter_batched(
+                || tempfile::tempdir_in(scratch.path()).unwrap(),
+                |dest| {
+                    let out = extract_archive(archive.as_slice(), dest.path(), &limits).unwrap();
+                    black_box(out);
+                    dest
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    // Baseline on the same bytes and disk: `tar -xf -` (no hashing, no checks).
+    let system_tar = std::process::Command::new("tar")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if system_tar {
+        for (name, archive) in &archives {
+            let flag = if name.starts_with("tar_gz") {
+                "-xzf"
+            } else {
+                "-xf"
+            };
+            group.bench_function(format!("baseline_system_{name}"), |b| {
+                b.iter_batched(
+                    || tempfile::tempdir_in(scratch.path()).unwrap(),
+                    |dest| {
+                        let mut child = std::process::Command::new("tar")
+                            .args([flag, "-", "-C"])
+                            .arg(dest.path())
+                            .stdin(std::process::Stdio::piped())
+                            .spawn()
+                            .unwrap();
+                        child.stdin.take().unwrap().write_all(archive).unwrap();
+                        assert!(child.wait().unwrap().success());
+                        dest
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+    } else {
+        eprintln!("skipping the system tar baseline: `tar` not found");
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4));
+    targets = extraction
+}
+criterion_main!(benches);
