@@ -60,6 +60,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
 
 use tar::EntryType;
 
@@ -298,8 +299,149 @@ impl<R: Read> Read for Metered<R> {
 /// What a path of the archive became on disk.
 enum Written {
     Dir,
-    File { mode: EntryMode, blob: [u8; 20] },
+    File { mode: EntryMode, blob: Blob },
     Symlink,
+}
+
+/// The blob id of a written file: known, or still being computed by the [`BlobWriter`].
+#[derive(Clone, Copy)]
+enum Blob {
+    Known([u8; 20]),
+    Pending(usize),
+}
+
+/// A job for the [`BlobWriter`] thread.
+enum Job {
+    /// Start a file: the following `Data` belongs to it.
+    Open { file: File, path: PathBuf, len: u64 },
+    /// The next bytes of the open file.
+    Data(Vec<u8>),
+    /// The open file is complete: send its blob id (or the write error).
+    Close,
+}
+
+/// Writes file contents and hashes them on a second thread while the extraction thread
+/// decompresses and parses the next bytes (on a 1 GiB install this takes SHA-1, the `write`
+/// system calls and `close` off the critical path). Jobs are answered in order, one result per
+/// file, so file `n`'s blob is the `n`-th result. At most [`IN_FLIGHT`] buffers are queued.
+struct BlobWriter {
+    jobs: Option<SyncSender<Job>>,
+    results: Receiver<Result<[u8; 20], (PathBuf, io::Error)>>,
+    free: Receiver<Vec<u8>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Blob ids received so far, by file number.
+    blobs: Vec<[u8; 20]>,
+    /// Files handed to the thread so far.
+    files: usize,
+}
+
+/// Buffers queued for the [`BlobWriter`] thread.
+const IN_FLIGHT: usize = 4;
+
+impl BlobWriter {
+    fn spawn() -> io::Result<BlobWriter> {
+        let (jobs, rx) = sync_channel::<Job>(IN_FLIGHT);
+        let (tx_results, results) = channel();
+        let (recycle, free) = sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
+        let thread = std::thread::Builder::new()
+            .name("clima-artifacts-writer".into())
+            .spawn(move || {
+                let mut open: Option<(File, PathBuf, BlobHasher, Option<io::Error>)> = None;
+                for job in rx {
+                    match job {
+                        Job::Open { file, path, len } => {
+                            open = Some((file, path, BlobHasher::new(len), None));
+                        }
+                        Job::Data(buf) => {
+                            if let Some((file, _, hasher, error @ None)) = &mut open {
+                                hasher.update(&buf);
+                                if let Err(e) = file.write_all(&buf) {
+                                    *error = Some(e);
+                                }
+                            }
+                            let _ = recycle.try_send(buf);
+                        }
+                        Job::Close => {
+                            let Some((file, path, hasher, error)) = open.take() else {
+                                return;
+                            };
+                            drop(file);
+                            let result = match error {
+                                Some(e) => Err((path, e)),
+                                None => hasher.finish().map_err(|e| (path, e)),
+                            };
+                            if tx_results.send(result).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            })?;
+        Ok(BlobWriter {
+            jobs: Some(jobs),
+            results,
+            free,
+            thread: Some(thread),
+            blobs: Vec::new(),
+            files: 0,
+        })
+    }
+
+    /// An empty buffer of [`BUFFER`] bytes (recycled when possible).
+    fn buffer(&self) -> Vec<u8> {
+        let mut buf = self.free.try_recv().unwrap_or_default();
+        buf.resize(BUFFER, 0);
+        buf
+    }
+
+    fn send(&mut self, job: Job) -> Result<(), ExtractError> {
+        let sent = self
+            .jobs
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(job).is_ok());
+        if sent {
+            return Ok(());
+        }
+        // The thread is gone: its last result says why.
+        self.wait(self.files)?;
+        Err(ExtractError::Corrupt("the writer thread stopped".into()))
+    }
+
+    /// Starts file number `self.files` (returned).
+    fn open(&mut self, file: File, path: PathBuf, len: u64) -> Result<usize, ExtractError> {
+        self.send(Job::Open { file, path, len })?;
+        self.files += 1;
+        Ok(self.files - 1)
+    }
+
+    /// Waits for the blob id of file `n` (and every file before it).
+    fn wait(&mut self, n: usize) -> Result<[u8; 20], ExtractError> {
+        while self.blobs.len() <= n {
+            match self.results.recv() {
+                Ok(Ok(blob)) => self.blobs.push(blob),
+                Ok(Err((path, source))) => return Err(ExtractError::Io { path, source }),
+                Err(_) => return Err(ExtractError::Corrupt("the writer thread stopped".into())),
+            }
+        }
+        Ok(self.blobs[n])
+    }
+
+    /// Waits for every file and returns all blob ids, by file number.
+    fn finish(mut self) -> Result<Vec<[u8; 20]>, ExtractError> {
+        if self.files > 0 {
+            self.wait(self.files - 1)?;
+        }
+        Ok(std::mem::take(&mut self.blobs))
+    }
+}
+
+impl Drop for BlobWriter {
+    fn drop(&mut self) {
+        self.jobs = None; // ends the thread's loop
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// State of one extraction.
@@ -308,11 +450,15 @@ struct Extraction<'a> {
     limits: &'a ExtractLimits,
     written: HashMap<Vec<u8>, Written>,
     tree: TreeBuilder,
+    writer: Option<BlobWriter>,
+    /// Files whose blob the writer is still computing, by file number: their tree path and
+    /// mode, or `None` once replaced by a later entry (or inside `.git`). Added to the tree at
+    /// the end; as a replaced file was taken out, "later entries win" still holds.
+    pending: Vec<Option<(Vec<Vec<u8>>, EntryMode)>>,
     content_bytes: u64,
     entries: u64,
     /// Number of tar entries parsed so far.
     headers: u64,
-    buffer: Vec<u8>,
 }
 
 /// The path of an entry, split into safe components.
@@ -408,10 +554,11 @@ impl<'a> Extraction<'a> {
             limits,
             written: HashMap::new(),
             tree: TreeBuilder::new(),
+            writer: None,
+            pending: Vec::new(),
             content_bytes: 0,
             entries: 0,
             headers: 0,
-            buffer: vec![0; BUFFER],
         }
     }
 
@@ -469,6 +616,15 @@ impl<'a> Extraction<'a> {
         // zstd's checksum are verified and the cap covers everything.
         io::copy(&mut archive.into_inner(), &mut io::sink())
             .map_err(|e| meter.classify(e, "after the end of the tar archive"))?;
+        if let Some(writer) = self.writer.take() {
+            let blobs = writer.finish()?;
+            for (n, pending) in self.pending.iter().enumerate() {
+                if let Some((components, mode)) = pending {
+                    let components: Vec<&[u8]> = components.iter().map(Vec::as_slice).collect();
+                    self.tree.insert_components(&components, *mode, blobs[n]);
+                }
+            }
+        }
         Ok(Extracted {
             tree_hash: self.tree.finish(),
             unpacked_bytes: self.content_bytes,
@@ -577,6 +733,15 @@ impl<'a> Extraction<'a> {
             Some(Written::Dir) => Err(path
                 .unsafe_entry("a directory of the same name was extracted earlier in the archive")),
             Some(Written::File { .. } | Written::Symlink) => {
+                if let Some(Written::File {
+                    blob: Blob::Pending(n),
+                    ..
+                }) = self.written.get(key)
+                {
+                    self.pending[*n] = None;
+                }
+                // Unlinking a file the writer thread may still be writing is fine: its
+                // descriptor keeps the old inode.
                 fs::remove_file(self.disk_path(key)).map_err(|e| self.io_error(key, e))?;
                 self.written.remove(key);
                 Ok(())
@@ -584,21 +749,42 @@ impl<'a> Extraction<'a> {
         }
     }
 
-    /// Records a written file or symlink in the tree (unless it is inside `.git`).
-    fn record(
-        &mut self,
-        path: &EntryPath,
-        key: Vec<u8>,
-        written: Written,
-        mode: EntryMode,
-        id: [u8; 20],
-    ) {
-        if !path.components.iter().any(|c| c == b".git") {
-            let components: Vec<&[u8]> = path.components.iter().map(Vec::as_slice).collect();
-            self.tree.insert_components(&components, mode, id);
+    /// Records a written file or symlink in the tree (unless it is inside `.git`); a pending
+    /// blob goes into the tree when the writer is done.
+    fn record(&mut self, path: &EntryPath, key: Vec<u8>, written: Written, mode: EntryMode) {
+        let in_git = path.components.iter().any(|c| c == b".git");
+        match &written {
+            Written::File {
+                blob: Blob::Pending(n),
+                ..
+            } => {
+                if !in_git {
+                    self.pending[*n] = Some((path.components.clone(), mode));
+                }
+            }
+            Written::File {
+                blob: Blob::Known(id),
+                ..
+            } if !in_git => {
+                let components: Vec<&[u8]> = path.components.iter().map(Vec::as_slice).collect();
+                self.tree.insert_components(&components, mode, *id);
+            }
+            Written::Symlink | Written::File { .. } | Written::Dir => {}
         }
         self.written.insert(key, written);
         self.entries += 1;
+    }
+
+    /// The writer thread, started on the first file.
+    fn writer(&mut self) -> Result<&mut BlobWriter, ExtractError> {
+        if self.writer.is_none() {
+            let writer = BlobWriter::spawn().map_err(|e| ExtractError::Io {
+                path: self.dest.to_path_buf(),
+                source: io::Error::new(e.kind(), format!("cannot start a writer thread: {e}")),
+            })?;
+            self.writer = Some(writer);
+        }
+        Ok(self.writer.as_mut().expect("just set"))
     }
 
     fn file<R: Read>(
@@ -626,15 +812,17 @@ impl<'a> Extraction<'a> {
         let key = path.key();
         self.replace(path, &key)?;
         let disk = self.disk_path(&key);
-        let mut file = create_file(&disk, permissions).map_err(|e| self.io_error(&key, e))?;
+        let file = create_file(&disk, permissions).map_err(|e| self.io_error(&key, e))?;
 
-        let mut hasher = BlobHasher::new(size);
+        let n = self.writer()?.open(file, disk, size)?;
+        self.pending.push(None);
         let mut left = size;
         while left > 0 {
-            let want = (self.buffer.len() as u64).min(left) as usize;
+            let mut buffer = self.writer()?.buffer();
+            let want = (buffer.len() as u64).min(left) as usize;
             let mut filled = 0;
             while filled < want {
-                match entry.read(&mut self.buffer[filled..want]) {
+                match entry.read(&mut buffer[filled..want]) {
                     Ok(0) => break,
                     Ok(n) => filled += n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -649,20 +837,14 @@ impl<'a> Extraction<'a> {
                     path.display
                 )));
             }
-            hasher.update(&self.buffer[..filled]);
-            file.write_all(&self.buffer[..filled])
-                .map_err(|e| ExtractError::Io {
-                    path: disk.clone(),
-                    source: e,
-                })?;
+            buffer.truncate(filled);
+            self.writer()?.send(Job::Data(buffer))?;
             left -= filled as u64;
         }
-        drop(file);
-        let blob = hasher
-            .finish()
-            .map_err(|e| ExtractError::Corrupt(format!("entry `{}`: {e}", path.display)))?;
+        self.writer()?.send(Job::Close)?;
         self.content_bytes += size;
-        self.record(path, key, Written::File { mode, blob }, mode, blob);
+        let blob = Blob::Pending(n);
+        self.record(path, key, Written::File { mode, blob }, mode);
         Ok(())
     }
 
@@ -683,7 +865,12 @@ impl<'a> Extraction<'a> {
         std::os::unix::fs::symlink(OsStr::from_bytes(&target), self.disk_path(&key))
             .map_err(|e| self.io_error(&key, e))?;
         let id = blob_id(&target);
-        self.record(path, key, Written::Symlink, EntryMode::Symlink, id);
+        if !path.components.iter().any(|c| c == b".git") {
+            let components: Vec<&[u8]> = path.components.iter().map(Vec::as_slice).collect();
+            self.tree
+                .insert_components(&components, EntryMode::Symlink, id);
+        }
+        self.record(path, key, Written::Symlink, EntryMode::Symlink);
         Ok(())
     }
 
@@ -716,6 +903,11 @@ impl<'a> Extraction<'a> {
         if key == target_key {
             return Ok(());
         }
+        // The target must be complete on disk before it is linked or copied.
+        let blob = match blob {
+            Blob::Known(id) => id,
+            Blob::Pending(n) => self.writer()?.wait(n)?,
+        };
         self.parents(path)?;
         self.replace(path, &key)?;
         let source = self.disk_path(&target_key);
@@ -747,7 +939,8 @@ impl<'a> Extraction<'a> {
             copy().map_err(|e| self.io_error(&key, e))?;
             self.content_bytes += size;
         }
-        self.record(path, key, Written::File { mode, blob }, mode, blob);
+        let blob = Blob::Known(blob);
+        self.record(path, key, Written::File { mode, blob }, mode);
         Ok(())
     }
 }
