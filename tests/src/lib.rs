@@ -447,6 +447,17 @@ pub fn sha256(bytes: &[u8]) -> Sha256 {
     Sha256(sha2::Sha256::digest(bytes).into())
 }
 
+/// The stdout (as text) of a finished process; panics with its stderr unless it exited
+/// successfully. For helper binaries and tools the tests run.
+pub fn success_stdout(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Whether `git` runs. In CI (`CI=true`) a missing git panics; elsewhere it returns `false`
 /// after printing why, so the caller can skip.
 pub fn have_git() -> bool {

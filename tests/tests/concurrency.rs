@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clima_artifact_runtime::install::ensure_variant;
 use clima_artifact_tests::{
-    Fault, TestArtifact, TestServer, config_env, have_git, installed_entries, temp_entries,
-    test_config,
+    Fault, TestArtifact, TestServer, config_env, have_git, installed_entries, success_stdout,
+    temp_entries, test_config,
 };
 
 fn install_one() -> &'static str {
@@ -82,15 +82,7 @@ fn eight_processes_one_get_one_install() {
     let expected = depot.join("artifacts").join(art.tree_hash.to_hex());
     for c in children {
         let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            String::from_utf8(out.stdout).unwrap().trim(),
-            expected.display().to_string()
-        );
+        assert_eq!(success_stdout(out).trim(), expected.display().to_string());
     }
     assert_eq!(server.gets("x.tar.gz"), 1);
     assert_eq!(
