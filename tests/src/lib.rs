@@ -447,6 +447,35 @@ pub fn sha256(bytes: &[u8]) -> Sha256 {
     Sha256(sha2::Sha256::digest(bytes).into())
 }
 
+/// Prints the line the MPI test programs (`src/bin/mpi_*.rs`) report one resolution with, the
+/// format `tests/mpi.rs` parses, and returns whether it succeeded:
+///
+/// ```text
+/// RESULT rank=<r> size=<n> name=<name> ok path=<path>
+/// RESULT rank=<r> size=<n> name=<name> err=<message on one line>
+/// ```
+pub fn print_result(
+    rank: usize,
+    size: usize,
+    name: &str,
+    result: Result<&Path, &clima_artifact_runtime::Error>,
+) -> bool {
+    match result {
+        Ok(p) => {
+            println!(
+                "RESULT rank={rank} size={size} name={name} ok path={}",
+                p.display()
+            );
+            true
+        }
+        Err(e) => {
+            let one_line = e.to_string().replace('\n', " | ");
+            println!("RESULT rank={rank} size={size} name={name} err={one_line}");
+            false
+        }
+    }
+}
+
 /// The stdout (as text) of a finished process; panics with its stderr unless it exited
 /// successfully. For helper binaries and tools the tests run.
 pub fn success_stdout(out: std::process::Output) -> String {
