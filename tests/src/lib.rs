@@ -487,6 +487,25 @@ pub fn success_stdout(out: std::process::Output) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The target directory `cargo metadata` reports for this workspace (trybuild builds under its
+/// `tests/trybuild`), found with the `cargo` running the tests.
+pub fn cargo_target_dir() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    let meta: serde_json::Value = serde_json::from_slice(success_stdout(out).as_bytes()).unwrap();
+    PathBuf::from(meta["target_directory"].as_str().expect("target_directory"))
+}
+
 /// Whether `git` runs. In CI (`CI=true`) a missing git panics; elsewhere it returns `false`
 /// after printing why, so the caller can skip.
 pub fn have_git() -> bool {
