@@ -104,7 +104,7 @@ fn keys(s: &dyn Storage) -> Vec<String> {
 
 #[test]
 fn upload_on_checkpoint_and_unchanged_files_not_resent() {
-    let (t, run, store) = run_and_store();
+    let (_t, run, store) = run_and_store();
     let mut sync = syncer(&run, &store);
     let r = sync.on_checkpoint("ckpt/step-1").unwrap();
     assert_eq!(
@@ -218,7 +218,7 @@ fn restore_after_deleting_the_local_dir_then_append_then_sync() {
 
 #[test]
 fn restore_never_overwrites_a_newer_local_file() {
-    let (t, run, store) = run_and_store();
+    let (_t, run, store) = run_and_store();
     let mut sync = syncer(&run, &store);
     sync.on_checkpoint("ckpt/step-1").unwrap();
     // The run goes on writing after the last sync, then is restored in place.
@@ -365,7 +365,7 @@ fn a_slow_sync_logs_a_warning_naming_the_biggest_files() {
 
 #[test]
 fn root_mode_syncs_once_and_every_rank_gets_the_outcome() {
-    let (t, run, store) = run_and_store();
+    let (_t, run, store) = run_and_store();
     let outcomes = on_ranks(4, |ctx| {
         let mut s = RunSync::new(&run, store.clone(), SyncConfig::default(), ctx).unwrap();
         s.on_checkpoint("ckpt/step-1").map(|r| r.uploaded.len())
