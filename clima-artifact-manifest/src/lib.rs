@@ -26,6 +26,7 @@ pub mod validate;
 
 pub use error::{ManifestError, ManifestErrorKind};
 pub use hash::{GitTreeSha1, HexError, Sha256};
+pub use location::quote as toml_string;
 pub use manifest::{
     ArtifactEntry, ArtifactVariant, Download, Manifest, SubPathError, split_name_and_subpath,
 };

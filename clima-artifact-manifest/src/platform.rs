@@ -334,31 +334,20 @@ mod tests {
             assert!(Platform::try_host().is_ok());
             return;
         }
-        let exe = std::env::current_exe().unwrap();
-        let out = std::process::Command::new(exe)
-            .args([
-                "platform::tests::host_reads_the_environment_variable",
-                "--exact",
-                "--nocapture",
-            ])
-            .env("CLIMA_PLATFORM_CHILD", "1")
-            .env(PLATFORM_TAGS_ENV, "cuda=12.2,libc=")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        passes_in_child(
+            "platform::tests::host_reads_the_environment_variable",
+            "cuda=12.2,libc=",
         );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+        passes_in_child("platform::tests::bad_env_is_an_error", "cuda=12.2,junk");
+    }
+
+    /// Runs the test `name` of this binary in a child process with `CLIMA_PLATFORM_CHILD=1` and
+    /// the platform tags variable set to `tags`, and asserts that it ran and passed.
+    fn passes_in_child(name: &str, tags: &str) {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "platform::tests::bad_env_is_an_error",
-                "--exact",
-                "--nocapture",
-            ])
+            .args([name, "--exact", "--nocapture"])
             .env("CLIMA_PLATFORM_CHILD", "1")
-            .env(PLATFORM_TAGS_ENV, "cuda=12.2,junk")
+            .env(PLATFORM_TAGS_ENV, tags)
             .output()
             .unwrap();
         assert!(

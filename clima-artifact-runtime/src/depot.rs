@@ -302,7 +302,7 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
     let path = logs.join("artifact_usage.toml");
     let entry = format!(
         "[[{}]]\ntime = {}\n",
-        toml_basic_string(&manifest.to_string_lossy()),
+        clima_artifact_manifest::toml_string(&manifest.to_string_lossy()),
         utc_timestamp(std::time::SystemTime::now())
     );
     let res = std::fs::create_dir_all(&logs).and_then(|()| {
@@ -316,23 +316,6 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
     if let Err(e) = res {
         tracing::debug!("cannot record usage in `{}`: {e}", path.display());
     }
-}
-
-fn toml_basic_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\u{:04X}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a system time (a TOML offset date-time).

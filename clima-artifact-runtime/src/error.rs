@@ -64,20 +64,28 @@ impl<'de> serde::Deserialize<'de> for IoCause {
 ///
 /// `Clone` so that an MPI root can broadcast its error and every rank returns the same one
 /// (see [`Error::to_wire`] / [`Error::from_wire`]).
-#[derive(Debug, Clone, thiserror::Error)]
+///
+/// The serde form is the wire form of the runtime's own variants; the variants wrapping the
+/// manifest crate's errors and [`Error::Other`] are skipped by serde and travel as their own
+/// wire entries, so use [`Error::to_wire`] / [`Error::from_wire`] rather than serde directly.
+#[derive(Debug, Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Error {
     /// The manifest or an overrides file is malformed, or a name/sub-path is invalid.
     #[error(transparent)]
+    #[serde(skip)]
     Manifest(#[from] ManifestError),
     /// The name is not in the manifest, or no platform variant fits.
     #[error(transparent)]
+    #[serde(skip)]
     Select(#[from] SelectError),
     /// A bad `name/sub/path`.
     #[error(transparent)]
+    #[serde(skip)]
     SubPath(#[from] SubPathError),
     /// Catch-all with a full message.
     #[error("{message}")]
+    #[serde(skip)]
     Other {
         /// The complete, actionable message.
         message: String,
@@ -272,6 +280,7 @@ pub enum Error {
         /// Its git tree SHA-1.
         hash: GitTreeSha1,
         /// One error per URL, in manifest order.
+        #[serde(with = "wire_list")]
         failures: Vec<Error>,
         /// The manifest that lists the URLs.
         manifest: PathBuf,
@@ -443,8 +452,8 @@ impl Error {
     }
 }
 
-/// The wire form of [`Error`]: the runtime's own variants as they are, the manifest crate's
-/// errors mirrored field by field.
+/// The wire form of [`Error`]: the runtime's own variants as they are (serde derived on
+/// [`Error`]), the manifest crate's errors and [`Error::Other`] mirrored field by field.
 #[derive(serde::Serialize, serde::Deserialize)]
 enum Wire {
     Manifest {
@@ -471,7 +480,8 @@ enum Wire {
         message: String,
         path: Option<PathBuf>,
     },
-    Own(OwnWire),
+    /// The runtime's own variants, in [`Error`]'s serde form.
+    Own(Error),
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -483,291 +493,70 @@ enum WireManifestKind {
 }
 
 /// The runtime's own variants, serialisable field by field.
-#[derive(serde::Serialize, serde::Deserialize)]
-enum OwnWire {
-    Config {
-        variable: String,
-        value: String,
-        reason: String,
-    },
-    Io {
-        action: String,
-        path: PathBuf,
-        cause: IoCause,
-    },
-    NoWritableDepot {
-        name: String,
-        tried: Vec<(PathBuf, String)>,
-    },
-    Offline {
-        name: String,
-        hash: GitTreeSha1,
-        depots: Vec<PathBuf>,
-        urls: Vec<String>,
-    },
-    NoDownloads {
-        name: String,
-        hash: GitTreeSha1,
-        manifest: PathBuf,
-        overrides_file: PathBuf,
-    },
-    OverrideTargetMissing {
-        overrides_file: PathBuf,
-        line: u32,
-        hash: GitTreeSha1,
-        target: PathBuf,
-    },
-    OverrideTargetNotInstalled {
-        overrides_file: PathBuf,
-        line: u32,
-        hash: GitTreeSha1,
-        target: GitTreeSha1,
-        depots: Vec<PathBuf>,
-    },
-    OverrideCycle {
-        chain: Vec<(GitTreeSha1, PathBuf, u32)>,
-    },
-    HttpStatus {
-        url: String,
-        status: u16,
-        attempts: u32,
-    },
-    Transport {
-        url: String,
-        reason: String,
-        attempts: u32,
-        transient: bool,
-    },
-    LocalSource {
-        url: String,
-        path: PathBuf,
-        cause: IoCause,
-    },
-    Sha256Mismatch {
-        url: String,
-        expected: Sha256,
-        actual: Sha256,
-        bytes: u64,
-    },
-    TreeHashMismatch {
-        url: String,
-        expected: GitTreeSha1,
-        actual: GitTreeSha1,
-    },
-    Archive {
-        url: String,
-        reason: String,
-    },
-    DownloadFailed {
-        name: String,
-        hash: GitTreeSha1,
-        failures: Vec<Wire>,
-        manifest: PathBuf,
-        overrides_file: PathBuf,
-    },
-    LockTimeout {
-        path: PathBuf,
-        seconds: u64,
-        holder: String,
-    },
-    SubPathMissing {
-        name: String,
-        subpath: String,
-        artifact_path: PathBuf,
-    },
+/// Serde for [`Error::DownloadFailed`]'s failures: each as a [`Wire`], so failures wrapping the
+/// manifest crate's errors travel too.
+mod wire_list {
+    use super::{Error, Wire};
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        errors: &[Error],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(errors.iter().map(Wire::from))
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<Error>, D::Error> {
+        let wires: Vec<Wire> = serde::Deserialize::deserialize(d)?;
+        Ok(wires.into_iter().map(Error::from).collect())
+    }
 }
 
 impl From<&Error> for Wire {
     fn from(e: &Error) -> Wire {
-        use OwnWire as O;
-        let own = match e.clone() {
-            Error::Manifest(m) => {
-                return Wire::Manifest {
-                    path: m.path,
-                    line: m.line,
-                    column: m.column,
-                    artifact: m.artifact,
-                    kind: match m.kind {
-                        ManifestErrorKind::Io(s) => WireManifestKind::Io(s),
-                        ManifestErrorKind::NotFound { tried } => WireManifestKind::NotFound(tried),
-                        ManifestErrorKind::Toml(s) => WireManifestKind::Toml(s),
-                        ManifestErrorKind::Invalid(s) => WireManifestKind::Invalid(s),
-                    },
-                };
-            }
+        match e.clone() {
+            Error::Manifest(m) => Wire::Manifest {
+                path: m.path,
+                line: m.line,
+                column: m.column,
+                artifact: m.artifact,
+                kind: match m.kind {
+                    ManifestErrorKind::Io(s) => WireManifestKind::Io(s),
+                    ManifestErrorKind::NotFound { tried } => WireManifestKind::NotFound(tried),
+                    ManifestErrorKind::Toml(s) => WireManifestKind::Toml(s),
+                    ManifestErrorKind::Invalid(s) => WireManifestKind::Invalid(s),
+                },
+            },
             Error::Select(SelectError::UnknownName {
                 name,
                 manifest,
                 defined,
-            }) => {
-                return Wire::SelectUnknownName {
-                    name,
-                    manifest,
-                    defined,
-                };
-            }
+            }) => Wire::SelectUnknownName {
+                name,
+                manifest,
+                defined,
+            },
             Error::Select(SelectError::NoMatch {
                 name,
                 host,
                 offered,
-            }) => {
-                return Wire::SelectNoMatch {
-                    name,
-                    host,
-                    offered,
-                };
-            }
-            Error::SubPath(SubPathError::EmptyName(s)) => return Wire::SubPathEmptyName(s),
-            Error::SubPath(SubPathError::ParentDir(s)) => return Wire::SubPathParentDir(s),
-            Error::SubPath(SubPathError::NotRelative(s)) => return Wire::SubPathNotRelative(s),
-            Error::Other { message, path } => return Wire::Other { message, path },
-            Error::Config {
-                variable,
-                value,
-                reason,
-            } => O::Config {
-                variable,
-                value,
-                reason,
-            },
-            Error::Io {
-                action,
-                path,
-                cause,
-            } => O::Io {
-                action,
-                path,
-                cause,
-            },
-            Error::NoWritableDepot { name, tried } => O::NoWritableDepot { name, tried },
-            Error::Offline {
+            }) => Wire::SelectNoMatch {
                 name,
-                hash,
-                depots,
-                urls,
-            } => O::Offline {
-                name,
-                hash,
-                depots,
-                urls,
+                host,
+                offered,
             },
-            Error::NoDownloads {
-                name,
-                hash,
-                manifest,
-                overrides_file,
-            } => O::NoDownloads {
-                name,
-                hash,
-                manifest,
-                overrides_file,
-            },
-            Error::OverrideTargetMissing {
-                overrides_file,
-                line,
-                hash,
-                target,
-            } => O::OverrideTargetMissing {
-                overrides_file,
-                line,
-                hash,
-                target,
-            },
-            Error::OverrideTargetNotInstalled {
-                overrides_file,
-                line,
-                hash,
-                target,
-                depots,
-            } => O::OverrideTargetNotInstalled {
-                overrides_file,
-                line,
-                hash,
-                target,
-                depots,
-            },
-            Error::OverrideCycle { chain } => O::OverrideCycle { chain },
-            Error::HttpStatus {
-                url,
-                status,
-                attempts,
-            } => O::HttpStatus {
-                url,
-                status,
-                attempts,
-            },
-            Error::Transport {
-                url,
-                reason,
-                attempts,
-                transient,
-            } => O::Transport {
-                url,
-                reason,
-                attempts,
-                transient,
-            },
-            Error::LocalSource { url, path, cause } => O::LocalSource { url, path, cause },
-            Error::Sha256Mismatch {
-                url,
-                expected,
-                actual,
-                bytes,
-            } => O::Sha256Mismatch {
-                url,
-                expected,
-                actual,
-                bytes,
-            },
-            Error::TreeHashMismatch {
-                url,
-                expected,
-                actual,
-            } => O::TreeHashMismatch {
-                url,
-                expected,
-                actual,
-            },
-            Error::Archive { url, reason } => O::Archive { url, reason },
-            Error::DownloadFailed {
-                name,
-                hash,
-                failures,
-                manifest,
-                overrides_file,
-            } => O::DownloadFailed {
-                name,
-                hash,
-                failures: failures.iter().map(Wire::from).collect(),
-                manifest,
-                overrides_file,
-            },
-            Error::LockTimeout {
-                path,
-                seconds,
-                holder,
-            } => O::LockTimeout {
-                path,
-                seconds,
-                holder,
-            },
-            Error::SubPathMissing {
-                name,
-                subpath,
-                artifact_path,
-            } => O::SubPathMissing {
-                name,
-                subpath,
-                artifact_path,
-            },
-        };
-        Wire::Own(own)
+            Error::SubPath(SubPathError::EmptyName(s)) => Wire::SubPathEmptyName(s),
+            Error::SubPath(SubPathError::ParentDir(s)) => Wire::SubPathParentDir(s),
+            Error::SubPath(SubPathError::NotRelative(s)) => Wire::SubPathNotRelative(s),
+            Error::Other { message, path } => Wire::Other { message, path },
+            own => Wire::Own(own),
+        }
     }
 }
 
 impl From<Wire> for Error {
     fn from(w: Wire) -> Error {
-        use OwnWire as O;
         match w {
             Wire::Manifest {
                 path,
@@ -809,147 +598,7 @@ impl From<Wire> for Error {
             Wire::SubPathParentDir(s) => Error::SubPath(SubPathError::ParentDir(s)),
             Wire::SubPathNotRelative(s) => Error::SubPath(SubPathError::NotRelative(s)),
             Wire::Other { message, path } => Error::Other { message, path },
-            Wire::Own(own) => match own {
-                O::Config {
-                    variable,
-                    value,
-                    reason,
-                } => Error::Config {
-                    variable,
-                    value,
-                    reason,
-                },
-                O::Io {
-                    action,
-                    path,
-                    cause,
-                } => Error::Io {
-                    action,
-                    path,
-                    cause,
-                },
-                O::NoWritableDepot { name, tried } => Error::NoWritableDepot { name, tried },
-                O::Offline {
-                    name,
-                    hash,
-                    depots,
-                    urls,
-                } => Error::Offline {
-                    name,
-                    hash,
-                    depots,
-                    urls,
-                },
-                O::NoDownloads {
-                    name,
-                    hash,
-                    manifest,
-                    overrides_file,
-                } => Error::NoDownloads {
-                    name,
-                    hash,
-                    manifest,
-                    overrides_file,
-                },
-                O::OverrideTargetMissing {
-                    overrides_file,
-                    line,
-                    hash,
-                    target,
-                } => Error::OverrideTargetMissing {
-                    overrides_file,
-                    line,
-                    hash,
-                    target,
-                },
-                O::OverrideTargetNotInstalled {
-                    overrides_file,
-                    line,
-                    hash,
-                    target,
-                    depots,
-                } => Error::OverrideTargetNotInstalled {
-                    overrides_file,
-                    line,
-                    hash,
-                    target,
-                    depots,
-                },
-                O::OverrideCycle { chain } => Error::OverrideCycle { chain },
-                O::HttpStatus {
-                    url,
-                    status,
-                    attempts,
-                } => Error::HttpStatus {
-                    url,
-                    status,
-                    attempts,
-                },
-                O::Transport {
-                    url,
-                    reason,
-                    attempts,
-                    transient,
-                } => Error::Transport {
-                    url,
-                    reason,
-                    attempts,
-                    transient,
-                },
-                O::LocalSource { url, path, cause } => Error::LocalSource { url, path, cause },
-                O::Sha256Mismatch {
-                    url,
-                    expected,
-                    actual,
-                    bytes,
-                } => Error::Sha256Mismatch {
-                    url,
-                    expected,
-                    actual,
-                    bytes,
-                },
-                O::TreeHashMismatch {
-                    url,
-                    expected,
-                    actual,
-                } => Error::TreeHashMismatch {
-                    url,
-                    expected,
-                    actual,
-                },
-                O::Archive { url, reason } => Error::Archive { url, reason },
-                O::DownloadFailed {
-                    name,
-                    hash,
-                    failures,
-                    manifest,
-                    overrides_file,
-                } => Error::DownloadFailed {
-                    name,
-                    hash,
-                    failures: failures.into_iter().map(Error::from).collect(),
-                    manifest,
-                    overrides_file,
-                },
-                O::LockTimeout {
-                    path,
-                    seconds,
-                    holder,
-                } => Error::LockTimeout {
-                    path,
-                    seconds,
-                    holder,
-                },
-                O::SubPathMissing {
-                    name,
-                    subpath,
-                    artifact_path,
-                } => Error::SubPathMissing {
-                    name,
-                    subpath,
-                    artifact_path,
-                },
-            },
+            Wire::Own(own) => own,
         }
     }
 }
@@ -1002,6 +651,14 @@ mod tests {
                         bytes: 10,
                     },
                 ],
+            },
+            // A failure wrapping a manifest-crate error travels inside the list too.
+            Error::DownloadFailed {
+                name: "era5".into(),
+                hash: h('c'),
+                manifest: "/m/Artifacts.toml".into(),
+                overrides_file: "/d/artifacts/Overrides.toml".into(),
+                failures: vec![Error::SubPath(SubPathError::EmptyName("/x".into()))],
             },
             Error::OverrideCycle {
                 chain: vec![

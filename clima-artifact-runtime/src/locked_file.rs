@@ -48,18 +48,10 @@ impl LockedFile {
                 return Ok(LockedFile::unlocked(path));
             }
         };
-        match file.try_lock() {
-            Ok(()) => return Ok(LockedFile::held(file, path)),
-            Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(e)) => {
-                // Some network filesystems refuse flock: proceed unlocked, correctness does not
-                // depend on the lock.
-                tracing::warn!(
-                    "cannot lock `{}` ({e}); continuing without the lock",
-                    path.display()
-                );
-                return Ok(LockedFile::unlocked(path));
-            }
+        match try_lock_once(&file, path) {
+            Some(true) => return Ok(LockedFile::held(file, path)),
+            Some(false) => {}
+            None => return Ok(LockedFile::unlocked(path)),
         }
         let holder = read_holder(&file);
         tracing::info!(
@@ -72,8 +64,8 @@ impl LockedFile {
         loop {
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(200));
-            match file.try_lock() {
-                Ok(()) => {
+            match try_lock_once(&file, path) {
+                Some(true) => {
                     tracing::info!(
                         "got `{}` after waiting {:.1}s",
                         path.display(),
@@ -81,14 +73,8 @@ impl LockedFile {
                     );
                     return Ok(LockedFile::held(file, path));
                 }
-                Err(TryLockError::WouldBlock) => {}
-                Err(TryLockError::Error(e)) => {
-                    tracing::warn!(
-                        "cannot lock `{}` ({e}); continuing without the lock",
-                        path.display()
-                    );
-                    return Ok(LockedFile::unlocked(path));
-                }
+                Some(false) => {}
+                None => return Ok(LockedFile::unlocked(path)),
             }
             if start.elapsed() >= timeout {
                 return Err(Error::LockTimeout {
@@ -128,6 +114,24 @@ impl LockedFile {
     /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// One non-blocking `flock` attempt on `file` (the lock file at `path`): `Some(true)` when taken,
+/// `Some(false)` when another holder has it, `None` when the filesystem refuses `flock` (logged;
+/// some network filesystems do, and correctness does not depend on the lock, so the caller
+/// proceeds unlocked).
+fn try_lock_once(file: &File, path: &Path) -> Option<bool> {
+    match file.try_lock() {
+        Ok(()) => Some(true),
+        Err(TryLockError::WouldBlock) => Some(false),
+        Err(TryLockError::Error(e)) => {
+            tracing::warn!(
+                "cannot lock `{}` ({e}); continuing without the lock",
+                path.display()
+            );
+            None
+        }
     }
 }
 

@@ -348,6 +348,22 @@ fn doi_url(doi: &str) -> String {
     url
 }
 
+/// Bytes in binary units with one decimal: `512 B`, `1.5 KiB`, `3.2 GiB` (the one formatter
+/// for sizes in reports, sync warnings and the CLI).
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

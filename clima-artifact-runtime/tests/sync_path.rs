@@ -83,17 +83,29 @@ fn make_run(run: &Path) {
     write(&run.join("ckpt/step-1/state.bin"), "state-1");
 }
 
+/// A temp dir holding a run folder made by [`make_run`] (`<tmp>/run`) and an empty counting
+/// store (`<tmp>/store`).
+fn run_and_store() -> (tempfile::TempDir, PathBuf, Arc<Counting>) {
+    let t = tempfile::tempdir().unwrap();
+    let run = t.path().join("run");
+    make_run(&run);
+    let store = Counting::new(&t.path().join("store"));
+    (t, run, store)
+}
+
+/// A single-process syncer of `run` into `store` with the default configuration.
+fn syncer(run: &Path, store: &Arc<Counting>) -> RunSync<'static> {
+    RunSync::new(run, store.clone(), SyncConfig::default(), &Singleton).unwrap()
+}
+
 fn keys(s: &dyn Storage) -> Vec<String> {
     s.list("").unwrap().into_iter().map(|o| o.key).collect()
 }
 
 #[test]
 fn upload_on_checkpoint_and_unchanged_files_not_resent() {
-    let t = tempfile::tempdir().unwrap();
-    let run = t.path().join("run");
-    make_run(&run);
-    let store = Counting::new(&t.path().join("store"));
-    let mut sync = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
+    let (_t, run, store) = run_and_store();
+    let mut sync = syncer(&run, &store);
     let r = sync.on_checkpoint("ckpt/step-1").unwrap();
     assert_eq!(
         r.uploaded,
@@ -137,29 +149,26 @@ fn upload_on_checkpoint_and_unchanged_files_not_resent() {
 
     // A new syncer (a new process) uses the local manifest: nothing re-sent.
     store.reset();
-    let mut again = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
+    let mut again = syncer(&run, &store);
     assert_eq!(again.finish().unwrap().uploaded, Vec::<String>::new());
     // Without the local manifest, the stored one is used: still nothing re-sent.
     fs::remove_dir_all(run.join(".clima-sync")).unwrap();
-    let mut fresh = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
+    let mut fresh = syncer(&run, &store);
     assert_eq!(fresh.finish().unwrap().uploaded, Vec::<String>::new());
     assert_eq!(store.file_puts(), Vec::<String>::new());
 }
 
 #[test]
 fn restore_after_deleting_the_local_dir_then_append_then_sync() {
-    let t = tempfile::tempdir().unwrap();
-    let run = t.path().join("run");
-    make_run(&run);
-    let store = Counting::new(&t.path().join("store"));
-    let mut sync = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
+    let (t, run, store) = run_and_store();
+    let mut sync = syncer(&run, &store);
     sync.on_checkpoint("ckpt/step-1").unwrap();
     write(&run.join("ckpt/step-2/state.bin"), "state-2");
     sync.on_checkpoint("ckpt/step-2").unwrap();
     drop(sync);
     fs::remove_dir_all(&run).unwrap();
 
-    let mut sync = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
+    let mut sync = syncer(&run, &store);
     let restored = sync.restore().unwrap();
     assert_eq!(
         restored.checkpoint.as_deref(),
@@ -199,7 +208,7 @@ fn restore_after_deleting_the_local_dir_then_append_then_sync() {
 
     // And a second restore elsewhere gets the appended data.
     let run2 = t.path().join("run2");
-    let mut other = RunSync::new(&run2, store.clone(), SyncConfig::default(), &Singleton).unwrap();
+    let mut other = syncer(&run2, &store);
     other.restore().unwrap();
     assert_eq!(
         fs::read_to_string(run2.join("logs/run.log")).unwrap(),
@@ -209,11 +218,8 @@ fn restore_after_deleting_the_local_dir_then_append_then_sync() {
 
 #[test]
 fn restore_never_overwrites_a_newer_local_file() {
-    let t = tempfile::tempdir().unwrap();
-    let run = t.path().join("run");
-    make_run(&run);
-    let store = Counting::new(&t.path().join("store"));
-    let mut sync = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
+    let (_t, run, store) = run_and_store();
+    let mut sync = syncer(&run, &store);
     sync.on_checkpoint("ckpt/step-1").unwrap();
     // The run goes on writing after the last sync, then is restored in place.
     let f = run.join("logs/run.log");
@@ -229,7 +235,7 @@ fn restore_never_overwrites_a_newer_local_file() {
     h.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1000))
         .unwrap();
     drop(h);
-    let mut sync = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
+    let mut sync = syncer(&run, &store);
     let r = sync.restore().unwrap();
     assert_eq!(r.kept_newer, ["logs/run.log"]);
     assert_eq!(r.downloaded, ["diag/energy.csv"]);
@@ -245,10 +251,7 @@ fn restore_never_overwrites_a_newer_local_file() {
 
 #[test]
 fn sync_artifacts_false_moves_only_checkpoints() {
-    let t = tempfile::tempdir().unwrap();
-    let run = t.path().join("run");
-    make_run(&run);
-    let store = Counting::new(&t.path().join("store"));
+    let (t, run, store) = run_and_store();
     let off = SyncConfig {
         sync_artifacts: false,
         ..Default::default()
@@ -262,7 +265,7 @@ fn sync_artifacts_false_moves_only_checkpoints() {
     assert_eq!(keys(&*store), [INDEX_KEY, "ckpt/step-1/state.bin"]);
 
     // Artifacts stored by an earlier run with sync on are not downloaded with sync off.
-    let mut on = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
+    let mut on = syncer(&run, &store);
     on.finish().unwrap();
     assert!(keys(&*store).contains(&"logs/run.log".to_owned()));
     let run2 = t.path().join("run2");
@@ -301,11 +304,8 @@ fn sync_artifacts_false_moves_only_checkpoints() {
 
 #[test]
 fn excludes_are_respected_both_ways() {
-    let t = tempfile::tempdir().unwrap();
-    let run = t.path().join("run");
-    make_run(&run);
+    let (t, run, store) = run_and_store();
     write(&run.join("diag/big.nc"), "netcdf");
-    let store = Counting::new(&t.path().join("store"));
     let config = SyncConfig {
         exclude: vec!["*.nc".into(), "plots/**".into()],
         ..Default::default()
@@ -365,10 +365,7 @@ fn a_slow_sync_logs_a_warning_naming_the_biggest_files() {
 
 #[test]
 fn root_mode_syncs_once_and_every_rank_gets_the_outcome() {
-    let t = tempfile::tempdir().unwrap();
-    let run = t.path().join("run");
-    make_run(&run);
-    let store = Counting::new(&t.path().join("store"));
+    let (_t, run, store) = run_and_store();
     let outcomes = on_ranks(4, |ctx| {
         let mut s = RunSync::new(&run, store.clone(), SyncConfig::default(), ctx).unwrap();
         s.on_checkpoint("ckpt/step-1").map(|r| r.uploaded.len())

@@ -143,18 +143,5 @@ pub fn size_on_disk(dir: &Path) -> u64 {
     total
 }
 
-/// `1234567` -> `1.2 MiB`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
+/// `1234567` -> `1.2 MiB` (the runtime's formatter, so sizes read the same everywhere).
+pub use clima_artifact_runtime::report::human_bytes;

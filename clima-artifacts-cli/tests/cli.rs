@@ -12,19 +12,10 @@ use predicates::prelude::*;
 const OTHER_HASH: &str = "b373f1887cff55850cbf76ec005f7d93726ae42e";
 
 fn create_json(sb: &Sandbox, args: &[&str]) -> serde_json::Value {
-    let out = sb
-        .cli()
-        .arg("create")
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "create failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json(&out)
+    let mut all = vec!["create"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    sb.json_ok(&all)
 }
 
 #[test]
@@ -86,9 +77,10 @@ fn create_twice_gives_the_same_tarball_and_keeps_manifest_comments() {
     assert_eq!(second["manifest_change"]["action"], "updated");
 
     // The hash subcommand agrees and `.git` does not count.
-    let out = sb.cli().args(["hash", "era5", "--json"]).output().unwrap();
-    assert!(out.status.success());
-    assert_eq!(json(&out)["git_tree_sha1"], first["git_tree_sha1"]);
+    assert_eq!(
+        sb.json_ok(&["hash", "era5", "--json"])["git_tree_sha1"],
+        first["git_tree_sha1"]
+    );
     sb.cli()
         .args(["hash", "era5"])
         .assert()
@@ -181,41 +173,22 @@ fn create_fetch_verify_then_tamper() {
     );
     let hash = created["git_tree_sha1"].as_str().unwrap().to_string();
 
-    let out = sb.cli().args(["fetch", "era5", "--json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fetched = json(&out);
+    let fetched = sb.json_ok(&["fetch", "era5", "--json"]);
     assert_eq!(fetched[0]["status"], "downloaded");
     assert_eq!(server.hits("/era5.tar.gz"), 1);
     let installed = sb.depot.join("artifacts").join(&hash);
     assert!(installed.join("data/2008/u.nc").is_file());
 
     // fetch recorded the manifest in the depot's usage log, so gc keeps the artifact.
-    let out = sb
-        .cli()
-        .args(["gc", "--dry-run", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let gc = json(&out);
+    let gc = sb.json_ok(&["gc", "--dry-run", "--json"]);
     assert_eq!(gc["unreferenced"].as_array().unwrap().len(), 0, "{gc}");
     assert_eq!(gc["kept"], 1);
 
     // Fetching again is a no-op; --all picks it up too.
-    let out = sb
-        .cli()
-        .args(["fetch", "--all", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert_eq!(json(&out)[0]["status"], "already_installed");
+    assert_eq!(
+        sb.json_ok(&["fetch", "--all", "--json"])[0]["status"],
+        "already_installed"
+    );
     assert_eq!(server.hits("/era5.tar.gz"), 1);
 
     sb.cli()
@@ -423,17 +396,7 @@ fn gc_dry_run_lists_exactly_the_unreferenced_artifacts() {
     )
     .unwrap();
 
-    let out = sb
-        .cli()
-        .args(["gc", "--dry-run", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = json(&out);
+    let report = sb.json_ok(&["gc", "--dry-run", "--json"]);
     let listed: Vec<&str> = report["unreferenced"]
         .as_array()
         .unwrap()

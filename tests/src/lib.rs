@@ -447,6 +447,65 @@ pub fn sha256(bytes: &[u8]) -> Sha256 {
     Sha256(sha2::Sha256::digest(bytes).into())
 }
 
+/// Prints the line the MPI test programs (`src/bin/mpi_*.rs`) report one resolution with, the
+/// format `tests/mpi.rs` parses, and returns whether it succeeded:
+///
+/// ```text
+/// RESULT rank=<r> size=<n> name=<name> ok path=<path>
+/// RESULT rank=<r> size=<n> name=<name> err=<message on one line>
+/// ```
+pub fn print_result(
+    rank: usize,
+    size: usize,
+    name: &str,
+    result: Result<&Path, &clima_artifact_runtime::Error>,
+) -> bool {
+    match result {
+        Ok(p) => {
+            println!(
+                "RESULT rank={rank} size={size} name={name} ok path={}",
+                p.display()
+            );
+            true
+        }
+        Err(e) => {
+            let one_line = e.to_string().replace('\n', " | ");
+            println!("RESULT rank={rank} size={size} name={name} err={one_line}");
+            false
+        }
+    }
+}
+
+/// The stdout (as text) of a finished process; panics with its stderr unless it exited
+/// successfully. For helper binaries and tools the tests run.
+pub fn success_stdout(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The target directory `cargo metadata` reports for this workspace (trybuild builds under its
+/// `tests/trybuild`), found with the `cargo` running the tests.
+pub fn cargo_target_dir() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    let meta: serde_json::Value = serde_json::from_slice(success_stdout(out).as_bytes()).unwrap();
+    PathBuf::from(meta["target_directory"].as_str().expect("target_directory"))
+}
+
 /// Whether `git` runs. In CI (`CI=true`) a missing git panics; elsewhere it returns `false`
 /// after printing why, so the caller can skip.
 pub fn have_git() -> bool {
@@ -474,7 +533,9 @@ pub fn git_tree_hash(dir: &Path) -> GitTreeSha1 {
             .env("GIT_WORK_TREE", dir)
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env_remove("GIT_INDEX_FILE")
             .args(["-c", "core.fileMode=true", "-c", "core.symlinks=true"])
+            .args(["-c", "core.autocrlf=false"])
             .args(["-c", "core.looseCompression=0", "-c", "gc.auto=0"])
             .args(args)
             .current_dir(dir)

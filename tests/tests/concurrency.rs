@@ -1,28 +1,49 @@
 //! Many threads and processes installing the same artifacts into one depot: one download each,
 //! every caller gets the right path, nothing corrupt.
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use clima_artifact_runtime::Config;
 use clima_artifact_runtime::install::ensure_variant;
 use clima_artifact_tests::{
-    Fault, TestArtifact, TestServer, config_env, have_git, installed_entries, temp_entries,
-    test_config,
+    Fault, TestArtifact, TestServer, config_env, have_git, installed_entries, success_stdout,
+    temp_entries, test_config,
 };
 
 fn install_one() -> &'static str {
     env!("CARGO_BIN_EXE_install_one")
 }
 
-fn slow(server: &TestServer, path: &str, art: &TestArtifact) {
-    server.serve(path, art.tarball.clone());
+/// An empty depot in a temp dir with its config, and a server that serves `art` slowly at
+/// `x.tar.gz` (so concurrent installers really overlap).
+struct SlowSetup {
+    _dir: tempfile::TempDir,
+    depot: PathBuf,
+    config: Config,
+    server: TestServer,
+}
+
+fn slow_setup(art: &TestArtifact) -> SlowSetup {
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let config = test_config(std::slice::from_ref(&depot));
+    let server = TestServer::start();
+    server.serve("x.tar.gz", art.tarball.clone());
     server.always(
-        path,
+        "x.tar.gz",
         Fault::Trickle {
             chunk: art.tarball.len() / 8 + 1,
             delay: Duration::from_millis(15),
         },
     );
+    SlowSetup {
+        _dir: dir,
+        depot,
+        config,
+        server,
+    }
 }
 
 #[test]
@@ -30,12 +51,13 @@ fn eight_threads_one_get_one_install() {
     if !have_git() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let depot = dir.path().join("depot");
-    let config = test_config(std::slice::from_ref(&depot));
-    let server = TestServer::start();
     let art = TestArtifact::large(1, 8, 30_000);
-    slow(&server, "x.tar.gz", &art);
+    let SlowSetup {
+        _dir,
+        depot,
+        config,
+        server,
+    } = slow_setup(&art);
     let v = art.variant(&[server.url("x.tar.gz")]);
     let paths: Vec<_> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..8)
@@ -56,12 +78,13 @@ fn eight_processes_one_get_one_install() {
     if !have_git() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let depot = dir.path().join("depot");
-    let config = test_config(std::slice::from_ref(&depot));
-    let server = TestServer::start();
     let art = TestArtifact::large(2, 8, 30_000);
-    slow(&server, "x.tar.gz", &art);
+    let SlowSetup {
+        _dir,
+        depot,
+        config,
+        server,
+    } = slow_setup(&art);
     let children: Vec<_> = (0..8)
         .map(|_| {
             Command::new(install_one())
@@ -82,15 +105,7 @@ fn eight_processes_one_get_one_install() {
     let expected = depot.join("artifacts").join(art.tree_hash.to_hex());
     for c in children {
         let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            String::from_utf8(out.stdout).unwrap().trim(),
-            expected.display().to_string()
-        );
+        assert_eq!(success_stdout(out).trim(), expected.display().to_string());
     }
     assert_eq!(server.gets("x.tar.gz"), 1);
     assert_eq!(

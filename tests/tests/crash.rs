@@ -5,11 +5,28 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use clima_artifact_runtime::Config;
 use clima_artifact_runtime::install::ensure_variant;
 use clima_artifact_tests::{
     Fault, TestArtifact, TestServer, config_env, have_git, installed_entries, temp_entries,
     test_config,
 };
+
+/// `install_one variant x ...` of `art` from the server's slowed `slow.tar.gz`, in `config`'s
+/// environment, its stdout discarded.
+fn install_slow(art: &TestArtifact, server: &TestServer, config: &Config) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_install_one"));
+    cmd.args([
+        "variant",
+        "x",
+        &art.tree_hash.to_hex(),
+        &art.sha256.to_hex(),
+    ])
+    .arg(server.url("slow.tar.gz"))
+    .envs(config_env(config))
+    .stdout(Stdio::null());
+    cmd
+}
 
 #[test]
 fn kill_nine_at_random_points_never_corrupts_the_depot() {
@@ -36,18 +53,7 @@ fn kill_nine_at_random_points_never_corrupts_the_depot() {
 
     // Time one full install of the slowed source to spread the kills over its whole duration.
     let start = Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_install_one"))
-        .args([
-            "variant",
-            "x",
-            &art.tree_hash.to_hex(),
-            &art.sha256.to_hex(),
-        ])
-        .arg(server.url("slow.tar.gz"))
-        .envs(config_env(&config))
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
+    let status = install_slow(&art, &server, &config).status().unwrap();
     assert!(status.success());
     let full = start.elapsed();
     eprintln!("one slowed install takes {full:?}");
@@ -62,16 +68,7 @@ fn kill_nine_at_random_points_never_corrupts_the_depot() {
         seed ^= seed << 17;
         // Kill anywhere from "just started" to slightly past the typical completion time.
         let delay = full.mul_f64((seed % 1000) as f64 / 1000.0 * 1.1);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_install_one"))
-            .args([
-                "variant",
-                "x",
-                &art.tree_hash.to_hex(),
-                &art.sha256.to_hex(),
-            ])
-            .arg(server.url("slow.tar.gz"))
-            .envs(config_env(&config))
-            .stdout(Stdio::null())
+        let mut child = install_slow(&art, &server, &config)
             .stderr(Stdio::null())
             .spawn()
             .unwrap();

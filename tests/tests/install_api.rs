@@ -3,7 +3,7 @@
 use clima_artifact_runtime::install::Origin;
 use clima_artifact_runtime::{Artifacts, Error, registry};
 use clima_artifact_tests::{
-    ManifestEntry, TestArtifact, TestServer, have_git, test_config, write_manifest,
+    ManifestEntry, TestArtifact, TestServer, have_git, success_stdout, test_config, write_manifest,
 };
 
 struct Setup {
@@ -144,12 +144,7 @@ fn helper_binary_installs_from_a_manifest() {
         .env("CLIMA_ARTIFACTS_DEPOT_PATH", &s.depot)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = String::from_utf8(out.stdout).unwrap();
+    let path = success_stdout(out);
     assert_eq!(
         std::path::Path::new(path.trim()),
         s.depot

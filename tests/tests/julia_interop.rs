@@ -11,7 +11,9 @@ use std::process::Command;
 
 use clima_artifact_runtime::Config;
 use clima_artifact_runtime::install::{Origin, ensure_variant};
-use clima_artifact_tests::{TestArtifact, TestServer, have_git, test_config, write_overrides};
+use clima_artifact_tests::{
+    TestArtifact, TestServer, have_git, success_stdout, test_config, write_overrides,
+};
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -183,12 +185,7 @@ fn environment_variables_enable_interop_in_a_child_process() {
             .env_remove("CLIMA_ARTIFACTS_OFFLINE")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+        PathBuf::from(success_stdout(out).trim())
     };
     let julia_copy = s
         .julia

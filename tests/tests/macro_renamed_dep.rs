@@ -6,32 +6,13 @@
 //! `<target>/tests/trybuild`, the directory the UI tests' trybuild build already uses, with the
 //! same rustflags, so the dependencies compiled there are reused where cargo can.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+
+use clima_artifact_tests::cargo_target_dir;
 
 fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
-}
-
-fn target_dir() -> PathBuf {
-    let out = Command::new(cargo())
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run cargo metadata");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    PathBuf::from(meta["target_directory"].as_str().expect("target_directory"))
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -85,7 +66,10 @@ fn a_renamed_runtime_dependency_works() {
     let flags = r#"["--cfg", "trybuild", "--verbose", "-A", "dead_code"]"#;
     let out = Command::new(cargo())
         .current_dir(krate.path())
-        .env("CARGO_TARGET_DIR", target_dir().join("tests/trybuild"))
+        .env(
+            "CARGO_TARGET_DIR",
+            cargo_target_dir().join("tests/trybuild"),
+        )
         .env_remove("RUSTFLAGS")
         .env("CARGO_INCREMENTAL", "0")
         .env("CLIMA_ARTIFACTS_DEPOT_PATH", depot.path())

@@ -10,64 +10,7 @@ use std::process::Command;
 
 use clima_artifact_runtime::extract::{ExtractLimits, extract_archive};
 use clima_artifact_runtime::tree_hash::tree_hash;
-
-/// Runs git with user and system configuration shut out.
-fn git(home: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("git")
-        .args(args)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .output()
-        .expect("cannot run git")
-}
-
-fn git_available() -> bool {
-    let ok = Command::new("git")
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("git is required for these tests in CI but was not found on PATH");
-        }
-        eprintln!("skipping: git not found on PATH (install git to run this test)");
-    }
-    ok
-}
-
-/// `git add -A && git write-tree` of `dir`, with the repository outside `dir`.
-fn git_write_tree(dir: &Path) -> String {
-    let scratch = tempfile::tempdir().unwrap();
-    let repo = scratch.path().join("repo.git");
-    let home = scratch.path();
-    let out = git(home, &["init", "-q", "--bare", repo.to_str().unwrap()]);
-    assert!(out.status.success(), "git init: {out:?}");
-    let base = [
-        format!("--git-dir={}", repo.display()),
-        format!("--work-tree={}", dir.display()),
-        "-c".into(),
-        "core.fileMode=true".into(),
-        "-c".into(),
-        "core.symlinks=true".into(),
-        "-c".into(),
-        "core.autocrlf=false".into(),
-    ];
-    let run = |extra: &[&str]| {
-        let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
-        args.extend_from_slice(extra);
-        let out = git(home, &args);
-        assert!(out.status.success(), "git {extra:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
-    run(&["add", "-A"]);
-    run(&["write-tree"]).trim().to_string()
-}
+use clima_artifact_tests::{git_tree_hash, have_git};
 
 /// Deterministic pseudo-random bytes (xorshift), so failures reproduce.
 struct Rng(u64);
@@ -213,24 +156,24 @@ fn build_random_tree(root: &Path, seed: u64) {
 
 #[test]
 fn fixed_tree_matches_git() {
-    if !git_available() {
+    if !have_git() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     build_fixed_tree(dir.path(), true);
-    let expected = git_write_tree(dir.path());
+    let expected = git_tree_hash(dir.path()).to_hex();
     assert_eq!(tree_hash(dir.path()).unwrap().to_hex(), expected);
 }
 
 #[test]
 fn random_trees_match_git() {
-    if !git_available() {
+    if !have_git() {
         return;
     }
     for seed in [1u64, 2, 3, 0xdead_beef, 0x1234_5678_9abc] {
         let dir = tempfile::tempdir().unwrap();
         build_random_tree(dir.path(), seed);
-        let expected = git_write_tree(dir.path());
+        let expected = git_tree_hash(dir.path()).to_hex();
         assert_eq!(
             tree_hash(dir.path()).unwrap().to_hex(),
             expected,
@@ -241,7 +184,7 @@ fn random_trees_match_git() {
 
 #[test]
 fn slash_rule_orders_a_directory_after_dot_and_dash_but_before_zero() {
-    if !git_available() {
+    if !have_git() {
         return;
     }
     // Same names, once with `a` a file and once with `a` a directory: only the `/` rule
@@ -256,7 +199,7 @@ fn slash_rule_orders_a_directory_after_dot_and_dash_but_before_zero() {
         } else {
             write(&dir.path().join("a"), b"x", 0o644);
         }
-        let expected = git_write_tree(dir.path());
+        let expected = git_tree_hash(dir.path()).to_hex();
         assert_eq!(
             tree_hash(dir.path()).unwrap().to_hex(),
             expected,
@@ -267,31 +210,31 @@ fn slash_rule_orders_a_directory_after_dot_and_dash_but_before_zero() {
 
 #[test]
 fn only_empty_directories_give_the_empty_tree() {
-    if !git_available() {
+    if !have_git() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir_all(dir.path().join("x/y/z")).unwrap();
     fs::create_dir_all(dir.path().join("w")).unwrap();
-    let expected = git_write_tree(dir.path());
+    let expected = git_tree_hash(dir.path()).to_hex();
     assert_eq!(expected, "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
     assert_eq!(tree_hash(dir.path()).unwrap().to_hex(), expected);
 }
 
 #[test]
 fn dot_git_is_skipped_at_every_depth() {
-    if !git_available() {
+    if !have_git() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     write(&dir.path().join("data"), b"data", 0o644);
     write(&dir.path().join("sub/file"), b"sub", 0o644);
-    let expected = git_write_tree(dir.path());
+    let expected = git_tree_hash(dir.path()).to_hex();
     // Now add `.git` things that git ignores (not valid repositories, so not submodules).
     write(&dir.path().join(".git/junk"), b"junk", 0o644);
     write(&dir.path().join("sub/.git"), b"not a gitfile", 0o644);
     assert_eq!(tree_hash(dir.path()).unwrap().to_hex(), expected);
-    assert_eq!(git_write_tree(dir.path()), expected);
+    assert_eq!(git_tree_hash(dir.path()).to_hex(), expected);
 }
 
 #[test]
@@ -324,7 +267,7 @@ fn tarball(dir: &Path) -> Vec<u8> {
 
 #[test]
 fn extraction_hash_matches_git_and_tree_hash() {
-    if !git_available() {
+    if !have_git() {
         return;
     }
     for seed in [None, Some(7u64), Some(99)] {
@@ -333,7 +276,7 @@ fn extraction_hash_matches_git_and_tree_hash() {
             None => build_fixed_tree(source.path(), false),
             Some(seed) => build_random_tree(source.path(), seed),
         }
-        let expected = git_write_tree(source.path());
+        let expected = git_tree_hash(source.path()).to_hex();
         let bytes = tarball(source.path());
         let dest = tempfile::tempdir().unwrap();
         let extracted = extract_archive(
@@ -347,6 +290,6 @@ fn extraction_hash_matches_git_and_tree_hash() {
         .unwrap();
         assert_eq!(extracted.tree_hash.to_hex(), expected, "seed {seed:?}");
         assert_eq!(tree_hash(dest.path()).unwrap().to_hex(), expected);
-        assert_eq!(git_write_tree(dest.path()), expected);
+        assert_eq!(git_tree_hash(dest.path()).to_hex(), expected);
     }
 }

@@ -7,34 +7,11 @@
 //! one after the other in this one test because they share that directory.
 //! Regenerate the expected output with `TRYBUILD=overwrite cargo test -p clima-artifact-tests --test ui`.
 
-use std::path::PathBuf;
-
-/// The target directory `cargo metadata` reports (the one trybuild uses).
-fn target_dir() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = std::process::Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run cargo metadata");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    PathBuf::from(meta["target_directory"].as_str().expect("target_directory"))
-}
+use clima_artifact_tests::cargo_target_dir;
 
 #[test]
 fn compile_errors() {
-    let target = target_dir();
+    let target = cargo_target_dir();
     // The expected messages name the manifest as `$WORKSPACE/target/tests/trybuild/...`
     // (trybuild replaces the workspace path), so they hold for the default target directory only.
     let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

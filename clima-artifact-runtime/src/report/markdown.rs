@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use clima_artifact_manifest::metadata as keys;
 
-use super::{Report, bibtex, doi_url, meta, one_line};
+use super::{Report, bibtex, doi_url, human_bytes, meta, one_line};
 use crate::registry::{ArtifactRecord, RecordedOrigin};
 
 /// Shown in table cells for a metadata key the manifest entry does not have.
@@ -437,21 +437,6 @@ fn table_cell(text: &str) -> String {
 /// Escapes the pipes of an already formatted cell.
 fn table_cell_raw(text: &str) -> String {
     text.replace('|', "\\|")
-}
-
-/// Bytes in binary units with one decimal: `512 B`, `1.5 KiB`, `3.2 GiB`.
-fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 #[cfg(test)]

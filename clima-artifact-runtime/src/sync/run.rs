@@ -296,7 +296,7 @@ impl SlowWatch {
         let biggest = self
             .biggest
             .iter()
-            .map(|(f, n)| format!("`{f}` ({})", human(*n)))
+            .map(|(f, n)| format!("`{f}` ({})", crate::report::human_bytes(*n)))
             .collect::<Vec<_>>()
             .join(", ");
         let message = format!(
@@ -310,21 +310,6 @@ impl SlowWatch {
         );
         tracing::warn!("{message}");
         self.warned = Some(message);
-    }
-}
-
-fn human(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
     }
 }
 

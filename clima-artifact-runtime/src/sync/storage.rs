@@ -12,6 +12,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::Error;
 
@@ -47,53 +48,35 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn download_url(&self, key: &str) -> Option<String>;
 }
 
-impl<S: Storage + ?Sized> Storage for Box<S> {
-    fn url(&self) -> String {
-        (**self).url()
-    }
-    fn put_file(&self, key: &str, local: &Path) -> Result<u64, Error> {
-        (**self).put_file(key, local)
-    }
-    fn put_bytes(&self, key: &str, bytes: &[u8]) -> Result<(), Error> {
-        (**self).put_bytes(key, bytes)
-    }
-    fn get_file(&self, key: &str, dest: &Path) -> Result<u64, Error> {
-        (**self).get_file(key, dest)
-    }
-    fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        (**self).get_bytes(key)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<StoredObject>, Error> {
-        (**self).list(prefix)
-    }
-    fn download_url(&self, key: &str) -> Option<String> {
-        (**self).download_url(key)
-    }
+/// `Box<S>` and `Arc<S>` are storages when `S` is: every method forwards to `S`.
+macro_rules! forward_storage {
+    ($($ptr:ident),*) => {$(
+        impl<S: Storage + ?Sized> Storage for $ptr<S> {
+            fn url(&self) -> String {
+                (**self).url()
+            }
+            fn put_file(&self, key: &str, local: &Path) -> Result<u64, Error> {
+                (**self).put_file(key, local)
+            }
+            fn put_bytes(&self, key: &str, bytes: &[u8]) -> Result<(), Error> {
+                (**self).put_bytes(key, bytes)
+            }
+            fn get_file(&self, key: &str, dest: &Path) -> Result<u64, Error> {
+                (**self).get_file(key, dest)
+            }
+            fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+                (**self).get_bytes(key)
+            }
+            fn list(&self, prefix: &str) -> Result<Vec<StoredObject>, Error> {
+                (**self).list(prefix)
+            }
+            fn download_url(&self, key: &str) -> Option<String> {
+                (**self).download_url(key)
+            }
+        }
+    )*};
 }
-
-impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
-    fn url(&self) -> String {
-        (**self).url()
-    }
-    fn put_file(&self, key: &str, local: &Path) -> Result<u64, Error> {
-        (**self).put_file(key, local)
-    }
-    fn put_bytes(&self, key: &str, bytes: &[u8]) -> Result<(), Error> {
-        (**self).put_bytes(key, bytes)
-    }
-    fn get_file(&self, key: &str, dest: &Path) -> Result<u64, Error> {
-        (**self).get_file(key, dest)
-    }
-    fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        (**self).get_bytes(key)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<StoredObject>, Error> {
-        (**self).list(prefix)
-    }
-    fn download_url(&self, key: &str) -> Option<String> {
-        (**self).download_url(key)
-    }
-}
+forward_storage!(Box, Arc);
 
 /// Opens the storage named by `url`: a path or `file://` URL ([`super::PathStorage`]), or, with
 /// the `s3` feature, `s3://bucket/prefix` (endpoint and credentials from the `AWS_*` variables).

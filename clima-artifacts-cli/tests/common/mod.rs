@@ -146,4 +146,17 @@ impl Sandbox {
     pub fn cli(&self) -> assert_cmd::Command {
         cli(&self.depot, &self.work)
     }
+
+    /// Runs `clima-artifacts ARGS` in this sandbox, asserts that it succeeded (the message holds
+    /// its stderr) and parses its stdout as JSON.
+    pub fn json_ok(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.cli().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "`clima-artifacts {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json(&out)
+    }
 }

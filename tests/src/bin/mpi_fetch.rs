@@ -19,6 +19,7 @@ use std::process::ExitCode;
 use clima_artifact_runtime::context::ensure_collective;
 use clima_artifact_runtime::manifest::{Manifest, Platform};
 use clima_artifact_runtime::{Config, Context, MpiContext};
+use clima_artifact_tests::print_result;
 
 /// A context whose "nodes" are chosen by the launcher, to test node-local mode on one machine.
 struct FakeNodes {
@@ -122,17 +123,8 @@ fn main() -> ExitCode {
             (Err(e), _) => Err(e.clone().into()),
             (_, Err(e)) => Err(e.clone()),
         };
-        match result {
-            Ok(installed) => println!(
-                "RESULT rank={rank} size={size} name={name} ok path={}",
-                installed.path.display()
-            ),
-            Err(e) => {
-                failed = true;
-                let one_line = e.to_string().replace('\n', " | ");
-                println!("RESULT rank={rank} size={size} name={name} err={one_line}");
-            }
-        }
+        let path = result.as_ref().map(|installed| installed.path.as_path());
+        failed |= !print_result(rank, size, name, path);
     }
     drop(ctx);
     drop(universe);

@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clima_artifact_runtime::{Context, Error, MpiContext, clima_artifact};
+use clima_artifact_tests::print_result;
 
 /// The world communicator, counting the collective primitives it runs.
 struct Counting {
@@ -70,16 +71,8 @@ fn main() -> ExitCode {
     };
     let (rank, size) = (world.rank(), world.size());
     let mut failed = false;
-    let mut report = |step: &str, result: Result<PathBuf, Error>| match result {
-        Ok(p) => println!(
-            "RESULT rank={rank} size={size} name={step} ok path={}",
-            p.display()
-        ),
-        Err(e) => {
-            failed = true;
-            let one_line = e.to_string().replace('\n', " | ");
-            println!("RESULT rank={rank} size={size} name={step} err={one_line}");
-        }
+    let mut report = |step: &str, result: Result<PathBuf, Error>| {
+        failed |= !print_result(rank, size, step, result.as_deref());
     };
 
     // 1. Rank 0 alone resolves `profile` without a context, then every rank calls with the world.

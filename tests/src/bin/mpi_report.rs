@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clima_artifact_runtime::{Context, Error, MpiContext, clima_artifact, report};
+use clima_artifact_tests::print_result;
 
 fn main() -> ExitCode {
     let Some(dir) = std::env::args_os().nth(1).map(PathBuf::from) else {
@@ -30,16 +31,8 @@ fn main() -> ExitCode {
     let world = MpiContext::world();
     let (rank, size) = (world.rank(), world.size());
     let mut failed = false;
-    let mut show = |name: &str, result: Result<PathBuf, Error>| match result {
-        Ok(p) => println!(
-            "RESULT rank={rank} size={size} name={name} ok path={}",
-            p.display()
-        ),
-        Err(e) => {
-            failed = true;
-            let one_line = e.to_string().replace('\n', " | ");
-            println!("RESULT rank={rank} size={size} name={name} err={one_line}");
-        }
+    let mut show = |name: &str, result: Result<PathBuf, Error>| {
+        failed |= !print_result(rank, size, name, result.as_deref());
     };
 
     for _ in 0..=rank {
