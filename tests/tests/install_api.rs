@@ -104,8 +104,9 @@ fn successful_calls_are_recorded_for_provenance() {
     let a = load(&s);
     a.ensure_installed("era5").unwrap();
     a.ensure_installed("era5/README.md").unwrap();
-    // Other tests of this binary install the same sample artifact in parallel into the same
-    // process-wide registry: pick this test's record by its (temporary) manifest too.
+    // The registry is process-wide and other tests of this binary record in parallel: this
+    // test's artifact (seed 33) is its own, and matching the (temporary) manifest as well keeps
+    // the lookup exact even if another test ever reuses that seed.
     let manifest = s.manifest.display().to_string();
     let rec = registry::snapshot()
         .into_iter()
