@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 # The S3 sync backend is pure Rust: always built and tested (its tests need `moto_server`, see
 # scripts/s3-test-server.sh; without it they skip outside CI and fail under CI=true).
-features=(--features clima-artifact-runtime/s3)
+features=(--features clima-artifact-sync/s3)
 mpi=0
 if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
     mpi=1
@@ -24,7 +24,7 @@ else
     echo "== MPI not found: MPI tests are skipped (apt-get install -y libopenmpi-dev openmpi-bin libclang-dev to run them)"
 fi
 
-cargo test --workspace "${features[@]}"
+cargo test --workspace --no-fail-fast "${features[@]}"
 
 if [ "$mpi" = 1 ]; then
     mpi_check_markers "error:"

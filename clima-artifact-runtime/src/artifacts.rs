@@ -15,14 +15,15 @@
 //!   `artifact"name/sub/path"`) and downloads if needed; [`Artifacts::artifact_path`] and
 //!   [`Artifacts::is_installed`] never download; [`Artifacts::hash`] gives the git tree SHA-1.
 //! - Every successful `ensure_installed*` call is recorded in the provenance
-//!   [`crate::registry`].
+//!   [`crate::access_log`].
 
 use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::{ArtifactVariant, Manifest, Platform, split_name_and_subpath};
 
+use crate::access_log::{self, AccessEvent};
 use crate::install::{self, Installed};
-use crate::registry::{self, AccessEvent};
+use crate::resolve::with_subpath;
 use crate::{Config, Error, GitTreeSha1, depot};
 
 /// A loaded manifest and the configuration used to resolve its artifacts.
@@ -104,7 +105,7 @@ impl Artifacts {
 
     /// Makes `spec` (`"name"` or `"name/sub/path"`) available, downloading and verifying the
     /// artifact if needed, and returns its path. A sub-path that does not exist in the artifact
-    /// is an [`Error::SubPathMissing`].
+    /// is an [`Error::SubPathMissing`] (as for `clima_artifact!`).
     pub fn ensure_installed(&self, spec: &str) -> Result<PathBuf, Error> {
         Ok(self.ensure_installed_detailed(spec)?.path)
     }
@@ -119,7 +120,7 @@ impl Artifacts {
         if let Some(first) = self.config.depots.first() {
             depot::record_usage(first, &self.manifest_path);
         }
-        registry::record(AccessEvent {
+        access_log::record(AccessEvent {
             name: name.to_owned(),
             hash: variant.git_tree_sha1,
             path: installed.path.clone(),
@@ -155,20 +156,4 @@ impl Artifacts {
         let depots = depot::search_depots(&self.config);
         Ok(install::lookup(&variant.git_tree_sha1, &depots)?.is_some())
     }
-}
-
-fn with_subpath(name: &str, dir: &Path, sub: Option<&str>) -> Result<PathBuf, Error> {
-    let Some(sub) = sub else {
-        return Ok(dir.to_owned());
-    };
-    let full = dir.join(sub);
-    // symlink_metadata: a symlink inside the artifact counts as present.
-    if std::fs::symlink_metadata(&full).is_err() {
-        return Err(Error::SubPathMissing {
-            name: name.to_owned(),
-            subpath: sub.to_owned(),
-            artifact_path: dir.to_owned(),
-        });
-    }
-    Ok(full)
 }

@@ -1,4 +1,6 @@
-//! Depots: where artifacts live, lookups across depots, and override resolution.
+//! Depots: where artifacts live, lookups across depots, override resolution, and the
+//! per-artifact locks and temp-dir reclamation that tools (the CLI's `fetch` and `gc`) share
+//! with installs.
 //!
 //! ```text
 //! <depot>/                              one entry of CLIMA_ARTIFACTS_DEPOT_PATH (or the cache dir)
@@ -28,6 +30,9 @@ use std::sync::{LazyLock, Mutex};
 use clima_artifact_manifest::{OverrideTarget, OverridesFile};
 
 use crate::{Config, Error, GitTreeSha1};
+
+pub use crate::install::{TEMP_PREFIX, lookup, reclaim_stale_temp_dirs};
+pub use crate::locked_file::{LockedFile, hostname};
 
 /// File name of a depot's overrides, inside `<depot>/artifacts/`.
 pub const OVERRIDES_FILE: &str = "Overrides.toml";
@@ -118,7 +123,7 @@ pub fn first_writable(config: &Config, name: &str) -> Result<PathBuf, Error> {
 /// Name prefix of the writability probe files `<depot>/artifacts/.probe-<pid>-<rand>`. A probe
 /// is removed right after it is created; only a process killed in between leaves one, and
 /// installs reclaim those older than [`PROBE_MAX_AGE`]
-/// ([`reclaim_stale_temp_dirs`](crate::install::reclaim_stale_temp_dirs)).
+/// ([`reclaim_stale_temp_dirs`]).
 pub const PROBE_PREFIX: &str = ".probe-";
 
 /// Age after which a leftover probe file is removed (a live probe exists for microseconds).
@@ -303,7 +308,7 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
     let entry = format!(
         "[[{}]]\ntime = {}\n",
         clima_artifact_manifest::toml_string(&manifest.to_string_lossy()),
-        utc_timestamp(std::time::SystemTime::now())
+        clima_artifact_fs::utc_timestamp(std::time::SystemTime::now())
     );
     let res = std::fs::create_dir_all(&logs).and_then(|()| {
         let mut f = std::fs::OpenOptions::new()
@@ -318,43 +323,9 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a system time (a TOML offset date-time).
-pub(crate) fn utc_timestamp(t: std::time::SystemTime) -> String {
-    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, UNIX_EPOCH};
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(utc_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            utc_timestamp(UNIX_EPOCH + Duration::from_millis(1_709_251_199_123)),
-            "2024-02-29T23:59:59.123Z"
-        );
-    }
 
     #[test]
     fn first_writable_skips_unusable_depots() {

@@ -144,9 +144,9 @@ pub fn open(
                 length,
             })
         }
-        Location::Unsupported(reason) => Err(Error::Other {
-            message: format!("`{url}`: {reason}"),
-            path: None,
+        Location::Unsupported(reason) => Err(Error::UnsupportedUrl {
+            url: url.to_owned(),
+            reason,
         }),
         Location::Http(u) => {
             let resp = agent

@@ -8,67 +8,25 @@
 use std::fmt::{self, Write as _};
 use std::io;
 use std::path::PathBuf;
-use std::sync::Arc;
 
+pub use clima_artifact_fs::IoCause;
 use clima_artifact_manifest::{ManifestError, ManifestErrorKind, SelectError, SubPathError};
+use clima_comms::{CollectiveError, WireError};
 
 use crate::{GitTreeSha1, Sha256};
-
-/// An I/O error shared between clones of an [`Error`] (so `Error` stays `Clone`).
-#[derive(Debug, Clone)]
-pub struct IoCause(pub Arc<io::Error>);
-
-impl IoCause {
-    /// Wraps an I/O error.
-    pub fn new(e: io::Error) -> IoCause {
-        IoCause(Arc::new(e))
-    }
-    /// The kind of the underlying error.
-    pub fn kind(&self) -> io::ErrorKind {
-        self.0.kind()
-    }
-}
-
-impl fmt::Display for IoCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl From<io::Error> for IoCause {
-    fn from(e: io::Error) -> IoCause {
-        IoCause::new(e)
-    }
-}
-
-impl serde::Serialize for IoCause {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (self.0.raw_os_error(), self.0.to_string()).serialize(s)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for IoCause {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<IoCause, D::Error> {
-        let (raw, message): (Option<i32>, String) = serde::Deserialize::deserialize(d)?;
-        let e = match raw {
-            Some(code) if io::Error::from_raw_os_error(code).to_string() == message => {
-                io::Error::from_raw_os_error(code)
-            }
-            _ => io::Error::other(message),
-        };
-        Ok(IoCause::new(e))
-    }
-}
 
 /// Everything that can go wrong when resolving, downloading or installing an artifact.
 ///
 /// `Clone` so that an MPI root can broadcast its error and every rank returns the same one
 /// (see [`Error::to_wire`] / [`Error::from_wire`]).
 ///
+/// `Debug` prints the same readable message as `Display`, then the chain of causes, so that
+/// `fn main() -> Result<(), Box<dyn std::error::Error>>` shows users what to do, not a struct.
+///
 /// The serde form is the wire form of the runtime's own variants; the variants wrapping the
-/// manifest crate's errors and [`Error::Other`] are skipped by serde and travel as their own
-/// wire entries, so use [`Error::to_wire`] / [`Error::from_wire`] rather than serde directly.
-#[derive(Debug, Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
+/// manifest crate's errors are skipped by serde and travel as their own wire entries, so use
+/// [`Error::to_wire`] / [`Error::from_wire`] rather than serde directly.
+#[derive(Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Error {
     /// The manifest or an overrides file is malformed, or a name/sub-path is invalid.
@@ -83,15 +41,6 @@ pub enum Error {
     #[error(transparent)]
     #[serde(skip)]
     SubPath(#[from] SubPathError),
-    /// Catch-all with a full message.
-    #[error("{message}")]
-    #[serde(skip)]
-    Other {
-        /// The complete, actionable message.
-        message: String,
-        /// A path involved, if any.
-        path: Option<PathBuf>,
-    },
     /// An environment variable has a value that cannot be used.
     #[error("environment variable {variable}=`{value}` is invalid: {reason}")]
     Config {
@@ -302,8 +251,8 @@ pub enum Error {
     },
     /// A `name/sub/path` points inside an artifact where nothing exists.
     #[error(
-        "artifact `{name}` has no `{subpath}` (looked in `{}`); check the spelling, or list the artifact's content",
-        artifact_path.display()
+        "artifact `{name}` has no `{subpath}`: `{}` does not exist; check the sub-path (the artifact's top level holds: {top_level})",
+        artifact_path.join(subpath).display()
     )]
     SubPathMissing {
         /// The artifact.
@@ -312,7 +261,98 @@ pub enum Error {
         subpath: String,
         /// The artifact's directory.
         artifact_path: PathBuf,
+        /// What the artifact's top level holds (at most 12 names), for the message.
+        top_level: String,
     },
+    /// A download source was not tried (offline mode and a network URL).
+    #[error("`{url}`: not tried: {reason}")]
+    NotTried {
+        /// The URL.
+        url: String,
+        /// Why it was skipped.
+        reason: String,
+    },
+    /// A download URL has a scheme or form that cannot be fetched.
+    #[error("`{url}`: {reason}")]
+    UnsupportedUrl {
+        /// The URL as written in the manifest.
+        url: String,
+        /// What is wrong with it and what to write instead.
+        reason: String,
+    },
+    /// Ranks of a collective call asked for different artifacts.
+    #[error(
+        "collective artifact access out of step on {context}: rank 0 asked for {root_request}, but {}. Calls with a context are collective: every rank must ask for the same artifact in the same order (or use the serial context for rank-specific artifacts)",
+        render_mismatches(mismatches)
+    )]
+    RanksOutOfStep {
+        /// The context's description, e.g. `MPI_COMM_WORLD (16 ranks)`.
+        context: String,
+        /// What rank 0 asked for (name and hash).
+        root_request: String,
+        /// Each other rank that asked for something else, and what.
+        mismatches: Vec<(usize, String)>,
+    },
+    /// The node-local depot (MPI node-local mode) cannot be created.
+    #[error(
+        "cannot create the node-local depot `{}` (set by CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT): {cause}; point CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT at a writable folder on each node, or unset it to install into the shared depot",
+        path.display()
+    )]
+    NodeLocalDepot {
+        /// The node depot.
+        path: PathBuf,
+        /// The cause.
+        cause: IoCause,
+    },
+    /// A collective install failed on another node (node-local mode); every rank reports it.
+    #[error("on the node of rank {rank} of {context}: {message}")]
+    FailedOnNode {
+        /// The lowest rank of a failing node.
+        rank: usize,
+        /// The context's description.
+        context: String,
+        /// That node's error.
+        message: String,
+    },
+    /// `prefetch_declared` failed for several artifacts.
+    #[error("prefetch failed for {} artifacts:{}", failures.len(), render_named(failures))]
+    PrefetchFailed {
+        /// Each artifact that failed, with its error.
+        #[serde(with = "wire_named")]
+        failures: Vec<(String, Error)>,
+    },
+    /// The collective step itself failed (an undecodable answer from another rank, a panic on
+    /// the root).
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
+}
+
+fn render_mismatches(mismatches: &[(usize, String)]) -> String {
+    let shown = mismatches.len().min(8);
+    let mut s = mismatches[..shown]
+        .iter()
+        .map(|(rank, what)| format!("rank {rank} asked for {what}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if mismatches.len() > shown {
+        let _ = write!(s, " and {} more", mismatches.len() - shown);
+    }
+    s
+}
+
+fn render_named(failures: &[(String, Error)]) -> String {
+    let mut s = String::new();
+    for (name, e) in failures {
+        let _ = write!(s, "\n  - `{name}`: {e}");
+    }
+    s
+}
+
+/// `Display`, then each cause (as anyhow prints errors): what `fn main() -> Result<..>` shows.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        clima_artifact_fs::fmt_error_chain(self, f)
+    }
 }
 
 fn render_paths(paths: &[PathBuf]) -> String {
@@ -387,10 +427,6 @@ fn render_failures(failures: &[Error]) -> String {
     s
 }
 
-fn io_err_kind(e: &io::Error) -> io::ErrorKind {
-    e.kind()
-}
-
 impl Error {
     /// An [`Error::Io`] for `action` on `path`.
     pub fn io(action: impl Into<String>, path: impl Into<PathBuf>, source: io::Error) -> Error {
@@ -404,9 +440,9 @@ impl Error {
     /// The kind of the underlying I/O error, if this is an I/O failure.
     pub fn io_kind(&self) -> Option<io::ErrorKind> {
         match self {
-            Error::Io { cause, .. } | Error::LocalSource { cause, .. } => {
-                Some(io_err_kind(&cause.0))
-            }
+            Error::Io { cause, .. }
+            | Error::LocalSource { cause, .. }
+            | Error::NodeLocalDepot { cause, .. } => Some(cause.kind()),
             _ => None,
         }
     }
@@ -419,7 +455,9 @@ impl Error {
             | Error::LocalSource { url, .. }
             | Error::Sha256Mismatch { url, .. }
             | Error::TreeHashMismatch { url, .. }
-            | Error::Archive { url, .. } => Some(url),
+            | Error::Archive { url, .. }
+            | Error::NotTried { url, .. }
+            | Error::UnsupportedUrl { url, .. } => Some(url),
             _ => None,
         }
     }
@@ -428,32 +466,42 @@ impl Error {
     /// between processes; [`Error::from_wire`] rebuilds it.
     pub fn to_wire(&self) -> Vec<u8> {
         serde_json::to_vec(&Wire::from(self)).unwrap_or_else(|e| {
-            serde_json::to_vec(&Wire::Other {
-                message: format!("{self} (could not serialise the error: {e})"),
-                path: None,
-            })
+            serde_json::to_vec(&Wire::Own(Error::Collective(
+                CollectiveError::Unencodable {
+                    why: format!("{self} (could not serialise the error: {e})"),
+                },
+            )))
             .unwrap_or_default()
         })
     }
 
     /// Rebuilds an error serialised by [`Error::to_wire`]. Bytes that do not decode become an
-    /// [`Error::Other`] that says so (never a panic).
+    /// [`Error::Collective`] that says so (never a panic).
     pub fn from_wire(bytes: &[u8]) -> Error {
         match serde_json::from_slice::<Wire>(bytes) {
             Ok(w) => w.into(),
-            Err(e) => Error::Other {
-                message: format!(
-                    "received an error from another process that cannot be decoded ({e}); its raw text: {}",
+            Err(e) => Error::Collective(CollectiveError::Undecodable {
+                rank: 0,
+                why: format!(
+                    "an error that cannot be decoded ({e}); its raw text: {}",
                     String::from_utf8_lossy(bytes)
                 ),
-                path: None,
-            },
+            }),
         }
     }
 }
 
+impl WireError for Error {
+    fn to_wire(&self) -> Vec<u8> {
+        Error::to_wire(self)
+    }
+    fn from_wire(bytes: &[u8]) -> Error {
+        Error::from_wire(bytes)
+    }
+}
+
 /// The wire form of [`Error`]: the runtime's own variants as they are (serde derived on
-/// [`Error`]), the manifest crate's errors and [`Error::Other`] mirrored field by field.
+/// [`Error`]), the manifest crate's errors mirrored field by field.
 #[derive(serde::Serialize, serde::Deserialize)]
 enum Wire {
     Manifest {
@@ -476,10 +524,6 @@ enum Wire {
     SubPathEmptyName(String),
     SubPathParentDir(String),
     SubPathNotRelative(String),
-    Other {
-        message: String,
-        path: Option<PathBuf>,
-    },
     /// The runtime's own variants, in [`Error`]'s serde form.
     Own(Error),
 }
@@ -492,7 +536,6 @@ enum WireManifestKind {
     Invalid(String),
 }
 
-/// The runtime's own variants, serialisable field by field.
 /// Serde for [`Error::DownloadFailed`]'s failures: each as a [`Wire`], so failures wrapping the
 /// manifest crate's errors travel too.
 mod wire_list {
@@ -510,6 +553,28 @@ mod wire_list {
     ) -> Result<Vec<Error>, D::Error> {
         let wires: Vec<Wire> = serde::Deserialize::deserialize(d)?;
         Ok(wires.into_iter().map(Error::from).collect())
+    }
+}
+
+/// Serde for [`Error::PrefetchFailed`]'s failures, each error as a [`Wire`].
+mod wire_named {
+    use super::{Error, Wire};
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        failures: &[(String, Error)],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(failures.iter().map(|(n, e)| (n, Wire::from(e))))
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<(String, Error)>, D::Error> {
+        let wires: Vec<(String, Wire)> = serde::Deserialize::deserialize(d)?;
+        Ok(wires
+            .into_iter()
+            .map(|(n, w)| (n, Error::from(w)))
+            .collect())
     }
 }
 
@@ -549,7 +614,6 @@ impl From<&Error> for Wire {
             Error::SubPath(SubPathError::EmptyName(s)) => Wire::SubPathEmptyName(s),
             Error::SubPath(SubPathError::ParentDir(s)) => Wire::SubPathParentDir(s),
             Error::SubPath(SubPathError::NotRelative(s)) => Wire::SubPathNotRelative(s),
-            Error::Other { message, path } => Wire::Other { message, path },
             own => Wire::Own(own),
         }
     }
@@ -597,7 +661,6 @@ impl From<Wire> for Error {
             Wire::SubPathEmptyName(s) => Error::SubPath(SubPathError::EmptyName(s)),
             Wire::SubPathParentDir(s) => Error::SubPath(SubPathError::ParentDir(s)),
             Wire::SubPathNotRelative(s) => Error::SubPath(SubPathError::NotRelative(s)),
-            Wire::Other { message, path } => Error::Other { message, path },
             Wire::Own(own) => own,
         }
     }
@@ -671,6 +734,30 @@ mod tests {
                 seconds: 3,
                 holder: "pid 7".into(),
             },
+            Error::RanksOutOfStep {
+                context: "MPI_COMM_WORLD (4 ranks)".into(),
+                root_request: "`era5` (aaaa)".into(),
+                mismatches: vec![(3, "`era6` (bbbb)".into())],
+            },
+            Error::PrefetchFailed {
+                failures: vec![
+                    (
+                        "a".into(),
+                        Error::SubPath(SubPathError::EmptyName("/x".into())),
+                    ),
+                    (
+                        "b".into(),
+                        Error::NotTried {
+                            url: "http://x".into(),
+                            reason: "offline".into(),
+                        },
+                    ),
+                ],
+            },
+            Error::Collective(CollectiveError::RootPanicked {
+                what: "installing".into(),
+                message: "boom".into(),
+            }),
         ];
         for e in samples {
             let back = Error::from_wire(&e.to_wire());
@@ -688,6 +775,18 @@ mod tests {
     fn garbage_on_the_wire_is_an_error_not_a_panic() {
         let e = Error::from_wire(b"\xffnot json");
         assert!(e.to_string().contains("cannot be decoded"), "{e}");
+        assert!(matches!(e, Error::Collective(_)), "{e:?}");
+    }
+
+    #[test]
+    fn debug_is_the_readable_message() {
+        let e = Error::io("read", "/x/y", io::Error::from_raw_os_error(13));
+        let debug = format!("{e:?}");
+        assert!(
+            debug.starts_with("cannot read `/x/y`: Permission denied"),
+            "{debug}"
+        );
+        assert!(!debug.contains("Io {"), "{debug}");
     }
 
     #[test]

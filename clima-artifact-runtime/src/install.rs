@@ -30,7 +30,7 @@
 //! of this host are considered). If the final path already exists when renaming, another
 //! process won the race: that is success.
 
-use std::io::{self, IsTerminal, Read};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::Instant;
@@ -43,6 +43,7 @@ use crate::depot::{self, Overrides};
 use crate::download;
 use crate::extract::{ExtractLimits, extract_archive};
 use crate::locked_file::{LockedFile, hostname};
+use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, Sha256};
 
 /// How an artifact was made available.
@@ -73,21 +74,6 @@ pub struct Installed {
     pub path: PathBuf,
     /// Where it came from.
     pub origin: Origin,
-}
-
-impl Installed {
-    /// Serialises for broadcasting between processes (see [`Installed::from_wire`]).
-    pub fn to_wire(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-
-    /// Rebuilds an [`Installed`] from [`Installed::to_wire`] bytes.
-    pub fn from_wire(bytes: &[u8]) -> Result<Installed, Error> {
-        serde_json::from_slice(bytes).map_err(|e| Error::Other {
-            message: format!("cannot decode an install result received from another process: {e}"),
-            path: None,
-        })
-    }
 }
 
 /// Makes one artifact variant available: override, else an installed copy in any depot, else a
@@ -206,12 +192,9 @@ fn download_and_install(
     let mut failures = Vec::new();
     for dl in &variant.downloads {
         if !allowed.iter().any(|a| std::ptr::eq(*a, dl)) {
-            failures.push(Error::Other {
-                message: format!(
-                    "`{}`: not tried: CLIMA_ARTIFACTS_OFFLINE is set and this is a network URL",
-                    dl.url
-                ),
-                path: None,
+            failures.push(Error::NotTried {
+                url: dl.url.clone(),
+                reason: "CLIMA_ARTIFACTS_OFFLINE is set and this is a network URL".to_owned(),
             });
             continue;
         }
@@ -296,26 +279,9 @@ impl Drop for TempDir {
     }
 }
 
-/// Removes a directory tree, making read-only directories writable first if needed.
-pub fn remove_tree(path: &Path) {
-    if std::fs::remove_dir_all(path).is_ok() || !path.exists() {
-        return;
-    }
-    fn make_writable(p: &Path) {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(m) = std::fs::symlink_metadata(p)
-            && m.is_dir()
-        {
-            let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
-            if let Ok(rd) = std::fs::read_dir(p) {
-                for e in rd.flatten() {
-                    make_writable(&e.path());
-                }
-            }
-        }
-    }
-    make_writable(path);
-    if let Err(e) = std::fs::remove_dir_all(path) {
+/// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
+pub(crate) fn remove_tree(path: &Path) {
+    if let Err(e) = clima_artifact_fs::remove_tree(path) {
         tracing::warn!("cannot remove `{}`: {e}", path.display());
     }
 }
@@ -347,8 +313,12 @@ fn install_once(
         "downloading artifact `{name}` from `{url}`"
     );
     let source = download::open(agent, url, manifest_dir, config)?;
-    let progress = progress_bar(config, name, source.length.or(dl.size));
-    let mut pipe = Pipe::spawn(source.reader, progress.clone());
+    let transfer = crate::progress::current(config.progress).start(&DownloadStart {
+        artifact: name,
+        url,
+        size: source.length.or(dl.size),
+    });
+    let mut pipe = Pipe::spawn(source.reader, transfer);
 
     let limits = ExtractLimits {
         max_unpacked_bytes: config.max_unpacked_bytes,
@@ -401,9 +371,6 @@ fn install_once(
         });
     }
     let (actual, bytes) = pipe.finish();
-    if let Some(pb) = &progress {
-        pb.finish_and_clear();
-    }
     // A wrong download is reported as such even when it also fails to unpack.
     if actual != dl.sha256 {
         return Err(Error::Sha256Mismatch {
@@ -440,45 +407,6 @@ fn install_once(
     }
 }
 
-/// Parent of the download bars, when a caller draws several installs at once (see
-/// [`set_progress_parent`]).
-static PROGRESS_PARENT: std::sync::OnceLock<indicatif::MultiProgress> = std::sync::OnceLock::new();
-
-/// Draws this process's download bars as lines of `multi` instead of each bar on stderr by
-/// itself, so parallel installs (the CLI's `fetch`) do not overwrite each other. The first call
-/// wins; returns whether this one did.
-pub fn set_progress_parent(multi: indicatif::MultiProgress) -> bool {
-    PROGRESS_PARENT.set(multi).is_ok()
-}
-
-fn progress_bar(config: &Config, name: &str, len: Option<u64>) -> Option<indicatif::ProgressBar> {
-    if !config.progress || !io::stderr().is_terminal() {
-        return None;
-    }
-    let pb = match len {
-        Some(n) => indicatif::ProgressBar::new(n).with_style(
-            indicatif::ProgressStyle::with_template(
-                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        ),
-        None => indicatif::ProgressBar::new_spinner().with_style(
-            indicatif::ProgressStyle::with_template("{spinner} {msg} {bytes} {bytes_per_sec}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-        ),
-    };
-    let pb = match PROGRESS_PARENT.get() {
-        Some(multi) => multi.add(pb),
-        None => {
-            pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            pb
-        }
-    };
-    pb.set_message(format!("downloading {name}"));
-    Some(pb)
-}
-
 const CHUNK: usize = 256 * 1024;
 const IN_FLIGHT: usize = 8;
 
@@ -503,7 +431,7 @@ struct Pipe {
 }
 
 impl Pipe {
-    fn spawn(mut source: Box<dyn Read + Send>, progress: Option<indicatif::ProgressBar>) -> Pipe {
+    fn spawn(mut source: Box<dyn Read + Send>, mut transfer: Box<dyn Transfer>) -> Pipe {
         let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
         let (recycle, free) = sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
         let thread = std::thread::Builder::new()
@@ -511,6 +439,7 @@ impl Pipe {
             .spawn(move || {
                 let mut sha = sha2::Sha256::new();
                 let mut total = 0u64;
+                let started = Instant::now();
                 loop {
                     let mut buf = match free.try_recv() {
                         Ok(b) => b,
@@ -522,11 +451,13 @@ impl Pipe {
                     let n = match read_retrying(&mut source, &mut buf) {
                         Ok(n) => n,
                         Err(e) => {
+                            transfer.failed(&e.to_string());
                             let _ = tx.send(Msg::Failed(e));
                             return;
                         }
                     };
                     if n == 0 {
+                        transfer.done(total, started.elapsed());
                         let digest = Sha256(sha.finalize().into());
                         let _ = tx.send(Msg::End(digest, total));
                         return;
@@ -534,9 +465,7 @@ impl Pipe {
                     buf.truncate(n);
                     sha.update(&buf);
                     total += n as u64;
-                    if let Some(pb) = &progress {
-                        pb.inc(n as u64);
-                    }
+                    transfer.received(total);
                     if tx.send(Msg::Data(buf)).is_err() {
                         return; // the consumer gave up
                     }
@@ -647,7 +576,7 @@ fn reclaim_stale(depot: &Path, holding: Option<&GitTreeSha1>) -> usize {
         let Some((hash, tmp_host, pid)) = parse_temp_name(name) else {
             continue;
         };
-        if tmp_host != host || pid_alive(pid) {
+        if tmp_host != host || clima_artifact_fs::pid_alive(pid) {
             continue;
         }
         // Held until the dir is gone, so no installer of this artifact starts meanwhile.
@@ -723,16 +652,6 @@ fn parse_temp_name(name: &str) -> Option<(GitTreeSha1, &str, i32)> {
     Some((hash, host.strip_prefix('-')?, pid))
 }
 
-/// Whether a process with this pid exists (on this host).
-pub fn pid_alive(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 sends nothing; it only checks that the pid exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -751,26 +670,5 @@ mod tests {
         );
         assert_eq!(parse_temp_name(".tmp-zz-node-1-2"), None);
         assert_eq!(parse_temp_name(&h), None);
-    }
-
-    #[test]
-    fn pids() {
-        assert!(pid_alive(std::process::id() as i32));
-        assert!(!pid_alive(0));
-        assert!(!pid_alive(i32::MAX));
-    }
-
-    #[test]
-    fn installed_round_trips() {
-        let i = Installed {
-            path: "/d/artifacts/x".into(),
-            origin: Origin::Downloaded {
-                url: "http://x".into(),
-                bytes: 3,
-                seconds: 0.5,
-            },
-        };
-        assert_eq!(Installed::from_wire(&i.to_wire()).unwrap(), i);
-        assert!(Installed::from_wire(b"nope").is_err());
     }
 }

@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use clima_artifact_manifest::GitTreeSha1;
 use linkme::distributed_slice;
 
-use crate::__private::CallSite;
 use crate::install::Installed;
+use crate::resolve::CallSite;
 use crate::{Context, Error};
 
 /// Every `clima_artifact!` call site linked into this binary (filled by the linker).
@@ -138,7 +138,7 @@ pub fn prefetch_declared_with(
     ctx: &dyn Context,
     options: PrefetchOptions,
 ) -> Result<Vec<Prefetched>, Error> {
-    let config = crate::__private::current_config()?;
+    let config = crate::resolve::current_config()?;
     let mut done = Vec::new();
     let mut failures: Vec<(String, Error)> = Vec::new();
     let mut seen: BTreeMap<(&'static str, &'static str), ()> = BTreeMap::new();
@@ -168,7 +168,7 @@ pub fn prefetch_declared_with(
                 continue;
             }
             let dir = std::path::Path::new(site.manifest.dir);
-            match crate::context::ensure_collective(ctx, artifact.name, &variant, dir, &config) {
+            match crate::collective::ensure_collective(ctx, artifact.name, &variant, dir, &config) {
                 Ok(installed) => done.push(Prefetched {
                     name: artifact.name,
                     manifest: site.manifest.path,
@@ -183,16 +183,6 @@ pub fn prefetch_declared_with(
     match failures.len() {
         0 => Ok(done),
         1 => Err(failures.remove(0).1),
-        n => Err(Error::Other {
-            message: format!(
-                "prefetch failed for {n} artifacts:\n{}",
-                failures
-                    .iter()
-                    .map(|(name, e)| format!("  - `{name}`: {e}"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            ),
-            path: None,
-        }),
+        _ => Err(Error::PrefetchFailed { failures }),
     }
 }

@@ -3,53 +3,77 @@
 //! Verified, content-addressed input datasets ("artifacts") for Rust models, in Julia's format
 //! (`Artifacts.toml`, `Overrides.toml`, depots of `artifacts/<git-tree-sha1>/`).
 //!
-//! Module map (where things happen):
-//! - [`artifacts`]: the public entry point [`Artifacts`] (load a manifest, `ensure_installed`, queries).
-//! - [`config`]: [`Config`] from environment variables (depots, offline mode, timeouts, caps).
-//! - [`depot`]: depot list, lookups across depots, override resolution.
-//! - [`install`]: the one-pass install pipeline (source -> sha256 -> decompress -> tar -> temp dir -> rename).
-//! - [`download`]: opening sources (`http(s)://`, `file://`, paths), retries, timeouts, proxies.
-//! - [`extract`]: safe tar extraction that hashes every blob while writing it.
-//! - [`tree_hash`]: git tree SHA-1 of a directory.
-//! - [`locked_file`]: per-artifact lock files between processes.
-//! - [`context`]: the communication context (serial [`Singleton`], MPI behind the `mpi` feature:
-//!   `mpi_context::MpiContext`). Calls with a context are collective.
-//! - [`registry`] and [`report`](mod@report): provenance of every access and the end-of-run report.
-//! - [`sync`]: output artifacts: sync a run folder to a path or S3 at checkpoints, restore it.
-//! - [`inventory`]: artifacts declared by `clima_artifact!` call sites in this binary.
-//! - [`clima_artifact!`]: an artifact path checked against `Artifacts.toml` at compile time.
+//! ```ignore
+//! // In a crate with an `Artifacts.toml` that defines `era5` (read at compile time):
+//! use clima_artifact_runtime::{Singleton, clima_artifact};
+//!
+//! fn main() -> Result<(), clima_artifact_runtime::Error> {
+//!     let era5 = clima_artifact!("era5", &Singleton)?; // or an MPI communicator
+//!     println!("ERA5 is in {}", era5.display());
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # What a model uses (the crate root)
+//!
+//! - [`clima_artifact!`]: an artifact path checked against `Artifacts.toml` at compile time,
+//!   installed on first use; [`set_macro_config`] replaces its configuration.
+//! - [`Artifacts`]: the same from a manifest loaded at run time; [`Config`] from environment
+//!   variables (depots, offline mode, timeouts, caps); [`Error`], whose `Debug` is its readable
+//!   message.
+//! - [`Context`], [`Singleton`] and, with the `mpi` feature, `MpiContext` (re-exported from
+//!   `clima-comms`; rsmpi's own `SimpleCommunicator` is a context too): calls with a context are
+//!   collective, only the root installs ([`ensure_collective`]).
+//! - [`report()`], [`Report`], [`ReportGuard`]: which datasets a run used and what to cite.
+//!
+//! # Modules for tools (the CLI, test harnesses, other front ends)
+//!
+//! - [`depot`]: depot layout, overrides, lookups, locks and temp-dir reclamation;
+//!   [`ensure_variant`] installs one manifest variant ([`Installed`], [`Origin`]).
+//! - [`extract`]: safe tar extraction that hashes every blob while writing it;
+//!   [`tree_hash`]: git tree SHA-1 of a folder.
+//! - [`progress`]: download progress as events, and the reporters that draw them.
+//! - [`access_log`]: the provenance access log (every artifact access in this process);
+//!   [`report`](mod@report): the end-of-run report built from it.
+//! - [`inventory`]: the artifacts declared by `clima_artifact!` call sites in this binary.
+//!
+//! Where things happen inside (private modules): `install` (the one-pass pipeline: source ->
+//! sha256 -> decompress -> tar -> temp dir -> rename), `download` (HTTP, `file://`, paths,
+//! retries, timeouts, proxies), `locked_file` (per-artifact locks between processes),
+//! `collective` (who installs under MPI), `resolve` (the resolver behind the macro).
+//! Run sync of output files is a separate crate, `clima-artifact-sync`.
 
-pub mod artifacts;
-pub mod config;
-pub mod context;
-pub mod depot;
-pub mod download;
-pub mod error;
-pub mod extract;
-pub mod install;
-pub mod inventory;
-pub mod locked_file;
+mod artifacts;
+mod collective;
+mod config;
+mod download;
+mod error;
+mod install;
+mod locked_file;
 mod macros;
-#[cfg(feature = "mpi")]
-pub mod mpi_context;
-pub mod registry;
+mod resolve;
+
+pub mod access_log;
+pub mod depot;
+pub mod extract;
+pub mod inventory;
+pub mod progress;
 pub mod report;
-pub mod sync;
 pub mod tree_hash;
 
 #[doc(hidden)]
 pub mod __private;
 
-#[cfg(feature = "mpi")]
-pub use ::mpi;
+pub use access_log::{AccessEvent, ArtifactRecord};
 pub use artifacts::Artifacts;
 pub use clima_artifact_manifest as manifest;
-pub use clima_artifact_manifest::{GitTreeSha1, Sha256};
-pub use config::Config;
-pub use context::{Context, Singleton};
-pub use error::Error;
-pub use macros::set_macro_config;
+pub use clima_artifact_manifest::{GitTreeSha1, Platform, Sha256};
+pub use clima_comms::{Context, Singleton};
 #[cfg(feature = "mpi")]
-pub use mpi_context::MpiContext;
-pub use registry::{AccessEvent, ArtifactRecord};
+pub use clima_comms::{MpiContext, mpi};
+pub use collective::ensure_collective;
+pub use config::Config;
+pub use error::{Error, IoCause};
+pub use install::{Installed, Origin, ensure_variant};
+pub use macros::set_macro_config;
 pub use report::{Report, ReportGuard, report};

@@ -30,16 +30,16 @@
 /// `clima_artifact_build::validate()` from `build.rs` for both (it emits `rerun-if-changed`).
 ///
 /// **At run time** the first call selects the host's platform variant, installs it
-/// ([`install::ensure_variant`](crate::install::ensure_variant), or
-/// [`context::ensure_collective`](crate::context::ensure_collective) with a context), checks the
-/// sub-path exists, and records the access in the provenance [`registry`](crate::registry). Later
+/// ([`ensure_variant`](crate::ensure_variant), or
+/// [`ensure_collective`](crate::ensure_collective) with a context), checks the
+/// sub-path exists, and records the access in the provenance [`access_log`](crate::access_log). Later
 /// calls for the same artifact are answered from memory (no file-system work) and recorded too.
 /// Every call site is listed by [`inventory::declared_artifacts`](crate::inventory::declared_artifacts).
 ///
 /// # Calls with a context are COLLECTIVE, and the in-memory cache keeps them so
 ///
 /// `clima_artifact!(.., &ctx)` is a collective operation over `ctx`: **every rank of `ctx` makes
-/// the call, for the same artifact, in the same order** (see [`context`](crate::context)). To
+/// the call, for the same artifact, in the same order** (see [`Context`](crate::Context)). To
 /// keep repeated calls cheap, the answer is remembered in memory, and a later call is answered
 /// from memory **without any communication** only when every rank is guaranteed to do the same:
 ///
@@ -76,5 +76,5 @@ macro_rules! clima_artifact {
 /// instead of reading `CLIMA_ARTIFACTS_*` environment variables. Call it before the first
 /// `clima_artifact!` call; it can be set once (a second call returns the rejected config).
 pub fn set_macro_config(config: crate::Config) -> Result<(), Box<crate::Config>> {
-    crate::__private::set_config(config)
+    crate::resolve::set_config(config)
 }

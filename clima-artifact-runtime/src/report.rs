@@ -2,7 +2,7 @@
 //! their authors ask for (license, acknowledgement, citation).
 //!
 //! ```text
-//! registry::snapshot() ─┐                                  ┌─▶ to_markdown()  provenance.md   (people)
+//! access_log::snapshot() ─┐                                  ┌─▶ to_markdown()  provenance.md   (people)
 //! (gather over ranks) ──┼─▶ Report { schema, artifacts, ──┼─▶ to_json()      provenance.json (tools,
 //! inventory (declared) ─┘           declared_not_accessed } │                   docs/report-schema.md)
 //!                                                          └─▶ to_bibtex()    provenance.bib  (papers)
@@ -33,8 +33,8 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::GitTreeSha1;
-use crate::context::Context;
-use crate::registry::{self, ArtifactRecord, CallSite};
+use crate::access_log::{self, ArtifactRecord, CallSite};
+use clima_comms::Context;
 
 pub use write::{ReportGuard, ReportPaths};
 
@@ -150,7 +150,7 @@ impl Report {
         records: impl IntoIterator<Item = ArtifactRecord>,
         declared: impl IntoIterator<Item = DeclaredArtifact>,
     ) -> Report {
-        let artifacts = registry::merge_records(records);
+        let artifacts = access_log::merge_records(records);
         let accessed = |d: &DeclaredArtifact| {
             artifacts.iter().any(|r| {
                 r.name == d.name
@@ -189,7 +189,7 @@ impl Report {
         Report {
             schema: SCHEMA.to_owned(),
             generator: GENERATOR.to_owned(),
-            generated_at: registry::format_rfc3339(SystemTime::now()),
+            generated_at: clima_artifact_fs::utc_timestamp(SystemTime::now()),
             communicator_size: 1,
             artifacts,
             declared_not_accessed,
@@ -253,7 +253,7 @@ fn declared_in_binary() -> Vec<DeclaredArtifact> {
 /// The report of this process: every access recorded so far, plus the declared artifacts that
 /// were not accessed.
 pub fn report() -> Report {
-    Report::from_parts(registry::snapshot(), declared_in_binary())
+    Report::from_parts(access_log::snapshot(), declared_in_binary())
 }
 
 /// Builds this process's [`report`] and writes it with [`Report::write_all`].
@@ -264,7 +264,7 @@ pub fn write_all(dir_or_prefix: impl AsRef<Path>) -> io::Result<ReportPaths> {
 /// Gathers `local` records of every rank of `ctx` to rank 0 and merges them there (accesses
 /// summed, call sites and ranks united). Collective; rank 0 gets `Some`, the others `None`.
 ///
-/// [`report_collective`] calls this with [`registry::snapshot`]; it is public for contexts whose
+/// [`report_collective`] calls this with [`access_log::snapshot`]; it is public for contexts whose
 /// ranks do not each have their own registry (tests with threads as ranks).
 pub fn gather_records(ctx: &dyn Context, local: &[ArtifactRecord]) -> Option<Vec<ArtifactRecord>> {
     let bytes = serde_json::to_vec(local)
@@ -280,13 +280,13 @@ pub fn gather_records(ctx: &dyn Context, local: &[ArtifactRecord]) -> Option<Vec
             ),
         }
     }
-    Some(registry::merge_records(all))
+    Some(access_log::merge_records(all))
 }
 
 /// Collective [`report`]: gathers every rank's records to rank 0 of `ctx`, which gets the merged
 /// report; the other ranks get `None`. Every rank of `ctx` must call it.
 pub fn report_collective(ctx: &dyn Context) -> Option<Report> {
-    let records = gather_records(ctx, &registry::snapshot())?;
+    let records = gather_records(ctx, &access_log::snapshot())?;
     let mut report = Report::from_parts(records, declared_in_binary());
     report.communicator_size = ctx.size();
     Some(report)
@@ -348,21 +348,7 @@ fn doi_url(doi: &str) -> String {
     url
 }
 
-/// Bytes in binary units with one decimal: `512 B`, `1.5 KiB`, `3.2 GiB` (the one formatter
-/// for sizes in reports, sync warnings and the CLI).
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
+pub(crate) use clima_artifact_fs::human_bytes;
 
 #[cfg(test)]
 mod tests {

@@ -144,4 +144,4 @@ pub fn size_on_disk(dir: &Path) -> u64 {
 }
 
 /// `1234567` -> `1.2 MiB` (the runtime's formatter, so sizes read the same everywhere).
-pub use clima_artifact_runtime::report::human_bytes;
+pub use clima_artifact_fs::human_bytes;

@@ -581,7 +581,7 @@ fn guided_create_driven_by_piped_stdin() {
 
 #[test]
 fn report_renders_a_json_report() {
-    use clima_artifact_runtime::registry::{ArtifactRecord, CallSite, RecordedOrigin};
+    use clima_artifact_runtime::access_log::{ArtifactRecord, CallSite, RecordedOrigin};
     let sb = Sandbox::new();
     let record = ArtifactRecord {
         name: "era5".into(),

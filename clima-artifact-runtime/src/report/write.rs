@@ -1,12 +1,11 @@
 //! Writing the three report files atomically, collectively, and from a drop guard.
 
 use std::fs;
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Report, report, report_collective};
-use crate::context::Context;
+use clima_comms::Context;
 
 /// The files written by [`Report::write_all`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,43 +68,10 @@ pub(super) fn write_report(
     Ok(paths)
 }
 
-/// Writes `bytes` to a temporary file beside `path`, flushes it to disk, then renames it over
-/// `path`, so readers see the old file or the complete new one, never a partial write.
+/// [`clima_artifact_fs::write_atomically`], its error saying it was the provenance report.
 fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = path.with_file_name(format!(
-        ".{name}.tmp.{}.{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = write_then_rename(&temp, path, bytes);
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    result
-}
-
-/// The steps of [`write_atomically`], each error naming the file involved.
-fn write_then_rename(temp: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let context = |err: io::Error, what: &str, p: &Path| {
-        io::Error::new(
-            err.kind(),
-            format!("cannot {what} provenance report `{}`: {err}", p.display()),
-        )
-    };
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(temp)
-        .map_err(|e| context(e, "create the temporary file for the", temp))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| context(e, "write the", temp))?;
-    fs::rename(temp, path).map_err(|e| context(e, "move into place the", path))
+    clima_artifact_fs::write_atomically(path, bytes)
+        .map_err(|e| io::Error::new(e.kind(), format!("provenance report: {e}")))
 }
 
 /// Rank 0 builds and writes the gathered report, then broadcasts the outcome (empty = success,

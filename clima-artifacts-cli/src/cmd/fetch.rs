@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use clima_artifact_runtime::install::{Origin, ensure_variant};
+use clima_artifact_runtime::{Origin, ensure_variant};
 
 use crate::args::FetchArgs;
 use crate::cmd;
@@ -56,8 +56,12 @@ pub fn run(args: FetchArgs) -> CliResult {
     let multi = progress::multi();
     // The runtime's byte-level download bars become lines of this display, next to one status
     // line per artifact.
-    config.progress =
-        progress::enabled() && clima_artifact_runtime::install::set_progress_parent(multi.clone());
+    config.progress = progress::enabled();
+    if config.progress {
+        clima_artifact_runtime::progress::set_reporter(std::sync::Arc::new(progress::BarsIn(
+            multi.clone(),
+        )));
+    }
 
     let queue = Mutex::new(jobs.iter().enumerate());
     let results: Mutex<Vec<(usize, Fetched)>> = Mutex::new(Vec::new());

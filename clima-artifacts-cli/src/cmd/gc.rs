@@ -60,28 +60,6 @@ fn canonical(p: &Path) -> PathBuf {
     fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// Deletes a folder that may contain read-only subfolders.
-fn remove_tree(path: &Path) -> std::io::Result<()> {
-    match fs::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(_) => {
-            use std::os::unix::fs::PermissionsExt;
-            let mut stack = vec![path.to_path_buf()];
-            while let Some(d) = stack.pop() {
-                if let Ok(meta) = fs::symlink_metadata(&d)
-                    && meta.is_dir()
-                {
-                    let _ = fs::set_permissions(&d, fs::Permissions::from_mode(0o755));
-                    if let Ok(rd) = fs::read_dir(&d) {
-                        stack.extend(rd.flatten().map(|e| e.path()));
-                    }
-                }
-            }
-            fs::remove_dir_all(path)
-        }
-    }
-}
-
 /// Entry point of `gc`.
 pub fn run(args: GcArgs) -> CliResult {
     let config = depots::config()?;
@@ -186,7 +164,8 @@ pub fn run(args: GcArgs) -> CliResult {
         for u in &mut unreferenced {
             let parent = u.path.parent().unwrap_or(Path::new("."));
             let doomed = parent.join(format!(".gc-{}-{}", u.git_tree_sha1, std::process::id()));
-            let result = fs::rename(&u.path, &doomed).and_then(|()| remove_tree(&doomed));
+            let result =
+                fs::rename(&u.path, &doomed).and_then(|()| clima_artifact_fs::remove_tree(&doomed));
             match result {
                 Ok(()) => u.removed = true,
                 Err(e) => u.error = Some(e.to_string()),

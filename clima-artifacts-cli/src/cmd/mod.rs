@@ -139,28 +139,16 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> CliResult {
     Ok(())
 }
 
-/// Writes `text` to `path` atomically (temp file in the same folder, then rename).
+/// Writes `text` to `path` atomically ([`clima_artifact_fs::write_atomically`]), creating its
+/// folder first.
 pub fn write_atomically(path: &Path, text: &str) -> CliResult {
-    use std::io::Write;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&dir).map_err(|e| io_error("create folder", &dir, &e))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".clima-edit-")
-        .tempfile_in(&dir)
-        .map_err(|e| io_error("create a temporary file in", &dir, &e))?;
-    tmp.write_all(text.as_bytes())
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| io_error("write", tmp.path(), &e))?;
-    let mode = std::fs::metadata(path)
-        .map(|m| m.permissions())
-        .unwrap_or_else(|_| std::os::unix::fs::PermissionsExt::from_mode(0o644));
-    let _ = std::fs::set_permissions(tmp.path(), mode);
-    tmp.persist(path)
-        .map_err(|e| io_error("replace", path, &e.error))?;
-    Ok(())
+    clima_artifact_fs::write_atomically(path, text.as_bytes())
+        .map_err(|e| CliError::failure(e.to_string()))
 }
 
 /// Reads a text file; a missing file reads as empty.

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use clima_artifact_runtime::extract::{ExtractLimits, extract_archive};
-use clima_artifact_runtime::sync::{open_storage, sha256_file};
+use clima_artifact_sync::{open_storage, sha256_file};
 
 use crate::args::PublishArgs;
 use crate::cmd::{self, invalid_name};
@@ -46,7 +46,7 @@ pub fn run(args: PublishArgs) -> CliResult {
                 CliError::usage("the tarball's file name is not UTF-8; pass --key NAME")
             })?,
     };
-    clima_artifact_runtime::sync::check_key(&key).map_err(|e| CliError::usage(e.to_string()))?;
+    clima_artifact_sync::check_key(&key).map_err(|e| CliError::usage(e.to_string()))?;
 
     let tree_hash = tree_hash_of(&args.tarball)?;
     let text = cmd::read_or_empty(&args.manifest)?;

@@ -1,8 +1,8 @@
 //! `sync push|pull RUN_DIR STORAGE_URL`: the runtime's run sync from a job script (serial
 //! context; settings from the `CLIMA_SYNC_*` variables and flags).
 
-use clima_artifact_runtime::Singleton;
-use clima_artifact_runtime::sync::{RunSync, SyncConfig, open_storage};
+use clima_artifact_sync::Singleton;
+use clima_artifact_sync::{RunSync, SyncConfig, open_storage};
 
 use crate::args::{SyncArgs, SyncCommand};
 use crate::cmd;

@@ -31,7 +31,7 @@
 use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
 
-use clima_artifact_runtime::registry::{self, RecordedOrigin};
+use clima_artifact_runtime::access_log::{self, RecordedOrigin};
 use clima_artifact_runtime::{Config, Singleton, clima_artifact, inventory};
 
 /// Stefan-Boltzmann constant (W m-2 K-4).
@@ -248,7 +248,7 @@ fn join_paths(paths: &[PathBuf]) -> String {
 
 /// How the last access to `name` was served, from the provenance registry.
 fn how_served(name: &str) -> &'static str {
-    let records = registry::snapshot();
+    let records = access_log::snapshot();
     match records.iter().find(|r| r.name == name).map(|r| &r.origin) {
         Some(RecordedOrigin::Downloaded { .. }) => "installed now",
         Some(RecordedOrigin::Depot) => "already installed",

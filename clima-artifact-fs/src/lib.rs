@@ -1,0 +1,359 @@
+//! # clima-artifact-fs
+//!
+//! The one home of the small file-system and formatting helpers that the clima-artifacts crates
+//! (runtime, run sync, CLI) share, so each exists once:
+//!
+//! - [`remove_tree`]: delete a folder even when it holds read-only folders (installed artifacts
+//!   are read-only), never following symlinks out of it;
+//! - [`write_atomically`]: readers see the old file or the whole new one, never a partial write;
+//! - [`utc_timestamp`]: RFC 3339 UTC with milliseconds (fixed width, sorts chronologically);
+//! - [`human_bytes`]: sizes in binary units for messages and reports;
+//! - [`pid_alive`]: whether a process id on this host is still running (stale temp files and
+//!   locks of dead processes are reclaimed with it);
+//! - [`IoCause`]: an `io::Error` that errors can clone and send between MPI ranks;
+//! - [`fmt_error_chain`]: an error's message and its causes, the `Debug` form of our errors.
+//!
+//! These are building blocks of the clima-artifacts tools, published so those crates can share
+//! them; they are kept small and stable.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// An I/O error shared between clones of an error (so error types stay `Clone`), which
+/// serialises as its OS error code and text and comes back with the same kind and message.
+#[derive(Debug, Clone)]
+pub struct IoCause(Arc<io::Error>);
+
+impl IoCause {
+    /// Wraps an I/O error.
+    pub fn new(e: io::Error) -> IoCause {
+        IoCause(Arc::new(e))
+    }
+    /// The kind of the underlying error.
+    pub fn kind(&self) -> io::ErrorKind {
+        self.0.kind()
+    }
+    /// The underlying error.
+    pub fn get(&self) -> &io::Error {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for IoCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for IoCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl From<io::Error> for IoCause {
+    fn from(e: io::Error) -> IoCause {
+        IoCause::new(e)
+    }
+}
+
+impl serde::Serialize for IoCause {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.0.raw_os_error(), self.0.to_string()).serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for IoCause {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<IoCause, D::Error> {
+        let (raw, message): (Option<i32>, String) = serde::Deserialize::deserialize(d)?;
+        let e = match raw {
+            Some(code) if io::Error::from_raw_os_error(code).to_string() == message => {
+                io::Error::from_raw_os_error(code)
+            }
+            _ => io::Error::other(message),
+        };
+        Ok(IoCause::new(e))
+    }
+}
+
+/// Writes `error`'s message, then each of its causes (as anyhow prints errors). The error types
+/// of the clima-artifacts crates use it as their `Debug`, because `fn main() -> Result<..>`
+/// prints `Debug`: users see what to do, not a struct dump.
+pub fn fmt_error_chain(
+    error: &dyn std::error::Error,
+    f: &mut std::fmt::Formatter<'_>,
+) -> std::fmt::Result {
+    write!(f, "{error}")?;
+    let mut source = error.source();
+    while let Some(cause) = source {
+        write!(f, "\n\nCaused by:\n    {cause}")?;
+        source = cause.source();
+    }
+    Ok(())
+}
+
+/// Removes the folder `path` and everything in it.
+///
+/// When a plain removal fails (a read-only folder inside, as in installed artifacts), every
+/// folder of the tree is made writable by its owner and the removal is tried again. Symlinks
+/// are removed, never followed. A missing `path` is not an error.
+pub fn remove_tree(path: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(path) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
+    }
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        // symlink_metadata: a symlink to a folder is not entered.
+        if let Ok(meta) = fs::symlink_metadata(&dir)
+            && meta.is_dir()
+        {
+            let mode = meta.permissions().mode() | 0o700;
+            let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(mode));
+            if let Ok(entries) = fs::read_dir(&dir) {
+                stack.extend(entries.flatten().map(|e| e.path()));
+            }
+        }
+    }
+    match fs::remove_dir_all(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// Writes `bytes` to `path` so that readers see either the old file or the complete new one.
+///
+/// The bytes go to a new temporary file beside `path` (created exclusively, never through a
+/// symlink), are flushed to disk, and the file is renamed over `path`. The new file keeps the
+/// permission bits of the file it replaces (0o644 for a new file, less the umask). On error the
+/// temporary file is removed and `path` is unchanged; the error names the file involved.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = path.with_file_name(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = write_then_rename(&temp, path, bytes);
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+fn write_then_rename(temp: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let named = |err: io::Error, what: &str, p: &Path| {
+        io::Error::new(
+            err.kind(),
+            format!("cannot {what} `{}`: {err}", p.display()),
+        )
+    };
+    let mode = fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map_or(0o644, |m| m.permissions().mode() & 0o7777);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(temp)
+        .map_err(|e| named(e, "create the temporary file", temp))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| named(e, "write", temp))?;
+    fs::rename(temp, path).map_err(|e| named(e, "move into place", path))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`: RFC 3339 in UTC with milliseconds (also a TOML offset
+/// date-time). Times before 1970 are clamped to the epoch.
+///
+/// The fixed width makes these strings sort chronologically, which record merging relies on.
+pub fn utc_timestamp(time: SystemTime) -> String {
+    let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since_epoch.as_secs();
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days(secs / 86_400);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        since_epoch.subsec_millis()
+    )
+}
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (days in 400-year eras of 146 097
+/// days; years counted from March so the leap day is the last day of the year).
+fn civil_from_days(days: u64) -> (u64, u32, u32) {
+    // Shift the epoch to 0000-03-01.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_from_march + 2) / 5 + 1) as u32;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    } as u32;
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Bytes in binary units with one decimal: `512 B`, `1.5 KiB`, `3.2 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+/// Whether a process with this pid exists on this host.
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the pid exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn at(secs: u64, millis: u64) -> String {
+        utc_timestamp(UNIX_EPOCH + Duration::from_millis(secs * 1000 + millis))
+    }
+
+    #[test]
+    fn timestamps_known_instants() {
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(86_399, 999), "1970-01-01T23:59:59.999Z");
+        // Leap day of a year divisible by 400, and the day after.
+        assert_eq!(at(951_782_400, 0), "2000-02-29T00:00:00.000Z");
+        assert_eq!(at(951_868_800, 0), "2000-03-01T00:00:00.000Z");
+        // 2100 is not a leap year: 2100-02-28 is followed by 2100-03-01.
+        assert_eq!(at(4_107_456_000, 0), "2100-02-28T00:00:00.000Z");
+        assert_eq!(at(4_107_542_400, 0), "2100-03-01T00:00:00.000Z");
+        assert_eq!(at(1_709_251_199, 123), "2024-02-29T23:59:59.123Z");
+        assert_eq!(at(1_714_564_800, 250), "2024-05-01T12:00:00.250Z");
+        assert_eq!(at(1_735_689_599, 0), "2024-12-31T23:59:59.000Z");
+        assert_eq!(
+            utc_timestamp(UNIX_EPOCH - Duration::from_secs(5)),
+            "1970-01-01T00:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn every_day_round_trips_through_a_day_counter() {
+        // Walk 1970..2400 day by day and check the calendar arithmetic independently.
+        let (mut year, mut month, mut day) = (1970u64, 1u32, 1u32);
+        for days in 0..(430 * 366) {
+            assert_eq!(civil_from_days(days), (year, month, day), "day {days}");
+            let leap =
+                (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400);
+            let month_len = match month {
+                2 if leap => 29,
+                2 => 28,
+                4 | 6 | 9 | 11 => 30,
+                _ => 31,
+            };
+            day += 1;
+            if day > month_len {
+                day = 1;
+                month += 1;
+                if month > 12 {
+                    month = 1;
+                    year += 1;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn io_causes_round_trip() {
+        for e in [
+            io::Error::from_raw_os_error(13),
+            io::Error::other("custom failure"),
+        ] {
+            let c = IoCause::new(e);
+            let json = serde_json::to_string(&c).unwrap();
+            let back: IoCause = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.to_string(), c.to_string());
+            assert_eq!(back.kind(), c.kind());
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 * 1024 * 1024 * 1024), "3.0 GiB");
+    }
+
+    #[test]
+    fn pids() {
+        assert!(pid_alive(std::process::id() as i32));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(i32::MAX));
+    }
+
+    #[test]
+    fn removes_read_only_trees_without_following_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("keep"), b"k").unwrap();
+        let tree = dir.path().join("tree");
+        fs::create_dir_all(tree.join("a/b")).unwrap();
+        fs::write(tree.join("a/b/f"), b"x").unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("a/link")).unwrap();
+        fs::set_permissions(tree.join("a/b"), fs::Permissions::from_mode(0o555)).unwrap();
+        fs::set_permissions(tree.join("a"), fs::Permissions::from_mode(0o555)).unwrap();
+        remove_tree(&tree).unwrap();
+        assert!(!tree.exists());
+        assert_eq!(fs::read(outside.join("keep")).unwrap(), b"k");
+        remove_tree(&tree).unwrap(); // already gone: fine
+    }
+
+    #[test]
+    fn atomic_writes_replace_whole_files_and_keep_modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.toml");
+        write_atomically(&p, b"one").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomically(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
+        let e = write_atomically(&dir.path().join("no/such/dir/f"), b"x").unwrap_err();
+        assert!(e.to_string().contains("no/such/dir"), "{e}");
+    }
+}

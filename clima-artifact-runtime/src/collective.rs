@@ -1,0 +1,213 @@
+//! Collective installs: who installs an artifact under MPI, and how its outcome reaches every
+//! rank. The contexts themselves ([`Context`], [`Singleton`](clima_comms::Singleton),
+//! `MpiContext`) and the generic "root decides" step live in `clima-comms`.
+//!
+//! # Calls with a context are COLLECTIVE
+//!
+//! **Every rank of the context must make the same call, for the same artifact, in the same
+//! order.** A rank that skips a call, or calls for a different artifact, leaves the others waiting
+//! in a broadcast (a hang), exactly like a mismatched `MPI_Bcast`. What can be detected becomes
+//! an error on every rank instead of a hang or wrong data:
+//!
+//! - ranks asking for *different* artifacts (name or git-tree-sha1) in the same collective call:
+//!   every rank returns [`Error::RanksOutOfStep`] naming the ranks and what each asked for;
+//! - a failure or a panic of the root's install: every rank returns the same error.
+//!
+//! What cannot be detected is a rank that never makes the call at all.
+//!
+//! `clima_artifact!(.., ctx)` answers a repeated call from memory without communicating only
+//! when every rank of `ctx` is guaranteed to do the same: it resolved the artifact before in a
+//! collective call on the same communicator ([`Context::communicator_id`]). A rank that resolved
+//! it alone (no context) or on another communicator still joins the collective call. See the
+//! macro's docs, "Calls with a context and the in-memory cache".
+//!
+//! # Protocol of [`ensure_collective`]
+//!
+//! ```text
+//!  rank:      0 (root)                      1 .. n-1
+//!  1. gather  request {name, hash}  <-----  request {name, hash}     (clima_comms::requests_agree)
+//!             compare all requests
+//!  2. bcast   install (ensure_variant,       decode, same Ok / Err   (clima_comms::root_decides)
+//!             panics caught) -> Ok / Err ---->
+//!  3. every rank: access_log::record(.., rank) on Ok
+//! ```
+//!
+//! Node-local mode ([`Config::node_local_depot`], from env `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT=<path>`,
+//! e.g. `$TMPDIR/depot` on each node): step 1 runs on the whole context, and its verdict is
+//! broadcast; then the context is split by node ([`Context::split_by_node`]), rank 0 of each
+//! node installs with the node depot placed first in the depot list and broadcasts within its
+//! node; finally every node's outcome is checked ([`clima_comms::all_succeed`]), so if any node
+//! failed, every rank returns that error.
+
+use std::path::Path;
+
+use clima_artifact_manifest::ArtifactVariant;
+use clima_comms::{Context, all_succeed, requests_agree, root_decides};
+
+use crate::access_log::{self, AccessEvent};
+use crate::install::Installed;
+use crate::{Config, Error};
+
+/// Collective install: rank 0 of `ctx` calls [`crate::ensure_variant`] and broadcasts the
+/// outcome (path and origin, or the error); every rank returns the same thing. In node-local mode
+/// one rank per node installs into its node's depot.
+///
+/// **Collective over `ctx`: every rank must call this with the same artifact, in the same order
+/// as its other collective calls.** Ranks that ask for different artifacts all get
+/// [`Error::RanksOutOfStep`] (see the [module docs](self)). Every rank records its successful
+/// access in the provenance [`access_log`] with its rank; the manifest is located in
+/// `manifest_dir`.
+pub fn ensure_collective(
+    ctx: &dyn Context,
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest_dir: &Path,
+    config: &Config,
+) -> Result<Installed, Error> {
+    let manifest = clima_artifact_manifest::Manifest::find_in_dir(manifest_dir)
+        .unwrap_or_else(|_| manifest_dir.join("Artifacts.toml"));
+    let installed = ensure_collective_unrecorded(ctx, name, variant, manifest_dir, config)?;
+    access_log::record(AccessEvent {
+        name: name.to_owned(),
+        hash: variant.git_tree_sha1,
+        path: installed.path.clone(),
+        origin: installed.origin.clone(),
+        call_site: None,
+        manifest,
+        metadata: variant.metadata.clone(),
+        rank: ctx.rank(),
+    });
+    Ok(installed)
+}
+
+/// [`ensure_collective`] without the provenance record, for callers that record the access
+/// themselves (the `clima_artifact!` resolver). Same collective semantics.
+pub(crate) fn ensure_collective_unrecorded(
+    ctx: &dyn Context,
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest_dir: &Path,
+    config: &Config,
+) -> Result<Installed, Error> {
+    let verdict = check_requests(ctx, name, variant);
+    match config.node_local_depot.as_deref() {
+        // Steps 1-2 on the whole context; the misuse verdict travels with the outcome.
+        None => root_decides(ctx, &format!("installing artifact `{name}`"), || {
+            verdict.unwrap_or(Ok(()))?;
+            crate::install::ensure_variant(name, variant, manifest_dir, config)
+        }),
+        Some(node_depot) => ensure_node_local(
+            ctx,
+            name,
+            variant,
+            manifest_dir,
+            config,
+            node_depot,
+            verdict,
+        ),
+    }
+}
+
+fn ensure_node_local(
+    ctx: &dyn Context,
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest_dir: &Path,
+    config: &Config,
+    node_depot: &Path,
+    verdict: Option<Result<(), Error>>,
+) -> Result<Installed, Error> {
+    // 1. Misuse check on the whole context; the verdict must reach everyone before anyone splits.
+    root_decides(ctx, "checking the requests of every rank", || {
+        verdict.unwrap_or(Ok(()))
+    })?;
+
+    // 2. One installer per node, into the node depot (placed first).
+    let node = ctx.split_by_node();
+    let local = root_decides(&*node, &format!("installing artifact `{name}`"), || {
+        std::fs::create_dir_all(node_depot).map_err(|e| Error::NodeLocalDepot {
+            path: node_depot.to_path_buf(),
+            cause: e.into(),
+        })?;
+        let mut node_config = config.clone();
+        node_config.depots.retain(|d| d != node_depot);
+        node_config.depots.insert(0, node_depot.to_path_buf());
+        crate::install::ensure_variant(name, variant, manifest_dir, &node_config)
+    });
+    drop(node);
+
+    // 3. Agreement across nodes: if any node failed, everyone fails with that error.
+    all_succeed(ctx, local, |rank, e| match rank {
+        0 => e,
+        _ => Error::FailedOnNode {
+            rank,
+            context: ctx.describe(),
+            message: e.to_string(),
+        },
+    })
+}
+
+/// Step 1: gathers every rank's `(name, hash)` to the root, which compares them. `Some` on the
+/// root (`Err` if ranks disagree), `None` elsewhere.
+fn check_requests(
+    ctx: &dyn Context,
+    name: &str,
+    variant: &ArtifactVariant,
+) -> Option<Result<(), Error>> {
+    let hash = variant.git_tree_sha1.to_hex();
+    let request = (name.to_owned(), hash.clone());
+    let mismatches = requests_agree(ctx, &request)?;
+    if mismatches.is_empty() {
+        return Some(Ok(()));
+    }
+    Some(Err(Error::RanksOutOfStep {
+        context: ctx.describe(),
+        root_request: format!("`{name}` ({hash})"),
+        mismatches: mismatches
+            .into_iter()
+            .map(|(rank, theirs)| {
+                let what = match theirs {
+                    Some((n, h)) => format!("`{n}` ({h})"),
+                    None => "something unreadable".to_owned(),
+                };
+                (rank, what)
+            })
+            .collect(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clima_comms::Singleton;
+
+    #[test]
+    fn singleton_requests_always_agree() {
+        let v = ArtifactVariant {
+            git_tree_sha1: clima_artifact_manifest::GitTreeSha1([7; 20]),
+            lazy: false,
+            downloads: vec![],
+            platform: None,
+            metadata: Default::default(),
+            line: 1,
+        };
+        assert!(matches!(
+            check_requests(&Singleton, "era5", &v),
+            Some(Ok(()))
+        ));
+    }
+
+    #[test]
+    fn outcomes_round_trip_through_the_root() {
+        let sent = Installed {
+            path: std::path::PathBuf::from("/depot/artifacts/abc"),
+            origin: crate::Origin::Downloaded {
+                url: "http://127.0.0.1:1/x.tar.gz".into(),
+                bytes: 12345,
+                seconds: 0.25,
+            },
+        };
+        let back = root_decides::<_, Error>(&Singleton, "x", || Ok(sent.clone())).unwrap();
+        assert_eq!(back, sent);
+    }
+}

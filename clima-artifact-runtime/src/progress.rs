@@ -1,0 +1,292 @@
+//! Download progress as events, drawn by a [`Reporter`] (as rustup's download crate reports
+//! progress events to whoever draws them).
+//!
+//! Each download calls [`Reporter::start`] with its [`DownloadStart`] (artifact, URL, size if
+//! known) and then reports to the returned [`Transfer`]: bytes received so far, then `done` or
+//! `failed`. Three reporters ship with the runtime, chosen by [`default_reporter`] unless a
+//! program sets its own with [`set_reporter`]:
+//!
+//! | reporter | when | what it prints on stderr |
+//! |---|---|---|
+//! | [`TerminalBars`] | stderr is a terminal | a progress bar per download (indicatif) |
+//! | [`LogLines`] | stderr is not a terminal (batch jobs, CI) | a start line, a progress line at most every 10 s or 10 %, an end line with bytes, time and rate |
+//! | [`Silent`] | `CLIMA_ARTIFACTS_PROGRESS=0` | nothing |
+//!
+//! Events come from the thread that reads the download, so implementations are `Send + Sync`
+//! and should be cheap (`received` is called for every buffer read, about every 256 KiB).
+
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use clima_artifact_fs::human_bytes;
+
+/// What is known when a download starts.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct DownloadStart<'a> {
+    /// The artifact's name in its manifest.
+    pub artifact: &'a str,
+    /// The URL (or path) being read.
+    pub url: &'a str,
+    /// Its size in bytes: the server's `Content-Length`, else the manifest's `size`.
+    pub size: Option<u64>,
+}
+
+/// Receives the progress events of downloads; see the [module docs](self).
+pub trait Reporter: Send + Sync {
+    /// A download begins; the returned [`Transfer`] receives its further events.
+    fn start(&self, download: &DownloadStart<'_>) -> Box<dyn Transfer>;
+}
+
+/// The events of one download after its start.
+pub trait Transfer: Send {
+    /// `total` bytes have been received so far.
+    fn received(&mut self, total: u64);
+    /// The download finished: `bytes` read in `elapsed`. (Verification follows.)
+    fn done(self: Box<Self>, bytes: u64, elapsed: Duration);
+    /// The download failed; `reason` is the error's message. A transfer dropped without
+    /// `done` or `failed` was abandoned.
+    fn failed(self: Box<Self>, reason: &str);
+}
+
+static REPORTER: RwLock<Option<Arc<dyn Reporter>>> = RwLock::new(None);
+
+/// Sets the reporter that every download of this process reports to (replacing the default,
+/// or a reporter set before). The CLI sets one that draws bars inside its own display.
+pub fn set_reporter(reporter: Arc<dyn Reporter>) {
+    *REPORTER.write().unwrap_or_else(|e| e.into_inner()) = Some(reporter);
+}
+
+/// The reporter used when none was set: [`Silent`] if `progress` is off, [`TerminalBars`] if
+/// stderr is a terminal, else [`LogLines`].
+pub fn default_reporter(progress: bool) -> Arc<dyn Reporter> {
+    if !progress {
+        Arc::new(Silent)
+    } else if std::io::stderr().is_terminal() {
+        Arc::new(TerminalBars)
+    } else {
+        Arc::new(LogLines::default())
+    }
+}
+
+/// The reporter in force for a download (the one set, else [`default_reporter`]).
+pub(crate) fn current(progress: bool) -> Arc<dyn Reporter> {
+    if !progress {
+        return Arc::new(Silent);
+    }
+    match &*REPORTER.read().unwrap_or_else(|e| e.into_inner()) {
+        Some(r) => Arc::clone(r),
+        None => default_reporter(progress),
+    }
+}
+
+/// Reports nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Silent;
+
+impl Reporter for Silent {
+    fn start(&self, _: &DownloadStart<'_>) -> Box<dyn Transfer> {
+        Box::new(Silent)
+    }
+}
+
+impl Transfer for Silent {
+    fn received(&mut self, _: u64) {}
+    fn done(self: Box<Self>, _: u64, _: Duration) {}
+    fn failed(self: Box<Self>, _: &str) {}
+}
+
+/// A progress bar per download on stderr (for terminals).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TerminalBars;
+
+impl Reporter for TerminalBars {
+    fn start(&self, download: &DownloadStart<'_>) -> Box<dyn Transfer> {
+        let bar = download_bar(download);
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        Box::new(Bar(bar))
+    }
+}
+
+/// A bar in indicatif's style for `download`, not yet drawn anywhere.
+fn download_bar(download: &DownloadStart<'_>) -> indicatif::ProgressBar {
+    let bar = match download.size {
+        Some(n) => indicatif::ProgressBar::with_draw_target(
+            Some(n),
+            indicatif::ProgressDrawTarget::hidden(),
+        )
+        .with_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        ),
+        None => {
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden())
+                .with_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{spinner} {msg} {bytes} {bytes_per_sec}",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+                )
+        }
+    };
+    bar.set_message(format!("downloading {}", download.artifact));
+    bar
+}
+
+/// The [`Transfer`] of a bar.
+struct Bar(indicatif::ProgressBar);
+
+impl Transfer for Bar {
+    fn received(&mut self, total: u64) {
+        self.0.set_position(total);
+    }
+    fn done(self: Box<Self>, _: u64, _: Duration) {
+        self.0.finish_and_clear();
+    }
+    fn failed(self: Box<Self>, _: &str) {
+        self.0.abandon();
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        if !self.0.is_finished() {
+            self.0.finish_and_clear();
+        }
+    }
+}
+
+/// Plain log lines on stderr, for batch jobs whose only window is a log file:
+///
+/// ```text
+/// clima-artifacts: downloading `era5` (57.0 MiB) from example.org
+/// clima-artifacts: `era5`: 23.1 MiB of 57.0 MiB (40%), 4.6 MiB/s
+/// clima-artifacts: downloaded `era5`: 57.0 MiB in 12.3 s (4.6 MiB/s)
+/// ```
+///
+/// A progress line is printed at most every `interval` (10 s by default) and at least every
+/// 10 % of a download of known size, never more often than once a second.
+#[derive(Debug, Clone)]
+pub struct LogLines {
+    /// Longest time between two progress lines.
+    pub interval: Duration,
+}
+
+impl Default for LogLines {
+    fn default() -> Self {
+        LogLines {
+            interval: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Reporter for LogLines {
+    fn start(&self, download: &DownloadStart<'_>) -> Box<dyn Transfer> {
+        let size = download
+            .size
+            .map(|n| format!(" ({})", human_bytes(n)))
+            .unwrap_or_default();
+        log_line(&format!(
+            "downloading `{}`{size} from {}",
+            download.artifact,
+            host_of(download.url)
+        ));
+        Box::new(LogTransfer {
+            artifact: download.artifact.to_owned(),
+            size: download.size,
+            interval: self.interval,
+            started: Instant::now(),
+            last_line: Instant::now(),
+            last_tenth: 0,
+        })
+    }
+}
+
+struct LogTransfer {
+    artifact: String,
+    size: Option<u64>,
+    interval: Duration,
+    started: Instant,
+    last_line: Instant,
+    last_tenth: u64,
+}
+
+impl Transfer for LogTransfer {
+    fn received(&mut self, total: u64) {
+        let since = self.last_line.elapsed();
+        let tenth = self
+            .size
+            .filter(|&n| n > 0)
+            .map(|n| total.saturating_mul(10) / n);
+        let new_tenth = tenth.is_some_and(|t| t > self.last_tenth && t < 10);
+        if since < Duration::from_secs(1) || !(new_tenth || since >= self.interval) {
+            return;
+        }
+        self.last_line = Instant::now();
+        if let Some(t) = tenth {
+            self.last_tenth = t;
+        }
+        let rate = rate(total, self.started.elapsed());
+        let line = match self.size {
+            Some(n) if n > 0 => format!(
+                "`{}`: {} of {} ({}%), {rate}",
+                self.artifact,
+                human_bytes(total),
+                human_bytes(n),
+                total.saturating_mul(100) / n
+            ),
+            _ => format!("`{}`: {}, {rate}", self.artifact, human_bytes(total)),
+        };
+        log_line(&line);
+    }
+
+    fn done(self: Box<Self>, bytes: u64, elapsed: Duration) {
+        log_line(&format!(
+            "downloaded `{}`: {} in {:.1} s ({})",
+            self.artifact,
+            human_bytes(bytes),
+            elapsed.as_secs_f64(),
+            rate(bytes, elapsed)
+        ));
+    }
+
+    fn failed(self: Box<Self>, reason: &str) {
+        log_line(&format!("download of `{}` failed: {reason}", self.artifact));
+    }
+}
+
+fn rate(bytes: u64, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64().max(1e-3);
+    format!("{}/s", human_bytes((bytes as f64 / secs) as u64))
+}
+
+/// The host of a URL (`https://host:port/path` -> `host:port`), or the URL itself for paths.
+fn host_of(url: &str) -> &str {
+    match url.split_once("://") {
+        Some((_, rest)) if !rest.starts_with('/') => rest.split('/').next().unwrap_or(rest),
+        _ => url,
+    }
+}
+
+fn log_line(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "clima-artifacts: {line}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts() {
+        assert_eq!(
+            host_of("https://example.org:8443/a/b.tar.gz"),
+            "example.org:8443"
+        );
+        assert_eq!(host_of("file:///data/x.tar.gz"), "file:///data/x.tar.gz");
+        assert_eq!(host_of("data/x.tar.gz"), "data/x.tar.gz");
+    }
+}

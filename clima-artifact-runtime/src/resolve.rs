@@ -1,0 +1,480 @@
+//! The resolver behind `clima_artifact!`: the static data a call site embeds, its in-memory
+//! caches, and the lookup it shares with [`Artifacts`](crate::Artifacts) (host platform
+//! selection, install or collective install, sub-path check, provenance record).
+//!
+//! What one expansion of `clima_artifact!("era5/2008/u.nc", &ctx)` contains (the generated code
+//! names these items through `__private`):
+//!
+//! ```text
+//! const _: &[u8] = include_bytes!("/abs/crate/Artifacts.toml");   // edits recompile the caller
+//! static SITE: CallSite = CallSite {                                 // all data the runtime needs,
+//!     manifest: StaticManifest { path, dir, artifacts: &[ .. ] },    // no TOML parsing at run time
+//!     subpath: Some("2008/u.nc"), literal: true, file!(), line!(), column!(),
+//!     cache: SiteCache::new(),                                       // 2nd call: memory lookup
+//! };
+//! #[distributed_slice(CALL_SITES)] static DECL: &CallSite = &SITE;  // the static inventory
+//! resolve_literal(&SITE, Some(ctx))
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, OnceLock, RwLock};
+
+use clima_artifact_manifest::{
+    ArtifactEntry, ArtifactVariant, Download, GitTreeSha1, Manifest, Platform, SelectError, Sha256,
+    split_name_and_subpath,
+};
+
+use crate::access_log::AccessEvent;
+use crate::install::{Installed, Origin};
+use crate::{Config, Context, Error};
+
+/// One `[[name.download]]` source, embedded at compile time.
+#[derive(Debug)]
+pub struct StaticDownload {
+    /// URL or path (relative paths resolve against the manifest's folder).
+    pub url: &'static str,
+    /// SHA-256 of the tarball.
+    pub sha256: [u8; 32],
+    /// Size in bytes, if the manifest gives it.
+    pub size: Option<u64>,
+}
+
+/// One variant of an artifact (the whole `[name]` entry, or one `[[name]]` element).
+#[derive(Debug)]
+pub struct StaticVariant {
+    /// Git tree SHA-1 of the content.
+    pub git_tree_sha1: [u8; 20],
+    /// `lazy = true` in the manifest.
+    pub lazy: bool,
+    /// Download sources in order.
+    pub downloads: &'static [StaticDownload],
+    /// Platform tags of a `[[name]]` element; empty for a `[name]` table.
+    pub platform: &'static [(&'static str, &'static str)],
+    /// Every other key of the entry.
+    pub metadata: &'static [(&'static str, &'static str)],
+    /// 1-based line of the entry in the manifest.
+    pub line: u32,
+}
+
+/// One artifact of the manifest with all its platform variants.
+#[derive(Debug)]
+pub struct StaticArtifact {
+    /// Name as written in the manifest.
+    pub name: &'static str,
+    /// `[[name]]` (one variant per platform) rather than `[name]`.
+    pub platform_specific: bool,
+    /// The variants, in file order.
+    pub variants: &'static [StaticVariant],
+}
+
+/// The part of a manifest a call site needs: the named artifact for a literal name, every
+/// artifact for a name computed at run time.
+#[derive(Debug)]
+pub struct StaticManifest {
+    /// Absolute path of the manifest file.
+    pub path: &'static str,
+    /// Its folder (relative download paths resolve against it).
+    pub dir: &'static str,
+    /// Artifacts embedded for this call site, in file order.
+    pub artifacts: &'static [StaticArtifact],
+}
+
+/// One `clima_artifact!` call site: its embedded data, where it is, and its resolution cache.
+#[derive(Debug)]
+pub struct CallSite {
+    /// The embedded manifest data.
+    pub manifest: StaticManifest,
+    /// The name was a string literal (checked at compile time); else it is computed at run time.
+    pub literal: bool,
+    /// Literal `name/sub/path`: the sub-path part.
+    pub subpath: Option<&'static str>,
+    /// `file!()` of the call.
+    pub file: &'static str,
+    /// `line!()` of the call.
+    pub line: u32,
+    /// `column!()` of the call.
+    pub column: u32,
+    /// The resolved path of a literal call, filled by the first successful call.
+    pub cache: SiteCache,
+}
+
+/// Per-call-site memory of the first successful resolution of a literal name.
+#[derive(Debug)]
+pub struct SiteCache(OnceLock<Resolved>);
+
+impl SiteCache {
+    /// An empty cache (usable in a `static`).
+    pub const fn new() -> SiteCache {
+        SiteCache(OnceLock::new())
+    }
+}
+
+impl Default for SiteCache {
+    fn default() -> Self {
+        SiteCache::new()
+    }
+}
+
+/// A successful resolution, kept in memory for later calls.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The path handed to the caller (artifact directory plus sub-path).
+    full_path: PathBuf,
+    /// What is recorded in the provenance registry on each later call.
+    event: AccessEvent,
+    /// The communicators this artifact was resolved on collectively (shared with [`INSTALLED`]).
+    confirmed: Arc<Confirmed>,
+}
+
+/// The [`Context::communicator_id`]s of the communicators on which this process took part in a
+/// successful collective resolution of one artifact (one git tree SHA-1).
+///
+/// This is what makes the in-memory answer sound for calls with a context: a collective call
+/// succeeds on every rank of its communicator or on none, so "this communicator is in the set"
+/// has the same truth value on every rank of it, and either all ranks skip the collective
+/// protocol or all take part. A call without a context, or a collective call on another
+/// communicator, adds nothing, so a rank that resolved the artifact that way still joins the next
+/// collective call of its peers instead of leaving them waiting in a broadcast.
+#[derive(Debug, Default)]
+struct Confirmed(RwLock<Vec<u64>>);
+
+impl Confirmed {
+    /// Whether a call with `ctx` may be answered from memory (see the macro's docs).
+    fn answers(&self, ctx: Option<&dyn Context>) -> bool {
+        match ctx {
+            None => true,
+            Some(ctx) if ctx.size() <= 1 => true,
+            Some(ctx) => ctx.communicator_id().is_some_and(|id| {
+                self.0
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&id)
+            }),
+        }
+    }
+
+    /// Remembers that every rank of `ctx` has just resolved the artifact collectively.
+    fn add(&self, ctx: &dyn Context) {
+        if ctx.size() <= 1 {
+            return;
+        }
+        if let Some(id) = ctx.communicator_id() {
+            let mut ids = self.0.write().unwrap_or_else(|e| e.into_inner());
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+}
+
+impl StaticDownload {
+    fn to_download(&self) -> Download {
+        Download {
+            url: self.url.to_owned(),
+            sha256: Sha256(self.sha256),
+            size: self.size,
+        }
+    }
+}
+
+impl StaticVariant {
+    /// The owned form the install pipeline takes.
+    pub fn to_variant(&self, platform_specific: bool) -> ArtifactVariant {
+        ArtifactVariant {
+            git_tree_sha1: GitTreeSha1(self.git_tree_sha1),
+            lazy: self.lazy,
+            downloads: self
+                .downloads
+                .iter()
+                .map(StaticDownload::to_download)
+                .collect(),
+            platform: platform_specific.then(|| Platform {
+                tags: self
+                    .platform
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            }),
+            metadata: self
+                .metadata
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            line: self.line,
+        }
+    }
+}
+
+impl StaticArtifact {
+    /// The owned manifest entry.
+    pub fn to_entry(&self) -> ArtifactEntry {
+        if self.platform_specific {
+            ArtifactEntry::PlatformSpecific(
+                self.variants.iter().map(|v| v.to_variant(true)).collect(),
+            )
+        } else {
+            match self.variants.first() {
+                Some(v) => ArtifactEntry::Single(v.to_variant(false)),
+                None => ArtifactEntry::PlatformSpecific(Vec::new()),
+            }
+        }
+    }
+}
+
+impl StaticManifest {
+    /// Looks an embedded artifact up by name.
+    pub fn get(&self, name: &str) -> Option<&'static StaticArtifact> {
+        self.artifacts.iter().find(|a| a.name == name)
+    }
+
+    /// The variant of `artifact` for the host platform, selected with the manifest crate's rules.
+    pub fn select_host(&self, artifact: &StaticArtifact) -> Result<ArtifactVariant, Error> {
+        let manifest = Manifest {
+            path: PathBuf::from(self.path),
+            artifacts: vec![(artifact.name.to_owned(), artifact.to_entry())],
+        };
+        Ok(manifest.select(artifact.name, &Platform::host())?.clone())
+    }
+
+    fn unknown(&self, name: &str) -> Error {
+        Error::Select(SelectError::UnknownName {
+            name: name.to_owned(),
+            manifest: self.path.to_owned(),
+            defined: self.artifacts.iter().map(|a| a.name.to_owned()).collect(),
+        })
+    }
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// Sets the configuration `clima_artifact!` uses in this process (see [`crate::set_macro_config`]).
+pub fn set_config(config: Config) -> Result<(), Box<Config>> {
+    CONFIG.set(config).map_err(Box::new)
+}
+
+/// The configuration in force: the one set by [`set_config`], else the environment's.
+pub fn current_config() -> Result<Config, Error> {
+    match CONFIG.get() {
+        Some(c) => Ok(c.clone()),
+        None => Config::from_env(),
+    }
+}
+
+/// The `ctx` argument of the macro as a `&dyn Context`: `&ctx` of any context type, of
+/// `dyn Context`, `&dyn Context`, `Box<dyn Context>`, and (with the `mpi` feature) of rsmpi's
+/// `SimpleCommunicator` ([`clima_comms::AsContext`]).
+pub fn as_context<C: clima_comms::AsContext + ?Sized>(ctx: &C) -> &dyn Context {
+    ctx.as_context()
+}
+
+/// Process-wide memory of installed artifacts, keyed by git tree SHA-1, so a second call site
+/// (or a run-time name) for the same artifact does no file-system work either.
+static INSTALLED: LazyLock<RwLock<HashMap<GitTreeSha1, Known>>> =
+    LazyLock::new(|| RwLock::new(HashMap::new()));
+
+#[derive(Debug, Clone)]
+struct Known {
+    installed: Installed,
+    /// Sub-paths already checked to exist, with their full paths.
+    subpaths: HashMap<String, PathBuf>,
+    /// Communicators on which it was resolved collectively.
+    confirmed: Arc<Confirmed>,
+}
+
+/// Resolves a call site whose name was a literal checked at compile time.
+pub fn resolve_literal(
+    site: &'static CallSite,
+    ctx: Option<&dyn Context>,
+) -> Result<PathBuf, Error> {
+    if let Some(hit) = site.cache.0.get()
+        && hit.confirmed.answers(ctx)
+    {
+        crate::access_log::record_ref(&hit.event, ctx.map_or(0, |c| c.rank()));
+        return Ok(hit.full_path.clone());
+    }
+    let Some(artifact) = site.manifest.artifacts.first() else {
+        // The macro embeds the named artifact for every literal call; an empty list can only
+        // come from a mismatched macro version, and is reported as the name not being found.
+        return Err(site.manifest.unknown(""));
+    };
+    let resolved = resolve(site, artifact, site.subpath, ctx)?;
+    let full = resolved.full_path.clone();
+    let _ = site.cache.0.set(resolved);
+    Ok(full)
+}
+
+/// Resolves a call site whose `name` or `name/sub/path` is computed at run time, against the
+/// whole manifest embedded at compile time.
+pub fn resolve_dynamic(
+    site: &'static CallSite,
+    spec: &str,
+    ctx: Option<&dyn Context>,
+) -> Result<PathBuf, Error> {
+    let (name, subpath) = split_name_and_subpath(spec)?;
+    let artifact = site
+        .manifest
+        .get(name)
+        .ok_or_else(|| site.manifest.unknown(name))?;
+    Ok(resolve(site, artifact, subpath, ctx)?.full_path)
+}
+
+fn resolve(
+    site: &'static CallSite,
+    artifact: &'static StaticArtifact,
+    subpath: Option<&str>,
+    ctx: Option<&dyn Context>,
+) -> Result<Resolved, Error> {
+    let variant = site.manifest.select_host(artifact)?;
+    let hash = variant.git_tree_sha1;
+    let rank = ctx.map_or(0, |c| c.rank());
+
+    // Fast path: this process already resolved the artifact (another call site or run-time name),
+    // and, for a call with a context of several ranks, so did every other rank of it.
+    let known = INSTALLED
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&hash)
+        .cloned();
+    let installed = match known.filter(|k| k.confirmed.answers(ctx)) {
+        Some(k) => {
+            let origin = match k.installed.origin {
+                Origin::Downloaded { .. } => Origin::Depot,
+                o => o,
+            };
+            Installed {
+                path: k.installed.path,
+                origin,
+            }
+        }
+        None => {
+            let config = current_config()?;
+            let dir = Path::new(site.manifest.dir);
+            match ctx {
+                Some(ctx) => {
+                    let installed = crate::collective::ensure_collective_unrecorded(
+                        ctx,
+                        artifact.name,
+                        &variant,
+                        dir,
+                        &config,
+                    )?;
+                    // Every rank of `ctx` got this same `Ok`: remember it before anything local
+                    // (the sub-path check) can fail, so all ranks agree on the next call.
+                    known_entry(hash, &installed, |k| k.confirmed.add(ctx));
+                    installed
+                }
+                None => crate::install::ensure_variant(artifact.name, &variant, dir, &config)?,
+            }
+        }
+    };
+
+    let full_path = match subpath {
+        None => installed.path.clone(),
+        Some(sub) => subpath_in(artifact.name, &installed.path, sub, &hash)?,
+    };
+
+    let confirmed = known_entry(hash, &installed, |k| {
+        if let Some(sub) = subpath {
+            k.subpaths.insert(sub.to_owned(), full_path.clone());
+        }
+        Arc::clone(&k.confirmed)
+    });
+
+    let event = AccessEvent {
+        name: artifact.name.to_owned(),
+        hash,
+        path: installed.path.clone(),
+        origin: installed.origin.clone(),
+        call_site: Some((site.file, site.line)),
+        manifest: PathBuf::from(site.manifest.path),
+        metadata: variant.metadata.clone(),
+        rank,
+    };
+    crate::access_log::record(event.clone());
+
+    // Later calls at a literal call site record the same access, but nothing was downloaded then.
+    let mut later = event;
+    if let Origin::Downloaded { .. } = later.origin {
+        later.origin = Origin::Depot;
+    }
+    Ok(Resolved {
+        full_path,
+        event: later,
+        confirmed,
+    })
+}
+
+/// Runs `f` on the [`INSTALLED`] entry of `hash`, creating it from `installed` if missing.
+fn known_entry<T>(hash: GitTreeSha1, installed: &Installed, f: impl FnOnce(&mut Known) -> T) -> T {
+    let mut map = INSTALLED.write().unwrap_or_else(|e| e.into_inner());
+    let entry = map.entry(hash).or_insert_with(|| Known {
+        installed: installed.clone(),
+        subpaths: HashMap::new(),
+        confirmed: Arc::default(),
+    });
+    f(entry)
+}
+
+/// `dir/sub`, which must exist; looks in the process-wide memory first.
+fn subpath_in(name: &str, dir: &Path, sub: &str, hash: &GitTreeSha1) -> Result<PathBuf, Error> {
+    if let Some(known) = INSTALLED
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(hash)
+        .and_then(|k| k.subpaths.get(sub).cloned())
+    {
+        return Ok(known);
+    }
+    with_subpath(name, dir, Some(sub))
+}
+
+/// `dir` itself, or `dir/sub` if it exists (a symlink inside the artifact counts as present),
+/// else [`Error::SubPathMissing`] listing what the artifact's top level holds. The one
+/// sub-path check of `clima_artifact!` and [`Artifacts`](crate::Artifacts).
+pub(crate) fn with_subpath(name: &str, dir: &Path, sub: Option<&str>) -> Result<PathBuf, Error> {
+    let Some(sub) = sub else {
+        return Ok(dir.to_owned());
+    };
+    let full = dir.join(sub);
+    if full.symlink_metadata().is_ok() {
+        Ok(full)
+    } else {
+        Err(Error::SubPathMissing {
+            name: name.to_owned(),
+            subpath: sub.to_owned(),
+            artifact_path: dir.to_owned(),
+            top_level: list_dir(dir),
+        })
+    }
+}
+
+fn list_dir(dir: &Path) -> String {
+    let mut names: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => return "nothing readable".to_owned(),
+    };
+    names.sort();
+    if names.is_empty() {
+        return "nothing".to_owned();
+    }
+    if names.len() > 12 {
+        let more = names.len() - 12;
+        names.truncate(12);
+        names.push(format!("... and {more} more"));
+    }
+    names.join(", ")
+}
+
+/// What an expansion returns after a compile error, so the caller sees no follow-up type errors.
+/// Never runs: the crate does not compile.
+pub fn after_compile_error() -> Result<PathBuf, Error> {
+    Err(Error::Select(SelectError::UnknownName {
+        name: String::new(),
+        manifest: String::new(),
+        defined: Vec::new(),
+    }))
+}

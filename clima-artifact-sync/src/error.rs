@@ -1,0 +1,200 @@
+//! The run-sync error type. Every message says what to do next, and every error can travel
+//! between MPI ranks ([`clima_comms::WireError`]), so all ranks of a collective sync report the
+//! same failure.
+
+use std::path::PathBuf;
+
+use clima_artifact_fs::IoCause;
+use clima_comms::{CollectiveError, WireError};
+
+/// Everything that can go wrong in a run sync, a restore or a storage operation.
+#[derive(Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub enum SyncError {
+    /// An environment variable has a value that cannot be used.
+    #[error("environment variable {variable}=`{value}` is invalid: {reason}")]
+    Config {
+        /// The variable, e.g. `CLIMA_SYNC_WARN_AFTER`.
+        variable: String,
+        /// Its value.
+        value: String,
+        /// What is wrong and what is expected.
+        reason: String,
+    },
+    /// An exclude pattern is not a valid glob.
+    #[error(
+        "sync exclude pattern `{pattern}` is not a valid glob: {reason}; write e.g. `*.nc` or `diag/**/*.png`"
+    )]
+    BadExclude {
+        /// The pattern as given.
+        pattern: String,
+        /// What the glob parser said.
+        reason: String,
+    },
+    /// A file-system operation failed.
+    #[error("cannot {action} `{}`: {cause}", path.display())]
+    Io {
+        /// What was attempted, e.g. `create folder`.
+        action: String,
+        /// The path concerned.
+        path: PathBuf,
+        /// The cause.
+        cause: IoCause,
+    },
+    /// A storage URL or path cannot be used.
+    #[error("storage `{url}` cannot be used: {reason}")]
+    BadStorage {
+        /// The URL or path as given.
+        url: String,
+        /// Why, and what to give instead.
+        reason: String,
+    },
+    /// A storage key is not a clean relative path.
+    #[error(
+        "`{key}` is not a valid storage key: keys are relative paths like `a/b.txt` without `.`/`..` segments, empty segments, backslashes or NUL"
+    )]
+    BadKey {
+        /// The key.
+        key: String,
+    },
+    /// A storage operation failed (network, permissions, a missing bucket...).
+    #[error(
+        "cannot {action} `{key}` in storage `{storage}`: {reason}; check that the storage is reachable and writable (for S3: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)"
+    )]
+    Storage {
+        /// The storage URL.
+        storage: String,
+        /// What was attempted, e.g. `upload`.
+        action: String,
+        /// The key concerned.
+        key: String,
+        /// The backend's error.
+        reason: String,
+    },
+    /// A sync manifest (`.clima-sync/index.json`) cannot be read.
+    #[error(
+        "the sync manifest {origin} is not valid ({reason}); if it is damaged, delete it: the next sync re-hashes every file and re-sends the ones that differ"
+    )]
+    BadIndex {
+        /// Where it came from, e.g. "in `s3://b/run7`".
+        origin: String,
+        /// The parser's error, or the bad entry.
+        reason: String,
+    },
+    /// The checkpoint folder passed to `on_checkpoint` is not inside the run folder.
+    #[error(
+        "checkpoint folder `{}` is not a folder inside the synced run folder `{}`; write checkpoints below the run folder",
+        checkpoint.display(),
+        run_dir.display()
+    )]
+    CheckpointOutsideRun {
+        /// The folder given.
+        checkpoint: PathBuf,
+        /// The run folder.
+        run_dir: PathBuf,
+    },
+    /// Restoring a file is blocked by something that is not a file.
+    #[error(
+        "cannot restore `{}`: something that is not a file is in the way; move it away and restore again",
+        path.display()
+    )]
+    InTheWay {
+        /// The path in the run folder.
+        path: PathBuf,
+    },
+    /// A sync failed on another rank (per-rank mode); every rank reports it.
+    #[error("run sync failed on rank {rank} of {context}: {message}")]
+    OnRank {
+        /// The failing rank.
+        rank: usize,
+        /// The context's description.
+        context: String,
+        /// That rank's error.
+        message: String,
+    },
+    /// The sync code panicked (a bug).
+    #[error("run sync panicked: {message}; this is a bug, please report it")]
+    Panicked {
+        /// The panic message.
+        message: String,
+    },
+    /// The collective step itself failed (an undecodable answer, a panicking root).
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
+}
+
+impl SyncError {
+    /// An [`SyncError::Io`] for `action` on `path`.
+    pub fn io(action: impl Into<String>, path: impl Into<PathBuf>, e: std::io::Error) -> SyncError {
+        SyncError::Io {
+            action: action.into(),
+            path: path.into(),
+            cause: IoCause::new(e),
+        }
+    }
+
+    /// The kind of the underlying I/O error, if this is a local I/O failure.
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            SyncError::Io { cause, .. } => Some(cause.kind()),
+            _ => None,
+        }
+    }
+}
+
+/// `Debug` prints the readable message (what `fn main() -> Result<..>` shows), then the
+/// variant for programmers.
+impl std::fmt::Debug for SyncError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        clima_artifact_fs::fmt_error_chain(self, f)
+    }
+}
+
+impl WireError for SyncError {
+    fn to_wire(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_else(|e| {
+            serde_json::to_vec(&SyncError::Panicked {
+                message: format!("{self} (could not serialise the error: {e})"),
+            })
+            .unwrap_or_default()
+        })
+    }
+
+    fn from_wire(bytes: &[u8]) -> SyncError {
+        serde_json::from_slice(bytes).unwrap_or_else(|e| {
+            SyncError::Collective(CollectiveError::Undecodable {
+                rank: 0,
+                why: format!("{e}; raw text: {}", String::from_utf8_lossy(bytes)),
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_round_trip_and_debug_reads_like_display() {
+        let samples = [
+            SyncError::io("open", "/run/x", std::io::Error::from_raw_os_error(2)),
+            SyncError::BadKey { key: "../x".into() },
+            SyncError::OnRank {
+                rank: 3,
+                context: "MPI_COMM_WORLD (4 ranks)".into(),
+                message: "disk full".into(),
+            },
+        ];
+        for e in samples {
+            let back = SyncError::from_wire(&e.to_wire());
+            assert_eq!(back.to_string(), e.to_string());
+            assert_eq!(back.io_kind(), e.io_kind());
+            assert!(format!("{e:?}").starts_with(&e.to_string()));
+        }
+        let garbled = SyncError::from_wire(b"\xffnope");
+        assert!(
+            garbled.to_string().contains("could not be decoded"),
+            "{garbled}"
+        );
+    }
+}

@@ -1,0 +1,585 @@
+//! [`RunSync`]: push a run folder to storage at checkpoints, pull it back on restore.
+
+use std::fs;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use globset::GlobSet;
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::config::{SyncConfig, SyncMode};
+use crate::index::{
+    FileEntry, FileKind, INDEX_KEY, STATE_DIR, SyncIndex, is_under, mtime_ns, set_mtime_ns,
+    sha256_file,
+};
+use crate::storage::{Prefixed, Storage, check_key};
+use clima_comms::Context;
+
+use crate::SyncError;
+
+/// What one push (`on_checkpoint`, `finish`, `sync push`) did on this rank.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SyncReport {
+    /// Files sent, relative to the run folder.
+    pub uploaded: Vec<String>,
+    /// Bytes sent (files only).
+    pub uploaded_bytes: u64,
+    /// Files looked at that were already stored with the same content.
+    pub unchanged: usize,
+    /// Files skipped because an exclude glob matched.
+    pub excluded: usize,
+    /// The slow-sync warning, if one was logged.
+    pub slow_warning: Option<String>,
+}
+
+/// What [`RunSync::restore`] did on this rank.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Restored {
+    /// The restored checkpoint folder (absolute), if any checkpoint was stored.
+    pub checkpoint: Option<PathBuf>,
+    /// Files downloaded, relative to the run folder.
+    pub downloaded: Vec<String>,
+    /// Bytes downloaded.
+    pub downloaded_bytes: u64,
+    /// Files already present with the stored content.
+    pub up_to_date: usize,
+    /// Local files newer than the stored copy, left alone (pushed at the next sync).
+    pub kept_newer: Vec<String>,
+    /// The slow-sync warning, if one was logged.
+    pub slow_warning: Option<String>,
+}
+
+/// Syncs one run folder with a [`Storage`]; see the [module docs](super) for the protocol.
+///
+/// `on_checkpoint`, `finish` and `restore` are **collective over the context** (every rank
+/// calls them in the same order): in [`SyncMode::Root`] rank 0 moves the files and broadcasts
+/// its outcome, in [`SyncMode::PerRank`] every rank moves its own subfolder and all ranks agree
+/// on success or on the first error.
+pub struct RunSync<'c> {
+    dir: PathBuf,
+    storage: Box<dyn Storage + 'c>,
+    config: SyncConfig,
+    excludes: GlobSet,
+    ctx: &'c dyn Context,
+    index: Option<SyncIndex>,
+}
+
+impl std::fmt::Debug for RunSync<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSync")
+            .field("dir", &self.dir)
+            .field("storage", &self.storage.url())
+            .field("config", &self.config)
+            .field("context", &self.ctx.describe())
+            .finish()
+    }
+}
+
+impl<'c> RunSync<'c> {
+    /// A syncer for `run_dir` (shared, or holding `rank-<r>` subfolders in per-rank mode).
+    /// Does no I/O; fails only on a bad exclude glob (the same on every rank).
+    pub fn new(
+        run_dir: impl Into<PathBuf>,
+        storage: impl Storage + 'c,
+        config: SyncConfig,
+        ctx: &'c dyn Context,
+    ) -> Result<RunSync<'c>, SyncError> {
+        let run_dir = run_dir.into();
+        let run_dir = std::path::absolute(&run_dir).unwrap_or(run_dir);
+        let dir = match config.mode {
+            SyncMode::Root => run_dir,
+            SyncMode::PerRank => run_dir.join(rank_dir(ctx.rank())),
+        };
+        Ok(RunSync {
+            dir,
+            storage: Box::new(storage),
+            excludes: config.excludes()?,
+            config,
+            ctx,
+            index: None,
+        })
+    }
+
+    /// The folder this rank syncs (the run folder, or its `rank-<r>` subfolder).
+    pub fn local_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Uploads the checkpoint folder `checkpoint_dir` (absolute, or relative to the synced
+    /// folder; it must be inside it) and, if `sync_artifacts` is on, every output artifact
+    /// changed since the last sync. Collective.
+    pub fn on_checkpoint(
+        &mut self,
+        checkpoint_dir: impl AsRef<Path>,
+    ) -> Result<SyncReport, SyncError> {
+        let checkpoint = checkpoint_dir.as_ref().to_path_buf();
+        self.collective(move |s| {
+            let rel = s.relative_checkpoint(&checkpoint)?;
+            s.push(Some(rel))
+        })
+    }
+
+    /// Final upload of changed output artifacts (when the run completes or stops). Collective.
+    pub fn finish(&mut self) -> Result<SyncReport, SyncError> {
+        self.collective(|s| s.push(None))
+    }
+
+    /// Downloads the latest checkpoint and (if `sync_artifacts` is on) the output artifacts.
+    /// A local file newer than its stored copy is never overwritten. Collective.
+    pub fn restore(&mut self) -> Result<Restored, SyncError> {
+        self.collective(|s| s.pull())
+    }
+
+    /// Runs `op` on the ranks that move files and makes every rank return the same outcome
+    /// (the collective steps of `clima-comms`).
+    fn collective<T: Serialize + DeserializeOwned>(
+        &mut self,
+        op: impl FnOnce(&mut Local<'_>) -> Result<T, SyncError>,
+    ) -> Result<T, SyncError> {
+        let ctx = self.ctx;
+        match self.config.mode {
+            SyncMode::Root => {
+                clima_comms::root_decides(ctx, "syncing the run folder", || self.run_local(op))
+            }
+            SyncMode::PerRank => {
+                let own = self.run_local(op);
+                clima_comms::all_succeed(ctx, own, |rank, e| match e {
+                    e @ SyncError::OnRank { .. } => e,
+                    e => SyncError::OnRank {
+                        rank,
+                        context: ctx.describe(),
+                        message: e.to_string(),
+                    },
+                })
+            }
+        }
+    }
+
+    fn run_local<T>(
+        &mut self,
+        op: impl FnOnce(&mut Local<'_>) -> Result<T, SyncError>,
+    ) -> Result<T, SyncError> {
+        let prefixed;
+        let storage: &dyn Storage = match self.config.mode {
+            SyncMode::Root => &*self.storage,
+            SyncMode::PerRank => {
+                prefixed = Prefixed {
+                    inner: &*self.storage,
+                    prefix: rank_dir(self.ctx.rank()),
+                };
+                &prefixed
+            }
+        };
+        let mut local = Local {
+            dir: &self.dir,
+            storage,
+            config: &self.config,
+            excludes: &self.excludes,
+            index: &mut self.index,
+        };
+        catch_unwind(AssertUnwindSafe(|| op(&mut local))).unwrap_or_else(|payload| {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(SyncError::Panicked { message })
+        })
+    }
+}
+
+/// The subfolder (and storage prefix) of `rank` in per-rank mode.
+pub fn rank_dir(rank: usize) -> String {
+    format!("rank-{rank}")
+}
+
+/// The per-rank state an operation works on.
+struct Local<'a> {
+    dir: &'a Path,
+    storage: &'a dyn Storage,
+    config: &'a SyncConfig,
+    excludes: &'a GlobSet,
+    index: &'a mut Option<SyncIndex>,
+}
+
+/// A file to consider: relative path, absolute path, metadata.
+struct Candidate {
+    rel: String,
+    path: PathBuf,
+    size: u64,
+    mtime_ns: u128,
+    kind: FileKind,
+}
+
+/// Logs the slow-sync warning once the deadline passes.
+struct SlowWatch {
+    start: Instant,
+    after: Duration,
+    what: String,
+    biggest: Vec<(String, u64)>,
+    warned: Option<String>,
+}
+
+impl SlowWatch {
+    fn new(what: String, after: Duration, mut sizes: Vec<(String, u64)>) -> SlowWatch {
+        sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        sizes.truncate(3);
+        SlowWatch {
+            start: Instant::now(),
+            after,
+            what,
+            biggest: sizes,
+            warned: None,
+        }
+    }
+
+    fn check(&mut self) {
+        let elapsed = self.start.elapsed();
+        if self.warned.is_some() || elapsed < self.after {
+            return;
+        }
+        let biggest = self
+            .biggest
+            .iter()
+            .map(|(f, n)| format!("`{f}` ({})", clima_artifact_fs::human_bytes(*n)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let message = format!(
+            "{} has taken {:.1} s (more than the {:.1} s set by slow_warning_after / \
+             CLIMA_SYNC_WARN_AFTER); the biggest files are {biggest}. If another component \
+             already uploads them, add exclude globs for them (CLIMA_SYNC_EXCLUDE), or turn \
+             sync_artifacts off (CLIMA_SYNC_ARTIFACTS=0) to move only checkpoints",
+            self.what,
+            elapsed.as_secs_f64(),
+            self.after.as_secs_f64()
+        );
+        tracing::warn!("{message}");
+        self.warned = Some(message);
+    }
+}
+
+impl Local<'_> {
+    fn relative_checkpoint(&self, checkpoint: &Path) -> Result<String, SyncError> {
+        let abs = if checkpoint.is_absolute() {
+            checkpoint.to_path_buf()
+        } else {
+            self.dir.join(checkpoint)
+        };
+        let not_inside = || SyncError::CheckpointOutsideRun {
+            checkpoint: abs.clone(),
+            run_dir: self.dir.to_path_buf(),
+        };
+        let canon_dir = fs::canonicalize(self.dir)
+            .map_err(|e| SyncError::io("open run folder", self.dir, e))?;
+        let canon = fs::canonicalize(&abs).map_err(|_| not_inside())?;
+        if !canon.is_dir() {
+            return Err(not_inside());
+        }
+        let rel = canon.strip_prefix(&canon_dir).map_err(|_| not_inside())?;
+        let rel = rel.to_str().ok_or_else(not_inside)?.to_owned();
+        if rel.is_empty() || rel.split('/').next() == Some(STATE_DIR) {
+            return Err(not_inside());
+        }
+        Ok(rel)
+    }
+
+    /// The index: the local copy, else the stored one, else empty.
+    fn index(&mut self) -> Result<&mut SyncIndex, SyncError> {
+        if self.index.is_none() {
+            let local = self.dir.join(INDEX_KEY);
+            let index = match fs::read(&local) {
+                Ok(bytes) => SyncIndex::parse(&bytes, &format!("`{}`", local.display()))?,
+                Err(_) => match self.storage.get_bytes(INDEX_KEY)? {
+                    Some(bytes) => SyncIndex::parse(
+                        &bytes,
+                        &format!("`{INDEX_KEY}` in `{}`", self.storage.url()),
+                    )?,
+                    None => SyncIndex {
+                        version: 1,
+                        ..Default::default()
+                    },
+                },
+            };
+            *self.index = Some(index);
+        }
+        Ok(self.index.as_mut().expect("set above"))
+    }
+
+    fn save_local_index(&self, index: &SyncIndex) -> Result<(), SyncError> {
+        let path = self.dir.join(INDEX_KEY);
+        let dir = self.dir.join(STATE_DIR);
+        fs::create_dir_all(&dir).map_err(|e| SyncError::io("create folder", &dir, e))?;
+        clima_artifact_fs::write_atomically(&path, &index.to_bytes())
+            .map_err(|e| SyncError::io("write", &path, e))
+    }
+
+    /// Regular files below `sub` (relative, `""` for all), skipping the state folder.
+    fn walk(
+        &self,
+        sub: &str,
+        excluded: &mut usize,
+        out: &mut Vec<(String, PathBuf, fs::Metadata)>,
+    ) -> Result<(), SyncError> {
+        let start = if sub.is_empty() {
+            self.dir.to_path_buf()
+        } else {
+            self.dir.join(sub)
+        };
+        if !start.exists() {
+            return Ok(());
+        }
+        let mut stack = vec![(start, sub.to_owned())];
+        while let Some((dir, rel)) = stack.pop() {
+            let entries = fs::read_dir(&dir).map_err(|e| SyncError::io("list", &dir, e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| SyncError::io("list", &dir, e))?;
+                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                    tracing::warn!(
+                        "not syncing `{}`: its name is not UTF-8; rename it to sync it",
+                        entry.path().display()
+                    );
+                    continue;
+                };
+                let child = if rel.is_empty() {
+                    name
+                } else {
+                    format!("{rel}/{name}")
+                };
+                if child == STATE_DIR {
+                    continue;
+                }
+                let meta = entry
+                    .metadata()
+                    .map_err(|e| SyncError::io("stat", entry.path(), e))?;
+                if meta.is_dir() {
+                    stack.push((entry.path(), child));
+                } else if meta.is_file() {
+                    if self.excludes.is_match(&child) {
+                        *excluded += 1;
+                    } else {
+                        out.push((child, entry.path(), meta));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, checkpoint: Option<String>) -> Result<SyncReport, SyncError> {
+        fs::create_dir_all(self.dir)
+            .map_err(|e| SyncError::io("create run folder", self.dir, e))?;
+        let sync_artifacts = self.config.sync_artifacts;
+        let mut report = SyncReport::default();
+        let mut files = Vec::new();
+        if sync_artifacts {
+            self.walk("", &mut report.excluded, &mut files)?;
+        } else if let Some(c) = &checkpoint {
+            self.walk(c, &mut report.excluded, &mut files)?;
+        }
+        let mut index = self.index()?.clone();
+        let mut candidates = Vec::new();
+        for (rel, path, meta) in files {
+            let in_current = checkpoint.as_deref().is_some_and(|c| is_under(&rel, c));
+            let kind = if in_current {
+                FileKind::Checkpoint
+            } else if index.in_checkpoint(&rel) {
+                continue; // an older checkpoint: stored when it was written
+            } else {
+                FileKind::Artifact
+            };
+            if kind == FileKind::Artifact && !sync_artifacts {
+                continue;
+            }
+            candidates.push(Candidate {
+                rel,
+                path,
+                size: meta.len(),
+                mtime_ns: mtime_ns(&meta),
+                kind,
+            });
+        }
+
+        let mut changed_index = false;
+        if let Some(c) = &checkpoint {
+            if !index.checkpoints.contains(c) {
+                index.checkpoints.push(c.clone());
+            }
+            if index.latest_checkpoint.as_deref() != Some(c) {
+                index.latest_checkpoint = Some(c.clone());
+            }
+            changed_index = true;
+        }
+        let mut to_send = Vec::new();
+        for c in candidates {
+            check_key(&c.rel)?;
+            if let Some(e) = index.files.get(&c.rel)
+                && e.size == c.size
+                && e.mtime_ns == c.mtime_ns
+                && e.kind == c.kind
+            {
+                report.unchanged += 1;
+                continue;
+            }
+            let sha256 = sha256_file(&c.path)?;
+            let entry = FileEntry {
+                size: c.size,
+                mtime_ns: c.mtime_ns,
+                sha256,
+                kind: c.kind,
+            };
+            match index.files.get(&c.rel) {
+                Some(old) if old.sha256 == entry.sha256 && old.size == entry.size => {
+                    // Same content, new mtime (touched, or restored): remember, do not send.
+                    report.unchanged += 1;
+                    index.files.insert(c.rel, entry);
+                    changed_index = true;
+                }
+                _ => to_send.push((c, entry)),
+            }
+        }
+        to_send.sort_by(|a, b| a.0.rel.cmp(&b.0.rel));
+        let mut watch = SlowWatch::new(
+            format!(
+                "syncing `{}` to `{}`",
+                self.dir.display(),
+                self.storage.url()
+            ),
+            self.config.slow_warning_after,
+            to_send
+                .iter()
+                .map(|(c, _)| (c.rel.clone(), c.size))
+                .collect(),
+        );
+        for (c, entry) in to_send {
+            let sent = self.storage.put_file(&c.rel, &c.path)?;
+            report.uploaded_bytes += sent;
+            report.uploaded.push(c.rel.clone());
+            index.files.insert(c.rel, entry);
+            changed_index = true;
+            watch.check();
+        }
+        if changed_index {
+            self.storage.put_bytes(INDEX_KEY, &index.to_bytes())?;
+            self.save_local_index(&index)?;
+        }
+        report.slow_warning = watch.warned;
+        *self.index = Some(index);
+        Ok(report)
+    }
+
+    fn pull(&mut self) -> Result<Restored, SyncError> {
+        let mut restored = Restored::default();
+        let Some(bytes) = self.storage.get_bytes(INDEX_KEY)? else {
+            return Ok(restored); // nothing stored yet: a fresh run
+        };
+        let remote = SyncIndex::parse(
+            &bytes,
+            &format!("`{INDEX_KEY}` in `{}`", self.storage.url()),
+        )?;
+        fs::create_dir_all(self.dir)
+            .map_err(|e| SyncError::io("create run folder", self.dir, e))?;
+        let latest = remote.latest_checkpoint.clone();
+        let wanted: Vec<(String, FileEntry)> = remote
+            .files
+            .iter()
+            .filter(|(rel, e)| match e.kind {
+                FileKind::Checkpoint => latest.as_deref().is_some_and(|c| is_under(rel, c)),
+                FileKind::Artifact => self.config.sync_artifacts,
+            })
+            .filter(|(rel, _)| !self.excludes.is_match(rel.as_str()))
+            .map(|(r, e)| (r.clone(), e.clone()))
+            .collect();
+        let mut local_index = remote.clone();
+        let mut to_fetch = Vec::new();
+        for (rel, entry) in wanted {
+            check_key(&rel).map_err(|e| SyncError::BadIndex {
+                origin: format!("in `{}`", self.storage.url()),
+                reason: format!("it lists a bad path: {e}"),
+            })?;
+            let path = self.dir.join(&rel);
+            match fs::symlink_metadata(&path) {
+                Ok(meta) if meta.is_file() => {
+                    let local_mtime = mtime_ns(&meta);
+                    if meta.len() == entry.size && local_mtime == entry.mtime_ns {
+                        restored.up_to_date += 1;
+                    } else if local_mtime > entry.mtime_ns {
+                        tracing::info!(
+                            "keeping `{}`: it is newer than the stored copy in `{}`",
+                            path.display(),
+                            self.storage.url()
+                        );
+                        restored.kept_newer.push(rel);
+                    } else if sha256_file(&path)? == entry.sha256 {
+                        restored.up_to_date += 1;
+                        if let Some(e) = local_index.files.get_mut(&rel) {
+                            e.mtime_ns = local_mtime;
+                        }
+                    } else {
+                        to_fetch.push((rel, path, entry));
+                    }
+                }
+                Ok(_) => {
+                    return Err(SyncError::InTheWay { path });
+                }
+                Err(_) => to_fetch.push((rel, path, entry)),
+            }
+        }
+        let mut watch = SlowWatch::new(
+            format!(
+                "restoring `{}` from `{}`",
+                self.dir.display(),
+                self.storage.url()
+            ),
+            self.config.slow_warning_after,
+            to_fetch
+                .iter()
+                .map(|(r, _, e)| (r.clone(), e.size))
+                .collect(),
+        );
+        for (rel, path, entry) in to_fetch {
+            let parent = path.parent().unwrap_or(self.dir);
+            fs::create_dir_all(parent).map_err(|e| SyncError::io("create folder", parent, e))?;
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+            let tmp = parent.join(format!(".{name}.clima-restore-{}", std::process::id()));
+            let result = self.storage.get_file(&rel, &tmp).and_then(|n| {
+                let sha = sha256_file(&tmp)?;
+                let file = fs::OpenOptions::new()
+                    .write(true)
+                    .open(&tmp)
+                    .map_err(|e| SyncError::io("open", &tmp, e))?;
+                set_mtime_ns(&file, entry.mtime_ns)
+                    .map_err(|e| SyncError::io("set the modification time of", &tmp, e))?;
+                drop(file);
+                fs::rename(&tmp, &path).map_err(|e| SyncError::io("move into place", &path, e))?;
+                Ok((n, sha))
+            });
+            let (n, sha) = match result {
+                Ok(v) => v,
+                Err(e) => {
+                    let _ = fs::remove_file(&tmp);
+                    return Err(e);
+                }
+            };
+            if sha != entry.sha256 {
+                tracing::warn!(
+                    "`{rel}` in `{}` does not have the content the sync manifest records \
+                     (an upload was interrupted after the file was stored); keeping the stored file",
+                    self.storage.url()
+                );
+                if let Some(e) = local_index.files.get_mut(&rel) {
+                    e.sha256 = sha;
+                    e.size = n;
+                }
+            }
+            restored.downloaded_bytes += n;
+            restored.downloaded.push(rel);
+            watch.check();
+        }
+        self.save_local_index(&local_index)?;
+        restored.checkpoint = latest.map(|c| self.dir.join(c));
+        restored.slow_warning = watch.warned;
+        *self.index = Some(local_index);
+        Ok(restored)
+    }
+}

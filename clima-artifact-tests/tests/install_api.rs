@@ -1,0 +1,225 @@
+//! The public `Artifacts` API over a real manifest file.
+
+use clima_artifact_runtime::Origin;
+use clima_artifact_runtime::{Artifacts, Error, access_log};
+use clima_artifact_tests::{
+    ManifestEntry, TestArtifact, TestServer, have_git, success_stdout, test_config, write_manifest,
+};
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    depot: std::path::PathBuf,
+    server: TestServer,
+    art: TestArtifact,
+    manifest: std::path::PathBuf,
+}
+
+fn setup() -> Option<Setup> {
+    setup_with(31)
+}
+
+/// Like [`setup`] with the `era5` content made from `seed`. The provenance registry is global
+/// to the test process, so a test counting accesses needs a hash no other test installs.
+fn setup_with(seed: u32) -> Option<Setup> {
+    if !have_git() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let server = TestServer::start();
+    let art = TestArtifact::sample(seed);
+    server.serve("era5.tar.gz", art.tarball.clone());
+    let manifest = write_manifest(
+        &dir.path().join("pkg"),
+        &[
+            ManifestEntry {
+                name: "era5",
+                hash: art.tree_hash,
+                downloads: vec![(server.url("era5.tar.gz"), art.sha256)],
+                extra: vec![("license", "CC-BY-4.0")],
+            },
+            ManifestEntry {
+                name: "local_only",
+                hash: TestArtifact::sample(32).tree_hash,
+                downloads: vec![],
+                extra: vec![],
+            },
+        ],
+    );
+    Some(Setup {
+        _dir: dir,
+        depot,
+        server,
+        art,
+        manifest,
+    })
+}
+
+fn load(s: &Setup) -> Artifacts {
+    Artifacts::load(&s.manifest)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_config(test_config(std::slice::from_ref(&s.depot)))
+}
+
+#[test]
+fn ensure_installed_queries_and_sub_paths() {
+    let Some(s) = setup() else { return };
+    let a = load(&s);
+    assert_eq!(a.hash("era5").unwrap(), s.art.tree_hash);
+    assert!(!a.is_installed("era5").unwrap());
+    assert_eq!(a.artifact_path("era5").unwrap(), None);
+
+    let dir = a.ensure_installed("era5").unwrap();
+    s.art.assert_content(&dir);
+    assert!(a.is_installed("era5").unwrap());
+    assert_eq!(a.artifact_path("era5").unwrap(), Some(dir.clone()));
+    assert_eq!(
+        a.ensure_installed("era5/data/values.csv").unwrap(),
+        dir.join("data/values.csv")
+    );
+    let detailed = a.ensure_installed_detailed("era5/bin").unwrap();
+    assert_eq!(
+        (detailed.path, detailed.origin),
+        (dir.join("bin"), Origin::Depot)
+    );
+    assert_eq!(s.server.gets("era5.tar.gz"), 1);
+
+    let e = a.ensure_installed("era5/data/nope.csv").unwrap_err();
+    assert!(matches!(e, Error::SubPathMissing { .. }), "{e:?}");
+    assert!(e.to_string().contains("data/nope.csv"), "{e}");
+    let e = a.ensure_installed("era5/../etc").unwrap_err();
+    assert!(matches!(e, Error::SubPath(_)), "{e:?}");
+
+    let e = a.ensure_installed("eraa5").unwrap_err().to_string();
+    assert!(e.contains("eraa5") && e.contains("era5"), "{e}");
+
+    // The usage log records the manifest, like Julia's.
+    let log = std::fs::read_to_string(s.depot.join("logs/artifact_usage.toml")).unwrap();
+    assert!(log.contains(&s.manifest.display().to_string()), "{log}");
+}
+
+#[test]
+fn successful_calls_are_recorded_for_provenance() {
+    let Some(s) = setup_with(33) else { return };
+    let a = load(&s);
+    a.ensure_installed("era5").unwrap();
+    a.ensure_installed("era5/README.md").unwrap();
+    // The registry is process-wide and other tests of this binary record in parallel: this
+    // test's artifact (seed 33) is its own, and matching the (temporary) manifest as well keeps
+    // the lookup exact even if another test ever reuses that seed.
+    let manifest = s.manifest.display().to_string();
+    let rec = access_log::snapshot()
+        .into_iter()
+        .find(|r| r.git_tree_sha1 == s.art.tree_hash && r.manifest == manifest)
+        .expect("recorded");
+    assert_eq!(rec.name, "era5");
+    assert_eq!(rec.accesses, 2);
+    assert_eq!(
+        rec.metadata.get("license").map(String::as_str),
+        Some("CC-BY-4.0")
+    );
+    assert!(matches!(
+        rec.origin,
+        access_log::RecordedOrigin::Downloaded { .. }
+    ));
+}
+
+#[test]
+fn from_dir_and_missing_download_section() {
+    let Some(s) = setup() else { return };
+    let a = Artifacts::from_dir(s.manifest.parent().unwrap())
+        .unwrap()
+        .with_config(test_config(std::slice::from_ref(&s.depot)));
+    let e = a.ensure_installed("local_only").unwrap_err().to_string();
+    assert!(e.contains("= \"/path/to/local_only\""), "{e}");
+    assert!(e.contains(&s.manifest.display().to_string()), "{e}");
+}
+
+#[test]
+fn helper_binary_installs_from_a_manifest() {
+    let Some(s) = setup() else { return };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_install_one"))
+        .args(["manifest"])
+        .arg(&s.manifest)
+        .arg("era5/data")
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &s.depot)
+        .output()
+        .unwrap();
+    let path = success_stdout(out);
+    assert_eq!(
+        std::path::Path::new(path.trim()),
+        s.depot
+            .join("artifacts")
+            .join(s.art.tree_hash.to_hex())
+            .join("data")
+    );
+
+    // A bad environment variable is a clear error naming it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_install_one"))
+        .args(["manifest"])
+        .arg(&s.manifest)
+        .arg("era5")
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &s.depot)
+        .env("CLIMA_ARTIFACTS_STALL_TIMEOUT", "forever")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CLIMA_ARTIFACTS_STALL_TIMEOUT"), "{err}");
+}
+
+/// `fn main() -> Result<(), Box<dyn Error>>` prints `Debug`: for our errors that is the readable
+/// message with what to do, never `Other { message: .. }` or `NoDownloads { name: .. }`.
+#[test]
+fn main_returning_an_error_prints_a_readable_message() {
+    let Some(s) = setup() else { return };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_main_error"))
+        .arg(&s.manifest)
+        .arg("local_only")
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &s.depot)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("Error: artifact `local_only` ("),
+        "the first line is the message: {err}"
+    );
+    assert!(err.contains("has no download section in `"), "{err}");
+    assert!(
+        err.contains("= \"/path/to/local_only\""),
+        "it says what to add: {err}"
+    );
+    assert!(!err.contains("NoDownloads"), "no struct dump: {err}");
+    assert!(
+        !err.contains(" {\n") && !err.contains("name: \""),
+        "no struct dump: {err}"
+    );
+
+    // A missing sub-path: the same readable form, listing what the artifact holds.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_main_error"))
+        .arg(&s.manifest)
+        .arg("era5/nope.nc")
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &s.depot)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // (The download before it logs plain progress lines: stderr is not a terminal here.)
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("clima-artifacts: downloading `era5` (")),
+        "{err}"
+    );
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("Error: "))
+        .unwrap_or_else(|| panic!("no `Error:` line: {err}"));
+    assert!(
+        line.starts_with("Error: artifact `era5` has no `nope.nc`"),
+        "{err}"
+    );
+    assert!(
+        line.contains("top level holds: ") && line.contains("data"),
+        "{err}"
+    );
+}

@@ -1,0 +1,335 @@
+//! The install pipeline end to end over loopback HTTP and local files.
+
+use clima_artifact_runtime::{Config, Error};
+use clima_artifact_runtime::{Origin, depot::reclaim_stale_temp_dirs, ensure_variant};
+use clima_artifact_tests::{
+    TarballBuilder, TestArtifact, TestServer, assert_depot_clean, have_git, installed_entries,
+    temp_entries, test_config, tree_files,
+};
+
+fn setup() -> Option<(tempfile::TempDir, std::path::PathBuf, Config)> {
+    if !have_git() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let config = test_config(std::slice::from_ref(&depot));
+    Some((dir, depot, config))
+}
+
+#[test]
+fn installs_then_reinstall_is_a_no_op() {
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
+    let server = TestServer::start();
+    let art = TestArtifact::sample(1);
+    server.serve("s.tar.gz", art.tarball.clone());
+    let v = art.variant(&[server.url("s.tar.gz")]);
+
+    let first = ensure_variant("sample", &v, &depot, &config).unwrap();
+    assert_eq!(
+        first.path,
+        depot.join("artifacts").join(art.tree_hash.to_hex())
+    );
+    match &first.origin {
+        Origin::Downloaded { url, bytes, .. } => {
+            assert_eq!(url, &server.url("s.tar.gz"));
+            assert_eq!(*bytes, art.tarball.len() as u64);
+        }
+        o => panic!("expected a download, got {o:?}"),
+    }
+    art.assert_content(&first.path);
+    assert_eq!(
+        tree_files(&first.path),
+        ["README.md", "bin/run.sh", "data/values.csv", "latest.csv"]
+    );
+    assert_eq!(
+        std::fs::read_link(first.path.join("latest.csv")).unwrap(),
+        std::path::Path::new("data/values.csv")
+    );
+    assert_eq!(temp_entries(&depot), Vec::<String>::new());
+
+    let again = ensure_variant("sample", &v, &depot, &config).unwrap();
+    assert_eq!(again.origin, Origin::Depot);
+    assert_eq!(again.path, first.path);
+    assert_eq!(server.gets("s.tar.gz"), 1, "re-install must not download");
+}
+
+#[test]
+fn zstd_and_plain_tar_and_local_sources() {
+    let Some((dir, depot, config)) = setup() else {
+        return;
+    };
+    let b = TarballBuilder::new()
+        .file("a.txt", "alpha\n")
+        .file("nested/deeper/b.txt", "beta\n");
+    for (i, bytes) in [b.zstd(), b.tar()].into_iter().enumerate() {
+        let art = TestArtifact::with_bytes(b.clone(), bytes);
+        let file = dir.path().join(format!("src{i}.bin"));
+        std::fs::write(&file, &art.tarball).unwrap();
+        // Relative to the manifest folder, then as a file:// URL.
+        let v = art.variant(&[format!("src{i}.bin")]);
+        let got = ensure_variant("local", &v, dir.path(), &config).unwrap();
+        art.assert_content(&got.path);
+        std::fs::remove_dir_all(&got.path).unwrap();
+        let v = art.variant(&[format!("file://{}", file.display())]);
+        let got = ensure_variant("local", &v, dir.path(), &config).unwrap();
+        art.assert_content(&got.path);
+        std::fs::remove_dir_all(&got.path).unwrap();
+    }
+    assert_eq!(temp_entries(&depot), Vec::<String>::new());
+}
+
+#[test]
+fn sha256_mismatch_is_an_error_and_leaves_nothing() {
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
+    let server = TestServer::start();
+    let art = TestArtifact::sample(2);
+    server.serve("s.tar.gz", art.tarball.clone());
+    let mut v = art.variant(&[server.url("s.tar.gz")]);
+    v.downloads[0].sha256 = clima_artifact_tests::sha256(b"something else");
+    let e = ensure_variant("sample", &v, &depot, &config).unwrap_err();
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    match &failures[0] {
+        Error::Sha256Mismatch {
+            url,
+            expected,
+            actual,
+            bytes,
+        } => {
+            assert_eq!(url, &server.url("s.tar.gz"));
+            assert_eq!(*expected, v.downloads[0].sha256);
+            assert_eq!(*actual, art.sha256);
+            assert_eq!(*bytes, art.tarball.len() as u64);
+        }
+        f => panic!("{f:?}"),
+    }
+    let s = e.to_string();
+    assert!(
+        s.contains("sha256 mismatch") && s.contains(&art.sha256.to_hex()),
+        "{s}"
+    );
+    assert_depot_clean(&depot);
+}
+
+#[test]
+fn tree_hash_mismatch_is_an_error_and_leaves_nothing() {
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
+    let server = TestServer::start();
+    let art = TestArtifact::sample(3);
+    server.serve("s.tar.gz", art.tarball.clone());
+    let wrong = TestArtifact::sample(4).tree_hash;
+    let mut v = art.variant(&[server.url("s.tar.gz")]);
+    v.git_tree_sha1 = wrong;
+    let e = ensure_variant("sample", &v, &depot, &config).unwrap_err();
+    let s = e.to_string();
+    assert!(s.contains("git-tree-sha1 mismatch"), "{s}");
+    assert!(
+        s.contains(&wrong.to_hex()) && s.contains(&art.tree_hash.to_hex()),
+        "{s}"
+    );
+    assert!(s.contains(&server.url("s.tar.gz")), "{s}");
+    assert_depot_clean(&depot);
+}
+
+#[test]
+fn offline_mode_never_touches_the_network() {
+    let Some((_d, depot, mut config)) = setup() else {
+        return;
+    };
+    config.offline = true;
+    let server = TestServer::start();
+    let art = TestArtifact::sample(5);
+    server.serve("s.tar.gz", art.tarball.clone());
+    let v = art.variant(&[server.url("s.tar.gz")]);
+    let e = ensure_variant("sample", &v, &depot, &config).unwrap_err();
+    assert!(matches!(e, Error::Offline { .. }), "{e:?}");
+    let s = e.to_string();
+    assert!(
+        s.contains("CLIMA_ARTIFACTS_OFFLINE") && s.contains("`sample`"),
+        "{s}"
+    );
+    assert!(s.contains(&depot.display().to_string()), "{s}");
+    assert!(s.contains(&format!("`{}`", server.url("s.tar.gz"))), "{s}");
+    assert!(
+        s.contains("run `clima-artifacts fetch` on a machine with network access")
+            && s.contains("or unset CLIMA_ARTIFACTS_OFFLINE"),
+        "{s}"
+    );
+    assert_eq!(server.total_gets(), 0);
+
+    // Once installed (online), offline lookups succeed without the network.
+    config.offline = false;
+    ensure_variant("sample", &v, &depot, &config).unwrap();
+    config.offline = true;
+    let got = ensure_variant("sample", &v, &depot, &config).unwrap();
+    assert_eq!(got.origin, Origin::Depot);
+    assert_eq!(server.total_gets(), 1);
+}
+
+#[test]
+fn offline_mode_still_installs_from_local_sources() {
+    let Some((dir, depot, mut config)) = setup() else {
+        return;
+    };
+    config.offline = true;
+    let server = TestServer::start();
+    let art = TestArtifact::sample(15);
+    server.serve("s.tar.gz", art.tarball.clone());
+    let file = dir.path().join("data").join("s.tar.gz");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, &art.tarball).unwrap();
+    // A network URL first: skipped offline, never fetched; the relative path installs.
+    let v = art.variant(&[server.url("s.tar.gz"), "data/s.tar.gz".into()]);
+    let got = ensure_variant("sample", &v, dir.path(), &config).unwrap();
+    assert!(
+        matches!(&got.origin, Origin::Downloaded { url, .. } if url == "data/s.tar.gz"),
+        "{:?}",
+        got.origin
+    );
+    art.assert_content(&got.path);
+    std::fs::remove_dir_all(&got.path).unwrap();
+    // A `file:///` URL is local too.
+    let v = art.variant(&[format!("file://{}", file.display())]);
+    let got = ensure_variant("sample", &v, dir.path(), &config).unwrap();
+    art.assert_content(&got.path);
+    assert_eq!(server.total_gets(), 0);
+    assert_eq!(temp_entries(&depot), Vec::<String>::new());
+
+    // A local source that fails offline: the error lists it and the skipped network URL.
+    std::fs::remove_dir_all(&got.path).unwrap();
+    let v = art.variant(&[server.url("s.tar.gz"), "data/missing.tar.gz".into()]);
+    let e = ensure_variant("sample", &v, dir.path(), &config)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing.tar.gz"), "{e}");
+    assert!(
+        e.contains(&format!(
+            "`{}`: not tried: CLIMA_ARTIFACTS_OFFLINE is set",
+            server.url("s.tar.gz")
+        )),
+        "{e}"
+    );
+    assert_eq!(server.total_gets(), 0);
+}
+
+#[test]
+fn no_download_section_says_which_override_line_to_add() {
+    let Some((dir, depot, config)) = setup() else {
+        return;
+    };
+    std::fs::write(dir.path().join("Artifacts.toml"), "").unwrap();
+    let art = TestArtifact::sample(6);
+    let v = art.variant(&[]);
+    let e = ensure_variant("era5", &v, dir.path(), &config).unwrap_err();
+    let s = e.to_string();
+    let line = format!("{} = \"/path/to/era5\"", art.tree_hash);
+    assert!(s.contains(&line), "{s}");
+    let file = depot.join("artifacts").join("Overrides.toml");
+    assert!(s.contains(&format!("`{}`", file.display())), "{s}");
+    assert!(
+        s.contains(&dir.path().join("Artifacts.toml").display().to_string()),
+        "{s}"
+    );
+}
+
+#[test]
+fn stale_temp_dirs_of_dead_processes_are_reclaimed() {
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
+    let server = TestServer::start();
+    let art = TestArtifact::sample(7);
+    server.serve("s.tar.gz", art.tarball.clone());
+    let host = clima_artifact_runtime::depot::hostname();
+    let arts = depot.join("artifacts");
+    std::fs::create_dir_all(&arts).unwrap();
+    // A dead pid (a child that already exited), a live one (ours), another host.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let h = art.tree_hash;
+    let stale = arts.join(format!(".tmp-{h}-{host}-{dead}-1"));
+    let live = arts.join(format!(".tmp-{h}-{host}-{}-2", std::process::id()));
+    let remote = arts.join(format!(".tmp-{h}-other-host-{dead}-3"));
+    for d in [&stale, &live, &remote] {
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        std::fs::write(d.join("sub/partial"), b"x").unwrap();
+    }
+    let v = art.variant(&[server.url("s.tar.gz")]);
+    ensure_variant("sample", &v, &depot, &config).unwrap();
+    assert!(!stale.exists(), "dead process's temp dir is reclaimed");
+    assert!(live.exists() && remote.exists(), "others are left alone");
+    assert_eq!(reclaim_stale_temp_dirs(&depot), 0);
+    assert_eq!(installed_entries(&depot), [art.tree_hash.to_hex()]);
+}
+
+#[test]
+fn git_agrees_with_the_extractor_on_a_tricky_tree() {
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
+    let b = TarballBuilder::new()
+        .file("a b/ü.txt", "unicode and spaces\n")
+        .file("a.b", "sorts before a/\n")
+        .file("a/x", "x")
+        .file("a-", "dash")
+        .file("empty", "")
+        .dir("empty-dir")
+        .exec("tool", "#!/bin/sh\n")
+        .symlink("dangling", "does/not/exist");
+    let art = TestArtifact::gzip(b);
+    let server = TestServer::start();
+    server.serve("t.tar.gz", art.tarball.clone());
+    let got = ensure_variant(
+        "t",
+        &art.variant(&[server.url("t.tar.gz")]),
+        &depot,
+        &config,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    art.assert_content(&got.path);
+}
+
+#[test]
+fn leftover_probe_files_are_reclaimed_and_probes_leave_nothing() {
+    let Some((_d, depot, config)) = setup() else {
+        return;
+    };
+    let arts = depot.join("artifacts");
+    std::fs::create_dir_all(&arts).unwrap();
+    // Left by a process killed during the writability probe: an old one and a fresh one.
+    let old = arts.join(".probe-4242-1");
+    let fresh = arts.join(".probe-4243-2");
+    for p in [&old, &fresh] {
+        std::fs::write(p, b"").unwrap();
+    }
+    let two_minutes_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(two_minutes_ago)
+        .unwrap();
+
+    let server = TestServer::start();
+    let art = TestArtifact::sample(16);
+    server.serve("s.tar.gz", art.tarball.clone());
+    let v = art.variant(&[server.url("s.tar.gz")]);
+    ensure_variant("sample", &v, &depot, &config).unwrap();
+    assert!(!old.exists(), "an old probe file is reclaimed");
+    assert!(fresh.exists(), "a fresh one may belong to a live probe");
+    let probes: Vec<String> = std::fs::read_dir(&arts)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".probe-"))
+        .collect();
+    assert_eq!(probes, [".probe-4243-2"], "the probe itself left nothing");
+}

@@ -1,0 +1,802 @@
+//! Real `mpirun` tests of collective artifact access (issue 4), behind the `mpi` feature.
+//!
+//! Each test starts the loopback [`TestServer`], writes an `Artifacts.toml` pointing at it, runs
+//! `mpirun -n N` on a test program from `tests/src/bin/mpi_*.rs` with the depot in the
+//! environment, and checks the server's GET counts and every rank's `RESULT` line.
+//!
+//! Without `mpirun` these tests print `SKIPPED` and pass, except when `CI=true` or
+//! `CLIMA_REQUIRE_MPI=1` (then they fail). Each test that really ran touches a file in
+//! `$CLIMA_MPI_TEST_MARKER_DIR` (when set), so `scripts/ci-mpi.sh` can prove nothing was skipped.
+#![cfg(feature = "mpi")]
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use clima_artifact_tests::{
+    Fault, ManifestEntry, TarballBuilder, TestArtifact, TestServer, write_manifest,
+};
+
+/// Longest an `mpirun` may take before the test kills it and fails (a hang).
+const MPIRUN_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// How `mpirun` is launched on this machine.
+struct Mpirun {
+    program: PathBuf,
+    openmpi: bool,
+}
+
+impl Mpirun {
+    /// Finds `mpirun` (or `mpiexec`), or skips / fails as the module docs say.
+    fn find(test: &str) -> Option<Mpirun> {
+        let program = ["mpirun", "mpiexec"].into_iter().find_map(|name| {
+            let out = Command::new(name).arg("--version").output().ok()?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            Some((PathBuf::from(name), text))
+        });
+        let Some((program, version)) = program else {
+            let required = std::env::var("CI").is_ok_and(|v| v == "true")
+                || std::env::var("CLIMA_REQUIRE_MPI").is_ok_and(|v| v == "1");
+            assert!(
+                !required,
+                "{test}: `mpirun` not found but CI=true / CLIMA_REQUIRE_MPI=1: install OpenMPI \
+                 or MPICH (e.g. `apt-get install openmpi-bin libopenmpi-dev`)"
+            );
+            println!("SKIPPED {test}: `mpirun` not found on PATH");
+            return None;
+        };
+        if let Some(dir) = std::env::var_os("CLIMA_MPI_TEST_MARKER_DIR") {
+            std::fs::create_dir_all(&dir).expect("marker dir");
+            std::fs::write(Path::new(&dir).join(test), b"ran\n").expect("marker file");
+        }
+        let openmpi = version.contains("Open MPI") || version.contains("OpenRTE");
+        Some(Mpirun { program, openmpi })
+    }
+
+    /// `mpirun -n <n> <program> <args>` (several `-n` groups for MPMD launches).
+    fn command(&self, groups: &[(usize, Vec<String>)]) -> Command {
+        let mut cmd = Command::new(&self.program);
+        if self.openmpi {
+            cmd.args(["--allow-run-as-root", "--oversubscribe"]);
+            cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+                .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+                .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+        }
+        for (i, (n, argv)) in groups.iter().enumerate() {
+            if i > 0 {
+                cmd.arg(":");
+            }
+            cmd.arg("-n").arg(n.to_string()).args(argv);
+        }
+        cmd
+    }
+}
+
+/// What an `mpirun` produced.
+struct Run {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cmd` in its own process group; kills the group and panics after [`MPIRUN_TIMEOUT`].
+fn run_bounded(cmd: Command, envs: &[(&str, &str)]) -> Run {
+    run_bounded_within(cmd, envs, MPIRUN_TIMEOUT)
+}
+
+/// [`run_bounded`] with a shorter limit, for runs whose known failure mode is a hang.
+fn run_bounded_within(mut cmd: Command, envs: &[(&str, &str)], timeout: Duration) -> Run {
+    use std::os::unix::process::CommandExt;
+    cmd.env_remove("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT")
+        .envs(envs.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().expect("spawn mpirun");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for mpirun") {
+            break status;
+        }
+        if start.elapsed() > timeout {
+            let _ = Command::new("kill")
+                .args(["-KILL", &format!("-{}", child.id())])
+                .status();
+            let _ = child.wait();
+            panic!(
+                "mpirun hung for more than {timeout:?} and was killed\nstdout:\n{}\nstderr:\n{}",
+                out.join().unwrap_or_default(),
+                err.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Run {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
+/// One `RESULT` line of `mpi_fetch`.
+#[derive(Debug)]
+struct Outcome {
+    rank: usize,
+    size: usize,
+    name: String,
+    result: Result<PathBuf, String>,
+}
+
+fn outcomes(run: &Run) -> Vec<Outcome> {
+    run.stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("RESULT "))
+        .map(|l| {
+            let mut parts = l.splitn(4, ' ');
+            let mut field = |key: &str| {
+                parts
+                    .next()
+                    .and_then(|p| p.strip_prefix(key))
+                    .unwrap_or_else(|| panic!("bad RESULT line `{l}`"))
+                    .to_owned()
+            };
+            let rank = field("rank=").parse().expect("rank");
+            let size = field("size=").parse().expect("size");
+            let name = field("name=");
+            let rest = parts.next().expect("outcome");
+            let result = match rest.strip_prefix("ok path=") {
+                Some(p) => Ok(PathBuf::from(p)),
+                None => Err(rest.strip_prefix("err=").expect("ok or err").to_owned()),
+            };
+            Outcome {
+                rank,
+                size,
+                name,
+                result,
+            }
+        })
+        .collect()
+}
+
+/// A served artifact: its name, tree hash and URL path on the server.
+struct Served {
+    name: String,
+    hash: String,
+    url_path: String,
+}
+
+/// Serves one small tarball per name and writes `Artifacts.toml` into `dir`.
+fn serve_artifacts(server: &TestServer, dir: &Path, names: &[&str]) -> (PathBuf, Vec<Served>) {
+    let artifacts: Vec<(String, TestArtifact)> = names
+        .iter()
+        .map(|name| {
+            let artifact = TestArtifact::gzip(
+                TarballBuilder::new()
+                    .file("data/readme.txt", format!("artifact {name}\n"))
+                    .file("data/values.bin", vec![name.len() as u8; 50_000]),
+            );
+            let url_path = format!("/{name}.tar.gz");
+            server.serve(&url_path, artifact.tarball.clone());
+            (url_path, artifact)
+        })
+        .collect();
+    let entries: Vec<ManifestEntry<'_>> = names
+        .iter()
+        .zip(&artifacts)
+        .map(|(name, (url_path, a))| ManifestEntry {
+            name,
+            hash: a.tree_hash,
+            downloads: vec![(server.url(url_path), a.sha256)],
+            extra: vec![("license", "CC0-1.0")],
+        })
+        .collect();
+    let manifest = write_manifest(dir, &entries);
+    let served = names
+        .iter()
+        .zip(artifacts)
+        .map(|(name, (url_path, a))| Served {
+            name: name.to_string(),
+            hash: a.tree_hash.to_string(),
+            url_path,
+        })
+        .collect();
+    (manifest, served)
+}
+
+fn fetch_argv(manifest: &Path, names: &[&str], extra: &[&str]) -> Vec<String> {
+    let mut argv = vec![
+        env!("CARGO_BIN_EXE_mpi_fetch").to_owned(),
+        manifest.display().to_string(),
+    ];
+    argv.extend(names.iter().map(|n| n.to_string()));
+    argv.extend(extra.iter().map(|n| n.to_string()));
+    argv
+}
+
+fn describe(run: &Run) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        run.status, run.stdout, run.stderr
+    )
+}
+
+/// `n` ranks fetch two artifacts: one GET each, every rank gets the same, installed path.
+fn one_get_per_artifact(test: &str, n: usize) {
+    let Some(mpirun) = Mpirun::find(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let depot = tmp.path().join("depot");
+    let server = TestServer::start();
+    let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5", "rrtmgp"]);
+    let run = run_bounded(
+        mpirun.command(&[(n, fetch_argv(&manifest, &["era5", "rrtmgp"], &[]))]),
+        &[("CLIMA_ARTIFACTS_DEPOT_PATH", depot.to_str().expect("utf-8"))],
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    let all = outcomes(&run);
+    assert_eq!(
+        all.len(),
+        2 * n,
+        "one RESULT per rank and artifact\n{}",
+        describe(&run)
+    );
+    for s in &served {
+        assert_eq!(server.gets(&s.url_path), 1, "GETs of {}", s.url_path);
+        let expected = depot.join("artifacts").join(&s.hash);
+        let ranks: BTreeSet<usize> = all
+            .iter()
+            .filter(|o| o.name == s.name)
+            .map(|o| {
+                assert_eq!(o.size, n);
+                assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+                o.rank
+            })
+            .collect();
+        assert_eq!(ranks, (0..n).collect(), "every rank reported {}", s.name);
+        assert!(expected.join("data/readme.txt").is_file());
+    }
+}
+
+#[test]
+fn mpi_byte_primitives_on_5_ranks() {
+    let Some(mpirun) = Mpirun::find("mpi_byte_primitives_on_5_ranks") else {
+        return;
+    };
+    let argv = vec![env!("CARGO_BIN_EXE_mpi_primitives").to_owned()];
+    let run = run_bounded(mpirun.command(&[(5, argv)]), &[]);
+    assert!(run.status.success(), "{}", describe(&run));
+    assert_eq!(
+        run.stdout.matches("primitives ok").count(),
+        5,
+        "{}",
+        describe(&run)
+    );
+}
+
+#[test]
+fn mpi_4_ranks_one_get_per_artifact() {
+    one_get_per_artifact("mpi_4_ranks_one_get_per_artifact", 4);
+}
+
+#[test]
+fn mpi_16_ranks_one_get_per_artifact() {
+    one_get_per_artifact("mpi_16_ranks_one_get_per_artifact", 16);
+}
+
+#[test]
+fn mpi_root_cannot_download_every_rank_fails_the_same() {
+    let Some(mpirun) = Mpirun::find("mpi_root_cannot_download_every_rank_fails_the_same") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let depot = tmp.path().join("depot");
+    let server = TestServer::start();
+    let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5"]);
+    server.always(&served[0].url_path, Fault::Status(404));
+    let started = Instant::now();
+    let run = run_bounded(
+        mpirun.command(&[(4, fetch_argv(&manifest, &["era5"], &[]))]),
+        &[
+            ("CLIMA_ARTIFACTS_DEPOT_PATH", depot.to_str().expect("utf-8")),
+            ("CLIMA_ARTIFACTS_RETRIES", "1"),
+        ],
+    );
+    assert!(
+        !run.status.success(),
+        "the job must fail\n{}",
+        describe(&run)
+    );
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 4, "every rank reports\n{}", describe(&run));
+    let messages: BTreeSet<&str> = all
+        .iter()
+        .map(|o| o.result.as_ref().expect_err("every rank fails").as_str())
+        .collect();
+    assert_eq!(
+        messages.len(),
+        1,
+        "the same error everywhere: {messages:#?}"
+    );
+    let message = messages.into_iter().next().expect("one message");
+    assert!(
+        message.contains(&server.url(&served[0].url_path)),
+        "{message}"
+    );
+    assert!(message.contains("404"), "{message}");
+    assert_eq!(
+        server.gets(&served[0].url_path),
+        1,
+        "only the root tries, once"
+    );
+    assert!(!depot.join("artifacts").join(&served[0].hash).exists());
+    println!("404 run took {:?}", started.elapsed());
+}
+
+#[test]
+fn mpi_ranks_asking_for_different_artifacts_all_get_an_error() {
+    let Some(mpirun) = Mpirun::find("mpi_ranks_asking_for_different_artifacts_all_get_an_error")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let depot = tmp.path().join("depot");
+    let server = TestServer::start();
+    let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5", "rrtmgp"]);
+    let argv = fetch_argv(&manifest, &["era5"], &["--other-on-rank", "2", "rrtmgp"]);
+    let run = run_bounded(
+        mpirun.command(&[(4, argv)]),
+        &[("CLIMA_ARTIFACTS_DEPOT_PATH", depot.to_str().expect("utf-8"))],
+    );
+    assert!(!run.status.success(), "{}", describe(&run));
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 4, "{}", describe(&run));
+    for o in &all {
+        let message = o
+            .result
+            .as_ref()
+            .expect_err("misuse is an error on every rank");
+        assert!(message.contains("out of step"), "{message}");
+        assert!(message.contains("rank 2 asked for `rrtmgp`"), "{message}");
+    }
+    for s in &served {
+        assert_eq!(
+            server.gets(&s.url_path),
+            0,
+            "nothing is downloaded on misuse"
+        );
+    }
+}
+
+#[test]
+fn mpi_node_local_mode_one_install_per_fake_node() {
+    let Some(mpirun) = Mpirun::find("mpi_node_local_mode_one_install_per_fake_node") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let shared = tmp.path().join("shared-depot");
+    let server = TestServer::start();
+    let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5"]);
+    // Four fake nodes of two ranks; each node's ranks see their own node depot.
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}-tmp/depot"));
+    let groups: Vec<(usize, Vec<String>)> = (0..4)
+        .map(|k| {
+            let mut argv = vec![
+                "env".to_owned(),
+                format!(
+                    "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT={}",
+                    node_depot(k).display()
+                ),
+            ];
+            argv.extend(fetch_argv(
+                &manifest,
+                &["era5"],
+                &["--fake-node", &k.to_string()],
+            ));
+            (2, argv)
+        })
+        .collect();
+    let run = run_bounded(
+        mpirun.command(&groups),
+        &[(
+            "CLIMA_ARTIFACTS_DEPOT_PATH",
+            shared.to_str().expect("utf-8"),
+        )],
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 8, "{}", describe(&run));
+    for o in &all {
+        let expected = node_depot(o.rank / 2)
+            .join("artifacts")
+            .join(&served[0].hash);
+        assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+    }
+    for k in 0..4 {
+        let installed = node_depot(k).join("artifacts").join(&served[0].hash);
+        assert!(installed.join("data/readme.txt").is_file(), "node {k}");
+    }
+    assert_eq!(
+        server.gets(&served[0].url_path),
+        4,
+        "one install per node depot"
+    );
+    assert!(!shared.join("artifacts").join(&served[0].hash).exists());
+}
+
+#[test]
+fn mpi_node_local_mode_shared_memory_split() {
+    let Some(mpirun) = Mpirun::find("mpi_node_local_mode_shared_memory_split") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let shared = tmp.path().join("shared-depot");
+    let node = tmp.path().join("node-tmp/depot");
+    let server = TestServer::start();
+    let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5"]);
+    let run = run_bounded(
+        mpirun.command(&[(4, fetch_argv(&manifest, &["era5"], &[]))]),
+        &[
+            (
+                "CLIMA_ARTIFACTS_DEPOT_PATH",
+                shared.to_str().expect("utf-8"),
+            ),
+            (
+                "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT",
+                node.to_str().expect("utf-8"),
+            ),
+        ],
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    let expected = node.join("artifacts").join(&served[0].hash);
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 4, "{}", describe(&run));
+    for o in &all {
+        assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+    }
+    assert_eq!(server.gets(&served[0].url_path), 1, "one node, one install");
+}
+
+/// Git tree SHA-1s of `tests/Artifacts.toml` (read by the `clima_artifact!` calls of the MPI
+/// programs at compile time).
+const PROFILE: &str = "9ac956584f182cbfd7244eaf6d2fc9ee7b03ff2c";
+const FORCING_TABLE: &str = "b98aa606b385754103cf26dc6f137f028bbd0e6d";
+const OZONE: &str = "bd2d012e31967f7258e900884e90247b9539763c";
+const LOCAL_ONLY: &str = "f2e37ce8393132a9470b4405546a1730d42cbc67";
+
+/// The `RESULT`s of one step (`name=<step>`), checked to be `Ok(expected)` on `ranks`.
+fn assert_step(run: &Run, step: &str, ranks: &[usize], expected: &Path) {
+    let all = outcomes(run);
+    let got: Vec<&Outcome> = all.iter().filter(|o| o.name == step).collect();
+    let seen: BTreeSet<usize> = got.iter().map(|o| o.rank).collect();
+    assert_eq!(
+        seen,
+        ranks.iter().copied().collect(),
+        "ranks reporting step {step}\n{}",
+        describe(run)
+    );
+    for o in got {
+        assert_eq!(
+            o.result.as_deref(),
+            Ok(expected),
+            "step {step}, rank {}",
+            o.rank
+        );
+    }
+}
+
+/// Some ranks fill their in-memory cache (a call without a context, a collective call on a
+/// split), then all call with the world: nobody hangs, everyone gets the same path, and repeated
+/// collective calls on the world still communicate nothing.
+#[test]
+fn mpi_macro_cache_never_splits_a_collective_call() {
+    let Some(mpirun) = Mpirun::find("mpi_macro_cache_never_splits_a_collective_call") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let depot = tmp.path().join("depot");
+    let argv = vec![env!("CARGO_BIN_EXE_mpi_macro_cache").to_owned()];
+    // A hang is the failure this test exists for: fail fast rather than after the usual limit.
+    let run = run_bounded_within(
+        mpirun.command(&[(4, argv)]),
+        &[("CLIMA_ARTIFACTS_DEPOT_PATH", depot.to_str().expect("utf-8"))],
+        Duration::from_secs(90),
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    let installed = |hash: &str| depot.join("artifacts").join(hash);
+    assert_step(&run, "rank0-serial", &[0], &installed(PROFILE));
+    assert_step(
+        &run,
+        "serial-then-world",
+        &[0, 1, 2, 3],
+        &installed(PROFILE),
+    );
+    assert_step(&run, "half-split", &[0, 1], &installed(FORCING_TABLE));
+    assert_step(
+        &run,
+        "split-then-world",
+        &[0, 1, 2, 3],
+        &installed(FORCING_TABLE),
+    );
+    assert_step(&run, "odd-serial", &[1, 3], &installed(OZONE));
+    assert_step(&run, "dynamic-then-world", &[0, 1, 2, 3], &installed(OZONE));
+    // A plain `universe.world()` works as the context of `clima_artifact!`.
+    assert_step(&run, "plain-world", &[0, 1, 2, 3], &installed(PROFILE));
+    let fast: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("FASTPATH "))
+        .collect();
+    assert_eq!(fast.len(), 4, "{}", describe(&run));
+    for line in fast {
+        assert!(
+            line.ends_with(" collective_primitives=0"),
+            "repeated collective calls on the same communicator must be answered from memory: \
+             {line}"
+        );
+    }
+}
+
+/// Parses the JSON report and returns its `artifacts` array keyed by name.
+fn report_records(json: &Path) -> (serde_json::Value, Vec<(String, serde_json::Value)>) {
+    let text = std::fs::read_to_string(json)
+        .unwrap_or_else(|e| panic!("cannot read `{}`: {e}", json.display()));
+    let report: serde_json::Value = serde_json::from_str(&text).expect("report is JSON");
+    let records = report["artifacts"]
+        .as_array()
+        .expect("`artifacts` array")
+        .iter()
+        .map(|r| (r["name"].as_str().expect("name").to_owned(), r.clone()))
+        .collect();
+    (report, records)
+}
+
+/// The files of a report directory: exactly the three of one report, no per-rank extras.
+fn assert_one_report(dir: &Path) {
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .expect("report dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["provenance.bib", "provenance.json", "provenance.md"],
+        "one report, written once"
+    );
+}
+
+/// 4 ranks access artifacts different numbers of times (one through an override); the records
+/// of every rank are gathered and rank 0 alone writes one report with the summed counts.
+#[test]
+fn mpi_report_gathers_every_rank_and_root_writes_once() {
+    let Some(mpirun) = Mpirun::find("mpi_report_gathers_every_rank_and_root_writes_once") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let depot = tmp.path().join("depot");
+    let site = tmp.path().join("site-data");
+    std::fs::create_dir_all(&site).expect("site dir");
+    std::fs::write(site.join("radiosonde.csv"), "z_m,T_K\n0,291.2\n").expect("site file");
+    std::fs::create_dir_all(depot.join("artifacts")).expect("depot");
+    std::fs::write(
+        depot.join("artifacts/Overrides.toml"),
+        format!("{LOCAL_ONLY} = \"{}\"\n", site.display()),
+    )
+    .expect("Overrides.toml");
+    let reports = tmp.path().join("reports");
+    let argv = vec![
+        env!("CARGO_BIN_EXE_mpi_report").to_owned(),
+        // A trailing separator makes it a directory (created) rather than a file-name prefix.
+        format!("{}/", reports.display()),
+    ];
+    let run = run_bounded(
+        mpirun.command(&[(4, argv)]),
+        &[("CLIMA_ARTIFACTS_DEPOT_PATH", depot.to_str().expect("utf-8"))],
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+
+    // Every access returned the same path on every rank.
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 10 + 6 + 4, "{}", describe(&run));
+    for o in &all {
+        let expected = match o.name.as_str() {
+            "profile" => depot.join("artifacts").join(PROFILE),
+            "local-only" => site.clone(),
+            "forcing-table" => depot
+                .join("artifacts")
+                .join(FORCING_TABLE)
+                .join("forcing.csv"),
+            other => panic!("unexpected RESULT for {other}"),
+        };
+        assert_eq!(
+            o.result.as_ref(),
+            Ok(&expected),
+            "{} on rank {}",
+            o.name,
+            o.rank
+        );
+    }
+
+    // Exactly rank 0 wrote, and exactly one report exists.
+    let json = reports.join("provenance.json");
+    let writers: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("REPORT "))
+        .collect();
+    assert_eq!(writers.len(), 4, "{}", describe(&run));
+    for line in &writers {
+        let expected = if line.starts_with("REPORT rank=0 ") {
+            format!("REPORT rank=0 wrote={}", json.display())
+        } else {
+            format!(
+                "{} wrote=none",
+                line.split(" wrote=").next().unwrap_or(line)
+            )
+        };
+        assert_eq!(*line, expected);
+    }
+    assert_one_report(&reports);
+
+    let (report, records) = report_records(&json);
+    assert_eq!(report["communicator_size"], 4, "{report:#}");
+    let names: Vec<&str> = records.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["forcing-table", "local-only", "profile"],
+        "{report:#}"
+    );
+    for (name, record) in &records {
+        let (accesses, origin) = match name.as_str() {
+            "profile" => (1 + 2 + 3 + 4, "downloaded"),
+            "local-only" => (1 + 2 + 1 + 2, "override"),
+            _ => (4, "downloaded"),
+        };
+        assert_eq!(
+            record["ranks"],
+            serde_json::json!([0, 1, 2, 3]),
+            "{name}: {record:#}"
+        );
+        assert_eq!(record["accesses"], accesses, "{name}: {record:#}");
+        assert_eq!(record["origin"]["kind"], origin, "{name}: {record:#}");
+        let sites = record["call_sites"].as_array().expect("call_sites");
+        assert!(
+            !sites.is_empty()
+                && sites.iter().all(|s| s["file"]
+                    .as_str()
+                    .is_some_and(|f| f.ends_with("mpi_report.rs"))),
+            "{name}: {record:#}"
+        );
+    }
+    let local = &records[1].1;
+    assert_eq!(local["path"], site.display().to_string(), "{local:#}");
+    let markdown = std::fs::read_to_string(reports.join("provenance.md")).expect("markdown");
+    for name in names {
+        assert!(markdown.contains(&format!("`{name}`")), "{markdown}");
+    }
+}
+
+/// Builds `examples/quickstart-mpi` with its `mpi` feature (cargo, into this test's own target
+/// dir, so it is the current source) and returns the binary.
+fn quickstart_mpi_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("path of this test binary");
+    // <target>/<profile>/deps/mpi-<hash>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("<target>/<profile>");
+    let target = profile_dir.parent().expect("<target>");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace)
+        .args([
+            "build",
+            "-p",
+            "quickstart-mpi",
+            "--features",
+            "quickstart-mpi/mpi",
+        ])
+        .arg("--target-dir")
+        .arg(target);
+    if profile_dir.file_name().is_some_and(|p| p == "release") {
+        cmd.arg("--release");
+    }
+    let out = cmd.output().expect("run cargo");
+    assert!(
+        out.status.success(),
+        "cargo build -p quickstart-mpi --features quickstart-mpi/mpi failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    profile_dir.join("quickstart-mpi")
+}
+
+/// The MPI example under `mpirun -n 4`: the root installs its data once, rank 0 prints the
+/// global diagnostics, and one report lists all four ranks.
+#[test]
+fn mpi_quickstart_example_on_4_ranks() {
+    let Some(mpirun) = Mpirun::find("mpi_quickstart_example_on_4_ranks") else {
+        return;
+    };
+    let binary = quickstart_mpi_binary();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let depot = tmp.path().join("depot");
+    let reports = tmp.path().join("reports");
+    let argv = vec![
+        binary.display().to_string(),
+        "--report".to_owned(),
+        format!("{}/", reports.display()),
+    ];
+    let run = run_bounded(
+        mpirun.command(&[(4, argv)]),
+        &[("CLIMA_ARTIFACTS_DEPOT_PATH", depot.to_str().expect("utf-8"))],
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    assert!(!run.stdout.contains("serial run"), "{}", describe(&run));
+
+    // Rank 0 alone prints the summary; relaxation toward equilibrium shrinks the departure.
+    let summary: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("64 columns on 4 rank(s), 60 days: RMS departure"))
+        .collect();
+    assert_eq!(summary.len(), 1, "{}", describe(&run));
+    let kelvins: Vec<f64> = summary[0]
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [.., before, after] = kelvins[..] else {
+        panic!("no RMS values in `{}`", summary[0]);
+    };
+    assert!(after < before && after >= 0.0, "{}", summary[0]);
+    let installed = depot
+        .join("artifacts")
+        .join("a0445e7010131c0cb2319285eb0f1c80aa0bee72");
+    let input = format!(
+        "input data: {} (",
+        installed.join("equilibrium_profile.csv").display()
+    );
+    assert_eq!(run.stdout.matches(&input).count(), 1, "{}", describe(&run));
+    assert!(installed.join("equilibrium_profile.csv").is_file());
+    let written = format!(
+        "provenance report: {}",
+        reports.join("provenance.md").display()
+    );
+    assert_eq!(
+        run.stdout.matches(&written).count(),
+        1,
+        "{}",
+        describe(&run)
+    );
+
+    assert_one_report(&reports);
+    let (report, records) = report_records(&reports.join("provenance.json"));
+    assert_eq!(report["communicator_size"], 4, "{report:#}");
+    assert_eq!(records.len(), 1, "{report:#}");
+    let (name, record) = &records[0];
+    assert_eq!(name, "column_forcing");
+    assert_eq!(
+        record["ranks"],
+        serde_json::json!([0, 1, 2, 3]),
+        "{record:#}"
+    );
+    assert_eq!(record["accesses"], 4, "{record:#}");
+    assert_eq!(record["origin"]["kind"], "downloaded", "{record:#}");
+    assert_eq!(record["metadata"]["license"], "CC0-1.0", "{record:#}");
+}

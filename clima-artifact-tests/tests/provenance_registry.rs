@@ -1,0 +1,472 @@
+//! The global provenance registry under concurrency, the report guard, and gathering over a
+//! fake multi-rank [`Context`] (threads as ranks, channels as the network).
+//!
+//! Every test here touches the process-wide registry, so they all take [`SERIAL`] first; the
+//! registry is shared by the whole test binary, which is why these tests live in one file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard, PoisonError};
+
+use clima_artifact_runtime::GitTreeSha1;
+use clima_artifact_runtime::Origin;
+use clima_artifact_runtime::access_log::{
+    self, AccessEvent, ArtifactRecord, CallSite, RecordedOrigin,
+};
+use clima_artifact_runtime::report::{self, Report, ReportGuard};
+use clima_artifact_runtime::{Context, Singleton};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Serialises the tests and starts each from an empty registry.
+fn exclusive() -> MutexGuard<'static, ()> {
+    let guard = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    access_log::clear();
+    guard
+}
+
+fn hash(byte: u8) -> GitTreeSha1 {
+    GitTreeSha1([byte; 20])
+}
+
+fn event(name: &str, h: u8, call_site: Option<(&'static str, u32)>, rank: usize) -> AccessEvent {
+    AccessEvent {
+        name: name.to_owned(),
+        hash: hash(h),
+        path: PathBuf::from(format!("/depot/artifacts/{}", hash(h))),
+        origin: Origin::Depot,
+        call_site,
+        manifest: PathBuf::from("/model/Artifacts.toml"),
+        metadata: BTreeMap::from([("license".to_owned(), "CC-BY-4.0".to_owned())]),
+        rank,
+    }
+}
+
+fn find<'a>(records: &'a [ArtifactRecord], name: &str) -> &'a ArtifactRecord {
+    records
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no record for `{name}` in {records:#?}"))
+}
+
+const LINES: [(&str, u32); 4] = [
+    ("src/threads.rs", 1),
+    ("src/threads.rs", 2),
+    ("src/other.rs", 7),
+    ("src/threads.rs", 3),
+];
+
+#[test]
+fn many_threads_count_exactly() {
+    let _serial = exclusive();
+    const THREADS: usize = 16;
+    const PER_THREAD: u64 = 2000;
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            scope.spawn(move || {
+                let own = format!("own_{t:02}");
+                // A cached event, as the macro keeps per call site; `record_ref`'s rank wins.
+                let cached = event("shared", 1, Some(LINES[t % 4]), 99);
+                for i in 0..PER_THREAD {
+                    if i % 2 == 0 {
+                        access_log::record(event("shared", 1, Some(LINES[t % 4]), t % 3));
+                    } else {
+                        access_log::record_ref(&cached, t % 3);
+                    }
+                    // Same content under a second name: a separate record.
+                    if i % 2 == 0 {
+                        access_log::record(event("shared_alias", 1, None, 0));
+                    }
+                    access_log::record(event(&own, 2 + t as u8, Some(LINES[0]), t));
+                }
+                if t == 5 {
+                    let mut downloaded = event("shared", 1, None, t % 3);
+                    downloaded.origin = Origin::Downloaded {
+                        url: "https://example.org/shared.tar.gz".into(),
+                        bytes: 1234,
+                        seconds: 0.5,
+                    };
+                    access_log::record(downloaded);
+                }
+            });
+        }
+    });
+    let records = access_log::snapshot();
+    assert_eq!(records.len(), THREADS + 2);
+    let shared = find(&records, "shared");
+    assert_eq!(shared.accesses, THREADS as u64 * PER_THREAD + 1);
+    assert_eq!(shared.ranks, [0, 1, 2]);
+    let sites: Vec<String> = shared.call_sites.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        sites,
+        [
+            "src/other.rs:7",
+            "src/threads.rs:1",
+            "src/threads.rs:2",
+            "src/threads.rs:3"
+        ]
+    );
+    assert_eq!(
+        shared.origin,
+        RecordedOrigin::Downloaded {
+            url: "https://example.org/shared.tar.gz".into(),
+            bytes: 1234,
+            seconds: 0.5
+        }
+    );
+    assert_eq!(
+        find(&records, "shared_alias").accesses,
+        THREADS as u64 * PER_THREAD / 2
+    );
+    for t in 0..THREADS {
+        let own = find(&records, &format!("own_{t:02}"));
+        assert_eq!(own.accesses, PER_THREAD);
+        assert_eq!(own.ranks, [t]);
+        assert_eq!(own.git_tree_sha1, hash(2 + t as u8));
+    }
+    // Sorted by name.
+    let names: Vec<&str> = records.iter().map(|r| r.name.as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted);
+}
+
+#[test]
+fn report_reflects_the_registry() {
+    let _serial = exclusive();
+    access_log::record(event("era5", 1, Some(("src/main.rs", 3)), 0));
+    access_log::record(event("era5", 1, Some(("src/main.rs", 3)), 0));
+    let mut over = event("topo", 2, None, 0);
+    over.origin = Origin::Override {
+        overrides_file: PathBuf::from("/depot/artifacts/Overrides.toml"),
+    };
+    over.metadata.clear();
+    access_log::record(over);
+
+    let report = report::report();
+    assert_eq!(report.schema, report::SCHEMA);
+    assert_eq!(report.communicator_size, 1);
+    assert_eq!(report.artifacts.len(), 2);
+    assert_eq!(report.artifacts[0].accesses, 2);
+    assert_eq!(
+        report.artifacts[1].origin,
+        RecordedOrigin::Override {
+            overrides_file: "/depot/artifacts/Overrides.toml".into()
+        }
+    );
+    // Times are fresh RFC 3339 UTC stamps, and the first access precedes the report.
+    assert!(report.artifacts[0].first_access.ends_with('Z'));
+    assert!(report.artifacts[0].first_access <= report.generated_at);
+    assert!(
+        report
+            .to_markdown()
+            .contains("`topo` in `/model/Artifacts.toml`: no provenance metadata at all")
+    );
+}
+
+fn read_report(path: &Path) -> Report {
+    Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn guard_writes_on_drop_finish_and_panic_but_not_when_disarmed() {
+    let _serial = exclusive();
+    access_log::record(event("era5", 1, Some(("src/main.rs", 3)), 0));
+    let dir = tempfile::tempdir().unwrap();
+
+    {
+        let _guard = ReportGuard::new(dir.path().join("dropped/"));
+    }
+    let report = read_report(&dir.path().join("dropped/provenance.json"));
+    assert_eq!(report.artifacts[0].name, "era5");
+
+    let paths = ReportGuard::new(dir.path().join("finished"))
+        .finish()
+        .unwrap()
+        .unwrap();
+    assert_eq!(paths.json, dir.path().join("finished.json"));
+    assert!(paths.markdown.is_file() && paths.bibtex.is_file());
+
+    ReportGuard::new(dir.path().join("disarmed/")).disarm();
+    assert!(!dir.path().join("disarmed").exists());
+
+    // A failing write is logged, not raised, from drop.
+    std::fs::write(dir.path().join("file"), "x").unwrap();
+    drop(ReportGuard::new(dir.path().join("file/sub/")));
+
+    // While unwinding from a panic the guard still writes.
+    let target = dir.path().join("panicked/");
+    let result = std::thread::spawn(move || {
+        let _guard = ReportGuard::new(target);
+        panic!("simulated crash in the model");
+    })
+    .join();
+    assert!(result.is_err());
+    assert_eq!(
+        read_report(&dir.path().join("panicked/provenance.json")).artifacts[0].accesses,
+        1
+    );
+}
+
+/// One rank of a fake communicator: ranks are threads, point-to-point messages go through
+/// channels, and every collective ends with a barrier so consecutive collectives cannot mix.
+struct FakeRank {
+    rank: usize,
+    size: usize,
+    inboxes: Vec<Sender<(usize, Vec<u8>)>>,
+    inbox: Mutex<Receiver<(usize, Vec<u8>)>>,
+    barrier: Arc<Barrier>,
+}
+
+impl FakeRank {
+    fn world(size: usize) -> Vec<FakeRank> {
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..size).map(|_| channel()).unzip();
+        let barrier = Arc::new(Barrier::new(size));
+        receivers
+            .into_iter()
+            .enumerate()
+            .map(|(rank, inbox)| FakeRank {
+                rank,
+                size,
+                inboxes: senders.clone(),
+                inbox: Mutex::new(inbox),
+                barrier: Arc::clone(&barrier),
+            })
+            .collect()
+    }
+
+    fn receive(&self) -> (usize, Vec<u8>) {
+        self.inbox.lock().unwrap().recv().unwrap()
+    }
+}
+
+impl Context for FakeRank {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn barrier(&self) {
+        self.barrier.wait();
+    }
+    fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
+        let result = if self.rank == 0 {
+            let data = data.expect("rank 0 passes the broadcast data");
+            for inbox in &self.inboxes[1..] {
+                inbox.send((0, data.clone())).unwrap();
+            }
+            data
+        } else {
+            self.receive().1
+        };
+        self.barrier.wait();
+        result
+    }
+    fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
+        let result = if self.rank == 0 {
+            let mut all = vec![Vec::new(); self.size];
+            all[0] = data;
+            for _ in 1..self.size {
+                let (from, bytes) = self.receive();
+                all[from] = bytes;
+            }
+            Some(all)
+        } else {
+            self.inboxes[0].send((self.rank, data)).unwrap();
+            None
+        };
+        self.barrier.wait();
+        result
+    }
+    fn split_by_node(&self) -> Box<dyn Context> {
+        // Every fake rank is its own node.
+        Box::new(Singleton)
+    }
+}
+
+/// Runs `f` on every rank of a fake world of `size` ranks and returns the results by rank.
+fn on_every_rank<T: Send>(size: usize, f: impl Fn(&FakeRank) -> T + Sync) -> Vec<T> {
+    let world = FakeRank::world(size);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = world.iter().map(|rank| scope.spawn(|| f(rank))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// The records one fake rank would have: `shared` accessed `rank + 1` times from a call site of
+/// its own, rank 0 downloaded it, and one artifact only this rank used.
+fn records_of(rank: usize) -> Vec<ArtifactRecord> {
+    let shared = ArtifactRecord {
+        name: "shared".into(),
+        git_tree_sha1: hash(1),
+        manifest: "/model/Artifacts.toml".into(),
+        path: "/depot/artifacts/shared".into(),
+        origin: if rank == 0 {
+            RecordedOrigin::Downloaded {
+                url: "https://example.org/s.tar.gz".into(),
+                bytes: 10,
+                seconds: 0.25,
+            }
+        } else {
+            RecordedOrigin::Depot
+        },
+        accesses: rank as u64 + 1,
+        first_access: format!("2024-05-01T12:00:{:02}.000Z", 59 - rank),
+        call_sites: vec![CallSite {
+            file: "src/rank.rs".into(),
+            line: 100 + rank as u32,
+        }],
+        ranks: vec![rank],
+        metadata: BTreeMap::from([("license".to_owned(), "CC0-1.0".to_owned())]),
+    };
+    let mut only = shared.clone();
+    only.name = format!("only_rank_{rank}");
+    only.git_tree_sha1 = hash(10 + rank as u8);
+    only.accesses = 1;
+    only.origin = RecordedOrigin::Depot;
+    vec![shared, only]
+}
+
+#[test]
+fn gathering_merges_every_ranks_records_on_the_root() {
+    let _serial = exclusive();
+    const SIZE: usize = 5;
+    let results = on_every_rank(SIZE, |ctx| {
+        report::gather_records(ctx, &records_of(ctx.rank()))
+    });
+    for (rank, result) in results.iter().enumerate().skip(1) {
+        assert!(result.is_none(), "rank {rank} got records");
+    }
+    let merged = results[0].as_ref().expect("rank 0 gets the merged records");
+    assert_eq!(merged.len(), 1 + SIZE);
+    let shared = find(merged, "shared");
+    assert_eq!(shared.accesses, (1..=SIZE as u64).sum::<u64>());
+    assert_eq!(shared.ranks, (0..SIZE).collect::<Vec<_>>());
+    assert_eq!(shared.call_sites.len(), SIZE);
+    // The earliest first access wins (rank 4 has :55), and rank 0's download is kept.
+    assert_eq!(shared.first_access, "2024-05-01T12:00:55.000Z");
+    assert!(matches!(
+        shared.origin,
+        RecordedOrigin::Downloaded { bytes: 10, .. }
+    ));
+    for rank in 0..SIZE {
+        let only = find(merged, &format!("only_rank_{rank}"));
+        assert_eq!(
+            (only.accesses, only.ranks.as_slice()),
+            (1, [rank].as_slice())
+        );
+    }
+}
+
+#[test]
+fn collective_write_happens_once_on_the_root_and_every_rank_learns_the_outcome() {
+    let _serial = exclusive();
+    // The fake ranks share this process's registry, so each contributes the same snapshot.
+    access_log::record(event("era5", 1, Some(("src/main.rs", 3)), 0));
+    access_log::record(event("era5", 1, Some(("src/main.rs", 3)), 0));
+    let dir = tempfile::tempdir().unwrap();
+    const SIZE: usize = 4;
+
+    let results = on_every_rank(SIZE, |ctx| {
+        report::write_all_collective(ctx, dir.path().join("out/"))
+    });
+    let paths = results[0].as_ref().unwrap().as_ref().unwrap();
+    for result in &results[1..] {
+        assert!(matches!(result, Ok(None)));
+    }
+    let written = read_report(&paths.json);
+    assert_eq!(written.communicator_size, SIZE);
+    assert_eq!(written.artifacts.len(), 1);
+    assert_eq!(written.artifacts[0].accesses, 2 * SIZE as u64);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("out")).unwrap().count(),
+        3
+    );
+
+    // The root cannot write: every rank gets an error naming the target.
+    std::fs::write(dir.path().join("file"), "x").unwrap();
+    let results = on_every_rank(SIZE, |ctx| {
+        report::write_all_collective(ctx, dir.path().join("file/sub/"))
+    });
+    for (rank, result) in results.iter().enumerate() {
+        let err = result.as_ref().unwrap_err().to_string();
+        assert!(err.contains("file/sub"), "rank {rank}: {err}");
+        if rank > 0 {
+            assert!(
+                err.starts_with("rank 0 could not write"),
+                "rank {rank}: {err}"
+            );
+        }
+    }
+
+    // The collective guard writes once, when every rank drops it.
+    on_every_rank(SIZE, |ctx| {
+        let _guard = ReportGuard::collective(ctx, dir.path().join("guarded/"));
+    });
+    assert_eq!(
+        read_report(&dir.path().join("guarded/provenance.json")).communicator_size,
+        SIZE
+    );
+
+    // A rank that panics does not communicate (its peers may never come): it writes its own
+    // records to rank-suffixed files.
+    let world = FakeRank::world(2);
+    let rank1 = &world[1];
+    let target = dir.path().join("crashed/");
+    let result = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let _guard = ReportGuard::collective(rank1, target.clone());
+                panic!("rank 1 crashed");
+            })
+            .join()
+    });
+    assert!(result.is_err());
+    let local = read_report(&dir.path().join("crashed/provenance.rank1.json"));
+    assert_eq!(local.artifacts[0].accesses, 2);
+    assert!(!dir.path().join("crashed/provenance.json").exists());
+}
+
+/// A rank whose gathered bytes arrive corrupted (as a buggy user `Context` might deliver them).
+struct Corrupting<'a>(&'a FakeRank);
+
+impl Context for Corrupting<'_> {
+    fn rank(&self) -> usize {
+        self.0.rank()
+    }
+    fn size(&self) -> usize {
+        self.0.size()
+    }
+    fn barrier(&self) {
+        self.0.barrier();
+    }
+    fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
+        self.0.broadcast_from_root(data)
+    }
+    fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
+        let data = if self.rank() == 1 {
+            b"\x00not json".to_vec()
+        } else {
+            data
+        };
+        self.0.gather_to_root(data)
+    }
+    fn split_by_node(&self) -> Box<dyn Context> {
+        self.0.split_by_node()
+    }
+}
+
+#[test]
+fn unreadable_records_from_one_rank_are_left_out_not_fatal() {
+    let _serial = exclusive();
+    let results = on_every_rank(3, |ctx| {
+        report::gather_records(&Corrupting(ctx), &records_of(ctx.rank()))
+    });
+    let merged = results[0].as_ref().unwrap();
+    let names: Vec<&str> = merged.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["only_rank_0", "only_rank_2", "shared"]);
+    assert_eq!(find(merged, "shared").ranks, [0, 2]);
+    assert_eq!(find(merged, "shared").accesses, 1 + 3);
+}

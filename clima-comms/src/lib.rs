@@ -1,0 +1,169 @@
+//! # clima-comms
+//!
+//! Communication contexts for clima-artifacts, named after CliMA's ClimaComms whose contexts
+//! they mirror: who is the root, how bytes move between ranks, and one collective step that
+//! every user of a context shares.
+//!
+//! - [`Context`]: the trait (rank, size, byte broadcast from the root, byte gather to the root,
+//!   a node split). [`Singleton`] is the serial context; with the `mpi` feature, [`MpiContext`]
+//!   wraps an rsmpi communicator, and rsmpi's own `SimpleCommunicator` (what
+//!   `universe.world()` returns) can be passed where a context is expected ([`AsContext`]).
+//! - [`root_decides`]: rank 0 runs an operation (panic-safe) and every rank returns the same
+//!   `Ok` or the same `Err`. [`all_succeed`]: every rank runs its own part and all return an
+//!   error if any rank failed. [`requests_agree`]: the root checks that every rank asked for the
+//!   same thing. Artifact installs and run sync both use these, with one wire framing.
+//!
+//! # Calls with a context are COLLECTIVE
+//!
+//! **Every rank of the context must make the same call, in the same order.** A rank that skips
+//! a call leaves the others waiting in a broadcast (a hang), exactly like a mismatched
+//! `MPI_Bcast`. What can be detected ([`requests_agree`], a failing or panicking root) becomes
+//! the same error on every rank instead of a hang or wrong data.
+
+use std::sync::Arc;
+
+mod collective;
+#[cfg(feature = "mpi")]
+mod mpi_context;
+
+/// The rsmpi crate this crate was built with (initialise MPI with `mpi::initialize()`).
+#[cfg(feature = "mpi")]
+pub use ::mpi;
+pub use collective::{CollectiveError, WireError, all_succeed, requests_agree, root_decides};
+#[cfg(feature = "mpi")]
+pub use mpi_context::MpiContext;
+
+/// A communicator over which operations are collective.
+///
+/// **Every method is collective**: all ranks of the communicator must call it, in the same
+/// order, or the program hangs (as with any MPI collective). Rank 0 is the root.
+///
+/// Implemented by [`Singleton`] (serial runs) and, with the `mpi` feature, by [`MpiContext`]
+/// (rsmpi's `SimpleCommunicator` is usable through [`AsContext`]). Implement it for your own communication layer by providing
+/// a byte broadcast, a byte gather and a node split.
+pub trait Context {
+    /// This process's rank, `0..size()`.
+    fn rank(&self) -> usize;
+    /// Number of ranks.
+    fn size(&self) -> usize;
+    /// Waits until every rank reached this point.
+    fn barrier(&self);
+    /// Rank 0 passes `Some(bytes)`, the others `None`; every rank gets rank 0's bytes.
+    ///
+    /// Non-root ranks ignore what they pass (only the root's bytes count).
+    fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8>;
+    /// Every rank passes its bytes; rank 0 gets all of them in rank order, the others `None`.
+    fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>>;
+    /// A context over the ranks that share this node (shared-memory split).
+    fn split_by_node(&self) -> Box<dyn Context>;
+    /// A short description used in error messages, e.g. `MPI_COMM_WORLD (16 ranks)`.
+    fn describe(&self) -> String {
+        format!("a context of {} rank(s)", self.size())
+    }
+    /// An identity of the communicator, which lets a caller remember that a collective step
+    /// already succeeded on it (`clima_artifact!` answers repeated calls from memory this way).
+    ///
+    /// Contract: within one process, two contexts return the same `Some(id)` **if and only if**
+    /// they are the same communicator (same ranks, same MPI context), for as long as either is
+    /// alive. `None` (the default) is always sound: callers then run the collective protocol on
+    /// every call. [`MpiContext`] implements it (`MPI_COMM_WORLD` has a fixed id, every other
+    /// communicator a fresh one); one-rank contexts such as [`Singleton`] need none.
+    fn communicator_id(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Anything that can be used as a [`Context`]: every context, and, with the `mpi` feature,
+/// rsmpi's `SimpleCommunicator` (so `clima_artifact!("era5", &world)` works with a plain
+/// `universe.world()`).
+pub trait AsContext {
+    /// The context view of `self`.
+    fn as_context(&self) -> &dyn Context;
+}
+
+impl<C: Context> AsContext for C {
+    fn as_context(&self) -> &dyn Context {
+        self
+    }
+}
+
+impl AsContext for dyn Context + '_ {
+    fn as_context(&self) -> &dyn Context {
+        self
+    }
+}
+
+/// The serial context: one rank, nothing to coordinate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Singleton;
+
+impl Context for Singleton {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn barrier(&self) {}
+    fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
+        data.unwrap_or_default()
+    }
+    fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
+        Some(vec![data])
+    }
+    fn split_by_node(&self) -> Box<dyn Context> {
+        Box::new(Singleton)
+    }
+    fn describe(&self) -> String {
+        "the serial context (1 rank)".to_owned()
+    }
+}
+
+macro_rules! forward_context {
+    ($($ty:ty),*) => {$(
+        impl<T: Context + ?Sized> Context for $ty {
+            fn rank(&self) -> usize {
+                (**self).rank()
+            }
+            fn size(&self) -> usize {
+                (**self).size()
+            }
+            fn barrier(&self) {
+                (**self).barrier()
+            }
+            fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
+                (**self).broadcast_from_root(data)
+            }
+            fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
+                (**self).gather_to_root(data)
+            }
+            fn split_by_node(&self) -> Box<dyn Context> {
+                (**self).split_by_node()
+            }
+            fn describe(&self) -> String {
+                (**self).describe()
+            }
+            fn communicator_id(&self) -> Option<u64> {
+                (**self).communicator_id()
+            }
+        }
+    )*};
+}
+forward_context!(&T, Box<T>, Arc<T>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn singleton_primitives() {
+        let s = Singleton;
+        assert_eq!(s.broadcast_from_root(Some(vec![1, 2])), vec![1, 2]);
+        assert_eq!(s.gather_to_root(vec![3]), Some(vec![vec![3]]));
+        assert_eq!(s.split_by_node().size(), 1);
+        let boxed: Box<dyn Context> = Box::new(Singleton);
+        let by_ref: &dyn Context = &&boxed;
+        assert_eq!(by_ref.size(), 1);
+        assert_eq!(by_ref.communicator_id(), None);
+    }
+}
