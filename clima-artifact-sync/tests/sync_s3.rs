@@ -6,7 +6,7 @@
 #[cfg(not(feature = "s3"))]
 #[test]
 fn s3_tests_need_the_s3_feature() {
-    let msg = "the S3 sync tests need `--features clima-artifact-runtime/s3`";
+    let msg = "the S3 sync tests need `--features clima-artifact-sync/s3`";
     assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
     eprintln!("skipped: {msg}");
 }
