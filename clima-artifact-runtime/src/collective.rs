@@ -54,7 +54,7 @@ use crate::{Config, Error};
 ///
 /// **Collective over `ctx`: every rank must call this with the same artifact, in the same order
 /// as its other collective calls.** Ranks that ask for different artifacts all get
-/// [`Error::RanksOutOfStep`] (see the [module docs](self)). Every rank records its successful
+/// [`Error::RanksOutOfStep`] (see the README's MPI section). Every rank records its successful
 /// access in the provenance [`access_log`] with its rank; the manifest is located in
 /// `manifest_dir`.
 pub fn ensure_collective(

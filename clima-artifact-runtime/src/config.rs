@@ -24,7 +24,7 @@ use std::time::Duration;
 use crate::Error;
 
 /// Settings of the install pipeline and lookups. [`Config::from_env`] reads the `CLIMA_ARTIFACTS_*`
-/// variables (table in the [module docs](self)); fields are public so tests and tools can build one
+/// variables (the table in the README, "Environment variables"); fields are public so tests and tools can build one
 /// directly, e.g. `Config { depots: vec![dir], ..Config::default() }`.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -94,7 +94,7 @@ pub fn default_depot() -> Option<PathBuf> {
 }
 
 impl Config {
-    /// Reads the `CLIMA_ARTIFACTS_*` environment variables (see the [module docs](self)); unset
+    /// Reads the `CLIMA_ARTIFACTS_*` environment variables (the README's table); unset
     /// variables keep their [`Default`]. A bad value is an [`Error::Config`] naming the variable.
     pub fn from_env() -> Result<Config, Error> {
         Config::from_vars(|k| std::env::var_os(k).map(|v| v.to_string_lossy().into_owned()))
