@@ -53,7 +53,7 @@ pub trait Transfer: Send {
 static REPORTER: RwLock<Option<Arc<dyn Reporter>>> = RwLock::new(None);
 
 /// Sets the reporter that every download of this process reports to (replacing the default,
-/// or a reporter set before). The CLI sets one that draws bars inside its own display.
+/// or a reporter set before). The CLI sets [`TerminalBars::within`] its own display.
 pub fn set_reporter(reporter: Arc<dyn Reporter>) {
     *REPORTER.write().unwrap_or_else(|e| e.into_inner()) = Some(reporter);
 }
@@ -64,7 +64,7 @@ pub fn default_reporter(progress: bool) -> Arc<dyn Reporter> {
     if !progress {
         Arc::new(Silent)
     } else if std::io::stderr().is_terminal() {
-        Arc::new(TerminalBars)
+        Arc::new(TerminalBars::default())
     } else {
         Arc::new(LogLines::default())
     }
@@ -72,12 +72,10 @@ pub fn default_reporter(progress: bool) -> Arc<dyn Reporter> {
 
 /// The reporter in force for a download (the one set, else [`default_reporter`]).
 pub(crate) fn current(progress: bool) -> Arc<dyn Reporter> {
-    if !progress {
-        return Arc::new(Silent);
-    }
-    match &*REPORTER.read().unwrap_or_else(|e| e.into_inner()) {
-        Some(r) => Arc::clone(r),
-        None => default_reporter(progress),
+    let set = REPORTER.read().unwrap_or_else(|e| e.into_inner()).clone();
+    match set {
+        Some(r) if progress => r,
+        _ => default_reporter(progress),
     }
 }
 
@@ -97,14 +95,33 @@ impl Transfer for Silent {
     fn failed(self: Box<Self>, _: &str) {}
 }
 
-/// A progress bar per download on stderr (for terminals).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TerminalBars;
+/// A progress bar per download on stderr (for terminals), drawn by itself or as a line of an
+/// indicatif `MultiProgress` that the program also draws its own lines in
+/// ([`TerminalBars::within`]).
+#[derive(Debug, Clone, Default)]
+pub struct TerminalBars {
+    group: Option<indicatif::MultiProgress>,
+}
+
+impl TerminalBars {
+    /// Bars drawn as lines of `group`, so that parallel downloads and the program's own status
+    /// lines (the CLI's `fetch`: one per job) do not overwrite each other. Taking indicatif's
+    /// type is the point: this reporter draws indicatif bars into an indicatif display.
+    pub fn within(group: indicatif::MultiProgress) -> TerminalBars {
+        TerminalBars { group: Some(group) }
+    }
+}
 
 impl Reporter for TerminalBars {
     fn start(&self, download: &DownloadStart<'_>) -> Box<dyn Transfer> {
         let bar = download_bar(download);
-        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        let bar = match &self.group {
+            Some(group) => group.add(bar),
+            None => {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                bar
+            }
+        };
         Box::new(Bar(bar))
     }
 }

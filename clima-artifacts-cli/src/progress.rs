@@ -63,35 +63,3 @@ fn styled_spinner(bar: ProgressBar, message: &str) -> ProgressBar {
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
 }
-
-/// The runtime's download events drawn as byte bars inside `multi`, next to the CLI's own status
-/// lines (one per parallel job), so parallel downloads do not overwrite each other.
-pub struct BarsIn(pub MultiProgress);
-
-impl clima_artifact_runtime::progress::Reporter for BarsIn {
-    fn start(
-        &self,
-        download: &clima_artifact_runtime::progress::DownloadStart<'_>,
-    ) -> Box<dyn clima_artifact_runtime::progress::Transfer> {
-        let message = format!("downloading {}", download.artifact);
-        let bar = match download.size {
-            Some(n) => self.0.add(bytes(n, &message)),
-            None => spinner_in(&self.0, &message),
-        };
-        Box::new(Bar(bar))
-    }
-}
-
-struct Bar(ProgressBar);
-
-impl clima_artifact_runtime::progress::Transfer for Bar {
-    fn received(&mut self, total: u64) {
-        self.0.set_position(total);
-    }
-    fn done(self: Box<Self>, _: u64, _: Duration) {
-        self.0.finish_and_clear();
-    }
-    fn failed(self: Box<Self>, _: &str) {
-        self.0.finish_and_clear();
-    }
-}

@@ -58,9 +58,9 @@ pub fn run(args: FetchArgs) -> CliResult {
     // line per artifact.
     config.progress = progress::enabled();
     if config.progress {
-        clima_artifact_runtime::progress::set_reporter(std::sync::Arc::new(progress::BarsIn(
-            multi.clone(),
-        )));
+        clima_artifact_runtime::progress::set_reporter(std::sync::Arc::new(
+            clima_artifact_runtime::progress::TerminalBars::within(multi.clone()),
+        ));
     }
 
     let queue = Mutex::new(jobs.iter().enumerate());
