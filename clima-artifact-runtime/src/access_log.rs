@@ -58,6 +58,30 @@ pub struct AccessEvent {
     pub rank: usize,
 }
 
+impl AccessEvent {
+    /// The access to `variant` of artifact `name` (defined in `manifest`) that `installed`
+    /// answered, by `rank`, from `call_site` if a `clima_artifact!` call made it.
+    pub(crate) fn of(
+        name: &str,
+        variant: &clima_artifact_manifest::ArtifactVariant,
+        installed: &crate::Installed,
+        manifest: PathBuf,
+        call_site: Option<(&'static str, u32)>,
+        rank: usize,
+    ) -> AccessEvent {
+        AccessEvent {
+            name: name.to_owned(),
+            hash: variant.git_tree_sha1,
+            path: installed.path.clone(),
+            origin: installed.origin.clone(),
+            call_site,
+            manifest,
+            metadata: variant.metadata.clone(),
+            rank,
+        }
+    }
+}
+
 /// Where the data of an accessed artifact came from, as stored in records and reports.
 ///
 /// Mirrors [`Origin`] with a serde representation that is part of the documented report schema

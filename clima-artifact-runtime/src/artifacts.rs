@@ -120,16 +120,14 @@ impl Artifacts {
         if let Some(first) = self.config.depots.first() {
             depot::record_usage(first, &self.manifest_path);
         }
-        access_log::record(AccessEvent {
-            name: name.to_owned(),
-            hash: variant.git_tree_sha1,
-            path: installed.path.clone(),
-            origin: installed.origin.clone(),
-            call_site: None,
-            manifest: self.manifest_path.clone(),
-            metadata: variant.metadata.clone(),
-            rank: 0,
-        });
+        access_log::record(AccessEvent::of(
+            name,
+            variant,
+            &installed,
+            self.manifest_path.clone(),
+            None,
+            0,
+        ));
         Ok(Installed {
             path: full,
             origin: installed.origin,

@@ -67,16 +67,14 @@ pub fn ensure_collective(
     let manifest = clima_artifact_manifest::Manifest::find_in_dir(manifest_dir)
         .unwrap_or_else(|_| manifest_dir.join("Artifacts.toml"));
     let installed = ensure_collective_unrecorded(ctx, name, variant, manifest_dir, config)?;
-    access_log::record(AccessEvent {
-        name: name.to_owned(),
-        hash: variant.git_tree_sha1,
-        path: installed.path.clone(),
-        origin: installed.origin.clone(),
-        call_site: None,
+    access_log::record(AccessEvent::of(
+        name,
+        variant,
+        &installed,
         manifest,
-        metadata: variant.metadata.clone(),
-        rank: ctx.rank(),
-    });
+        None,
+        ctx.rank(),
+    ));
     Ok(installed)
 }
 

@@ -321,6 +321,12 @@ pub enum Error {
         #[serde(with = "wire_named")]
         failures: Vec<(String, Error)>,
     },
+    /// A bug in this crate or a mismatch between it and its proc macro (never expected).
+    #[error("internal error: {message}")]
+    Internal {
+        /// What went wrong.
+        message: String,
+    },
     /// The collective step itself failed (an undecodable answer from another rank, a panic on
     /// the root).
     #[error(transparent)]

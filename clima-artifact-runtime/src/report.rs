@@ -348,8 +348,6 @@ fn doi_url(doi: &str) -> String {
     url
 }
 
-pub(crate) use clima_artifact_fs::human_bytes;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -295,8 +295,13 @@ pub fn resolve_literal(
     }
     let Some(artifact) = site.manifest.artifacts.first() else {
         // The macro embeds the named artifact for every literal call; an empty list can only
-        // come from a mismatched macro version, and is reported as the name not being found.
-        return Err(site.manifest.unknown(""));
+        // come from a mismatched macro version.
+        return Err(Error::Internal {
+            message: format!(
+                "call site {}:{} embeds no artifact; please report this",
+                site.file, site.line
+            ),
+        });
     };
     let resolved = resolve(site, artifact, site.subpath, ctx)?;
     let full = resolved.full_path.clone();
@@ -381,16 +386,14 @@ fn resolve(
         Arc::clone(&k.confirmed)
     });
 
-    let event = AccessEvent {
-        name: artifact.name.to_owned(),
-        hash,
-        path: installed.path.clone(),
-        origin: installed.origin.clone(),
-        call_site: Some((site.file, site.line)),
-        manifest: PathBuf::from(site.manifest.path),
-        metadata: variant.metadata.clone(),
+    let event = AccessEvent::of(
+        artifact.name,
+        &variant,
+        &installed,
+        PathBuf::from(site.manifest.path),
+        Some((site.file, site.line)),
         rank,
-    };
+    );
     crate::access_log::record(event.clone());
 
     // Later calls at a literal call site record the same access, but nothing was downloaded then.
@@ -472,9 +475,7 @@ fn list_dir(dir: &Path) -> String {
 /// What an expansion returns after a compile error, so the caller sees no follow-up type errors.
 /// Never runs: the crate does not compile.
 pub fn after_compile_error() -> Result<PathBuf, Error> {
-    Err(Error::Select(SelectError::UnknownName {
-        name: String::new(),
-        manifest: String::new(),
-        defined: Vec::new(),
-    }))
+    Err(Error::Internal {
+        message: "clima_artifact! failed to expand".to_owned(),
+    })
 }

@@ -2,9 +2,10 @@
 
 use std::fmt::Write as _;
 
+use clima_artifact_fs::human_bytes;
 use clima_artifact_manifest::metadata as keys;
 
-use super::{Report, bibtex, doi_url, human_bytes, meta, one_line};
+use super::{Report, bibtex, doi_url, meta, one_line};
 use crate::access_log::{ArtifactRecord, RecordedOrigin};
 
 /// Shown in table cells for a metadata key the manifest entry does not have.
