@@ -153,9 +153,9 @@ impl std::fmt::Debug for SyncError {
 impl WireError for SyncError {
     fn to_wire(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_else(|e| {
-            serde_json::to_vec(&SyncError::Panicked {
-                message: format!("{self} (could not serialise the error: {e})"),
-            })
+            serde_json::to_vec(&SyncError::Collective(CollectiveError::Unencodable {
+                why: format!("{self} (could not serialise the error: {e})"),
+            }))
             .unwrap_or_default()
         })
     }

@@ -179,12 +179,9 @@ impl<'c> RunSync<'c> {
             index: &mut self.index,
         };
         catch_unwind(AssertUnwindSafe(|| op(&mut local))).unwrap_or_else(|payload| {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            Err(SyncError::Panicked { message })
+            Err(SyncError::Panicked {
+                message: clima_comms::panic_message(&*payload),
+            })
         })
     }
 }

@@ -3,13 +3,13 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clima_artifact_sync::{Context, Singleton, SyncError as Error};
 use clima_artifact_sync::{
     INDEX_KEY, PathStorage, RunSync, Storage, StoredObject, SyncConfig, SyncMode,
 };
+use clima_artifact_sync::{Singleton, SyncError as Error};
 
 /// Counts puts per key; optionally sleeps in every put (slow storage).
 #[derive(Debug)]
@@ -280,7 +280,7 @@ fn sync_artifacts_false_moves_only_checkpoints() {
         make_run(&run3.join(format!("rank-{r}")));
     }
     let store3 = Counting::new(&t.path().join("store3"));
-    let outcomes = on_ranks(3, |ctx| {
+    let outcomes = clima_comms::on_thread_ranks(3, |ctx| {
         let config = SyncConfig {
             sync_artifacts: false,
             mode: SyncMode::PerRank,
@@ -366,7 +366,7 @@ fn a_slow_sync_logs_a_warning_naming_the_biggest_files() {
 #[test]
 fn root_mode_syncs_once_and_every_rank_gets_the_outcome() {
     let (_t, run, store) = run_and_store();
-    let outcomes = on_ranks(4, |ctx| {
+    let outcomes = clima_comms::on_thread_ranks(4, |ctx| {
         let mut s = RunSync::new(&run, store.clone(), SyncConfig::default(), ctx).unwrap();
         s.on_checkpoint("ckpt/step-1").map(|r| r.uploaded.len())
     });
@@ -377,7 +377,7 @@ fn root_mode_syncs_once_and_every_rank_gets_the_outcome() {
     assert_eq!(store.file_puts().len(), 4, "only the root uploads");
 
     // An error on the root reaches every rank (checkpoint folder missing).
-    let outcomes = on_ranks(4, |ctx| {
+    let outcomes = clima_comms::on_thread_ranks(4, |ctx| {
         let mut s = RunSync::new(&run, store.clone(), SyncConfig::default(), ctx).unwrap();
         s.on_checkpoint("ckpt/nope").map(|_| ())
     });
@@ -387,72 +387,6 @@ fn root_mode_syncs_once_and_every_rank_gets_the_outcome() {
             e.contains("is not a folder inside the synced run folder"),
             "{e}"
         );
-    }
-}
-
-/// Runs `f` on `n` threads, each with its rank of a thread-backed fake communicator.
-fn on_ranks<T: Send>(n: usize, f: impl Fn(&dyn Context) -> T + Sync) -> Vec<T> {
-    let shared = Arc::new(Shared {
-        barrier: Barrier::new(n),
-        slots: Mutex::new(vec![Vec::new(); n]),
-        size: n,
-    });
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .map(|rank| {
-                let ctx = ThreadCtx {
-                    rank,
-                    shared: shared.clone(),
-                };
-                let f = &f;
-                s.spawn(move || f(&ctx))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
-struct Shared {
-    barrier: Barrier,
-    slots: Mutex<Vec<Vec<u8>>>,
-    size: usize,
-}
-
-struct ThreadCtx {
-    rank: usize,
-    shared: Arc<Shared>,
-}
-
-impl Context for ThreadCtx {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-    fn size(&self) -> usize {
-        self.shared.size
-    }
-    fn barrier(&self) {
-        self.shared.barrier.wait();
-    }
-    fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
-        self.barrier();
-        if self.rank == 0 {
-            self.shared.slots.lock().unwrap()[0] = data.unwrap_or_default();
-        }
-        self.barrier();
-        let out = self.shared.slots.lock().unwrap()[0].clone();
-        self.barrier();
-        out
-    }
-    fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
-        self.barrier();
-        self.shared.slots.lock().unwrap()[self.rank] = data;
-        self.barrier();
-        let out = (self.rank == 0).then(|| self.shared.slots.lock().unwrap().clone());
-        self.barrier();
-        out
-    }
-    fn split_by_node(&self) -> Box<dyn Context> {
-        Box::new(Singleton)
     }
 }
 

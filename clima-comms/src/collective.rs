@@ -96,16 +96,22 @@ fn guarded<T, E: From<CollectiveError>>(
     op: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, E> {
     catch_unwind(AssertUnwindSafe(op)).unwrap_or_else(|payload| {
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a non-string panic payload".to_owned());
         Err(E::from(CollectiveError::RootPanicked {
             what: what.to_owned(),
-            message,
+            message: panic_message(&*payload),
         }))
     })
+}
+
+/// The message of a panic caught with `catch_unwind` (`panic!` payloads are `&str` or
+/// `String`), for errors that replace a panic on a rank that must still reach its next
+/// collective call.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic payload".to_owned())
 }
 
 /// **Collective.** Rank 0 runs `op` (a panic becomes [`CollectiveError::RootPanicked`]) and
@@ -191,8 +197,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Singleton;
-    use std::sync::{Arc, Barrier, Mutex};
+    use crate::{Singleton, on_thread_ranks};
+    use std::sync::Mutex;
 
     #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
     enum TestError {
@@ -218,70 +224,10 @@ mod tests {
         }
     }
 
-    /// `n` ranks as threads sharing slots: a real multi-rank context without MPI.
-    struct Threads {
-        rank: usize,
-        size: usize,
-        barrier: Arc<Barrier>,
-        slots: Arc<Mutex<Vec<Vec<u8>>>>,
-    }
-    impl Context for Threads {
-        fn rank(&self) -> usize {
-            self.rank
-        }
-        fn size(&self) -> usize {
-            self.size
-        }
-        fn barrier(&self) {
-            self.barrier.wait();
-        }
-        fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
-            self.barrier();
-            if self.rank == 0 {
-                self.slots.lock().unwrap()[0] = data.unwrap_or_default();
-            }
-            self.barrier();
-            let out = self.slots.lock().unwrap()[0].clone();
-            self.barrier();
-            out
-        }
-        fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
-            self.barrier();
-            self.slots.lock().unwrap()[self.rank] = data;
-            self.barrier();
-            let out = (self.rank == 0).then(|| self.slots.lock().unwrap().clone());
-            self.barrier();
-            out
-        }
-        fn split_by_node(&self) -> Box<dyn Context> {
-            Box::new(Singleton)
-        }
-    }
-
-    fn on_ranks<T: Send>(n: usize, f: impl Fn(&dyn Context) -> T + Sync) -> Vec<T> {
-        let barrier = Arc::new(Barrier::new(n));
-        let slots = Arc::new(Mutex::new(vec![Vec::new(); n]));
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..n)
-                .map(|rank| {
-                    let ctx = Threads {
-                        rank,
-                        size: n,
-                        barrier: barrier.clone(),
-                        slots: slots.clone(),
-                    };
-                    let f = &f;
-                    s.spawn(move || f(&ctx))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
-    }
-
     #[test]
     fn the_root_decides_for_everyone() {
         let runs = Mutex::new(0);
-        let out = on_ranks(4, |ctx| {
+        let out = on_thread_ranks(4, |ctx| {
             root_decides::<String, TestError>(ctx, "testing", || {
                 *runs.lock().unwrap() += 1;
                 Ok(format!("from rank {}", ctx.rank()))
@@ -293,7 +239,7 @@ mod tests {
             "{out:?}"
         );
 
-        let out = on_ranks(3, |ctx| {
+        let out = on_thread_ranks(3, |ctx| {
             root_decides::<u32, TestError>(ctx, "testing", || Err(TestError::Own("no".into())))
         });
         assert!(
@@ -304,7 +250,7 @@ mod tests {
 
     #[test]
     fn a_panicking_root_is_the_same_error_everywhere() {
-        let out = on_ranks(3, |ctx| {
+        let out = on_thread_ranks(3, |ctx| {
             root_decides::<u32, TestError>(ctx, "installing artifact `era5`", || {
                 panic!("disk on fire {}", 42)
             })
@@ -326,13 +272,13 @@ mod tests {
 
     #[test]
     fn all_succeed_only_when_every_rank_did() {
-        let out = on_ranks(4, |ctx| {
+        let out = on_thread_ranks(4, |ctx| {
             let own: Result<usize, TestError> = Ok(ctx.rank());
             all_succeed(ctx, own, |_, e| e)
         });
         assert_eq!(out, vec![Ok(0), Ok(1), Ok(2), Ok(3)]);
 
-        let out = on_ranks(4, |ctx| {
+        let out = on_thread_ranks(4, |ctx| {
             let own: Result<usize, TestError> = if ctx.rank() >= 2 {
                 Err(TestError::Own(format!("rank {} broke", ctx.rank())))
             } else {
@@ -355,7 +301,7 @@ mod tests {
 
     #[test]
     fn requests_are_compared_on_the_root() {
-        let out = on_ranks(3, |ctx| {
+        let out = on_thread_ranks(3, |ctx| {
             let asked = if ctx.rank() == 2 { "b" } else { "a" };
             requests_agree(ctx, &asked.to_owned())
         });

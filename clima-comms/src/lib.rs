@@ -12,6 +12,7 @@
 //!   `Ok` or the same `Err`. [`all_succeed`]: every rank runs its own part and all return an
 //!   error if any rank failed. [`requests_agree`]: the root checks that every rank asked for the
 //!   same thing. Artifact installs and run sync both use these, with one wire framing.
+//! - [`on_thread_ranks`]: a multi-rank context of threads, to test collective code without MPI.
 //!
 //! # Calls with a context are COLLECTIVE
 //!
@@ -25,13 +26,17 @@ use std::sync::Arc;
 mod collective;
 #[cfg(feature = "mpi")]
 mod mpi_context;
+mod threads;
 
 /// The rsmpi crate this crate was built with (initialise MPI with `mpi::initialize()`).
 #[cfg(feature = "mpi")]
 pub use ::mpi;
-pub use collective::{CollectiveError, WireError, all_succeed, requests_agree, root_decides};
+pub use collective::{
+    CollectiveError, WireError, all_succeed, panic_message, requests_agree, root_decides,
+};
 #[cfg(feature = "mpi")]
 pub use mpi_context::MpiContext;
+pub use threads::on_thread_ranks;
 
 /// A communicator over which operations are collective.
 ///
