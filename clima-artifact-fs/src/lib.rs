@@ -130,8 +130,8 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
 /// Writes `bytes` to `path` so that readers see either the old file or the complete new one.
 ///
 /// The bytes go to a new temporary file beside `path` (created exclusively, never through a
-/// symlink), are flushed to disk, and the file is renamed over `path`. The new file keeps the
-/// permission bits of the file it replaces (0o644 for a new file, less the umask). On error the
+/// symlink), are flushed to disk, and the file is renamed over `path`. The new file keeps
+/// exactly the permission bits of the file it replaces (0o644 less the umask for a new file). On error the
 /// temporary file is removed and `path` is unchanged; the error names the file involved.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -158,17 +158,23 @@ fn write_then_rename(temp: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
             format!("cannot {what} `{}`: {err}", p.display()),
         )
     };
-    let mode = fs::symlink_metadata(path)
+    let replaced = fs::symlink_metadata(path)
         .ok()
         .filter(|m| m.is_file())
-        .map_or(0o644, |m| m.permissions().mode() & 0o7777);
+        .map(|m| m.permissions().mode() & 0o7777);
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(mode)
+        .mode(replaced.unwrap_or(0o644))
         .custom_flags(libc::O_NOFOLLOW)
         .open(temp)
         .map_err(|e| named(e, "create the temporary file", temp))?;
+    if let Some(mode) = replaced {
+        // Exactly the replaced file's bits (the umask applied at creation may have cut some,
+        // e.g. the group write bit of a shared project's manifest).
+        file.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(|e| named(e, "set the permissions of", temp))?;
+    }
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
         .map_err(|e| named(e, "write", temp))?;
@@ -350,6 +356,13 @@ mod tests {
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o600
+        );
+        // Group-writable (a shared project's manifest) stays so whatever the umask.
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o664)).unwrap();
+        write_atomically(&p, b"three").unwrap();
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o664
         );
         let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().collect();
         assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
