@@ -29,7 +29,7 @@
 #            | `find DIR -type f | xargs cat | sha1sum`
 #   install  `clima-artifacts fetch` into a fresh depot | `curl -s URL | tar xzf -`
 #            | sequential: `curl -o f URL; sha256sum f; tar xzf f; git add -A && git write-tree`
-#   lookup   `bench_lookup` (tests/src/bin): first `clima_artifact!` call in a fresh process, and
+#   lookup   `bench_lookup` (clima-artifact-tests/src/bin): first `clima_artifact!` call in a fresh process, and
 #            the mean of 10^6 repeated calls; one process per run, offline
 #   rss      `/usr/bin/time -v clima-artifacts fetch` of a --big-size artifact of mostly random
 #            data (streamed by the generator, gzip -1), vs `curl | tar xzf -` of the same tarball

@@ -1,5 +1,5 @@
 //! Julia-compatible `Artifacts.toml` and `Overrides.toml` parsing, shared by the clima-artifacts
-//! proc macro, build-support, runtime and CLI.
+//! proc macro, the build.rs helper (clima-artifact-build), runtime and CLI.
 //!
 //! This crate does no network I/O and pulls in no HTTP or TLS code, so the proc macro can depend
 //! on it cheaply.

@@ -2,7 +2,7 @@
 //!
 //! Julia ignores extra keys in `[name]` table entries, so these keys keep a manifest loadable by
 //! Julia. (In `[[name]]` platform entries Julia would read extra string keys as platform tags;
-//! build-support warns about that.) All are optional strings:
+//! clima-artifact-build warns about that.) All are optional strings:
 //!
 //! | key | meaning |
 //! |---|---|
