@@ -284,13 +284,30 @@ impl AsContext for SimpleCommunicator {
     }
 }
 
+impl RsmpiComm {
+    /// `(rank, size)`, asked of MPI under the process-wide lock.
+    fn rank_size(&self) -> (usize, usize) {
+        let _guard = lock_unless_multiple();
+        (self.0.rank() as usize, self.0.size() as usize)
+    }
+
+    /// Whether this is `MPI_COMM_WORLD` (asked of MPI under the process-wide lock).
+    fn is_world(&self) -> bool {
+        let _guard = lock_unless_multiple();
+        self.0.compare(&SimpleCommunicator::world()) == CommunicatorRelation::Identical
+    }
+}
+
+/// Every MPI call below holds the process-wide lock (unless MPI is `Threading::Multiple`), as
+/// [`MpiContext`]'s calls do, so an `MpiContext` in use on another thread is never entered at
+/// the same time. The lock is not re-entrant: inside a locked section only `self.0` is called.
 impl Context for RsmpiComm {
     fn rank(&self) -> usize {
-        self.0.rank() as usize
+        self.rank_size().0
     }
 
     fn size(&self) -> usize {
-        self.0.size() as usize
+        self.rank_size().1
     }
 
     fn barrier(&self) {
@@ -300,12 +317,13 @@ impl Context for RsmpiComm {
 
     fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
         let _guard = lock_unless_multiple();
-        broadcast(&self.0, self.rank(), MPI_MAX_COUNT, data)
+        broadcast(&self.0, self.0.rank() as usize, MPI_MAX_COUNT, data)
     }
 
     fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
         let _guard = lock_unless_multiple();
-        gather(&self.0, self.rank(), self.size(), MPI_MAX_COUNT, data)
+        let (rank, size) = (self.0.rank() as usize, self.0.size() as usize);
+        gather(&self.0, rank, size, MPI_MAX_COUNT, data)
     }
 
     fn split_by_node(&self) -> Box<dyn Context> {
@@ -320,8 +338,8 @@ impl Context for RsmpiComm {
     }
 
     fn describe(&self) -> String {
-        let size = self.0.size();
-        if self.0.compare(&SimpleCommunicator::world()) == CommunicatorRelation::Identical {
+        let size = self.size();
+        if self.is_world() {
             format!("MPI_COMM_WORLD ({size} ranks)")
         } else {
             format!("an MPI communicator ({size} ranks)")
@@ -329,8 +347,7 @@ impl Context for RsmpiComm {
     }
 
     fn communicator_id(&self) -> Option<u64> {
-        (self.0.compare(&SimpleCommunicator::world()) == CommunicatorRelation::Identical)
-            .then_some(WORLD_ID)
+        self.is_world().then_some(WORLD_ID)
     }
 }
 
