@@ -39,45 +39,60 @@ mod s3 {
     }
 
     impl Moto {
+        /// Starts a moto server of this test's own. The port comes from binding port 0, so
+        /// parallel tests can be handed the same free port; the loser's moto exits ("Address
+        /// already in use") while a bare connect would reach the winner's server, which goes
+        /// away when that test ends. So the server counts as ready only once *its own* log
+        /// says it is running on the port, and a server that exited is retried on a new port.
         fn start() -> Option<Moto> {
             let exe =
                 std::env::var("CLIMA_SYNC_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into());
-            let dir = tempfile::tempdir().unwrap();
-            let log = dir.path().join("moto.log");
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let spawned = Command::new(&exe)
-                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-                .stdout(Stdio::null())
-                .stderr(fs::File::create(&log).unwrap())
-                .spawn();
-            let child = match spawned {
-                Ok(c) => c,
-                Err(e) => {
+            for _attempt in 0..5 {
+                let dir = tempfile::tempdir().unwrap();
+                let log = dir.path().join("moto.log");
+                let port = TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port();
+                let spawned = Command::new(&exe)
+                    .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                    .stdout(Stdio::null())
+                    .stderr(fs::File::create(&log).unwrap())
+                    .spawn();
+                let child = match spawned {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return skip(&format!(
+                            "cannot start `{exe}`: {e}; run scripts/s3-test-server.sh install"
+                        ));
+                    }
+                };
+                let mut moto = Moto {
+                    child,
+                    port,
+                    log,
+                    _dir: dir,
+                };
+                let running = format!("Running on http://127.0.0.1:{port}");
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while Instant::now() < deadline {
+                    if matches!(moto.child.try_wait(), Ok(Some(_))) {
+                        break; // lost the port to another test: try another one
+                    }
+                    let said = fs::read_to_string(&moto.log).unwrap_or_default();
+                    if said.contains(&running) && TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                        return Some(moto);
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if moto.child.try_wait().ok().flatten().is_none() {
                     return skip(&format!(
-                        "cannot start `{exe}`: {e}; run scripts/s3-test-server.sh install"
+                        "`{exe}` did not listen on port {port} within 30 s"
                     ));
                 }
-            };
-            let moto = Moto {
-                child,
-                port,
-                log,
-                _dir: dir,
-            };
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Some(moto);
-                }
-                std::thread::sleep(Duration::from_millis(50));
             }
-            skip(&format!(
-                "`{exe}` did not listen on port {port} within 30 s"
-            ))
+            skip(&format!("`{exe}` could not get a free port in 5 attempts"))
         }
 
         fn endpoint(&self) -> String {
