@@ -15,8 +15,8 @@ fi
 
 source scripts/mpi-env.sh
 
-cargo test -p clima-artifact-tests --features mpi --test mpi --test independent_processes
+cargo test -p clima-artifact-tests --features mpi --test it -- mpi:: independent_processes::
 
-# Every test of the `mpi` target must have left its marker.
+# Every test of the `mpi` module must have left its marker.
 mpi_check_markers "ci-mpi: FAIL:"
 echo "ci-mpi: OK: $mpi_test_count MPI tests ran under mpirun, plus the independent-processes test"

@@ -3,7 +3,7 @@
 #
 # How "skipped" is detected: every MPI test that really launched `mpirun` touches a file named
 # after itself in $CLIMA_MPI_TEST_MARKER_DIR; `mpi_check_markers` lists the tests of the `mpi`
-# test target and requires one marker per test. CLIMA_REQUIRE_MPI=1 also makes a missing
+# module of the `it` test binary and requires one marker per test. CLIMA_REQUIRE_MPI=1 also makes a missing
 # `mpirun` a test failure rather than a skip.
 
 # OpenMPI in containers: allow root, oversubscription, no CMA single-copy (harmless for MPICH).
@@ -20,10 +20,10 @@ export CLIMA_MPI_TEST_MARKER_DIR="$mpi_markers"
 # target left its marker; on success sets `mpi_test_count` to the number of those tests.
 mpi_check_markers() {
     local prefix="$1" expected missing
-    expected="$(cargo test -p clima-artifact-tests --features mpi --test mpi -- --list --format terse 2>/dev/null \
-        | sed -n 's/: test$//p' | sort)"
+    expected="$(cargo test -p clima-artifact-tests --features mpi --test it -- mpi:: --list --format terse 2>/dev/null \
+        | sed -n 's/^mpi::\(.*\): test$/\1/p' | sort)"
     if [ -z "$expected" ]; then
-        echo "$prefix the mpi test target lists no tests (built without the \`mpi\` feature?)" >&2
+        echo "$prefix the `mpi` module of the `it` test binary lists no tests (built without the \`mpi\` feature?)" >&2
         exit 1
     fi
     missing="$(comm -23 <(echo "$expected") <(ls "$mpi_markers" | sort))"

@@ -233,12 +233,18 @@ impl Report {
         bibtex::render(self)
     }
 
-    /// Writes `provenance.md`, `provenance.json` and `provenance.bib` atomically (each to a
-    /// temporary file, then renamed). `dir_or_prefix` is a directory when it exists as one or ends with a path
-    /// separator (created if needed); otherwise it is a file prefix: `out/run7` gives
-    /// `out/run7.md`, `out/run7.json`, `out/run7.bib`.
-    pub fn write_all(&self, dir_or_prefix: impl AsRef<Path>) -> io::Result<ReportPaths> {
-        write::write_report(self, dir_or_prefix.as_ref(), "")
+    /// Writes `provenance.md`, `provenance.json` and `provenance.bib` into the folder `dir`,
+    /// creating it (and its parents) if needed, each file atomically (a temporary file, then
+    /// renamed). `write_all("results")` gives `results/provenance.md`, and so on.
+    pub fn write_all(&self, dir: impl AsRef<Path>) -> io::Result<ReportPaths> {
+        write::write_report(self, write::Target::Dir(dir.as_ref(), ""))
+    }
+
+    /// Writes the three files under a file prefix instead of a folder: `out/run7` gives
+    /// `out/run7.md`, `out/run7.json` and `out/run7.bib` (the parent folder is created if
+    /// needed), for runs that keep several reports side by side.
+    pub fn write_with_prefix(&self, prefix: impl AsRef<Path>) -> io::Result<ReportPaths> {
+        write::write_report(self, write::Target::Prefix(prefix.as_ref()))
     }
 }
 
@@ -256,9 +262,10 @@ pub fn report() -> Report {
     Report::from_parts(access_log::snapshot(), declared_in_binary())
 }
 
-/// Builds this process's [`report`] and writes it with [`Report::write_all`].
-pub fn write_all(dir_or_prefix: impl AsRef<Path>) -> io::Result<ReportPaths> {
-    report().write_all(dir_or_prefix)
+/// Builds this process's [`report`] and writes it into the folder `dir` (created if needed)
+/// with [`Report::write_all`].
+pub fn write_all(dir: impl AsRef<Path>) -> io::Result<ReportPaths> {
+    report().write_all(dir)
 }
 
 /// Gathers `local` records of every rank of `ctx` to rank 0 and merges them there (accesses
@@ -297,9 +304,9 @@ pub fn report_collective(ctx: &dyn Context) -> Option<Report> {
 /// `Ok(None)`. Every rank of `ctx` must call it.
 pub fn write_all_collective(
     ctx: &dyn Context,
-    dir_or_prefix: impl AsRef<Path>,
+    dir: impl AsRef<Path>,
 ) -> io::Result<Option<ReportPaths>> {
-    write::write_collective(ctx, dir_or_prefix.as_ref())
+    write::write_collective(ctx, dir.as_ref())
 }
 
 /// The value of a metadata key, trimmed, if present and not blank.

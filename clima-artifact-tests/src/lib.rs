@@ -64,6 +64,8 @@ struct Route {
 struct State {
     routes: Mutex<HashMap<String, Route>>,
     gets: Mutex<HashMap<String, usize>>,
+    /// Folder whose files answer paths without a route (read at request time).
+    dir: Mutex<Option<PathBuf>>,
 }
 
 /// A loopback HTTP/1.1 server for tests. Dropping it stops it (stalled responses end too).
@@ -120,6 +122,12 @@ impl TestServer {
     pub fn serve(&self, path: &str, body: impl Into<Vec<u8>>) {
         let mut routes = self.state.routes.lock().unwrap();
         routes.entry(key(path)).or_default().body = body.into();
+    }
+
+    /// Also serves the files under `root`, read at request time, for every path without a route
+    /// of its own (a static file host: what the CLI's `publish`/`create --tarball-out` write).
+    pub fn serve_dir(&self, root: &Path) {
+        *self.state.dir.lock().unwrap() = Some(root.to_path_buf());
     }
 
     /// Applies `faults` to the next requests of `path`, one per request, then serves normally.
@@ -206,7 +214,13 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     let (body, fault) = {
         let mut routes = state.routes.lock().unwrap();
         match routes.get_mut(&path) {
-            None => return respond(&mut out, 404, b"not found"),
+            None => {
+                drop(routes);
+                return match file_under(state, &path) {
+                    Some(body) => respond(&mut out, 200, &body),
+                    None => respond(&mut out, 404, b"not found"),
+                };
+            }
             Some(r) => {
                 let f = r.next.pop_front().or_else(|| r.always.clone());
                 (r.body.clone(), f)
@@ -254,6 +268,19 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             Ok(())
         }
     }
+}
+
+/// The bytes of `path` under the folder of [`TestServer::serve_dir`], if any (no `..`).
+fn file_under(state: &State, path: &str) -> Option<Vec<u8>> {
+    let dir = state.dir.lock().unwrap().clone()?;
+    let rel = Path::new(path.trim_start_matches('/'));
+    if rel
+        .components()
+        .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return None;
+    }
+    std::fs::read(dir.join(rel)).ok()
 }
 
 fn headers(out: &mut TcpStream, code: u16, len: usize) -> std::io::Result<()> {
@@ -448,7 +475,7 @@ pub fn sha256(bytes: &[u8]) -> Sha256 {
 }
 
 /// Prints the line the MPI test programs (`src/bin/mpi_*.rs`) report one resolution with, the
-/// format `tests/mpi.rs` parses, and returns whether it succeeded:
+/// format `tests/it/mpi.rs` parses, and returns whether it succeeded:
 ///
 /// ```text
 /// RESULT rank=<r> size=<n> name=<name> ok path=<path>

@@ -1,21 +1,21 @@
 //! The global provenance registry under concurrency, the report guard, and gathering over a
-//! fake multi-rank [`Context`] (threads as ranks, channels as the network).
+//! multi-rank [`Context`] of threads as ranks (`clima_comms::on_thread_ranks`).
 //!
 //! Every test here touches the process-wide registry, so they all take [`SERIAL`] first; the
 //! registry is shared by the whole test binary, which is why these tests live in one file.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Barrier, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use clima_artifact_runtime::Context;
 use clima_artifact_runtime::GitTreeSha1;
 use clima_artifact_runtime::Origin;
 use clima_artifact_runtime::access_log::{
     self, AccessEvent, ArtifactRecord, CallSite, RecordedOrigin,
 };
 use clima_artifact_runtime::report::{self, Report, ReportGuard};
-use clima_artifact_runtime::{Context, Singleton};
+use clima_comms::on_thread_ranks;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -185,7 +185,7 @@ fn guard_writes_on_drop_finish_and_panic_but_not_when_disarmed() {
         .finish()
         .unwrap()
         .unwrap();
-    assert_eq!(paths.json, dir.path().join("finished.json"));
+    assert_eq!(paths.json, dir.path().join("finished/provenance.json"));
     assert!(paths.markdown.is_file() && paths.bibtex.is_file());
 
     ReportGuard::new(dir.path().join("disarmed/")).disarm();
@@ -207,92 +207,6 @@ fn guard_writes_on_drop_finish_and_panic_but_not_when_disarmed() {
         read_report(&dir.path().join("panicked/provenance.json")).artifacts[0].accesses,
         1
     );
-}
-
-/// One rank of a fake communicator: ranks are threads, point-to-point messages go through
-/// channels, and every collective ends with a barrier so consecutive collectives cannot mix.
-struct FakeRank {
-    rank: usize,
-    size: usize,
-    inboxes: Vec<Sender<(usize, Vec<u8>)>>,
-    inbox: Mutex<Receiver<(usize, Vec<u8>)>>,
-    barrier: Arc<Barrier>,
-}
-
-impl FakeRank {
-    fn world(size: usize) -> Vec<FakeRank> {
-        let (senders, receivers): (Vec<_>, Vec<_>) = (0..size).map(|_| channel()).unzip();
-        let barrier = Arc::new(Barrier::new(size));
-        receivers
-            .into_iter()
-            .enumerate()
-            .map(|(rank, inbox)| FakeRank {
-                rank,
-                size,
-                inboxes: senders.clone(),
-                inbox: Mutex::new(inbox),
-                barrier: Arc::clone(&barrier),
-            })
-            .collect()
-    }
-
-    fn receive(&self) -> (usize, Vec<u8>) {
-        self.inbox.lock().unwrap().recv().unwrap()
-    }
-}
-
-impl Context for FakeRank {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-    fn size(&self) -> usize {
-        self.size
-    }
-    fn barrier(&self) {
-        self.barrier.wait();
-    }
-    fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
-        let result = if self.rank == 0 {
-            let data = data.expect("rank 0 passes the broadcast data");
-            for inbox in &self.inboxes[1..] {
-                inbox.send((0, data.clone())).unwrap();
-            }
-            data
-        } else {
-            self.receive().1
-        };
-        self.barrier.wait();
-        result
-    }
-    fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
-        let result = if self.rank == 0 {
-            let mut all = vec![Vec::new(); self.size];
-            all[0] = data;
-            for _ in 1..self.size {
-                let (from, bytes) = self.receive();
-                all[from] = bytes;
-            }
-            Some(all)
-        } else {
-            self.inboxes[0].send((self.rank, data)).unwrap();
-            None
-        };
-        self.barrier.wait();
-        result
-    }
-    fn split_by_node(&self) -> Box<dyn Context> {
-        // Every fake rank is its own node.
-        Box::new(Singleton)
-    }
-}
-
-/// Runs `f` on every rank of a fake world of `size` ranks and returns the results by rank.
-fn on_every_rank<T: Send>(size: usize, f: impl Fn(&FakeRank) -> T + Sync) -> Vec<T> {
-    let world = FakeRank::world(size);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = world.iter().map(|rank| scope.spawn(|| f(rank))).collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
 }
 
 /// The records one fake rank would have: `shared` accessed `rank + 1` times from a call site of
@@ -333,7 +247,7 @@ fn records_of(rank: usize) -> Vec<ArtifactRecord> {
 fn gathering_merges_every_ranks_records_on_the_root() {
     let _serial = exclusive();
     const SIZE: usize = 5;
-    let results = on_every_rank(SIZE, |ctx| {
+    let results = on_thread_ranks(SIZE, |ctx| {
         report::gather_records(ctx, &records_of(ctx.rank()))
     });
     for (rank, result) in results.iter().enumerate().skip(1) {
@@ -369,7 +283,7 @@ fn collective_write_happens_once_on_the_root_and_every_rank_learns_the_outcome()
     let dir = tempfile::tempdir().unwrap();
     const SIZE: usize = 4;
 
-    let results = on_every_rank(SIZE, |ctx| {
+    let results = on_thread_ranks(SIZE, |ctx| {
         report::write_all_collective(ctx, dir.path().join("out/"))
     });
     let paths = results[0].as_ref().unwrap().as_ref().unwrap();
@@ -387,7 +301,7 @@ fn collective_write_happens_once_on_the_root_and_every_rank_learns_the_outcome()
 
     // The root cannot write: every rank gets an error naming the target.
     std::fs::write(dir.path().join("file"), "x").unwrap();
-    let results = on_every_rank(SIZE, |ctx| {
+    let results = on_thread_ranks(SIZE, |ctx| {
         report::write_all_collective(ctx, dir.path().join("file/sub/"))
     });
     for (rank, result) in results.iter().enumerate() {
@@ -402,7 +316,7 @@ fn collective_write_happens_once_on_the_root_and_every_rank_learns_the_outcome()
     }
 
     // The collective guard writes once, when every rank drops it.
-    on_every_rank(SIZE, |ctx| {
+    on_thread_ranks(SIZE, |ctx| {
         let _guard = ReportGuard::collective(ctx, dir.path().join("guarded/"));
     });
     assert_eq!(
@@ -412,25 +326,23 @@ fn collective_write_happens_once_on_the_root_and_every_rank_learns_the_outcome()
 
     // A rank that panics does not communicate (its peers may never come): it writes its own
     // records to rank-suffixed files.
-    let world = FakeRank::world(2);
-    let rank1 = &world[1];
     let target = dir.path().join("crashed/");
-    let result = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let _guard = ReportGuard::collective(rank1, target.clone());
+    let crashed = on_thread_ranks(2, |ctx| {
+        ctx.rank() == 1
+            && std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _guard = ReportGuard::collective(ctx, target.clone());
                 panic!("rank 1 crashed");
-            })
-            .join()
+            }))
+            .is_err()
     });
-    assert!(result.is_err());
+    assert_eq!(crashed, [false, true]);
     let local = read_report(&dir.path().join("crashed/provenance.rank1.json"));
     assert_eq!(local.artifacts[0].accesses, 2);
     assert!(!dir.path().join("crashed/provenance.json").exists());
 }
 
 /// A rank whose gathered bytes arrive corrupted (as a buggy user `Context` might deliver them).
-struct Corrupting<'a>(&'a FakeRank);
+struct Corrupting<'a>(&'a dyn Context);
 
 impl Context for Corrupting<'_> {
     fn rank(&self) -> usize {
@@ -461,7 +373,7 @@ impl Context for Corrupting<'_> {
 #[test]
 fn unreadable_records_from_one_rank_are_left_out_not_fatal() {
     let _serial = exclusive();
-    let results = on_every_rank(3, |ctx| {
+    let results = on_thread_ranks(3, |ctx| {
         report::gather_records(&Corrupting(ctx), &records_of(ctx.rank()))
     });
     let merged = results[0].as_ref().unwrap();

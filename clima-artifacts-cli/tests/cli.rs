@@ -6,7 +6,8 @@ use std::fs;
 use std::io::Read;
 use std::path::Path;
 
-use common::{FileServer, Sandbox, json, sample_tree};
+use clima_artifact_tests::TestServer;
+use common::{Sandbox, json, sample_tree};
 use predicates::prelude::*;
 
 const OTHER_HASH: &str = "b373f1887cff55850cbf76ec005f7d93726ae42e";
@@ -155,8 +156,9 @@ fn create_fetch_verify_then_tamper() {
     sample_tree(&data);
     let served = sb.root.path().join("served");
     fs::create_dir_all(&served).unwrap();
-    let server = FileServer::start(&served);
-    let url = format!("{}/era5.tar.gz", server.base);
+    let server = TestServer::start();
+    server.serve_dir(&served);
+    let url = server.url("era5.tar.gz");
     let created = create_json(
         &sb,
         &[
@@ -175,7 +177,7 @@ fn create_fetch_verify_then_tamper() {
 
     let fetched = sb.json_ok(&["fetch", "era5", "--json"]);
     assert_eq!(fetched[0]["status"], "downloaded");
-    assert_eq!(server.hits("/era5.tar.gz"), 1);
+    assert_eq!(server.gets("/era5.tar.gz"), 1);
     let installed = sb.depot.join("artifacts").join(&hash);
     assert!(installed.join("data/2008/u.nc").is_file());
 
@@ -189,7 +191,7 @@ fn create_fetch_verify_then_tamper() {
         sb.json_ok(&["fetch", "--all", "--json"])[0]["status"],
         "already_installed"
     );
-    assert_eq!(server.hits("/era5.tar.gz"), 1);
+    assert_eq!(server.gets("/era5.tar.gz"), 1);
 
     sb.cli()
         .args(["verify", "era5"])

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Report, report, report_collective};
 use clima_comms::Context;
+use clima_comms::{CollectiveError, WireError, root_decides};
 
 /// The files written by [`Report::write_all`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,16 +19,21 @@ pub struct ReportPaths {
     pub bibtex: PathBuf,
 }
 
-/// The three file paths for `dir_or_prefix`, with `suffix` added to the file stem (used for
-/// per-rank fallback files).
-fn target_paths(dir_or_prefix: &Path, suffix: &str) -> ReportPaths {
-    let text = dir_or_prefix.as_os_str().to_string_lossy();
-    let is_dir =
-        text.is_empty() || text.ends_with(std::path::is_separator) || dir_or_prefix.is_dir();
-    let stem: PathBuf = if is_dir {
-        dir_or_prefix.join(format!("provenance{suffix}"))
-    } else {
-        PathBuf::from(format!("{}{suffix}", dir_or_prefix.display()))
+/// Where the three files go: a folder (`<dir>/provenance<suffix>.*`, the suffix used for
+/// per-rank fallback files) or a file prefix (`<prefix>.*`).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Target<'a> {
+    /// `write_all(dir)`: the folder is created if needed.
+    Dir(&'a Path, &'a str),
+    /// `write_with_prefix(prefix)`: `out/run7` gives `out/run7.md`, `.json`, `.bib`.
+    Prefix(&'a Path),
+}
+
+/// The three file paths of `target`.
+fn target_paths(target: Target<'_>) -> ReportPaths {
+    let stem: PathBuf = match target {
+        Target::Dir(dir, suffix) => dir.join(format!("provenance{suffix}")),
+        Target::Prefix(prefix) => prefix.to_path_buf(),
     };
     let with = |ext: &str| {
         let mut name = stem.clone().into_os_string();
@@ -43,12 +49,20 @@ fn target_paths(dir_or_prefix: &Path, suffix: &str) -> ReportPaths {
 }
 
 /// Writes the three renderings of `report` next to each other.
-pub(super) fn write_report(
-    report: &Report,
-    dir_or_prefix: &Path,
-    suffix: &str,
-) -> io::Result<ReportPaths> {
-    let paths = target_paths(dir_or_prefix, suffix);
+pub(super) fn write_report(report: &Report, target: Target<'_>) -> io::Result<ReportPaths> {
+    if let Target::Prefix(prefix) = target
+        && (prefix.as_os_str().is_empty() || prefix.file_name().is_none())
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "provenance report: the file prefix `{}` has no file name; give one such as \
+                 `out/run7`, or use `write_all` with a folder",
+                prefix.display()
+            ),
+        ));
+    }
+    let paths = target_paths(target);
     if let Some(parent) = paths.json.parent()
         && !parent.as_os_str().is_empty()
     {
@@ -74,37 +88,49 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .map_err(|e| io::Error::new(e.kind(), format!("provenance report: {e}")))
 }
 
-/// Rank 0 builds and writes the gathered report, then broadcasts the outcome (empty = success,
-/// otherwise the error message).
-pub(super) fn write_collective(
-    ctx: &dyn Context,
-    dir_or_prefix: &Path,
-) -> io::Result<Option<ReportPaths>> {
+/// Why rank 0 could not write the gathered report, as it travels to the other ranks.
+struct WriteFailed(String);
+
+impl WireError for WriteFailed {
+    fn to_wire(&self) -> Vec<u8> {
+        self.0.clone().into_bytes()
+    }
+    fn from_wire(bytes: &[u8]) -> Self {
+        WriteFailed(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+impl From<CollectiveError> for WriteFailed {
+    fn from(err: CollectiveError) -> Self {
+        WriteFailed(err.to_string())
+    }
+}
+
+/// Rank 0 builds and writes the gathered report; every rank gets its outcome (through
+/// [`root_decides`], so a panic while writing is an error everywhere, not a hang).
+pub(super) fn write_collective(ctx: &dyn Context, dir: &Path) -> io::Result<Option<ReportPaths>> {
     let gathered = report_collective(ctx);
-    if ctx.rank() == 0 {
-        let result = match gathered {
-            Some(report) => report.write_all(dir_or_prefix),
-            None => Err(io::Error::other(
+    let mut written = None;
+    let outcome = root_decides(ctx, "writing the provenance report", || {
+        let report = gathered.ok_or_else(|| {
+            WriteFailed(
                 "the context's gather_to_root returned nothing on rank 0; fix the Context \
-                 implementation",
-            )),
-        };
-        let status = match &result {
-            Ok(_) => Vec::new(),
-            Err(err) => err.to_string().into_bytes(),
-        };
-        ctx.broadcast_from_root(Some(status));
-        result.map(Some)
-    } else {
-        let status = ctx.broadcast_from_root(None);
-        if status.is_empty() {
-            Ok(None)
-        } else {
-            Err(io::Error::other(format!(
-                "rank 0 could not write the provenance report: {}",
-                String::from_utf8_lossy(&status)
-            )))
-        }
+                 implementation"
+                    .to_owned(),
+            )
+        })?;
+        let paths = report
+            .write_all(dir)
+            .map_err(|e| WriteFailed(e.to_string()))?;
+        written = Some(paths);
+        Ok(())
+    });
+    match outcome {
+        Ok(()) => Ok(written),
+        Err(WriteFailed(why)) if ctx.rank() == 0 => Err(io::Error::other(why)),
+        Err(WriteFailed(why)) => Err(io::Error::other(format!(
+            "rank 0 could not write the provenance report: {why}"
+        ))),
     }
 }
 
@@ -133,11 +159,11 @@ impl std::fmt::Debug for ReportGuard<'_> {
 }
 
 impl ReportGuard<'static> {
-    /// A guard that writes this process's [`report`] to `dir_or_prefix` (see
+    /// A guard that writes this process's [`report`] into the folder `dir` (see
     /// [`Report::write_all`]) when dropped.
-    pub fn new(dir_or_prefix: impl Into<PathBuf>) -> Self {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
         ReportGuard {
-            target: dir_or_prefix.into(),
+            target: dir.into(),
             ctx: None,
             armed: true,
         }
@@ -147,9 +173,9 @@ impl ReportGuard<'static> {
 impl<'ctx> ReportGuard<'ctx> {
     /// A guard that gathers every rank's records and writes once on rank 0 when dropped
     /// (see [`super::write_all_collective`]). Collective: every rank must create and drop one.
-    pub fn collective(ctx: &'ctx dyn Context, dir_or_prefix: impl Into<PathBuf>) -> Self {
+    pub fn collective(ctx: &'ctx dyn Context, dir: impl Into<PathBuf>) -> Self {
         ReportGuard {
-            target: dir_or_prefix.into(),
+            target: dir.into(),
             ctx: Some(ctx),
             armed: true,
         }
@@ -188,7 +214,7 @@ impl Drop for ReportGuard<'_> {
                 );
                 let mut local = report();
                 local.communicator_size = ctx.size();
-                write_report(&local, &self.target, &format!(".rank{rank}")).map(Some)
+                write_report(&local, Target::Dir(&self.target, &format!(".rank{rank}"))).map(Some)
             }
             _ => self.write(),
         };
@@ -210,20 +236,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn directory_or_prefix() {
-        let dir = std::env::temp_dir();
-        let paths = target_paths(&dir, "");
-        assert_eq!(paths.json, dir.join("provenance.json"));
-        assert_eq!(paths.bibtex, dir.join("provenance.bib"));
-        let paths = target_paths(Path::new("not/existing/"), ".rank3");
+    fn folder_or_prefix() {
+        let paths = target_paths(Target::Dir(Path::new("results"), ""));
+        assert_eq!(paths.json, Path::new("results/provenance.json"));
+        assert_eq!(paths.bibtex, Path::new("results/provenance.bib"));
+        let paths = target_paths(Target::Dir(Path::new("not/existing"), ".rank3"));
         assert_eq!(
             paths.markdown,
             Path::new("not/existing/provenance.rank3.md")
         );
-        let paths = target_paths(Path::new("out/run7"), "");
+        let paths = target_paths(Target::Prefix(Path::new("out/run7")));
         assert_eq!(paths.markdown, Path::new("out/run7.md"));
         assert_eq!(paths.json, Path::new("out/run7.json"));
-        let paths = target_paths(Path::new(""), "");
-        assert_eq!(paths.bibtex, Path::new("provenance.bib"));
     }
 }

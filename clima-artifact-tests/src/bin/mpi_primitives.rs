@@ -1,5 +1,5 @@
 //! MPI test program: checks `MpiContext`'s byte broadcast, multi-round gather, node split and
-//! thread guard on every rank. Run by `clima-artifact-tests/tests/mpi.rs` under `mpirun`; panics (non-zero exit)
+//! thread guard on every rank. Run by `clima-artifact-tests/tests/it/mpi.rs` under `mpirun`; panics (non-zero exit)
 //! on the first wrong byte.
 
 fn main() {

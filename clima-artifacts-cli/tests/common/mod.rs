@@ -1,83 +1,12 @@
-//! Support for the CLI tests: a loopback static-file server, a sample artifact folder, and a
-//! `clima-artifacts` command bound to a temp depot.
+//! Support for the CLI tests: a sample artifact folder and a `clima-artifacts` command bound to
+//! a temp depot. The loopback HTTP server is the one of the test package
+//! (`clima_artifact_tests::TestServer`), shared by every test.
 
 #![allow(dead_code)]
 
-use std::collections::HashMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-
-/// Serves the files of a folder over HTTP/1.1 on 127.0.0.1 and counts GETs per path.
-pub struct FileServer {
-    /// `http://127.0.0.1:<port>`.
-    pub base: String,
-    /// GET count per request path.
-    pub hits: Arc<Mutex<HashMap<String, usize>>>,
-}
-
-impl FileServer {
-    /// Starts serving `root` on a free port, in background threads that live as long as the test.
-    pub fn start(root: &Path) -> FileServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let hits: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
-        let root = root.to_path_buf();
-        let counter = hits.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let root = root.clone();
-                let counter = counter.clone();
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut request_line = String::new();
-                    if reader.read_line(&mut request_line).is_err() {
-                        return;
-                    }
-                    loop {
-                        let mut line = String::new();
-                        match reader.read_line(&mut line) {
-                            Ok(0) | Err(_) => break,
-                            Ok(_) if line == "\r\n" || line == "\n" => break,
-                            Ok(_) => {}
-                        }
-                    }
-                    let path = request_line
-                        .split_whitespace()
-                        .nth(1)
-                        .unwrap_or("/")
-                        .to_string();
-                    *counter.lock().unwrap().entry(path.clone()).or_default() += 1;
-                    let file = root.join(path.trim_start_matches('/'));
-                    let response = match fs::read(&file) {
-                        Ok(body) => {
-                            let mut r = format!(
-                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
-                                body.len()
-                            )
-                            .into_bytes();
-                            r.extend_from_slice(&body);
-                            r
-                        }
-                        Err(_) => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
-                    };
-                    let _ = stream.write_all(&response);
-                    let _ = stream.flush();
-                });
-            }
-        });
-        FileServer { base, hits }
-    }
-
-    /// GETs of `path` so far.
-    pub fn hits(&self, path: &str) -> usize {
-        self.hits.lock().unwrap().get(path).copied().unwrap_or(0)
-    }
-}
 
 /// Writes a small but varied artifact folder: plain, executable, nested, binary, symlink, an
 /// empty folder, a `.git` folder (ignored by hashing and archiving).

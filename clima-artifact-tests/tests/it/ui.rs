@@ -1,11 +1,11 @@
-//! Compile-fail tests of `clima_artifact!` (trybuild; expected messages in `tests/ui/**.stderr`).
+//! Compile-fail tests of `clima_artifact!` (trybuild; expected messages in `clima-artifact-tests/ui/**.stderr`).
 //!
 //! The macro reads the manifest of the crate being compiled. trybuild compiles the files in a
 //! generated crate at `<target>/tests/trybuild/clima-artifact-tests/`, so this test places the
 //! manifest there before each group: `tests/Artifacts.toml` for `ui/names/`,
 //! `ui/malformed/Artifacts.toml` for `ui/malformed/`, and none for `ui/missing/`. The groups run
 //! one after the other in this one test because they share that directory.
-//! Regenerate the expected output with `TRYBUILD=overwrite cargo test -p clima-artifact-tests --test ui`.
+//! Regenerate the expected output with `TRYBUILD=overwrite cargo test -p clima-artifact-tests --test it ui::`.
 
 use clima_artifact_tests::cargo_target_dir;
 

@@ -6,7 +6,7 @@
 //! the same content under two keys, two different entries under one key, unparseable BibTeX,
 //! and a declared artifact that was not accessed.
 //!
-//! `UPDATE_GOLDEN=1 cargo test -p clima-artifact-tests --test provenance_golden` rewrites the
+//! `UPDATE_GOLDEN=1 cargo test -p clima-artifact-tests --test it provenance_golden` rewrites the
 //! files; review the diff before committing.
 
 use std::collections::BTreeMap;
@@ -395,14 +395,26 @@ fn write_all_writes_the_three_files_atomically() {
         ["provenance.bib", "provenance.json", "provenance.md"]
     );
 
-    // A prefix in a directory that does not exist yet.
-    let paths = report.write_all(dir.path().join("runs/run7")).unwrap();
+    // A folder that does not exist yet is created and written into, with or without a
+    // trailing separator (it is never taken as a file-name prefix).
+    let paths = report.write_all(dir.path().join("out/provenance")).unwrap();
+    assert_eq!(
+        paths.json,
+        dir.path().join("out/provenance").join("provenance.json")
+    );
+    assert!(paths.markdown.is_file() && paths.bibtex.is_file());
+    assert!(!dir.path().join("out/provenance.md").exists());
+
+    // A prefix, in a folder that does not exist yet, with its own function.
+    let paths = report
+        .write_with_prefix(dir.path().join("runs/run7"))
+        .unwrap();
     assert_eq!(paths.json, dir.path().join("runs/run7.json"));
     assert_eq!(
         Report::from_json(&std::fs::read_to_string(&paths.json).unwrap()).unwrap(),
         report
     );
-    // A trailing separator names a directory to create.
+    // The same with a trailing separator.
     let paths = report
         .write_all(format!("{}/new/", dir.path().display()))
         .unwrap();

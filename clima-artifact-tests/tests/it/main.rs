@@ -1,0 +1,30 @@
+//! The integration tests of clima-artifacts in one test binary (one link of the runtime instead
+//! of one per file), one module per area.
+//!
+//! Four tests stay in binaries of their own, next to this folder, because they depend on
+//! process-wide state that a shared binary would mix up:
+//! - `macro_runtime`, `macro_prefetch` and `provenance_end_to_end` each set the macro's depot
+//!   configuration (`set_macro_config`, once per process), and `macro_prefetch` asserts on the
+//!   set of `clima_artifact!` call sites linked into its binary;
+//! - `provenance_registry` clears the process-wide access log before each of its tests.
+//!
+//! Nothing here may touch that state; tests in this binary run in parallel with each other.
+
+mod bad_inputs;
+mod concurrency;
+mod crash;
+mod disk;
+mod hostile_tarballs;
+mod independent_processes;
+mod install_api;
+mod install_basic;
+mod install_overrides;
+mod julia_interop;
+mod macro_renamed_dep;
+mod manifest_corpus;
+mod mpi;
+mod network_faults;
+mod provenance_golden;
+mod review_regressions;
+mod tree_hash_git;
+mod ui;
