@@ -579,8 +579,15 @@ impl Manifest {
     }
 }
 
-/// Reads a file as UTF-8 text; errors name the file.
+/// The largest TOML file read (manifests and overrides files are kilobytes; this bounds what a
+/// planted or runaway file can make us read into memory).
+pub const MAX_TOML_BYTES: u64 = 64 << 20;
+
+/// Reads a file as UTF-8 text; errors name the file. Only a regular file is read (a symlink to
+/// one is fine): a fifo neither blocks (it is opened with `O_NONBLOCK`) nor is read, a device is
+/// refused, and more than [`MAX_TOML_BYTES`] is an error.
 pub(crate) fn read_text(path: &Path) -> Result<String, ManifestError> {
+    use std::io::Read;
     let io = |message: String| ManifestError {
         path: path.to_path_buf(),
         line: None,
@@ -588,7 +595,35 @@ pub(crate) fn read_text(path: &Path) -> Result<String, ManifestError> {
         artifact: None,
         kind: ManifestErrorKind::Io(message),
     };
-    let bytes = std::fs::read(path).map_err(|e| io(e.to_string()))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC);
+    }
+    let file = options.open(path).map_err(|e| io(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| io(e.to_string()))?;
+    if meta.is_dir() {
+        return Err(io("is a directory, not a TOML file".to_owned()));
+    }
+    if !meta.is_file() {
+        return Err(io(
+            "is not a regular file (a fifo, socket or device); TOML files must be regular files"
+                .to_owned(),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(MAX_TOML_BYTES) as usize);
+    (&file)
+        .take(MAX_TOML_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(e.to_string()))?;
+    if bytes.len() as u64 > MAX_TOML_BYTES {
+        return Err(io(format!(
+            "is larger than {} MiB; this is not a manifest or overrides file",
+            MAX_TOML_BYTES >> 20
+        )));
+    }
     String::from_utf8(bytes).map_err(|e| {
         io(format!(
             "not UTF-8 (invalid byte at offset {}); TOML files must be UTF-8",

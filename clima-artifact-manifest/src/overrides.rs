@@ -120,26 +120,38 @@ impl OverridesFile {
     }
 
     /// Reads and parses an overrides file, collecting every error; a missing file is an empty set.
+    /// Anything else at `path` that is not a readable regular file (a folder, a fifo, a dangling
+    /// symlink, no permission) is an error naming it, never silently an empty set.
     pub fn load_all(path: &Path) -> Result<OverridesFile, Vec<ManifestError>> {
-        match std::fs::metadata(path) {
+        let error = |message: String| {
+            vec![ManifestError {
+                path: path.to_path_buf(),
+                line: None,
+                column: None,
+                artifact: None,
+                kind: ManifestErrorKind::Io(message),
+            }]
+        };
+        match std::fs::symlink_metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(OverridesFile {
                     path: path.to_path_buf(),
                     ..OverridesFile::default()
                 });
             }
-            Ok(m) if m.is_dir() => {
-                return Err(vec![ManifestError {
-                    path: path.to_path_buf(),
-                    line: None,
-                    column: None,
-                    artifact: None,
-                    kind: ManifestErrorKind::Io(
-                        "is a directory; Overrides.toml must be a file".to_owned(),
-                    ),
-                }]);
+            Ok(m) if m.file_type().is_symlink() && std::fs::metadata(path).is_err() => {
+                let target = std::fs::read_link(path).unwrap_or_default();
+                return Err(error(format!(
+                    "is a symlink to `{}`, which does not exist; fix or remove the link",
+                    target.display()
+                )));
             }
             _ => {}
+        }
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(error(
+                "is a directory; Overrides.toml must be a file".to_owned(),
+            ));
         }
         let text = read_text(path).map_err(|e| vec![e])?;
         Self::parse_all(&text, path)

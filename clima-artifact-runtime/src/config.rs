@@ -7,6 +7,8 @@
 //! | `CLIMA_ARTIFACTS_JULIA_INTEROP` | `1`: also search Julia depots (`JULIA_DEPOT_PATH`, default `~/.julia`) and their overrides | `0` |
 //! | `CLIMA_ARTIFACTS_CONNECT_TIMEOUT` | TCP connect timeout, seconds | `30` |
 //! | `CLIMA_ARTIFACTS_STALL_TIMEOUT` | abandon a download after this many seconds without a byte | `60` |
+//! | `CLIMA_ARTIFACTS_LOW_SPEED_LIMIT` | with `..._LOW_SPEED_TIME`, as curl's `--speed-limit`/`--speed-time`: abandon a download that averages fewer bytes per second than this over that many seconds (a trickling server must not hold the install lock forever); `0` turns it off | `1K` |
+//! | `CLIMA_ARTIFACTS_LOW_SPEED_TIME` | the window of the low-speed rule, seconds | `60` |
 //! | `CLIMA_ARTIFACTS_RETRIES` | attempts per URL for transient failures (connect, reset, 5xx, 429) | `3` |
 //! | `CLIMA_ARTIFACTS_LOCK_TIMEOUT` | seconds to wait for another process installing the same artifact | `3600` |
 //! | `CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES` | cap on one artifact's unpacked size; suffixes `K`, `M`, `G`, `T` (powers of 1024) | `1T` |
@@ -43,6 +45,11 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// Longest time without receiving a byte before a download is abandoned.
     pub stall_timeout: Duration,
+    /// Low-speed rule (`CLIMA_ARTIFACTS_LOW_SPEED_LIMIT`, bytes per second; `0` = off): a
+    /// download slower than this on average over [`Config::low_speed_time`] is abandoned.
+    pub low_speed_limit: u64,
+    /// The window of the low-speed rule (`CLIMA_ARTIFACTS_LOW_SPEED_TIME`).
+    pub low_speed_time: Duration,
     /// Attempts per URL for transient failures.
     pub retries: u32,
     /// How long to wait for another process's lock on an artifact.
@@ -67,7 +74,7 @@ pub const CACHE_DIR_NAME: &str = "clima-artifacts";
 
 impl Default for Config {
     /// Built-in defaults (no environment variables read): the user cache depot, online, 30 s
-    /// connect, 60 s stall, 3 attempts, 1 h lock wait, 1 TiB and 10 million entries caps,
+    /// connect, 60 s stall, abandon below 1 KiB/s over 60 s, 3 attempts, 1 h lock wait, 1 TiB and 10 million entries caps,
     /// progress on.
     fn default() -> Config {
         Config {
@@ -77,6 +84,8 @@ impl Default for Config {
             julia_depots: None,
             connect_timeout: Duration::from_secs(30),
             stall_timeout: Duration::from_secs(60),
+            low_speed_limit: 1024,
+            low_speed_time: Duration::from_secs(60),
             retries: 3,
             lock_timeout: Duration::from_secs(3600),
             max_unpacked_bytes: 1 << 40,
@@ -150,6 +159,16 @@ impl Config {
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_STALL_TIMEOUT") {
             c.stall_timeout = parse_seconds("CLIMA_ARTIFACTS_STALL_TIMEOUT", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_LOW_SPEED_LIMIT") {
+            c.low_speed_limit = if v.trim() == "0" {
+                0
+            } else {
+                parse_bytes("CLIMA_ARTIFACTS_LOW_SPEED_LIMIT", &v)?
+            };
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_LOW_SPEED_TIME") {
+            c.low_speed_time = parse_seconds("CLIMA_ARTIFACTS_LOW_SPEED_TIME", &v)?;
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_LOCK_TIMEOUT") {
             c.lock_timeout = parse_seconds("CLIMA_ARTIFACTS_LOCK_TIMEOUT", &v)?;

@@ -198,11 +198,10 @@ impl Overrides {
     pub fn load(depots: &[PathBuf]) -> Result<Overrides, Error> {
         let mut entries = BTreeMap::new();
         for depot in depots {
-            let path = overrides_path(depot);
-            if !path.is_file() {
-                continue;
-            }
-            let file = OverridesFile::load(&path)?;
+            // A missing file is an empty set; anything else that is not a readable regular
+            // file is an error naming it (never silence, or the artifact would be downloaded).
+            let file = OverridesFile::load(&overrides_path(depot))?;
+            let path = file.path.clone();
             for e in file.entries {
                 entries
                     .entry(e.hash)
@@ -243,13 +242,29 @@ impl Overrides {
             steps.push((cur, file.clone(), line));
             match target {
                 OverrideTarget::Path(p) => {
-                    if !p.exists() {
-                        return Err(Error::OverrideTargetMissing {
-                            overrides_file: file.clone(),
-                            line,
-                            hash: cur,
-                            target: p.clone(),
-                        });
+                    match std::fs::metadata(p) {
+                        Ok(m) if m.is_dir() => {}
+                        Ok(m) => {
+                            return Err(Error::OverrideTargetNotADirectory {
+                                overrides_file: file.clone(),
+                                line,
+                                hash: cur,
+                                target: p.clone(),
+                                found: if m.is_file() {
+                                    "a regular file".to_owned()
+                                } else {
+                                    "a special file (device, fifo or socket)".to_owned()
+                                },
+                            });
+                        }
+                        Err(_) => {
+                            return Err(Error::OverrideTargetMissing {
+                                overrides_file: file.clone(),
+                                line,
+                                hash: cur,
+                                target: p.clone(),
+                            });
+                        }
                     }
                     return Ok(Some(ResolvedOverride {
                         path: p.clone(),
@@ -310,17 +325,50 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
         clima_artifact_manifest::toml_string(&manifest.to_string_lossy()),
         clima_artifact_fs::utc_timestamp(std::time::SystemTime::now())
     );
-    let res = std::fs::create_dir_all(&logs).and_then(|()| {
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path)?;
-        // One write: appends from concurrent processes do not interleave.
-        f.write_all(entry.as_bytes())
-    });
-    if let Err(e) = res {
+    if let Err(e) = std::fs::create_dir_all(&logs) {
         tracing::debug!("cannot record usage in `{}`: {e}", path.display());
+        return;
     }
+    match append_to_regular_file(&path, entry.as_bytes()) {
+        Ok(()) => {}
+        Err(Append::Planted(what)) => tracing::warn!(
+            "not recording usage in `{}`: it is {what}, not a regular file (planted by someone \
+             with write access to the depot?); left alone and not followed: remove it",
+            path.display()
+        ),
+        Err(Append::Io(e)) => tracing::debug!("cannot record usage in `{}`: {e}", path.display()),
+    }
+}
+
+/// Why [`append_to_regular_file`] did not append.
+enum Append {
+    /// Something other than a regular file is at the path (what it is).
+    Planted(&'static str),
+    /// Any other failure.
+    Io(std::io::Error),
+}
+
+/// Appends `bytes` in one write to the regular file at `path` (created if missing), for files
+/// in folders others may write to: a symlink at `path` is never followed (`O_NOFOLLOW`) and a
+/// fifo never blocks (`O_NONBLOCK`); only a regular file is written.
+fn append_to_regular_file(path: &Path, bytes: &[u8]) -> Result<(), Append> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Append::Planted("a symlink"),
+            _ => Append::Io(e),
+        })?;
+    let meta = f.metadata().map_err(Append::Io)?;
+    if !meta.is_file() {
+        return Err(Append::Planted("a special file"));
+    }
+    // One write: appends from concurrent processes do not interleave.
+    f.write_all(bytes).map_err(Append::Io)
 }
 
 #[cfg(test)]
@@ -359,5 +407,16 @@ mod tests {
         assert_eq!(s.matches("[[").count(), 2, "{s}");
         assert!(s.contains("[[\"/p/Artifacts.toml\"]]\ntime = "), "{s}");
         assert!(s.contains("[[\"/q/\\\"odd\\\".toml\"]]"), "{s}");
+    }
+
+    #[test]
+    fn usage_log_never_follows_a_planted_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        std::fs::create_dir(dir.path().join("logs")).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join("logs/artifact_usage.toml")).unwrap();
+        record_usage(dir.path(), Path::new("/planted/Artifacts.toml"));
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
     }
 }

@@ -16,7 +16,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::{Config, Error};
+use crate::{Config, Error, redirect};
 
 /// An open source of tarball bytes.
 pub struct Source {
@@ -118,7 +118,8 @@ pub fn agent(config: &Config) -> ureq::Agent {
         .http_status_as_error(false)
         .accept_encoding("identity")
         .user_agent(concat!("clima-artifacts/", env!("CARGO_PKG_VERSION")))
-        .max_redirects(10)
+        // Redirects are followed by `open`, one checked hop at a time (see `redirect`).
+        .max_redirects(0)
         .build()
         .new_agent()
 }
@@ -149,10 +150,7 @@ pub fn open(
             reason,
         }),
         Location::Http(u) => {
-            let resp = agent
-                .get(&u)
-                .call()
-                .map_err(|e| transport(url, &e, config))?;
+            let resp = get_following_redirects(agent, url, &u, config)?;
             let status = resp.status().as_u16();
             if !(200..300).contains(&status) {
                 return Err(Error::HttpStatus {
@@ -173,6 +171,52 @@ pub fn open(
             })
         }
     }
+}
+
+/// GETs `u` (the download `url`), following at most [`redirect::MAX_REDIRECTS`] redirects, each
+/// hop checked by [`redirect::check`] before anything connects to it.
+fn get_following_redirects(
+    agent: &ureq::Agent,
+    url: &str,
+    u: &str,
+    config: &Config,
+) -> Result<ureq::http::Response<ureq::Body>, Error> {
+    let refused = |reason: String| Error::Transport {
+        url: url.to_owned(),
+        reason,
+        attempts: 1,
+        transient: false,
+    };
+    let mut current = u.to_owned();
+    for hop in 0..=redirect::MAX_REDIRECTS {
+        let resp = agent
+            .get(&current)
+            .call()
+            .map_err(|e| transport(url, &e, config))?;
+        let status = resp.status().as_u16();
+        if !matches!(status, 301 | 302 | 303 | 307 | 308) {
+            return Ok(resp);
+        }
+        let Some(location) = resp.headers().get("location").and_then(|v| v.to_str().ok()) else {
+            return Ok(resp);
+        };
+        if hop == redirect::MAX_REDIRECTS {
+            break;
+        }
+        let next = redirect::join(&current, location);
+        redirect::check(u, &current, &next).map_err(|why| {
+            refused(format!(
+                "refused to follow redirect {} from `{current}` to `{next}`: {why}",
+                hop + 1
+            ))
+        })?;
+        tracing::debug!("redirected from `{current}` to `{next}`");
+        current = next;
+    }
+    Err(refused(format!(
+        "more than {} redirects (last at `{current}`); the server is in a redirect loop",
+        redirect::MAX_REDIRECTS
+    )))
 }
 
 fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {

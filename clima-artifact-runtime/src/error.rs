@@ -120,6 +120,26 @@ pub enum Error {
         /// The missing target.
         target: PathBuf,
     },
+    /// An override points to something that exists but is not a directory (artifacts are
+    /// directories).
+    #[error(
+        "`{}` line {line} overrides {hash} with `{}`, which is {found}, not a directory; an \
+         override must name the folder that holds the artifact's files: fix or remove that line",
+        overrides_file.display(),
+        target.display()
+    )]
+    OverrideTargetNotADirectory {
+        /// The overrides file holding the entry.
+        overrides_file: PathBuf,
+        /// Line of the entry.
+        line: u32,
+        /// The overridden hash.
+        hash: GitTreeSha1,
+        /// The target that is not a directory.
+        target: PathBuf,
+        /// What it is instead.
+        found: String,
+    },
     /// Overrides map a hash to another hash that is not installed anywhere.
     #[error(
         "`{}` line {line} overrides {hash} with artifact {target}, which is not installed in any depot ({}); install {target} or fix that line",

@@ -70,6 +70,18 @@ use crate::tree_hash::{BlobHasher, EntryMode, TreeBuilder, blob_id};
 /// Copy buffer size, also the buffer in front of the decompressor.
 const BUFFER: usize = 256 * 1024;
 
+/// Whether the pax header of `entry` describes a sparse file (GNU tar's pax sparse formats 0.0,
+/// 0.1 and 1.0 all use `GNU.sparse.*` records; the entry itself looks like a regular file named
+/// `GNUSparseFile.<pid>/<name>` whose data is a sparse map, not the file).
+fn is_pax_sparse<R: Read>(entry: &mut tar::Entry<'_, R>) -> bool {
+    let Ok(Some(extensions)) = entry.pax_extensions() else {
+        return false;
+    };
+    extensions
+        .flatten()
+        .any(|ext| ext.key_bytes().starts_with(b"GNU.sparse."))
+}
+
 /// Most bytes of extension headers (GNU long names, pax records) read for one entry.
 const MAX_EXTENSION_BYTES: u64 = 1024 * 1024;
 
@@ -651,6 +663,12 @@ impl<'a> Extraction<'a> {
             display,
             components,
         };
+        if is_pax_sparse(entry) {
+            return Err(path.unsafe_entry(
+                "sparse files (pax GNU.sparse records) are not supported; repackage without \
+                 --sparse",
+            ));
+        }
         if path.components.is_empty() {
             return if entry_type == EntryType::Directory {
                 Ok(())

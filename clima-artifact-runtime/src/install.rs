@@ -33,7 +33,9 @@
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use clima_artifact_fs::human_bytes;
 
 use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_manifest::manifest::MANIFEST_FILE_NAMES;
@@ -318,47 +320,65 @@ fn install_once(
         url,
         size: source.length.or(dl.size),
     });
-    let mut pipe = Pipe::spawn(source.reader, transfer);
+    let rules = SourceRules {
+        // With a `size`, a longer body cannot be the manifest's: stop at one byte past it.
+        max_bytes: dl.size,
+        low_speed_limit: config.low_speed_limit,
+        low_speed_time: config.low_speed_time,
+    };
+    let mut pipe = Pipe::spawn(source.reader, transfer, rules);
 
     let limits = ExtractLimits {
         max_unpacked_bytes: config.max_unpacked_bytes,
         max_entries: config.max_entries,
     };
     let extracted = extract_archive(&mut pipe, tmp.path(), &limits);
-    let source_failure = |pipe: &Pipe| {
-        pipe.source_error.as_ref().map(|e| Error::Transport {
-            url: url.to_owned(),
-            reason: download::describe_io(e, config),
-            attempts: 1,
-            transient: download::is_transient_io(e),
+    let source_failure =
+        |pipe: &Pipe| {
+            pipe.source_error.as_ref().map(|e| match SourceRuleBroken::of(e) {
+            Some(SourceRuleBroken::TooLong { size }) => Error::Archive {
+                url: url.to_owned(),
+                reason: format!(
+                    "the download is longer than the manifest's size of {size} bytes: stopped \
+                     reading at byte {}; either the server sends something else or the \
+                     manifest's `size` is wrong",
+                    size + 1
+                ),
+            },
+            Some(SourceRuleBroken::TooSlow { .. }) | None => Error::Transport {
+                url: url.to_owned(),
+                reason: download::describe_io(e, config),
+                attempts: 1,
+                transient: download::is_transient_io(e),
+            },
         })
-    };
+        };
     if let Some(e) = source_failure(&pipe) {
         return Err(e);
     }
     // Drain to the end so the SHA-256 covers every byte (tar padding, trailing blocks), and so
     // that a wrong download is reported as a sha256 mismatch even when it also failed to
-    // unpack. When it failed to unpack (too large, too many entries, unsafe entry) and the
-    // manifest gives a `size`, read at most one byte past that size: a longer download cannot
-    // be the one the manifest describes, and a hostile server must not keep us reading forever.
-    let drained = match (&extracted, dl.size) {
-        (Err(extract_error), Some(size)) => {
-            let limit = size.saturating_sub(pipe.consumed).saturating_add(1);
-            let drained = io::copy(&mut (&mut pipe).take(limit), &mut io::sink());
-            if drained.is_ok() && pipe.consumed > size {
-                return Err(Error::Archive {
-                    url: url.to_owned(),
-                    reason: format!(
-                        "{extract_error}; stopped reading the download after {} bytes, more \
-                         than the manifest's size of {size} bytes",
-                        pipe.consumed
-                    ),
-                });
-            }
-            drained
-        }
-        _ => io::copy(&mut pipe, &mut io::sink()),
-    };
+    // unpack. The drain is bounded: with a `size` the reader itself stops one byte past it;
+    // without one, at most DRAIN_CAP bytes are read after the point where the archive ended
+    // (or failed), so a server that keeps sending after a good tarball cannot keep us reading.
+    let before_drain = pipe.consumed;
+    let drained = io::copy(&mut (&mut pipe).take(DRAIN_CAP + 1), &mut io::sink());
+    if drained.is_ok() && pipe.consumed - before_drain > DRAIN_CAP {
+        let what = match &extracted {
+            Ok(_) => "the end of the archive".to_owned(),
+            Err(e) => format!("the archive failed to unpack ({e})"),
+        };
+        return Err(Error::Archive {
+            url: url.to_owned(),
+            reason: format!(
+                "the server kept sending after {what}: stopped reading {} past it, at \
+                 byte {}; this is not the tarball the manifest describes (add its `size` to the \
+                 manifest to stop at exactly that many bytes)",
+                human_bytes(DRAIN_CAP),
+                pipe.consumed
+            ),
+        });
+    }
     if let Some(e) = source_failure(&pipe) {
         return Err(e);
     }
@@ -408,6 +428,108 @@ fn install_once(
 }
 
 const CHUNK: usize = 256 * 1024;
+
+/// Most bytes read after the end of the archive (or after it failed to unpack) when the
+/// manifest gives no `size`: tar's end padding and a compressor's trailer are far smaller, so
+/// more means the server is sending something else (or endlessly).
+pub(crate) const DRAIN_CAP: u64 = 1 << 20;
+
+/// Bounds on what the reader thread takes from a source.
+#[derive(Debug, Clone, Copy)]
+struct SourceRules {
+    /// The manifest's `size`: reading byte `size + 1` is an error.
+    max_bytes: Option<u64>,
+    /// Bytes per second below which (averaged over `low_speed_time`) the source is abandoned;
+    /// `0` = never.
+    low_speed_limit: u64,
+    low_speed_time: Duration,
+}
+
+/// Why the reader thread stopped a source that was still sending, carried inside the
+/// `io::Error` it reports (so the consumer can name the rule).
+#[derive(Debug)]
+enum SourceRuleBroken {
+    TooLong {
+        size: u64,
+    },
+    TooSlow {
+        bytes: u64,
+        seconds: f64,
+        limit: u64,
+    },
+}
+
+impl std::fmt::Display for SourceRuleBroken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceRuleBroken::TooLong { size } => {
+                write!(f, "longer than the manifest's size of {size} bytes")
+            }
+            SourceRuleBroken::TooSlow {
+                bytes,
+                seconds,
+                limit,
+            } => write!(
+                f,
+                "too slow: {} in the last {seconds:.0} s, below {}/s (the low-speed rule: \
+                 CLIMA_ARTIFACTS_LOW_SPEED_LIMIT and CLIMA_ARTIFACTS_LOW_SPEED_TIME; set the \
+                 limit to 0 to wait for any speed)",
+                human_bytes(*bytes),
+                human_bytes(*limit)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SourceRuleBroken {}
+
+impl SourceRuleBroken {
+    fn into_io(self) -> io::Error {
+        io::Error::other(self)
+    }
+
+    fn of(e: &io::Error) -> Option<&SourceRuleBroken> {
+        e.get_ref()?.downcast_ref::<SourceRuleBroken>()
+    }
+}
+
+/// The low-speed rule's window: bytes since the window started.
+struct SpeedWindow {
+    start: Instant,
+    bytes: u64,
+}
+
+impl SpeedWindow {
+    fn new() -> SpeedWindow {
+        SpeedWindow {
+            start: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    /// Counts `n` more bytes; an error when a full window passed below the limit.
+    fn check(&mut self, n: usize, rules: &SourceRules) -> io::Result<()> {
+        self.bytes += n as u64;
+        if rules.low_speed_limit == 0 {
+            return Ok(());
+        }
+        let elapsed = self.start.elapsed();
+        if elapsed < rules.low_speed_time {
+            return Ok(());
+        }
+        let needed = (rules.low_speed_limit as f64 * elapsed.as_secs_f64()) as u64;
+        if self.bytes < needed {
+            return Err(SourceRuleBroken::TooSlow {
+                bytes: self.bytes,
+                seconds: elapsed.as_secs_f64(),
+                limit: rules.low_speed_limit,
+            }
+            .into_io());
+        }
+        *self = SpeedWindow::new();
+        Ok(())
+    }
+}
 const IN_FLIGHT: usize = 8;
 
 enum Msg {
@@ -431,7 +553,11 @@ struct Pipe {
 }
 
 impl Pipe {
-    fn spawn(mut source: Box<dyn Read + Send>, mut transfer: Box<dyn Transfer>) -> Pipe {
+    fn spawn(
+        mut source: Box<dyn Read + Send>,
+        mut transfer: Box<dyn Transfer>,
+        rules: SourceRules,
+    ) -> Pipe {
         let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
         let (recycle, free) = sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
         let thread = std::thread::Builder::new()
@@ -440,6 +566,7 @@ impl Pipe {
                 let mut sha = sha2::Sha256::new();
                 let mut total = 0u64;
                 let started = Instant::now();
+                let mut window = SpeedWindow::new();
                 loop {
                     let mut buf = match free.try_recv() {
                         Ok(b) => b,
@@ -448,7 +575,19 @@ impl Pipe {
                         }
                     };
                     buf.resize(CHUNK, 0);
-                    let n = match read_retrying(&mut source, &mut buf) {
+                    // With a `size`, never ask for more than one byte past it.
+                    if let Some(max) = rules.max_bytes {
+                        let room = max.saturating_add(1).saturating_sub(total);
+                        buf.truncate(room.clamp(1, CHUNK as u64) as usize);
+                    }
+                    let read = read_retrying(&mut source, &mut buf, &mut window, &rules);
+                    let read = read.and_then(|n| match rules.max_bytes {
+                        Some(size) if total + n as u64 > size => {
+                            Err(SourceRuleBroken::TooLong { size }.into_io())
+                        }
+                        _ => Ok(n),
+                    });
+                    let n = match read {
                         Ok(n) => n,
                         Err(e) => {
                             transfer.failed(&e.to_string());
@@ -493,16 +632,25 @@ impl Pipe {
     }
 }
 
-fn read_retrying(source: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
-    // Fill at least half the buffer, so the extractor sees few, large chunks. An error
-    // abandons the attempt, so bytes read before it do not matter.
+/// Reads into `buf`: at least half of it, unless the source ends or has sent something and a
+/// quarter second passed (so a slow source still reports progress and meets the low-speed
+/// rule's checks). Every read counts toward the low-speed rule.
+fn read_retrying(
+    source: &mut dyn Read,
+    buf: &mut [u8],
+    window: &mut SpeedWindow,
+    rules: &SourceRules,
+) -> io::Result<usize> {
+    // An error abandons the attempt, so bytes read before it do not matter.
+    let started = Instant::now();
     let mut filled = 0;
     while filled < buf.len() {
         match source.read(&mut buf[filled..]) {
             Ok(0) => break,
             Ok(n) => {
                 filled += n;
-                if filled >= buf.len() / 2 {
+                window.check(n, rules)?;
+                if filled >= buf.len() / 2 || started.elapsed() >= Duration::from_millis(250) {
                     break;
                 }
             }

@@ -51,6 +51,7 @@ mod error;
 mod install;
 mod locked_file;
 mod macros;
+mod redirect;
 mod resolve;
 
 pub mod access_log;

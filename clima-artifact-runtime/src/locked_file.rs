@@ -12,13 +12,19 @@
 //! The lock is released in `Drop`, and by the kernel when the holder dies, so a killed process
 //! never leaves a stale lock. Lock files are never deleted (deleting races with waiters).
 //!
+//! The lock file may sit in a depot other users can write to, so it is opened without following
+//! a symlink (`O_NOFOLLOW`) or blocking on a planted fifo (`O_NONBLOCK`), must be a regular file,
+//! and is never truncated: the holder's line is written over the first [`HOLDER_BYTES`] bytes
+//! (space padded) and blanked on release. A planted symlink or other non-file is reported by
+//! name and the install proceeds unlocked, never touching what it points to.
+//!
 //! The lock only saves duplicate downloads: network filesystems may fake `flock`, so correctness
 //! comes from installing into a temp dir and renaming it into place. For the same reason a lock
 //! that cannot be taken at all (no permission to create or open the lock file in a shared depot,
 //! `flock` refused) is logged and the install proceeds without it.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -86,12 +92,10 @@ impl LockedFile {
         }
     }
 
-    fn held(mut file: File, path: &Path) -> LockedFile {
+    fn held(file: File, path: &Path) -> LockedFile {
         // Best effort: who holds the lock, for the log of waiters (fails on a read-only open).
-        let _ = file.set_len(0).and_then(|()| {
-            file.seek(SeekFrom::Start(0))?;
-            writeln!(file, "pid {} on {}", std::process::id(), hostname())
-        });
+        let line = format!("pid {} on {}", std::process::id(), hostname());
+        let _ = file.write_all_at(&holder_record(&line), 0);
         LockedFile {
             file: Some(file),
             path: path.to_owned(),
@@ -138,41 +142,75 @@ fn try_lock_once(file: &File, path: &Path) -> Option<bool> {
 impl Drop for LockedFile {
     fn drop(&mut self) {
         if let Some(file) = &self.file {
-            let _ = file.set_len(0);
+            let _ = file.write_all_at(&holder_record(""), 0);
             let _ = file.unlock();
         }
     }
 }
 
-/// Opens (creating it and its folder if needed) a lock file. Without write access to an existing
-/// lock file, opens it read-only: `flock` works on read-only descriptors too.
+/// Bytes of the holder record at the start of a lock file: `pid <pid> on <host>`, padded with
+/// spaces (the file is never truncated, so every record overwrites the whole previous one).
+pub(crate) const HOLDER_BYTES: usize = 256;
+
+/// `line` cut to fit and padded with spaces to [`HOLDER_BYTES`], ending in a newline.
+fn holder_record(line: &str) -> Vec<u8> {
+    let mut record: Vec<u8> = line.bytes().take(HOLDER_BYTES - 1).collect();
+    record.resize(HOLDER_BYTES - 1, b' ');
+    record.push(b'\n');
+    record
+}
+
+/// Opens (creating it and its folder if needed) a lock file, never following a symlink at its
+/// place and never blocking on a fifo; anything but a regular file is refused by name. Without
+/// write access to an existing lock file, opens it read-only: `flock` works on read-only
+/// descriptors too.
 fn open_lock_file(path: &Path) -> Result<File, String> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create lock folder `{}`: {e}", parent.display()))?;
     }
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
     let read_write = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o644)
+        .custom_flags(flags)
         .open(path);
-    match read_write {
-        Ok(file) => Ok(file),
+    let file = match read_write {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(planted(path, "a symlink")),
         Err(e) => OpenOptions::new()
             .read(true)
+            .custom_flags(flags)
             .open(path)
-            .ok()
-            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
-            .ok_or_else(|| format!("cannot open lock file `{}`: {e}", path.display())),
+            .map_err(|_| format!("cannot open lock file `{}`: {e}", path.display()))?,
+    };
+    match file.metadata() {
+        Ok(m) if m.is_file() => Ok(file),
+        Ok(m) if m.is_dir() => Err(planted(path, "a folder")),
+        Ok(_) => Err(planted(path, "a special file (fifo, socket or device)")),
+        Err(e) => Err(format!(
+            "cannot inspect lock file `{}`: {e}",
+            path.display()
+        )),
     }
 }
 
+/// The message for something other than a regular file at a lock file's place.
+fn planted(path: &Path, what: &str) -> String {
+    format!(
+        "the lock file `{}` is {what}, not a regular file (planted by someone with write access \
+         to the depot?); it is left alone and not followed: remove it",
+        path.display()
+    )
+}
+
 fn read_holder(file: &File) -> String {
-    let mut s = String::new();
-    let mut f = file;
-    let _ = f.seek(SeekFrom::Start(0));
-    let _ = f.take(200).read_to_string(&mut s);
+    let mut buf = [0u8; HOLDER_BYTES];
+    let n = file.read_at(&mut buf, 0).unwrap_or(0);
+    let s = String::from_utf8_lossy(&buf[..n]);
     let s = s.trim();
     if s.is_empty() {
         "another process".to_owned()
@@ -238,6 +276,46 @@ mod tests {
         assert!(!guard.is_locked());
         let ok = LockedFile::acquire(&dir.path().join("e.lock"), "t", Duration::from_secs(1));
         assert!(ok.unwrap().is_locked());
+    }
+
+    #[test]
+    fn a_planted_symlink_is_not_followed_and_its_target_keeps_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"precious bytes").unwrap();
+        let path = dir.path().join("x.lock");
+        std::os::unix::fs::symlink(&secret, &path).unwrap();
+        let guard = LockedFile::acquire(&path, "test", Duration::from_secs(1)).unwrap();
+        assert!(!guard.is_locked());
+        drop(guard);
+        assert_eq!(std::fs::read(&secret).unwrap(), b"precious bytes");
+        let e = open_lock_file(&path).unwrap_err();
+        assert!(e.contains("x.lock") && e.contains("symlink"), "{e}");
+        // A fifo neither blocks the open nor the holder read.
+        let fifo = dir.path().join("f.lock");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let e = open_lock_file(&fifo).unwrap_err();
+        assert!(e.contains("special file"), "{e}");
+    }
+
+    #[test]
+    fn the_lock_file_is_never_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lock");
+        let mut old = vec![b'x'; 1000];
+        old[999] = b'\n';
+        std::fs::write(&path, &old).unwrap();
+        let held = LockedFile::acquire(&path, "test", Duration::from_secs(1)).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 1000);
+        assert!(bytes.starts_with(format!("pid {} on ", std::process::id()).as_bytes()));
+        assert_eq!(&bytes[HOLDER_BYTES..], &old[HOLDER_BYTES..]);
+        drop(held);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 1000);
+        assert!(bytes[..HOLDER_BYTES - 1].iter().all(|&b| b == b' '));
     }
 
     #[test]

@@ -51,6 +51,11 @@ pub enum Fault {
     },
     /// Serve these bytes instead of the registered body.
     Body(Vec<u8>),
+    /// Answer `302 Found` with this `Location` (absolute or relative).
+    Redirect(String),
+    /// Send the body without a `Content-Length`, then keep sending zeros until the client
+    /// goes away or the server is dropped (a hostile or broken server).
+    Endless,
 }
 
 #[derive(Default)]
@@ -62,6 +67,8 @@ struct Route {
 
 #[derive(Default)]
 struct State {
+    /// Body bytes written to clients, all paths together.
+    sent: std::sync::atomic::AtomicU64,
     routes: Mutex<HashMap<String, Route>>,
     gets: Mutex<HashMap<String, usize>>,
     /// Folder whose files answer paths without a route (read at request time).
@@ -151,6 +158,11 @@ impl TestServer {
             .get(&key(path))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Body bytes sent so far, all paths together (bytes the endless faults pushed included).
+    pub fn bytes_sent(&self) -> u64 {
+        self.state.sent.load(Ordering::Relaxed)
     }
 
     /// Total GET requests received for all paths (the `/__count/` endpoint excluded).
@@ -252,6 +264,28 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             let start = Instant::now();
             while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(120) {
                 std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(())
+        }
+        Some(Fault::Redirect(location)) => {
+            write!(
+                out,
+                "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )?;
+            out.flush()
+        }
+        Some(Fault::Endless) => {
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n"
+            )?;
+            out.write_all(&body)?;
+            state.sent.fetch_add(body.len() as u64, Ordering::Relaxed);
+            let zeros = vec![0u8; 64 * 1024];
+            let start = Instant::now();
+            while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(120) {
+                out.write_all(&zeros)?;
+                state.sent.fetch_add(zeros.len() as u64, Ordering::Relaxed);
             }
             Ok(())
         }
@@ -706,6 +740,19 @@ pub fn variant(hash: GitTreeSha1, urls: &[String], sha256: Sha256) -> ArtifactVa
         platform: None,
         metadata: BTreeMap::new(),
         line: 1,
+    }
+}
+
+/// The reason of each failed source of an install error (one line each), or the error's own
+/// text when it is not a [`clima_artifact_runtime::Error::DownloadFailed`].
+pub fn failure_reasons(e: &clima_artifact_runtime::Error) -> String {
+    match e {
+        clima_artifact_runtime::Error::DownloadFailed { failures, .. } => failures
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
     }
 }
 

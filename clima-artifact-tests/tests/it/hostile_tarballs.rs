@@ -648,8 +648,8 @@ fn the_install_pipeline_applies_the_entry_cap_and_bounds_the_drain() {
     );
     assert_depot_clean(&depot);
 
-    // Wrong bytes (tarball then 8 MiB of junk) without a `size`: drained to the end, so the
-    // sha256 mismatch is what is reported.
+    // Wrong bytes (tarball then 8 MiB of junk) without a `size`: the drain after the failed
+    // unpack is bounded (1 MiB), long before the 8 MiB end, and the error says why.
     let mut long = tarball.clone();
     long.resize(tarball.len() + (8 << 20), 7);
     server.serve("t.tar.gz", long.clone());
@@ -657,13 +657,23 @@ fn the_install_pipeline_applies_the_entry_cap_and_bounds_the_drain() {
     let Error::DownloadFailed { failures, .. } = &e else {
         panic!("{e:?}")
     };
+    let reason = failures[0].to_string();
     assert!(
-        matches!(failures[0], Error::Sha256Mismatch { bytes, .. } if bytes == long.len() as u64),
-        "{e}"
+        reason.contains("kept sending after the archive failed to unpack")
+            && reason.contains("more than 20 entries")
+            && reason.contains("stopped reading 1.0 MiB past it"),
+        "{reason}"
     );
+    let read: usize = reason
+        .split(", at byte ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{reason}"));
+    assert!(read > tarball.len() && read < (3 << 20), "{reason}");
+    assert_depot_clean(&depot);
 
-    // With the manifest's `size`, the drain stops one byte past it (the extractor's read-ahead
-    // buffer may already hold more), long before the 8 MiB end.
+    // With the manifest's `size`, the reader stops at byte size + 1.
     let mut v = v.clone();
     v.downloads[0].size = Some(tarball.len() as u64);
     let e = ensure_variant("many", &v, dir.path(), &config).unwrap_err();
@@ -672,19 +682,71 @@ fn the_install_pipeline_applies_the_entry_cap_and_bounds_the_drain() {
     };
     let reason = failures[0].to_string();
     assert!(
-        reason.contains("more than 20 entries")
-            && reason.contains(&format!(
-                "bytes, more than the manifest's size of {} bytes",
-                tarball.len()
-            )),
+        reason.contains(&format!(
+            "longer than the manifest's size of {} bytes: stopped reading at byte {}",
+            tarball.len(),
+            tarball.len() + 1
+        )),
         "{reason}"
     );
-    let read: usize = reason
-        .split("stopped reading the download after ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{reason}"));
-    assert!(read > tarball.len() && read < 1 << 20, "{reason}");
     assert_depot_clean(&depot);
+}
+
+/// One pax record line, `<len> key=value\n`, its length counting itself.
+fn pax_record(key: &str, value: &str) -> String {
+    let body = format!(" {key}={value}\n");
+    let mut len = body.len() + 1;
+    while (len.to_string().len() + body.len()) != len {
+        len += 1;
+    }
+    format!("{len}{body}")
+}
+
+#[test]
+fn pax_sparse_files_are_refused_as_sparse() {
+    // GNU tar --sparse --format=pax (format 1.0): an `x` header with GNU.sparse records, then
+    // a "regular" entry under GNUSparseFile.0/ whose data starts with the sparse map.
+    let pax: String = [
+        ("GNU.sparse.major", "1"),
+        ("GNU.sparse.minor", "0"),
+        ("GNU.sparse.name", "data/field.nc"),
+        ("GNU.sparse.realsize", "1048576"),
+    ]
+    .iter()
+    .map(|(k, v)| pax_record(k, v))
+    .collect();
+    let mut map = b"1\n0\n512\n".to_vec();
+    map.resize(512, 0);
+    map.extend_from_slice(&[7u8; 512]);
+    let scene = Scene::new();
+    let tar = RawTar::default()
+        .entry("./PaxHeaders/field.nc", b'x', 0o644, pax.as_bytes(), "")
+        .entry("./GNUSparseFile.0/field.nc", REGULAR, 0o644, &map, "")
+        .finish();
+    assert_unsafe(
+        scene.extract(&tar),
+        "./GNUSparseFile.0/field.nc",
+        "sparse files",
+    );
+    // The old GNU sparse entry type (`S`) too.
+    let scene = Scene::new();
+    let mut header = tar::Header::new_gnu();
+    header.set_path("old-sparse.nc").unwrap();
+    header.set_entry_type(tar::EntryType::GNUSparse);
+    header.set_mode(0o644);
+    header.set_size(512);
+    let gnu = header.as_gnu_mut().unwrap();
+    octal(&mut gnu.realsize, 4096);
+    octal(&mut gnu.sparse[0].offset, 3584);
+    octal(&mut gnu.sparse[0].numbytes, 512);
+    header.set_cksum();
+    let mut tar = header.as_bytes().to_vec();
+    tar.extend_from_slice(&[7u8; 512]);
+    tar.extend_from_slice(&[0u8; 1024]);
+    assert_unsafe(scene.extract(&tar), "old-sparse.nc", "sparse files");
+    assert!(
+        std::fs::read_dir(&scene.dest)
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    );
 }

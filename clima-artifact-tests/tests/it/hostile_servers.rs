@@ -1,0 +1,146 @@
+//! Servers that never stop (issue 14): a body that goes on after a good tarball, with and
+//! without `size` in the manifest, and a body that trickles. Each install ends in bounded time
+//! with an error that names the rule, reading a bounded number of bytes, and leaves the lock
+//! free for the next try.
+
+use std::time::{Duration, Instant};
+
+use clima_artifact_runtime::{Config, Error, ensure_variant};
+use clima_artifact_tests::{
+    Fault, TestArtifact, TestServer, assert_depot_clean, failure_reasons, have_git, test_config,
+};
+
+struct Case {
+    _dir: tempfile::TempDir,
+    depot: std::path::PathBuf,
+    server: TestServer,
+    art: TestArtifact,
+}
+
+fn case(seed: u64) -> Option<Case> {
+    if !have_git() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let server = TestServer::start();
+    let art = TestArtifact::large(seed, 4, 50_000);
+    server.serve("a.tar.gz", art.tarball.clone());
+    Some(Case {
+        _dir: dir,
+        depot,
+        server,
+        art,
+    })
+}
+
+impl Case {
+    fn install(&self, config: &Config, size: Option<u64>) -> Result<std::path::PathBuf, Error> {
+        let mut v = self.art.variant(&[self.server.url("a.tar.gz")]);
+        v.downloads[0].size = size;
+        ensure_variant("endless", &v, &self.depot, config).map(|i| i.path)
+    }
+}
+
+#[test]
+fn an_endless_body_stops_one_byte_past_the_manifests_size() {
+    let Some(c) = case(1411) else { return };
+    c.server.always("a.tar.gz", Fault::Endless);
+    let config = test_config(std::slice::from_ref(&c.depot));
+    let size = c.art.tarball.len() as u64;
+    let start = Instant::now();
+    let e = c.install(&config, Some(size)).unwrap_err();
+    let text = failure_reasons(&e);
+    assert!(
+        text.contains(&format!("longer than the manifest's size of {size} bytes")),
+        "{text}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_depot_clean(&c.depot);
+    // Not retried (a longer body is not transient), and the exact tarball works afterwards.
+    assert_eq!(c.server.gets("a.tar.gz"), 1, "{text}");
+    let fixed = TestServer::start();
+    fixed.serve("a.tar.gz", c.art.tarball.clone());
+    let mut v = c.art.variant(&[fixed.url("a.tar.gz")]);
+    v.downloads[0].size = Some(size);
+    let path = ensure_variant("endless", &v, &c.depot, &config)
+        .unwrap()
+        .path;
+    c.art.assert_content(&path);
+}
+
+#[test]
+fn an_endless_body_without_size_is_bounded_after_the_archive() {
+    let Some(c) = case(1412) else { return };
+    c.server.always("a.tar.gz", Fault::Endless);
+    let config = Config {
+        retries: 1,
+        ..test_config(std::slice::from_ref(&c.depot))
+    };
+    let start = Instant::now();
+    let e = c.install(&config, None).unwrap_err();
+    let text = failure_reasons(&e);
+    assert!(text.contains("kept sending after"), "{text}");
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_depot_clean(&c.depot);
+    // The client stopped reading: the server could not push much more than the archive and
+    // the 1 MiB cap (plus what sits in socket buffers).
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = c.server.bytes_sent();
+    let bound = c.art.tarball.len() as u64 + (1 << 20) + (16 << 20);
+    assert!(sent < bound, "server pushed {sent} bytes (bound {bound})");
+}
+
+#[test]
+fn a_trickling_body_is_abandoned_by_the_low_speed_rule_and_releases_the_lock() {
+    let Some(c) = case(1413) else { return };
+    // 64 bytes every 20 ms = 3.2 KB/s, below the 64 KiB/s limit: abandoned after ~1 s, although
+    // bytes keep arriving (the stall timeout never fires).
+    c.server.always(
+        "a.tar.gz",
+        Fault::Trickle {
+            chunk: 64,
+            delay: Duration::from_millis(20),
+        },
+    );
+    let config = Config {
+        retries: 1,
+        low_speed_limit: 64 << 10,
+        low_speed_time: Duration::from_secs(1),
+        stall_timeout: Duration::from_secs(5),
+        ..test_config(std::slice::from_ref(&c.depot))
+    };
+    let start = Instant::now();
+    let e = c.install(&config, None).unwrap_err();
+    let text = failure_reasons(&e);
+    assert!(
+        text.contains("too slow") && text.contains("CLIMA_ARTIFACTS_LOW_SPEED_LIMIT"),
+        "{text}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_depot_clean(&c.depot);
+    // The lock is free: a second process-like attempt with a normal server gets it at once.
+    let fine = TestServer::start();
+    fine.serve("a.tar.gz", c.art.tarball.clone());
+    let v = c.art.variant(&[fine.url("a.tar.gz")]);
+    let quick = Config {
+        lock_timeout: Duration::from_secs(1),
+        ..config
+    };
+    let path = ensure_variant("endless", &v, &c.depot, &quick)
+        .unwrap()
+        .path;
+    c.art.assert_content(&path);
+}
