@@ -102,6 +102,29 @@ pub enum SyncError {
         /// The path in the run folder.
         path: PathBuf,
     },
+    /// A stored object is not a regular file (a symlink, fifo or device planted in a shared
+    /// store): it is never read; restores skip it with a warning.
+    #[error("`{key}` in `{url}` is {what}, not a regular file; it was not read")]
+    NotARegularFile {
+        /// The storage URL.
+        url: String,
+        /// The object's key.
+        key: String,
+        /// What it is instead.
+        what: String,
+    },
+    /// A stored object is larger than the index records: reading stopped one byte past it.
+    #[error(
+        "`{key}` in `{url}` is larger than the {max} bytes the sync index records; reading stopped there"
+    )]
+    LargerThanRecorded {
+        /// The storage URL.
+        url: String,
+        /// The object's key.
+        key: String,
+        /// The size the index records.
+        max: u64,
+    },
     /// A sync failed on another rank (per-rank mode); every rank reports it.
     #[error("run sync failed on rank {rank} of {context}: {message}")]
     OnRank {

@@ -196,7 +196,7 @@ impl Storage for ObjectStorage {
         Ok(())
     }
 
-    fn get_file(&self, key: &str, dest: &Path) -> Result<u64, SyncError> {
+    fn get_file(&self, key: &str, dest: &Path, max_bytes: u64) -> Result<u64, SyncError> {
         use futures_util::StreamExt;
         let location = self.location(key)?;
         self.runtime.block_on(async {
@@ -205,14 +205,24 @@ impl Storage for ObjectStorage {
                 .get(&location)
                 .await
                 .map_err(|e| storage_error(&self.url, "download", key, e))?;
-            let mut out = File::create(dest).map_err(|e| SyncError::io("create", dest, e))?;
+            let mut out = crate::storage::create_download_file(dest)?;
             let mut stream = got.into_stream();
             let mut total = 0u64;
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(|e| storage_error(&self.url, "download", key, e))?;
-                out.write_all(&chunk)
+                // Never write more than the index records (plus the one byte that proves it).
+                let room = max_bytes.saturating_add(1).saturating_sub(total);
+                let take = chunk.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+                out.write_all(&chunk[..take])
                     .map_err(|e| SyncError::io("write", dest, e))?;
-                total += chunk.len() as u64;
+                total += take as u64;
+                if total > max_bytes {
+                    return Err(SyncError::LargerThanRecorded {
+                        url: self.url.clone(),
+                        key: key.to_owned(),
+                        max: max_bytes,
+                    });
+                }
             }
             Ok(total)
         })

@@ -10,7 +10,7 @@
 //! its temporary file, which [`PathStorage::list`](Storage::list) and reads never show.
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -111,11 +111,48 @@ impl Storage for PathStorage {
             .map(|_| ())
     }
 
-    fn get_file(&self, key: &str, dest: &Path) -> Result<u64, SyncError> {
+    fn get_file(&self, key: &str, dest: &Path, max_bytes: u64) -> Result<u64, SyncError> {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
         let src_path = self.path_of(key)?;
-        let mut src = File::open(&src_path).map_err(|e| SyncError::io("open", &src_path, e))?;
-        let mut out = File::create(dest).map_err(|e| SyncError::io("create", dest, e))?;
-        io::copy(&mut src, &mut out).map_err(|e| SyncError::io("copy into", dest, e))
+        let not_regular = |what: &str| SyncError::NotARegularFile {
+            url: self.url(),
+            key: key.to_owned(),
+            what: what.to_owned(),
+        };
+        // The store may be shared: never follow a symlink planted as an object, never block on
+        // a fifo, read only regular files, and at most what the index records.
+        let src = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&src_path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => not_regular("a symlink"),
+                _ => SyncError::io("open", &src_path, e),
+            })?;
+        let file_type = src
+            .metadata()
+            .map_err(|e| SyncError::io("inspect", &src_path, e))?
+            .file_type();
+        if !file_type.is_file() {
+            return Err(not_regular(if file_type.is_fifo() {
+                "a fifo"
+            } else if file_type.is_dir() {
+                "a folder"
+            } else {
+                "a device or socket"
+            }));
+        }
+        let mut out = crate::storage::create_download_file(dest)?;
+        let n = io::copy(&mut (&src).take(max_bytes.saturating_add(1)), &mut out)
+            .map_err(|e| SyncError::io("copy into", dest, e))?;
+        if n > max_bytes {
+            return Err(SyncError::LargerThanRecorded {
+                url: self.url(),
+                key: key.to_owned(),
+                max: max_bytes,
+            });
+        }
+        Ok(n)
     }
 
     fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, SyncError> {
@@ -193,7 +230,7 @@ mod tests {
         assert_eq!(keys, ["a/b.txt", "c.bin"]);
         assert_eq!(s.list("a/").unwrap().len(), 1);
         let dest = dir.path().join("back.bin");
-        assert_eq!(s.get_file("c.bin", &dest).unwrap(), 1000);
+        assert_eq!(s.get_file("c.bin", &dest, 1000).unwrap(), 1000);
         assert_eq!(fs::read(&dest).unwrap(), vec![7u8; 1000]);
         assert!(s.put_bytes("../escape", b"x").is_err());
         assert_eq!(

@@ -31,6 +31,8 @@ pub struct SyncReport {
     pub excluded: usize,
     /// The slow-sync warning, if one was logged.
     pub slow_warning: Option<String>,
+    /// Files that vanished between listing and uploading (skipped with a warning).
+    pub vanished: Vec<String>,
 }
 
 /// What [`RunSync::restore`] did on this rank.
@@ -48,6 +50,9 @@ pub struct Restored {
     pub kept_newer: Vec<String>,
     /// The slow-sync warning, if one was logged.
     pub slow_warning: Option<String>,
+    /// Stored files not restored, each with a warning naming it: not a regular file in the
+    /// store, larger than the index records, or with other content than it records.
+    pub skipped: Vec<String>,
 }
 
 /// Syncs one run folder with a [`Storage`]; see the [module docs](super) for the protocol.
@@ -184,6 +189,29 @@ impl<'c> RunSync<'c> {
             })
         })
     }
+}
+
+/// Marker in the names of files being restored: `.<name>.clima-restore-<pid>-<random>`.
+const RESTORE_MARK: &str = ".clima-restore-";
+
+/// A fresh temp name for restoring `name` (unique per process and call, so a leftover of a
+/// killed restore with a reused pid is never opened).
+fn restore_temp_name(name: &str) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!(
+        ".{name}{RESTORE_MARK}{}-{:016x}",
+        std::process::id(),
+        h.finish()
+    )
+}
+
+/// Whether the last component of `rel` is a temp file of a restore (ours or a killed one's):
+/// such files are never pushed.
+fn is_sync_temp(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    name.starts_with('.') && name.contains(RESTORE_MARK)
 }
 
 /// The subfolder (and storage prefix) of `rank` in per-rank mode.
@@ -346,9 +374,18 @@ impl Local<'_> {
                 if child == STATE_DIR {
                     continue;
                 }
-                let meta = entry
-                    .metadata()
-                    .map_err(|e| SyncError::io("stat", entry.path(), e))?;
+                let meta = match entry.metadata() {
+                    Ok(meta) => meta,
+                    // Deleted since it was listed (a model removing a temp file): not an output.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        tracing::warn!("not syncing `{}`: it vanished while listing", child);
+                        continue;
+                    }
+                    Err(e) => return Err(SyncError::io("stat", entry.path(), e)),
+                };
+                if is_sync_temp(&child) {
+                    continue;
+                }
                 if meta.is_dir() {
                     stack.push((entry.path(), child));
                 } else if meta.is_file() {
@@ -418,7 +455,15 @@ impl Local<'_> {
                 report.unchanged += 1;
                 continue;
             }
-            let sha256 = sha256_file(&c.path)?;
+            let sha256 = match sha256_file(&c.path) {
+                Ok(sha) => sha,
+                Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
+                    tracing::warn!("not syncing `{}`: it vanished during the sync", c.rel);
+                    report.vanished.push(c.rel);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let entry = FileEntry {
                 size: c.size,
                 mtime_ns: c.mtime_ns,
@@ -449,7 +494,15 @@ impl Local<'_> {
                 .collect(),
         );
         for (c, entry) in to_send {
-            let sent = self.storage.put_file(&c.rel, &c.path)?;
+            let sent = match self.storage.put_file(&c.rel, &c.path) {
+                Ok(sent) => sent,
+                Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
+                    tracing::warn!("not syncing `{}`: it vanished during the sync", c.rel);
+                    report.vanished.push(c.rel);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             report.uploaded_bytes += sent;
             report.uploaded.push(c.rel.clone());
             index.files.insert(c.rel, entry);
@@ -538,36 +591,54 @@ impl Local<'_> {
             let parent = path.parent().unwrap_or(self.dir);
             fs::create_dir_all(parent).map_err(|e| SyncError::io("create folder", parent, e))?;
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-            let tmp = parent.join(format!(".{name}.clima-restore-{}", std::process::id()));
-            let result = self.storage.get_file(&rel, &tmp).and_then(|n| {
-                let sha = sha256_file(&tmp)?;
-                let file = fs::OpenOptions::new()
-                    .write(true)
-                    .open(&tmp)
-                    .map_err(|e| SyncError::io("open", &tmp, e))?;
-                set_mtime_ns(&file, entry.mtime_ns)
-                    .map_err(|e| SyncError::io("set the modification time of", &tmp, e))?;
-                drop(file);
-                fs::rename(&tmp, &path).map_err(|e| SyncError::io("move into place", &path, e))?;
-                Ok((n, sha))
-            });
-            let (n, sha) = match result {
-                Ok(v) => v,
+            let tmp = parent.join(restore_temp_name(name));
+            // Verified against the index before it is renamed into place; an object that is
+            // not a regular file, is larger than recorded or has other bytes is skipped with a
+            // warning naming it, and nothing of it stays in the run folder.
+            let result = self
+                .storage
+                .get_file(&rel, &tmp, entry.size)
+                .and_then(|n| Ok((n, sha256_file(&tmp)?)));
+            let n = match result {
+                Ok((n, sha)) if sha == entry.sha256 => n,
+                Ok((_, sha)) => {
+                    let _ = fs::remove_file(&tmp);
+                    tracing::warn!(
+                        "not restoring `{rel}` from `{}`: its content (sha256 {sha}) is not what \
+                         the sync index records ({}); it was changed or only half uploaded",
+                        self.storage.url(),
+                        entry.sha256
+                    );
+                    restored.skipped.push(rel);
+                    continue;
+                }
+                Err(
+                    e @ (SyncError::NotARegularFile { .. } | SyncError::LargerThanRecorded { .. }),
+                ) => {
+                    let _ = fs::remove_file(&tmp);
+                    tracing::warn!("not restoring `{rel}`: {e}");
+                    restored.skipped.push(rel);
+                    continue;
+                }
                 Err(e) => {
                     let _ = fs::remove_file(&tmp);
                     return Err(e);
                 }
             };
-            if sha != entry.sha256 {
-                tracing::warn!(
-                    "`{rel}` in `{}` does not have the content the sync manifest records \
-                     (an upload was interrupted after the file was stored); keeping the stored file",
-                    self.storage.url()
-                );
-                if let Some(e) = local_index.files.get_mut(&rel) {
-                    e.sha256 = sha;
-                    e.size = n;
-                }
+            let placed = fs::OpenOptions::new()
+                .write(true)
+                .open(&tmp)
+                .map_err(|e| SyncError::io("open", &tmp, e))
+                .and_then(|file| {
+                    set_mtime_ns(&file, entry.mtime_ns)
+                        .map_err(|e| SyncError::io("set the modification time of", &tmp, e))
+                })
+                .and_then(|()| {
+                    fs::rename(&tmp, &path).map_err(|e| SyncError::io("move into place", &path, e))
+                });
+            if let Err(e) = placed {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
             }
             restored.downloaded_bytes += n;
             restored.downloaded.push(rel);

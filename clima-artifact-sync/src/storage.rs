@@ -27,6 +27,19 @@ pub struct StoredObject {
 
 /// Durable storage for a run's files or for published tarballs.
 ///
+/// Creates `dest` for a download: exclusively (never truncating or following anything already
+/// there), owner read/write until it is renamed into place.
+pub(crate) fn create_download_file(dest: &Path) -> Result<std::fs::File, SyncError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dest)
+        .map_err(|e| SyncError::io("create", dest, e))
+}
+
 /// Methods block. Implementations must make every put atomic (the key shows the old object or
 /// the complete new one, never a partial one) and must be usable from several threads.
 pub trait Storage: Send + Sync + fmt::Debug {
@@ -36,9 +49,12 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn put_file(&self, key: &str, local: &Path) -> Result<u64, SyncError>;
     /// Stores `bytes` at `key`, whole or not at all.
     fn put_bytes(&self, key: &str, bytes: &[u8]) -> Result<(), SyncError>;
-    /// Downloads `key` into the new file `dest` (the caller renames it into place); returns the
-    /// bytes received. A missing key is an error.
-    fn get_file(&self, key: &str, dest: &Path) -> Result<u64, SyncError>;
+    /// Downloads `key` into `dest`, a file that must not exist yet (created exclusively; the
+    /// caller renames it into place); returns the bytes received. A missing key is an error;
+    /// more than `max_bytes` is [`SyncError::LargerThanRecorded`] (reading stops one byte past
+    /// it); an object that is not a regular file (a planted symlink, fifo or device) is
+    /// [`SyncError::NotARegularFile`] and is never read.
+    fn get_file(&self, key: &str, dest: &Path, max_bytes: u64) -> Result<u64, SyncError>;
     /// Reads a small object whole; `None` if the key does not exist.
     fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, SyncError>;
     /// Every complete object whose key starts with `prefix` (`""` for all), sorted by key.
@@ -61,8 +77,8 @@ macro_rules! forward_storage {
             fn put_bytes(&self, key: &str, bytes: &[u8]) -> Result<(), SyncError> {
                 (**self).put_bytes(key, bytes)
             }
-            fn get_file(&self, key: &str, dest: &Path) -> Result<u64, SyncError> {
-                (**self).get_file(key, dest)
+            fn get_file(&self, key: &str, dest: &Path, max_bytes: u64) -> Result<u64, SyncError> {
+                (**self).get_file(key, dest, max_bytes)
             }
             fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, SyncError> {
                 (**self).get_bytes(key)
@@ -185,8 +201,8 @@ impl Storage for Prefixed<'_> {
     fn put_bytes(&self, key: &str, bytes: &[u8]) -> Result<(), SyncError> {
         self.inner.put_bytes(&self.key(key), bytes)
     }
-    fn get_file(&self, key: &str, dest: &Path) -> Result<u64, SyncError> {
-        self.inner.get_file(&self.key(key), dest)
+    fn get_file(&self, key: &str, dest: &Path, max_bytes: u64) -> Result<u64, SyncError> {
+        self.inner.get_file(&self.key(key), dest, max_bytes)
     }
     fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, SyncError> {
         self.inner.get_bytes(&self.key(key))

@@ -55,9 +55,9 @@ impl Storage for Counting {
         *self.puts.lock().unwrap().entry(key.into()).or_default() += 1;
         self.inner.put_bytes(key, bytes)
     }
-    fn get_file(&self, key: &str, dest: &Path) -> Result<u64, Error> {
+    fn get_file(&self, key: &str, dest: &Path, max_bytes: u64) -> Result<u64, Error> {
         *self.gets.lock().unwrap() += 1;
-        self.inner.get_file(key, dest)
+        self.inner.get_file(key, dest, max_bytes)
     }
     fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
         self.inner.get_bytes(key)
@@ -450,4 +450,152 @@ fn a_killed_upload_leaves_no_half_object() {
     );
     assert_eq!(store.get_bytes("ckpt/big.bin").unwrap(), None);
     assert_eq!(store.list("").unwrap(), vec![]);
+}
+
+/// A store another user can write to (issue 14): objects replaced by a symlink to a secret, a
+/// symlink to `/dev/zero`, a fifo, a longer file and a file with other bytes are skipped with
+/// a warning, never read into the run folder; the rest restores. Bounded time, no hang.
+#[test]
+fn restore_reads_only_regular_files_of_the_recorded_size_and_content() {
+    let (t, run, store) = run_and_store();
+    write(&run.join("diag/more.csv"), "1,2\n");
+    write(&run.join("diag/longer.csv"), "short\n");
+    write(&run.join("diag/changed.csv"), "original\n");
+    let mut sync = syncer(&run, &store);
+    sync.on_checkpoint("ckpt/step-1").unwrap();
+    drop(sync);
+    let root = t.path().join("store");
+    let secret = t.path().join("root-only-secret");
+    fs::write(&secret, "the secret\n").unwrap();
+    let plant = |key: &str, how: &dyn Fn(&Path)| {
+        let p = root.join(key);
+        fs::remove_file(&p).unwrap();
+        how(&p);
+    };
+    plant("logs/run.log", &|p| {
+        std::os::unix::fs::symlink(&secret, p).unwrap()
+    });
+    plant("plots/e.png", &|p| {
+        std::os::unix::fs::symlink("/dev/zero", p).unwrap()
+    });
+    plant("diag/more.csv", &|p| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    });
+    plant("diag/longer.csv", &|p| {
+        fs::write(p, "short\nand then a lot more\n").unwrap()
+    });
+    plant("diag/changed.csv", &|p| fs::write(p, "tampered\n").unwrap());
+    fs::remove_dir_all(&run).unwrap();
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (run2, store2) = (run.clone(), store.clone());
+    std::thread::spawn(move || {
+        let mut sync = syncer(&run2, &store2);
+        let _ = tx.send(sync.restore().map_err(|e| e.to_string()));
+    });
+    let restored = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("restore hung on a planted fifo or /dev/zero")
+        .unwrap();
+    let mut skipped = restored.skipped.clone();
+    skipped.sort();
+    assert_eq!(
+        skipped,
+        [
+            "diag/changed.csv",
+            "diag/longer.csv",
+            "diag/more.csv",
+            "logs/run.log",
+            "plots/e.png"
+        ]
+    );
+    assert_eq!(
+        restored.downloaded,
+        ["ckpt/step-1/state.bin", "diag/energy.csv"]
+    );
+    for rel in skipped {
+        assert!(!run.join(&rel).exists(), "`{rel}` was restored");
+    }
+    // Nothing but the restored files (no temp files) is in the run folder.
+    let mut names = Vec::new();
+    let mut stack = vec![run.clone()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                names.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    assert!(
+        names.iter().all(|n| !n.contains("clima-restore")),
+        "{names:?}"
+    );
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "the secret\n");
+}
+
+/// Deletes `victim` from the run folder during the first upload (a model removing a temp file
+/// while the sync runs).
+#[derive(Debug)]
+struct Vanishing {
+    inner: PathStorage,
+    victim: PathBuf,
+}
+
+impl Storage for Vanishing {
+    fn url(&self) -> String {
+        self.inner.url()
+    }
+    fn put_file(&self, key: &str, local: &Path) -> Result<u64, Error> {
+        let _ = fs::remove_file(&self.victim);
+        self.inner.put_file(key, local)
+    }
+    fn put_bytes(&self, key: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.inner.put_bytes(key, bytes)
+    }
+    fn get_file(&self, key: &str, dest: &Path, max_bytes: u64) -> Result<u64, Error> {
+        self.inner.get_file(key, dest, max_bytes)
+    }
+    fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get_bytes(key)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<StoredObject>, Error> {
+        self.inner.list(prefix)
+    }
+    fn download_url(&self, key: &str) -> Option<String> {
+        self.inner.download_url(key)
+    }
+}
+
+/// Temp files of a killed restore are never pushed as outputs, and a file that vanishes during
+/// a push is skipped with a warning while the rest of the push succeeds.
+#[test]
+fn restore_temp_files_are_never_pushed_and_a_vanished_file_is_skipped() {
+    let (t, run, _) = run_and_store();
+    write(
+        &run.join("diag/.energy.csv.clima-restore-12345-00ab"),
+        "half",
+    );
+    let store = Arc::new(Vanishing {
+        inner: PathStorage::new(t.path().join("vanishing-store")).unwrap(),
+        victim: run.join("plots/e.png"),
+    });
+    let mut sync = RunSync::new(&run, store.clone(), SyncConfig::default(), &Singleton).unwrap();
+    let r = sync.on_checkpoint("ckpt/step-1").unwrap();
+    assert_eq!(r.vanished, ["plots/e.png"]);
+    assert_eq!(
+        r.uploaded,
+        ["ckpt/step-1/state.bin", "diag/energy.csv", "logs/run.log"]
+    );
+    let stored = keys(&*store);
+    assert!(
+        stored
+            .iter()
+            .all(|k| !k.contains("clima-restore") && k != "plots/e.png"),
+        "{stored:?}"
+    );
 }
