@@ -16,6 +16,7 @@
 //! These are building blocks of the clima-artifacts tools, published so those crates can share
 //! them; they are kept small and stable.
 
+mod temp;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -23,6 +24,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+pub use temp::{
+    OTHER_HOST_MAX_AGE, hostname, is_temp_name, reclaim_stale_temps, stale_temps, temp_name,
+};
 
 /// An I/O error shared between clones of an error (so error types stay `Clone`), which
 /// serialises as its OS error code and text and comes back with the same kind and message.

@@ -12,6 +12,7 @@
 //! | `CLIMA_ARTIFACTS_RETRIES` | attempts per URL for transient failures (connect, reset, 5xx, 429) | `3` |
 //! | `CLIMA_ARTIFACTS_LOCK_TIMEOUT` | seconds to wait for another process installing the same artifact | `3600` |
 //! | `CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES` | cap on one artifact's unpacked size; suffixes `K`, `M`, `G`, `T` (powers of 1024) | `1T` |
+//! | `CLIMA_ARTIFACTS_MIN_FREE_SPACE` | free space an install leaves on the depot's filesystem: unpacking stops with an error (and its temp dir is removed) before going below it; `K`/`M`/`G`/`T` suffixes; `0` turns it off | 1% of the filesystem or 1 GiB, whichever is smaller |
 //! | `CLIMA_ARTIFACTS_MAX_ENTRIES` | cap on one artifact's number of archive entries (files, directories, links) | `10000000` |
 //! | `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` | MPI node-local mode: a depot path private to each node | unset |
 //! | `CLIMA_ARTIFACTS_PROGRESS` | `0` hides progress bars (they only show when stderr is a terminal) | `1` |
@@ -58,6 +59,10 @@ pub struct Config {
     pub max_unpacked_bytes: u64,
     /// Cap on the number of archive entries of one artifact (`CLIMA_ARTIFACTS_MAX_ENTRIES`).
     pub max_entries: u64,
+    /// Free space an install leaves on the depot's filesystem
+    /// (`CLIMA_ARTIFACTS_MIN_FREE_SPACE`); `None`: 1% of the filesystem or 1 GiB, whichever is
+    /// smaller; `Some(0)`: not checked.
+    pub min_free_space: Option<u64>,
     /// Show progress bars (when stderr is a terminal).
     pub progress: bool,
     /// Delay before the first retry; doubles with each further retry (capped at 30 s).
@@ -90,6 +95,7 @@ impl Default for Config {
             lock_timeout: Duration::from_secs(3600),
             max_unpacked_bytes: 1 << 40,
             max_entries: DEFAULT_MAX_ENTRIES,
+            min_free_space: None,
             progress: true,
             retry_backoff: Duration::from_millis(500),
             node_local_depot: None,
@@ -187,6 +193,13 @@ impl Config {
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES") {
             c.max_unpacked_bytes = parse_bytes("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_MIN_FREE_SPACE") {
+            c.min_free_space = Some(if v.trim() == "0" {
+                0
+            } else {
+                parse_bytes("CLIMA_ARTIFACTS_MIN_FREE_SPACE", &v)?
+            });
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_MAX_ENTRIES") {
             c.max_entries = match v.trim().parse::<u64>() {

@@ -94,6 +94,36 @@ pub struct ExtractLimits {
     /// Maximum number of tar entries (files, directories, links; extension headers not
     /// counted): bounds inodes and the memory that tracks written paths.
     pub max_entries: u64,
+    /// Free-space reserve of the destination's filesystem: unpacking stops with
+    /// [`ExtractError::LowDiskSpace`] before a file would leave less than this many bytes free
+    /// (checked before each large file and every 16 MiB of content). `None`: not checked.
+    pub min_free_bytes: Option<u64>,
+}
+
+/// How much content may be written between two free-space checks.
+const FREE_SPACE_CHECK_EVERY: u64 = 16 << 20;
+
+/// Bytes available to unprivileged users on the filesystem holding `path`, and its total size.
+pub fn free_space(path: &Path) -> io::Result<(u64, u64)> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: a zeroed statvfs is a valid out-parameter.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `st` is valid for writes during the call.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let unit = st.f_frsize as u64;
+    Ok((
+        (st.f_bavail as u64).saturating_mul(unit),
+        (st.f_blocks as u64).saturating_mul(unit),
+    ))
+}
+
+/// The default free-space reserve of a filesystem of `total` bytes: 1% of it or 1 GiB,
+/// whichever is smaller.
+pub fn default_free_reserve(total: u64) -> u64 {
+    (total / 100).min(1 << 30)
 }
 
 impl Default for ExtractLimits {
@@ -102,6 +132,7 @@ impl Default for ExtractLimits {
         ExtractLimits {
             max_unpacked_bytes: 1 << 40,
             max_entries: crate::config::DEFAULT_MAX_ENTRIES,
+            min_free_bytes: None,
         }
     }
 }
@@ -136,6 +167,27 @@ pub enum ExtractError {
     /// Not a (complete) tar archive, or a compression error.
     #[error("not a valid archive: {0}")]
     Corrupt(String),
+    /// The destination's filesystem would fall below its free-space reserve.
+    #[error(
+        "stopped unpacking before `{}` fills up: {} free, {} needed for the next file, and a \
+         reserve of {} is kept (CLIMA_ARTIFACTS_MIN_FREE_SPACE; default 1% of the filesystem or \
+         1 GiB); free space there or put the depot on a larger filesystem \
+         (CLIMA_ARTIFACTS_DEPOT_PATH)",
+        path.display(),
+        clima_artifact_fs::human_bytes(*free),
+        clima_artifact_fs::human_bytes(*needed),
+        clima_artifact_fs::human_bytes(*reserve)
+    )]
+    LowDiskSpace {
+        /// The destination directory.
+        path: PathBuf,
+        /// Bytes free when unpacking stopped.
+        free: u64,
+        /// Bytes of the file about to be written.
+        needed: u64,
+        /// The reserve kept free.
+        reserve: u64,
+    },
     /// Writing into the destination failed.
     #[error("cannot write `{path}`: {source}")]
     Io {
@@ -468,6 +520,8 @@ struct Extraction<'a> {
     /// the end; as a replaced file was taken out, "later entries win" still holds.
     pending: Vec<Option<(Vec<Vec<u8>>, EntryMode)>>,
     content_bytes: u64,
+    /// `content_bytes` at which free space is checked again.
+    next_free_check: u64,
     entries: u64,
     /// Number of tar entries parsed so far.
     headers: u64,
@@ -569,9 +623,41 @@ impl<'a> Extraction<'a> {
             writer: None,
             pending: Vec::new(),
             content_bytes: 0,
+            next_free_check: 0,
             entries: 0,
             headers: 0,
         }
+    }
+
+    /// Fails before writing `size` more bytes would leave the destination's filesystem with
+    /// less than the reserve. Checked before the first file, before large files, and then
+    /// after at most half the headroom left at the last check (at most 16 MiB), so many small
+    /// files cannot slip under the reserve between two checks.
+    fn check_free_space(&mut self, size: u64) -> Result<(), ExtractError> {
+        let Some(reserve) = self.limits.min_free_bytes else {
+            return Ok(());
+        };
+        if size < FREE_SPACE_CHECK_EVERY
+            && self.entries > 0
+            && self.content_bytes.saturating_add(size) < self.next_free_check
+        {
+            return Ok(());
+        }
+        let Ok((free, _)) = free_space(self.dest) else {
+            return Ok(()); // cannot tell: a write that does not fit fails on its own
+        };
+        if free < reserve.saturating_add(size) {
+            return Err(ExtractError::LowDiskSpace {
+                path: self.dest.to_path_buf(),
+                free,
+                needed: size,
+                reserve,
+            });
+        }
+        let headroom = free - reserve - size;
+        self.next_free_check =
+            self.content_bytes + size + (headroom / 2).min(FREE_SPACE_CHECK_EVERY);
+        Ok(())
     }
 
     fn run<D: Read>(mut self, decoded: D) -> Result<Extracted, ExtractError> {
@@ -826,6 +912,7 @@ impl<'a> Extraction<'a> {
             0o644
         };
 
+        self.check_free_space(size)?;
         self.parents(path)?;
         let key = path.key();
         self.replace(path, &key)?;

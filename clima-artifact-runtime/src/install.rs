@@ -331,6 +331,13 @@ fn install_once(
     let limits = ExtractLimits {
         max_unpacked_bytes: config.max_unpacked_bytes,
         max_entries: config.max_entries,
+        min_free_bytes: match config.min_free_space {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => crate::extract::free_space(tmp.path())
+                .ok()
+                .map(|(_, total)| crate::extract::default_free_reserve(total)),
+        },
     };
     let extracted = extract_archive(&mut pipe, tmp.path(), &limits);
     let source_failure =

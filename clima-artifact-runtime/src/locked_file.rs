@@ -219,18 +219,7 @@ fn read_holder(file: &File) -> String {
     }
 }
 
-/// This machine's host name (empty string if unknown).
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for writes of its length; gethostname NUL-terminates within it
-    // or truncates, and we stop at the first NUL or the end.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::new();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
+pub use clima_artifact_fs::hostname;
 
 #[cfg(test)]
 mod tests {

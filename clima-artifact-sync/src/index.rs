@@ -61,6 +61,11 @@ pub struct SyncIndex {
     pub checkpoints: Vec<String>,
     /// Stored files by relative path (`/`-separated).
     pub files: BTreeMap<String, FileEntry>,
+    /// In the run folder's copy: the URL of the store it describes. A copy that names another
+    /// store (or none, written by an older version) is not used to decide what is unchanged;
+    /// the index of the store being pushed to is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
 }
 
 impl SyncIndex {

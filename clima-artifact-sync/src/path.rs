@@ -9,18 +9,17 @@
 //! key, so the key shows the old or the new content, never a part. A killed upload leaves only
 //! its temporary file, which [`PathStorage::list`](Storage::list) and reads never show.
 
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use crate::SyncError;
 use crate::storage::{Storage, StoredObject, check_key};
 
 /// Marks temporary upload files (they start with `.` and contain this).
 const UPLOAD_MARK: &str = ".clima-upload-";
-
-static UPLOAD_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A folder used as [`Storage`]; keys are relative paths below it.
 #[derive(Debug, Clone)]
@@ -65,13 +64,12 @@ impl PathStorage {
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or("object");
-        let tmp = dir.join(format!(
-            ".{name}{UPLOAD_MARK}{}-{}",
-            std::process::id(),
-            UPLOAD_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        reclaim_once(dir);
+        let tmp = dir.join(clima_artifact_fs::temp_name(name, UPLOAD_MARK));
         let result = (|| {
-            let mut file = File::create(&tmp)?;
+            // Exclusively: never truncate or write through anything planted at the name.
+            let mut file = crate::storage::create_download_file(&tmp)
+                .map_err(|e| io::Error::other(e.to_string()))?;
             let n = fill(&mut file)?;
             file.flush()?;
             file.sync_all()?;
@@ -93,7 +91,25 @@ impl PathStorage {
 }
 
 fn is_upload_temp(name: &str) -> bool {
-    name.starts_with('.') && name.contains(UPLOAD_MARK)
+    clima_artifact_fs::is_temp_name(name, UPLOAD_MARK)
+}
+
+/// Removes, once per process and folder, the upload temp files of killed processes in `dir`.
+fn reclaim_once(dir: &Path) {
+    static DONE: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+    if done
+        .get_or_insert_with(HashSet::new)
+        .insert(dir.to_path_buf())
+    {
+        let n = clima_artifact_fs::reclaim_stale_temps(dir, UPLOAD_MARK);
+        if n > 0 {
+            tracing::info!(
+                "removed {n} upload temp file(s) of killed syncs in `{}`",
+                dir.display()
+            );
+        }
+    }
 }
 
 impl Storage for PathStorage {

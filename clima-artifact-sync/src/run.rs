@@ -191,27 +191,13 @@ impl<'c> RunSync<'c> {
     }
 }
 
-/// Marker in the names of files being restored: `.<name>.clima-restore-<pid>-<random>`.
+/// Marker in the names of files being restored (see `clima_artifact_fs::temp_name`).
 const RESTORE_MARK: &str = ".clima-restore-";
-
-/// A fresh temp name for restoring `name` (unique per process and call, so a leftover of a
-/// killed restore with a reused pid is never opened).
-fn restore_temp_name(name: &str) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    format!(
-        ".{name}{RESTORE_MARK}{}-{:016x}",
-        std::process::id(),
-        h.finish()
-    )
-}
 
 /// Whether the last component of `rel` is a temp file of a restore (ours or a killed one's):
 /// such files are never pushed.
 fn is_sync_temp(rel: &str) -> bool {
-    let name = rel.rsplit('/').next().unwrap_or(rel);
-    name.starts_with('.') && name.contains(RESTORE_MARK)
+    clima_artifact_fs::is_temp_name(rel.rsplit('/').next().unwrap_or(rel), RESTORE_MARK)
 }
 
 /// The subfolder (and storage prefix) of `rank` in per-rank mode.
@@ -313,9 +299,17 @@ impl Local<'_> {
     fn index(&mut self) -> Result<&mut SyncIndex, SyncError> {
         if self.index.is_none() {
             let local = self.dir.join(INDEX_KEY);
-            let index = match fs::read(&local) {
-                Ok(bytes) => SyncIndex::parse(&bytes, &format!("`{}`", local.display()))?,
-                Err(_) => match self.storage.get_bytes(INDEX_KEY)? {
+            let url = self.storage.url();
+            // The run folder's copy only counts for the store it was written for: pushing to
+            // a second (say, empty) store must upload everything that store lacks.
+            let local_copy = match fs::read(&local) {
+                Ok(bytes) => Some(SyncIndex::parse(&bytes, &format!("`{}`", local.display()))?)
+                    .filter(|i| i.store.as_deref() == Some(url.as_str())),
+                Err(_) => None,
+            };
+            let index = match local_copy {
+                Some(index) => index,
+                None => match self.storage.get_bytes(INDEX_KEY)? {
                     Some(bytes) => SyncIndex::parse(
                         &bytes,
                         &format!("`{INDEX_KEY}` in `{}`", self.storage.url()),
@@ -332,6 +326,10 @@ impl Local<'_> {
     }
 
     fn save_local_index(&self, index: &SyncIndex) -> Result<(), SyncError> {
+        let index = SyncIndex {
+            store: Some(self.storage.url()),
+            ..index.clone()
+        };
         let path = self.dir.join(INDEX_KEY);
         let dir = self.dir.join(STATE_DIR);
         fs::create_dir_all(&dir).map_err(|e| SyncError::io("create folder", &dir, e))?;
@@ -587,11 +585,16 @@ impl Local<'_> {
                 .map(|(r, _, e)| (r.clone(), e.size))
                 .collect(),
         );
+        let mut reclaimed_in = std::collections::HashSet::new();
         for (rel, path, entry) in to_fetch {
             let parent = path.parent().unwrap_or(self.dir);
             fs::create_dir_all(parent).map_err(|e| SyncError::io("create folder", parent, e))?;
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-            let tmp = parent.join(restore_temp_name(name));
+            if reclaimed_in.insert(parent.to_path_buf()) {
+                // Leftovers of restores killed in this folder (their process is gone).
+                clima_artifact_fs::reclaim_stale_temps(parent, RESTORE_MARK);
+            }
+            let tmp = parent.join(clima_artifact_fs::temp_name(name, RESTORE_MARK));
             // Verified against the index before it is renamed into place; an object that is
             // not a regular file, is larger than recorded or has other bytes is skipped with a
             // warning naming it, and nothing of it stays in the run folder.

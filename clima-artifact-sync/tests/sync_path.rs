@@ -450,6 +450,51 @@ fn a_killed_upload_leaves_no_half_object() {
     );
     assert_eq!(store.get_bytes("ckpt/big.bin").unwrap(), None);
     assert_eq!(store.list("").unwrap(), vec![]);
+
+    // The next upload into that folder removes the dead process's temp file.
+    let src = t.path().join("small.bin");
+    fs::write(&src, b"small").unwrap();
+    store.put_file("ckpt/small.bin", &src).unwrap();
+    assert!(
+        !partial.exists(),
+        "the killed upload's temp file is still there"
+    );
+    assert_eq!(keys(&store), ["ckpt/small.bin"]);
+}
+
+/// The pid of a process that has exited (and been reaped).
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+/// A restore killed mid-file leaves `.<name>.clima-restore-<host>.<pid>.<random>` in the run
+/// folder: it is never pushed, and the next restore into that folder removes it.
+#[test]
+fn a_killed_restores_temp_file_is_reclaimed_by_the_next_restore() {
+    let (_t, run, store) = run_and_store();
+    let mut sync = syncer(&run, &store);
+    sync.on_checkpoint("ckpt/step-1").unwrap();
+    drop(sync);
+    let host: String = clima_artifact_fs::hostname()
+        .chars()
+        .map(|c| if c == '/' || c == '.' { '_' } else { c })
+        .collect();
+    let leftover = run.join(format!(
+        "diag/.energy.csv.clima-restore-{host}.{}.0123456789abcdef",
+        dead_pid()
+    ));
+    write(&leftover, "half of it");
+    fs::remove_file(run.join("diag/energy.csv")).unwrap();
+    let mut sync = syncer(&run, &store);
+    let restored = sync.restore().unwrap();
+    assert_eq!(restored.downloaded, ["diag/energy.csv"]);
+    assert!(
+        !leftover.exists(),
+        "the killed restore's temp file is still there"
+    );
 }
 
 /// A store another user can write to (issue 14): objects replaced by a symlink to a secret, a
@@ -598,4 +643,30 @@ fn restore_temp_files_are_never_pushed_and_a_vanished_file_is_skipped() {
             .all(|k| !k.contains("clima-restore") && k != "plots/e.png"),
         "{stored:?}"
     );
+}
+
+/// Moving to a second, empty store uploads everything: what is unchanged is decided against
+/// the store being pushed to, never against the run folder's record of another store.
+#[test]
+fn pushing_to_a_second_store_uploads_what_that_store_lacks() {
+    let (t, run, first) = run_and_store();
+    let mut sync = syncer(&run, &first);
+    let r = sync.on_checkpoint("ckpt/step-1").unwrap();
+    assert_eq!(r.uploaded.len(), 4);
+    drop(sync);
+
+    let second = Counting::new(&t.path().join("second-store"));
+    let mut sync = syncer(&run, &second);
+    let r = sync.on_checkpoint("ckpt/step-1").unwrap();
+    assert_eq!(r.uploaded.len(), 4, "the second store got {:?}", r.uploaded);
+    assert_eq!(second.file_puts().len(), 4);
+    assert!(keys(&*second).contains(&INDEX_KEY.to_owned()));
+    drop(sync);
+
+    // Back to the first store: it already has everything, so nothing is sent again.
+    first.reset();
+    let mut sync = syncer(&run, &first);
+    let r = sync.on_checkpoint("ckpt/step-1").unwrap();
+    assert!(r.uploaded.is_empty(), "{:?}", r.uploaded);
+    assert!(first.file_puts().is_empty());
 }

@@ -417,7 +417,35 @@ fn gc_dry_run_lists_exactly_the_unreferenced_artifacts() {
         .stdout(predicate::str::contains("would remove"))
         .stdout(predicate::str::contains(gone.display().to_string()));
 
-    sb.cli().arg("gc").assert().success();
+    // A gc killed between its rename and its delete left a folder; the dry run keeps it, the
+    // next real gc removes it (its process is gone). A live process's folder is kept.
+    let host: String = clima_artifact_fs::hostname()
+        .chars()
+        .map(|c| if c == '/' || c == '.' { '_' } else { c })
+        .collect();
+    let mut exited = std::process::Command::new("true").spawn().unwrap();
+    let dead = exited.id();
+    exited.wait().unwrap();
+    let killed = art.join(format!(
+        ".{}.gc-{host}.{dead}.00000000000000aa",
+        "a".repeat(40)
+    ));
+    let live = art.join(format!(
+        ".{}.gc-{host}.{}.00000000000000bb",
+        "b".repeat(40),
+        std::process::id()
+    ));
+    for d in [&killed, &live] {
+        fs::create_dir_all(d.join("data")).unwrap();
+        fs::write(d.join("data/x.nc"), "x").unwrap();
+    }
+    assert_eq!(sb.json_ok(&["gc", "--dry-run", "--json"])["reclaimed"], 0);
+    assert!(killed.is_dir());
+
+    let report = sb.json_ok(&["gc", "--json"]);
+    assert_eq!(report["reclaimed"], 1, "{report}");
+    assert!(!killed.exists(), "the killed gc's folder is still there");
+    assert!(live.is_dir(), "a live gc's folder was removed");
     let left: Vec<bool> = hashes.iter().map(|h| art.join(h).is_dir()).collect();
     assert_eq!(left, [true, true, false, true, false]);
     assert!(art.join("not-a-hash").is_dir());

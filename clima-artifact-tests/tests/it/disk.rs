@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clima_artifact_runtime::Error;
+use clima_artifact_runtime::{Config, Error};
 use clima_artifact_runtime::{Origin, ensure_variant};
 use clima_artifact_tests::{
     TestArtifact, TestServer, assert_depot_clean, have_git, installed_entries, temp_entries,
@@ -137,22 +137,18 @@ fn read_only_first_depot_installs_into_the_next() {
 
 #[test]
 fn full_disk_is_a_clear_error_and_leaves_nothing() {
-    if !have_git() {
-        return;
-    }
-    if !is_root() {
-        eprintln!("skipping: mounting a small tmpfs needs root");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let depot = dir.path().join("small-depot");
-    let Some(_mount) = Mount::tmpfs(&depot, "size=1m") else {
+    let Some((_dir, depot, _mount)) = small_depot("small-depot", "1m") else {
         return;
     };
     let server = TestServer::start();
     let art = TestArtifact::large(5, 4, 400_000); // 1.6 MB unpacked into 1 MB
     server.serve("big.tar.gz", art.tarball.clone());
-    let config = test_config(std::slice::from_ref(&depot));
+    // No free-space reserve: this is about the write itself failing (the reserve has its own
+    // test below).
+    let config = Config {
+        min_free_space: Some(0),
+        ..test_config(std::slice::from_ref(&depot))
+    };
     let e = ensure_variant(
         "big",
         &art.variant(&[server.url("big.tar.gz")]),
@@ -180,4 +176,104 @@ fn full_disk_is_a_clear_error_and_leaves_nothing() {
     .unwrap_or_else(|e| panic!("{e}"));
     art.assert_files(&got.path);
     assert_eq!(installed_entries(&depot).len(), 1);
+}
+
+/// A temp dir with a tmpfs of `size` (e.g. `8m`) mounted at `<dir>/<name>` (root only; `None`
+/// after saying why it skips).
+fn small_depot(name: &str, size: &str) -> Option<(tempfile::TempDir, PathBuf, Mount)> {
+    if !have_git() {
+        return None;
+    }
+    if !is_root() {
+        eprintln!("skipping: mounting a small tmpfs needs root");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join(name);
+    let mount = Mount::tmpfs(&depot, &format!("size={size}"))?;
+    Some((dir, depot, mount))
+}
+
+/// A tarball builder with `n` files of 1 MiB of zeros.
+fn zeros(n: usize) -> clima_artifact_tests::TarballBuilder {
+    (0..n).fold(clima_artifact_tests::TarballBuilder::new(), |b, i| {
+        b.file(&format!("zeros/{i:02}.bin"), vec![0u8; 1 << 20])
+    })
+}
+
+/// A small gzip bomb with a wrong sha256 (64 MiB of zeros in 64 files, ~70 KB compressed) onto
+/// an 8 MiB depot filesystem: unpacking stops before the free-space reserve (default 1%) is
+/// reached, the filesystem is never full, and the temp dir is gone afterwards.
+#[test]
+fn a_bomb_stops_at_the_free_space_reserve_and_never_fills_the_disk() {
+    let Some((_dir, depot, _mount)) = small_depot("bomb-depot", "8m") else {
+        return;
+    };
+    let bomb = zeros(64).gzip();
+    assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    let server = TestServer::start();
+    server.serve("bomb.tar.gz", bomb);
+    let wrong = clima_artifact_tests::sha256(b"not the bomb");
+    let hash = "0123456789abcdef0123456789abcdef01234567".parse().unwrap();
+    let v = clima_artifact_tests::variant(hash, &[server.url("bomb.tar.gz")], wrong);
+    let config = test_config(std::slice::from_ref(&depot));
+
+    let (_, total) = clima_artifact_runtime::extract::free_space(&depot).unwrap();
+    let reserve = clima_artifact_runtime::extract::default_free_reserve(total);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (done, depot) = (done.clone(), depot.clone());
+        std::thread::spawn(move || {
+            let mut lowest = u64::MAX;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok((free, _)) = clima_artifact_runtime::extract::free_space(&depot) {
+                    lowest = lowest.min(free);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            lowest
+        })
+    };
+    let e = ensure_variant("bomb", &v, &depot, &config).unwrap_err();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let lowest = watcher.join().unwrap();
+    // The wrong sha256 is what is reported (a wrong download is named as such even when it
+    // also failed to unpack); what matters here is that unpacking stopped at the reserve.
+    let s = e.to_string();
+    assert!(s.contains("sha256 mismatch"), "{s}");
+    assert!(
+        lowest >= reserve,
+        "free space fell to {lowest} bytes, under the reserve of {reserve}"
+    );
+    assert_depot_clean(&depot);
+    let (free_after, _) = clima_artifact_runtime::extract::free_space(&depot).unwrap();
+    assert!(
+        free_after > total / 2,
+        "the temp dir was not removed: {free_after} free"
+    );
+}
+
+/// The same bomb with its right sha256: the reserve is the error, naming the variable.
+#[test]
+fn the_free_space_reserve_is_the_error_when_the_download_is_right() {
+    let Some((_dir, depot, _mount)) = small_depot("reserve-depot", "8m") else {
+        return;
+    };
+    let art = TestArtifact::gzip(zeros(16));
+    let server = TestServer::start();
+    server.serve("big.tar.gz", art.tarball.clone());
+    let config = test_config(std::slice::from_ref(&depot));
+    let e = ensure_variant(
+        "big",
+        &art.variant(&[server.url("big.tar.gz")]),
+        &depot,
+        &config,
+    )
+    .unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.contains("stopped unpacking before") && s.contains("CLIMA_ARTIFACTS_MIN_FREE_SPACE"),
+        "{s}"
+    );
+    assert_depot_clean(&depot);
 }

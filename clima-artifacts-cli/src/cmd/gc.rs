@@ -40,6 +40,8 @@ struct GcReport {
     dry_run: bool,
     manifests: Vec<ManifestUse>,
     kept: usize,
+    /// Folders left by killed gc runs (their process is gone), removed now.
+    reclaimed: usize,
     unreferenced: Vec<Unreferenced>,
 }
 
@@ -59,6 +61,10 @@ fn hashes_of(manifest: &Manifest, into: &mut BTreeSet<GitTreeSha1>) {
 fn canonical(p: &Path) -> PathBuf {
     fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
+
+/// Marks the folder an artifact is renamed to before it is deleted
+/// (`.<hash>.gc-<host>.<pid>.<random>`); a killed gc leaves it, the next gc removes it.
+const GC_MARK: &str = ".gc-";
 
 /// Entry point of `gc`.
 pub fn run(args: GcArgs) -> CliResult {
@@ -112,9 +118,17 @@ pub fn run(args: GcArgs) -> CliResult {
     }
 
     let mut installed = 0usize;
+    let mut reclaimed = 0usize;
     let mut unreferenced = Vec::new();
     for depot in &config.depots {
         let dir = depots::artifacts_dir(depot);
+        if !args.dry_run {
+            for stale in clima_artifact_fs::stale_temps(&dir, GC_MARK) {
+                if clima_artifact_fs::remove_tree(&stale).is_ok() {
+                    reclaimed += 1;
+                }
+            }
+        }
         let Ok(rd) = fs::read_dir(&dir) else { continue };
         let mut entries: Vec<_> = rd.flatten().collect();
         entries.sort_by_key(|e| e.file_name());
@@ -163,7 +177,7 @@ pub fn run(args: GcArgs) -> CliResult {
     if !args.dry_run {
         for u in &mut unreferenced {
             let parent = u.path.parent().unwrap_or(Path::new("."));
-            let doomed = parent.join(format!(".gc-{}-{}", u.git_tree_sha1, std::process::id()));
+            let doomed = parent.join(clima_artifact_fs::temp_name(&u.git_tree_sha1, GC_MARK));
             let result =
                 fs::rename(&u.path, &doomed).and_then(|()| clima_artifact_fs::remove_tree(&doomed));
             match result {
@@ -176,6 +190,7 @@ pub fn run(args: GcArgs) -> CliResult {
     let report = GcReport {
         dry_run: args.dry_run,
         kept: installed - unreferenced.len(),
+        reclaimed,
         manifests,
         unreferenced,
     };
