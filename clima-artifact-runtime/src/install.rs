@@ -44,7 +44,7 @@ use sha2::Digest;
 use crate::depot::{self, Overrides};
 use crate::download;
 use crate::extract::{ExtractLimits, extract_archive};
-use crate::locked_file::{LockedFile, hostname};
+use crate::locked_file::{HolderNote, LockedFile, hostname};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, Sha256};
 
@@ -130,7 +130,55 @@ pub fn ensure_variant(
         });
     }
     reclaim_stale(&target, Some(&hash));
+    let target = InstallTarget {
+        dir: target,
+        note: _lock.note(),
+    };
     download_and_install(name, variant, &allowed, manifest_dir, config, &target)
+}
+
+/// The depot an install goes to, and the lock's holder line to keep up to date.
+struct InstallTarget {
+    dir: PathBuf,
+    note: Option<HolderNote>,
+}
+
+/// Forwards progress to the reporter and, every few seconds, to the lock's holder line.
+struct NotingTransfer {
+    inner: Box<dyn Transfer>,
+    note: HolderNote,
+    what: String,
+    size: Option<u64>,
+    last: Option<Instant>,
+}
+
+impl Transfer for NotingTransfer {
+    fn received(&mut self, total: u64) {
+        self.inner.received(total);
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(2))
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let of = self
+            .size
+            .map(|s| format!(" of {}", human_bytes(s)))
+            .unwrap_or_default();
+        self.note.set(&format!(
+            "downloading {}: {}{of}",
+            self.what,
+            human_bytes(total)
+        ));
+    }
+    fn done(self: Box<Self>, bytes: u64, elapsed: Duration) {
+        self.note.set(&format!("verifying {}", self.what));
+        self.inner.done(bytes, elapsed);
+    }
+    fn failed(self: Box<Self>, reason: &str) {
+        self.inner.failed(reason);
+    }
 }
 
 /// Whether fetching `url` would use the network (`http(s)://`); local paths, `file://` URLs
@@ -187,7 +235,7 @@ fn download_and_install(
     allowed: &[&clima_artifact_manifest::Download],
     manifest_dir: &Path,
     config: &Config,
-    target: &Path,
+    target: &InstallTarget,
 ) -> Result<Installed, Error> {
     let hash = variant.git_tree_sha1;
     let agent = download::agent(config);
@@ -295,10 +343,10 @@ fn install_once(
     agent: &ureq::Agent,
     manifest_dir: &Path,
     config: &Config,
-    target: &Path,
+    target: &InstallTarget,
 ) -> Result<(PathBuf, u64), Error> {
     let url = dl.url.as_str();
-    let artifacts = depot::artifacts_dir(target);
+    let artifacts = depot::artifacts_dir(&target.dir);
     let tmp_path = artifacts.join(format!(
         "{TEMP_PREFIX}{hash}-{}-{}-{:016x}",
         hostname(),
@@ -315,11 +363,21 @@ fn install_once(
         "downloading artifact `{name}` from `{url}`"
     );
     let source = download::open(agent, url, manifest_dir, config)?;
-    let transfer = crate::progress::current(config.progress).start(&DownloadStart {
+    let size = source.length.or(dl.size);
+    let mut transfer = crate::progress::current(config.progress).start(&DownloadStart {
         artifact: name,
         url,
-        size: source.length.or(dl.size),
+        size,
     });
+    if let Some(note) = &target.note {
+        transfer = Box::new(NotingTransfer {
+            inner: transfer,
+            note: note.clone(),
+            what: format!("`{name}` from {}", crate::progress::host_of(url)),
+            size,
+            last: None,
+        });
+    }
     let rules = SourceRules {
         // With a `size`, a longer body cannot be the manifest's: stop at one byte past it.
         max_bytes: dl.size,
@@ -418,7 +476,7 @@ fn install_once(
             actual: extracted.tree_hash,
         });
     }
-    let dest = depot::artifact_dir(target, hash);
+    let dest = depot::artifact_dir(&target.dir, hash);
     match std::fs::rename(tmp.path(), &dest) {
         Ok(()) => {
             tmp.keep();

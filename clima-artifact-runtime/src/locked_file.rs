@@ -67,9 +67,24 @@ impl LockedFile {
         );
         let start = Instant::now();
         let mut pause = Duration::from_millis(5);
+        let mut last_log = Instant::now();
+        let mut last_holder = holder;
         loop {
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(200));
+            if last_log.elapsed() >= WAIT_LOG_EVERY {
+                // Batch logs show that the wait goes on, and how far the holder is.
+                let holder = read_holder(&file);
+                if holder != last_holder || last_log.elapsed() >= 4 * WAIT_LOG_EVERY {
+                    tracing::info!(
+                        "still waiting for {what} after {:.0}s: `{}` is held by {holder}",
+                        start.elapsed().as_secs_f64(),
+                        path.display()
+                    );
+                    last_log = Instant::now();
+                    last_holder = holder;
+                }
+            }
             match try_lock_once(&file, path) {
                 Some(true) => {
                     tracing::info!(
@@ -119,6 +134,33 @@ impl LockedFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// A handle that updates the holder line waiters see (e.g. with download progress);
+    /// `None` when the lock is not really held.
+    pub(crate) fn note(&self) -> Option<HolderNote> {
+        let file = self.file.as_ref()?.try_clone().ok()?;
+        Some(HolderNote {
+            file: std::sync::Arc::new(file),
+            head: format!("pid {} on {}", std::process::id(), hostname()),
+        })
+    }
+}
+
+/// Rewrites the holder record of a held lock, so that processes waiting for it can log what
+/// the holder is doing and how far it is.
+#[derive(Debug, Clone)]
+pub(crate) struct HolderNote {
+    file: std::sync::Arc<File>,
+    head: String,
+}
+
+impl HolderNote {
+    /// Sets the holder line to `pid <pid> on <host>: <status>` (best effort).
+    pub(crate) fn set(&self, status: &str) {
+        let _ = self
+            .file
+            .write_all_at(&holder_record(&format!("{}: {status}", self.head)), 0);
+    }
 }
 
 /// One non-blocking `flock` attempt on `file` (the lock file at `path`): `Some(true)` when taken,
@@ -147,6 +189,9 @@ impl Drop for LockedFile {
         }
     }
 }
+
+/// How often a waiter re-reads the holder line and logs it when it changed.
+const WAIT_LOG_EVERY: Duration = Duration::from_secs(15);
 
 /// Bytes of the holder record at the start of a lock file: `pid <pid> on <host>`, padded with
 /// spaces (the file is never truncated, so every record overwrites the whole previous one).
@@ -305,6 +350,26 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len(), 1000);
         assert!(bytes[..HOLDER_BYTES - 1].iter().all(|&b| b == b' '));
+    }
+
+    #[test]
+    fn waiters_see_how_far_the_holder_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.lock");
+        let held = LockedFile::acquire(&path, "test", Duration::from_secs(1)).unwrap();
+        held.note()
+            .unwrap()
+            .set("downloading `era5`: 1.2 GiB of 40.0 GiB");
+        let e = LockedFile::acquire(&path, "test", Duration::from_millis(50)).unwrap_err();
+        let s = e.to_string();
+        assert!(
+            s.contains(&format!(
+                "pid {} on {}: downloading `era5`: 1.2 GiB of 40.0 GiB",
+                std::process::id(),
+                hostname()
+            )),
+            "{s}"
+        );
     }
 
     #[test]

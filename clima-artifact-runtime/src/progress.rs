@@ -282,7 +282,7 @@ fn rate(bytes: u64, elapsed: Duration) -> String {
 }
 
 /// The host of a URL (`https://host:port/path` -> `host:port`), or the URL itself for paths.
-fn host_of(url: &str) -> &str {
+pub(crate) fn host_of(url: &str) -> &str {
     match url.split_once("://") {
         Some((_, rest)) if !rest.starts_with('/') => rest.split('/').next().unwrap_or(rest),
         _ => url,

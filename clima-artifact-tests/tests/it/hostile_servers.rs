@@ -144,3 +144,41 @@ fn a_trickling_body_is_abandoned_by_the_low_speed_rule_and_releases_the_lock() {
         .path;
     c.art.assert_content(&path);
 }
+
+/// While one install holds the lock on a slow download, a waiter that gives up says who holds
+/// it and how far that download is (the holder keeps its line in the lock file up to date).
+#[test]
+fn a_waiter_sees_how_far_the_lock_holder_is() {
+    let Some(c) = case(1414) else { return };
+    c.server.always(
+        "a.tar.gz",
+        Fault::Trickle {
+            chunk: 4 << 10,
+            delay: Duration::from_millis(100),
+        },
+    );
+    assert!(c.art.tarball.len() > 150_000, "{}", c.art.tarball.len());
+    let config = Config {
+        low_speed_limit: 0,
+        ..test_config(std::slice::from_ref(&c.depot))
+    };
+    std::thread::scope(|s| {
+        let holder = s.spawn(|| c.install(&config, None));
+        // Let the holder take the lock and report some progress (every 2 s).
+        std::thread::sleep(Duration::from_millis(2500));
+        let waiter = Config {
+            lock_timeout: Duration::from_millis(500),
+            ..config.clone()
+        };
+        let e = c.install(&waiter, None).unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, Error::LockTimeout { .. }), "{text}");
+        assert!(
+            text.contains(&format!("pid {}", std::process::id()))
+                && text.contains("downloading `endless` from 127.0.0.1:")
+                && text.contains(" of "),
+            "{text}"
+        );
+        c.art.assert_content(&holder.join().unwrap().unwrap());
+    });
+}
