@@ -7,6 +7,10 @@
 //!   `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (and lower-case forms) are honoured;
 //!   `Accept-Encoding: identity` is sent so the bytes hashed are the bytes published.
 //! - A body shorter than its `Content-Length` is an error, never a silent truncation.
+//! - A server that says `Accept-Ranges: bytes` and gives a strong ETag or a Last-Modified gets
+//!   a [`Resumer`]: after a break the install continues at the byte where it stopped with
+//!   `Range` + `If-Range` (a `200` or a wrong `Content-Range` is [`ResumeRefused`], and the
+//!   attempt starts over).
 //! - Retrying is the caller's job (the whole pipeline restarts); [`is_transient`] says which
 //!   failures deserve it (refused connections, resets, timeouts, stalls, 5xx, 429, 408; not TLS
 //!   errors, invalid URLs or unknown hosts, which fail the same way again) and [`backoff`] how long
@@ -24,6 +28,114 @@ pub struct Source {
     pub reader: Box<dyn Read + Send>,
     /// Total size, if the server or file system says.
     pub length: Option<u64>,
+    /// How to continue after a broken transfer, when the server supports ranges and gave a
+    /// validator (ETag or Last-Modified).
+    pub resume: Option<Resumer>,
+}
+
+/// Continues an HTTP download at a byte offset with `Range: bytes=N-`, guarded by `If-Range`
+/// with the validator of the first response, so a changed file is never spliced onto the old
+/// one's bytes.
+pub struct Resumer {
+    agent: ureq::Agent,
+    /// The URL that answered (after redirects).
+    url: String,
+    /// The ETag (preferred) or Last-Modified of the first response.
+    validator: String,
+    /// The total size from the first response, if it said.
+    total: Option<u64>,
+}
+
+impl std::fmt::Debug for Resumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resumer")
+            .field("url", &self.url)
+            .field("validator", &self.validator)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a transfer could not be continued where it broke (the server ignored the range, or the
+/// file changed): the attempt starts over from byte 0.
+#[derive(Debug)]
+pub struct ResumeRefused(pub String);
+
+impl std::fmt::Display for ResumeRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ResumeRefused {}
+
+impl ResumeRefused {
+    /// The refusal inside `e`, if that is what it is.
+    pub fn of(e: &io::Error) -> Option<&ResumeRefused> {
+        e.get_ref()?.downcast_ref::<ResumeRefused>()
+    }
+}
+
+impl Resumer {
+    /// The rest of the body from byte `offset`. A `206` whose `Content-Range` starts at
+    /// `offset` continues; anything else is [`ResumeRefused`] (or a transport error).
+    pub fn reopen(&self, offset: u64) -> io::Result<Box<dyn Read + Send>> {
+        let resp = self
+            .agent
+            .get(&self.url)
+            .header("Range", format!("bytes={offset}-"))
+            .header("If-Range", &self.validator)
+            .call()
+            .map_err(|e| match e {
+                ureq::Error::Io(io) => io,
+                other => io::Error::other(other.to_string()),
+            })?;
+        let status = resp.status().as_u16();
+        let content_range = resp
+            .headers()
+            .get("content-range")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let refused = |why: String| io::Error::other(ResumeRefused(why));
+        match status {
+            206 if content_range.starts_with(&format!("bytes {offset}-")) => {}
+            206 => {
+                return Err(refused(format!(
+                    "the server answered the range request for byte {offset} with \
+                     `Content-Range: {content_range}`"
+                )));
+            }
+            200 => {
+                return Err(refused(format!(
+                    "the server ignored the range request for byte {offset} (or the file \
+                     changed since the transfer began)"
+                )));
+            }
+            other => {
+                return Err(refused(format!(
+                    "the server answered the range request with HTTP {other}"
+                )));
+            }
+        }
+        if let (Some(total), Some(all)) = (
+            self.total,
+            content_range
+                .rsplit('/')
+                .next()
+                .and_then(|t| t.parse::<u64>().ok()),
+        ) && total != all
+        {
+            return Err(refused(format!(
+                "the file is now {all} bytes, not {total}: it changed since the transfer began"
+            )));
+        }
+        let length = resp.body().content_length();
+        Ok(Box::new(CheckedLength {
+            inner: resp.into_body().into_reader(),
+            expected: length,
+            seen: 0,
+        }))
+    }
 }
 
 impl std::fmt::Debug for Source {
@@ -143,6 +255,7 @@ pub fn open(
             Ok(Source {
                 reader: Box::new(file),
                 length,
+                resume: None,
             })
         }
         Location::Unsupported(reason) => Err(Error::UnsupportedUrl {
@@ -150,7 +263,7 @@ pub fn open(
             reason,
         }),
         Location::Http(u) => {
-            let resp = get_following_redirects(agent, url, &u, config)?;
+            let (resp, answered) = get_following_redirects(agent, url, &u, config)?;
             let status = resp.status().as_u16();
             if !(200..300).contains(&status) {
                 return Err(Error::HttpStatus {
@@ -160,6 +273,26 @@ pub fn open(
                 });
             }
             let length = resp.body().content_length();
+            let header = |name: &str| {
+                resp.headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+            };
+            let ranges = header("accept-ranges").is_some_and(|v| v.eq_ignore_ascii_case("bytes"));
+            // A weak ETag cannot guard a byte range (RFC 9110 If-Range); Last-Modified can.
+            let validator = header("etag")
+                .filter(|e| !e.starts_with("W/"))
+                .or_else(|| header("last-modified"));
+            let resume = match (ranges, validator) {
+                (true, Some(validator)) => Some(Resumer {
+                    agent: agent.clone(),
+                    url: answered,
+                    validator,
+                    total: length,
+                }),
+                _ => None,
+            };
             let reader = resp.into_body().into_reader();
             Ok(Source {
                 reader: Box::new(CheckedLength {
@@ -168,19 +301,21 @@ pub fn open(
                     seen: 0,
                 }),
                 length,
+                resume,
             })
         }
     }
 }
 
 /// GETs `u` (the download `url`), following at most [`redirect::MAX_REDIRECTS`] redirects, each
-/// hop checked by [`redirect::check`] before anything connects to it.
+/// hop checked by [`redirect::check`] before anything connects to it. Returns the response and
+/// the URL that gave it.
 fn get_following_redirects(
     agent: &ureq::Agent,
     url: &str,
     u: &str,
     config: &Config,
-) -> Result<ureq::http::Response<ureq::Body>, Error> {
+) -> Result<(ureq::http::Response<ureq::Body>, String), Error> {
     let refused = |reason: String| Error::Transport {
         url: url.to_owned(),
         reason,
@@ -195,10 +330,10 @@ fn get_following_redirects(
             .map_err(|e| transport(url, &e, config))?;
         let status = resp.status().as_u16();
         if !matches!(status, 301 | 302 | 303 | 307 | 308) {
-            return Ok(resp);
+            return Ok((resp, current));
         }
         let Some(location) = resp.headers().get("location").and_then(|v| v.to_str().ok()) else {
-            return Ok(resp);
+            return Ok((resp, current));
         };
         if hop == redirect::MAX_REDIRECTS {
             break;

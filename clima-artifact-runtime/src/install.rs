@@ -383,8 +383,15 @@ fn install_once(
         max_bytes: dl.size,
         low_speed_limit: config.low_speed_limit,
         low_speed_time: config.low_speed_time,
+        resume_pause: config.retry_backoff,
     };
-    let mut pipe = Pipe::spawn(source.reader, transfer, rules);
+    let mut pipe = Pipe::spawn(
+        source.reader,
+        source.resume,
+        transfer,
+        rules,
+        name.to_owned(),
+    );
 
     let limits = ExtractLimits {
         max_unpacked_bytes: config.max_unpacked_bytes,
@@ -409,6 +416,13 @@ fn install_once(
                      manifest's `size` is wrong",
                     size + 1
                 ),
+            },
+            None if download::ResumeRefused::of(e).is_some() => Error::Transport {
+                url: url.to_owned(),
+                reason: format!("the transfer broke and could not be resumed: {e}"),
+                attempts: 1,
+                // Starting over from byte 0 (the next attempt) is what is left to do.
+                transient: true,
             },
             Some(SourceRuleBroken::TooSlow { .. }) | None => Error::Transport {
                 url: url.to_owned(),
@@ -508,7 +522,13 @@ struct SourceRules {
     /// `0` = never.
     low_speed_limit: u64,
     low_speed_time: Duration,
+    /// Pause before the first resume after a break without progress (doubles after each).
+    resume_pause: Duration,
 }
+
+/// Most resumes of one transfer, and most resumes in a row that received nothing.
+const MAX_RESUMES: u32 = 50;
+const MAX_RESUMES_WITHOUT_PROGRESS: u32 = 3;
 
 /// Why the reader thread stopped a source that was still sending, carried inside the
 /// `io::Error` it reports (so the consumer can name the rule).
@@ -620,8 +640,10 @@ struct Pipe {
 impl Pipe {
     fn spawn(
         mut source: Box<dyn Read + Send>,
+        resume: Option<download::Resumer>,
         mut transfer: Box<dyn Transfer>,
         rules: SourceRules,
+        name: String,
     ) -> Pipe {
         let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
         let (recycle, free) = sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
@@ -632,6 +654,7 @@ impl Pipe {
                 let mut total = 0u64;
                 let started = Instant::now();
                 let mut window = SpeedWindow::new();
+                let (mut resumes, mut stuck, mut opened_at) = (0u32, 0u32, 0u64);
                 loop {
                     let mut buf = match free.try_recv() {
                         Ok(b) => b,
@@ -654,6 +677,37 @@ impl Pipe {
                     });
                     let n = match read {
                         Ok(n) => n,
+                        // A broken connection: continue at `total` with a range request, the
+                        // same sha256 and decompressor state (one pass over the bytes).
+                        Err(e)
+                            if resume.is_some()
+                                && download::is_transient_io(&e)
+                                && SourceRuleBroken::of(&e).is_none()
+                                && resumes < MAX_RESUMES
+                                && (total > opened_at || stuck < MAX_RESUMES_WITHOUT_PROGRESS) =>
+                        {
+                            stuck = if total > opened_at { 0 } else { stuck + 1 };
+                            resumes += 1;
+                            std::thread::sleep(rules.resume_pause * (1 << stuck.min(5)));
+                            let resumer = resume.as_ref().expect("checked above");
+                            match resumer.reopen(total) {
+                                Ok(rest) => {
+                                    tracing::info!(
+                                        artifact = name.as_str(),
+                                        "the download of `{name}` broke at byte {total} ({e}); \
+                                         resuming there"
+                                    );
+                                    source = rest;
+                                    opened_at = total;
+                                    continue;
+                                }
+                                Err(refused) => {
+                                    transfer.failed(&refused.to_string());
+                                    let _ = tx.send(Msg::Failed(refused));
+                                    return;
+                                }
+                            }
+                        }
                         Err(e) => {
                             transfer.failed(&e.to_string());
                             let _ = tx.send(Msg::Failed(e));

@@ -63,6 +63,12 @@ struct Route {
     body: Vec<u8>,
     next: VecDeque<Fault>,
     always: Option<Fault>,
+    /// Answer range requests with the whole body (200), as servers without range support do.
+    ignore_ranges: bool,
+    /// Body bytes sent for this path.
+    sent: u64,
+    /// Range requests received for this path (the `Range` header's start offsets).
+    ranges: Vec<u64>,
 }
 
 #[derive(Default)]
@@ -160,6 +166,27 @@ impl TestServer {
             .unwrap_or(0)
     }
 
+    /// Makes `path` answer range requests with the whole body (`200`), like a server without
+    /// range support.
+    pub fn ignore_ranges(&self, path: &str) {
+        let mut routes = self.state.routes.lock().unwrap();
+        routes.entry(key(path)).or_default().ignore_ranges = true;
+    }
+
+    /// Body bytes sent for `path` so far.
+    pub fn bytes_sent_for(&self, path: &str) -> u64 {
+        let routes = self.state.routes.lock().unwrap();
+        routes.get(&key(path)).map_or(0, |r| r.sent)
+    }
+
+    /// The start offsets of the range requests received for `path`, in order.
+    pub fn ranges_of(&self, path: &str) -> Vec<u64> {
+        let routes = self.state.routes.lock().unwrap();
+        routes
+            .get(&key(path))
+            .map_or_else(Vec::new, |r| r.ranges.clone())
+    }
+
     /// Body bytes sent so far, all paths together (bytes the endless faults pushed included).
     pub fn bytes_sent(&self) -> u64 {
         self.state.sent.load(Ordering::Relaxed)
@@ -205,10 +232,14 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
+    let mut request_headers = HashMap::new();
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
             break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            request_headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
         }
     }
     let mut parts = request_line.split_whitespace();
@@ -223,7 +254,12 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         return respond(&mut out, 200, n.to_string().as_bytes());
     }
     *state.gets.lock().unwrap().entry(path.clone()).or_default() += 1;
-    let (body, fault) = {
+    let range_start = request_headers
+        .get("range")
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.strip_suffix('-'))
+        .and_then(|n| n.parse::<u64>().ok());
+    let (body, fault, ignore_ranges) = {
         let mut routes = state.routes.lock().unwrap();
         match routes.get_mut(&path) {
             None => {
@@ -235,34 +271,83 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             }
             Some(r) => {
                 let f = r.next.pop_front().or_else(|| r.always.clone());
-                (r.body.clone(), f)
+                if let Some(start) = range_start {
+                    r.ranges.push(start);
+                }
+                (r.body.clone(), f, r.ignore_ranges)
             }
         }
     };
+    // A range is honoured when asked for, not ignored by this route, and the If-Range
+    // validator (if any) is this body's ETag; otherwise the whole body is sent (as HTTP says).
+    let etag = etag_of(&body);
+    let honoured = range_start
+        .filter(|_| !ignore_ranges)
+        .filter(|_| request_headers.get("if-range").is_none_or(|v| *v == etag))
+        .filter(|&s| s <= body.len() as u64);
+    let start = honoured.unwrap_or(0) as usize;
+    let count = |n: usize| {
+        state.sent.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(r) = state.routes.lock().unwrap().get_mut(&path) {
+            r.sent += n as u64;
+        }
+    };
+    let ranged = |out: &mut TcpStream| -> std::io::Result<()> {
+        if honoured.is_some() {
+            write!(
+                out,
+                "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{}/{}\r\nETag: {etag}\r\nAccept-Ranges: bytes\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
+                body.len() - start,
+                body.len().saturating_sub(1),
+                body.len()
+            )
+        } else {
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nETag: {etag}\r\nAccept-Ranges: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
+                body.len(),
+                if ignore_ranges { "none" } else { "bytes" }
+            )
+        }
+    };
+    // Fault offsets are positions in the whole body: a resumed request past `after` gets
+    // nothing more before the fault strikes again.
+    let upto = |after: usize| after.clamp(start, body.len());
     match fault {
-        None => respond(&mut out, 200, &body),
+        None => {
+            ranged(&mut out)?;
+            out.write_all(&body[start..])?;
+            count(body.len() - start);
+            out.flush()
+        }
         Some(Fault::Status(code)) => respond(&mut out, code, b"injected failure"),
-        Some(Fault::Body(other)) => respond(&mut out, 200, &other),
+        Some(Fault::Body(other)) => {
+            count(other.len());
+            respond(&mut out, 200, &other)
+        }
         Some(Fault::Reset { after }) => {
-            headers(&mut out, 200, body.len())?;
-            out.write_all(&body[..after.min(body.len())])?;
+            ranged(&mut out)?;
+            out.write_all(&body[start..upto(after)])?;
+            count(upto(after) - start);
             out.flush()?;
             std::thread::sleep(Duration::from_millis(20));
             reset(out);
             Ok(())
         }
         Some(Fault::Short { after }) => {
-            headers(&mut out, 200, body.len())?;
-            out.write_all(&body[..after.min(body.len())])?;
+            ranged(&mut out)?;
+            out.write_all(&body[start..upto(after)])?;
+            count(upto(after) - start);
             out.flush()?;
             out.shutdown(std::net::Shutdown::Both)
         }
         Some(Fault::Stall { after }) => {
-            headers(&mut out, 200, body.len())?;
-            out.write_all(&body[..after.min(body.len())])?;
+            ranged(&mut out)?;
+            out.write_all(&body[start..upto(after)])?;
+            count(upto(after) - start);
             out.flush()?;
-            let start = Instant::now();
-            while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(120) {
+            let begun = Instant::now();
+            while !stop.load(Ordering::Relaxed) && begun.elapsed() < Duration::from_secs(120) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Ok(())
@@ -280,28 +365,37 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
                 "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n"
             )?;
             out.write_all(&body)?;
-            state.sent.fetch_add(body.len() as u64, Ordering::Relaxed);
+            count(body.len());
             let zeros = vec![0u8; 64 * 1024];
-            let start = Instant::now();
-            while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(120) {
+            let begun = Instant::now();
+            while !stop.load(Ordering::Relaxed) && begun.elapsed() < Duration::from_secs(120) {
                 out.write_all(&zeros)?;
-                state.sent.fetch_add(zeros.len() as u64, Ordering::Relaxed);
+                count(zeros.len());
             }
             Ok(())
         }
         Some(Fault::Trickle { chunk, delay }) => {
-            headers(&mut out, 200, body.len())?;
-            for piece in body.chunks(chunk.max(1)) {
+            ranged(&mut out)?;
+            for piece in body[start..].chunks(chunk.max(1)) {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
                 out.write_all(piece)?;
+                count(piece.len());
                 out.flush()?;
                 std::thread::sleep(delay);
             }
             Ok(())
         }
     }
+}
+
+/// A strong ETag for `body` (its length and an FNV-1a hash).
+fn etag_of(body: &[u8]) -> String {
+    let hash = body.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("\"{}-{hash:016x}\"", body.len())
 }
 
 /// The bytes of `path` under the folder of [`TestServer::serve_dir`], if any (no `..`).
