@@ -837,6 +837,32 @@ pub fn variant(hash: GitTreeSha1, urls: &[String], sha256: Sha256) -> ArtifactVa
     }
 }
 
+/// An artifact served by a fresh loopback server at one path, and an empty depot in a temp dir.
+pub struct Served {
+    /// Owns the temp dir holding the depot.
+    pub dir: tempfile::TempDir,
+    /// `<dir>/depot` (not created yet).
+    pub depot: PathBuf,
+    /// The server.
+    pub server: TestServer,
+    /// What it serves.
+    pub art: TestArtifact,
+}
+
+/// Serves `art`'s tarball at `path` on a new server, with a depot in a new temp dir.
+pub fn served(art: TestArtifact, path: &str) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let server = TestServer::start();
+    server.serve(path, art.tarball.clone());
+    Served {
+        dir,
+        depot,
+        server,
+        art,
+    }
+}
+
 /// The reason of each failed source of an install error (one line each), or the error's own
 /// text when it is not a [`clima_artifact_runtime::Error::DownloadFailed`].
 pub fn failure_reasons(e: &clima_artifact_runtime::Error) -> String {

@@ -7,34 +7,19 @@ use std::time::{Duration, Instant};
 
 use clima_artifact_runtime::{Config, Error, ensure_variant};
 use clima_artifact_tests::{
-    Fault, TestArtifact, TestServer, assert_depot_clean, failure_reasons, have_git, test_config,
+    Fault, Served, TestArtifact, TestServer, assert_depot_clean, failure_reasons, have_git, served,
+    test_config,
 };
 
-struct Case {
-    _dir: tempfile::TempDir,
-    depot: std::path::PathBuf,
-    server: TestServer,
-    art: TestArtifact,
+fn case(seed: u64) -> Option<Served> {
+    have_git().then(|| served(TestArtifact::large(seed, 4, 50_000), "a.tar.gz"))
 }
 
-fn case(seed: u64) -> Option<Case> {
-    if !have_git() {
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let depot = dir.path().join("depot");
-    let server = TestServer::start();
-    let art = TestArtifact::large(seed, 4, 50_000);
-    server.serve("a.tar.gz", art.tarball.clone());
-    Some(Case {
-        _dir: dir,
-        depot,
-        server,
-        art,
-    })
+trait Install {
+    fn install(&self, config: &Config, size: Option<u64>) -> Result<std::path::PathBuf, Error>;
 }
 
-impl Case {
+impl Install for Served {
     fn install(&self, config: &Config, size: Option<u64>) -> Result<std::path::PathBuf, Error> {
         let mut v = self.art.variant(&[self.server.url("a.tar.gz")]);
         v.downloads[0].size = size;

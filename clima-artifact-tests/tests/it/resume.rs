@@ -4,34 +4,20 @@
 //! restart, and the install is verified either way.
 
 use clima_artifact_runtime::{Origin, ensure_variant};
-use clima_artifact_tests::{Fault, TestArtifact, TestServer, have_git, temp_entries, test_config};
+use clima_artifact_tests::{
+    Fault, Served, TestArtifact, have_git, served, temp_entries, test_config,
+};
 
-struct Case {
-    _dir: tempfile::TempDir,
-    depot: std::path::PathBuf,
-    server: TestServer,
-    art: TestArtifact,
-}
-
-fn case(seed: u64) -> Option<Case> {
-    if !have_git() {
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let depot = dir.path().join("depot");
-    let server = TestServer::start();
+fn case(seed: u64) -> Option<Served> {
     // Incompressible content, so the tarball is about as large as the files (~1.2 MB).
-    let art = TestArtifact::large(seed, 6, 200_000);
-    server.serve("big.tar.gz", art.tarball.clone());
-    Some(Case {
-        _dir: dir,
-        depot,
-        server,
-        art,
-    })
+    have_git().then(|| served(TestArtifact::large(seed, 6, 200_000), "big.tar.gz"))
 }
 
-impl Case {
+trait Install {
+    fn install(&self) -> std::path::PathBuf;
+}
+
+impl Install for Served {
     fn install(&self) -> std::path::PathBuf {
         let config = test_config(std::slice::from_ref(&self.depot));
         let v = self.art.variant(&[self.server.url("big.tar.gz")]);
