@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 use crate::location::{key_syntax, quote};
 use crate::{ArtifactEntry, ArtifactVariant, Manifest, metadata, provenance};
 
+/// Largest download a model starts on first use unless `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE`
+/// says otherwise (4 GiB); `validate` warns about larger downloads.
+pub const DEFAULT_MAX_DOWNLOAD_SIZE: u64 = 4 << 30;
+
 /// A non-fatal finding about a manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {
@@ -98,6 +102,20 @@ pub fn validate_with(manifest: &Manifest, overrides_file: &Path) -> Vec<Warning>
                 );
             }
             for (j, d) in v.downloads.iter().enumerate() {
+                if let Some(size) = d.size.filter(|&n| n > DEFAULT_MAX_DOWNLOAD_SIZE) {
+                    warn(
+                        v.line,
+                        format!(
+                            "{which}download {} is {:.1} GiB, more than the {} GiB a model downloads \
+                             on first use by default (CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE): users \
+                             must fetch it ahead (`clima-artifacts fetch {name}`) or override it; \
+                             say so in its description",
+                            j + 1,
+                            size as f64 / f64::from(1u32 << 30),
+                            DEFAULT_MAX_DOWNLOAD_SIZE >> 30
+                        ),
+                    );
+                }
                 if d.url
                     .get(..7)
                     .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
@@ -334,6 +352,26 @@ sha256 = "{S1}"
                  content, but proxies can see and break it)",
             ]
         );
+    }
+
+    #[test]
+    fn warns_about_downloads_above_the_implicit_limit() {
+        let entry = |size: u64| {
+            format!(
+                "[era5]\ngit-tree-sha1 = \"{H1}\"\nlicense = \"CC-BY-4.0\"\ncitation = \"x\"\n\
+                 [[era5.download]]\nurl = \"https://example.org/a.tar.gz\"\nsha256 = \"{S1}\"\n\
+                 size = {size}\n"
+            )
+        };
+        let m = Manifest::parse(&entry(5 << 30), Path::new("A.toml")).unwrap();
+        let w: Vec<String> = validate(&m).iter().map(|w| w.to_string()).collect();
+        assert!(
+            w.iter()
+                .any(|w| w.contains("5.0 GiB") && w.contains("CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE")),
+            "{w:?}"
+        );
+        let m = Manifest::parse(&entry(1 << 30), Path::new("A.toml")).unwrap();
+        assert!(validate(&m).iter().all(|w| !w.message.contains("GiB")));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! | `CLIMA_ARTIFACTS_RETRIES` | attempts per URL for transient failures (connect, reset, 5xx, 429) | `3` |
 //! | `CLIMA_ARTIFACTS_LOCK_TIMEOUT` | seconds to wait for another process installing the same artifact | `3600` |
 //! | `CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES` | cap on one artifact's unpacked size; suffixes `K`, `M`, `G`, `T` (powers of 1024) | `1T` |
+//! | `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE` | largest download a model may start on first use (`clima_artifact!`, `Artifacts::ensure_installed`); larger ones fail before any request (by the manifest's `size`) or right after the response headers (by `Content-Length`), saying how to fetch them explicitly (`clima-artifacts fetch NAME`, never limited) or override them; `K`/`M`/`G`/`T` suffixes; `0` = no limit | `4G` |
 //! | `CLIMA_ARTIFACTS_MIN_FREE_SPACE` | free space an install leaves on the depot's filesystem: unpacking stops with an error (and its temp dir is removed) before going below it; `K`/`M`/`G`/`T` suffixes; `0` turns it off | 1% of the filesystem or 1 GiB, whichever is smaller |
 //! | `CLIMA_ARTIFACTS_MAX_ENTRIES` | cap on one artifact's number of archive entries (files, directories, links) | `10000000` |
 //! | `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` | MPI node-local mode: a depot path private to each node | unset |
@@ -59,6 +60,10 @@ pub struct Config {
     pub max_unpacked_bytes: u64,
     /// Cap on the number of archive entries of one artifact (`CLIMA_ARTIFACTS_MAX_ENTRIES`).
     pub max_entries: u64,
+    /// Largest download started implicitly, by a model's first use
+    /// (`CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE`; `None`: no limit). Explicit fetches (the CLI's
+    /// `fetch`) set it to `None`.
+    pub max_download_size: Option<u64>,
     /// Free space an install leaves on the depot's filesystem
     /// (`CLIMA_ARTIFACTS_MIN_FREE_SPACE`); `None`: 1% of the filesystem or 1 GiB, whichever is
     /// smaller; `Some(0)`: not checked.
@@ -70,6 +75,10 @@ pub struct Config {
     /// MPI node-local mode (`CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT`): a depot private to each node.
     pub node_local_depot: Option<PathBuf>,
 }
+
+/// Default of [`Config::max_download_size`]: 4 GiB (the limit `validate` warns about).
+pub const DEFAULT_MAX_DOWNLOAD_SIZE: u64 =
+    clima_artifact_manifest::validate::DEFAULT_MAX_DOWNLOAD_SIZE;
 
 /// Default of [`Config::max_entries`]: 10 million archive entries.
 pub const DEFAULT_MAX_ENTRIES: u64 = 10_000_000;
@@ -96,6 +105,7 @@ impl Default for Config {
             max_unpacked_bytes: 1 << 40,
             max_entries: DEFAULT_MAX_ENTRIES,
             min_free_space: None,
+            max_download_size: Some(DEFAULT_MAX_DOWNLOAD_SIZE),
             progress: true,
             retry_backoff: Duration::from_millis(500),
             node_local_depot: None,
@@ -193,6 +203,13 @@ impl Config {
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES") {
             c.max_unpacked_bytes = parse_bytes("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE") {
+            c.max_download_size = if v.trim() == "0" {
+                None
+            } else {
+                Some(parse_bytes("CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE", &v)?)
+            };
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_MIN_FREE_SPACE") {
             c.min_free_space = Some(if v.trim() == "0" {

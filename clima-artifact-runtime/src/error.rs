@@ -120,6 +120,51 @@ pub enum Error {
         /// The missing target.
         target: PathBuf,
     },
+    /// A model's first use would download more than `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE`.
+    #[error(
+        "artifact `{name}` is a {} download (by {from}), more than the {} a model may \
+         download on first use (CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE); fetch it ahead with \
+         `clima-artifacts fetch {name} --manifest {}` (explicit fetches are not limited), raise \
+         the limit, or override it with a copy that already exists (`clima-artifacts override \
+         set {name} /path/to/copy`)",
+        clima_artifact_fs::human_bytes(*size),
+        clima_artifact_fs::human_bytes(*limit),
+        manifest.display()
+    )]
+    DownloadTooLarge {
+        /// The artifact.
+        name: String,
+        /// Its size in bytes, as declared (`size`) or announced (`Content-Length`).
+        size: u64,
+        /// The limit.
+        limit: u64,
+        /// Where the size comes from: the manifest's `size` or the server's `Content-Length`.
+        from: String,
+        /// The manifest to pass to `fetch`.
+        manifest: PathBuf,
+    },
+    /// The depot's filesystem has no room for a download of the declared size.
+    #[error(
+        "artifact `{name}` needs {} (its declared size) but `{}` has only {} free above the \
+         reserve of {} (CLIMA_ARTIFACTS_MIN_FREE_SPACE); free space there or put the depot on a \
+         larger filesystem (CLIMA_ARTIFACTS_DEPOT_PATH)",
+        clima_artifact_fs::human_bytes(*size),
+        depot.display(),
+        clima_artifact_fs::human_bytes(*free),
+        clima_artifact_fs::human_bytes(*reserve)
+    )]
+    NoRoom {
+        /// The artifact.
+        name: String,
+        /// Its declared size.
+        size: u64,
+        /// The depot it would go to.
+        depot: PathBuf,
+        /// Bytes free there (above nothing; the reserve is separate).
+        free: u64,
+        /// The reserve kept free.
+        reserve: u64,
+    },
     /// An override points to something that exists but is not a directory (artifacts are
     /// directories).
     #[error(

@@ -137,6 +137,29 @@ pub fn ensure_variant(
     download_and_install(name, variant, &allowed, manifest_dir, config, &target)
 }
 
+/// Fails when the filesystem of `depot` cannot take `size` more bytes above its free-space
+/// reserve (the tarball's size: the unpacked content is at least about that large).
+fn check_room(name: &str, size: u64, depot: &Path, config: &Config) -> Result<(), Error> {
+    let Ok((free, total)) = crate::extract::free_space(&depot::artifacts_dir(depot)) else {
+        return Ok(());
+    };
+    let reserve = match config.min_free_space {
+        Some(0) => return Ok(()),
+        Some(n) => n,
+        None => crate::extract::default_free_reserve(total),
+    };
+    if free < reserve.saturating_add(size) {
+        return Err(Error::NoRoom {
+            name: name.to_owned(),
+            size,
+            depot: depot.to_path_buf(),
+            free: free.saturating_sub(reserve),
+            reserve,
+        });
+    }
+    Ok(())
+}
+
 /// The depot an install goes to, and the lock's holder line to keep up to date.
 struct InstallTarget {
     dir: PathBuf,
@@ -238,6 +261,23 @@ fn download_and_install(
     target: &InstallTarget,
 ) -> Result<Installed, Error> {
     let hash = variant.git_tree_sha1;
+    // What the manifest declares is checked before any request: the size limit of implicit
+    // downloads, and room on the depot's filesystem.
+    let declared = allowed.iter().filter_map(|d| d.size).min();
+    if let Some(size) = declared.filter(|_| allowed.iter().all(|d| d.size.is_some())) {
+        if let Some(limit) = config.max_download_size
+            && size > limit
+        {
+            return Err(Error::DownloadTooLarge {
+                name: name.to_owned(),
+                size,
+                limit,
+                from: "the manifest's `size`".to_owned(),
+                manifest: manifest_file(manifest_dir),
+            });
+        }
+        check_room(name, size, &target.dir, config)?;
+    }
     let agent = download::agent(config);
     let mut failures = Vec::new();
     for dl in &variant.downloads {
@@ -363,6 +403,19 @@ fn install_once(
         "downloading artifact `{name}` from `{url}`"
     );
     let source = download::open(agent, url, manifest_dir, config)?;
+    // Without a declared size, the server's Content-Length is checked before the body.
+    if dl.size.is_none()
+        && let (Some(limit), Some(length)) = (config.max_download_size, source.length)
+        && length > limit
+    {
+        return Err(Error::DownloadTooLarge {
+            name: name.to_owned(),
+            size: length,
+            limit,
+            from: format!("the Content-Length of `{url}`"),
+            manifest: manifest_file(manifest_dir),
+        });
+    }
     let size = source.length.or(dl.size);
     let mut transfer = crate::progress::current(config.progress).start(&DownloadStart {
         artifact: name,

@@ -31,6 +31,9 @@ pub struct NewDownload {
     pub url: String,
     /// Its sha256, lower-case hex.
     pub sha256: String,
+    /// Its size in bytes (written as `size`, so a model can refuse or plan a large download
+    /// before any request).
+    pub size: u64,
 }
 
 /// What to write into the entry.
@@ -48,6 +51,9 @@ pub struct EntryUpdate {
     pub download: Option<NewDownload>,
     /// Remove every download (`create --external`).
     pub remove_downloads: bool,
+    /// With a new download: drop the entry's other downloads (re-running `create` with a
+    /// corrected URL replaces the old one; `publish` adds a mirror and keeps them).
+    pub replace_downloads: bool,
 }
 
 /// What happened to the entry.
@@ -86,6 +92,7 @@ fn download_table(d: &NewDownload) -> Table {
     let mut t = Table::new();
     t.decor_mut().set_prefix("\n    ");
     t.insert_formatted(&indented_key("sha256"), toml_edit::value(d.sha256.as_str()));
+    t.insert_formatted(&indented_key("size"), toml_edit::value(d.size as i64));
     t.insert_formatted(&indented_key("url"), toml_edit::value(d.url.as_str()));
     t
 }
@@ -155,7 +162,8 @@ pub fn upsert_entry(
                         let same_url = update.download.as_ref().is_some_and(|n| {
                             d.get("url").and_then(|u| u.as_str()) == Some(n.url.as_str())
                         });
-                        if same_content && !update.remove_downloads && !same_url {
+                        let replaced = update.replace_downloads && update.download.is_some();
+                        if same_content && !update.remove_downloads && !replaced && !same_url {
                             kept.push(d.clone());
                         } else {
                             removed += 1;
@@ -222,8 +230,10 @@ mod tests {
             download: url.map(|u| NewDownload {
                 url: u.into(),
                 sha256: S1.into(),
+                size: 317,
             }),
             remove_downloads: false,
+            replace_downloads: false,
         }
     }
 

@@ -727,3 +727,75 @@ fn hash_matches_git_write_tree() {
     let created = create_json(&sb, &["tree", "--name", "t", "--manifest", "A.toml"]);
     assert_eq!(created["git_tree_sha1"], expected);
 }
+
+/// `create --url .../` appends the tarball's name and writes `size`; re-running `create` with a
+/// corrected URL replaces the old download entry; an explicit `fetch` is not held back by the
+/// size limit of implicit downloads.
+#[test]
+fn create_writes_size_and_a_folder_url_and_fetch_ignores_the_implicit_limit() {
+    let sb = Sandbox::new();
+    let data = sb.work.join("src-data");
+    sample_tree(&data);
+    let served = sb.root.path().join("served");
+    fs::create_dir_all(&served).unwrap();
+    let server = TestServer::start();
+    server.serve_dir(&served);
+    let tarball = served.join("era5.tar.gz");
+    let wrong = format!("{}/wrong-folder/", server.base());
+    let args = |url: &str| {
+        vec![
+            "src-data".to_owned(),
+            "--name".into(),
+            "era5".into(),
+            "--manifest".into(),
+            "Artifacts.toml".into(),
+            "--tarball-out".into(),
+            tarball.display().to_string(),
+            "--url".into(),
+            url.to_owned(),
+        ]
+    };
+    let first: Vec<String> = args(&wrong);
+    create_json(&sb, &first.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
+    assert!(
+        text.contains(&format!("url = \"{wrong}era5.tar.gz\"")),
+        "{text}"
+    );
+    let size = fs::metadata(&tarball).unwrap().len();
+    assert!(text.contains(&format!("size = {size}")), "{text}");
+
+    // The corrected URL replaces the wrong one (same content, so same hash).
+    let right = format!("{}/", server.base());
+    let second: Vec<String> = args(&right);
+    create_json(&sb, &second.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
+    assert_eq!(text.matches("[[era5.download]]").count(), 1, "{text}");
+    assert!(
+        text.contains(&format!("url = \"{right}era5.tar.gz\"")),
+        "{text}"
+    );
+    assert!(!text.contains("wrong-folder"), "{text}");
+
+    // `list` shows the declared size of what is not installed yet.
+    let listed = sb.json_ok(&["list", "--json"]);
+    assert_eq!(listed[0]["declared_size"], size, "{listed}");
+    let out = sb.cli().arg("list").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains('~'), "{text}");
+
+    // A limit far below the size does not stop an explicit fetch.
+    let out = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE", "1K")
+        .args(["fetch", "era5", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out)[0]["status"], "downloaded");
+    assert_eq!(server.gets("/era5.tar.gz"), 1);
+}

@@ -30,5 +30,6 @@ mod network_faults;
 mod provenance_golden;
 mod resume;
 mod review_regressions;
+mod size_policy;
 mod tree_hash_git;
 mod ui;

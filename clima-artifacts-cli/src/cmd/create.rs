@@ -161,9 +161,24 @@ pub fn execute(plan: &Plan) -> CliResult {
         created.tarball = Some(made.path.clone());
         created.sha256 = Some(made.sha256.to_hex());
         created.tarball_bytes = Some(made.size);
-        download = plan.url.as_ref().map(|url| NewDownload {
-            url: url.clone(),
+        let file_name = made
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| format!("{}.tar.gz", plan.name));
+        // A URL ending in `/` names the folder the tarball goes to (as in guided mode).
+        let url = plan.url.as_ref().map(|u| {
+            if u.ends_with('/') {
+                format!("{u}{file_name}")
+            } else {
+                u.clone()
+            }
+        });
+        created.url = url.clone();
+        download = url.map(|url| NewDownload {
+            url,
             sha256: made.sha256.to_hex(),
+            size: made.size,
         });
     } else {
         created.overrides_line = Some(format!(
@@ -181,6 +196,7 @@ pub fn execute(plan: &Plan) -> CliResult {
         metadata: plan.metadata.clone(),
         download,
         remove_downloads: plan.external,
+        replace_downloads: true,
     };
     (created.manifest_change, created.downloads) = write_manifest(&plan.manifest, &update)?;
 

@@ -53,6 +53,9 @@ pub fn run(args: FetchArgs) -> CliResult {
         }
     }
     let mut config = depots::config()?;
+    // An explicit fetch is how a user says "yes, download it": no size limit here
+    // (CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE limits what a model downloads on first use).
+    config.max_download_size = None;
     let multi = progress::multi();
     // The runtime's byte-level download bars become lines of this display, next to one status
     // line per artifact.

@@ -36,6 +36,8 @@ struct Status {
     override_error: Option<String>,
     /// Bytes of the installed copy (overridden folders are not walked).
     size_bytes: Option<u64>,
+    /// The download size the manifest declares (`size` of its first download that has one).
+    declared_size: Option<u64>,
 }
 
 /// Entry point of `list` / `status`.
@@ -63,6 +65,7 @@ pub fn run(args: ListArgs) -> CliResult {
             override_file: None,
             override_error: None,
             size_bytes: None,
+            declared_size: None,
         };
         match cmd::select(&manifest, name) {
             Err(e) => s.unavailable = Some(e.message),
@@ -71,6 +74,7 @@ pub fn run(args: ListArgs) -> CliResult {
                 s.platform = v.platform.as_ref().map(|p| p.to_string());
                 s.lazy = v.lazy;
                 s.downloadable = !v.downloads.is_empty();
+                s.declared_size = v.downloads.iter().find_map(|d| d.size);
                 match depots::resolve_override(&overrides, &v.git_tree_sha1) {
                     Ok(Some(o)) => {
                         s.override_path = Some(o.path);
@@ -127,10 +131,12 @@ pub fn run(args: ListArgs) -> CliResult {
                 "no download: needs `clima-artifacts override set`".to_string(),
             )
         };
-        let size = s
-            .size_bytes
-            .map(depots::human_bytes)
-            .unwrap_or_else(|| "-".into());
+        // Installed: its size on disk; not yet: the declared download size, marked `~`.
+        let size = match (s.size_bytes, s.declared_size) {
+            (Some(n), _) => depots::human_bytes(n),
+            (None, Some(n)) => format!("~{}", depots::human_bytes(n)),
+            (None, None) => "-".into(),
+        };
         println!(
             "{:<24} {:<8} {:<5} {:<12} {:>10}  {where_}",
             s.name,

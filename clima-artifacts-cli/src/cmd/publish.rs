@@ -90,8 +90,10 @@ pub fn run(args: PublishArgs) -> CliResult {
         download: Some(NewDownload {
             url: url.clone(),
             sha256: sha256.clone(),
+            size: sent,
         }),
         remove_downloads: false,
+        replace_downloads: false,
     };
     let (new_text, outcome) = upsert_entry(&text, &args.manifest, &update)?;
     cmd::write_atomically(&args.manifest, &new_text)?;
