@@ -203,6 +203,87 @@ pub fn utc_timestamp(time: SystemTime) -> String {
     )
 }
 
+/// Reads back an RFC 3339 / TOML date-time: `YYYY-MM-DDTHH:MM:SS`, optional fraction, then `Z`,
+/// an offset `+hh:mm` / `-hh:mm`, or nothing (a local time without zone, as Julia's `DateTime`
+/// writes, taken as UTC). A space may replace the `T`. `None` for anything else or before 1970.
+pub fn parse_utc_timestamp(text: &str) -> Option<SystemTime> {
+    let t = text.trim().as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<u64> {
+        let s = std::str::from_utf8(t.get(r)?).ok()?;
+        s.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if t.get(4) != Some(&b'-')
+        || t.get(7) != Some(&b'-')
+        || !matches!(t.get(10), Some(b'T' | b't' | b' '))
+    {
+        return None;
+    }
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if t.get(13) != Some(&b':') || t.get(16) != Some(&b':') {
+        return None;
+    }
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos = 0u32;
+    if t.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while t.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        let digits = std::str::from_utf8(&t[start..i]).ok()?;
+        if digits.is_empty() {
+            return None;
+        }
+        let padded: String = digits
+            .chars()
+            .chain(std::iter::repeat('0'))
+            .take(9)
+            .collect();
+        nanos = padded.parse().ok()?;
+    }
+    let offset_secs: i64 = match t.get(i) {
+        None => 0,
+        Some(b'Z' | b'z') if i + 1 == t.len() => 0,
+        Some(&sign @ (b'+' | b'-')) if t.len() == i + 6 && t[i + 3] == b':' => {
+            let h = num(i + 1..i + 3)? as i64;
+            let m = num(i + 4..i + 6)? as i64;
+            let v = h * 3600 + m * 60;
+            if sign == b'+' { v } else { -v }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month as u32, day as u32)?;
+    let secs = days as i64 * 86_400 + (hour * 3600 + minute * 60 + second) as i64 - offset_secs;
+    let secs = u64::try_from(secs).ok()?;
+    Some(UNIX_EPOCH + std::time::Duration::new(secs, nanos))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (the inverse of [`civil_from_days`]).
+fn days_from_civil(year: u64, month: u32, day: u32) -> Option<u64> {
+    let y = if month <= 2 {
+        year.checked_sub(1)?
+    } else {
+        year
+    };
+    let era = y / 400;
+    let year_of_era = y % 400;
+    let m = u64::from(month);
+    let day_of_year = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + u64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    (era * 146_097 + day_of_era).checked_sub(719_468)
+}
+
 /// Proleptic Gregorian date of a day count since 1970-01-01 (days in 400-year eras of 146 097
 /// days; years counted from March so the leap day is the last day of the year).
 fn civil_from_days(days: u64) -> (u64, u32, u32) {
@@ -253,6 +334,30 @@ pub fn pid_alive(pid: i32) -> bool {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn timestamps_parse_back() {
+        for t in [0u64, 1_700_000_000_123, 951_782_400_000, 4_102_444_800_999] {
+            let time = UNIX_EPOCH + Duration::from_millis(t);
+            assert_eq!(parse_utc_timestamp(&utc_timestamp(time)), Some(time), "{t}");
+        }
+        let base = parse_utc_timestamp("2024-05-01T12:00:00Z").unwrap();
+        assert_eq!(parse_utc_timestamp("2024-05-01T12:00:00"), Some(base));
+        assert_eq!(parse_utc_timestamp("2024-05-01 14:00:00+02:00"), Some(base));
+        assert_eq!(
+            parse_utc_timestamp("2024-05-01T12:00:00.5Z"),
+            Some(base + Duration::from_millis(500))
+        );
+        for bad in [
+            "",
+            "2024-13-01T00:00:00Z",
+            "2024-05-01",
+            "2024-05-01T12:00:00Q",
+            "x",
+        ] {
+            assert_eq!(parse_utc_timestamp(bad), None, "{bad}");
+        }
+    }
 
     fn at(secs: u64, millis: u64) -> String {
         utc_timestamp(UNIX_EPOCH + Duration::from_millis(secs * 1000 + millis))

@@ -305,9 +305,16 @@ impl Overrides {
     }
 }
 
+/// How recent an entry of a manifest in the usage log must be for [`record_usage`] to skip
+/// writing another one (so the log grows by at most one entry per manifest and day; `gc`
+/// compacts it).
+pub const USAGE_RECORD_EVERY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// Records that `manifest` used the depot, in `<depot>/logs/artifact_usage.toml` (Julia's format:
-/// `[["<manifest>"]]` with a `time`), once per process and depot. Best effort: failures are
-/// logged at debug level and otherwise ignored. The CLI's `gc` reads this file.
+/// `[["<manifest>"]]` with a `time`), once per process and depot, and only when the log has no
+/// entry of that manifest from the last [`USAGE_RECORD_EVERY`]. Best effort: failures are
+/// logged at debug level and otherwise ignored. The CLI's `gc` reads this file and keeps every
+/// artifact a recorded manifest names.
 pub fn record_usage(depot: &Path, manifest: &Path) {
     static DONE: LazyLock<Mutex<HashSet<(PathBuf, PathBuf)>>> =
         LazyLock::new(|| Mutex::new(HashSet::new()));
@@ -329,6 +336,14 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
         tracing::debug!("cannot record usage in `{}`: {e}", path.display());
         return;
     }
+    let since = std::time::SystemTime::now()
+        .checked_sub(USAGE_RECORD_EVERY)
+        .map(clima_artifact_fs::utc_timestamp);
+    if let Some(since) = since
+        && recorded_since(&path, &manifest.to_string_lossy(), &since)
+    {
+        return;
+    }
     match append_to_regular_file(&path, entry.as_bytes()) {
         Ok(()) => {}
         Err(Append::Planted(what)) => tracing::warn!(
@@ -338,6 +353,50 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
         ),
         Err(Append::Io(e)) => tracing::debug!("cannot record usage in `{}`: {e}", path.display()),
     }
+}
+
+/// Whether the usage log at `path` has an entry of `manifest` with a `time` at or after `since`
+/// (both RFC 3339 UTC, which compare as text). The log is read without following a symlink, as
+/// a regular file only, and at most its last 16 MiB.
+fn recorded_since(path: &Path, manifest: &str, since: &str) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    const MAX: u64 = 16 << 20;
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    else {
+        return false;
+    };
+    let Ok(meta) = f.metadata() else { return false };
+    if !meta.is_file() {
+        return false;
+    }
+    if meta.len() > MAX && f.seek(SeekFrom::Start(meta.len() - MAX)).is_err() {
+        return false;
+    }
+    let mut text = String::new();
+    if f.take(MAX).read_to_string(&mut text).is_err() {
+        // Not UTF-8 (or cut inside a character at the start): treat as not recorded.
+        return false;
+    }
+    let header = format!("[[{}]]", clima_artifact_manifest::toml_string(manifest));
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != header {
+            continue;
+        }
+        if let Some(time) = lines
+            .next()
+            .and_then(|l| l.trim().strip_prefix("time"))
+            .map(|rest| rest.trim_start().trim_start_matches('=').trim())
+            && time >= since
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// Why [`append_to_regular_file`] did not append.
@@ -407,6 +466,27 @@ mod tests {
         assert_eq!(s.matches("[[").count(), 2, "{s}");
         assert!(s.contains("[[\"/p/Artifacts.toml\"]]\ntime = "), "{s}");
         assert!(s.contains("[[\"/q/\\\"odd\\\".toml\"]]"), "{s}");
+    }
+
+    #[test]
+    fn usage_log_gets_at_most_one_entry_per_manifest_and_day() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let log = logs.join("artifact_usage.toml");
+        let now = clima_artifact_fs::utc_timestamp(std::time::SystemTime::now());
+        std::fs::write(
+            &log,
+            format!("[[\"/day/Artifacts.toml\"]]\ntime = {now}\n[[\"/old/Artifacts.toml\"]]\ntime = 2020-01-01T00:00:00Z\n"),
+        )
+        .unwrap();
+        // Recorded today already (by another process): not written again.
+        record_usage(dir.path(), Path::new("/day/Artifacts.toml"));
+        // Recorded long ago: a new entry.
+        record_usage(dir.path(), Path::new("/old/Artifacts.toml"));
+        let s = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(s.matches("[[\"/day/Artifacts.toml\"]]").count(), 1, "{s}");
+        assert_eq!(s.matches("[[\"/old/Artifacts.toml\"]]").count(), 2, "{s}");
     }
 
     #[test]

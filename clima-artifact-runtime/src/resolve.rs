@@ -355,7 +355,7 @@ fn resolve(
         None => {
             let config = current_config()?;
             let dir = Path::new(site.manifest.dir);
-            match ctx {
+            let installed = match ctx {
                 Some(ctx) => {
                     let installed = crate::collective::ensure_collective_unrecorded(
                         ctx,
@@ -370,7 +370,15 @@ fn resolve(
                     installed
                 }
                 None => crate::install::ensure_variant(artifact.name, &variant, dir, &config)?,
+            };
+            // The model's manifest goes into the depot's usage log, so that `gc` run anywhere
+            // keeps what this model uses (once per process, at most once a day; the root only).
+            if ctx.is_none_or(|c| c.rank() == 0)
+                && let Some(first) = config.depots.first()
+            {
+                crate::depot::record_usage(first, Path::new(site.manifest.path));
             }
+            installed
         }
     };
 

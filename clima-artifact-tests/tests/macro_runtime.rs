@@ -58,6 +58,13 @@ fn literal_name_installs_into_the_depot() {
     );
     let csv = std::fs::read_to_string(dir.join("profile.csv")).unwrap();
     assert!(csv.starts_with("z_m,p_hPa,T_K"), "{csv}");
+    // The model's manifest is in the depot's usage log, so a `gc` run from anywhere keeps it.
+    let log = std::fs::read_to_string(depot().join("logs/artifact_usage.toml")).unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Artifacts.toml");
+    assert!(
+        log.contains(&format!("[[{:?}]]", manifest.display().to_string())),
+        "{log}"
+    );
 }
 
 #[test]

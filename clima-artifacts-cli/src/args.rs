@@ -241,9 +241,40 @@ pub struct GcArgs {
     /// Proceed even when no live manifest is recorded (which would remove every installed artifact).
     #[arg(long)]
     pub force: bool,
+    /// How long an unreferenced artifact stays marked as orphaned (in the depot's
+    /// `logs/orphaned.toml`, as Julia's Pkg.gc does) before it is deleted: `7d` (default),
+    /// `12h`, `30m`, `90s`, or `0` to delete at once.
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = parse_delay)]
+    pub delay: std::time::Duration,
+    /// Collect every configured depot, not only the first (a shared cluster depot further down
+    /// the path is otherwise never collected by an ordinary user's gc).
+    #[arg(long)]
+    pub all_depots: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `7d`, `12h`, `30m`, `90s`, `90` (seconds) or `0`.
+fn parse_delay(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let (digits, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_lowercase()),
+        _ => (t, 's'),
+    };
+    let n: f64 = digits
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+        .ok_or_else(|| format!("`{text}` is not a duration; use e.g. 7d, 12h, 30m, 90s or 0"))?;
+    let secs = match unit {
+        'd' => n * 86_400.0,
+        'h' => n * 3600.0,
+        'm' => n * 60.0,
+        's' => n,
+        _ => return Err(format!("`{text}`: the unit must be d, h, m or s")),
+    };
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 /// Output formats of `report`.

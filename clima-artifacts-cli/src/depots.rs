@@ -100,6 +100,51 @@ pub fn record_usage(config: &Config, manifest: &Path) {
     }
 }
 
+/// Rewrites `<depot>/logs/artifact_usage.toml` with one entry per manifest, its latest time
+/// (models add at most one per manifest and day; this keeps the log small). Manifests that no
+/// longer exist are kept: gc reports them, and a manifest on an unmounted filesystem may come
+/// back. A missing or unreadable log is left alone.
+pub fn compact_usage_log(depot: &Path) -> CliResult {
+    let log = depot.join("logs").join("artifact_usage.toml");
+    let Ok(text) = fs::read_to_string(&log) else {
+        return Ok(());
+    };
+    let Ok(doc) = text.parse::<toml_edit::DocumentMut>() else {
+        return Ok(());
+    };
+    let mut latest: std::collections::BTreeMap<String, String> = Default::default();
+    let mut entries = 0;
+    for (manifest, item) in doc.as_table() {
+        let times: Vec<String> = match item {
+            toml_edit::Item::ArrayOfTables(a) => a
+                .iter()
+                .filter_map(|t| t.get("time"))
+                .filter_map(|t| t.as_value().map(|v| v.to_string().trim().to_owned()))
+                .collect(),
+            _ => continue,
+        };
+        entries += times.len();
+        if let Some(max) = times
+            .into_iter()
+            .max_by_key(|t| clima_artifact_fs::parse_utc_timestamp(t))
+        {
+            latest.insert(manifest.to_owned(), max);
+        }
+    }
+    if entries == latest.len() {
+        return Ok(()); // already compact
+    }
+    let mut out = String::new();
+    for (manifest, time) in &latest {
+        out.push_str(&format!(
+            "[[{}]]\ntime = {time}\n",
+            clima_artifact_manifest::toml_string(manifest)
+        ));
+    }
+    clima_artifact_fs::write_atomically(&log, out.as_bytes())
+        .map_err(|e| CliError::failure(e.to_string()))
+}
+
 /// Manifest paths recorded in `<depot>/logs/artifact_usage.toml` (Julia's format: one
 /// `[["/path/Artifacts.toml"]]` array-of-tables per manifest). A missing log records none.
 pub fn recorded_manifests(depot: &Path) -> CliResult<Vec<PathBuf>> {

@@ -442,13 +442,102 @@ fn gc_dry_run_lists_exactly_the_unreferenced_artifacts() {
     assert_eq!(sb.json_ok(&["gc", "--dry-run", "--json"])["reclaimed"], 0);
     assert!(killed.is_dir());
 
+    // The first real gc only marks the unreferenced ones as orphaned (Pkg.gc's grace period).
     let report = sb.json_ok(&["gc", "--json"]);
     assert_eq!(report["reclaimed"], 1, "{report}");
     assert!(!killed.exists(), "the killed gc's folder is still there");
     assert!(live.is_dir(), "a live gc's folder was removed");
+    let marked: Vec<bool> = report["unreferenced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["removed"].as_bool().unwrap() || u["due"].as_bool().unwrap())
+        .collect();
+    assert_eq!(marked, [false, false], "{report}");
+    for h in &hashes {
+        assert!(art.join(h).is_dir(), "the first gc removed {h}");
+    }
+    let orphaned = fs::read_to_string(sb.depot.join("logs/orphaned.toml")).unwrap();
+    assert!(
+        orphaned.contains(&hashes[2])
+            && orphaned.contains(&hashes[4])
+            && !orphaned.contains(&hashes[0]),
+        "{orphaned}"
+    );
+    // A second gc within the delay keeps them, with the same orphaned-since time.
+    let again = sb.json_ok(&["gc", "--json"]);
+    assert_eq!(
+        again["unreferenced"][0]["orphaned_since"],
+        report["unreferenced"][0]["orphaned_since"]
+    );
+    assert!(art.join(&hashes[2]).is_dir());
+    // --dry-run --delay 0 shows what would go, and removes nothing.
+    let dry = sb.json_ok(&["gc", "--dry-run", "--delay", "0", "--json"]);
+    assert_eq!(dry["unreferenced"][0]["due"], true, "{dry}");
+    assert!(art.join(&hashes[2]).is_dir());
+
+    sb.cli().args(["gc", "--delay", "0"]).assert().success();
     let left: Vec<bool> = hashes.iter().map(|h| art.join(h).is_dir()).collect();
     assert_eq!(left, [true, true, false, true, false]);
     assert!(art.join("not-a-hash").is_dir());
+    let orphaned = fs::read_to_string(sb.depot.join("logs/orphaned.toml")).unwrap();
+    assert!(!orphaned.contains(&hashes[2]), "{orphaned}");
+}
+
+/// gc collects only the first depot unless --all-depots; an orphan referenced again leaves the
+/// orphan list; the usage log is compacted to one entry per manifest.
+#[test]
+fn gc_collects_the_first_depot_only_and_compacts_the_usage_log() {
+    let sb = Sandbox::new();
+    let shared = sb.root.path().join("shared-depot");
+    let h_mine = "1".repeat(40);
+    let h_shared = "2".repeat(40);
+    fs::create_dir_all(sb.depot.join("artifacts").join(&h_mine)).unwrap();
+    fs::create_dir_all(shared.join("artifacts").join(&h_shared)).unwrap();
+    let manifest = sb.work.join("Artifacts.toml");
+    fs::write(
+        &manifest,
+        format!("[kept]\ngit-tree-sha1 = \"{}\"\n", "3".repeat(40)),
+    )
+    .unwrap();
+    fs::create_dir_all(sb.depot.join("logs")).unwrap();
+    let line = |t: &str| format!("[[{:?}]]\ntime = {t}\n", manifest.display().to_string());
+    fs::write(
+        sb.depot.join("logs/artifact_usage.toml"),
+        line("2024-01-01T00:00:00Z")
+            + &line("2024-03-01T00:00:00Z")
+            + &line("2024-02-01T00:00:00Z"),
+    )
+    .unwrap();
+    let depot_path = format!("{}:{}", sb.depot.display(), shared.display());
+    let run = |args: &[&str]| {
+        let out = sb
+            .cli()
+            .env("CLIMA_ARTIFACTS_DEPOT_PATH", &depot_path)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json(&out)
+    };
+    let report = run(&["gc", "--delay", "0", "--json"]);
+    assert!(!sb.depot.join("artifacts").join(&h_mine).exists());
+    assert!(
+        shared.join("artifacts").join(&h_shared).is_dir(),
+        "the shared depot was collected"
+    );
+    assert_eq!(report["collected"].as_array().unwrap().len(), 1, "{report}");
+    let log = fs::read_to_string(sb.depot.join("logs/artifact_usage.toml")).unwrap();
+    assert_eq!(log.matches("[[").count(), 1, "{log}");
+    assert!(log.contains("2024-03-01T00:00:00Z"), "{log}");
+
+    let report = run(&["gc", "--delay", "0", "--all-depots", "--json"]);
+    assert!(!shared.join("artifacts").join(&h_shared).exists());
+    assert_eq!(report["collected"].as_array().unwrap().len(), 2, "{report}");
 }
 
 #[test]

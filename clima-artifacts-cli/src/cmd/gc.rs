@@ -1,4 +1,11 @@
-//! `gc`: removes installed artifacts that no live manifest references.
+//! `gc`: removes installed artifacts that no live manifest references, after a grace period.
+//!
+//! As Julia's `Pkg.gc`: an unreferenced artifact is first only marked as orphaned, with the
+//! time, in the depot's `logs/orphaned.toml`; a later `gc` deletes it once it has been orphaned
+//! for longer than `--delay` (7 days by default; `--delay 0` deletes at once). An artifact that
+//! is referenced again leaves the list. Only the first depot is collected unless
+//! `--all-depots` is given. Models record their manifests in the usage log when they use them
+//! (at most once a day); gc compacts that log to one entry per manifest.
 //!
 //! Kept: every hash of every variant (all platforms) of every manifest recorded in any depot's
 //! `logs/artifact_usage.toml` that still exists, plus those of `--manifest` files; hashes that
@@ -31,6 +38,10 @@ struct Unreferenced {
     git_tree_sha1: String,
     path: PathBuf,
     bytes: u64,
+    /// When it was first found orphaned (now, if this run marked it).
+    orphaned_since: String,
+    /// Orphaned for longer than the delay: deleted by this run (or, with --dry-run, it would be).
+    due: bool,
     removed: bool,
     error: Option<String>,
 }
@@ -42,6 +53,10 @@ struct GcReport {
     kept: usize,
     /// Folders left by killed gc runs (their process is gone), removed now.
     reclaimed: usize,
+    /// The grace period, in seconds.
+    delay_seconds: f64,
+    /// The depots collected (the first one unless --all-depots).
+    collected: Vec<PathBuf>,
     unreferenced: Vec<Unreferenced>,
 }
 
@@ -120,8 +135,16 @@ pub fn run(args: GcArgs) -> CliResult {
     let mut installed = 0usize;
     let mut reclaimed = 0usize;
     let mut unreferenced = Vec::new();
-    for depot in &config.depots {
+    let now = std::time::SystemTime::now();
+    let collected: Vec<PathBuf> = if args.all_depots {
+        config.depots.clone()
+    } else {
+        config.depots.iter().take(1).cloned().collect()
+    };
+    let mut orphanages = Vec::new();
+    for depot in &collected {
         let dir = depots::artifacts_dir(depot);
+        let mut orphanage = Orphanage::load(depot)?;
         if !args.dry_run {
             for stale in clima_artifact_fs::stale_temps(&dir, GC_MARK) {
                 if clima_artifact_fs::remove_tree(&stale).is_ok() {
@@ -149,14 +172,20 @@ pub fn run(args: GcArgs) -> CliResult {
             if referenced.contains(&hash) || touches_override {
                 continue;
             }
+            let since = orphanage.mark(&path, now);
+            let due = now.duration_since(since).unwrap_or_default() >= args.delay;
             unreferenced.push(Unreferenced {
                 git_tree_sha1: hash.to_hex(),
                 bytes: depots::size_on_disk(&path),
+                orphaned_since: clima_artifact_fs::utc_timestamp(since),
+                due,
                 path,
                 removed: false,
                 error: None,
             });
         }
+        orphanage.keep_only_marked();
+        orphanages.push(orphanage);
     }
     let live = manifests.iter().filter(|m| m.status != "missing").count();
     if live == 0 && !unreferenced.is_empty() && !args.force {
@@ -175,7 +204,7 @@ pub fn run(args: GcArgs) -> CliResult {
     }
 
     if !args.dry_run {
-        for u in &mut unreferenced {
+        for u in unreferenced.iter_mut().filter(|u| u.due) {
             let parent = u.path.parent().unwrap_or(Path::new("."));
             let doomed = parent.join(clima_artifact_fs::temp_name(&u.git_tree_sha1, GC_MARK));
             let result =
@@ -187,10 +216,23 @@ pub fn run(args: GcArgs) -> CliResult {
         }
     }
 
+    if !args.dry_run {
+        for mut orphanage in orphanages {
+            for u in unreferenced.iter().filter(|u| u.removed) {
+                orphanage.forget(&u.path);
+            }
+            orphanage.save()?;
+        }
+        for depot in &collected {
+            depots::compact_usage_log(depot)?;
+        }
+    }
     let report = GcReport {
         dry_run: args.dry_run,
         kept: installed - unreferenced.len(),
         reclaimed,
+        delay_seconds: args.delay.as_secs_f64(),
+        collected,
         manifests,
         unreferenced,
     };
@@ -211,24 +253,41 @@ pub fn run(args: GcArgs) -> CliResult {
             "removed"
         };
         let mut total = 0;
-        for u in &report.unreferenced {
+        for u in report.unreferenced.iter().filter(|u| u.due) {
             if u.error.is_none() {
                 total += u.bytes;
                 println!(
-                    "{verb} {} ({})",
+                    "{verb} {} ({}; orphaned since {})",
                     u.path.display(),
-                    depots::human_bytes(u.bytes)
+                    depots::human_bytes(u.bytes),
+                    u.orphaned_since
                 );
             }
         }
+        let waiting: Vec<&Unreferenced> = report.unreferenced.iter().filter(|u| !u.due).collect();
+        for u in &waiting {
+            println!(
+                "{} {} ({}; orphaned since {}, deleted by a gc after the {} delay)",
+                if args.dry_run {
+                    "would keep, orphaned:"
+                } else {
+                    "orphaned:"
+                },
+                u.path.display(),
+                depots::human_bytes(u.bytes),
+                u.orphaned_since,
+                human_duration(args.delay)
+            );
+        }
         println!(
-            "{verb} {} artifact(s), {}; kept {}",
+            "{verb} {} artifact(s), {}; {} orphaned and waiting; kept {}",
             report
                 .unreferenced
                 .iter()
-                .filter(|u| u.error.is_none())
+                .filter(|u| u.due && u.error.is_none())
                 .count(),
             depots::human_bytes(total),
+            waiting.len(),
             report.kept
         );
     }
@@ -249,5 +308,103 @@ pub fn run(args: GcArgs) -> CliResult {
             failed.len(),
             failed.join("\n")
         )))
+    }
+}
+
+/// `7d`, `12h`, `30m` or `90s`.
+fn human_duration(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => "0s".to_owned(),
+        s if s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// A depot's `logs/orphaned.toml`: artifact path => when it was first found orphaned (Julia's
+/// file; its times may lack a zone and are then read as UTC).
+struct Orphanage {
+    path: PathBuf,
+    entries: std::collections::BTreeMap<String, std::time::SystemTime>,
+    /// Paths marked (or confirmed) by this run; the others are no longer orphaned.
+    marked: BTreeSet<String>,
+}
+
+impl Orphanage {
+    fn load(depot: &Path) -> CliResult<Orphanage> {
+        let path = depot.join("logs").join("orphaned.toml");
+        let mut entries = std::collections::BTreeMap::new();
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                let doc: toml_edit::DocumentMut =
+                    text.parse().map_err(|e: toml_edit::TomlError| {
+                        CliError::failure(format!(
+                            "`{}` is not valid TOML ({}); remove it (orphans are then marked \
+                             again and deleted one delay later)",
+                            path.display(),
+                            e.to_string().trim_end()
+                        ))
+                    })?;
+                for (k, v) in doc.as_table() {
+                    let text = match v.as_value() {
+                        Some(toml_edit::Value::Datetime(d)) => d.value().to_string(),
+                        Some(toml_edit::Value::String(s)) => s.value().clone(),
+                        _ => continue,
+                    };
+                    if let Some(t) = clima_artifact_fs::parse_utc_timestamp(&text) {
+                        entries.insert(k.to_owned(), t);
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(crate::error::io_error("read", &path, &e)),
+        }
+        Ok(Orphanage {
+            path,
+            entries,
+            marked: BTreeSet::new(),
+        })
+    }
+
+    /// Marks `artifact` as orphaned (now, unless it already was) and returns since when.
+    fn mark(&mut self, artifact: &Path, now: std::time::SystemTime) -> std::time::SystemTime {
+        let key = artifact.to_string_lossy().into_owned();
+        self.marked.insert(key.clone());
+        *self.entries.entry(key).or_insert(now)
+    }
+
+    /// Drops entries this run did not mark: referenced again, or gone.
+    fn keep_only_marked(&mut self) {
+        let marked = &self.marked;
+        self.entries.retain(|k, _| marked.contains(k));
+    }
+
+    /// Drops `artifact` (deleted).
+    fn forget(&mut self, artifact: &Path) {
+        self.entries.remove(artifact.to_string_lossy().as_ref());
+    }
+
+    fn save(&self) -> CliResult {
+        if self.entries.is_empty() && !self.path.exists() {
+            return Ok(());
+        }
+        let mut text = String::from(
+            "# Artifacts no manifest references, with when they were first found so; a later gc\n\
+             # deletes those orphaned for longer than its --delay (clima-artifacts gc, Pkg.gc).\n",
+        );
+        for (k, t) in &self.entries {
+            text.push_str(&format!(
+                "{} = {}\n",
+                clima_artifact_manifest::toml_string(k),
+                clima_artifact_fs::utc_timestamp(*t)
+            ));
+        }
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir).map_err(|e| crate::error::io_error("create", dir, &e))?;
+        }
+        clima_artifact_fs::write_atomically(&self.path, text.as_bytes())
+            .map_err(|e| CliError::failure(e.to_string()))
     }
 }
