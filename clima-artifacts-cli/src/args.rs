@@ -51,6 +51,16 @@ pub enum Command {
     /// Push a run folder to storage, or pull it back (checkpoints and output artifacts).
     #[command(subcommand)]
     Sync(SyncCommand),
+    /// Print a shell completion script: `clima-artifacts completions bash > ~/.local/share/bash-completion/completions/clima-artifacts`.
+    Completions(CompletionsArgs),
+}
+
+/// `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// Where the manifest is: `--manifest PATH`, else `JuliaArtifacts.toml`/`Artifacts.toml` in the
@@ -298,6 +308,9 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value_t = ReportFormat::Md)]
     pub format: ReportFormat,
+    /// The same as `--format json` (every command that prints results takes `--json`).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
     /// Write to this file instead of stdout.
     #[arg(long, short = 'o', value_name = "PATH")]
     pub output: Option<PathBuf>,
@@ -336,14 +349,33 @@ pub struct PublishArgs {
 #[derive(Debug, Subcommand)]
 pub enum SyncCommand {
     /// Upload changed files of RUN_DIR (checkpoints and output artifacts) to STORAGE_URL.
-    Push(SyncArgs),
+    Push(SyncPushArgs),
     /// Download the latest checkpoint and the output artifacts; newer local files are kept.
-    Pull(SyncArgs),
+    Pull(SyncPullArgs),
 }
 
-/// `sync push` / `sync pull`.
+/// `sync push`.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
+pub struct SyncPushArgs {
+    #[command(flatten)]
+    pub common: SyncArgs,
+    /// This folder, inside RUN_DIR, is a checkpoint: it is sent even with --no-artifacts and
+    /// becomes the latest checkpoint (the one `sync pull` restores).
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+}
+
+/// `sync pull`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct SyncPullArgs {
+    #[command(flatten)]
+    pub common: SyncArgs,
+}
+
+/// What `sync push` and `sync pull` share.
+#[derive(Debug, Args)]
 pub struct SyncArgs {
     /// The run folder.
     #[arg(value_name = "RUN_DIR")]
@@ -351,10 +383,6 @@ pub struct SyncArgs {
     /// A folder, `file:///path` or `s3://bucket/prefix`.
     #[arg(value_name = "STORAGE_URL")]
     pub storage_url: String,
-    /// (push) This folder, inside RUN_DIR, is a checkpoint: it is sent even with --no-artifacts
-    /// and becomes the latest checkpoint.
-    #[arg(long, value_name = "DIR")]
-    pub checkpoint: Option<PathBuf>,
     /// Move only checkpoints, no output artifacts (also CLIMA_SYNC_ARTIFACTS=0).
     #[arg(long)]
     pub no_artifacts: bool,

@@ -39,6 +39,12 @@ mod progress;
 mod tarball;
 
 fn main() -> ExitCode {
+    // Output piped into `head` and similar: stop quietly when the reader goes away, as other
+    // command-line tools do, instead of panicking on the failed write.
+    // SAFETY: resetting SIGPIPE to its default action before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = args::Cli::parse();
     match cmd::run(cli.command) {
         Ok(()) => ExitCode::from(error::EXIT_OK),

@@ -888,3 +888,71 @@ fn create_writes_size_and_a_folder_url_and_fetch_ignores_the_implicit_limit() {
     assert_eq!(json(&out)[0]["status"], "downloaded");
     assert_eq!(server.gets("/era5.tar.gz"), 1);
 }
+
+/// The rough edges of issue 15: a did-you-mean for unknown names, shell completions, `--json` on
+/// `report`, no panic when stdout closes early, and per-subcommand help.
+#[test]
+fn cli_polish_suggestions_completions_json_and_closed_stdout() {
+    let sb = Sandbox::new();
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        format!("[era5_monthly]\ngit-tree-sha1 = \"{OTHER_HASH}\"\n"),
+    )
+    .unwrap();
+    sb.cli()
+        .args(["fetch", "era5_montly"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean `era5_monthly`?"));
+    sb.cli()
+        .args(["verify", "era5_mothly"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean `era5_monthly`?"));
+
+    for shell in ["bash", "zsh", "fish"] {
+        sb.cli()
+            .args(["completions", shell])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("clima-artifacts"))
+            .stdout(predicate::str::contains("fetch"));
+    }
+
+    // `list --json | head -c 1` on far more output than a pipe buffers: the early close of
+    // the pipe is not a panic.
+    let many: String = (0..1500)
+        .map(|i| format!("[data_{i:04}]\ngit-tree-sha1 = \"{OTHER_HASH}\"\n"))
+        .collect();
+    fs::write(sb.work.join("Artifacts.toml"), many).unwrap();
+    let exe = assert_cmd::cargo::cargo_bin("clima-artifacts");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("\"{}\" list --json | head -c 1", exe.display()))
+        .current_dir(&sb.work)
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.stdout, b"[");
+
+    let pull_help = sb.cli().args(["sync", "pull", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&pull_help.stdout);
+    assert!(!text.contains("--checkpoint"), "{text}");
+    let push_help = sb.cli().args(["sync", "push", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&push_help.stdout).contains("--checkpoint"));
+}
+
+#[test]
+fn report_takes_json_like_every_other_command() {
+    let sb = Sandbox::new();
+    let report = clima_artifact_runtime::report::Report::from_parts(Vec::new(), Vec::new());
+    let file = sb.work.join("provenance.json");
+    fs::write(&file, report.to_json()).unwrap();
+    let parsed = sb.json_ok(&["report", file.to_str().unwrap(), "--json"]);
+    assert!(
+        parsed["schema"].is_string() || parsed.is_object(),
+        "{parsed}"
+    );
+}

@@ -35,6 +35,16 @@ pub fn run(command: Command) -> CliResult {
         Command::Report(a) => report::run(a),
         Command::Publish(a) => publish::run(a),
         Command::Sync(c) => sync::run(c),
+        Command::Completions(a) => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                a.shell,
+                &mut crate::args::Cli::command(),
+                "clima-artifacts",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
     }
 }
 
@@ -79,11 +89,16 @@ pub fn check_names(manifest: &Manifest, names: &[String]) -> CliResult {
         return Ok(());
     }
     let defined: Vec<&str> = manifest.names().collect();
+    // The same suggestion as the compile-time check of `clima_artifact!`.
+    let hint = |n: &str| match clima_artifact_manifest::suggest_name(n, defined.iter().copied()) {
+        Some(s) => format!("`{n}` (did you mean `{s}`?)"),
+        None => format!("`{n}`"),
+    };
     Err(CliError::usage(format!(
         "{} not defined in `{}`; defined: {}",
         unknown
             .iter()
-            .map(|n| format!("`{n}`"))
+            .map(|n| hint(n))
             .collect::<Vec<_>>()
             .join(", "),
         manifest.path.display(),

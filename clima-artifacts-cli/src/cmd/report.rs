@@ -17,7 +17,12 @@ pub fn run(args: ReportArgs) -> CliResult {
             args.file.display()
         ))
     })?;
-    let rendered = match args.format {
+    let format = if args.json {
+        ReportFormat::Json
+    } else {
+        args.format
+    };
+    let rendered = match format {
         ReportFormat::Md => report.to_markdown(),
         ReportFormat::Bibtex => report.to_bibtex(),
         ReportFormat::Json => report.to_json(),

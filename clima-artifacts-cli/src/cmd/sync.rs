@@ -10,9 +10,9 @@ use crate::error::{CliError, CliResult};
 
 /// Entry point of `sync push` and `sync pull`.
 pub fn run(command: SyncCommand) -> CliResult {
-    let (args, push) = match command {
-        SyncCommand::Push(a) => (a, true),
-        SyncCommand::Pull(a) => (a, false),
+    let (args, checkpoint, push) = match command {
+        SyncCommand::Push(a) => (a.common, a.checkpoint, true),
+        SyncCommand::Pull(a) => (a.common, None, false),
     };
     let config = config(&args)?;
     let storage = open_storage(&args.storage_url).map_err(|e| CliError::usage(e.to_string()))?;
@@ -25,7 +25,7 @@ pub fn run(command: SyncCommand) -> CliResult {
     let mut sync = RunSync::new(&args.run_dir, storage, config, &Singleton)
         .map_err(|e| CliError::usage(e.to_string()))?;
     if push {
-        let report = match &args.checkpoint {
+        let report = match &checkpoint {
             Some(c) => sync.on_checkpoint(c),
             None => sync.finish(),
         }
