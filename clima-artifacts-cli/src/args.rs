@@ -214,6 +214,9 @@ pub struct OverrideSetArgs {
     pub verify: bool,
     #[command(flatten)]
     pub manifest: ManifestArg,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `override unset`.
@@ -224,6 +227,9 @@ pub struct OverrideUnsetArgs {
     pub name: String,
     #[command(flatten)]
     pub manifest: ManifestArg,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `override list`.

@@ -339,12 +339,24 @@ fn external_create_override_set_and_runtime_resolution() {
         .success()
         .stdout(predicate::str::contains("overridden"));
 
+    let unset = sb.json_ok(&["override", "unset", "era5", "--json"]);
+    assert_eq!(unset["git_tree_sha1"], hash, "{unset}");
+    assert_eq!(unset["name"], "era5", "{unset}");
+    let overrides = fs::read_to_string(sb.depot.join("artifacts/Overrides.toml")).unwrap();
+    assert!(!overrides.contains(&hash));
+    // `set --json` says what was written where.
+    let set = sb.json_ok(&["override", "set", "era5", abs.to_str().unwrap(), "--json"]);
+    assert_eq!(set["path"], abs.display().to_string(), "{set}");
+    assert!(
+        set["overrides_file"]
+            .as_str()
+            .unwrap()
+            .ends_with("Overrides.toml")
+    );
     sb.cli()
         .args(["override", "unset", "era5"])
         .assert()
         .success();
-    let overrides = fs::read_to_string(sb.depot.join("artifacts/Overrides.toml")).unwrap();
-    assert!(!overrides.contains(&hash));
     sb.cli()
         .args(["override", "unset", "era5"])
         .assert()
@@ -584,7 +596,9 @@ fn bad_arguments_give_clear_messages_and_nonzero_exits() {
         .args(["fetch", "era6", "nope"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("`era6`, `nope` not defined"))
+        .stderr(predicate::str::contains(
+            "`era6` (did you mean `era5`?), `nope` not defined",
+        ))
         .stderr(predicate::str::contains("defined: era5"));
     sb.cli()
         .args(["verify"])

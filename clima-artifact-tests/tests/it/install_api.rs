@@ -223,3 +223,60 @@ fn main_returning_an_error_prints_a_readable_message() {
         "{err}"
     );
 }
+
+/// Under a batch system stderr is a log file, not a terminal: a download logs a start line
+/// (name, size, host), progress lines (every 10% at most once a second, or every ~10 s), and an
+/// end line with bytes, time and rate.
+#[test]
+fn a_download_logs_plain_progress_lines_when_stderr_is_not_a_terminal() {
+    if !have_git() {
+        return;
+    }
+    let s = clima_artifact_tests::served(TestArtifact::large(1521, 4, 60_000), "slow.tar.gz");
+    // About 3 s in all: 10% steps come at least a second apart.
+    let chunk = s.art.tarball.len() / 30 + 1;
+    s.server.always(
+        "slow.tar.gz",
+        clima_artifact_tests::Fault::Trickle {
+            chunk,
+            delay: std::time::Duration::from_millis(100),
+        },
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_install_one"))
+        .args([
+            "variant",
+            "slow",
+            &s.art.tree_hash.to_hex(),
+            &s.art.sha256.to_hex(),
+            &s.server.url("slow.tar.gz"),
+        ])
+        .current_dir(s.dir.path())
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &s.depot)
+        .env_remove("CLIMA_ARTIFACTS_PROGRESS")
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("clima-artifacts: "))
+        .collect();
+    assert!(
+        lines[0].starts_with("clima-artifacts: downloading `slow` (")
+            && lines[0].contains("from 127.0.0.1:"),
+        "{err}"
+    );
+    let progress: Vec<&&str> = lines.iter().filter(|l| l.contains("%), ")).collect();
+    assert!(
+        (1..=9).contains(&progress.len()),
+        "expected some, but at most one per 10%: {err}"
+    );
+    let last = lines.last().unwrap();
+    assert!(
+        last.starts_with("clima-artifacts: downloaded `slow`: ")
+            && last.contains(" s (")
+            && last.ends_with("/s)"),
+        "{err}"
+    );
+}

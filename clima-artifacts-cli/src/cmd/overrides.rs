@@ -77,6 +77,15 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
     let new =
         overrides_edit::set_override(&text, &file, &hash.to_hex(), path_str, name.as_deref())?;
     cmd::write_atomically(&file, &new)?;
+    if args.json {
+        return cmd::print_json(&serde_json::json!({
+            "name": name,
+            "git_tree_sha1": hash.to_hex(),
+            "path": path,
+            "overrides_file": file,
+            "verified": args.verify,
+        }));
+    }
     println!(
         "{} ({}) -> {}\nwritten to {}{}",
         name.as_deref().unwrap_or("artifact"),
@@ -105,6 +114,13 @@ pub fn unset(args: OverrideUnsetArgs) -> CliResult {
     match overrides_edit::unset_override(&text, &file, &hash.to_hex())? {
         Some(new) => {
             cmd::write_atomically(&file, &new)?;
+            if args.json {
+                return cmd::print_json(&serde_json::json!({
+                    "name": name,
+                    "git_tree_sha1": hash.to_hex(),
+                    "removed_from": file,
+                }));
+            }
             println!("removed the override of {label} from {}", file.display());
             Ok(())
         }
