@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::Path;
 
 use clima_artifact_tests::TestServer;
-use common::{Sandbox, json, sample_tree};
+use common::{Sandbox, cli, json, sample_tree};
 use predicates::prelude::*;
 
 const OTHER_HASH: &str = "b373f1887cff55850cbf76ec005f7d93726ae42e";
@@ -969,4 +969,59 @@ fn report_takes_json_like_every_other_command() {
         parsed["schema"].is_string() || parsed.is_object(),
         "{parsed}"
     );
+}
+
+/// A model installs a dataset through the runtime; `gc` run later from another project (no
+/// --manifest, another folder) keeps it, because the model recorded its manifest.
+#[test]
+fn a_model_installed_artifact_survives_gc_run_from_elsewhere() {
+    let sb = Sandbox::new();
+    let data = sb.work.join("src-data");
+    sample_tree(&data);
+    let served = sb.root.path().join("served");
+    fs::create_dir_all(&served).unwrap();
+    let server = TestServer::start();
+    server.serve_dir(&served);
+    let url = format!("{}/", server.base());
+    create_json(
+        &sb,
+        &[
+            "src-data",
+            "--name",
+            "era5",
+            "--manifest",
+            "Artifacts.toml",
+            "--tarball-out",
+            served.join("era5.tar.gz").to_str().unwrap(),
+            "--url",
+            &url,
+        ],
+    );
+    // The "model": the runtime API, online, into the sandbox depot.
+    let config = clima_artifact_runtime::Config {
+        offline: false,
+        ..runtime_config(&sb.depot)
+    };
+    let path = clima_artifact_runtime::Artifacts::load(sb.work.join("Artifacts.toml"))
+        .unwrap()
+        .with_config(config)
+        .ensure_installed("era5")
+        .unwrap();
+    assert!(path.is_dir());
+
+    // Another project: gc with no manifest given, at once.
+    let elsewhere = sb.root.path().join("other-project");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let out = cli(&sb.depot, &elsewhere)
+        .args(["gc", "--delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["kept"], 1, "{report}");
+    assert!(path.is_dir(), "gc removed the model's dataset");
 }
