@@ -298,7 +298,7 @@ fn parse_variant(
             git_tree_sha1,
             lazy,
             downloads,
-            platform: platform_specific.then_some(Platform { tags }),
+            platform: platform_specific.then_some(Platform::from_tags(tags)),
             metadata,
             line: cx.loc.index.line(cx.offset),
         }),
@@ -546,9 +546,9 @@ impl Manifest {
     /// The variant of `name` for `platform` (the host's, usually: [`Platform::host`]).
     ///
     /// A `[name]` table fits every platform. Among `[[name]]` variants, those that
-    /// [`Platform::matches`] are candidates; the one sharing the most equal tags with `platform`
-    /// wins, and among equals the one written last in the file (so a file listing the same
-    /// platform twice behaves like a later definition overriding an earlier one).
+    /// [`Platform::matches`] are candidates, chosen as Julia's `select_platform` does: the
+    /// smallest [`Platform::match_loss`], then the greatest [`Platform::triplet`]; of entries
+    /// for the same platform, the last in the file (Julia keys its choice by platform).
     pub fn select(&self, name: &str, platform: &Platform) -> Result<&ArtifactVariant, SelectError> {
         let entry = self.get(name).ok_or_else(|| SelectError::UnknownName {
             name: name.to_owned(),
@@ -563,10 +563,13 @@ impl Manifest {
                     let tags = v.platform.as_ref()?;
                     platform
                         .matches(tags)
-                        .then(|| (platform.shared_tags(tags), v))
+                        .then(|| (platform.match_loss(tags), tags.triplet(), v))
                 })
-                .max_by_key(|(score, _)| *score)
-                .map(|(_, v)| v)
+                // Julia's select_platform: smallest loss, then the greatest triplet. Entries
+                // equal on both have the same platform: Julia keys its choice by platform, so
+                // the last one in the file replaces the others, and so does `max_by` here.
+                .max_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)))
+                .map(|(_, _, v)| v)
                 .ok_or_else(|| SelectError::NoMatch {
                     name: name.to_owned(),
                     host: platform.to_string(),
@@ -816,6 +819,26 @@ git-tree-sha1 = "{H2}"
     }
 
     #[test]
+    fn ties_go_to_the_greatest_triplet_whatever_the_order_in_the_file() {
+        // Julia's select_platform: equal loss, then reverse-sorted triplets, so libgfortran5
+        // wins over 4 and 3 for a host that does not say which it has.
+        for order in [[3, 5, 4], [5, 4, 3], [4, 3, 5]] {
+            let text: String = order
+                .iter()
+                .map(|v| {
+                    format!(
+                        "[[lib]]\nos = \"linux\"\narch = \"x86_64\"\nlibgfortran_version = \"{v}.0.0\"\ngit-tree-sha1 = \"{H1}\"\ndescription = \"gf{v}\"\n"
+                    )
+                })
+                .collect();
+            let m = parse(&text).unwrap();
+            let host = Platform::from_tags([("os", "linux"), ("arch", "x86_64")]);
+            let picked = m.select("lib", &host).unwrap();
+            assert_eq!(picked.metadata["description"], "gf5", "order {order:?}");
+        }
+    }
+
+    #[test]
     fn selects_variants() {
         let text = format!(
             r#"
@@ -850,8 +873,12 @@ git-tree-sha1 = "{H1}"
         );
         let m = parse(&text).unwrap();
         let glibc = Platform::from_tags([("os", "linux"), ("arch", "x86_64"), ("libc", "glibc")]);
-        // Both libgfortran variants share 3 tags; the last one wins.
-        assert_eq!(m.select("lib", &glibc).unwrap().line, 17);
+        // The variant without libc is glibc (Julia's default) and has exactly the host's tag
+        // names (loss 0): it beats the libgfortran ones (loss 1).
+        assert_eq!(m.select("lib", &glibc).unwrap().line, 7);
+        let mut gf5 = glibc.clone();
+        gf5.apply_tags("libgfortran_version=5").unwrap();
+        assert_eq!(m.select("lib", &gf5).unwrap().line, 17);
         let mut gf4 = glibc.clone();
         gf4.apply_tags("libgfortran_version=4.0.0").unwrap();
         assert_eq!(m.select("lib", &gf4).unwrap().line, 11);
@@ -865,7 +892,7 @@ git-tree-sha1 = "{H1}"
         assert_eq!(
             e.to_string(),
             "artifact `lib` has no variant for this platform (arch=x86_64,os=windows); offered: \
-             arch=x86_64,libc=musl,os=linux; arch=x86_64,os=linux; \
+             arch=x86_64,libc=musl,os=linux; arch=x86_64,libc=glibc,os=linux; \
              arch=x86_64,libc=glibc,libgfortran_version=4.0.0,os=linux; \
              arch=x86_64,libc=glibc,libgfortran_version=5.0.0,os=linux; arch=aarch64,os=macos"
         );

@@ -153,9 +153,24 @@ pub struct FetchArgs {
     pub jobs: u16,
     #[command(flatten)]
     pub manifest: ManifestArg,
+    #[command(flatten)]
+    pub platform: PlatformArg,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--platform TRIPLET`: act for another host.
+#[derive(Debug, Args, Clone)]
+pub struct PlatformArg {
+    /// Pick `[[name]]` variants for this Julia platform triplet instead of this machine, e.g.
+    /// `aarch64-linux-gnu-libgfortran5` (a login node fetching for its compute nodes).
+    #[arg(long, value_name = "TRIPLET", value_parser = parse_platform)]
+    pub platform: Option<clima_artifact_manifest::Platform>,
+}
+
+fn parse_platform(text: &str) -> Result<clima_artifact_manifest::Platform, String> {
+    clima_artifact_manifest::Platform::parse_triplet(text)
 }
 
 /// `verify`.
@@ -185,6 +200,8 @@ pub struct VerifyArgs {
 pub struct ListArgs {
     #[command(flatten)]
     pub manifest: ManifestArg,
+    #[command(flatten)]
+    pub platform: PlatformArg,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,

@@ -1025,3 +1025,63 @@ fn a_model_installed_artifact_survives_gc_run_from_elsewhere() {
     assert_eq!(report["kept"], 1, "{report}");
     assert!(path.is_dir(), "gc removed the model's dataset");
 }
+
+/// `fetch --platform` and `list --platform` act for another host: a login node (x86_64)
+/// prefetching the aarch64 build its compute nodes will use.
+#[test]
+fn fetch_and_list_for_another_platform() {
+    if !clima_artifact_tests::have_git() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let server = TestServer::start();
+    let x86 = clima_artifact_tests::TestArtifact::sample(1531);
+    let arm = clima_artifact_tests::TestArtifact::sample(1532);
+    server.serve("x86.tar.gz", x86.tarball.clone());
+    server.serve("arm.tar.gz", arm.tarball.clone());
+    let entry = |arch: &str, a: &clima_artifact_tests::TestArtifact, file: &str| {
+        format!(
+            "[[lib]]\nos = \"linux\"\narch = \"{arch}\"\nlibgfortran_version = \"5.0.0\"\ngit-tree-sha1 = \"{}\"\n[[lib.download]]\nurl = \"{}\"\nsha256 = \"{}\"\n",
+            a.tree_hash,
+            server.url(file),
+            a.sha256
+        )
+    };
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        entry("x86_64", &x86, "x86.tar.gz") + &entry("aarch64", &arm, "arm.tar.gz"),
+    )
+    .unwrap();
+    let listed = sb.json_ok(&[
+        "list",
+        "--platform",
+        "aarch64-linux-gnu-libgfortran5",
+        "--json",
+    ]);
+    assert_eq!(
+        listed[0]["git_tree_sha1"],
+        arm.tree_hash.to_hex(),
+        "{listed}"
+    );
+    let fetched = sb.json_ok(&[
+        "fetch",
+        "lib",
+        "--platform",
+        "aarch64-linux-gnu-libgfortran5",
+        "--json",
+    ]);
+    assert_eq!(fetched[0]["status"], "downloaded", "{fetched}");
+    assert!(
+        sb.depot
+            .join("artifacts")
+            .join(arm.tree_hash.to_hex())
+            .is_dir()
+    );
+    assert_eq!(server.gets("x86.tar.gz"), 0);
+    // A bad triplet is a usage error that says so.
+    sb.cli()
+        .args(["list", "--platform", "vax-linux-gnu"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown architecture `vax`"));
+}

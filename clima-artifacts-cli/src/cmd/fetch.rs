@@ -37,7 +37,7 @@ pub fn run(args: FetchArgs) -> CliResult {
     let mut jobs = Vec::new();
     if args.all {
         for name in manifest.names() {
-            let variant = match cmd::select(&manifest, name) {
+            let variant = match cmd::select_for(&manifest, name, args.platform.platform.as_ref()) {
                 Ok(v) => v,
                 // Another platform's artifact: nothing to fetch here.
                 Err(_) => continue,
@@ -49,7 +49,10 @@ pub fn run(args: FetchArgs) -> CliResult {
         }
     } else {
         for name in &args.names {
-            jobs.push((name.clone(), cmd::select(&manifest, name)?.clone()));
+            jobs.push((
+                name.clone(),
+                cmd::select_for(&manifest, name, args.platform.platform.as_ref())?.clone(),
+            ));
         }
     }
     let mut config = depots::config()?;

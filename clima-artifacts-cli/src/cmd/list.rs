@@ -67,7 +67,7 @@ pub fn run(args: ListArgs) -> CliResult {
             size_bytes: None,
             declared_size: None,
         };
-        match cmd::select(&manifest, name) {
+        match cmd::select_for(&manifest, name, args.platform.platform.as_ref()) {
             Err(e) => s.unavailable = Some(e.message),
             Ok(v) => {
                 s.git_tree_sha1 = Some(v.git_tree_sha1.to_hex());

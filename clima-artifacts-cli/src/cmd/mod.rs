@@ -77,6 +77,18 @@ pub fn select<'m>(manifest: &'m Manifest, name: &str) -> CliResult<&'m ArtifactV
     Ok(manifest.select(name, &Platform::host())?)
 }
 
+/// The variant of `name` for `platform` (`None`: this machine).
+pub fn select_for<'m>(
+    manifest: &'m Manifest,
+    name: &str,
+    platform: Option<&Platform>,
+) -> CliResult<&'m ArtifactVariant> {
+    match platform {
+        Some(p) => Ok(manifest.select(name, p)?),
+        None => select(manifest, name),
+    }
+}
+
 /// Checks names given on the command line against the manifest, all at once, so one message lists
 /// every unknown name.
 pub fn check_names(manifest: &Manifest, names: &[String]) -> CliResult {
