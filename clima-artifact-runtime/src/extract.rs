@@ -15,9 +15,13 @@
 //!
 //! - Paths are taken relative to `dest`; empty and `.` components are dropped. Absolute paths,
 //!   `..` components and NUL bytes are refused ([`ExtractError::Unsafe`]).
-//! - Regular files are created with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode `0o755` if the
-//!   header's owner exec bit is set, else `0o644`; setuid, setgid, sticky, group/other bits,
-//!   owners and times from the archive are dropped. Directories are `0o755`.
+//! - Regular files are created with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode `0o555` if the
+//!   header's owner exec bit is set, else `0o444`: read-only, as Pkg makes installed artifacts
+//!   (`set_readonly`), so a model cannot change a shared copy by accident. Setuid, setgid,
+//!   sticky, group/other bits, owners and times from the archive are dropped. Directories are
+//!   `0o755` (writable, so a gc can remove them). Symlinks are left as they are.
+//! - A hard link whose own mode differs from its target's becomes a copy with the link's mode,
+//!   as Tar.jl extracts it (and hashes it).
 //! - Every directory on the way to an entry must be a directory created by this extraction;
 //!   a path through a file or a symlink created earlier in the archive is refused, so nothing is
 //!   ever written through a symlink.
@@ -906,11 +910,7 @@ impl<'a> Extraction<'a> {
             .mode()
             .map_err(|e| ExtractError::Corrupt(format!("entry `{}`: {e}", path.display)))?;
         let mode = EntryMode::for_file_mode(header_mode);
-        let permissions = if mode == EntryMode::Executable {
-            0o755
-        } else {
-            0o644
-        };
+        let permissions = file_permissions(mode);
 
         self.check_free_space(size)?;
         self.parents(path)?;
@@ -995,7 +995,14 @@ impl<'a> Extraction<'a> {
             ))
         })?;
         let target_key = target.join(&b'/');
-        let (mode, blob) = match self.written.get(&target_key) {
+        // As Tar.jl: the link's own mode applies to its copy of the content (a 0o755 link to a
+        // 0o644 file is an executable file with that content); the target keeps its mode.
+        let link_mode = entry
+            .header()
+            .mode()
+            .map(EntryMode::for_file_mode)
+            .map_err(|e| ExtractError::Corrupt(format!("entry `{}`: {e}", path.display)))?;
+        let (target_mode, blob) = match self.written.get(&target_key) {
             Some(Written::File { mode, blob }) => (*mode, *blob),
             _ => {
                 return Err(path.unsafe_entry(format!(
@@ -1017,8 +1024,11 @@ impl<'a> Extraction<'a> {
         self.replace(path, &key)?;
         let source = self.disk_path(&target_key);
         let disk = self.disk_path(&key);
-        if fs::hard_link(&source, &disk).is_err() {
-            // Some filesystems refuse hard links: copy, counting the bytes against the cap.
+        let mode = link_mode;
+        // Same mode: one inode (read-only, so sharing it is safe). Another mode, or a
+        // filesystem that refuses hard links: a copy.
+        if mode != target_mode || fs::hard_link(&source, &disk).is_err() {
+            // Copy, counting the bytes against the cap.
             let size = fs::symlink_metadata(&source)
                 .map_err(|e| self.io_error(&target_key, e))?
                 .len();
@@ -1027,11 +1037,7 @@ impl<'a> Extraction<'a> {
                     limit: self.limits.max_unpacked_bytes,
                 });
             }
-            let permissions = if mode == EntryMode::Executable {
-                0o755
-            } else {
-                0o644
-            };
+            let permissions = file_permissions(mode);
             let copy = || -> io::Result<()> {
                 let mut from = OpenOptions::new()
                     .read(true)
@@ -1047,6 +1053,18 @@ impl<'a> Extraction<'a> {
         let blob = Blob::Known(blob);
         self.record(path, key, Written::File { mode, blob }, mode);
         Ok(())
+    }
+}
+
+/// The permission bits of an extracted file: read-only, as Pkg leaves installed artifacts
+/// (`set_readonly`): `0o555` for executables, `0o444` otherwise. Only the file's own write bit
+/// goes; the extraction still writes through the descriptor it opened, and directories keep
+/// `0o755`, so any gc (ours or Julia's) can remove the artifact.
+fn file_permissions(mode: EntryMode) -> u32 {
+    if mode == EntryMode::Executable {
+        0o555
+    } else {
+        0o444
     }
 }
 

@@ -288,7 +288,8 @@ pub fn write_tarball(
                 tree.insert(&rel_str, mode, blob);
             }
             EntryKind::Symlink(target) => {
-                let mut h = header_base(tar::EntryType::Symlink, 0o777, 0);
+                // As Tar.create writes them: symlinks with mode 0o755 and size 0.
+                let mut h = header_base(tar::EntryType::Symlink, 0o755, 0);
                 builder
                     .append_link(&mut h, rel, target)
                     .map_err(write_err)?;

@@ -360,12 +360,13 @@ fn setuid_setgid_and_sticky_bits_are_dropped() {
             .mode()
             & 0o7777
     };
-    assert_eq!(mode("suid"), 0o755);
-    assert_eq!(mode("sgid"), 0o644);
-    assert_eq!(mode("world-writable"), 0o644);
+    // Files are read-only as Pkg leaves them; folders stay 0o755.
+    assert_eq!(mode("suid"), 0o555);
+    assert_eq!(mode("sgid"), 0o444);
+    assert_eq!(mode("world-writable"), 0o444);
     assert_eq!(mode("sticky"), 0o755);
     assert_eq!(mode("locked"), 0o755);
-    assert_eq!(mode("locked/inside"), 0o644);
+    assert_eq!(mode("locked/inside"), 0o444);
     assert_eq!(extracted.tree_hash, tree_hash(&scene.dest).unwrap());
 }
 
@@ -749,4 +750,36 @@ fn pax_sparse_files_are_refused_as_sparse() {
             .map(|d| d.count() == 0)
             .unwrap_or(true)
     );
+}
+
+#[test]
+fn a_hard_links_own_mode_applies_to_its_content_as_in_tar_jl() {
+    // A 0o755 hard link to a 0o644 file: the link is an executable file with that content,
+    // the target stays a plain file (Tar.jl copies, then applies the link's mode), and the
+    // tree hash is what git computes for that tree.
+    let scene = Scene::new();
+    let tar = RawTar::default()
+        .file("data.txt", b"shared bytes")
+        .entry("run.sh", HARDLINK, 0o755, b"", "data.txt")
+        .entry("same.txt", HARDLINK, 0o644, b"", "data.txt")
+        .finish();
+    let extracted = scene.extract(&tar).unwrap();
+    let meta = |p: &str| fs::symlink_metadata(scene.dest.join(p)).unwrap();
+    assert_eq!(meta("data.txt").permissions().mode() & 0o777, 0o444);
+    assert_eq!(meta("run.sh").permissions().mode() & 0o777, 0o555);
+    assert_eq!(
+        fs::read(scene.dest.join("run.sh")).unwrap(),
+        b"shared bytes"
+    );
+    use std::os::unix::fs::MetadataExt;
+    // Same mode: one inode; another mode: a copy.
+    assert_eq!(meta("same.txt").ino(), meta("data.txt").ino());
+    assert_ne!(meta("run.sh").ino(), meta("data.txt").ino());
+    assert_eq!(extracted.tree_hash, tree_hash(&scene.dest).unwrap());
+    if clima_artifact_tests::have_git() {
+        assert_eq!(
+            extracted.tree_hash,
+            clima_artifact_tests::git_tree_hash(&scene.dest)
+        );
+    }
 }

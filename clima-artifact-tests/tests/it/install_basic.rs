@@ -50,10 +50,34 @@ fn installs_then_reinstall_is_a_no_op() {
     );
     assert_eq!(temp_entries(&depot), Vec::<String>::new());
 
+    // Installed read-only, as Pkg's set_readonly leaves an artifact: no regular file has a
+    // write bit; folders keep 0o755 (so any gc can remove the artifact); symlinks as they are.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &str| {
+        std::fs::symlink_metadata(first.path.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode("README.md"), 0o444);
+    assert_eq!(mode("bin/run.sh"), 0o555);
+    assert_eq!(mode("bin"), 0o755);
+    assert_eq!(mode("."), 0o755);
+    assert!(
+        std::fs::symlink_metadata(first.path.join("latest.csv"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
     let again = ensure_variant("sample", &v, &depot, &config).unwrap();
     assert_eq!(again.origin, Origin::Depot);
     assert_eq!(again.path, first.path);
     assert_eq!(server.gets("s.tar.gz"), 1, "re-install must not download");
+
+    // Read-only files in writable folders: removing the artifact (as any gc does) works.
+    std::fs::remove_dir_all(&first.path).unwrap();
+    assert!(!first.path.exists());
 }
 
 #[test]
