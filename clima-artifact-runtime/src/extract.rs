@@ -1,7 +1,7 @@
 //! Safe tar extraction that hashes every blob while writing it.
 //!
 //! ```text
-//! reader ──magic bytes──> gzip (flate2, zlib-rs) | zstd | plain tar      (xz, bzip2: refused)
+//! reader ──magic bytes──> gzip (flate2, zlib-rs) | zstd | xz | bzip2 | plain tar  (zip, 7z: refused)
 //!        ──> byte meter (caps the decompressed stream)
 //!        ──> tar entries ──> our own writer: create_new + O_NOFOLLOW, BlobHasher on the same bytes
 //!                                                                         └──> TreeBuilder
@@ -214,11 +214,12 @@ pub struct Extracted {
     pub entries: u64,
 }
 
-/// Detects the compression (gzip, zstd, xz if available, or plain tar) by magic bytes, then
+/// Detects the compression (gzip, zstd, xz, bzip2, or plain tar) by magic bytes, then
 /// extracts the tar stream into `dest` (an existing, empty directory), hashing as it writes.
 /// The caller must drain `reader` afterwards if it needs a digest of every byte.
 ///
-/// xz and bzip2 archives are recognised and refused with [`ExtractError::Corrupt`] saying so.
+/// Zip and 7z files are recognised and refused with [`ExtractError::Corrupt`] saying how to
+/// repack them.
 pub fn extract_archive<R: Read>(
     mut reader: R,
     dest: &Path,
@@ -245,7 +246,7 @@ pub fn extract_archive<R: Read>(
 
     if magic.is_empty() {
         Err(ExtractError::Corrupt(
-            "the input is empty; expected a tar archive (plain, gzip or zstd)".into(),
+            "the input is empty; expected a tar archive (plain, gzip, zstd, xz or bzip2)".into(),
         ))
     } else if magic.starts_with(&[0x1f, 0x8b]) {
         let decoder =
@@ -259,15 +260,28 @@ pub fn extract_archive<R: Read>(
                 })?;
         Extraction::new(dest, limits).run(decoder)
     } else if magic.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
+        // Concatenated streams allowed (as `xz -d`); at most 1 GiB of decoder memory per
+        // block, so a hostile header cannot make us allocate more.
+        let decoder = lzma_rust2::XzReader::new_mem_limit(
+            BufReader::with_capacity(BUFFER, stream),
+            true,
+            1 << 20,
+        );
+        Extraction::new(dest, limits).run(decoder)
+    } else if magic.starts_with(b"BZh") {
+        let decoder = bzip2::bufread::MultiBzDecoder::new(BufReader::with_capacity(BUFFER, stream));
+        Extraction::new(dest, limits).run(decoder)
+    } else if magic.starts_with(b"PK\x03\x04") || magic.starts_with(b"PK\x05\x06") {
         Err(ExtractError::Corrupt(
-            "xz-compressed archives (.tar.xz) are not supported; repackage the artifact as \
-             .tar.gz or .tar.zst"
+            "this is a zip file, not a tar archive; artifacts are tarballs (as in Julia): \
+             repack it, e.g. `unzip data.zip -d data && clima-artifacts create data ...`, or \
+             `tar czf data.tar.gz -C data .`"
                 .into(),
         ))
-    } else if magic.starts_with(b"BZh") {
+    } else if magic.starts_with(b"7z\xbc\xaf\x27\x1c") {
         Err(ExtractError::Corrupt(
-            "bzip2-compressed archives (.tar.bz2) are not supported; repackage the artifact as \
-             .tar.gz or .tar.zst"
+            "this is a 7z archive, not a tar archive; repack its content as a .tar.gz (e.g. \
+             with `clima-artifacts create`)"
                 .into(),
         ))
     } else {
@@ -692,7 +706,7 @@ impl<'a> Extraction<'a> {
                 Some(Err(e)) if self.headers == 0 => {
                     return Err(meter.classify(
                         e,
-                        "not a tar archive (plain, gzip or zstd): its first header is unreadable",
+                        "not a tar archive (plain, gzip, zstd, xz or bzip2): its first header is unreadable",
                     ));
                 }
                 Some(Err(e)) => return Err(meter.classify(e, "cannot read a tar header")),

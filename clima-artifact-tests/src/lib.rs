@@ -568,6 +568,21 @@ impl TarballBuilder {
         zstd::encode_all(self.tar().as_slice(), 3).unwrap()
     }
 
+    /// An xz-compressed tarball (`.tar.xz`).
+    pub fn xz(&self) -> Vec<u8> {
+        let mut w =
+            lzma_rust2::XzWriter::new(Vec::new(), lzma_rust2::XzOptions::with_preset(6)).unwrap();
+        w.write_all(&self.tar()).unwrap();
+        w.finish().unwrap()
+    }
+
+    /// A bzip2-compressed tarball (`.tar.bz2`).
+    pub fn bzip2(&self) -> Vec<u8> {
+        let mut w = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
+        w.write_all(&self.tar()).unwrap();
+        w.finish().unwrap()
+    }
+
     /// Writes the entries into `dir` (as extraction should).
     pub fn write_to(&self, dir: &Path) {
         for e in &self.entries {

@@ -81,14 +81,18 @@ fn installs_then_reinstall_is_a_no_op() {
 }
 
 #[test]
-fn zstd_and_plain_tar_and_local_sources() {
+fn zstd_xz_bzip2_and_plain_tar_and_local_sources() {
     let Some((dir, depot, config)) = setup() else {
         return;
     };
     let b = TarballBuilder::new()
         .file("a.txt", "alpha\n")
         .file("nested/deeper/b.txt", "beta\n");
-    for (i, bytes) in [b.zstd(), b.tar()].into_iter().enumerate() {
+    // Every format Pkg installs (it reads .tar.xz and .tar.bz2 through p7zip), by magic bytes.
+    for (i, bytes) in [b.zstd(), b.xz(), b.bzip2(), b.tar()]
+        .into_iter()
+        .enumerate()
+    {
         let art = TestArtifact::with_bytes(b.clone(), bytes);
         let file = dir.path().join(format!("src{i}.bin"));
         std::fs::write(&file, &art.tarball).unwrap();
@@ -356,4 +360,28 @@ fn leftover_probe_files_are_reclaimed_and_probes_leave_nothing() {
         .filter(|n| n.starts_with(".probe-"))
         .collect();
     assert_eq!(probes, [".probe-4243-2"], "the probe itself left nothing");
+}
+
+#[test]
+fn a_zip_file_gets_an_error_that_says_to_repack_it() {
+    let Some((dir, _depot, config)) = setup() else {
+        return;
+    };
+    // The first bytes of a zip file (local file header).
+    let mut zip = b"PK\x03\x04\x14\x00\x00\x00\x08\x00".to_vec();
+    zip.resize(200, 0);
+    std::fs::write(dir.path().join("data.zip"), &zip).unwrap();
+    let hash = "0123456789abcdef0123456789abcdef01234567".parse().unwrap();
+    let v = clima_artifact_tests::variant(
+        hash,
+        &["data.zip".to_owned()],
+        clima_artifact_tests::sha256(&zip),
+    );
+    let e = ensure_variant("zipped", &v, dir.path(), &config).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("this is a zip file, not a tar archive") && text.contains("repack"),
+        "{text}"
+    );
+    assert!(!text.contains("cksum"), "{text}");
 }
