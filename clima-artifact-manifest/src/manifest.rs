@@ -520,6 +520,34 @@ impl Manifest {
         })
     }
 
+    /// Finds the manifest for a program run in `start`, as Julia's `find_artifacts_toml` does:
+    /// look in `start` and then each parent folder for `JuliaArtifacts.toml` / `Artifacts.toml`,
+    /// and stop at the first project root (a folder with `JuliaProject.toml`, `Project.toml` or
+    /// `Cargo.toml`; its manifest, if any, is the answer) or at the filesystem root. The error
+    /// lists every path tried.
+    pub fn find_upwards(start: &Path) -> Result<PathBuf, ManifestError> {
+        const PROJECT_FILES: [&str; 3] = ["JuliaProject.toml", "Project.toml", "Cargo.toml"];
+        let mut tried = Vec::new();
+        let start = std::path::absolute(start).unwrap_or_else(|_| start.to_path_buf());
+        for dir in start.ancestors() {
+            let candidates = Self::candidates(dir);
+            if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+                return Ok(found.clone());
+            }
+            tried.extend(candidates.iter().map(|p| p.display().to_string()));
+            if PROJECT_FILES.iter().any(|f| dir.join(f).is_file()) {
+                break;
+            }
+        }
+        Err(ManifestError {
+            path: start,
+            line: None,
+            column: None,
+            artifact: None,
+            kind: ManifestErrorKind::NotFound { tried },
+        })
+    }
+
     /// The files [`Manifest::find_in_dir`] looks for in `dir`, in order of preference.
     pub fn candidates(dir: &Path) -> [PathBuf; 2] {
         MANIFEST_FILE_NAMES.map(|n| dir.join(n))
@@ -836,6 +864,40 @@ git-tree-sha1 = "{H2}"
             let picked = m.select("lib", &host).unwrap();
             assert_eq!(picked.metadata["description"], "gf5", "order {order:?}");
         }
+    }
+
+    #[test]
+    fn finds_the_manifest_upwards_and_stops_at_the_project_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("model");
+        let deep = project.join("src/sub");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(project.join("Project.toml"), "name = \"Model\"\n").unwrap();
+        std::fs::write(project.join("Artifacts.toml"), "").unwrap();
+        assert_eq!(
+            Manifest::find_upwards(&deep).unwrap(),
+            project.join("Artifacts.toml")
+        );
+        // JuliaArtifacts.toml is preferred, as in Julia.
+        std::fs::write(project.join("JuliaArtifacts.toml"), "").unwrap();
+        assert_eq!(
+            Manifest::find_upwards(&deep).unwrap(),
+            project.join("JuliaArtifacts.toml")
+        );
+        // A project root without a manifest ends the search: a manifest above it is not used.
+        std::fs::write(dir.path().join("Artifacts.toml"), "").unwrap();
+        let other = dir.path().join("other/src");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(dir.path().join("other/Cargo.toml"), "").unwrap();
+        let e = Manifest::find_upwards(&other).unwrap_err().to_string();
+        assert!(e.contains("other/Artifacts.toml"), "{e}");
+        // Without any project root, the walk reaches the manifest above.
+        let loose = dir.path().join("loose/a/b");
+        std::fs::create_dir_all(&loose).unwrap();
+        assert_eq!(
+            Manifest::find_upwards(&loose).unwrap(),
+            dir.path().join("Artifacts.toml")
+        );
     }
 
     #[test]

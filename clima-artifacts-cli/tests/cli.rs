@@ -1090,3 +1090,68 @@ fn fetch_and_list_for_another_platform() {
         .code(2)
         .stderr(predicate::str::contains("unknown architecture `vax`"));
 }
+
+/// Without --manifest, the manifest is found from the current folder upwards, as Julia's
+/// find_artifacts_toml does, stopping at the project root.
+#[test]
+fn the_manifest_is_found_from_a_subfolder_of_the_project() {
+    let sb = Sandbox::new();
+    fs::write(sb.work.join("Cargo.toml"), "[package]\nname = \"model\"\n").unwrap();
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        format!("[era5]\ngit-tree-sha1 = \"{OTHER_HASH}\"\n"),
+    )
+    .unwrap();
+    let deep = sb.work.join("src/physics");
+    fs::create_dir_all(&deep).unwrap();
+    let out = cli(&sb.depot, &deep)
+        .args(["list", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out)[0]["name"], "era5");
+}
+
+/// `fetch --all` installs every downloadable entry and lists those without a download section
+/// as warnings with the override line to add (Julia's select_downloadable_artifacts skips
+/// them); it exits 0. Naming such an entry is still an error.
+#[test]
+fn fetch_all_skips_entries_that_need_an_override() {
+    if !clima_artifact_tests::have_git() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let server = TestServer::start();
+    let art = clima_artifact_tests::TestArtifact::sample(1541);
+    server.serve("a.tar.gz", art.tarball.clone());
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        format!(
+            "[local_only]\ngit-tree-sha1 = \"{OTHER_HASH}\"\n\n[era5]\ngit-tree-sha1 = \"{}\"\n[[era5.download]]\nurl = \"{}\"\nsha256 = \"{}\"\n",
+            art.tree_hash,
+            server.url("a.tar.gz"),
+            art.sha256
+        ),
+    )
+    .unwrap();
+    let out = sb
+        .cli()
+        .args(["fetch", "--all", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report = json(&out);
+    assert_eq!(report[0]["status"], "needs_override", "{report}");
+    assert_eq!(report[1]["status"], "downloaded", "{report}");
+    assert!(
+        stderr.contains("warning:")
+            && stderr.contains(&format!("{OTHER_HASH} = \"/path/to/local_only\"")),
+        "{stderr}"
+    );
+    sb.cli().args(["fetch", "local_only"]).assert().code(1);
+}

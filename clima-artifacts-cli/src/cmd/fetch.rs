@@ -16,7 +16,8 @@ use crate::{depots, progress};
 struct Fetched {
     name: String,
     git_tree_sha1: String,
-    /// `downloaded`, `already_installed`, `overridden` or `failed`.
+    /// `downloaded`, `already_installed`, `overridden`, `needs_override` (with --all: no
+    /// download section and no override yet; a warning, not a failure) or `failed`.
     status: &'static str,
     path: Option<PathBuf>,
     url: Option<String>,
@@ -94,6 +95,21 @@ pub fn run(args: FetchArgs) -> CliResult {
                         seconds,
                         error: None,
                     };
+                    // With --all, an entry without downloads is not a failure (Julia's
+                    // select_downloadable_artifacts leaves such entries out): it is reported
+                    // with the override line to add.
+                    let outcome = match outcome {
+                        Err(e @ clima_artifact_runtime::Error::NoDownloads { .. }) if args.all => {
+                            f.status = "needs_override";
+                            f.error = Some(e.to_string());
+                            bar.finish_with_message(format!("{name}: needs an override"));
+                            if let Ok(mut r) = results.lock() {
+                                r.push((index, f));
+                            }
+                            continue;
+                        }
+                        other => other,
+                    };
                     match outcome {
                         Ok(installed) => {
                             f.path = Some(installed.path);
@@ -131,7 +147,11 @@ pub fn run(args: FetchArgs) -> CliResult {
     let mut results = results.into_inner().unwrap_or_default();
     results.sort_by_key(|(i, _)| *i);
     let results: Vec<Fetched> = results.into_iter().map(|(_, f)| f).collect();
-    let failed: Vec<&Fetched> = results.iter().filter(|f| f.error.is_some()).collect();
+    let failed: Vec<&Fetched> = results.iter().filter(|f| f.status == "failed").collect();
+    let needs_override: Vec<&Fetched> = results
+        .iter()
+        .filter(|f| f.status == "needs_override")
+        .collect();
     if failed.len() < results.len() {
         // Lets `gc` know this manifest's artifacts are in use.
         depots::record_usage(&config, &manifest.path);
@@ -165,9 +185,18 @@ pub fn run(args: FetchArgs) -> CliResult {
                         path.display()
                     );
                 }
+                (None, _) if f.status == "needs_override" => {
+                    println!("{:<24} needs an override (no download section)", f.name)
+                }
                 (None, _) => println!("{:<24} failed", f.name),
             }
         }
+    }
+    for f in &needs_override {
+        eprintln!(
+            "warning: {}",
+            f.error.as_deref().unwrap_or("needs an override")
+        );
     }
     if failed.is_empty() {
         return Ok(());

@@ -48,7 +48,8 @@ pub fn run(command: Command) -> CliResult {
     }
 }
 
-/// The manifest at `path` (a file, or a folder to search), else the one in the current folder.
+/// The manifest at `path` (a file, or a folder to search), else the one found from the current
+/// folder upwards ([`Manifest::find_upwards`]).
 pub fn load_manifest(path: Option<&Path>) -> CliResult<Manifest> {
     let file = match path {
         Some(p) if p.is_dir() => Manifest::find_in_dir(p)?,
@@ -64,7 +65,9 @@ pub fn load_manifest(path: Option<&Path>) -> CliResult<Manifest> {
         None => {
             let cwd = std::env::current_dir()
                 .map_err(|e| io_error("find", Path::new("the current folder"), &e))?;
-            Manifest::find_in_dir(&cwd).map_err(|e| {
+            // As Julia's find_artifacts_toml: this folder, then its parents up to the project
+            // root.
+            Manifest::find_upwards(&cwd).map_err(|e| {
                 CliError::usage(format!("{e}; pass --manifest PATH to use another manifest"))
             })?
         }
