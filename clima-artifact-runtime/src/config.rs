@@ -12,6 +12,7 @@
 //! | `CLIMA_ARTIFACTS_RETRIES` | attempts per URL for transient failures (connect, reset, 5xx, 429) | `3` |
 //! | `CLIMA_ARTIFACTS_LOCK_TIMEOUT` | seconds to wait for another process installing the same artifact | `3600` |
 //! | `CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES` | cap on one artifact's unpacked size; suffixes `K`, `M`, `G`, `T` (powers of 1024) | `1T` |
+//! | `CLIMA_ARTIFACTS_PKG_SERVER` (else `JULIA_PKG_SERVER`) | a Julia package server, or any static host laid out by `publish --by-hash`: `<server>/artifact/<git-tree-sha1>` is tried before the manifest's URLs (verified by its tree hash; a failure falls through to them); a bare host gets `https://`; empty = off | unset |
 //! | `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE` | largest download a model may start on first use (`clima_artifact!`, `Artifacts::ensure_installed`); larger ones fail before any request (by the manifest's `size`) or right after the response headers (by `Content-Length`), saying how to fetch them explicitly (`clima-artifacts fetch NAME`, never limited) or override them; `K`/`M`/`G`/`T` suffixes; `0` = no limit | `4G` |
 //! | `CLIMA_ARTIFACTS_MIN_FREE_SPACE` | free space an install leaves on the depot's filesystem: unpacking stops with an error (and its temp dir is removed) before going below it; `K`/`M`/`G`/`T` suffixes; `0` turns it off | 1% of the filesystem or 1 GiB, whichever is smaller |
 //! | `CLIMA_ARTIFACTS_MAX_ENTRIES` | cap on one artifact's number of archive entries (files, directories, links) | `10000000` |
@@ -60,6 +61,10 @@ pub struct Config {
     pub max_unpacked_bytes: u64,
     /// Cap on the number of archive entries of one artifact (`CLIMA_ARTIFACTS_MAX_ENTRIES`).
     pub max_entries: u64,
+    /// A Julia package server (or a folder/bucket served as one): `<server>/artifact/<hash>`
+    /// is tried before the manifest's URLs (`CLIMA_ARTIFACTS_PKG_SERVER`, else
+    /// `JULIA_PKG_SERVER`; `None`: not used).
+    pub pkg_server: Option<String>,
     /// Largest download started implicitly, by a model's first use
     /// (`CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE`; `None`: no limit). Explicit fetches (the CLI's
     /// `fetch`) set it to `None`.
@@ -106,6 +111,7 @@ impl Default for Config {
             max_entries: DEFAULT_MAX_ENTRIES,
             min_free_space: None,
             max_download_size: Some(DEFAULT_MAX_DOWNLOAD_SIZE),
+            pkg_server: None,
             progress: true,
             retry_backoff: Duration::from_millis(500),
             node_local_depot: None,
@@ -203,6 +209,17 @@ impl Config {
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES") {
             c.max_unpacked_bytes = parse_bytes("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", &v)?;
+        }
+        if let Some(v) = get("CLIMA_ARTIFACTS_PKG_SERVER").or_else(|| get("JULIA_PKG_SERVER")) {
+            let v = v.trim().trim_end_matches('/');
+            c.pkg_server = if v.is_empty() {
+                None
+            } else if v.contains("://") {
+                Some(v.to_owned())
+            } else {
+                // As Pkg: a bare host name means https.
+                Some(format!("https://{v}"))
+            };
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE") {
             c.max_download_size = if v.trim() == "0" {

@@ -361,8 +361,14 @@ pub struct PublishArgs {
     #[arg(long, short = 'n')]
     pub name: String,
     /// Object key in the storage (default: the tarball's file name).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "by_hash")]
     pub key: Option<String>,
+    /// Store the tarball at `artifact/<git-tree-sha1>`, the layout of a Julia package server:
+    /// a static host (nginx, S3) serving that folder or bucket is then an artifact mirror that
+    /// Julia (`JULIA_PKG_SERVER`) and clima-artifacts (`CLIMA_ARTIFACTS_PKG_SERVER`) use
+    /// before the manifest's URLs.
+    #[arg(long)]
+    pub by_hash: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,

@@ -163,3 +163,108 @@ fn sync_push_and_pull_from_a_job_script() {
         .code(2)
         .stderr(predicates::str::contains("CLIMA_SYNC_ARTIFACTS"));
 }
+
+/// `publish --by-hash` lays out `artifact/<git-tree-sha1>`; a plain static host serving that
+/// folder is a package-server mirror: with CLIMA_ARTIFACTS_PKG_SERVER set, installs come from it
+/// before the manifest's URLs (verified by tree hash), and fall through to them when it fails.
+#[test]
+fn publish_by_hash_makes_a_folder_a_package_server_mirror() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    fs::create_dir_all(&data).unwrap();
+    fs::write(data.join("field.nc"), "pretend netcdf\n").unwrap();
+    let manifest = t.path().join("Artifacts.toml");
+    let tarball = t.path().join("field.tar.gz");
+    let origin = clima_artifact_tests::TestServer::start();
+    let served = t.path().join("origin");
+    fs::create_dir_all(&served).unwrap();
+    origin.serve_dir(&served);
+    cli()
+        .args([
+            "create",
+            data.to_str().unwrap(),
+            "--name",
+            "field",
+            "--manifest",
+        ])
+        .arg(&manifest)
+        .arg("--tarball-out")
+        .arg(served.join("field.tar.gz"))
+        .args(["--url", &origin.url("field.tar.gz")])
+        .assert()
+        .success();
+    fs::copy(served.join("field.tar.gz"), &tarball).unwrap();
+    let mirror = t.path().join("mirror");
+    let out = cli()
+        .arg("publish")
+        .arg(&tarball)
+        .args([
+            "--to",
+            mirror.to_str().unwrap(),
+            "--by-hash",
+            "--name",
+            "field",
+            "--json",
+            "--manifest",
+        ])
+        .arg(&manifest)
+        .args(["--public-url", "https://mirror.invalid/"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hash = clima_artifact_manifest::Manifest::load(&manifest)
+        .unwrap()
+        .artifacts[0]
+        .1
+        .clone();
+    let hash = match hash {
+        clima_artifact_manifest::ArtifactEntry::Single(v) => v.git_tree_sha1.to_hex(),
+        other => panic!("{other:?}"),
+    };
+    assert!(mirror.join("artifact").join(&hash).is_file());
+
+    // The mirror, served by a plain static file server.
+    let pkg_server = clima_artifact_tests::TestServer::start();
+    pkg_server.serve_dir(&mirror);
+    let fetch = |depot: &std::path::Path, server: &str| {
+        cli()
+            .env("CLIMA_ARTIFACTS_DEPOT_PATH", depot)
+            .env("CLIMA_ARTIFACTS_PKG_SERVER", server)
+            .args(["fetch", "field", "--json", "--manifest"])
+            .arg(&manifest)
+            .output()
+            .unwrap()
+    };
+    let out = fetch(&t.path().join("depot1"), &pkg_server.base());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report[0]["url"],
+        format!("{}/artifact/{hash}", pkg_server.base()),
+        "{report}"
+    );
+    assert_eq!(
+        origin.gets("/field.tar.gz"),
+        0,
+        "the manifest's URL was used"
+    );
+
+    // A server without it (404): the manifest's URL is used.
+    let empty = clima_artifact_tests::TestServer::start();
+    let out = fetch(&t.path().join("depot2"), &empty.base());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(empty.gets(&format!("/artifact/{hash}")), 1);
+    assert_eq!(origin.gets("/field.tar.gz"), 1);
+}

@@ -35,8 +35,10 @@ pub fn run(args: PublishArgs) -> CliResult {
             args.tarball.display()
         )));
     }
+    let tree_hash = tree_hash_of(&args.tarball)?;
     let key = match &args.key {
         Some(k) => k.clone(),
+        None if args.by_hash => format!("artifact/{tree_hash}"),
         None => args
             .tarball
             .file_name()
@@ -48,7 +50,6 @@ pub fn run(args: PublishArgs) -> CliResult {
     };
     clima_artifact_sync::check_key(&key).map_err(|e| CliError::usage(e.to_string()))?;
 
-    let tree_hash = tree_hash_of(&args.tarball)?;
     let text = cmd::read_or_empty(&args.manifest)?;
     if let Some(existing) = existing_hash(&text, &args.name)
         && existing != tree_hash
