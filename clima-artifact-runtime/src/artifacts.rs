@@ -115,7 +115,7 @@ impl Artifacts {
     pub fn ensure_installed_detailed(&self, spec: &str) -> Result<Installed, Error> {
         let (name, sub) = split_name_and_subpath(spec)?;
         let variant = self.variant(name)?;
-        let installed = install::ensure_variant(name, variant, self.manifest.dir(), &self.config)?;
+        let installed = install::ensure_variant(name, variant, &self.manifest_path, &self.config)?;
         let full = with_subpath(name, &installed.path, sub)?;
         if let Some(first) = self.config.depots.first() {
             depot::record_usage(first, &self.manifest_path);

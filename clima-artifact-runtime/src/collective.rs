@@ -55,8 +55,8 @@ use crate::{Config, Error};
 /// **Collective over `ctx`: every rank must call this with the same artifact, in the same order
 /// as its other collective calls.** Ranks that ask for different artifacts all get
 /// [`Error::RanksOutOfStep`] (see the README's MPI section). Every rank records its successful
-/// access in the provenance [`access_log`] with its rank; the manifest is located in
-/// `manifest_dir`.
+/// access in the provenance [`access_log`] with its rank. `manifest_dir` is the manifest file
+/// or its folder (see [`ensure_variant`](crate::ensure_variant)).
 pub fn ensure_collective(
     ctx: &dyn Context,
     name: &str,
@@ -64,8 +64,12 @@ pub fn ensure_collective(
     manifest_dir: &Path,
     config: &Config,
 ) -> Result<Installed, Error> {
-    let manifest = clima_artifact_manifest::Manifest::find_in_dir(manifest_dir)
-        .unwrap_or_else(|_| manifest_dir.join("Artifacts.toml"));
+    let manifest = if manifest_dir.is_file() {
+        manifest_dir.to_path_buf()
+    } else {
+        clima_artifact_manifest::Manifest::find_in_dir(manifest_dir)
+            .unwrap_or_else(|_| manifest_dir.join("Artifacts.toml"))
+    };
     let installed = ensure_collective_unrecorded(ctx, name, variant, manifest_dir, config)?;
     access_log::record(AccessEvent::of(
         name,

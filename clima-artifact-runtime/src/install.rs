@@ -82,13 +82,17 @@ pub struct Installed {
 /// verified download into the first writable depot. The core every higher-level API calls
 /// (the `Artifacts` API, the `clima_artifact!` macro's static path, the MPI root).
 ///
-/// `manifest_dir` resolves relative download paths; `name` is used in messages.
+/// `manifest` is the manifest file the variant comes from (named in messages, so a manifest
+/// called `MyArtifacts.toml` is reported as such), or its folder (then the messages name the
+/// `JuliaArtifacts.toml`/`Artifacts.toml` found there); relative download paths resolve against
+/// its folder. `name` is used in messages.
 pub fn ensure_variant(
     name: &str,
     variant: &ArtifactVariant,
-    manifest_dir: &Path,
+    manifest: &Path,
     config: &Config,
 ) -> Result<Installed, Error> {
+    let manifest_dir = manifest;
     let hash = variant.git_tree_sha1;
     let depots = depot::search_depots(config);
     if let Some(found) = lookup(&hash, &depots)? {
@@ -107,7 +111,7 @@ pub fn ensure_variant(
     let (allowed, skipped): (Vec<_>, Vec<_>) = variant
         .downloads
         .iter()
-        .partition(|d| !config.offline || !is_network(&d.url, manifest_dir));
+        .partition(|d| !config.offline || !is_network(&d.url, manifest_folder(manifest_dir)));
     if allowed.is_empty() {
         return Err(Error::Offline {
             name: name.to_owned(),
@@ -243,12 +247,26 @@ fn suggested_overrides_file(config: &Config) -> PathBuf {
     depot::overrides_path(&first)
 }
 
-fn manifest_file(dir: &Path) -> PathBuf {
+/// The manifest file `manifest` names: itself when it is a file, else the
+/// `JuliaArtifacts.toml`/`Artifacts.toml` in that folder.
+fn manifest_file(manifest: &Path) -> PathBuf {
+    if manifest.is_file() {
+        return manifest.to_path_buf();
+    }
     MANIFEST_FILE_NAMES
         .iter()
-        .map(|n| dir.join(n))
+        .map(|n| manifest.join(n))
         .find(|p| p.is_file())
-        .unwrap_or_else(|| dir.join("Artifacts.toml"))
+        .unwrap_or_else(|| manifest.join("Artifacts.toml"))
+}
+
+/// The folder relative download paths resolve against: `manifest`'s folder when it is a file.
+pub(crate) fn manifest_folder(manifest: &Path) -> &Path {
+    if manifest.is_file() {
+        manifest.parent().unwrap_or(Path::new("."))
+    } else {
+        manifest
+    }
 }
 
 /// Tries `allowed` (the variant's downloads that may be used now) in order.
@@ -456,7 +474,7 @@ fn install_once(
         url,
         "downloading artifact `{name}` from `{url}`"
     );
-    let source = download::open(agent, url, manifest_dir, config)?;
+    let source = download::open(agent, url, manifest_folder(manifest_dir), config)?;
     // Without a declared size, the server's Content-Length is checked before the body.
     if dl.size.is_none()
         && let (Some(limit), Some(length)) = (config.max_download_size, source.length)

@@ -167,7 +167,7 @@ pub fn prefetch_declared_with(
                 });
                 continue;
             }
-            let dir = std::path::Path::new(site.manifest.dir);
+            let dir = std::path::Path::new(site.manifest.path);
             match crate::collective::ensure_collective(ctx, artifact.name, &variant, dir, &config) {
                 Ok(installed) => done.push(Prefetched {
                     name: artifact.name,

@@ -354,7 +354,8 @@ fn resolve(
         }
         None => {
             let config = current_config()?;
-            let dir = Path::new(site.manifest.dir);
+            // The manifest file itself, so messages name it (relative URLs resolve next to it).
+            let dir = Path::new(site.manifest.path);
             let installed = match ctx {
                 Some(ctx) => {
                     let installed = crate::collective::ensure_collective_unrecorded(

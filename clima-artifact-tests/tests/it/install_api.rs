@@ -280,3 +280,36 @@ fn a_download_logs_plain_progress_lines_when_stderr_is_not_a_terminal() {
         "{err}"
     );
 }
+
+/// A manifest with its own name (`MyArtifacts.toml`) is named as such in the messages, not as
+/// `Artifacts.toml` (the no-download error and a failed download's hint).
+#[test]
+fn messages_name_the_manifest_file_actually_used() {
+    if !have_git() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let server = TestServer::start();
+    let art = TestArtifact::sample(1551);
+    let manifest = dir.path().join("MyArtifacts.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[local_only]\ngit-tree-sha1 = \"{}\"\n\n[broken]\ngit-tree-sha1 = \"{}\"\n[[broken.download]]\nurl = \"{}\"\nsha256 = \"{}\"\n",
+            TestArtifact::sample(1552).tree_hash,
+            art.tree_hash,
+            server.url("missing.tar.gz"),
+            art.sha256
+        ),
+    )
+    .unwrap();
+    let a = Artifacts::load(&manifest)
+        .unwrap()
+        .with_config(test_config(std::slice::from_ref(&depot)));
+    for name in ["local_only", "broken"] {
+        let e = a.ensure_installed(name).unwrap_err().to_string();
+        assert!(e.contains("MyArtifacts.toml"), "{name}: {e}");
+        assert!(!e.contains("/Artifacts.toml"), "{name}: {e}");
+    }
+}

@@ -83,7 +83,7 @@ pub fn run(args: FetchArgs) -> CliResult {
                     };
                     let bar = progress::spinner_in(&multi, &format!("{name}: installing"));
                     let start = Instant::now();
-                    let outcome = ensure_variant(name, variant, manifest.dir(), &config);
+                    let outcome = ensure_variant(name, variant, &manifest.path, &config);
                     let seconds = start.elapsed().as_secs_f64();
                     let mut f = Fetched {
                         name: name.clone(),
