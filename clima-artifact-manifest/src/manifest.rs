@@ -79,6 +79,12 @@ pub struct Manifest {
     pub path: PathBuf,
     /// Artifacts in file order.
     pub artifacts: Vec<(String, ArtifactEntry)>,
+    /// Entries that could not be read, with their errors (only from
+    /// [`Manifest::parse_lenient`] / [`Manifest::load_lenient`]; the strict readers fail
+    /// instead). Looking one up is a [`SelectError::Broken`] naming file, line and column.
+    /// Not serialised.
+    #[serde(skip)]
+    pub broken: Vec<(String, Vec<ManifestError>)>,
 }
 
 /// Why a `name/sub/path` string is not acceptable.
@@ -401,16 +407,32 @@ impl Manifest {
     /// Parses manifest text, collecting every error (never an empty list) so a build script can
     /// show them all at once. Errors are in file order.
     pub fn parse_all(text: &str, path: &Path) -> Result<Manifest, Vec<ManifestError>> {
+        let manifest = Self::parse_lenient(text, path)?;
+        if manifest.broken.is_empty() {
+            return Ok(manifest);
+        }
+        let mut errors: Vec<ManifestError> =
+            manifest.broken.into_iter().flat_map(|(_, e)| e).collect();
+        errors.sort_by_key(|e| (e.line, e.column));
+        Err(errors)
+    }
+
+    /// Parses manifest text with Julia's tolerance: an entry that cannot be read (no
+    /// `git-tree-sha1`, a string instead of a table, ...) is kept aside in
+    /// [`Manifest::broken`] and fails only when it is looked up; the others stay usable. Only
+    /// a file that is not TOML at all is an error.
+    pub fn parse_lenient(text: &str, path: &Path) -> Result<Manifest, Vec<ManifestError>> {
         let loc = Locator::new(text, path);
         let doc = loc.parse_document(text).map_err(|mut errors| {
             attribute_syntax_errors(text, &mut errors);
             errors
         })?;
-        let mut errors = Vec::new();
+        let mut broken: Vec<(String, Vec<ManifestError>)> = Vec::new();
         let mut artifacts = Vec::new();
         for (key, value) in entries_in_file_order(doc.get_ref()) {
             let name: &str = key.get_ref();
             let header = value.span().start;
+            let mut errors = Vec::new();
             match value.get_ref() {
                 DeValue::Table(table) => {
                     let cx = EntryCx {
@@ -460,7 +482,10 @@ impl Manifest {
                             )),
                         }
                     }
-                    artifacts.push((name.to_owned(), ArtifactEntry::PlatformSpecific(variants)));
+                    if errors.is_empty() {
+                        artifacts
+                            .push((name.to_owned(), ArtifactEntry::PlatformSpecific(variants)));
+                    }
                 }
                 other => errors.push(loc.invalid(
                     key.span().start,
@@ -473,16 +498,22 @@ impl Manifest {
                     ),
                 )),
             }
+            if !errors.is_empty() {
+                errors.sort_by_key(|e| (e.line, e.column));
+                broken.push((name.to_owned(), errors));
+            }
         }
-        if errors.is_empty() {
-            Ok(Manifest {
-                path: path.to_path_buf(),
-                artifacts,
-            })
-        } else {
-            errors.sort_by_key(|e| (e.line, e.column));
-            Err(errors)
-        }
+        Ok(Manifest {
+            path: path.to_path_buf(),
+            artifacts,
+            broken,
+        })
+    }
+
+    /// Reads a manifest file with [`Manifest::parse_lenient`]'s tolerance.
+    pub fn load_lenient(path: &Path) -> Result<Manifest, ManifestError> {
+        let text = read_text(path)?;
+        Self::parse_lenient(&text, path).map_err(crate::error::first)
     }
 
     /// Reads and parses a manifest file.
@@ -578,6 +609,16 @@ impl Manifest {
     /// smallest [`Platform::match_loss`], then the greatest [`Platform::triplet`]; of entries
     /// for the same platform, the last in the file (Julia keys its choice by platform).
     pub fn select(&self, name: &str, platform: &Platform) -> Result<&ArtifactVariant, SelectError> {
+        if let Some((_, errors)) = self.broken.iter().find(|(n, _)| n == name) {
+            return Err(SelectError::Broken {
+                name: name.to_owned(),
+                message: errors
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
         let entry = self.get(name).ok_or_else(|| SelectError::UnknownName {
             name: name.to_owned(),
             manifest: self.path.display().to_string(),

@@ -50,6 +50,16 @@ pub enum SelectError {
         /// Names the manifest defines.
         defined: Vec<String>,
     },
+    /// The manifest defines the name, but its entry could not be read (a lenient load keeps the
+    /// others usable, as Julia does); `message` holds the entry's errors with file, line and
+    /// column.
+    #[error("artifact `{name}` cannot be used: {message}")]
+    Broken {
+        /// The name asked for.
+        name: String,
+        /// Its errors.
+        message: String,
+    },
     /// No variant fits; lists the platforms offered.
     #[error("artifact `{name}` has no variant for this platform ({host}); offered: {}", .offered.join("; "))]
     NoMatch {

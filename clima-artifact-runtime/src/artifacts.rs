@@ -41,7 +41,8 @@ impl Artifacts {
     pub fn load(path: impl AsRef<Path>) -> Result<Artifacts, Error> {
         let path = path.as_ref();
         let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
-        let manifest = Manifest::load(&abs)?;
+        // As Julia: a broken entry fails when it is used, the others stay usable.
+        let manifest = Manifest::load_lenient(&abs)?;
         Artifacts::from_manifest(manifest)
     }
 

@@ -592,6 +592,10 @@ enum Wire {
         host: String,
         offered: Vec<String>,
     },
+    SelectBroken {
+        name: String,
+        message: String,
+    },
     SubPathEmptyName(String),
     SubPathParentDir(String),
     SubPathNotRelative(String),
@@ -682,6 +686,9 @@ impl From<&Error> for Wire {
                 host,
                 offered,
             },
+            Error::Select(SelectError::Broken { name, message }) => {
+                Wire::SelectBroken { name, message }
+            }
             Error::SubPath(SubPathError::EmptyName(s)) => Wire::SubPathEmptyName(s),
             Error::SubPath(SubPathError::ParentDir(s)) => Wire::SubPathParentDir(s),
             Error::SubPath(SubPathError::NotRelative(s)) => Wire::SubPathNotRelative(s),
@@ -729,6 +736,9 @@ impl From<Wire> for Error {
                 host,
                 offered,
             }),
+            Wire::SelectBroken { name, message } => {
+                Error::Select(SelectError::Broken { name, message })
+            }
             Wire::SubPathEmptyName(s) => Error::SubPath(SubPathError::EmptyName(s)),
             Wire::SubPathParentDir(s) => Error::SubPath(SubPathError::ParentDir(s)),
             Wire::SubPathNotRelative(s) => Error::SubPath(SubPathError::NotRelative(s)),

@@ -233,6 +233,7 @@ impl StaticManifest {
         let manifest = Manifest {
             path: PathBuf::from(self.path),
             artifacts: vec![(artifact.name.to_owned(), artifact.to_entry())],
+            broken: Vec::new(),
         };
         Ok(manifest.select(artifact.name, &Platform::host())?.clone())
     }

@@ -1155,3 +1155,35 @@ fn fetch_all_skips_entries_that_need_an_override() {
     );
     sb.cli().args(["fetch", "local_only"]).assert().code(1);
 }
+
+/// `list` shows every entry, broken ones with their error, and exits 0 (listing is not using);
+/// fetching or verifying a broken entry fails.
+#[test]
+fn list_shows_broken_entries_and_fetch_refuses_them() {
+    let sb = Sandbox::new();
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        format!("[good]\ngit-tree-sha1 = \"{OTHER_HASH}\"\n\n[bad]\nlicense = \"MIT\"\n"),
+    )
+    .unwrap();
+    let listed = sb.json_ok(&["list", "--json"]);
+    assert_eq!(listed[0]["name"], "good");
+    assert_eq!(listed[1]["name"], "bad");
+    let error = listed[1]["error"].as_str().unwrap();
+    assert!(
+        error.contains("Artifacts.toml`:4:1") && error.contains("git-tree-sha1"),
+        "{error}"
+    );
+    sb.cli()
+        .arg("list")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("broken"));
+    sb.cli()
+        .args(["fetch", "bad"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be used"));
+    sb.cli().args(["fetch", "--all"]).assert().code(2);
+    sb.cli().args(["verify", "--all"]).assert().code(2);
+}

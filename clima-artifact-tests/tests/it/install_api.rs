@@ -313,3 +313,30 @@ fn messages_name_the_manifest_file_actually_used() {
         assert!(!e.contains("/Artifacts.toml"), "{name}: {e}");
     }
 }
+
+/// Errors are per artifact, as in Julia: a malformed entry fails only when it is looked up, with
+/// its file:line:col; the other entries of the manifest stay usable.
+#[test]
+fn a_broken_entry_fails_alone_and_the_others_stay_usable() {
+    let Some(s) = setup_with(1561) else { return };
+    let text = std::fs::read_to_string(&s.manifest).unwrap();
+    // A top-level string where an artifact table belongs, and a table without its hash.
+    let text = format!("not_a_table = \"oops\"\n{text}\n[no_hash]\nlicense = \"MIT\"\n");
+    std::fs::write(&s.manifest, &text).unwrap();
+    let a = load(&s);
+    let path = a.ensure_installed("era5").unwrap();
+    s.art.assert_content(&path);
+    for name in ["no_hash", "not_a_table"] {
+        let e = a.ensure_installed(name).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("artifact `{name}` cannot be used"))
+                && e.contains(&s.manifest.display().to_string()),
+            "{e}"
+        );
+    }
+    let e = a.ensure_installed("no_hash").unwrap_err().to_string();
+    assert!(e.contains("git-tree-sha1"), "{e}");
+    // The strict reader (what build.rs's validate() and the macro use) still reports them all.
+    let errors = clima_artifact_manifest::Manifest::load_all(&s.manifest).unwrap_err();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+}

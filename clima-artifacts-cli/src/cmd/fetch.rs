@@ -36,6 +36,15 @@ pub fn run(args: FetchArgs) -> CliResult {
     }
     cmd::check_names(&manifest, &args.names)?;
     let mut jobs = Vec::new();
+    // A broken entry cannot be fetched: with --all it fails the command.
+    if args.all
+        && let Some((name, errors)) = manifest.broken.first()
+    {
+        return Err(CliError::usage(format!(
+            "artifact `{name}` cannot be fetched: {}",
+            errors[0]
+        )));
+    }
     if args.all {
         for name in manifest.names() {
             let variant = match cmd::select_for(&manifest, name, args.platform.platform.as_ref()) {

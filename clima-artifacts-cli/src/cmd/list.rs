@@ -38,6 +38,8 @@ struct Status {
     size_bytes: Option<u64>,
     /// The download size the manifest declares (`size` of its first download that has one).
     declared_size: Option<u64>,
+    /// Why the entry cannot be read (file:line:col), if it is broken; listed, not fatal.
+    error: Option<String>,
 }
 
 /// Entry point of `list` / `status`.
@@ -66,6 +68,7 @@ pub fn run(args: ListArgs) -> CliResult {
             override_error: None,
             size_bytes: None,
             declared_size: None,
+            error: None,
         };
         match cmd::select_for(&manifest, name, args.platform.platform.as_ref()) {
             Err(e) => s.unavailable = Some(e.message),
@@ -92,6 +95,32 @@ pub fn run(args: ListArgs) -> CliResult {
         }
         rows.push(s);
     }
+    // Broken entries are listed with their error (listing is not using: exit 0).
+    for (name, errors) in &manifest.broken {
+        rows.push(Status {
+            name: name.clone(),
+            git_tree_sha1: None,
+            platform: None,
+            unavailable: None,
+            lazy: false,
+            downloadable: false,
+            variants: 0,
+            installed_depot: None,
+            installed_path: None,
+            override_path: None,
+            override_file: None,
+            override_error: None,
+            size_bytes: None,
+            declared_size: None,
+            error: Some(
+                errors
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+        });
+    }
     if args.json {
         return cmd::print_json(&rows);
     }
@@ -102,7 +131,9 @@ pub fn run(args: ListArgs) -> CliResult {
     );
     for s in &rows {
         let hash = s.git_tree_sha1.as_deref().map(|h| &h[..8]).unwrap_or("-");
-        let (state, where_) = if let Some(why) = &s.unavailable {
+        let (state, where_) = if let Some(e) = &s.error {
+            ("broken".to_string(), e.clone())
+        } else if let Some(why) = &s.unavailable {
             ("unavailable".to_string(), why.clone())
         } else if let Some(e) = &s.override_error {
             ("bad override".to_string(), e.clone())

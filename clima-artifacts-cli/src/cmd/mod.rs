@@ -72,7 +72,8 @@ pub fn load_manifest(path: Option<&Path>) -> CliResult<Manifest> {
             })?
         }
     };
-    Ok(Manifest::load(&file)?)
+    // As Julia: a broken entry fails when it is used; the rest of the manifest stays usable.
+    Ok(Manifest::load_lenient(&file)?)
 }
 
 /// The host's variant of `name`; errors list the defined names or offered platforms.
@@ -98,7 +99,7 @@ pub fn check_names(manifest: &Manifest, names: &[String]) -> CliResult {
     let unknown: Vec<&str> = names
         .iter()
         .map(String::as_str)
-        .filter(|n| manifest.get(n).is_none())
+        .filter(|n| manifest.get(n).is_none() && !manifest.broken.iter().any(|(b, _)| b == *n))
         .collect();
     if unknown.is_empty() {
         return Ok(());

@@ -62,6 +62,15 @@ pub fn run(args: VerifyArgs) -> CliResult {
     } else {
         args.names.clone()
     };
+    // A broken entry cannot be verified: with --all it fails the command (as a named one does).
+    if args.all
+        && let Some((name, errors)) = manifest.broken.first()
+    {
+        return Err(CliError::usage(format!(
+            "artifact `{name}` cannot be verified: {}",
+            errors[0]
+        )));
+    }
     let config = depots::config()?;
     let overrides = depots::overrides(&config)?;
     let mut checked = Vec::new();
