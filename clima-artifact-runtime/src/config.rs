@@ -12,6 +12,8 @@
 //! | `CLIMA_ARTIFACTS_RETRIES` | attempts per URL for transient failures (connect, reset, 5xx, 429) | `3` |
 //! | `CLIMA_ARTIFACTS_LOCK_TIMEOUT` | seconds to wait for another process installing the same artifact | `3600` |
 //! | `CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES` | cap on one artifact's unpacked size; suffixes `K`, `M`, `G`, `T` (powers of 1024) | `1T` |
+//! | `CLIMA_ARTIFACTS_CA_ROOTS` (and `JULIA_SSL_CA_ROOTS_PATH` under interop), else `SSL_CERT_FILE`, else `SSL_CERT_DIR` | TLS roots: a PEM bundle or a folder of PEM files (an institution's CA, a TLS-inspecting proxy); without them the system's CA bundle, else the bundled Mozilla roots (see [`trust`](crate::trust)) | system bundle |
+//! | `CLIMA_ARTIFACTS_NO_VERIFY_HOSTS` (and `JULIA_SSL_NO_VERIFY_HOSTS` under interop) | comma-separated hosts (`*.domain` for a domain) whose certificates are not verified, with a warning on each use; the hashes still check the data | unset |
 //! | `CLIMA_ARTIFACTS_PKG_SERVER` (else `JULIA_PKG_SERVER`) | a Julia package server, or any static host laid out by `publish --by-hash`: `<server>/artifact/<git-tree-sha1>` is tried before the manifest's URLs (verified by its tree hash; a failure falls through to them); a bare host gets `https://`; empty = off | unset |
 //! | `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE` | largest download a model may start on first use (`clima_artifact!`, `Artifacts::ensure_installed`); larger ones fail before any request (by the manifest's `size`) or right after the response headers (by `Content-Length`), saying how to fetch them explicitly (`clima-artifacts fetch NAME`, never limited) or override them; `K`/`M`/`G`/`T` suffixes; `0` = no limit | `4G` |
 //! | `CLIMA_ARTIFACTS_MIN_FREE_SPACE` | free space an install leaves on the depot's filesystem: unpacking stops with an error (and its temp dir is removed) before going below it; `K`/`M`/`G`/`T` suffixes; `0` turns it off | 1% of the filesystem or 1 GiB, whichever is smaller |
@@ -61,6 +63,11 @@ pub struct Config {
     pub max_unpacked_bytes: u64,
     /// Cap on the number of archive entries of one artifact (`CLIMA_ARTIFACTS_MAX_ENTRIES`).
     pub max_entries: u64,
+    /// TLS roots named by a variable: (variable, PEM file or folder); `None`: the system's CA
+    /// bundle, else the bundled Mozilla roots (see [`trust`](crate::trust)).
+    pub ca_roots: Option<(String, PathBuf)>,
+    /// Hosts whose TLS certificates are not verified (`CLIMA_ARTIFACTS_NO_VERIFY_HOSTS`).
+    pub no_verify_hosts: Vec<String>,
     /// A Julia package server (or a folder/bucket served as one): `<server>/artifact/<hash>`
     /// is tried before the manifest's URLs (`CLIMA_ARTIFACTS_PKG_SERVER`, else
     /// `JULIA_PKG_SERVER`; `None`: not used).
@@ -112,6 +119,8 @@ impl Default for Config {
             min_free_space: None,
             max_download_size: Some(DEFAULT_MAX_DOWNLOAD_SIZE),
             pkg_server: None,
+            ca_roots: None,
+            no_verify_hosts: Vec::new(),
             progress: true,
             retry_backoff: Duration::from_millis(500),
             node_local_depot: None,
@@ -246,6 +255,40 @@ impl Config {
                     ));
                 }
             };
+        }
+        let mut roots_vars = vec!["CLIMA_ARTIFACTS_CA_ROOTS"];
+        if c.julia_interop {
+            roots_vars.push("JULIA_SSL_CA_ROOTS_PATH");
+        }
+        roots_vars.extend(["SSL_CERT_FILE", "SSL_CERT_DIR"]);
+        for name in roots_vars {
+            if let Some(v) = get(name).filter(|v| !v.trim().is_empty()) {
+                let path = PathBuf::from(v.trim());
+                if !path.exists() {
+                    return Err(bad(
+                        name,
+                        &v,
+                        "no such file or folder; point it at a PEM bundle (or a folder of PEM \
+                         files) with the CA certificates to trust",
+                    ));
+                }
+                c.ca_roots = Some((name.to_owned(), path));
+                break;
+            }
+        }
+        let mut hosts_vars = vec!["CLIMA_ARTIFACTS_NO_VERIFY_HOSTS"];
+        if c.julia_interop {
+            hosts_vars.push("JULIA_SSL_NO_VERIFY_HOSTS");
+        }
+        for name in hosts_vars {
+            if let Some(v) = get(name) {
+                c.no_verify_hosts.extend(
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|h| !h.is_empty())
+                        .map(str::to_owned),
+                );
+            }
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT") {
             let p = PathBuf::from(&v);

@@ -222,8 +222,30 @@ fn percent_decode(s: &str) -> String {
 
 /// An HTTP agent configured from `config` (timeouts, proxies from the environment, no
 /// automatic status errors, identity encoding).
-pub fn agent(config: &Config) -> ureq::Agent {
-    ureq::Agent::config_builder()
+pub fn agent(config: &Config) -> Result<ureq::Agent, Error> {
+    agent_verifying(config, true)
+}
+
+/// [`agent`], with certificate verification on or off (off only for the hosts named in
+/// [`Config::no_verify_hosts`]).
+fn agent_verifying(config: &Config, verify: bool) -> Result<ureq::Agent, Error> {
+    let roots = crate::trust::root_certs(config).map_err(|reason| Error::Config {
+        variable: config
+            .ca_roots
+            .as_ref()
+            .map_or("SSL_CERT_FILE".to_owned(), |(v, _)| v.clone()),
+        value: config
+            .ca_roots
+            .as_ref()
+            .map_or(String::new(), |(_, p)| p.display().to_string()),
+        reason,
+    })?;
+    let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(roots)
+        .disable_verification(!verify)
+        .build();
+    Ok(ureq::Agent::config_builder()
+        .tls_config(tls)
         .timeout_connect(Some(config.connect_timeout))
         .timeout_per_read(Some(config.stall_timeout))
         .timeout_recv_response(Some(config.stall_timeout + config.connect_timeout))
@@ -233,7 +255,7 @@ pub fn agent(config: &Config) -> ureq::Agent {
         // Redirects are followed by `open`, one checked hop at a time (see `redirect`).
         .max_redirects(0)
         .build()
-        .new_agent()
+        .new_agent())
 }
 
 /// Opens `url` for reading. Errors are per-source errors ([`Error::HttpStatus`],
@@ -263,6 +285,24 @@ pub fn open(
             reason,
         }),
         Location::Http(u) => {
+            // A host named in CLIMA_ARTIFACTS_NO_VERIFY_HOSTS gets an agent of its own that does
+            // not verify certificates, with a warning every time.
+            let unverified;
+            let agent = match redirect::parts(&u).map(|p| p.host.to_owned()) {
+                Some(host) if crate::trust::skips_verification(config, &host) => {
+                    tracing::warn!(
+                        "not verifying the TLS certificate of `{host}` (CLIMA_ARTIFACTS_NO_VERIFY_HOSTS); \
+                         the sha256 and the tree hash still check what is downloaded"
+                    );
+                    eprintln!(
+                        "warning: not verifying the TLS certificate of `{host}` \
+                         (CLIMA_ARTIFACTS_NO_VERIFY_HOSTS)"
+                    );
+                    unverified = agent_verifying(config, false)?;
+                    &unverified
+                }
+                _ => agent,
+            };
             let (resp, answered) = get_following_redirects(agent, url, &u, config)?;
             let status = resp.status().as_u16();
             if !(200..300).contains(&status) {
@@ -355,6 +395,22 @@ fn get_following_redirects(
 }
 
 fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
+    let text = e.to_string();
+    if text.contains("certificate")
+        || text.contains("UnknownIssuer")
+        || matches!(e, ureq::Error::Rustls(_))
+    {
+        let host = redirect::parts(url).map_or(url.to_owned(), |p| p.host.to_owned());
+        return Error::Transport {
+            url: url.to_owned(),
+            reason: format!(
+                "TLS error ({text}): {}",
+                crate::trust::certificate_hint(config, &host)
+            ),
+            attempts: 1,
+            transient: false,
+        };
+    }
     let (reason, transient) = match e {
         ureq::Error::Timeout(_) => (
             format!(

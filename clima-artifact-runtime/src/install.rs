@@ -296,7 +296,7 @@ fn download_and_install(
         }
         check_room(name, size, &target.dir, config)?;
     }
-    let agent = download::agent(config);
+    let agent = download::agent(config)?;
     let mut failures = Vec::new();
     // As Pkg: the package server first (`<server>/artifact/<hash>`, no sha256 known: the tree
     // hash verifies it), then the manifest's URLs. Not when offline.

@@ -61,6 +61,7 @@ pub mod inventory;
 pub mod progress;
 pub mod report;
 pub mod tree_hash;
+pub mod trust;
 
 #[doc(hidden)]
 pub mod __private;

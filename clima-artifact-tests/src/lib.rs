@@ -8,6 +8,7 @@
 //! - [`artifacts_toml`] / [`write_manifest`]: an `Artifacts.toml` for test artifacts.
 //! - [`test_config`], [`variant`], [`tree_files`], [`temp_entries`]: small helpers.
 
+mod tls;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -17,6 +18,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+pub use tls::TlsServer;
 
 use clima_artifact_manifest::{ArtifactVariant, Download, GitTreeSha1, Sha256};
 use clima_artifact_runtime::Config;

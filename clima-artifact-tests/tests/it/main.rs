@@ -31,5 +31,6 @@ mod provenance_golden;
 mod resume;
 mod review_regressions;
 mod size_policy;
+mod tls_trust;
 mod tree_hash_git;
 mod ui;

@@ -1,0 +1,163 @@
+//! Which TLS roots and which hosts without verification downloads use (issue 17), chosen the
+//! way Julia's NetworkOptions chooses them:
+//!
+//! 1. `CLIMA_ARTIFACTS_CA_ROOTS` (and, with `CLIMA_ARTIFACTS_JULIA_INTEROP=1`,
+//!    `JULIA_SSL_CA_ROOTS_PATH`): a PEM bundle file, or a folder of PEM files;
+//! 2. else `SSL_CERT_FILE`, else `SSL_CERT_DIR` (as curl, pip and OpenSSL read them);
+//! 3. else the system's CA bundle (Debian, RHEL, SUSE, Alpine and macOS locations), where an
+//!    institution's admins install its CA;
+//! 4. else the Mozilla roots bundled into the binary (webpki-roots).
+//!
+//! `CLIMA_ARTIFACTS_NO_VERIFY_HOSTS` (and `JULIA_SSL_NO_VERIFY_HOSTS` under interop) names
+//! hosts whose certificates are not verified, with a warning each time; the sha256 and the tree
+//! hash still protect the content.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ureq::tls::{Certificate, PemItem, RootCerts};
+
+use crate::Config;
+
+/// System CA bundle locations, first existing wins (as NetworkOptions' list).
+const SYSTEM_BUNDLES: [&str; 6] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/pki/tls/cacert.pem",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+/// Where the roots come from, for messages and `clima-artifacts doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootsSource {
+    /// A file or folder named by a variable.
+    Variable {
+        /// The variable, e.g. `SSL_CERT_FILE`.
+        name: String,
+        /// Its path.
+        path: PathBuf,
+    },
+    /// The system's bundle.
+    System(PathBuf),
+    /// The Mozilla roots compiled into the binary.
+    Bundled,
+}
+
+impl std::fmt::Display for RootsSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RootsSource::Variable { name, path } => write!(f, "`{}` (from {name})", path.display()),
+            RootsSource::System(p) => write!(f, "the system's CA bundle `{}`", p.display()),
+            RootsSource::Bundled => f.write_str("the Mozilla roots bundled into clima-artifacts"),
+        }
+    }
+}
+
+/// Where the roots for `config` come from.
+pub fn roots_source(config: &Config) -> RootsSource {
+    if let Some((name, path)) = &config.ca_roots {
+        return RootsSource::Variable {
+            name: name.clone(),
+            path: path.clone(),
+        };
+    }
+    match SYSTEM_BUNDLES.iter().map(Path::new).find(|p| p.is_file()) {
+        Some(p) => RootsSource::System(p.to_path_buf()),
+        None => RootsSource::Bundled,
+    }
+}
+
+/// The root certificates for `config` (read once per path and process).
+pub(crate) fn root_certs(config: &Config) -> Result<RootCerts, String> {
+    let path = match roots_source(config) {
+        RootsSource::Bundled => return Ok(RootCerts::WebPki),
+        RootsSource::Variable { path, .. } | RootsSource::System(path) => path,
+    };
+    static CACHE: Mutex<Vec<(PathBuf, Arc<Vec<Certificate<'static>>>)>> = Mutex::new(Vec::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, certs)) = cache.iter().find(|(p, _)| *p == path) {
+        return Ok(RootCerts::Specific(Arc::clone(certs)));
+    }
+    let certs = Arc::new(read_certs(&path)?);
+    cache.push((path, Arc::clone(&certs)));
+    Ok(RootCerts::Specific(certs))
+}
+
+/// Every certificate in the PEM file `path`, or in the PEM files of the folder `path`.
+fn read_certs(path: &Path) -> Result<Vec<Certificate<'static>>, String> {
+    let files: Vec<PathBuf> = if path.is_dir() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| format!("cannot read the CA folder `{}`: {e}", path.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut certs = Vec::new();
+    for file in &files {
+        let bytes = std::fs::read(file)
+            .map_err(|e| format!("cannot read CA bundle `{}`: {e}", file.display()))?;
+        for item in ureq::tls::parse_pem(&bytes) {
+            if let Ok(PemItem::Certificate(c)) = item {
+                certs.push(c);
+            }
+        }
+    }
+    if certs.is_empty() {
+        return Err(format!(
+            "`{}` holds no PEM certificate (`-----BEGIN CERTIFICATE-----`); point the variable at \
+             your institution's CA bundle",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
+/// Whether `host` is named in [`Config::no_verify_hosts`] (exact names, or `*.domain` /
+/// `.domain` for every host below `domain`, as Julia's variable allows).
+pub(crate) fn skips_verification(config: &Config, host: &str) -> bool {
+    let host = host.to_ascii_lowercase();
+    config.no_verify_hosts.iter().any(|pattern| {
+        let p = pattern.trim().to_ascii_lowercase();
+        if let Some(domain) = p.strip_prefix("*.").or_else(|| p.strip_prefix('.')) {
+            host.ends_with(&format!(".{domain}"))
+        } else {
+            host == p
+        }
+    })
+}
+
+/// The hint a certificate error gets: which roots were used and what to set.
+pub(crate) fn certificate_hint(config: &Config, host: &str) -> String {
+    format!(
+        "the certificate of `{host}` is not trusted by {}; if your network or institution uses \
+         its own CA (a TLS-inspecting proxy, an internal server), set CLIMA_ARTIFACTS_CA_ROOTS \
+         (or SSL_CERT_FILE) to its PEM bundle, or, for this host only, \
+         CLIMA_ARTIFACTS_NO_VERIFY_HOSTS={host} (the sha256 and tree hash still check the data)",
+        roots_source(config)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_patterns() {
+        let config = Config {
+            no_verify_hosts: vec!["data.lab.org".into(), "*.internal".into(), ".corp".into()],
+            ..Config::default()
+        };
+        assert!(skips_verification(&config, "DATA.lab.org"));
+        assert!(skips_verification(&config, "a.b.internal"));
+        assert!(skips_verification(&config, "x.corp"));
+        assert!(!skips_verification(&config, "internal"));
+        assert!(!skips_verification(&config, "evil-data.lab.org"));
+    }
+}

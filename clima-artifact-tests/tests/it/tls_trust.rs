@@ -1,0 +1,88 @@
+//! TLS trust as clusters need it (issue 17), against a real loopback HTTPS server whose
+//! certificate comes from a CA made in the test: an unknown CA is an error that says which
+//! roots were used and what to set; the CA given by file (CLIMA_ARTIFACTS_CA_ROOTS,
+//! SSL_CERT_FILE) or folder (SSL_CERT_DIR) is trusted; a host named in
+//! CLIMA_ARTIFACTS_NO_VERIFY_HOSTS works unverified, an unnamed one still fails.
+
+use clima_artifact_runtime::{Config, ensure_variant};
+use clima_artifact_tests::{TestArtifact, TlsServer, failure_reasons, have_git, test_config};
+
+fn config_from(depot: &std::path::Path, vars: &[(&str, String)]) -> Config {
+    let from_env = Config::from_vars(|k| {
+        vars.iter()
+            .find(|(name, _)| *name == k)
+            .map(|(_, v)| v.clone())
+    })
+    .unwrap();
+    Config {
+        ca_roots: from_env.ca_roots,
+        no_verify_hosts: from_env.no_verify_hosts,
+        ..test_config(&[depot.to_path_buf()])
+    }
+}
+
+#[test]
+fn downloads_trust_the_roots_they_are_told_to() {
+    if !have_git() {
+        return;
+    }
+    let art = TestArtifact::sample(1701);
+    let server = TlsServer::start(art.tarball.clone());
+    let v = art.variant(&[server.url("era5.tar.gz")]);
+    let dir = tempfile::tempdir().unwrap();
+
+    // The CA is nowhere in the trust store: a clear error naming the roots and the variables.
+    let depot = dir.path().join("d0");
+    let e = ensure_variant("era5", &v, dir.path(), &config_from(&depot, &[])).unwrap_err();
+    let text = failure_reasons(&e);
+    assert!(
+        text.contains("the certificate of `127.0.0.1` is not trusted by")
+            && text.contains("CLIMA_ARTIFACTS_CA_ROOTS")
+            && text.contains("CLIMA_ARTIFACTS_NO_VERIFY_HOSTS=127.0.0.1"),
+        "{text}"
+    );
+
+    let ca = server.ca_pem().display().to_string();
+    let ca_dir = server.ca_pem().parent().unwrap().display().to_string();
+    for (i, var) in [
+        ("CLIMA_ARTIFACTS_CA_ROOTS", ca.clone()),
+        ("SSL_CERT_FILE", ca.clone()),
+        ("SSL_CERT_DIR", ca_dir.clone()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let depot = dir.path().join(format!("d{}", i + 1));
+        let config = config_from(&depot, std::slice::from_ref(&var));
+        assert_eq!(config.ca_roots.as_ref().unwrap().0, var.0);
+        let got = ensure_variant("era5", &v, dir.path(), &config)
+            .unwrap_or_else(|e| panic!("{}: {e}", var.0));
+        art.assert_content(&got.path);
+    }
+
+    // A named host is not verified (with a warning); another name does not help.
+    let depot = dir.path().join("d9");
+    let named = config_from(
+        &depot,
+        &[("CLIMA_ARTIFACTS_NO_VERIFY_HOSTS", "127.0.0.1".to_owned())],
+    );
+    let got = ensure_variant("era5", &v, dir.path(), &named).unwrap();
+    art.assert_content(&got.path);
+    let depot = dir.path().join("d10");
+    let other = config_from(
+        &depot,
+        &[(
+            "CLIMA_ARTIFACTS_NO_VERIFY_HOSTS",
+            "data.example.org".to_owned(),
+        )],
+    );
+    assert!(ensure_variant("era5", &v, dir.path(), &other).is_err());
+    // A bad path is a configuration error naming the variable.
+    let e = Config::from_vars(|k| (k == "SSL_CERT_FILE").then(|| "/no/such/ca.pem".to_owned()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("SSL_CERT_FILE") && e.contains("/no/such/ca.pem"),
+        "{e}"
+    );
+}
