@@ -68,6 +68,9 @@ pub struct Config {
     pub ca_roots: Option<(String, PathBuf)>,
     /// Hosts whose TLS certificates are not verified (`CLIMA_ARTIFACTS_NO_VERIFY_HOSTS`).
     pub no_verify_hosts: Vec<String>,
+    /// The proxies downloads go through (from `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`,
+    /// `NO_PROXY`, lower case too; `Config::default()` has none).
+    pub proxy: ProxySettings,
     /// A Julia package server (or a folder/bucket served as one): `<server>/artifact/<hash>`
     /// is tried before the manifest's URLs (`CLIMA_ARTIFACTS_PKG_SERVER`, else
     /// `JULIA_PKG_SERVER`; `None`: not used).
@@ -86,6 +89,55 @@ pub struct Config {
     pub retry_backoff: Duration,
     /// MPI node-local mode (`CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT`): a depot private to each node.
     pub node_local_depot: Option<PathBuf>,
+}
+
+/// Proxies as curl reads them: `HTTP_PROXY` for `http://` URLs and `HTTPS_PROXY` for
+/// `https://` ones (lower-case forms too), `ALL_PROXY` for both when the specific one is unset,
+/// and `NO_PROXY` (comma-separated hosts, `.domain` or `*.domain` for a domain, `*` for all) for
+/// hosts reached directly. Credentials go in the proxy URL (`http://user:pass@proxy:3128`);
+/// `https://` targets go through a CONNECT tunnel.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxySettings {
+    /// The proxy for `http://` URLs, with the variable it came from.
+    pub http: Option<(String, String)>,
+    /// The proxy for `https://` URLs, with the variable it came from.
+    pub https: Option<(String, String)>,
+    /// Hosts reached without a proxy.
+    pub no_proxy: Vec<String>,
+}
+
+impl ProxySettings {
+    /// The proxy (variable, URL) for `url`, or `None` to connect directly.
+    pub fn for_url(&self, url: &str) -> Option<&(String, String)> {
+        let (scheme, rest) = url.split_once("://")?;
+        let host = rest
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or("")
+            .rsplit_once('@')
+            .map_or(rest.split(['/', '?', '#']).next().unwrap_or(""), |(_, h)| h);
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.split_once(']').map(|(h, _)| h))
+            .unwrap_or_else(|| host.rsplit_once(':').map_or(host, |(h, _)| h))
+            .to_ascii_lowercase();
+        let bypass = self.no_proxy.iter().any(|p| {
+            let p = p.trim().to_ascii_lowercase();
+            p == "*"
+                || p == host
+                || p.strip_prefix("*.")
+                    .or_else(|| p.strip_prefix('.'))
+                    .is_some_and(|d| host.ends_with(&format!(".{d}")) || host == d)
+        });
+        if bypass {
+            return None;
+        }
+        match scheme.to_ascii_lowercase().as_str() {
+            "http" => self.http.as_ref(),
+            "https" => self.https.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// Default of [`Config::max_download_size`]: 4 GiB (the limit `validate` warns about).
@@ -121,6 +173,7 @@ impl Default for Config {
             pkg_server: None,
             ca_roots: None,
             no_verify_hosts: Vec::new(),
+            proxy: ProxySettings::default(),
             progress: true,
             retry_backoff: Duration::from_millis(500),
             node_local_depot: None,
@@ -288,6 +341,34 @@ impl Config {
                         .filter(|h| !h.is_empty())
                         .map(str::to_owned),
                 );
+            }
+        }
+        let first = |names: &[&str]| {
+            names.iter().find_map(|n| {
+                get(n)
+                    .filter(|v| !v.trim().is_empty())
+                    .map(|v| ((*n).to_owned(), v.trim().to_owned()))
+            })
+        };
+        let all = first(&["ALL_PROXY", "all_proxy"]);
+        c.proxy.http = first(&["HTTP_PROXY", "http_proxy"]).or_else(|| all.clone());
+        c.proxy.https = first(&["HTTPS_PROXY", "https_proxy"]).or(all);
+        if let Some((_, v)) = first(&["NO_PROXY", "no_proxy"]) {
+            c.proxy.no_proxy = v
+                .split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
+        for (name, url) in [&c.proxy.http, &c.proxy.https].into_iter().flatten() {
+            if ureq::Proxy::new(url).is_err() {
+                return Err(bad(
+                    name,
+                    url,
+                    "not a proxy URL; expected e.g. `http://proxy.example.org:3128` (credentials \
+                     as `http://user:password@host:port`)",
+                ));
             }
         }
         if let Some(v) = get("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT") {

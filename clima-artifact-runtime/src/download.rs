@@ -4,7 +4,8 @@
 //!   reads URLs, so a manifest meant for Julia too should use `http(s)://` or `file://` URLs.
 //! - HTTP: connect timeout `CLIMA_ARTIFACTS_CONNECT_TIMEOUT`; every read times out after
 //!   `CLIMA_ARTIFACTS_STALL_TIMEOUT` without a byte (a stall, not a cap on the total time);
-//!   `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (and lower-case forms) are honoured;
+//!   proxies from [`Config::proxy`](crate::Config::proxy) (curl's reading of `HTTP_PROXY`,
+//!   `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`) and TLS roots from [`crate::trust`];
 //!   `Accept-Encoding: identity` is sent so the bytes hashed are the bytes published.
 //! - A body shorter than its `Content-Length` is an error, never a silent truncation.
 //! - A server that says `Accept-Ranges: bytes` and gives a strong ETag or a Last-Modified gets
@@ -223,12 +224,25 @@ fn percent_decode(s: &str) -> String {
 /// An HTTP agent configured from `config` (timeouts, proxies from the environment, no
 /// automatic status errors, identity encoding).
 pub fn agent(config: &Config) -> Result<ureq::Agent, Error> {
-    agent_verifying(config, true)
+    agent_verifying(config, true, None)
 }
 
 /// [`agent`], with certificate verification on or off (off only for the hosts named in
 /// [`Config::no_verify_hosts`]).
-fn agent_verifying(config: &Config, verify: bool) -> Result<ureq::Agent, Error> {
+fn agent_verifying(
+    config: &Config,
+    verify: bool,
+    proxy: Option<&(String, String)>,
+) -> Result<ureq::Agent, Error> {
+    // Proxies are chosen per URL from `config.proxy` (curl's rules), never by ureq itself.
+    let proxy = match proxy {
+        None => None,
+        Some((variable, url)) => Some(ureq::Proxy::new(url).map_err(|e| Error::Config {
+            variable: variable.clone(),
+            value: url.clone(),
+            reason: format!("not a usable proxy URL: {e}"),
+        })?),
+    };
     let roots = crate::trust::root_certs(config).map_err(|reason| Error::Config {
         variable: config
             .ca_roots
@@ -246,6 +260,7 @@ fn agent_verifying(config: &Config, verify: bool) -> Result<ureq::Agent, Error> 
         .build();
     Ok(ureq::Agent::config_builder()
         .tls_config(tls)
+        .proxy(proxy)
         .timeout_connect(Some(config.connect_timeout))
         .timeout_per_read(Some(config.stall_timeout))
         .timeout_recv_response(Some(config.stall_timeout + config.connect_timeout))
@@ -287,7 +302,8 @@ pub fn open(
         Location::Http(u) => {
             // A host named in CLIMA_ARTIFACTS_NO_VERIFY_HOSTS gets an agent of its own that does
             // not verify certificates, with a warning every time.
-            let unverified;
+            let own_agent;
+            let proxy = config.proxy.for_url(&u);
             let agent = match redirect::parts(&u).map(|p| p.host.to_owned()) {
                 Some(host) if crate::trust::skips_verification(config, &host) => {
                     tracing::warn!(
@@ -298,8 +314,12 @@ pub fn open(
                         "warning: not verifying the TLS certificate of `{host}` \
                          (CLIMA_ARTIFACTS_NO_VERIFY_HOSTS)"
                     );
-                    unverified = agent_verifying(config, false)?;
-                    &unverified
+                    own_agent = agent_verifying(config, false, proxy)?;
+                    &own_agent
+                }
+                _ if proxy.is_some() => {
+                    own_agent = agent_verifying(config, true, proxy)?;
+                    &own_agent
                 }
                 _ => agent,
             };
@@ -406,6 +426,23 @@ fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
             reason: format!(
                 "TLS error ({text}): {}",
                 crate::trust::certificate_hint(config, &host)
+            ),
+            attempts: 1,
+            transient: false,
+        };
+    }
+    if let Some((variable, proxy)) = config.proxy.for_url(url)
+        && matches!(
+            e,
+            ureq::Error::ConnectProxyFailed(_) | ureq::Error::InvalidProxyUrl
+        )
+    {
+        return Error::Transport {
+            url: url.to_owned(),
+            reason: format!(
+                "the proxy `{}` (from {variable}) did not open a connection to the server: \
+                 {text}; check its address and credentials, or list the host in NO_PROXY",
+                crate::trust::redact_url(proxy)
             ),
             attempts: 1,
             transient: false,

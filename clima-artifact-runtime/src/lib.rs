@@ -74,7 +74,7 @@ pub use clima_comms::{Context, Singleton};
 #[cfg(feature = "mpi")]
 pub use clima_comms::{MpiContext, mpi};
 pub use collective::ensure_collective;
-pub use config::Config;
+pub use config::{Config, ProxySettings};
 pub use error::{Error, IoCause};
 pub use install::{Installed, Origin, ensure_variant};
 pub use macros::set_macro_config;

@@ -133,6 +133,21 @@ pub(crate) fn skips_verification(config: &Config, host: &str) -> bool {
     })
 }
 
+/// `url` without the password of its user info (`http://user:***@host:port`), for messages and
+/// `clima-artifacts doctor` (proxy URLs carry credentials).
+pub fn redact_url(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((user, host)) => {
+                let user = user.split(':').next().unwrap_or("");
+                format!("{scheme}://{user}:***@{host}")
+            }
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
 /// The hint a certificate error gets: which roots were used and what to set.
 pub(crate) fn certificate_hint(config: &Config, host: &str) -> String {
     format!(

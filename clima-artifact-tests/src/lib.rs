@@ -8,7 +8,9 @@
 //! - [`artifacts_toml`] / [`write_manifest`]: an `Artifacts.toml` for test artifacts.
 //! - [`test_config`], [`variant`], [`tree_files`], [`temp_entries`]: small helpers.
 
+mod proxy;
 mod tls;
+pub use proxy::{ConnectProxy, ProxyRules};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -51,8 +51,18 @@ pub enum Command {
     /// Push a run folder to storage, or pull it back (checkpoints and output artifacts).
     #[command(subcommand)]
     Sync(SyncCommand),
+    /// Say which depots, TLS roots, proxies and limits downloads use here (for support).
+    Doctor(DoctorArgs),
     /// Print a shell completion script: `clima-artifacts completions bash > ~/.local/share/bash-completion/completions/clima-artifacts`.
     Completions(CompletionsArgs),
+}
+
+/// `doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `completions`.

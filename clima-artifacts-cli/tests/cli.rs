@@ -1187,3 +1187,41 @@ fn list_shows_broken_entries_and_fetch_refuses_them() {
     sb.cli().args(["fetch", "--all"]).assert().code(2);
     sb.cli().args(["verify", "--all"]).assert().code(2);
 }
+
+/// `doctor` says which roots and proxies are in use, hiding proxy passwords.
+#[test]
+fn doctor_shows_roots_and_proxies() {
+    let sb = Sandbox::new();
+    let ca = sb.root.path().join("ca.pem");
+    fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let out = sb
+        .cli()
+        .env("SSL_CERT_FILE", &ca)
+        .env("HTTPS_PROXY", "http://alice:s3cret@proxy.lab.org:3128")
+        .env("NO_PROXY", "localhost,.lab.org")
+        .env_remove("HTTP_PROXY")
+        .env_remove("ALL_PROXY")
+        .env_remove("CLIMA_ARTIFACTS_CA_ROOTS")
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    assert!(
+        report["tls_roots"]
+            .as_str()
+            .unwrap()
+            .contains("from SSL_CERT_FILE"),
+        "{report}"
+    );
+    assert_eq!(
+        report["https_proxy"],
+        "http://alice:***@proxy.lab.org:3128 (from HTTPS_PROXY)"
+    );
+    assert!(report["http_proxy"].is_null(), "{report}");
+    assert!(!report.to_string().contains("s3cret"));
+}

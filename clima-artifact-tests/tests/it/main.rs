@@ -28,6 +28,7 @@ mod manifest_corpus;
 mod mpi;
 mod network_faults;
 mod provenance_golden;
+mod proxies;
 mod resume;
 mod review_regressions;
 mod size_policy;

@@ -9,6 +9,7 @@ use crate::args::{Command, OverrideCommand};
 use crate::error::{CliError, CliResult, io_error};
 
 pub mod create;
+pub mod doctor;
 pub mod fetch;
 pub mod gc;
 pub mod guided;
@@ -35,6 +36,7 @@ pub fn run(command: Command) -> CliResult {
         Command::Report(a) => report::run(a),
         Command::Publish(a) => publish::run(a),
         Command::Sync(c) => sync::run(c),
+        Command::Doctor(a) => doctor::run(a),
         Command::Completions(a) => {
             use clap::CommandFactory;
             clap_complete::generate(

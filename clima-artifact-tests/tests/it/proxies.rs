@@ -1,0 +1,157 @@
+//! Downloads through a real forwarding proxy on loopback (issue 17): http and https (CONNECT)
+//! through it, NO_PROXY bypassing it, credentials in the proxy URL, and a proxy that refuses.
+//! The proxy records every target, so each test asserts the request really went through it
+//! (or around it).
+
+use clima_artifact_runtime::{Config, ProxySettings, ensure_variant};
+use clima_artifact_tests::{
+    ConnectProxy, ProxyRules, TestArtifact, TestServer, TlsServer, failure_reasons, have_git,
+    test_config,
+};
+
+fn with_proxy(depot: &std::path::Path, proxy: ProxySettings) -> Config {
+    Config {
+        proxy,
+        ..test_config(&[depot.to_path_buf()])
+    }
+}
+
+#[test]
+fn http_and_https_go_through_the_proxy_and_no_proxy_goes_around() {
+    if !have_git() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let art = TestArtifact::sample(1711);
+    let plain = TestServer::start();
+    plain.serve("a.tar.gz", art.tarball.clone());
+    let tls = TlsServer::start(art.tarball.clone());
+    let proxy = ConnectProxy::start(ProxyRules::default());
+    let settings = ProxySettings {
+        http: Some(("HTTP_PROXY".into(), proxy.url(None))),
+        https: Some(("HTTPS_PROXY".into(), proxy.url(None))),
+        no_proxy: Vec::new(),
+    };
+
+    // http://
+    let config = with_proxy(&dir.path().join("d1"), settings.clone());
+    let got = ensure_variant(
+        "a",
+        &art.variant(&[plain.url("a.tar.gz")]),
+        dir.path(),
+        &config,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    art.assert_content(&got.path);
+    let origin = plain.base().trim_start_matches("http://").to_owned();
+    assert_eq!(proxy.targets(), [origin]);
+    assert_eq!(plain.gets("a.tar.gz"), 1);
+
+    // https:// through a CONNECT tunnel (the test CA trusted).
+    let mut config = with_proxy(&dir.path().join("d2"), settings.clone());
+    config.ca_roots = Some((
+        "CLIMA_ARTIFACTS_CA_ROOTS".into(),
+        tls.ca_pem().to_path_buf(),
+    ));
+    let got = ensure_variant(
+        "a",
+        &art.variant(&[tls.url("a.tar.gz")]),
+        dir.path(),
+        &config,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    art.assert_content(&got.path);
+    assert_eq!(proxy.targets().len(), 2);
+    assert_eq!(tls.requests(), 1);
+
+    // NO_PROXY: straight to the server, the proxy sees nothing new.
+    let mut bypass = settings.clone();
+    bypass.no_proxy = vec!["127.0.0.1".into()];
+    let config = with_proxy(&dir.path().join("d3"), bypass);
+    ensure_variant(
+        "a",
+        &art.variant(&[plain.url("a.tar.gz")]),
+        dir.path(),
+        &config,
+    )
+    .unwrap();
+    assert_eq!(proxy.targets().len(), 2, "NO_PROXY was not honoured");
+    assert_eq!(plain.gets("a.tar.gz"), 2);
+
+    // HTTPS_PROXY alone does not apply to http:// (curl's rule), ALL_PROXY does.
+    let from_env = |vars: &[(&str, &str)]| {
+        Config::from_vars(|k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        })
+        .unwrap()
+        .proxy
+    };
+    let p = from_env(&[("HTTPS_PROXY", "http://p:3128")]);
+    assert!(p.for_url("http://data.org/x").is_none());
+    assert!(p.for_url("https://data.org/x").is_some());
+    let p = from_env(&[("all_proxy", "http://p:3128"), ("no_proxy", ".lab.org")]);
+    assert!(p.for_url("http://data.org/x").is_some());
+    assert!(p.for_url("https://a.lab.org/x").is_none());
+}
+
+#[test]
+fn credentials_in_the_proxy_url_and_a_refusing_proxy_is_named() {
+    if !have_git() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let art = TestArtifact::sample(1712);
+    let plain = TestServer::start();
+    plain.serve("a.tar.gz", art.tarball.clone());
+    let v = art.variant(&[plain.url("a.tar.gz")]);
+    let guarded = ConnectProxy::start(ProxyRules {
+        credentials: Some(("alice".into(), "s3cret".into())),
+        refuse: false,
+    });
+    let settings = |url: String| ProxySettings {
+        http: Some(("HTTP_PROXY".into(), url)),
+        https: None,
+        no_proxy: Vec::new(),
+    };
+    let config = with_proxy(
+        &dir.path().join("d1"),
+        settings(guarded.url(Some(("alice", "s3cret")))),
+    );
+    let got = ensure_variant("a", &v, dir.path(), &config).unwrap_or_else(|e| panic!("{e}"));
+    art.assert_content(&got.path);
+    assert_eq!(guarded.targets().len(), 1);
+
+    // Without credentials: an error that names the proxy (not the origin) and hides nothing
+    // secret.
+    let config = with_proxy(&dir.path().join("d2"), settings(guarded.url(None)));
+    let e = failure_reasons(&ensure_variant("a", &v, dir.path(), &config).unwrap_err());
+    assert!(
+        e.contains(&format!("the proxy `{}`", guarded.url(None))),
+        "{e}"
+    );
+    assert!(e.contains("HTTP_PROXY"), "{e}");
+
+    let refusing = ConnectProxy::start(ProxyRules {
+        credentials: None,
+        refuse: true,
+    });
+    let config = with_proxy(
+        &dir.path().join("d3"),
+        settings(refusing.url(Some(("bob", "hunter2")))),
+    );
+    let e = failure_reasons(&ensure_variant("a", &v, dir.path(), &config).unwrap_err());
+    assert!(e.contains("did not open a connection"), "{e}");
+    assert!(e.contains("bob:***@"), "{e}");
+    assert!(
+        !e.contains("hunter2"),
+        "the password leaked into the message: {e}"
+    );
+    assert_eq!(refusing.targets().len(), 1);
+    assert_eq!(
+        plain.gets("a.tar.gz"),
+        1,
+        "the origin was reached around the proxy"
+    );
+}
