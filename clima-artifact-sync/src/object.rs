@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use object_store::path::Path as ObjectPath;
@@ -61,7 +61,35 @@ impl ObjectStorage {
             ));
         }
         let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-        for (key, value) in options {
+        // TLS roots as downloads choose them: an explicit `ca_roots` option, else
+        // CLIMA_ARTIFACTS_CA_ROOTS, AWS_CA_BUNDLE, SSL_CERT_FILE or SSL_CERT_DIR (a PEM file or
+        // a folder of them); without any, object_store's defaults. Proxies: its HTTP client
+        // reads HTTP_PROXY / HTTPS_PROXY / NO_PROXY itself.
+        let roots = options
+            .iter()
+            .find(|(k, _)| *k == "ca_roots")
+            .map(|(_, v)| ("the `ca_roots` option".to_owned(), PathBuf::from(v)))
+            .or_else(|| {
+                [
+                    "CLIMA_ARTIFACTS_CA_ROOTS",
+                    "AWS_CA_BUNDLE",
+                    "SSL_CERT_FILE",
+                    "SSL_CERT_DIR",
+                ]
+                .iter()
+                .find_map(|n| {
+                    std::env::var(n)
+                        .ok()
+                        .filter(|v| !v.trim().is_empty())
+                        .map(|v| ((*n).to_owned(), PathBuf::from(v.trim())))
+                })
+            });
+        if let Some((from, path)) = roots {
+            let client = client_options_with_roots(&path)
+                .map_err(|why| bad_url(url, &format!("{why} (TLS roots from {from})")))?;
+            builder = builder.with_client_options(client);
+        }
+        for (key, value) in options.iter().filter(|(k, _)| *k != "ca_roots") {
             let key = key
                 .parse()
                 .map_err(|e| bad_url(url, &format!("unknown S3 option `{key}`: {e}")))?;
@@ -275,4 +303,46 @@ impl Storage for ObjectStorage {
     fn download_url(&self, _key: &str) -> Option<String> {
         None
     }
+}
+
+/// Client options for S3 that trust the PEM certificates at `path` (a file or a folder of them),
+/// with the `AWS_*` client settings of the environment applied on top (as `from_env` applies
+/// them; setting the client options replaces the ones it read).
+fn client_options_with_roots(path: &Path) -> Result<object_store::ClientOptions, String> {
+    let files: Vec<std::path::PathBuf> = if path.is_dir() {
+        let mut v: Vec<_> = std::fs::read_dir(path)
+            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut client = object_store::ClientOptions::new();
+    let mut n = 0;
+    for file in files {
+        let pem =
+            std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+        if let Ok(certs) = object_store::Certificate::from_pem_bundle(&pem) {
+            for c in certs {
+                client = client.with_root_certificate(c);
+                n += 1;
+            }
+        }
+    }
+    if n == 0 {
+        return Err(format!("`{}` holds no PEM certificate", path.display()));
+    }
+    for (key, value) in std::env::vars() {
+        if key.starts_with("AWS_")
+            && let Ok(object_store::aws::AmazonS3ConfigKey::Client(k)) =
+                key.to_ascii_lowercase().parse()
+        {
+            client = client.with_config(k, value);
+        }
+    }
+    Ok(client)
 }

@@ -121,6 +121,22 @@ mod s3 {
             ObjectStorage::s3_with(&format!("s3://{bucket}/{prefix}"), &opts).unwrap()
         }
 
+        /// Opens `s3://bucket/prefix` through `endpoint` with these extra options (the
+        /// bucket must exist).
+        fn storage_via(
+            &self,
+            bucket: &str,
+            endpoint: &str,
+            extra: &[(&str, &str)],
+        ) -> Result<ObjectStorage, clima_artifact_sync::SyncError> {
+            let mut opts = self.options();
+            opts.retain(|(k, _)| *k != "aws_endpoint");
+            let mut opts: Vec<(&str, &str)> = opts.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            opts.push(("aws_endpoint", endpoint));
+            opts.extend_from_slice(extra);
+            ObjectStorage::s3_with(&format!("s3://{bucket}/run"), &opts)
+        }
+
         /// Request lines of the server log containing all of `parts`.
         fn requests(&self, parts: &[&str]) -> Vec<String> {
             fs::read_to_string(&self.log)
@@ -319,5 +335,47 @@ mod s3 {
         drop(w);
         assert_eq!(store.get_bytes("ckpt/big.bin").unwrap(), None);
         assert!(store.list("").unwrap().is_empty());
+    }
+
+    /// Run sync over TLS with a CA of our own (issue 17): moto behind a TLS front whose
+    /// certificate comes from a CA made in the test. With the CA given (`ca_roots`, what
+    /// CLIMA_ARTIFACTS_CA_ROOTS / AWS_CA_BUNDLE / SSL_CERT_FILE set from the environment) a push
+    /// and a read back work; without it the certificate is refused.
+    #[test]
+    fn sync_to_s3_over_tls_with_a_custom_ca() {
+        let Some(moto) = Moto::start() else { return };
+        let _plain = moto.storage("tls-bucket", "run");
+        let front = clima_artifact_tests::TlsServer::start_forwarding(
+            format!("127.0.0.1:{}", moto.port).parse().unwrap(),
+        );
+        let endpoint = front.url("").trim_end_matches('/').to_owned();
+        let ca = front.ca_pem().display().to_string();
+        let store = moto
+            .storage_via("tls-bucket", &endpoint, &[("ca_roots", ca.as_str())])
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("state.bin");
+        fs::write(&file, b"checkpoint over tls").unwrap();
+        store.put_file("ckpt/state.bin", &file).unwrap();
+        assert_eq!(
+            store.get_bytes("ckpt/state.bin").unwrap().unwrap(),
+            b"checkpoint over tls"
+        );
+        assert!(
+            front.requests() > 0,
+            "the requests did not go through the TLS front"
+        );
+
+        let untrusted = moto.storage_via("tls-bucket", &endpoint, &[]).unwrap();
+        let e = untrusted
+            .get_bytes("ckpt/state.bin")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.to_lowercase().contains("certificate")
+                || e.to_lowercase().contains("tls")
+                || e.contains("error sending request"),
+            "{e}"
+        );
     }
 }

@@ -18,9 +18,26 @@ pub struct TlsServer {
     _dir: tempfile::TempDir,
 }
 
+/// What the server does with each connection.
+#[derive(Clone)]
+enum Mode {
+    Serve(Arc<Vec<u8>>),
+    Forward(SocketAddr),
+}
+
 impl TlsServer {
     /// Starts serving `body`.
     pub fn start(body: Vec<u8>) -> TlsServer {
+        Self::start_mode(Mode::Serve(Arc::new(body)))
+    }
+
+    /// Starts a TLS front for the plain TCP server at `upstream` (e.g. an S3 test server):
+    /// each connection's decrypted bytes are forwarded both ways.
+    pub fn start_forwarding(upstream: SocketAddr) -> TlsServer {
+        Self::start_mode(Mode::Forward(upstream))
+    }
+
+    fn start_mode(mode: Mode) -> TlsServer {
         let dir = tempfile::tempdir().unwrap();
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -54,14 +71,17 @@ impl TlsServer {
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicUsize::new(0));
-        let (sp, count, body) = (stop.clone(), requests.clone(), Arc::new(body));
+        let (sp, count) = (stop.clone(), requests.clone());
         std::thread::spawn(move || {
             while !sp.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((stream, _)) => {
-                        let (config, count, body) = (config.clone(), count.clone(), body.clone());
+                        let (config, count, mode) = (config.clone(), count.clone(), mode.clone());
                         std::thread::spawn(move || {
-                            let _ = serve_one(stream, config, &count, &body);
+                            let _ = match mode {
+                                Mode::Serve(body) => serve_one(stream, config, &count, &body),
+                                Mode::Forward(up) => forward_one(stream, config, &count, up),
+                            };
                         });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(2)),
@@ -97,6 +117,63 @@ impl Drop for TlsServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+fn forward_one(
+    stream: std::net::TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    count: &AtomicUsize,
+    upstream: SocketAddr,
+) -> std::io::Result<()> {
+    use std::io::Read;
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
+    let mut tls = rustls::StreamOwned::new(conn, stream);
+    let mut up = std::net::TcpStream::connect(upstream)?;
+    up.set_read_timeout(Some(Duration::from_millis(50)))?;
+    count.fetch_add(1, Ordering::Relaxed);
+    let mut buf = vec![0u8; 64 * 1024];
+    let idle_limit = std::time::Instant::now();
+    let mut last = idle_limit;
+    loop {
+        let mut moved = false;
+        match tls.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                up.write_all(&buf[..n])?;
+                moved = true;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+        match up.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                tls.write_all(&buf[..n])?;
+                tls.flush()?;
+                moved = true;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+        if moved {
+            last = std::time::Instant::now();
+        } else if last.elapsed() > Duration::from_secs(30) {
+            break;
+        }
+    }
+    tls.conn.send_close_notify();
+    let _ = tls.flush();
+    Ok(())
 }
 
 fn serve_one(
