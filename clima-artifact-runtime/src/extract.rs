@@ -540,6 +540,8 @@ struct Extraction<'a> {
     content_bytes: u64,
     /// `content_bytes` at which free space is checked again.
     next_free_check: u64,
+    /// Free space, `content_bytes` and `entries` at the first free-space check.
+    free_baseline: Option<(u64, u64, u64)>,
     entries: u64,
     /// Number of tar entries parsed so far.
     headers: u64,
@@ -642,6 +644,7 @@ impl<'a> Extraction<'a> {
             pending: Vec::new(),
             content_bytes: 0,
             next_free_check: 0,
+            free_baseline: None,
             entries: 0,
             headers: 0,
         }
@@ -661,9 +664,19 @@ impl<'a> Extraction<'a> {
         {
             return Ok(());
         }
-        let Ok((free, _)) = free_space(self.dest) else {
+        let Ok((reported, _)) = free_space(self.dest) else {
             return Ok(()); // cannot tell: a write that does not fit fails on its own
         };
+        // The writer thread may not have written what it was handed yet, so the filesystem
+        // can report more than will be left. Also count down from the first check by what we
+        // handed over (plus a block per entry), and trust the smaller of the two.
+        let (base_free, base_content, base_entries) =
+            *self
+                .free_baseline
+                .get_or_insert((reported, self.content_bytes, self.entries));
+        let ours = (self.content_bytes - base_content)
+            .saturating_add((self.entries - base_entries).saturating_mul(4096));
+        let free = reported.min(base_free.saturating_sub(ours));
         if free < reserve.saturating_add(size) {
             return Err(ExtractError::LowDiskSpace {
                 path: self.dest.to_path_buf(),
