@@ -203,6 +203,30 @@ pub fn utc_timestamp(time: SystemTime) -> String {
     )
 }
 
+/// The bytes of the CA bundle at `path`: the file itself, or each regular file of the folder
+/// `path` (as `SSL_CERT_DIR` names one), in name order. Errors name the file or folder. Shared
+/// by the download roots and the S3 client's roots, so both read a bundle the same way.
+pub fn read_ca_bundle(path: &Path) -> Result<Vec<Vec<u8>>, String> {
+    let files: Vec<std::path::PathBuf> = if path.is_dir() {
+        let mut v: Vec<std::path::PathBuf> = fs::read_dir(path)
+            .map_err(|e| format!("cannot read the CA folder `{}`: {e}", path.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![path.to_path_buf()]
+    };
+    files
+        .iter()
+        .map(|f| {
+            fs::read(f).map_err(|e| format!("cannot read the CA bundle `{}`: {e}", f.display()))
+        })
+        .collect()
+}
+
 /// Reads back an RFC 3339 / TOML date-time: `YYYY-MM-DDTHH:MM:SS`, optional fraction, then `Z`,
 /// an offset `+hh:mm` / `-hh:mm`, or nothing (a local time without zone, as Julia's `DateTime`
 /// writes, taken as UTC). A space may replace the `T`. `None` for anything else or before 1970.

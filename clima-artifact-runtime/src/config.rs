@@ -109,18 +109,9 @@ pub struct ProxySettings {
 impl ProxySettings {
     /// The proxy (variable, URL) for `url`, or `None` to connect directly.
     pub fn for_url(&self, url: &str) -> Option<&(String, String)> {
-        let (scheme, rest) = url.split_once("://")?;
-        let host = rest
-            .split(['/', '?', '#'])
-            .next()
-            .unwrap_or("")
-            .rsplit_once('@')
-            .map_or(rest.split(['/', '?', '#']).next().unwrap_or(""), |(_, h)| h);
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.split_once(']').map(|(h, _)| h))
-            .unwrap_or_else(|| host.rsplit_once(':').map_or(host, |(h, _)| h))
-            .to_ascii_lowercase();
+        // The same reading of scheme and host as the redirect rule's.
+        let parts = crate::redirect::parts(url)?;
+        let host = parts.host.to_ascii_lowercase();
         let bypass = self.no_proxy.iter().any(|p| {
             let p = p.trim().to_ascii_lowercase();
             p == "*"
@@ -132,7 +123,7 @@ impl ProxySettings {
         if bypass {
             return None;
         }
-        match scheme.to_ascii_lowercase().as_str() {
+        match parts.scheme.as_str() {
             "http" => self.http.as_ref(),
             "https" => self.https.as_ref(),
             _ => None,

@@ -87,22 +87,8 @@ pub(crate) fn root_certs(config: &Config) -> Result<RootCerts, String> {
 
 /// Every certificate in the PEM file `path`, or in the PEM files of the folder `path`.
 fn read_certs(path: &Path) -> Result<Vec<Certificate<'static>>, String> {
-    let files: Vec<PathBuf> = if path.is_dir() {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| format!("cannot read the CA folder `{}`: {e}", path.display()))?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .collect();
-        v.sort();
-        v
-    } else {
-        vec![path.to_path_buf()]
-    };
     let mut certs = Vec::new();
-    for file in &files {
-        let bytes = std::fs::read(file)
-            .map_err(|e| format!("cannot read CA bundle `{}`: {e}", file.display()))?;
+    for bytes in clima_artifact_fs::read_ca_bundle(path)? {
         for item in ureq::tls::parse_pem(&bytes) {
             if let Ok(PemItem::Certificate(c)) = item {
                 certs.push(c);

@@ -309,23 +309,9 @@ impl Storage for ObjectStorage {
 /// with the `AWS_*` client settings of the environment applied on top (as `from_env` applies
 /// them; setting the client options replaces the ones it read).
 fn client_options_with_roots(path: &Path) -> Result<object_store::ClientOptions, String> {
-    let files: Vec<std::path::PathBuf> = if path.is_dir() {
-        let mut v: Vec<_> = std::fs::read_dir(path)
-            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .collect();
-        v.sort();
-        v
-    } else {
-        vec![path.to_path_buf()]
-    };
     let mut client = object_store::ClientOptions::new();
     let mut n = 0;
-    for file in files {
-        let pem =
-            std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+    for pem in clima_artifact_fs::read_ca_bundle(path)? {
         if let Ok(certs) = object_store::Certificate::from_pem_bundle(&pem) {
             for c in certs {
                 client = client.with_root_certificate(c);
