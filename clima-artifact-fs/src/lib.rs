@@ -25,7 +25,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 pub use temp::{
-    OTHER_HOST_MAX_AGE, hostname, is_temp_name, reclaim_stale_temps, stale_temps, temp_name,
+    OTHER_HOST_MAX_AGE, host_tag, hostname, is_temp_name, reclaim_stale_temps, stale_temps,
+    temp_name,
 };
 
 /// An I/O error shared between clones of an error (so error types stay `Clone`), which

@@ -100,8 +100,9 @@ pub fn reclaim_stale_temps(dir: &Path, mark: &str) -> usize {
         .count()
 }
 
-/// The host name as it appears in temp names (no `/` or `.`).
-fn host_tag() -> String {
+/// The host name as it appears in temp names (`/` and `.` replaced by `_`), e.g. to name the
+/// temp file a process on this host would leave.
+pub fn host_tag() -> String {
     hostname()
         .chars()
         .map(|c| if c == '/' || c == '.' { '_' } else { c })

@@ -478,10 +478,7 @@ fn a_killed_restores_temp_file_is_reclaimed_by_the_next_restore() {
     let mut sync = syncer(&run, &store);
     sync.on_checkpoint("ckpt/step-1").unwrap();
     drop(sync);
-    let host: String = clima_artifact_fs::hostname()
-        .chars()
-        .map(|c| if c == '/' || c == '.' { '_' } else { c })
-        .collect();
+    let host = clima_artifact_fs::host_tag();
     let leftover = run.join(format!(
         "diag/.energy.csv.clima-restore-{host}.{}.0123456789abcdef",
         dead_pid()

@@ -436,10 +436,7 @@ fn gc_dry_run_lists_exactly_the_unreferenced_artifacts() {
 
     // A gc killed between its rename and its delete left a folder; the dry run keeps it, the
     // next real gc removes it (its process is gone). A live process's folder is kept.
-    let host: String = clima_artifact_fs::hostname()
-        .chars()
-        .map(|c| if c == '/' || c == '.' { '_' } else { c })
-        .collect();
+    let host = clima_artifact_fs::host_tag();
     let mut exited = std::process::Command::new("true").spawn().unwrap();
     let dead = exited.id();
     exited.wait().unwrap();
