@@ -4,7 +4,8 @@
 #
 #   scripts/bench.sh                       # 1 GiB / 5000 files, 4 GiB RSS artifact, 5 runs
 #   scripts/bench.sh --size 64M --files 500 --big-size 256M --runs 3 --mpi-size-mb 32   # quick
-#   scripts/bench.sh --only hash,install   # any of: hash install lookup rss mpi
+#   scripts/bench.sh --only hash,install   # any of: hash install lookup rss mpi floor
+#   scripts/bench.sh --only floor --size 256M --files 2000 --scratch /dev/shm --settle 0
 #
 # Options (defaults in brackets):
 #   --size S          dataset size, e.g. 1G, 256M [1G]
@@ -20,9 +21,12 @@
 #                     file system out of the comparison [$work/scratch]
 #   --settle S        seconds to wait after deleting a run's output before the next run (ext4
 #                     slows down inode allocation right after mass deletion) [5]
-#   --only LIST       comma-separated subset of: hash,install,lookup,rss,mpi [all];
+#   --only LIST       comma-separated subset of: hash,install,lookup,rss,mpi,floor [all];
 #                     `--only prepare` generates the data sets and exits
 #   --no-build        use the release binaries already in $CARGO_TARGET_DIR/release
+#   --also-cli NAME=PATH
+#                     floor mode: also run this `clima-artifacts` binary (e.g. a build of an
+#                     earlier commit) in the same rotation, reported as NAME; repeatable
 #
 # What runs (all release builds, page cache warm, loopback HTTP from `python3 -m http.server`):
 #   hash     `clima-artifacts hash DIR` | `git add -A && git write-tree` (fresh GIT_DIR each run)
@@ -34,6 +38,15 @@
 #   rss      `/usr/bin/time -v clima-artifacts fetch` of a --big-size artifact of mostly random
 #            data (streamed by the generator, gzip -1), vs `curl | tar xzf -` of the same tarball
 #   mpi      scripts/bench-mpi.sh (16-rank `mpirun mpi_fetch` vs one `install_one` process)
+#   floor    for two datasets (the mixed one above, mostly incompressible, and `--kind fields`,
+#            compressible NetCDF-like fields) and two compressions (.tar.gz from `gzip -6`,
+#            .tar.zst from `zstd -3`), in rotation: `bench_floor` (clima-artifact-tests/src/bin;
+#            each stage of a verified install alone on one thread: decompress, SHA-1 of every
+#            blob, SHA-256 of the tarball, write the files; the pipeline floor is
+#            max(slowest stage, sum / cores)), `clima-artifacts fetch` over loopback HTTP,
+#            `curl -s URL | tar -xf -` and Python's pooch (`pooch.retrieve` with the sha256 and
+#            `pooch.Untar`, in a venv under --work; .tar.gz only: Python's tarfile cannot read
+#            zstd before 3.14). Ours is reported as a ratio to the floor and to each contender.
 #
 # Results: a Markdown table on stdout, also written to $work/results-<time>.md; raw samples in
 # $work/samples-<time>.tsv.
@@ -42,8 +55,8 @@ cd "$(dirname "$0")/.."
 repo="$PWD"
 
 size=1G; files=5000; seed=42; runs=5; big_size=4G; mpi_size_mb=256; mpi_ranks=16
-work="${TMPDIR:-/tmp}/clima-artifacts-bench"; only="hash,install,lookup,rss,mpi"; build=1
-scratch=""; settle=5
+work="${TMPDIR:-/tmp}/clima-artifacts-bench"; only="hash,install,lookup,rss,mpi,floor"; build=1
+scratch=""; settle=5; alt_names=(); alt_paths=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) size="$2"; shift 2 ;;
@@ -58,6 +71,7 @@ while [ $# -gt 0 ]; do
         --settle) settle="$2"; shift 2 ;;
         --only) only="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
+        --also-cli) alt_names+=("${2%%=*}"); alt_paths+=("${2#*=}"); shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench.sh: unknown argument \`$1\` (see --help)" >&2; exit 2 ;;
     esac
@@ -70,10 +84,11 @@ done
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 if [ "$build" = 1 ]; then
     cargo build --release -p clima-artifacts-cli -p clima-artifact-tests \
-        --bin clima-artifacts --bin bench_lookup --bin install_one >&2
+        --bin clima-artifacts --bin bench_lookup --bin install_one --bin bench_floor >&2
 fi
 cli="$CARGO_TARGET_DIR/release/clima-artifacts"
 lookup_bin="$CARGO_TARGET_DIR/release/bench_lookup"
+floor_bin="$CARGO_TARGET_DIR/release/bench_floor"
 gen="$repo/scripts/bench/gen_dataset.py"
 
 mkdir -p "$work"
@@ -89,7 +104,8 @@ cleanup() {
 }
 trap cleanup EXIT
 rm -rf "$scratch"; mkdir -p "$scratch"
-scratch_fs="$(findmnt -no FSTYPE -T "$scratch" 2>/dev/null || stat -f -c %T "$scratch")"
+scratch_fs="$(findmnt -no FSTYPE -T "$scratch" 2>/dev/null | head -n1)"
+[ -n "$scratch_fs" ] || scratch_fs="$(stat -f -c %T "$scratch")"
 
 export CLIMA_ARTIFACTS_PROGRESS=0 GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 note() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -283,6 +299,114 @@ if wants mpi; then
 fi
 
 # ---------------------------------------------------------------------------------------------
+# 6. The floor: each stage of a verified install alone, and ours against it, for two datasets
+#    and two compressions; curl|tar and pooch on the same tarballs in the same rotation.
+floor_kinds=(mixed fields)
+floor_comps=(gz zst)
+pooch_py=""
+if wants floor; then
+    command -v zstd >/dev/null || { echo "bench.sh: \`zstd\` is required for --only floor" >&2; exit 1; }
+    if [ ! -x "$work/venv/bin/python" ] || ! "$work/venv/bin/python" -c 'import pooch' 2>/dev/null; then
+        note "installing pooch into $work/venv"
+        python3 -m venv "$work/venv" >&2 && "$work/venv/bin/pip" install -q pooch >&2 ||
+            note "pooch could not be installed; it is left out"
+    fi
+    "$work/venv/bin/python" -c 'import pooch' 2>/dev/null && pooch_py="$work/venv/bin/python"
+    pooch_version="$([ -n "$pooch_py" ] && "$pooch_py" -c 'import pooch; print(pooch.__version__)')"
+fi
+# floor_data KIND: the dataset and its two tarballs, cached by (kind, size, files, seed).
+floor_data() {
+    local kind="$1" d
+    if [ "$kind" = mixed ]; then d="$data"; else d="$work/data-$kind-$size-$files-$seed"; fi
+    if [ ! -f "$d.done" ]; then
+        note "generating the $kind dataset ($size in ~$files files, seed $seed) in $d"
+        rm -rf "$d"
+        python3 "$gen" tree "$d/content" --size "$size" --files "$files" --seed "$seed" --kind "$kind"
+        (export GIT_DIR="$d/check.git" GIT_WORK_TREE="$d/content"
+            git init -q && git add -A && git write-tree) > "$d/tree"
+        rm -rf "$d/check.git"
+        touch "$d.done"
+    fi
+    local stem="$work/serve/floor-$kind-$size-$files-$seed"
+    if [ ! -f "$stem.done" ]; then
+        tar -C "$d/content" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
+            -cf "$stem.tar" .
+        gzip -6 -n -c "$stem.tar" > "$stem.tar.gz"
+        zstd -q -3 -f "$stem.tar" -o "$stem.tar.zst"
+        rm -f "$stem.tar"
+        touch "$stem.done"
+    fi
+    echo "$d" "$stem"
+}
+pooch_fetch() { # pooch_fetch URL SHA256 OUT
+    "$pooch_py" - "$@" <<'PY'
+import os, sys
+import pooch
+url, sha, out = sys.argv[1:4]
+pooch.retrieve(url, known_hash="sha256:" + sha, path=out, fname="data.tar.gz",
+               processor=pooch.Untar(extract_dir="content"), progressbar=False)
+PY
+}
+if wants floor; then
+    for kind in "${floor_kinds[@]}"; do
+        read -r fd stem < <(floor_data "$kind")
+        ftree="$(cat "$fd/tree")"
+        record "floor_${kind}_content_bytes" \
+            "$(find "$fd/content" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')"
+        for comp in "${floor_comps[@]}"; do
+            ball="$stem.tar.$comp"; fsha="$(sha256sum "$ball" | cut -d' ' -f1)"
+            furl="$base/$(basename "$ball")"; k="${kind}_$comp"
+            record "floor_${k}_tar_bytes" "$(stat -c %s "$ball")"
+            manifest "$scratch/Floor.toml" floor "$ftree" "$fsha" "$furl"
+            untar=(-xzf -); [ "$comp" = zst ] && untar=(--zstd -xf -)
+            c_floor() {
+                local line
+                line="$("$floor_bin" "$ball" "$scratch")"
+                for kv in $line; do record "floor_${k}_${kv%%=*}" "${kv#*=}"; done
+            }
+            c_ours() {
+                CLIMA_ARTIFACTS_DEPOT_PATH="$scratch/depot" "$cli" fetch \
+                    --manifest "$scratch/Floor.toml" floor >/dev/null
+            }
+            c_curl_tar() { mkdir "$scratch/out" && curl -s "$furl" | tar "${untar[@]}" -C "$scratch/out"; }
+            c_pooch() { # pooch logs each step on stderr: shown only if it fails
+                pooch_fetch "$furl" "$fsha" "$scratch/pooch" >/dev/null 2>"$scratch/pooch.err" ||
+                    { cat "$scratch/pooch.err" >&2; return 1; }
+            }
+            c_clean() { rm -rf "$scratch/depot" "$scratch/out" "$scratch/pooch"; sync; sleep "$settle"; }
+            c_alt() { # c_alt INDEX: an --also-cli binary
+                CLIMA_ARTIFACTS_DEPOT_PATH="$scratch/depot" "${alt_paths[$1]}" fetch \
+                    --manifest "$scratch/Floor.toml" floor >/dev/null
+            }
+            contenders=(floor ours curl_tar)
+            [ -n "$pooch_py" ] && [ "$comp" = gz ] && contenders+=(pooch)
+            for a in "${!alt_names[@]}"; do contenders+=("alt$a"); done
+            note "floor: $kind .tar.$comp ($(stat -c %s "$ball") bytes), $runs rounds of ${contenders[*]} (load $(load))"
+            c_ours
+            expect "installed tree" "$ftree" "$("$cli" hash "$scratch/depot/artifacts/$ftree")"
+            c_clean
+            if [ -n "$pooch_py" ] && [ "$comp" = gz ]; then
+                c_pooch
+                expect "pooch's tree" "$ftree" "$("$cli" hash "$scratch/pooch/content")"
+                c_clean
+            fi
+            n="${#contenders[@]}"
+            for r in $(seq "$runs"); do
+                for i in $(seq 0 $((n - 1))); do
+                    c="${contenders[$(((i + r) % n))]}"
+                    case "$c" in
+                        floor) c_floor ;;
+                        alt*) timed "floor_${k}_run_alt_${alt_names[${c#alt}]}" c_alt "${c#alt}" ;;
+                        *) timed "floor_${k}_run_$c" "c_$c" ;;
+                    esac
+                    c_clean
+                done
+            done
+        done
+    done
+fi
+
+# ---------------------------------------------------------------------------------------------
 # The table.
 have() { awk -F'\t' -v k="$1" '$1==k {f=1} END {exit !f}' "$samples"; }
 fmt() { awk "BEGIN { printf \"%.3f\", $1 }"; }
@@ -320,7 +444,7 @@ if have rss_ours_kib; then
     k="$(med rss_ours_kib)"; ck="$(med rss_curl_tar_kib)"
     os="$(med rss_ours_s)"; cs="$(med rss_curl_tar_s)"
     row "peak RSS installing $big_size (1 run)" "$(fmt "$k / 1024") MiB" \
-        "$(fmt "$ck / 1024") MiB (curl\|tar)" "" "<= 64 MiB" "$(verdict "$k <= 65536")"
+        "$(fmt "$ck / 1024") MiB (curl\|tar)" "" "<= 16 MiB" "$(verdict "$k <= 16384")"
     row "install time of the $big_size artifact (1 run, info)" "$(fmt "$os") s" \
         "$(fmt "$cs") s (curl\|tar)" "$(fmt "$os / $cs")" "" ""
 fi
@@ -331,8 +455,39 @@ if have mpi_single; then
     row "MPI: same, excluding MPI start-up ($(fmt "$u") s)" "$(fmt "$m - $u") s" "$(fmt "$s") s" \
         "$(fmt "($m - $u) / $s")" "<= 1.2" "$(verdict "$m - $u <= 1.2 * $s")"
 fi
+frows=()
+for kind in "${floor_kinds[@]}"; do
+    for comp in "${floor_comps[@]}"; do
+        k="${kind}_$comp"
+        have "floor_${k}_floor" || continue
+        cb="$(med "floor_${kind}_content_bytes")"; tb="$(med "floor_${k}_tar_bytes")"
+        o="$(med "floor_${k}_run_ours")"; f="$(med "floor_${k}_floor")"
+        stages="$(for st in decompress sha1 sha256 write; do
+            printf '%s %s / ' "$st" "$(fmt "$(med "floor_${k}_$st")")"; done)"
+        frows+=("| $kind .tar.$comp ($(fmt "$tb * 100 / $cb")% of $(fmt "$cb / 1048576") MiB) | ${stages% / } (parse $(fmt "$(med "floor_${k}_parse")")) | $(fmt "$f") s | $(fmt "$o") s | **$(fmt "$o / $f")** | $(verdict "$o <= 1.25 * $f") |")
+        c="$(med "floor_${k}_run_curl_tar")"
+        frows+=("| ... \`curl \| tar\` / ours | | | $(fmt "$c") s | $(fmt "$c / $o")x | $(verdict "$c >= 3 * $o") (>= 3x) |")
+        if have "floor_${k}_run_pooch"; then
+            p="$(med "floor_${k}_run_pooch")"
+            frows+=("| ... pooch $pooch_version / ours | | | $(fmt "$p") s | $(fmt "$p / $o")x | $(verdict "$p >= 4 * $o") (>= 4x) |")
+        fi
+        for name in "${alt_names[@]}"; do
+            t="$(med "floor_${k}_run_alt_$name")"
+            frows+=("| ... \`$name\` (--also-cli) / floor | | | $(fmt "$t") s | $(fmt "$t / $f") | |")
+        done
+    done
+done
 
 {
+    if [ "${#frows[@]}" -gt 0 ]; then
+        echo "Floor ($(nproc) cores; stage seconds, single thread, median of $runs; ratio = ours / floor, target <= 1.25):"
+        echo
+        echo "| tarball | stages (s) | floor | ours / contender | ratio | met |"
+        echo "|---|---|---|---|---|---|"
+        printf '%s\n' "${frows[@]}"
+        echo
+    fi
+    [ "${#rows[@]}" -gt 0 ] || { echo "Raw samples: $samples"; exit 0; }
     echo "Dataset: $nfiles files, $bytes bytes ($size requested, seed $seed), tarball $tar_bytes bytes"
     echo "(gzip -6); outputs written to $scratch_fs; median of $runs alternating runs;"
     echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."

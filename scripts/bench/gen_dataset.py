@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Deterministic synthetic climate datasets for scripts/bench.sh (standard library only).
 
-    gen_dataset.py tree DIR [--size 1G] [--files 5000] [--seed 42]
+    gen_dataset.py tree DIR [--size 1G] [--files 5000] [--seed 42] [--kind mixed|fields]
         Writes a folder that looks like a climate model's input data: a few large files, about a
         hundred medium ones and thousands of small ones, in nested folders. About half of the
         bytes are "NetCDF-ish" float32 fields (smooth values with a noisy low mantissa byte and
         30 % missing-value runs, which gzip shrinks to about 60 %), the rest random (already-compressed HDF5/GRIB-like) or
         text (CSV station records). A few executables, symlinks and empty files are included.
+        `--kind fields` writes the same layout with NetCDF-ish fields and CSV only (no random
+        files): a compressible dataset, as model output or reanalysis fields usually are.
         Prints a summary line on stderr.
 
     gen_dataset.py stream-tar [--size 4G] [--seed 42] [--tree-hash-out FILE]
@@ -120,8 +122,10 @@ def scaled(weights, budget):
     return sizes
 
 
-def plan_tree(size, files, seed):
-    """[(relative path, kind, bytes, executable)], plus symlinks [(path, target)]."""
+def plan_tree(size, files, seed, dataset="mixed"):
+    """[(relative path, kind, bytes, executable)], plus symlinks [(path, target)].
+
+    `dataset` "fields" replaces every random (incompressible) file by a NetCDF-ish one."""
     rng = random.Random(seed ^ 0x5EED)
     n_large = 4
     n_medium = max(1, files // 50)
@@ -159,13 +163,15 @@ def plan_tree(size, files, seed):
     entries.append(("README.txt", "csv", 1500, False))
     links = [("era5/latest", "2009"), ("restart/current.h5", "ocean_state.h5"),
              ("scripts/regrid.sh", "regrid_0.sh")]
+    if dataset == "fields":
+        entries = [(p, "nc" if k == "random" else k, n, x) for p, k, n, x in entries]
     return entries, links
 
 
 def write_tree(args):
     size, files = parse_size(args.size), args.files
     src = Source(args.seed)
-    entries, links = plan_tree(size, files, args.seed)
+    entries, links = plan_tree(size, files, args.seed, args.kind)
     root = args.dir
     os.makedirs(root, exist_ok=True)
     if os.listdir(root):
@@ -249,6 +255,7 @@ def main():
     t.add_argument("--size", default="1G")
     t.add_argument("--files", type=int, default=5000)
     t.add_argument("--seed", type=int, default=42)
+    t.add_argument("--kind", choices=["mixed", "fields"], default="mixed")
     s = sub.add_parser("stream-tar", help="write a large tar of mostly random data to stdout")
     s.add_argument("--size", default="4G")
     s.add_argument("--seed", type=int, default=42)
