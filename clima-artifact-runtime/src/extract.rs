@@ -392,15 +392,42 @@ enum Blob {
     Pending(usize),
 }
 
+/// A file for the [`BlobWriter`] thread to create (see [`create_file`]).
+struct NewFile {
+    path: PathBuf,
+    permissions: u32,
+    /// The umask removes some of `permissions`.
+    masked: bool,
+}
+
 /// A job for the [`BlobWriter`] thread.
 enum Job {
-    /// Start a file: the following `Data` belongs to it.
-    Open { file: File, path: PathBuf, len: u64 },
+    /// Create a file: the following `Data` belongs to it.
+    Open { file: NewFile, len: u64 },
     /// The next bytes of the open file.
     Data(Vec<u8>),
     /// The open file is complete: send its blob id (or the write error).
     Close,
+    /// Whole small files, one after the other: their contents are `data`, concatenated in
+    /// the order of `files`, each with its length. One hand-off for many files keeps the two
+    /// threads from waking each other up three times per file.
+    Files {
+        data: Vec<u8>,
+        files: Vec<(NewFile, usize)>,
+    },
 }
+
+/// Small files collected for one [`Job::Files`].
+#[derive(Default)]
+struct Batch {
+    data: Vec<u8>,
+    files: Vec<(NewFile, usize)>,
+}
+
+/// A file of at most this many bytes goes into a [`Batch`].
+const BATCH_FILE_MAX: u64 = 64 * 1024;
+/// At most this many files per batch (a batch of empty files holds no bytes).
+const BATCH_FILES_MAX: usize = 256;
 
 /// Writes file contents and hashes them on a second thread while the extraction thread
 /// decompresses and parses the next bytes (on a 1 GiB install this takes SHA-1, the `write`
@@ -413,8 +440,10 @@ struct BlobWriter {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Blob ids received so far, by file number.
     blobs: Vec<[u8; 20]>,
-    /// Files handed to the thread so far.
+    /// Files handed to the thread so far (including those still in `batch`).
     files: usize,
+    /// Small files not handed over yet.
+    batch: Batch,
 }
 
 /// Buffers queued for the [`BlobWriter`] thread.
@@ -428,14 +457,19 @@ impl BlobWriter {
         let thread = std::thread::Builder::new()
             .name("clima-artifacts-writer".into())
             .spawn(move || {
-                let mut open: Option<(File, PathBuf, BlobHasher, Option<io::Error>)> = None;
+                type Open = (Option<File>, PathBuf, BlobHasher, Option<io::Error>);
+                let mut open: Option<Open> = None;
                 for job in rx {
                     match job {
-                        Job::Open { file, path, len } => {
-                            open = Some((file, path, BlobHasher::new(len), None));
+                        Job::Open { file, len } => {
+                            let (created, error) = match file.create() {
+                                Ok(f) => (Some(f), None),
+                                Err(e) => (None, Some(e)),
+                            };
+                            open = Some((created, file.path, BlobHasher::new(len), error));
                         }
                         Job::Data(buf) => {
-                            if let Some((file, _, hasher, error @ None)) = &mut open {
+                            if let Some((Some(file), _, hasher, error @ None)) = &mut open {
                                 hasher.update(&buf);
                                 if let Err(e) = file.write_all(&buf) {
                                     *error = Some(e);
@@ -456,6 +490,24 @@ impl BlobWriter {
                                 return;
                             }
                         }
+                        Job::Files { data, files } => {
+                            let mut at = 0;
+                            for (file, len) in files {
+                                let bytes = &data[at..at + len];
+                                at += len;
+                                let mut hasher = BlobHasher::new(len as u64);
+                                hasher.update(bytes);
+                                let result =
+                                    match file.create().and_then(|mut f| f.write_all(bytes)) {
+                                        Err(e) => Err((file.path, e)),
+                                        Ok(()) => hasher.finish().map_err(|e| (file.path, e)),
+                                    };
+                                if tx_results.send(result).is_err() {
+                                    return;
+                                }
+                            }
+                            let _ = recycle.try_send(data);
+                        }
                     }
                 }
             })?;
@@ -466,6 +518,7 @@ impl BlobWriter {
             thread: Some(thread),
             blobs: Vec::new(),
             files: 0,
+            batch: Batch::default(),
         })
     }
 
@@ -477,6 +530,9 @@ impl BlobWriter {
     }
 
     fn send(&mut self, job: Job) -> Result<(), ExtractError> {
+        if !matches!(job, Job::Files { .. }) {
+            self.flush()?;
+        }
         let sent = self
             .jobs
             .as_ref()
@@ -485,19 +541,63 @@ impl BlobWriter {
             return Ok(());
         }
         // The thread is gone: its last result says why.
-        self.wait(self.files)?;
+        self.receive(self.files)?;
         Err(ExtractError::Corrupt("the writer thread stopped".into()))
     }
 
+    /// Hands the batch of small files over (if there is one).
+    fn flush(&mut self) -> Result<(), ExtractError> {
+        if self.batch.files.is_empty() {
+            return Ok(());
+        }
+        let Batch { data, files } = std::mem::take(&mut self.batch);
+        self.send(Job::Files { data, files })
+    }
+
     /// Starts file number `self.files` (returned).
-    fn open(&mut self, file: File, path: PathBuf, len: u64) -> Result<usize, ExtractError> {
-        self.send(Job::Open { file, path, len })?;
+    fn open(&mut self, file: NewFile, len: u64) -> Result<usize, ExtractError> {
+        self.send(Job::Open { file, len })?;
+        self.files += 1;
+        Ok(self.files - 1)
+    }
+
+    /// Adds a whole small file (at most [`BATCH_FILE_MAX`] bytes, read by `fill` into the
+    /// slice it is given) to the batch, handing the batch over first if it is full. Returns
+    /// the file's number.
+    fn small(
+        &mut self,
+        file: NewFile,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), ExtractError>,
+    ) -> Result<usize, ExtractError> {
+        if self.batch.files.len() >= BATCH_FILES_MAX || self.batch.data.len() + len > BUFFER {
+            self.flush()?;
+        }
+        if self.batch.files.is_empty() {
+            let mut data = self.free.try_recv().unwrap_or_default();
+            data.clear();
+            data.reserve(BUFFER);
+            self.batch.data = data;
+        }
+        let at = self.batch.data.len();
+        self.batch.data.resize(at + len, 0);
+        if let Err(e) = fill(&mut self.batch.data[at..]) {
+            self.batch.data.truncate(at);
+            return Err(e);
+        }
+        self.batch.files.push((file, len));
         self.files += 1;
         Ok(self.files - 1)
     }
 
     /// Waits for the blob id of file `n` (and every file before it).
     fn wait(&mut self, n: usize) -> Result<[u8; 20], ExtractError> {
+        self.flush()?;
+        self.receive(n)
+    }
+
+    /// Receives blob ids up to file `n` (which must have been handed over).
+    fn receive(&mut self, n: usize) -> Result<[u8; 20], ExtractError> {
         while self.blobs.len() <= n {
             match self.results.recv() {
                 Ok(Ok(blob)) => self.blobs.push(blob),
@@ -545,6 +645,8 @@ struct Extraction<'a> {
     entries: u64,
     /// Number of tar entries parsed so far.
     headers: u64,
+    /// The umask when the extraction started (see [`current_umask`]).
+    umask: Option<u32>,
 }
 
 /// The path of an entry, split into safe components.
@@ -647,6 +749,7 @@ impl<'a> Extraction<'a> {
             free_baseline: None,
             entries: 0,
             headers: 0,
+            umask: current_umask(),
         }
     }
 
@@ -849,10 +952,14 @@ impl<'a> Extraction<'a> {
             ))),
             None => {
                 let disk = self.disk_path(&key);
+                let masked = self.umask.is_none_or(|m| m & 0o755 != 0);
                 DirBuilder::new()
                     .mode(0o755)
                     .create(&disk)
-                    .and_then(|()| fs::set_permissions(&disk, fs::Permissions::from_mode(0o755)))
+                    .and_then(|()| match masked {
+                        true => fs::set_permissions(&disk, fs::Permissions::from_mode(0o755)),
+                        false => Ok(()),
+                    })
                     .map_err(|e| self.io_error(&key, e))?;
                 self.written.insert(key, Written::Dir);
                 Ok(())
@@ -868,12 +975,14 @@ impl<'a> Extraction<'a> {
             Some(Written::Dir) => Err(path
                 .unsafe_entry("a directory of the same name was extracted earlier in the archive")),
             Some(Written::File { .. } | Written::Symlink) => {
-                if let Some(Written::File {
+                if let Some(&Written::File {
                     blob: Blob::Pending(n),
                     ..
                 }) = self.written.get(key)
                 {
-                    self.pending[*n] = None;
+                    self.pending[n] = None;
+                    // The writer creates files: let it create this one before it is unlinked.
+                    self.writer()?.wait(n)?;
                 }
                 // Unlinking a file the writer thread may still be writing is fine: its
                 // descriptor keeps the old inode.
@@ -943,10 +1052,42 @@ impl<'a> Extraction<'a> {
         self.parents(path)?;
         let key = path.key();
         self.replace(path, &key)?;
-        let disk = self.disk_path(&key);
-        let file = create_file(&disk, permissions).map_err(|e| self.io_error(&key, e))?;
-
-        let n = self.writer()?.open(file, disk, size)?;
+        // The writer thread creates the file, off the thread that decompresses.
+        let file = NewFile {
+            path: self.disk_path(&key),
+            permissions,
+            masked: self.umask.is_none_or(|m| m & permissions != 0),
+        };
+        if size <= BATCH_FILE_MAX {
+            let len = size as usize;
+            let n = self.writer()?.small(file, len, |slot| {
+                let mut filled = 0;
+                while filled < len {
+                    match entry.read(&mut slot[filled..]) {
+                        Ok(0) => {
+                            return Err(ExtractError::Corrupt(format!(
+                                "the archive is truncated inside `{}` ({} of {size} bytes \
+                                 missing)",
+                                path.display,
+                                len - filled
+                            )));
+                        }
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            return Err(meter.classify(e, &format!("inside `{}`", path.display)));
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+            self.pending.push(None);
+            self.content_bytes += size;
+            let blob = Blob::Pending(n);
+            self.record(path, key, Written::File { mode, blob }, mode);
+            return Ok(());
+        }
+        let n = self.writer()?.open(file, size)?;
         self.pending.push(None);
         let mut left = size;
         while left > 0 {
@@ -1065,12 +1206,13 @@ impl<'a> Extraction<'a> {
                 });
             }
             let permissions = file_permissions(mode);
+            let masked = self.umask.is_none_or(|m| m & permissions != 0);
             let copy = || -> io::Result<()> {
                 let mut from = OpenOptions::new()
                     .read(true)
                     .custom_flags(libc::O_NOFOLLOW)
                     .open(&source)?;
-                let mut to = create_file(&disk, permissions)?;
+                let mut to = create_file(&disk, permissions, masked)?;
                 io::copy(&mut from, &mut to)?;
                 Ok(())
             };
@@ -1095,17 +1237,35 @@ fn file_permissions(mode: EntryMode) -> u32 {
     }
 }
 
+impl NewFile {
+    fn create(&self) -> io::Result<File> {
+        create_file(&self.path, self.permissions, self.masked)
+    }
+}
+
 /// Creates a new regular file, never following a symlink and never reusing an existing file.
-fn create_file(path: &Path, permissions: u32) -> io::Result<File> {
+/// `masked`: the umask removes some of `permissions`, which are then set again.
+fn create_file(path: &Path, permissions: u32, masked: bool) -> io::Result<File> {
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(permissions)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
-    // The umask may have removed bits we promise (e.g. 0o644 under umask 077).
-    file.set_permissions(fs::Permissions::from_mode(permissions))?;
+    // The umask may have removed bits we promise (e.g. 0o444 under umask 0o277).
+    if masked {
+        file.set_permissions(fs::Permissions::from_mode(permissions))?;
+    }
     Ok(file)
+}
+
+/// The process's umask, read without changing it (Linux's `/proc/self/status`; `umask(2)`
+/// can only be read by setting it, which would race with other threads creating files).
+/// `None` where it cannot be read: then every mode is set again after creation.
+fn current_umask() -> Option<u32> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+    u32::from_str_radix(value.trim(), 8).ok()
 }
 
 #[cfg(test)]

@@ -80,6 +80,62 @@ fn installs_then_reinstall_is_a_no_op() {
     assert!(!first.path.exists());
 }
 
+/// The read-only modes do not depend on the umask: a strict one (which removes bits we
+/// promise, so they are set again), the usual one and none at all (where the mode given at
+/// creation is final and no extra chmod is made). Each install runs in its own process, as the
+/// umask is per process.
+#[test]
+fn installed_modes_are_the_same_under_any_umask() {
+    let Some((dir, _depot, config)) = setup() else {
+        return;
+    };
+    let server = TestServer::start();
+    // More small files than one hand-off batch holds, so several batches are written.
+    let mut builder = TarballBuilder::new()
+        .file("README.md", "read me")
+        .exec("bin/run.sh", "#!/bin/sh\n");
+    for i in 0..80 {
+        builder = builder.file(&format!("data/part-{i:02}.csv"), format!("{i}\n").repeat(i));
+    }
+    let art = TestArtifact::gzip(builder);
+    server.serve("m.tar.gz", art.tarball.clone());
+    for umask in ["277", "022", "000"] {
+        let depot = dir.path().join(format!("depot-{umask}"));
+        let mut config = config.clone();
+        config.depots = vec![depot.clone()];
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("umask {umask} && exec \"$0\" \"$@\"")])
+            .arg(env!("CARGO_BIN_EXE_install_one"))
+            .args([
+                "variant",
+                "m",
+                &art.tree_hash.to_hex(),
+                &art.sha256.to_hex(),
+            ])
+            .arg(server.url("m.tar.gz"))
+            .envs(clima_artifact_tests::config_env(&config))
+            .output()
+            .unwrap();
+        let path = std::path::PathBuf::from(clima_artifact_tests::success_stdout(out).trim());
+        art.assert_content(&path);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &str| {
+            std::fs::symlink_metadata(path.join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("README.md"), 0o444, "umask {umask}");
+        assert_eq!(mode("bin/run.sh"), 0o555, "umask {umask}");
+        assert_eq!(mode("data/part-79.csv"), 0o444, "umask {umask}");
+        assert_eq!(mode("bin"), 0o755, "umask {umask}");
+        assert_eq!(mode("data"), 0o755, "umask {umask}");
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+    assert_eq!(server.gets("m.tar.gz"), 3);
+}
+
 #[test]
 fn zstd_xz_bzip2_and_plain_tar_and_local_sources() {
     let Some((dir, depot, config)) = setup() else {

@@ -293,3 +293,75 @@ fn extraction_hash_matches_git_and_tree_hash() {
         assert_eq!(git_tree_hash(dest.path()).to_hex(), expected);
     }
 }
+
+/// Small files go to the writer thread in batches: sizes on both sides of the batching limit
+/// (64 KiB) and of a batch's capacity, more files than one batch takes, a hard link to a file
+/// still waiting in a batch, and a small file replaced by a later entry of the same name. The
+/// result must hash, and land on disk, as git sees it.
+#[test]
+fn batched_small_files_land_and_hash_like_git() {
+    if !have_git() {
+        return;
+    }
+    let mut rng = Rng(2026);
+    let sizes: Vec<usize> = [0, 1, 65_535, 65_536, 65_537, 200_000, 262_144, 262_145]
+        .into_iter()
+        .chain((0..150).map(|_| rng.below(70_000) as usize))
+        .collect();
+    let mut raw = Vec::new();
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    {
+        let mut builder = tar::Builder::new(&mut raw);
+        let mut add = |name: &str, kind: tar::EntryType, data: &[u8], link: Option<&str>| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(kind);
+            h.set_mode(0o644);
+            h.set_size(data.len() as u64);
+            if let Some(link) = link {
+                h.set_link_name(link).unwrap();
+            }
+            builder.append_data(&mut h, name, data).unwrap();
+        };
+        for (i, size) in sizes.iter().enumerate() {
+            let name = format!("d{}/f{i:03}", i % 7);
+            let data = rng.bytes(*size);
+            add(&name, tar::EntryType::Regular, &data, None);
+            files.push((name, data));
+        }
+        // A hard link to the last (small, so batched and not yet written) file.
+        let (last, data) = files.last().unwrap().clone();
+        add("link-to-last", tar::EntryType::Link, &[], Some(&last));
+        files.push(("link-to-last".into(), data));
+        // The first small file, replaced by a later entry.
+        let replaced = b"the later entry wins".to_vec();
+        add("d1/f001", tar::EntryType::Regular, &replaced, None);
+        files.retain(|(n, _)| n != "d1/f001");
+        files.push(("d1/f001".into(), replaced));
+        builder.finish().unwrap();
+    }
+    let expected_dir = tempfile::tempdir().unwrap();
+    for (name, data) in &files {
+        write(&expected_dir.path().join(name), data, 0o644);
+    }
+    let expected = git_tree_hash(expected_dir.path()).to_hex();
+    for compressed in [false, true] {
+        let bytes = if compressed {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(&raw).unwrap();
+            gz.finish().unwrap()
+        } else {
+            raw.clone()
+        };
+        let dest = tempfile::tempdir().unwrap();
+        let limits = ExtractLimits {
+            max_unpacked_bytes: 1 << 30,
+            ..ExtractLimits::default()
+        };
+        let extracted = extract_archive(bytes.as_slice(), dest.path(), &limits).unwrap();
+        assert_eq!(extracted.tree_hash.to_hex(), expected);
+        assert_eq!(git_tree_hash(dest.path()).to_hex(), expected);
+        for (name, data) in &files {
+            assert_eq!(&fs::read(dest.path().join(name)).unwrap(), data, "{name}");
+        }
+    }
+}
