@@ -332,16 +332,18 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
         clima_artifact_manifest::toml_string(&manifest.to_string_lossy()),
         clima_artifact_fs::utc_timestamp(std::time::SystemTime::now())
     );
-    if let Err(e) = std::fs::create_dir_all(&logs) {
-        tracing::debug!("cannot record usage in `{}`: {e}", path.display());
-        return;
-    }
+    // Checked first: on the first lookup of a model's run this is usually all there is to do
+    // (four system calls), and it needs no `logs` folder.
     let since = std::time::SystemTime::now()
         .checked_sub(USAGE_RECORD_EVERY)
         .map(clima_artifact_fs::utc_timestamp);
     if let Some(since) = since
         && recorded_since(&path, &manifest.to_string_lossy(), &since)
     {
+        return;
+    }
+    if let Err(e) = std::fs::create_dir_all(&logs) {
+        tracing::debug!("cannot record usage in `{}`: {e}", path.display());
         return;
     }
     match append_to_regular_file(&path, entry.as_bytes()) {
@@ -376,11 +378,22 @@ fn recorded_since(path: &Path, manifest: &str, since: &str) -> bool {
     if meta.len() > MAX && f.seek(SeekFrom::Start(meta.len() - MAX)).is_err() {
         return false;
     }
-    let mut text = String::new();
-    if f.take(MAX).read_to_string(&mut text).is_err() {
+    // Read what fstat promised, in as few reads as it takes (usually one).
+    let mut bytes = vec![0u8; meta.len().min(MAX) as usize];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match f.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    bytes.truncate(filled);
+    let Ok(text) = String::from_utf8(bytes) else {
         // Not UTF-8 (or cut inside a character at the start): treat as not recorded.
         return false;
-    }
+    };
     let header = format!("[[{}]]", clima_artifact_manifest::toml_string(manifest));
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
