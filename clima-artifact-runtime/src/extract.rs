@@ -429,10 +429,11 @@ const BATCH_FILE_MAX: u64 = 64 * 1024;
 /// At most this many files per batch (a batch of empty files holds no bytes).
 const BATCH_FILES_MAX: usize = 256;
 
-/// Writes file contents and hashes them on a second thread while the extraction thread
-/// decompresses and parses the next bytes (on a 1 GiB install this takes SHA-1, the `write`
-/// system calls and `close` off the critical path). Jobs are answered in order, one result per
-/// file, so file `n`'s blob is the `n`-th result. At most [`IN_FLIGHT`] buffers are queued.
+/// Creates files, writes their contents and hashes them on a second thread while the
+/// extraction thread decompresses and parses the next bytes (this takes SHA-1 and the `open`,
+/// `write` and `close` system calls off the critical path). Small files travel in batches.
+/// Jobs are answered in order, one result per file, so file `n`'s blob is the `n`-th result.
+/// At most [`IN_FLIGHT`] jobs are queued.
 struct BlobWriter {
     jobs: Option<SyncSender<Job>>,
     results: Receiver<Result<[u8; 20], (PathBuf, io::Error)>>,
@@ -984,8 +985,8 @@ impl<'a> Extraction<'a> {
                     // The writer creates files: let it create this one before it is unlinked.
                     self.writer()?.wait(n)?;
                 }
-                // Unlinking a file the writer thread may still be writing is fine: its
-                // descriptor keeps the old inode.
+                // A later entry of this name wins: the earlier file is complete (waited for
+                // above if it was pending) and is unlinked, never opened.
                 fs::remove_file(self.disk_path(key)).map_err(|e| self.io_error(key, e))?;
                 self.written.remove(key);
                 Ok(())
