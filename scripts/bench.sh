@@ -347,6 +347,9 @@ pooch.retrieve(url, known_hash="sha256:" + sha, path=out, fname="data.tar.gz",
                processor=pooch.Untar(extract_dir="content"), progressbar=False)
 PY
 }
+if wants prepare; then
+    for kind in "${floor_kinds[@]}"; do floor_data "$kind" >/dev/null; done
+fi
 if wants floor; then
     for kind in "${floor_kinds[@]}"; do
         read -r fd stem < <(floor_data "$kind")
