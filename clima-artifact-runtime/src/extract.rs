@@ -1262,7 +1262,9 @@ fn create_file(path: &Path, permissions: u32, masked: bool) -> io::Result<File> 
 
 /// The process's umask, read without changing it (Linux's `/proc/self/status`; `umask(2)`
 /// can only be read by setting it, which would race with other threads creating files).
-/// `None` where it cannot be read: then every mode is set again after creation.
+/// `None` where it cannot be read: then every mode is set again after creation. Read once per
+/// extraction: a program that tightens its umask while an install runs may get files with
+/// fewer permission bits than promised (never more).
 fn current_umask() -> Option<u32> {
     let status = fs::read_to_string("/proc/self/status").ok()?;
     let value = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
