@@ -534,6 +534,7 @@ impl BlobWriter {
         if !matches!(job, Job::Files { .. }) {
             self.flush()?;
         }
+        self.poll()?;
         let sent = self
             .jobs
             .as_ref()
@@ -597,6 +598,19 @@ impl BlobWriter {
         self.receive(n)
     }
 
+    /// Takes the results that are already there, so that a file the writer could not create
+    /// or write (no permission, quota, inodes) stops the extraction at the next hand-off
+    /// rather than after the whole archive was decompressed.
+    fn poll(&mut self) -> Result<(), ExtractError> {
+        while let Ok(result) = self.results.try_recv() {
+            match result {
+                Ok(blob) => self.blobs.push(blob),
+                Err((path, source)) => return Err(ExtractError::Io { path, source }),
+            }
+        }
+        Ok(())
+    }
+
     /// Receives blob ids up to file `n` (which must have been handed over).
     fn receive(&mut self, n: usize) -> Result<[u8; 20], ExtractError> {
         while self.blobs.len() <= n {
@@ -646,7 +660,8 @@ struct Extraction<'a> {
     entries: u64,
     /// Number of tar entries parsed so far.
     headers: u64,
-    /// The umask when the extraction started (see [`current_umask`]).
+    /// The umask when the extraction started, if it alone decides the modes of new files in
+    /// `dest` (see [`trusted_umask`]).
     umask: Option<u32>,
 }
 
@@ -750,7 +765,7 @@ impl<'a> Extraction<'a> {
             free_baseline: None,
             entries: 0,
             headers: 0,
-            umask: current_umask(),
+            umask: trusted_umask(dest),
         }
     }
 
@@ -1258,6 +1273,48 @@ fn create_file(path: &Path, permissions: u32, masked: bool) -> io::Result<File> 
         file.set_permissions(fs::Permissions::from_mode(permissions))?;
     }
     Ok(file)
+}
+
+/// The umask to go by when deciding whether a mode given at creation is final: `None` (set
+/// every mode again) unless the umask is known and nothing else shapes the modes of new files
+/// and folders in `dest`: a default POSIX ACL there replaces the umask (e.g. `d:o::---` makes
+/// 0o444 come out 0o440), and a setgid folder passes its setgid bit on to new subfolders.
+/// Both are common on shared project folders.
+fn trusted_umask(dest: &Path) -> Option<u32> {
+    let umask = current_umask()?;
+    let meta = fs::symlink_metadata(dest).ok()?;
+    if meta.permissions().mode() & 0o2000 != 0 || has_default_acl(dest) {
+        return None;
+    }
+    Some(umask)
+}
+
+/// Whether `dir` carries a default POSIX ACL (true when that cannot be told).
+#[cfg(target_os = "linux")]
+fn has_default_acl(dir: &Path) -> bool {
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: both strings are NUL-terminated and live across the call; a null buffer of
+    // size 0 only asks for the value's size.
+    let n = unsafe {
+        libc::lgetxattr(
+            path.as_ptr(),
+            c"system.posix_acl_default".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if n >= 0 {
+        return true;
+    }
+    let err = io::Error::last_os_error().raw_os_error();
+    !matches!(err, Some(libc::ENODATA) | Some(libc::EOPNOTSUPP))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn has_default_acl(_dir: &Path) -> bool {
+    true
 }
 
 /// The process's umask, read without changing it (Linux's `/proc/self/status`; `umask(2)`

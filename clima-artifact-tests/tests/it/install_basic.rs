@@ -90,16 +90,19 @@ fn installed_modes_are_the_same_under_any_umask() {
         return;
     };
     let server = TestServer::start();
-    // More small files than one hand-off batch holds, so several batches are written.
+    // More small files than one hand-off batch takes (256), so several batches are written.
     let mut builder = TarballBuilder::new()
         .file("README.md", "read me")
         .exec("bin/run.sh", "#!/bin/sh\n");
-    for i in 0..80 {
-        builder = builder.file(&format!("data/part-{i:02}.csv"), format!("{i}\n").repeat(i));
+    for i in 0..300 {
+        builder = builder.file(
+            &format!("data/part-{i:03}.csv"),
+            format!("{i}\n").repeat(i % 7),
+        );
     }
     let art = TestArtifact::gzip(builder);
     server.serve("m.tar.gz", art.tarball.clone());
-    for umask in ["277", "022", "000"] {
+    for umask in ["077", "022", "000"] {
         let depot = dir.path().join(format!("depot-{umask}"));
         let mut config = config.clone();
         config.depots = vec![depot.clone()];
@@ -128,12 +131,95 @@ fn installed_modes_are_the_same_under_any_umask() {
         };
         assert_eq!(mode("README.md"), 0o444, "umask {umask}");
         assert_eq!(mode("bin/run.sh"), 0o555, "umask {umask}");
-        assert_eq!(mode("data/part-79.csv"), 0o444, "umask {umask}");
+        assert_eq!(mode("data/part-299.csv"), 0o444, "umask {umask}");
         assert_eq!(mode("bin"), 0o755, "umask {umask}");
         assert_eq!(mode("data"), 0o755, "umask {umask}");
         std::fs::remove_dir_all(&path).unwrap();
     }
     assert_eq!(server.gets("m.tar.gz"), 3);
+}
+
+/// On shared project folders new modes are not the umask's alone: a default POSIX ACL replaces
+/// it (here `d:o::---`, which would leave 0o440 files), and a setgid folder passes its bit on
+/// to new subfolders. Installed modes are the same there.
+#[test]
+fn modes_are_the_same_in_setgid_and_default_acl_folders() {
+    use clima_artifact_runtime::extract::{ExtractLimits, extract_archive};
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let builder = TarballBuilder::new()
+        .file("README.md", "read me")
+        .exec("bin/run.sh", "#!/bin/sh\n")
+        .file("data/values.csv", "1,2\n");
+    let tarball = builder.gzip();
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |root: &std::path::Path, p: &str| {
+        std::fs::symlink_metadata(root.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    let check = |dest: &std::path::Path, what: &str| {
+        extract_archive(tarball.as_slice(), dest, &ExtractLimits::default()).unwrap();
+        assert_eq!(mode(dest, "README.md"), 0o444, "{what}");
+        assert_eq!(mode(dest, "bin/run.sh"), 0o555, "{what}");
+        assert_eq!(mode(dest, "data/values.csv"), 0o444, "{what}");
+        assert_eq!(mode(dest, "bin"), 0o755, "{what}");
+        assert_eq!(mode(dest, "data"), 0o755, "{what}");
+    };
+
+    let setgid = dir.path().join("setgid");
+    std::fs::create_dir(&setgid).unwrap();
+    std::fs::set_permissions(&setgid, std::fs::Permissions::from_mode(0o2755)).unwrap();
+    assert_eq!(mode(dir.path(), "setgid") & 0o2000, 0o2000);
+    check(&setgid, "setgid folder");
+
+    // A default ACL of user::rwx, group::r-x, other::--- (the kernel's xattr form: version 2,
+    // then (tag, permissions, id) entries in tag order).
+    let acl = dir.path().join("acl");
+    std::fs::create_dir(&acl).unwrap();
+    let mut value = 2u32.to_le_bytes().to_vec();
+    for (tag, perm) in [(0x01u16, 7u16), (0x04, 5), (0x20, 0)] {
+        value.extend_from_slice(&tag.to_le_bytes());
+        value.extend_from_slice(&perm.to_le_bytes());
+        value.extend_from_slice(&u32::MAX.to_le_bytes());
+    }
+    let path = std::ffi::CString::new(acl.as_os_str().as_bytes()).unwrap();
+    // SAFETY: NUL-terminated strings and a buffer of the given length, all alive for the call.
+    let set = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"system.posix_acl_default".as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if set != 0 {
+        let e = std::io::Error::last_os_error();
+        assert!(
+            std::env::var_os("CI").is_none() || e.raw_os_error() == Some(libc::EOPNOTSUPP),
+            "cannot set a default ACL on {}: {e}",
+            acl.display()
+        );
+        eprintln!(
+            "skipping the ACL half: {} has no POSIX ACLs ({e})",
+            acl.display()
+        );
+        return;
+    }
+    // Without a chmod after creation, the ACL leaves other users nothing.
+    let probe = acl.join("probe");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(&probe)
+        .unwrap();
+    assert_eq!(mode(&acl, "probe"), 0o440, "the default ACL is in force");
+    std::fs::remove_file(&probe).unwrap();
+    check(&acl, "default ACL folder");
 }
 
 #[test]

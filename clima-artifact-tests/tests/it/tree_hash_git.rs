@@ -337,6 +337,17 @@ fn batched_small_files_land_and_hash_like_git() {
         add("d1/f001", tar::EntryType::Regular, &replaced, None);
         files.retain(|(n, _)| n != "d1/f001");
         files.push(("d1/f001".into(), replaced));
+        // More empty files than one batch takes, then a small file replaced by the very next
+        // entry (both still in the same batch: the earlier one must be written before it is
+        // unlinked).
+        for i in 0..300 {
+            let name = format!("empty/e{i:03}");
+            add(&name, tar::EntryType::Regular, &[], None);
+            files.push((name, Vec::new()));
+        }
+        add("twice", tar::EntryType::Regular, b"first", None);
+        add("twice", tar::EntryType::Regular, b"second", None);
+        files.push(("twice".into(), b"second".to_vec()));
         builder.finish().unwrap();
     }
     let expected_dir = tempfile::tempdir().unwrap();
