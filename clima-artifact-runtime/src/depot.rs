@@ -375,7 +375,8 @@ fn recorded_since(path: &Path, manifest: &str, since: &str) -> bool {
     if !meta.is_file() {
         return false;
     }
-    if meta.len() > MAX && f.seek(SeekFrom::Start(meta.len() - MAX)).is_err() {
+    let tail = meta.len() > MAX;
+    if tail && f.seek(SeekFrom::Start(meta.len() - MAX)).is_err() {
         return false;
     }
     // Read what fstat promised, in as few reads as it takes (usually one).
@@ -390,6 +391,15 @@ fn recorded_since(path: &Path, manifest: &str, since: &str) -> bool {
         }
     }
     bytes.truncate(filled);
+    if tail {
+        // Reading from the middle of the log: start at the next whole line (the cut may be
+        // inside a character).
+        let start = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |i| i + 1);
+        bytes.drain(..start);
+    }
     let Ok(text) = String::from_utf8(bytes) else {
         // Not UTF-8 (or cut inside a character at the start): treat as not recorded.
         return false;
@@ -500,6 +510,41 @@ mod tests {
         let s = std::fs::read_to_string(&log).unwrap();
         assert_eq!(s.matches("[[\"/day/Artifacts.toml\"]]").count(), 1, "{s}");
         assert_eq!(s.matches("[[\"/old/Artifacts.toml\"]]").count(), 2, "{s}");
+    }
+
+    /// A log over 16 MiB is read from its last 16 MiB; a cut inside a character there must not
+    /// hide today's entry (it would be written again on every run).
+    #[test]
+    fn a_long_log_cut_inside_a_character_still_finds_todays_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let log = logs.join("artifact_usage.toml");
+        let now = clima_artifact_fs::utc_timestamp(std::time::SystemTime::now());
+        let entry = format!("[[\"/day/Artifacts.toml\"]]\ntime = {now}\n");
+        // Old entries of a manifest with a non-ASCII name (two-byte characters), so that the
+        // 16 MiB cut falls inside a character, then today's entry.
+        let old = "[[\"/données/Artifacts.toml\"]]\ntime = 2020-01-01T00:00:00Z\n";
+        let old_part = old.repeat((16 << 20) / old.len() + 10);
+        // Pad between the old entries and today's so that the cut (16 MiB from the end) falls
+        // on the second byte of an `é`.
+        let cut = old_part.len() + entry.len() - (16 << 20);
+        let e = cut
+            + old_part.as_bytes()[cut..]
+                .windows(2)
+                .position(|w| w == "é".as_bytes())
+                .unwrap();
+        let pad = e + 1 - cut;
+        let text = format!("{old_part}{}\n{entry}", "#".repeat(pad - 1));
+        let cut = text.len() - (16 << 20);
+        assert!(
+            !text.is_char_boundary(cut),
+            "the test must cut inside a character"
+        );
+        std::fs::write(&log, &text).unwrap();
+        record_usage(dir.path(), Path::new("/day/Artifacts.toml"));
+        let after = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(after.len(), text.len(), "today's entry was written again");
     }
 
     #[test]
