@@ -71,7 +71,9 @@ while [ $# -gt 0 ]; do
         --settle) settle="$2"; shift 2 ;;
         --only) only="$2"; shift 2 ;;
         --no-build) build=0; shift ;;
-        --also-cli) alt_names+=("${2%%=*}"); alt_paths+=("${2#*=}"); shift 2 ;;
+        --also-cli)
+            [[ "$2" == ?*=?* ]] || { echo "bench.sh: --also-cli takes NAME=PATH" >&2; exit 2; }
+            alt_names+=("${2%%=*}"); alt_paths+=("$(realpath "${2#*=}")"); shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench.sh: unknown argument \`$1\` (see --help)" >&2; exit 2 ;;
     esac
@@ -104,7 +106,7 @@ cleanup() {
 }
 trap cleanup EXIT
 rm -rf "$scratch"; mkdir -p "$scratch"
-scratch_fs="$(findmnt -no FSTYPE -T "$scratch" 2>/dev/null | head -n1)"
+scratch_fs="$(findmnt -no FSTYPE -T "$scratch" 2>/dev/null | head -n1 || true)"
 [ -n "$scratch_fs" ] || scratch_fs="$(stat -f -c %T "$scratch")"
 
 export CLIMA_ARTIFACTS_PROGRESS=0 GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
@@ -312,7 +314,8 @@ if wants floor; then
             note "pooch could not be installed; it is left out"
     fi
     "$work/venv/bin/python" -c 'import pooch' 2>/dev/null && pooch_py="$work/venv/bin/python"
-    pooch_version="$([ -n "$pooch_py" ] && "$pooch_py" -c 'import pooch; print(pooch.__version__)')"
+    pooch_version=""
+    [ -z "$pooch_py" ] || pooch_version="$("$pooch_py" -c 'import pooch; print(pooch.__version__)')"
 fi
 # floor_data KIND: the dataset and its two tarballs, cached by (kind, size, files, seed).
 floor_data() {
@@ -483,7 +486,7 @@ done
 
 {
     if [ "${#frows[@]}" -gt 0 ]; then
-        echo "Floor ($(nproc) cores; stage seconds, single thread, median of $runs; ratio = ours / floor, target <= 1.25):"
+        echo "Floor ($(med "floor_${floor_kinds[0]}_${floor_comps[0]}_cores") cores; stage seconds, single thread, median of $runs; ratio = ours / floor, target <= 1.25):"
         echo
         echo "| tarball | stages (s) | floor | ours / contender | ratio | met |"
         echo "|---|---|---|---|---|---|"
