@@ -51,6 +51,7 @@
 # Results: a Markdown table on stdout, also written to $work/results-<time>.md; raw samples in
 # $work/samples-<time>.tsv.
 set -euo pipefail
+invoked_from="$PWD"
 cd "$(dirname "$0")/.."
 repo="$PWD"
 
@@ -73,7 +74,8 @@ while [ $# -gt 0 ]; do
         --no-build) build=0; shift ;;
         --also-cli)
             [[ "$2" == ?*=?* ]] || { echo "bench.sh: --also-cli takes NAME=PATH" >&2; exit 2; }
-            alt_names+=("${2%%=*}"); alt_paths+=("$(realpath "${2#*=}")"); shift 2 ;;
+            alt="${2#*=}"; [[ "$alt" == /* ]] || alt="$invoked_from/$alt"
+            alt_names+=("${2%%=*}"); alt_paths+=("$alt"); shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench.sh: unknown argument \`$1\` (see --help)" >&2; exit 2 ;;
     esac
