@@ -408,16 +408,16 @@ enum Job {
     Data(Vec<u8>),
     /// The open file is complete: send its blob id (or the write error).
     Close,
-    /// Whole small files, one after the other: their contents are `data`, concatenated in
-    /// the order of `files`, each with its length. One hand-off for many files keeps the two
+    /// Whole small files, one after the other. One hand-off for many files keeps the two
     /// threads from waking each other up three times per file.
-    Files {
-        data: Vec<u8>,
-        files: Vec<(NewFile, usize)>,
-    },
+    Files(Batch),
 }
 
-/// Small files collected for one [`Job::Files`].
+/// What the writer thread answers for each file: its blob id, or the path and the error.
+type WriterResult = Result<[u8; 20], (PathBuf, io::Error)>;
+
+/// Small files handed over together: their contents are `data`, concatenated in the order
+/// of `files`, each with its length.
 #[derive(Default)]
 struct Batch {
     data: Vec<u8>,
@@ -436,7 +436,7 @@ const BATCH_FILES_MAX: usize = 256;
 /// At most [`IN_FLIGHT`] jobs are queued.
 struct BlobWriter {
     jobs: Option<SyncSender<Job>>,
-    results: Receiver<Result<[u8; 20], (PathBuf, io::Error)>>,
+    results: Receiver<WriterResult>,
     free: Receiver<Vec<u8>>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// Blob ids received so far, by file number.
@@ -491,7 +491,7 @@ impl BlobWriter {
                                 return;
                             }
                         }
-                        Job::Files { data, files } => {
+                        Job::Files(Batch { data, files }) => {
                             let mut at = 0;
                             for (file, len) in files {
                                 let bytes = &data[at..at + len];
@@ -531,7 +531,7 @@ impl BlobWriter {
     }
 
     fn send(&mut self, job: Job) -> Result<(), ExtractError> {
-        if !matches!(job, Job::Files { .. }) {
+        if !matches!(job, Job::Files(_)) {
             self.flush()?;
         }
         self.poll()?;
@@ -552,8 +552,8 @@ impl BlobWriter {
         if self.batch.files.is_empty() {
             return Ok(());
         }
-        let Batch { data, files } = std::mem::take(&mut self.batch);
-        self.send(Job::Files { data, files })
+        let batch = std::mem::take(&mut self.batch);
+        self.send(Job::Files(batch))
     }
 
     /// Starts file number `self.files` (returned).
@@ -603,11 +603,15 @@ impl BlobWriter {
     /// rather than after the whole archive was decompressed.
     fn poll(&mut self) -> Result<(), ExtractError> {
         while let Ok(result) = self.results.try_recv() {
-            match result {
-                Ok(blob) => self.blobs.push(blob),
-                Err((path, source)) => return Err(ExtractError::Io { path, source }),
-            }
+            self.accept(result)?;
         }
+        Ok(())
+    }
+
+    /// Keeps a file's blob id, or turns its failure into the extraction's error.
+    fn accept(&mut self, result: WriterResult) -> Result<(), ExtractError> {
+        let blob = result.map_err(|(path, source)| ExtractError::Io { path, source })?;
+        self.blobs.push(blob);
         Ok(())
     }
 
@@ -615,8 +619,7 @@ impl BlobWriter {
     fn receive(&mut self, n: usize) -> Result<[u8; 20], ExtractError> {
         while self.blobs.len() <= n {
             match self.results.recv() {
-                Ok(Ok(blob)) => self.blobs.push(blob),
-                Ok(Err((path, source))) => return Err(ExtractError::Io { path, source }),
+                Ok(result) => self.accept(result)?,
                 Err(_) => return Err(ExtractError::Corrupt("the writer thread stopped".into())),
             }
         }
