@@ -125,7 +125,6 @@ fn forward_one(
     count: &AtomicUsize,
     upstream: SocketAddr,
 ) -> std::io::Result<()> {
-    use std::io::Read;
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_millis(50)))?;
     let conn = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
@@ -134,38 +133,12 @@ fn forward_one(
     up.set_read_timeout(Some(Duration::from_millis(50)))?;
     count.fetch_add(1, Ordering::Relaxed);
     let mut buf = vec![0u8; 64 * 1024];
-    let idle_limit = std::time::Instant::now();
-    let mut last = idle_limit;
-    loop {
-        let mut moved = false;
-        match tls.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                up.write_all(&buf[..n])?;
-                moved = true;
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => break,
-        }
-        match up.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                tls.write_all(&buf[..n])?;
-                tls.flush()?;
-                moved = true;
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => break,
-        }
-        if moved {
+    let mut last = std::time::Instant::now();
+    while let Some(sent) = relay(&mut tls, &mut up, &mut buf)? {
+        let Some(received) = relay(&mut up, &mut tls, &mut buf)? else {
+            break;
+        };
+        if sent || received {
             last = std::time::Instant::now();
         } else if last.elapsed() > Duration::from_secs(30) {
             break;
@@ -174,6 +147,32 @@ fn forward_one(
     tls.conn.send_close_notify();
     let _ = tls.flush();
     Ok(())
+}
+
+/// Moves what `from` has ready (within its read timeout) into `to`, flushed: `Some(true)` if
+/// bytes moved, `Some(false)` if none were ready, `None` once `from` has ended or failed.
+fn relay(
+    from: &mut impl std::io::Read,
+    to: &mut impl Write,
+    buf: &mut [u8],
+) -> std::io::Result<Option<bool>> {
+    match from.read(buf) {
+        Ok(0) => Ok(None),
+        Ok(n) => {
+            to.write_all(&buf[..n])?;
+            to.flush()?;
+            Ok(Some(true))
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Ok(Some(false))
+        }
+        Err(_) => Ok(None),
+    }
 }
 
 fn serve_one(
