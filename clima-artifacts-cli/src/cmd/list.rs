@@ -10,7 +10,7 @@ use crate::depots;
 use crate::error::CliResult;
 
 /// One artifact's state, as printed with `--json`.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, Default, serde::Serialize)]
 struct Status {
     name: String,
     /// The host variant's hash; `None` when no variant fits this platform.
@@ -55,20 +55,8 @@ pub fn run(args: ListArgs) -> CliResult {
         };
         let mut s = Status {
             name: name.clone(),
-            git_tree_sha1: None,
-            platform: None,
-            unavailable: None,
-            lazy: false,
-            downloadable: false,
             variants,
-            installed_depot: None,
-            installed_path: None,
-            override_path: None,
-            override_file: None,
-            override_error: None,
-            size_bytes: None,
-            declared_size: None,
-            error: None,
+            ..Status::default()
         };
         match cmd::select_for(&manifest, name, args.platform.platform.as_ref()) {
             Err(e) => s.unavailable = Some(e.message),
@@ -99,19 +87,6 @@ pub fn run(args: ListArgs) -> CliResult {
     for (name, errors) in &manifest.broken {
         rows.push(Status {
             name: name.clone(),
-            git_tree_sha1: None,
-            platform: None,
-            unavailable: None,
-            lazy: false,
-            downloadable: false,
-            variants: 0,
-            installed_depot: None,
-            installed_path: None,
-            override_path: None,
-            override_file: None,
-            override_error: None,
-            size_bytes: None,
-            declared_size: None,
             error: Some(
                 errors
                     .iter()
@@ -119,6 +94,7 @@ pub fn run(args: ListArgs) -> CliResult {
                     .collect::<Vec<_>>()
                     .join("; "),
             ),
+            ..Status::default()
         });
     }
     if args.json {
