@@ -456,8 +456,8 @@ const TRIPLET_TAGS: [&str; 8] = [
     "os_version",
 ];
 
-/// Architectures Julia knows.
-const KNOWN_ARCHES: [&str; 7] = [
+/// Architectures Julia knows (also what `validate` warns about).
+pub(crate) const KNOWN_ARCHES: [&str; 7] = [
     "x86_64",
     "i686",
     "aarch64",

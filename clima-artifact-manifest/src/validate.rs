@@ -38,16 +38,6 @@ impl fmt::Display for Warning {
 
 /// Platform `os` values Julia knows.
 const JULIA_OS: [&str; 5] = ["linux", "macos", "windows", "freebsd", "openbsd"];
-/// Platform `arch` values Julia knows.
-const JULIA_ARCH: [&str; 7] = [
-    "x86_64",
-    "i686",
-    "aarch64",
-    "armv7l",
-    "armv6l",
-    "powerpc64le",
-    "riscv64",
-];
 /// Platform `libc` values Julia knows.
 const JULIA_LIBC: [&str; 2] = ["glibc", "musl"];
 
@@ -195,7 +185,7 @@ fn check_platform(
         }
     };
     check("os", &JULIA_OS, warn);
-    check("arch", &JULIA_ARCH, warn);
+    check("arch", &crate::platform::KNOWN_ARCHES, warn);
     check("libc", &JULIA_LIBC, warn);
 }
 
