@@ -59,7 +59,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -221,6 +221,16 @@ pub struct Extracted {
 /// Zip and 7z files are recognised and refused with [`ExtractError::Corrupt`] saying how to
 /// repack them.
 pub fn extract_archive<R: Read>(
+    reader: R,
+    dest: &Path,
+    limits: &ExtractLimits,
+) -> Result<Extracted, ExtractError> {
+    extract_buffered(BufReader::with_capacity(BUFFER, reader), dest, limits)
+}
+
+/// [`extract_archive`] from a reader that has its own buffer: the decompressor takes its
+/// input straight from that buffer (no copy into a second one).
+pub(crate) fn extract_buffered<R: BufRead>(
     mut reader: R,
     dest: &Path,
     limits: &ExtractLimits,
@@ -249,27 +259,19 @@ pub fn extract_archive<R: Read>(
             "the input is empty; expected a tar archive (plain, gzip, zstd, xz or bzip2)".into(),
         ))
     } else if magic.starts_with(&[0x1f, 0x8b]) {
-        let decoder =
-            flate2::bufread::MultiGzDecoder::new(BufReader::with_capacity(BUFFER, stream));
+        let decoder = flate2::bufread::MultiGzDecoder::new(stream);
         Extraction::new(dest, limits).run(decoder)
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        let decoder =
-            zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(BUFFER, stream))
-                .map_err(|e| {
-                    ExtractError::Corrupt(format!("cannot start zstd decompression: {e}"))
-                })?;
+        let decoder = zstd::stream::read::Decoder::with_buffer(stream)
+            .map_err(|e| ExtractError::Corrupt(format!("cannot start zstd decompression: {e}")))?;
         Extraction::new(dest, limits).run(decoder)
     } else if magic.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
         // Concatenated streams allowed (as `xz -d`); at most 1 GiB of decoder memory per
         // block, so a hostile header cannot make us allocate more.
-        let decoder = lzma_rust2::XzReader::new_mem_limit(
-            BufReader::with_capacity(BUFFER, stream),
-            true,
-            1 << 20,
-        );
+        let decoder = lzma_rust2::XzReader::new_mem_limit(stream, true, 1 << 20);
         Extraction::new(dest, limits).run(decoder)
     } else if magic.starts_with(b"BZh") {
-        let decoder = bzip2::bufread::MultiBzDecoder::new(BufReader::with_capacity(BUFFER, stream));
+        let decoder = bzip2::bufread::MultiBzDecoder::new(stream);
         Extraction::new(dest, limits).run(decoder)
     } else if magic.starts_with(b"PK\x03\x04") || magic.starts_with(b"PK\x05\x06") {
         Err(ExtractError::Corrupt(
@@ -285,7 +287,7 @@ pub fn extract_archive<R: Read>(
                 .into(),
         ))
     } else {
-        Extraction::new(dest, limits).run(BufReader::with_capacity(BUFFER, stream))
+        Extraction::new(dest, limits).run(stream)
     }
 }
 
@@ -422,6 +424,9 @@ type WriterResult = Result<[u8; 20], (PathBuf, io::Error)>;
 struct Batch {
     data: Vec<u8>,
     files: Vec<(NewFile, usize)>,
+    /// Bytes of `data` that hold files (a recycled buffer is not cleared, so that what was
+    /// initialised once is not zeroed again before every batch).
+    used: usize,
 }
 
 /// A file of at most this many bytes goes into a [`Batch`].
@@ -491,7 +496,7 @@ impl BlobWriter {
                                 return;
                             }
                         }
-                        Job::Files(Batch { data, files }) => {
+                        Job::Files(Batch { data, files, .. }) => {
                             let mut at = 0;
                             for (file, len) in files {
                                 let bytes = &data[at..at + len];
@@ -572,21 +577,19 @@ impl BlobWriter {
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<(), ExtractError>,
     ) -> Result<usize, ExtractError> {
-        if self.batch.files.len() >= BATCH_FILES_MAX || self.batch.data.len() + len > BUFFER {
+        if self.batch.files.len() >= BATCH_FILES_MAX || self.batch.used + len > BUFFER {
             self.flush()?;
         }
         if self.batch.files.is_empty() {
-            let mut data = self.free.try_recv().unwrap_or_default();
-            data.clear();
-            data.reserve(BUFFER);
-            self.batch.data = data;
+            self.batch.data = self.free.try_recv().unwrap_or_default();
+            self.batch.used = 0;
         }
-        let at = self.batch.data.len();
-        self.batch.data.resize(at + len, 0);
-        if let Err(e) = fill(&mut self.batch.data[at..]) {
-            self.batch.data.truncate(at);
-            return Err(e);
+        let at = self.batch.used;
+        if self.batch.data.len() < at + len {
+            self.batch.data.resize(at + len, 0);
         }
+        fill(&mut self.batch.data[at..at + len])?;
+        self.batch.used += len;
         self.batch.files.push((file, len));
         self.files += 1;
         Ok(self.files - 1)

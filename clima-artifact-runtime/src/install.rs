@@ -30,7 +30,7 @@
 //! of this host are considered). If the final path already exists when renaming, another
 //! process won the race: that is success.
 
-use std::io::{self, Read};
+use std::io::{self, BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
@@ -43,7 +43,7 @@ use sha2::Digest;
 
 use crate::depot::{self, Overrides};
 use crate::download;
-use crate::extract::{ExtractLimits, extract_archive};
+use crate::extract::{ExtractLimits, extract_buffered};
 use crate::locked_file::{HolderNote, LockedFile, hostname};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, Sha256};
@@ -529,7 +529,7 @@ fn install_once(
                 .map(|(_, total)| crate::extract::default_free_reserve(total)),
         },
     };
-    let extracted = extract_archive(&mut pipe, tmp.path(), &limits);
+    let extracted = extract_buffered(&mut pipe, tmp.path(), &limits);
     let source_failure =
         |pipe: &Pipe| {
             pipe.source_error.as_ref().map(|e| match SourceRuleBroken::of(e) {
@@ -910,9 +910,20 @@ impl Read for Pipe {
         if out.is_empty() {
             return Ok(0);
         }
+        let have = self.fill_buf()?;
+        let n = out.len().min(have.len());
+        out[..n].copy_from_slice(&have[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+/// The decompressor reads the received buffers in place.
+impl BufRead for Pipe {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
         while self.pos >= self.current.len() {
             if self.done.is_some() {
-                return Ok(0);
+                return Ok(&[]);
             }
             if let Some(e) = &self.source_error {
                 return Err(io::Error::new(e.kind(), e.to_string()));
@@ -930,11 +941,13 @@ impl Read for Pipe {
                 }
             }
         }
-        let n = out.len().min(self.current.len() - self.pos);
-        out[..n].copy_from_slice(&self.current[self.pos..self.pos + n]);
+        Ok(&self.current[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.current.len() - self.pos);
         self.pos += n;
         self.consumed += n as u64;
-        Ok(n)
     }
 }
 
