@@ -46,7 +46,10 @@
 #            max(slowest stage, sum / cores)), `clima-artifacts fetch` over loopback HTTP,
 #            `curl -s URL | tar -xf -` and Python's pooch (`pooch.retrieve` with the sha256 and
 #            `pooch.Untar`, in a venv under --work; .tar.gz only: Python's tarfile cannot read
-#            zstd before 3.14). Ours is reported as a ratio to the floor and to each contender.
+#            zstd before 3.14). Ours is reported as a ratio to the floor and to each contender,
+#            with its CPU accounting: the CPU seconds of our process and of the HTTP server
+#            (which share the cores) over the number of cores, a bound no thread layout can
+#            beat, and how much of the cores sat idle while ours ran.
 #
 # Results: a Markdown table on stdout, also written to $work/results-<time>.md; raw samples in
 # $work/samples-<time>.tsv.
@@ -310,6 +313,7 @@ floor_comps=(gz zst)
 pooch_py=""
 if wants floor; then
     command -v zstd >/dev/null || { echo "bench.sh: \`zstd\` is required for --only floor" >&2; exit 1; }
+    [ -n "${EPOCHREALTIME:-}" ] || { echo "bench.sh: --only floor needs bash 5 (\$EPOCHREALTIME)" >&2; exit 1; }
     if [ ! -x "$work/venv/bin/python" ] || ! "$work/venv/bin/python" -c 'import pooch' 2>/dev/null; then
         note "installing pooch into $work/venv"
         python3 -m venv "$work/venv" >&2 && "$work/venv/bin/pip" install -q pooch >&2 ||
@@ -319,6 +323,21 @@ if wants floor; then
     pooch_version=""
     [ -z "$pooch_py" ] || pooch_version="$("$pooch_py" -c 'import pooch; print(pooch.__version__)')"
 fi
+# Readers of the snapshots below: CPU seconds (user + system) of this shell's children in the
+# output of `times`; user + system ticks in /proc/PID/stat (fields 14 and 15, i.e. 12 and 13
+# after "pid (comm) "); idle + iowait ticks of all cores in the "cpu" line of /proc/stat.
+cpu_of_times() { awk 'NR == 2 { print m($1) + m($2) } function m(t) { split(t, a, /[ms]/); return a[1] * 60 + a[2] }' "$1"; }
+pid_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' <<< "$1"; }
+idle_ticks() { awk '{ print $5 + $6 }' <<< "$1"; }
+# account PREFIX: records the CPU accounting of the last `c_ours` from its snapshots: the CPU
+# our process and the HTTP server took, and the machine's idle time over that window.
+account() {
+    local hz; hz="$(getconf CLK_TCK)"
+    record "$1_cpu_ours" "$(calc "$(cpu_of_times "$scratch/times1") - $(cpu_of_times "$scratch/times0")")"
+    record "$1_cpu_server" "$(calc "($(pid_ticks "$server1") - $(pid_ticks "$server0")) / $hz")"
+    record "$1_cpu_idle" "$(calc "($(idle_ticks "$stat1") - $(idle_ticks "$stat0")) / $hz")"
+    record "$1_cpu_window" "$(calc "$t1 - $t0")"
+}
 # floor_data KIND: the dataset and its two tarballs, cached by (kind, size, files, seed).
 floor_data() {
     local kind="$1" d
@@ -372,9 +391,13 @@ if wants floor; then
                 line="$("$floor_bin" "$ball" "$scratch")"
                 for kv in $line; do record "floor_${k}_${kv%%=*}" "${kv#*=}"; done
             }
-            c_ours() {
+            c_ours() { # with snapshots for the CPU accounting, taken by builtins (no process)
+                times > "$scratch/times0"; read -r stat0 < /proc/stat
+                read -r server0 < "/proc/$server_pid/stat"; t0="$EPOCHREALTIME"
                 CLIMA_ARTIFACTS_DEPOT_PATH="$scratch/depot" "$cli" fetch \
                     --manifest "$scratch/Floor.toml" floor >/dev/null
+                t1="$EPOCHREALTIME"; read -r server1 < "/proc/$server_pid/stat"
+                read -r stat1 < /proc/stat; times > "$scratch/times1"
             }
             c_curl_tar() { mkdir "$scratch/out" && curl -s "$furl" | tar "${untar[@]}" -C "$scratch/out"; }
             c_pooch() { # pooch logs each step on stderr: shown only if it fails
@@ -405,6 +428,7 @@ if wants floor; then
                     case "$c" in
                         floor) c_floor ;;
                         alt*) timed "floor_${k}_run_alt_${alt_names[${c#alt}]}" c_alt "${c#alt}" ;;
+                        ours) timed "floor_${k}_run_ours" c_ours; account "floor_$k" ;;
                         *) timed "floor_${k}_run_$c" "c_$c" ;;
                     esac
                     c_clean
@@ -473,6 +497,14 @@ for kind in "${floor_kinds[@]}"; do
         stages="$(for st in decompress sha1 sha256 write; do
             printf '%s %s / ' "$st" "$(fmt "$(med "floor_${k}_$st")")"; done)"
         frows+=("| $kind .tar.$comp ($(fmt "$tb * 100 / $cb")% of $(fmt "$cb / 1048576") MiB) | ${stages% / } (parse $(fmt "$(med "floor_${k}_parse")")) | $(fmt "$f") s | $(fmt "$o") s | **$(fmt "$o / $f")** | $(verdict "$o <= 1.25 * $f") |")
+        if have "floor_${k}_cpu_ours"; then
+            # All CPU an install costs on this machine, spread perfectly over its cores: no
+            # layout of threads can finish before that (the floor leaves out the receiving).
+            cores="$(med "floor_${k}_cores")"; co="$(med "floor_${k}_cpu_ours")"
+            cs="$(med "floor_${k}_cpu_server")"; ci="$(med "floor_${k}_cpu_idle")"
+            cw="$(med "floor_${k}_cpu_window")"
+            frows+=("| ... CPU bound / floor: (ours $(fmt "$co") + server $(fmt "$cs") s of CPU) / $cores cores; the cores were $(fmt "$ci * 100 / ($cores * $cw)")% idle meanwhile | | | $(fmt "($co + $cs) / $cores") s | $(fmt "($co + $cs) / $cores / $f") | |")
+        fi
         c="$(med "floor_${k}_run_curl_tar")"
         frows+=("| ... \`curl \| tar\` / ours | | | $(fmt "$c") s | $(fmt "$c / $o")x | $(verdict "$c >= 3 * $o") (>= 3x) |")
         if have "floor_${k}_run_pooch"; then
