@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::Path;
 
 use clima_artifact_tests::TestServer;
-use common::{Sandbox, cli, json, sample_tree};
+use common::{Sandbox, assert_ok, cli, json, sample_tree};
 use predicates::prelude::*;
 
 const OTHER_HASH: &str = "b373f1887cff55850cbf76ec005f7d93726ae42e";
@@ -256,11 +256,7 @@ fn external_create_override_set_and_runtime_resolution() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let hash_out = sb
         .cli()
@@ -531,11 +527,7 @@ fn gc_collects_the_first_depot_only_and_compacts_the_usage_log() {
             .args(args)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out);
         json(&out)
     };
     let report = run(&["gc", "--delay", "0", "--json"]);
@@ -762,7 +754,7 @@ fn report_renders_a_json_report() {
         .args(["report", "provenance.json", "-f", "json"])
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert_ok(&out);
     assert_eq!(String::from_utf8_lossy(&out.stdout), report.to_json());
     sb.cli()
         .args([
@@ -896,11 +888,7 @@ fn create_writes_size_and_a_folder_url_and_fetch_ignores_the_implicit_limit() {
         .args(["fetch", "era5", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(json(&out)[0]["status"], "downloaded");
     assert_eq!(server.gets("/era5.tar.gz"), 1);
 }
@@ -1018,11 +1006,7 @@ fn a_model_installed_artifact_survives_gc_run_from_elsewhere() {
         .args(["gc", "--delay", "0", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let report = json(&out);
     assert_eq!(report["kept"], 1, "{report}");
     assert!(path.is_dir(), "gc removed the model's dataset");
@@ -1105,11 +1089,7 @@ fn the_manifest_is_found_from_a_subfolder_of_the_project() {
         .args(["list", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(json(&out)[0]["name"], "era5");
 }
 
@@ -1202,11 +1182,7 @@ fn doctor_shows_roots_and_proxies() {
         .args(["doctor", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let report = json(&out);
     assert!(
         report["tls_roots"]

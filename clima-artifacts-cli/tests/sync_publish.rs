@@ -1,8 +1,11 @@
 //! `publish` then install through the normal pipeline; `sync push|pull` from a job script.
 
+mod common;
+
 use std::fs;
 
 use assert_cmd::Command;
+use common::assert_ok;
 
 fn cli() -> Command {
     let mut c = Command::cargo_bin("clima-artifacts").unwrap();
@@ -211,11 +214,7 @@ fn publish_by_hash_makes_a_folder_a_package_server_mirror() {
         .args(["--public-url", "https://mirror.invalid/"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let hash = clima_artifact_manifest::Manifest::load(&manifest)
         .unwrap()
         .artifacts[0]
@@ -240,11 +239,7 @@ fn publish_by_hash_makes_a_folder_a_package_server_mirror() {
             .unwrap()
     };
     let out = fetch(&t.path().join("depot1"), &pkg_server.base());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         report[0]["url"],
@@ -260,11 +255,7 @@ fn publish_by_hash_makes_a_folder_a_package_server_mirror() {
     // A server without it (404): the manifest's URL is used.
     let empty = clima_artifact_tests::TestServer::start();
     let out = fetch(&t.path().join("depot2"), &empty.base());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert_eq!(empty.gets(&format!("/artifact/{hash}")), 1);
     assert_eq!(origin.gets("/field.tar.gz"), 1);
 }

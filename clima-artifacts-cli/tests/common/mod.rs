@@ -39,6 +39,17 @@ pub fn cli(depot: &Path, cwd: &Path) -> assert_cmd::Command {
     cmd
 }
 
+/// Asserts that a command succeeded; the failure message holds its exit status and stderr.
+#[track_caller]
+pub fn assert_ok(output: &std::process::Output) {
+    assert!(
+        output.status.success(),
+        "{}; stderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// Parses a command's stdout as JSON.
 pub fn json(output: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
