@@ -310,27 +310,21 @@ fn download_and_install(
             size: None,
         });
     if let Some(dl) = &from_server {
+        let start = Instant::now();
         let source = Attempt {
             download: dl,
             check_sha256: false,
         };
         match install_once(name, &hash, &source, &agent, manifest_dir, config, target) {
             Ok((path, bytes)) => {
-                tracing::info!(
-                    artifact = name,
-                    url = dl.url.as_str(),
-                    bytes,
-                    "installed artifact `{name}` from the package server into `{}`",
-                    path.display()
-                );
-                return Ok(Installed {
+                return Ok(downloaded(
+                    name,
+                    " from the package server",
+                    dl,
                     path,
-                    origin: Origin::Downloaded {
-                        url: dl.url.clone(),
-                        bytes,
-                        seconds: 0.0,
-                    },
-                });
+                    bytes,
+                    start,
+                ));
             }
             Err(e) => {
                 tracing::info!(
@@ -356,25 +350,7 @@ fn download_and_install(
                 check_sha256: true,
             };
             match install_once(name, &hash, &source, &agent, manifest_dir, config, target) {
-                Ok((path, bytes)) => {
-                    let seconds = start.elapsed().as_secs_f64();
-                    tracing::info!(
-                        artifact = name,
-                        url = dl.url.as_str(),
-                        bytes,
-                        seconds,
-                        "installed artifact `{name}` into `{}`",
-                        path.display()
-                    );
-                    return Ok(Installed {
-                        path,
-                        origin: Origin::Downloaded {
-                            url: dl.url.clone(),
-                            bytes,
-                            seconds,
-                        },
-                    });
-                }
+                Ok((path, bytes)) => return Ok(downloaded(name, "", dl, path, bytes, start)),
                 Err(e) if download::is_transient(&e) && attempt < config.retries => {
                     let wait = download::backoff(config.retry_backoff, attempt);
                     tracing::warn!(
@@ -401,6 +377,35 @@ fn download_and_install(
         manifest: manifest_file(manifest_dir),
         overrides_file: suggested_overrides_file(config),
     })
+}
+
+/// Logs a finished download (`how`: where from, if not from the manifest's URL) and says what
+/// it installed.
+fn downloaded(
+    name: &str,
+    how: &str,
+    dl: &clima_artifact_manifest::Download,
+    path: PathBuf,
+    bytes: u64,
+    start: Instant,
+) -> Installed {
+    let seconds = start.elapsed().as_secs_f64();
+    tracing::info!(
+        artifact = name,
+        url = dl.url.as_str(),
+        bytes,
+        seconds,
+        "installed artifact `{name}`{how} into `{}`",
+        path.display()
+    );
+    Installed {
+        path,
+        origin: Origin::Downloaded {
+            url: dl.url.clone(),
+            bytes,
+            seconds,
+        },
+    }
 }
 
 fn with_attempts(mut e: Error, n: u32) -> Error {

@@ -246,6 +246,8 @@ fn publish_by_hash_makes_a_folder_a_package_server_mirror() {
         format!("{}/artifact/{hash}", pkg_server.base()),
         "{report}"
     );
+    // Timed like any download (it once said 0 s for the package server).
+    assert!(report[0]["seconds"].as_f64().unwrap() > 0.0, "{report}");
     assert_eq!(
         origin.gets("/field.tar.gz"),
         0,
