@@ -54,6 +54,9 @@
 # Results: a Markdown table on stdout, also written to $work/results-<time>.md; raw samples in
 # $work/samples-<time>.tsv.
 set -euo pipefail
+# Decimal points whatever the user's locale (bash's `times` and $EPOCHREALTIME, awk, printf).
+if [ -n "${LC_ALL:-}" ]; then export LANG="$LC_ALL"; unset LC_ALL; fi
+export LC_NUMERIC=C
 invoked_from="$PWD"
 cd "$(dirname "$0")/.."
 repo="$PWD"
@@ -330,13 +333,15 @@ cpu_of_times() { awk 'NR == 2 { print m($1) + m($2) } function m(t) { split(t, a
 pid_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' <<< "$1"; }
 idle_ticks() { awk '{ print $5 + $6 }' <<< "$1"; }
 # account PREFIX: records the CPU accounting of the last `c_ours` from its snapshots: the CPU
-# our process and the HTTP server took, and the machine's idle time over that window.
+# our process and the HTTP server took, and the machine's idle time over that window. (The
+# table combines the medians of each part; the server's CPU comes in ticks of 1/CLK_TCK s.)
 account() {
     local hz; hz="$(getconf CLK_TCK)"
     record "$1_cpu_ours" "$(calc "$(cpu_of_times "$scratch/times1") - $(cpu_of_times "$scratch/times0")")"
     record "$1_cpu_server" "$(calc "($(pid_ticks "$server1") - $(pid_ticks "$server0")) / $hz")"
     record "$1_cpu_idle" "$(calc "($(idle_ticks "$stat1") - $(idle_ticks "$stat0")) / $hz")"
     record "$1_cpu_window" "$(calc "$t1 - $t0")"
+    record "$1_cpu_online" "$(grep -c '^cpu[0-9]' /proc/stat)" # idle counts all of them
 }
 # floor_data KIND: the dataset and its two tarballs, cached by (kind, size, files, seed).
 floor_data() {
@@ -502,8 +507,8 @@ for kind in "${floor_kinds[@]}"; do
             # layout of threads can finish before that (the floor leaves out the receiving).
             cores="$(med "floor_${k}_cores")"; co="$(med "floor_${k}_cpu_ours")"
             cs="$(med "floor_${k}_cpu_server")"; ci="$(med "floor_${k}_cpu_idle")"
-            cw="$(med "floor_${k}_cpu_window")"
-            frows+=("| ... CPU bound / floor: (ours $(fmt "$co") + server $(fmt "$cs") s of CPU) / $cores cores; the cores were $(fmt "$ci * 100 / ($cores * $cw)")% idle meanwhile | | | $(fmt "($co + $cs) / $cores") s | $(fmt "($co + $cs) / $cores / $f") | |")
+            cw="$(med "floor_${k}_cpu_window")"; cn="$(med "floor_${k}_cpu_online")"
+            frows+=("| ... CPU bound / floor: (ours $(fmt "$co") + server $(fmt "$cs") s of CPU) / $cores cores; the machine's $cn cores were $(fmt "$ci * 100 / ($cn * $cw)")% idle meanwhile | | | $(fmt "($co + $cs) / $cores") s | $(fmt "($co + $cs) / $cores / $f") | |")
         fi
         c="$(med "floor_${k}_run_curl_tar")"
         frows+=("| ... \`curl \| tar\` / ours | | | $(fmt "$c") s | $(fmt "$c / $o")x | $(verdict "$c >= 3 * $o") (>= 3x) |")

@@ -71,7 +71,7 @@ use tar::EntryType;
 use crate::GitTreeSha1;
 use crate::tree_hash::{BlobHasher, EntryMode, TreeBuilder, blob_id};
 
-/// Copy buffer size, also the buffer in front of the decompressor.
+/// Copy buffer size, also the buffer [`extract_archive`] puts in front of the decompressor.
 const BUFFER: usize = 256 * 1024;
 
 /// Whether the pax header of `entry` describes a sparse file (GNU tar's pax sparse formats 0.0,

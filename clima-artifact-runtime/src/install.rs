@@ -15,20 +15,21 @@
 //! ```text
 //!  reader thread                         |  calling thread
 //!  source (HTTP / file) -> SHA-256 ----> bounded channel of 256 KiB buffers
-//!                                        |  -> extract_archive (gunzip/zstd -> tar -> files in
-//!                                        |     artifacts/.tmp-<hash>-<host>-<pid>-<rand>/,
-//!                                        |     every blob hashed while written)
+//!                                        |  -> extract (gunzip/zstd, reading those buffers
+//!                                        |     in place -> tar -> a writer thread creates
+//!                                        |     the files in artifacts/.tmp-<hash>-<host>-
+//!                                        |     <pid>-<rand>/ and hashes every blob)
 //!                                        |  -> drain the source to its end
 //!                                        |  -> compare sha256, compare git-tree-sha1
 //!                                        |  -> rename to artifacts/<hash>
 //! ```
 //!
-//! Reading (network, TLS, SHA-256) and decompression/extraction run on two cores; memory stays
-//! constant (at most a few buffers in flight). Nothing unverified ever appears at a final path:
-//! a failed attempt removes its temp dir, a killed process leaves one that the next install in
-//! the same depot removes (its pid is dead and nobody holds its artifact's lock; only temp dirs
-//! of this host are considered). If the final path already exists when renaming, another
-//! process won the race: that is success.
+//! Reading (network, TLS, SHA-256), decompression and writing (with SHA-1) run on three threads
+//! that share the cores; memory stays constant (at most a few buffers in flight). Nothing
+//! unverified ever appears at a final path: a failed attempt removes its temp dir, a killed process
+//! leaves one that the next install in the same depot removes (its pid is dead and nobody holds its
+//! artifact's lock; only temp dirs of this host are considered). If the final path already exists
+//! when renaming, another process won the race: that is success.
 
 use std::io::{self, BufRead, Read};
 use std::path::{Path, PathBuf};
