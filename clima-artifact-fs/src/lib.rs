@@ -8,6 +8,7 @@
 //! - [`write_atomically`]: readers see the old file or the whole new one, never a partial write;
 //! - [`utc_timestamp`]: RFC 3339 UTC with milliseconds (fixed width, sorts chronologically);
 //! - [`human_bytes`]: sizes in binary units for messages and reports;
+//! - [`read_full`]: fill a buffer from a reader, saying how much there was before its end;
 //! - [`pid_alive`]: whether a process id on this host is still running (stale temp files and
 //!   locks of dead processes are reclaimed with it);
 //! - [`IoCause`]: an `io::Error` that errors can clone and send between MPI ranks;
@@ -18,7 +19,7 @@
 
 mod temp;
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
@@ -330,6 +331,22 @@ fn civil_from_days(days: u64) -> (u64, u32, u32) {
     (year, month, day)
 }
 
+/// Reads until `buf` is full or `reader` ends, retrying interrupted reads, and returns how many
+/// bytes were read: fewer than `buf.len()` only when the reader ended. (`Read::read_exact`
+/// cannot say how much it read before the end.)
+pub fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
 /// Bytes in binary units with one decimal: `512 B`, `1.5 KiB`, `3.2 GiB`.
 pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -359,6 +376,38 @@ pub fn pid_alive(pid: i32) -> bool {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// A reader that hands out at most 3 bytes per call and is interrupted before each.
+    struct Trickle<'a>(&'a [u8], bool);
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.1 = !self.1;
+            if self.1 {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(3).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn read_full_fills_the_buffer_or_says_where_the_reader_ended() {
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            read_full(&mut Trickle(b"0123456789", false), &mut buf).unwrap(),
+            8
+        );
+        assert_eq!(&buf, b"01234567");
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            read_full(&mut Trickle(b"abcde", false), &mut buf).unwrap(),
+            5
+        );
+        assert_eq!(&buf[..5], b"abcde");
+        assert_eq!(read_full(&mut Trickle(b"", false), &mut buf).unwrap(), 0);
+    }
 
     #[test]
     fn timestamps_parse_back() {

@@ -361,7 +361,7 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
 /// (both RFC 3339 UTC, which compare as text). The log is read without following a symlink, as
 /// a regular file only, and at most its last 16 MiB.
 fn recorded_since(path: &Path, manifest: &str, since: &str) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
+    use std::io::{Seek, SeekFrom};
     use std::os::unix::fs::OpenOptionsExt;
     const MAX: u64 = 16 << 20;
     let Ok(mut f) = std::fs::OpenOptions::new()
@@ -381,15 +381,9 @@ fn recorded_since(path: &Path, manifest: &str, since: &str) -> bool {
     }
     // Read what fstat promised, in as few reads as it takes (usually one).
     let mut bytes = vec![0u8; meta.len().min(MAX) as usize];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        match f.read(&mut bytes[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
-    }
+    let Ok(filled) = clima_artifact_fs::read_full(&mut f, &mut bytes) else {
+        return false;
+    };
     bytes.truncate(filled);
     if tail {
         // Reading from the middle of the log: start at the next whole line (the cut may be

@@ -68,6 +68,8 @@ use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
 
 use tar::EntryType;
 
+use clima_artifact_fs::read_full;
+
 use crate::GitTreeSha1;
 use crate::tree_hash::{BlobHasher, EntryMode, TreeBuilder, blob_id};
 
@@ -238,19 +240,8 @@ pub(crate) fn extract_buffered<R: BufRead>(
     check_destination(dest)?;
 
     let mut magic = [0u8; 6];
-    let mut have = 0;
-    while have < magic.len() {
-        match reader.read(&mut magic[have..]) {
-            Ok(0) => break,
-            Ok(n) => have += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(ExtractError::Corrupt(format!(
-                    "cannot read the archive: {e}"
-                )));
-            }
-        }
-    }
+    let have = read_full(&mut reader, &mut magic)
+        .map_err(|e| ExtractError::Corrupt(format!("cannot read the archive: {e}")))?;
     let magic = &magic[..have];
     let stream = io::Cursor::new(magic.to_vec()).chain(reader);
 
@@ -940,6 +931,12 @@ impl<'a> Extraction<'a> {
         }
     }
 
+    /// Whether a mode given at creation may come out with fewer `permissions` (then it is set
+    /// again): unless the umask is trusted and keeps all of them (see [`trusted_umask`]).
+    fn masked(&self, permissions: u32) -> bool {
+        self.umask.is_none_or(|m| m & permissions != 0)
+    }
+
     fn disk_path(&self, key: &[u8]) -> PathBuf {
         self.dest.join(OsStr::from_bytes(key))
     }
@@ -974,7 +971,7 @@ impl<'a> Extraction<'a> {
             ))),
             None => {
                 let disk = self.disk_path(&key);
-                let masked = self.umask.is_none_or(|m| m & 0o755 != 0);
+                let masked = self.masked(0o755);
                 DirBuilder::new()
                     .mode(0o755)
                     .create(&disk)
@@ -1078,65 +1075,43 @@ impl<'a> Extraction<'a> {
         let file = NewFile {
             path: self.disk_path(&key),
             permissions,
-            masked: self.umask.is_none_or(|m| m & permissions != 0),
+            masked: self.masked(permissions),
         };
-        if size <= BATCH_FILE_MAX {
+        // The next bytes of the entry into `buf`: how many there were before its end.
+        let mut read = |buf: &mut [u8]| {
+            read_full(entry, buf)
+                .map_err(|e| meter.classify(e, &format!("inside `{}`", path.display)))
+        };
+        let truncated = |missing: u64| {
+            ExtractError::Corrupt(format!(
+                "the archive is truncated inside `{}` ({missing} of {size} bytes missing)",
+                path.display
+            ))
+        };
+        let n = if size <= BATCH_FILE_MAX {
             let len = size as usize;
-            let n = self.writer()?.small(file, len, |slot| {
-                let mut filled = 0;
-                while filled < len {
-                    match entry.read(&mut slot[filled..]) {
-                        Ok(0) => {
-                            return Err(ExtractError::Corrupt(format!(
-                                "the archive is truncated inside `{}` ({} of {size} bytes \
-                                 missing)",
-                                path.display,
-                                len - filled
-                            )));
-                        }
-                        Ok(n) => filled += n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            return Err(meter.classify(e, &format!("inside `{}`", path.display)));
-                        }
-                    }
+            self.writer()?.small(file, len, |slot| match read(slot)? {
+                filled if filled < len => Err(truncated((len - filled) as u64)),
+                _ => Ok(()),
+            })?
+        } else {
+            let n = self.writer()?.open(file, size)?;
+            let mut left = size;
+            while left > 0 {
+                let mut buffer = self.writer()?.buffer();
+                let want = (buffer.len() as u64).min(left) as usize;
+                let filled = read(&mut buffer[..want])?;
+                if filled == 0 {
+                    return Err(truncated(left));
                 }
-                Ok(())
-            })?;
-            self.pending.push(None);
-            self.content_bytes += size;
-            let blob = Blob::Pending(n);
-            self.record(path, key, Written::File { mode, blob }, mode);
-            return Ok(());
-        }
-        let n = self.writer()?.open(file, size)?;
+                buffer.truncate(filled);
+                self.writer()?.send(Job::Data(buffer))?;
+                left -= filled as u64;
+            }
+            self.writer()?.send(Job::Close)?;
+            n
+        };
         self.pending.push(None);
-        let mut left = size;
-        while left > 0 {
-            let mut buffer = self.writer()?.buffer();
-            let want = (buffer.len() as u64).min(left) as usize;
-            let mut filled = 0;
-            while filled < want {
-                match entry.read(&mut buffer[filled..want]) {
-                    Ok(0) => break,
-                    Ok(n) => filled += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        return Err(meter.classify(e, &format!("inside `{}`", path.display)));
-                    }
-                }
-            }
-            if filled == 0 {
-                return Err(ExtractError::Corrupt(format!(
-                    "the archive is truncated inside `{}` ({left} of {size} bytes missing)",
-                    path.display
-                )));
-            }
-            buffer.truncate(filled);
-            self.writer()?.send(Job::Data(buffer))?;
-            left -= filled as u64;
-        }
-        self.writer()?.send(Job::Close)?;
         self.content_bytes += size;
         let blob = Blob::Pending(n);
         self.record(path, key, Written::File { mode, blob }, mode);
@@ -1228,7 +1203,7 @@ impl<'a> Extraction<'a> {
                 });
             }
             let permissions = file_permissions(mode);
-            let masked = self.umask.is_none_or(|m| m & permissions != 0);
+            let masked = self.masked(permissions);
             let copy = || -> io::Result<()> {
                 let mut from = OpenOptions::new()
                     .read(true)

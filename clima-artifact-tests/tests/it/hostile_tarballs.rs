@@ -467,6 +467,14 @@ fn truncated_archives_are_corrupt() {
     // Cut inside the data of `a`, plain and gzipped.
     let scene = Scene::new();
     assert_corrupt(scene.extract(&tar[..3000]), "truncated");
+    // A file too big to travel in a batch (> 64 KiB), cut inside its data: it says which and
+    // how much is missing.
+    let big = RawTar::default().file("big", &[3u8; 200_000]).finish();
+    let scene = Scene::new();
+    assert_corrupt(
+        scene.extract(&big[..100_512]),
+        "truncated inside `big` (100000 of 200000 bytes missing)",
+    );
     let scene = Scene::new();
     let gz = gzip(&tar);
     assert!(matches!(
