@@ -80,6 +80,27 @@ fn installs_then_reinstall_is_a_no_op() {
     assert!(!first.path.exists());
 }
 
+/// The mode bits (with setuid, setgid and sticky) of `root/p`, not following a symlink.
+fn mode_of(root: &std::path::Path, p: &str) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(root.join(p))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// The modes an install promises for the trees of the mode tests (`README.md`, the executable
+/// `bin/run.sh` and `data_file`): files 0o444, executables 0o555, folders 0o755 (no setgid bit
+/// passed on).
+fn assert_promised_modes(root: &std::path::Path, data_file: &str, what: &str) {
+    assert_eq!(mode_of(root, "README.md"), 0o444, "{what}");
+    assert_eq!(mode_of(root, "bin/run.sh"), 0o555, "{what}");
+    assert_eq!(mode_of(root, data_file), 0o444, "{what}");
+    assert_eq!(mode_of(root, "bin"), 0o755, "{what}");
+    assert_eq!(mode_of(root, "data"), 0o755, "{what}");
+}
+
 /// The read-only modes do not depend on the umask: a strict one (which removes bits we
 /// promise, so they are set again), the usual one and none at all (where the mode given at
 /// creation is final and no extra chmod is made). Each install runs in its own process, as the
@@ -121,19 +142,7 @@ fn installed_modes_are_the_same_under_any_umask() {
             .unwrap();
         let path = std::path::PathBuf::from(clima_artifact_tests::success_stdout(out).trim());
         art.assert_content(&path);
-        use std::os::unix::fs::PermissionsExt;
-        let mode = |p: &str| {
-            std::fs::symlink_metadata(path.join(p))
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777
-        };
-        assert_eq!(mode("README.md"), 0o444, "umask {umask}");
-        assert_eq!(mode("bin/run.sh"), 0o555, "umask {umask}");
-        assert_eq!(mode("data/part-299.csv"), 0o444, "umask {umask}");
-        assert_eq!(mode("bin"), 0o755, "umask {umask}");
-        assert_eq!(mode("data"), 0o755, "umask {umask}");
+        assert_promised_modes(&path, "data/part-299.csv", &format!("umask {umask}"));
         std::fs::remove_dir_all(&path).unwrap();
     }
     assert_eq!(server.gets("m.tar.gz"), 3);
@@ -147,32 +156,22 @@ fn modes_are_the_same_in_setgid_and_default_acl_folders() {
     use clima_artifact_runtime::extract::{ExtractLimits, extract_archive};
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::path::Path;
     let builder = TarballBuilder::new()
         .file("README.md", "read me")
         .exec("bin/run.sh", "#!/bin/sh\n")
         .file("data/values.csv", "1,2\n");
     let tarball = builder.gzip();
     let dir = tempfile::tempdir().unwrap();
-    let mode = |root: &std::path::Path, p: &str| {
-        std::fs::symlink_metadata(root.join(p))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o7777
-    };
-    let check = |dest: &std::path::Path, what: &str| {
+    let check = |dest: &Path, what: &str| {
         extract_archive(tarball.as_slice(), dest, &ExtractLimits::default()).unwrap();
-        assert_eq!(mode(dest, "README.md"), 0o444, "{what}");
-        assert_eq!(mode(dest, "bin/run.sh"), 0o555, "{what}");
-        assert_eq!(mode(dest, "data/values.csv"), 0o444, "{what}");
-        assert_eq!(mode(dest, "bin"), 0o755, "{what}");
-        assert_eq!(mode(dest, "data"), 0o755, "{what}");
+        assert_promised_modes(dest, "data/values.csv", what);
     };
 
     let setgid = dir.path().join("setgid");
     std::fs::create_dir(&setgid).unwrap();
     std::fs::set_permissions(&setgid, std::fs::Permissions::from_mode(0o2755)).unwrap();
-    assert_eq!(mode(dir.path(), "setgid") & 0o2000, 0o2000);
+    assert_eq!(mode_of(dir.path(), "setgid") & 0o2000, 0o2000);
     check(&setgid, "setgid folder");
 
     // A default ACL of user::rwx, group::r-x, other::--- (the kernel's xattr form: version 2,
@@ -217,7 +216,7 @@ fn modes_are_the_same_in_setgid_and_default_acl_folders() {
         .mode(0o444)
         .open(&probe)
         .unwrap();
-    assert_eq!(mode(&acl, "probe"), 0o440, "the default ACL is in force");
+    assert_eq!(mode_of(&acl, "probe"), 0o440, "the default ACL is in force");
     std::fs::remove_file(&probe).unwrap();
     check(&acl, "default ACL folder");
 }
