@@ -65,7 +65,8 @@ fn decoder<'a>(compressed: &'a [u8]) -> Result<Box<dyn Read + 'a>, Failure> {
     }
 }
 
-/// Decompresses everything into `sink` (a reused buffer when `keep` is false).
+/// Decompresses everything: returns the bytes when `keep`, else only reads them through one
+/// reused buffer (the timed stage).
 fn decompress(compressed: &[u8], keep: bool) -> Result<Vec<u8>, Failure> {
     let mut decoder = decoder(compressed)?;
     let mut all = Vec::new();
