@@ -48,8 +48,8 @@
 #            `pooch.Untar`, in a venv under --work; .tar.gz only: Python's tarfile cannot read
 #            zstd before 3.14). Ours is reported as a ratio to the floor and to each contender,
 #            with its CPU accounting: the CPU seconds of our process and of the HTTP server
-#            (which share the cores) over the number of cores, a bound no thread layout can
-#            beat, and how much of the cores sat idle while ours ran.
+#            (which share the cores) over the number of cores, a bound no scheduling of this
+#            pipeline's threads can beat, and how much of the cores sat idle while ours ran.
 #
 # Results: a Markdown table on stdout, also written to $work/results-<time>.md; raw samples in
 # $work/samples-<time>.tsv.
@@ -369,7 +369,7 @@ floor_data() {
 }
 pooch_fetch() { # pooch_fetch URL SHA256 OUT
     "$pooch_py" - "$@" <<'PY'
-import os, sys
+import sys
 import pooch
 url, sha, out = sys.argv[1:4]
 pooch.retrieve(url, known_hash="sha256:" + sha, path=out, fname="data.tar.gz",
@@ -396,11 +396,14 @@ if wants floor; then
                 line="$("$floor_bin" "$ball" "$scratch")"
                 for kv in $line; do record "floor_${k}_${kv%%=*}" "${kv#*=}"; done
             }
+            fetch_with() { # fetch_with CLI: install the floor artifact into a fresh depot
+                CLIMA_ARTIFACTS_DEPOT_PATH="$scratch/depot" "$1" fetch \
+                    --manifest "$scratch/Floor.toml" floor >/dev/null
+            }
             c_ours() { # with snapshots for the CPU accounting, taken by builtins (no process)
                 times > "$scratch/times0"; read -r stat0 < /proc/stat
                 read -r server0 < "/proc/$server_pid/stat"; t0="$EPOCHREALTIME"
-                CLIMA_ARTIFACTS_DEPOT_PATH="$scratch/depot" "$cli" fetch \
-                    --manifest "$scratch/Floor.toml" floor >/dev/null
+                fetch_with "$cli"
                 t1="$EPOCHREALTIME"; read -r server1 < "/proc/$server_pid/stat"
                 read -r stat1 < /proc/stat; times > "$scratch/times1"
             }
@@ -410,10 +413,7 @@ if wants floor; then
                     { cat "$scratch/pooch.err" >&2; return 1; }
             }
             c_clean() { rm -rf "$scratch/depot" "$scratch/out" "$scratch/pooch"; sync; sleep "$settle"; }
-            c_alt() { # c_alt INDEX: an --also-cli binary
-                CLIMA_ARTIFACTS_DEPOT_PATH="$scratch/depot" "${alt_paths[$1]}" fetch \
-                    --manifest "$scratch/Floor.toml" floor >/dev/null
-            }
+            c_alt() { fetch_with "${alt_paths[$1]}"; } # c_alt INDEX: an --also-cli binary
             contenders=(floor ours curl_tar)
             [ -n "$pooch_py" ] && [ "$comp" = gz ] && contenders+=(pooch)
             for a in "${!alt_names[@]}"; do contenders+=("alt$a"); done
@@ -504,7 +504,8 @@ for kind in "${floor_kinds[@]}"; do
         frows+=("| $kind .tar.$comp ($(fmt "$tb * 100 / $cb")% of $(fmt "$cb / 1048576") MiB) | ${stages% / } (parse $(fmt "$(med "floor_${k}_parse")")) | $(fmt "$f") s | $(fmt "$o") s | **$(fmt "$o / $f")** | $(verdict "$o <= 1.25 * $f") |")
         if have "floor_${k}_cpu_ours"; then
             # All CPU an install costs on this machine, spread perfectly over its cores: no
-            # layout of threads can finish before that (the floor leaves out the receiving).
+            # scheduling of this pipeline's threads finishes before that (the floor leaves out
+            # the receiving).
             cores="$(med "floor_${k}_cores")"; co="$(med "floor_${k}_cpu_ours")"
             cs="$(med "floor_${k}_cpu_server")"; ci="$(med "floor_${k}_cpu_idle")"
             cw="$(med "floor_${k}_cpu_window")"; cn="$(med "floor_${k}_cpu_online")"
