@@ -51,14 +51,20 @@ fn kill_nine_at_random_points_never_corrupts_the_depot() {
     let final_dir = depot.join("artifacts").join(art.tree_hash.to_hex());
     let fast = art.variant(&[server.url("fast.tar.gz")]);
 
-    // Time one full install of the slowed source to spread the kills over its whole duration.
-    let start = Instant::now();
-    let status = install_slow(&art, &server, &config).status().unwrap();
-    assert!(status.success());
-    let full = start.elapsed();
-    eprintln!("one slowed install takes {full:?}");
-    art.assert_content(&final_dir);
-    std::fs::remove_dir_all(&final_dir).unwrap();
+    // Time full installs of the slowed source to spread the kills over its whole duration: the
+    // fastest of three, as the first can take several times longer (a cold binary, or the
+    // other tests of this binary busy on the same cores), and a too long estimate puts most
+    // kills after the install has finished.
+    let mut full = Duration::MAX;
+    for _ in 0..3 {
+        let start = Instant::now();
+        let status = install_slow(&art, &server, &config).status().unwrap();
+        assert!(status.success());
+        full = full.min(start.elapsed());
+        art.assert_content(&final_dir);
+        std::fs::remove_dir_all(&final_dir).unwrap();
+    }
+    eprintln!("one slowed install takes {full:?} (the fastest of 3)");
 
     let mut seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
     let (mut before, mut after) = (0, 0);
