@@ -16,7 +16,7 @@ mpi_markers="$(mktemp -d)"
 trap 'rm -rf "$mpi_markers"' EXIT
 export CLIMA_MPI_TEST_MARKER_DIR="$mpi_markers"
 
-# mpi_check_markers PREFIX: exits 1 (messages start with PREFIX) unless every test of the `mpi`
+# mpi_check_markers PREFIX: returns 1 (messages start with PREFIX) unless every test of the `mpi`
 # target left its marker; on success sets `mpi_test_count` to the number of those tests.
 mpi_check_markers() {
     local prefix="$1" expected missing
@@ -24,13 +24,13 @@ mpi_check_markers() {
         | sed -n 's/^mpi::\(.*\): test$/\1/p' | sort)"
     if [ -z "$expected" ]; then
         echo "$prefix the `mpi` module of the `it` test binary lists no tests (built without the \`mpi\` feature?)" >&2
-        exit 1
+        return 1
     fi
     missing="$(comm -23 <(echo "$expected") <(ls "$mpi_markers" | sort))"
     if [ -n "$missing" ]; then
         echo "$prefix these MPI tests did not run mpirun (skipped):" >&2
         echo "$missing" >&2
-        exit 1
+        return 1
     fi
     mpi_test_count="$(echo "$expected" | wc -l)"
 }

@@ -8,7 +8,7 @@
 fn s3_tests_need_the_s3_feature() {
     let msg = "the S3 sync tests need `--features clima-artifact-sync/s3`";
     assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-    eprintln!("skipped: {msg}");
+    clima_artifact_tests::skip(msg);
 }
 
 #[cfg(feature = "s3")]
@@ -153,7 +153,7 @@ mod s3 {
             std::env::var("CI").as_deref() != Ok("true"),
             "S3 test server unavailable in CI: {why}"
         );
-        eprintln!("skipped: {why}");
+        clima_artifact_tests::skip(&format!("no S3 test server (moto_server): {why}"));
         None
     }
 

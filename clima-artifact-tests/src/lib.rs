@@ -680,6 +680,33 @@ pub fn cargo_target_dir() -> PathBuf {
     PathBuf::from(meta["target_directory"].as_str().expect("target_directory"))
 }
 
+/// Says that the calling test does nothing, and why: prints `skipped: <reason>` on stderr and,
+/// when `CLIMA_TEST_SKIP_DIR` is set (`scripts/test.sh` sets it), writes the reason into a file
+/// of that folder named after the test binary and the test (the thread's name, which libtest
+/// sets to the test's path), so that the script counts the test as skipped, not passed. The
+/// caller returns right after.
+pub fn skip(reason: &str) {
+    eprintln!("skipped: {reason}");
+    let Some(dir) = std::env::var_os("CLIMA_TEST_SKIP_DIR") else {
+        return;
+    };
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .map(|s| {
+            s.rsplit_once('-')
+                .map_or(s.clone(), |(name, _hash)| name.to_owned())
+        })
+        .unwrap_or_else(|| "test".to_owned());
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("main")
+        .replace("::", ".");
+    let file = Path::new(&dir).join(format!("{binary}--{test}").replace('/', "_"));
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(file, format!("{reason}\n"));
+}
+
 /// Whether `git` runs. In CI (`CI=true`) a missing git panics; elsewhere it returns `false`
 /// after printing why, so the caller can skip.
 pub fn have_git() -> bool {
@@ -692,7 +719,7 @@ pub fn have_git() -> bool {
         if std::env::var("CI").as_deref() == Ok("true") {
             panic!("`git` is required in CI but cannot be run");
         }
-        eprintln!("skipping: `git` is not installed");
+        skip("`git` is not installed");
     }
     ok
 }

@@ -37,14 +37,14 @@ impl Mount {
                 if in_ci() {
                     panic!("cannot mount a tmpfs in CI: {why}");
                 }
-                eprintln!("skipping: cannot mount a tmpfs ({why})");
+                clima_artifact_tests::skip(&format!("cannot mount a tmpfs ({why})"));
                 None
             }
             Err(e) => {
                 if in_ci() {
                     panic!("cannot run mount in CI: {e}");
                 }
-                eprintln!("skipping: cannot run mount ({e})");
+                clima_artifact_tests::skip(&format!("cannot run mount ({e})"));
                 None
             }
         }
@@ -185,7 +185,7 @@ fn small_depot(name: &str, size: &str) -> Option<(tempfile::TempDir, PathBuf, Mo
         return None;
     }
     if !is_root() {
-        eprintln!("skipping: mounting a small tmpfs needs root");
+        clima_artifact_tests::skip("mounting a small tmpfs needs root");
         return None;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -30,7 +30,9 @@ fn redirects_to_internal_addresses_are_refused_in_a_network_namespace() {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but `unshare -rn` does not work here (needs util-linux and user namespaces)"
         );
-        println!("SKIPPED: `unshare -rn` is not available, so the redirect refusals are not run");
+        clima_artifact_tests::skip(
+            "`unshare -rn` is not available, so the redirect refusals are not run",
+        );
         return;
     }
     let exe = std::env::current_exe().unwrap();

@@ -11,6 +11,7 @@
 //! Nothing here may touch that state; tests in this binary run in parallel with each other.
 
 mod bad_inputs;
+mod ci_scripts;
 mod concurrency;
 mod crash;
 mod disk;

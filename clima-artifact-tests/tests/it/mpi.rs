@@ -4,7 +4,7 @@
 //! `mpirun -n N` on a test program from `tests/src/bin/mpi_*.rs` with the depot in the
 //! environment, and checks the server's GET counts and every rank's `RESULT` line.
 //!
-//! Without `mpirun` these tests print `SKIPPED` and pass, except when `CI=true` or
+//! Without `mpirun` these tests say `skipped:` (see `clima_artifact_tests::skip`) and pass, except when `CI=true` or
 //! `CLIMA_REQUIRE_MPI=1` (then they fail). Each test that really ran touches a file in
 //! `$CLIMA_MPI_TEST_MARKER_DIR` (when set), so `scripts/ci-mpi.sh` can prove nothing was skipped.
 #![cfg(feature = "mpi")]
@@ -45,7 +45,7 @@ impl Mpirun {
                 "{test}: `mpirun` not found but CI=true / CLIMA_REQUIRE_MPI=1: install OpenMPI \
                  or MPICH (e.g. `apt-get install openmpi-bin libopenmpi-dev`)"
             );
-            println!("SKIPPED {test}: `mpirun` not found on PATH");
+            clima_artifact_tests::skip("`mpirun` not found on PATH (no MPI installed)");
             return None;
         };
         if let Some(dir) = std::env::var_os("CLIMA_MPI_TEST_MARKER_DIR") {

@@ -18,7 +18,6 @@ fn git_or_skip() -> bool {
         std::env::var("CI").as_deref() != Ok("true"),
         "git is required in CI"
     );
-    eprintln!("skipping: git is not installed");
     false
 }
 
@@ -63,7 +62,9 @@ fn a_shared_depot_whose_lock_folder_belongs_to_another_user_still_installs() {
     let root = unsafe { libc::geteuid() } == 0;
     let setpriv = Path::new("/usr/bin/setpriv");
     if !root || !setpriv.exists() {
-        eprintln!("skipping: needs root and /usr/bin/setpriv to run the installer as another user");
+        clima_artifact_tests::skip(
+            "needs root and /usr/bin/setpriv to run the installer as another user",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

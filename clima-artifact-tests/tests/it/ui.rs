@@ -18,11 +18,11 @@ fn compile_errors() {
         .parent()
         .unwrap();
     if target != workspace.join("target") {
-        println!(
-            "skipping: the expected messages assume the target directory `{}`, not `{}`",
+        clima_artifact_tests::skip(&format!(
+            "the expected messages assume the target directory `{}`, not `{}`",
             workspace.join("target").display(),
             target.display()
-        );
+        ));
         return;
     }
     let dir = target.join("tests/trybuild/clima-artifact-tests");
