@@ -19,7 +19,7 @@
 //! | `CLIMA_ARTIFACTS_MIN_FREE_SPACE` | free space an install leaves on the depot's filesystem: unpacking stops with an error (and its temp dir is removed) before going below it; `K`/`M`/`G`/`T` suffixes; `0` turns it off | 1% of the filesystem or 1 GiB, whichever is smaller |
 //! | `CLIMA_ARTIFACTS_MAX_ENTRIES` | cap on one artifact's number of archive entries (files, directories, links) | `10000000` |
 //! | `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` | MPI node-local mode: a depot path private to each node | unset |
-//! | `CLIMA_ARTIFACTS_PROGRESS` | `0` hides progress bars (they only show when stderr is a terminal) | `1` |
+//! | `CLIMA_ARTIFACTS_PROGRESS` | `0` hides download progress (bars on a terminal, plain lines otherwise) and informational notices (lock waits, resumes); warnings still show | `1` |
 //! | `CLIMA_ARTIFACTS_PLATFORM_TAGS` | extra host platform tags `key=value,...` (read by [`Platform::host`](clima_artifact_manifest::Platform::host)) | unset |
 //!
 //! Booleans accept `1/0`, `true/false`, `yes/no`, `on/off`. Durations accept fractional seconds.
@@ -83,7 +83,9 @@ pub struct Config {
     /// (`CLIMA_ARTIFACTS_MIN_FREE_SPACE`); `None`: 1% of the filesystem or 1 GiB, whichever is
     /// smaller; `Some(0)`: not checked.
     pub min_free_space: Option<u64>,
-    /// Show progress bars (when stderr is a terminal).
+    /// Report download progress (bars on a terminal, plain lines otherwise) and informational
+    /// notices such as lock waits and resumed downloads (`CLIMA_ARTIFACTS_PROGRESS`); `false`
+    /// keeps only warnings (see [`progress`](crate::progress)).
     pub progress: bool,
     /// Delay before the first retry; doubles with each further retry (capped at 30 s).
     pub retry_backoff: Duration,

@@ -348,11 +348,11 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
     }
     match append_to_regular_file(&path, entry.as_bytes()) {
         Ok(()) => {}
-        Err(Append::Planted(what)) => tracing::warn!(
+        Err(Append::Planted(what)) => clima_comms::notice::warn(&format!(
             "not recording usage in `{}`: it is {what}, not a regular file (planted by someone \
              with write access to the depot?); left alone and not followed: remove it",
             path.display()
-        ),
+        )),
         Err(Append::Io(e)) => tracing::debug!("cannot record usage in `{}`: {e}", path.display()),
     }
 }

@@ -48,6 +48,7 @@ use crate::extract::{ExtractLimits, extract_buffered};
 use crate::locked_file::{HolderNote, LockedFile, hostname};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, Sha256};
+use clima_comms::notice;
 
 /// How an artifact was made available.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -122,10 +123,11 @@ pub fn ensure_variant(
         });
     }
     let target = depot::first_writable(config, name)?;
-    let _lock = LockedFile::acquire(
+    let _lock = LockedFile::acquire_telling(
         &depot::lock_path(&target, &hash),
         &format!("artifact `{name}` ({hash})"),
         config.lock_timeout,
+        config.progress,
     )?;
     // Another process may have installed it while we waited.
     if let Some(path) = depot::find_installed(&depots, &hash) {
@@ -328,14 +330,15 @@ fn download_and_install(
                 ));
             }
             Err(e) => {
-                tracing::info!(
-                    "the package server does not have `{name}` ({e}); trying the manifest's URLs"
-                );
+                notice::warn(&format!(
+                    "the package server could not provide `{name}` ({e}); trying the manifest's \
+                     URLs"
+                ));
                 failures.push(e);
             }
         }
     }
-    for dl in &variant.downloads {
+    for (i, dl) in variant.downloads.iter().enumerate() {
         if !allowed.iter().any(|a| std::ptr::eq(*a, dl)) {
             failures.push(Error::NotTried {
                 url: dl.url.clone(),
@@ -354,17 +357,26 @@ fn download_and_install(
                 Ok((path, bytes)) => return Ok(downloaded(name, "", dl, path, bytes, start)),
                 Err(e) if download::is_transient(&e) && attempt < config.retries => {
                     let wait = download::backoff(config.retry_backoff, attempt);
-                    tracing::warn!(
-                        "{e}; retrying in {:.1}s (attempt {} of {})",
+                    notice::warn(&format!(
+                        "{e}; retrying in {:.1} s (attempt {} of {}, CLIMA_ARTIFACTS_RETRIES)",
                         wait.as_secs_f64(),
                         attempt + 1,
                         config.retries
-                    );
+                    ));
                     std::thread::sleep(wait);
                     attempt += 1;
                 }
                 Err(e) => {
-                    tracing::warn!("{e}");
+                    let next = if (i + 1..variant.downloads.len()).any(|j| {
+                        allowed
+                            .iter()
+                            .any(|a| std::ptr::eq(*a, &variant.downloads[j]))
+                    }) {
+                        "; trying the next URL"
+                    } else {
+                        ""
+                    };
+                    notice::warn(&format!("{e}{next}"));
                     failures.push(with_attempts(e, attempt));
                     break;
                 }
@@ -442,7 +454,7 @@ impl Drop for TempDir {
 /// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
 pub(crate) fn remove_tree(path: &Path) {
     if let Err(e) = clima_artifact_fs::remove_tree(path) {
-        tracing::warn!("cannot remove `{}`: {e}", path.display());
+        notice::warn(&format!("cannot remove `{}`: {e}", path.display()));
     }
 }
 
@@ -515,6 +527,7 @@ fn install_once(
         low_speed_limit: config.low_speed_limit,
         low_speed_time: config.low_speed_time,
         resume_pause: config.retry_backoff,
+        tell_resumes: config.progress,
     };
     let mut pipe = Pipe::spawn(
         source.reader,
@@ -655,6 +668,8 @@ struct SourceRules {
     low_speed_time: Duration,
     /// Pause before the first resume after a break without progress (doubles after each).
     resume_pause: Duration,
+    /// Whether resumes are told as info notices (`Config::progress`).
+    tell_resumes: bool,
 }
 
 /// Most resumes of one transfer, and most resumes in a row that received nothing.
@@ -823,11 +838,12 @@ impl Pipe {
                             let resumer = resume.as_ref().expect("checked above");
                             match resumer.reopen(total) {
                                 Ok(rest) => {
-                                    tracing::info!(
-                                        artifact = name.as_str(),
-                                        "the download of `{name}` broke at byte {total} ({e}); \
-                                         resuming there"
-                                    );
+                                    if rules.tell_resumes {
+                                        notice::info(&format!(
+                                            "the download of `{name}` broke at byte {total} \
+                                             ({e}); resuming there"
+                                        ));
+                                    }
                                     source = rest;
                                     opened_at = total;
                                     continue;
@@ -1007,10 +1023,10 @@ fn reclaim_stale(depot: &Path, holding: Option<&GitTreeSha1>) -> usize {
                 LockProbe::Unknown => None,
             }
         };
-        tracing::info!(
+        notice::info(&format!(
             "removing `{}` left by dead process {pid}",
             entry.path().display()
-        );
+        ));
         remove_tree(&entry.path());
         removed += 1;
     }
@@ -1025,7 +1041,10 @@ fn remove_if_older(path: &Path, age: std::time::Duration) {
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|elapsed| elapsed > age);
     if old {
-        tracing::info!("removing leftover probe file `{}`", path.display());
+        notice::info(&format!(
+            "removing leftover probe file `{}`",
+            path.display()
+        ));
         let _ = std::fs::remove_file(path);
     }
 }

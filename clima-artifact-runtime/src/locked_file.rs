@@ -28,6 +28,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use clima_comms::notice;
+
 use crate::Error;
 
 /// An exclusively locked file; unlocked when dropped.
@@ -47,10 +49,26 @@ impl LockedFile {
     /// unlocked guard: the lock only saves duplicate downloads, so it never stops an install.
     /// Only waiting longer than `timeout` for a live holder is an error.
     pub fn acquire(path: &Path, what: &str, timeout: Duration) -> Result<LockedFile, Error> {
+        LockedFile::acquire_telling(path, what, timeout, true)
+    }
+
+    /// [`LockedFile::acquire`]; the wait is told as info notices only when `tell_wait` (the
+    /// install's `Config::progress`), warnings always.
+    pub(crate) fn acquire_telling(
+        path: &Path,
+        what: &str,
+        timeout: Duration,
+        tell_wait: bool,
+    ) -> Result<LockedFile, Error> {
+        let info = |text: String| {
+            if tell_wait {
+                notice::info(&text);
+            }
+        };
         let file = match open_lock_file(path) {
             Ok(file) => file,
             Err(e) => {
-                tracing::warn!("{e}; continuing without the lock");
+                notice::warn(&format!("{e}; continuing without the lock"));
                 return Ok(LockedFile::unlocked(path));
             }
         };
@@ -60,11 +78,12 @@ impl LockedFile {
             None => return Ok(LockedFile::unlocked(path)),
         }
         let holder = read_holder(&file);
-        tracing::info!(
-            "waiting for {what}: `{}` is locked by {holder} (at most {}s, CLIMA_ARTIFACTS_LOCK_TIMEOUT)",
+        info(format!(
+            "waiting for {what}: another process holds its lock `{}`: {holder}; waiting at most \
+             {} s (CLIMA_ARTIFACTS_LOCK_TIMEOUT)",
             path.display(),
             timeout.as_secs()
-        );
+        ));
         let start = Instant::now();
         let mut pause = Duration::from_millis(5);
         let mut last_log = Instant::now();
@@ -76,22 +95,23 @@ impl LockedFile {
                 // Batch logs show that the wait goes on, and how far the holder is.
                 let holder = read_holder(&file);
                 if holder != last_holder || last_log.elapsed() >= 4 * WAIT_LOG_EVERY {
-                    tracing::info!(
-                        "still waiting for {what} after {:.0}s: `{}` is held by {holder}",
+                    info(format!(
+                        "still waiting for {what} after {:.0} s (at most {} s, \
+                         CLIMA_ARTIFACTS_LOCK_TIMEOUT): `{}` is held by {holder}",
                         start.elapsed().as_secs_f64(),
+                        timeout.as_secs(),
                         path.display()
-                    );
+                    ));
                     last_log = Instant::now();
                     last_holder = holder;
                 }
             }
             match try_lock_once(&file, path) {
                 Some(true) => {
-                    tracing::info!(
-                        "got `{}` after waiting {:.1}s",
-                        path.display(),
+                    info(format!(
+                        "got the lock for {what} after waiting {:.1} s",
                         start.elapsed().as_secs_f64()
-                    );
+                    ));
                     return Ok(LockedFile::held(file, path));
                 }
                 Some(false) => {}
@@ -172,10 +192,10 @@ fn try_lock_once(file: &File, path: &Path) -> Option<bool> {
         Ok(()) => Some(true),
         Err(TryLockError::WouldBlock) => Some(false),
         Err(TryLockError::Error(e)) => {
-            tracing::warn!(
+            notice::warn(&format!(
                 "cannot lock `{}` ({e}); continuing without the lock",
                 path.display()
-            );
+            ));
             None
         }
     }
@@ -260,7 +280,8 @@ fn read_holder(file: &File) -> String {
     if s.is_empty() {
         "another process".to_owned()
     } else {
-        s.to_owned()
+        // Anyone who can write to the depot can write this record: escaped before printing.
+        clima_comms::notice::printable(s).into_owned()
     }
 }
 

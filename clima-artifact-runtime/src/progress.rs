@@ -10,7 +10,13 @@
 //! |---|---|---|
 //! | [`TerminalBars`] | stderr is a terminal | a progress bar per download (indicatif) |
 //! | [`LogLines`] | stderr is not a terminal (batch jobs, CI) | a start line, a progress line at most every 10 s or 10 %, an end line with bytes, time and rate |
-//! | [`Silent`] | `CLIMA_ARTIFACTS_PROGRESS=0` | nothing |
+//! | [`Silent`] | `CLIMA_ARTIFACTS_PROGRESS=0` | warnings only |
+//!
+//! Besides downloads, a reporter receives the process's notices ([`Reporter::notice`]): lock
+//! waits, retries, fall-throughs to the next source, resumed downloads, skipped restores and
+//! other warnings. They are events of the reporter, not `tracing` events, so that they reach
+//! the user's stderr without the model's author installing a subscriber, and a program that
+//! draws its own progress gets them in the same place as its bars.
 //!
 //! Events come from the thread that reads the download, so implementations are `Send + Sync`
 //! and should be cheap (`received` is called for every buffer read, about every 256 KiB).
@@ -20,6 +26,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
+use clima_comms::notice::{Level, Notice, plain_line, print_plain};
 
 /// What is known when a download starts.
 #[derive(Debug, Clone, Copy)]
@@ -37,6 +44,15 @@ pub struct DownloadStart<'a> {
 pub trait Reporter: Send + Sync {
     /// A download begins; the returned [`Transfer`] receives its further events.
     fn start(&self, download: &DownloadStart<'_>) -> Box<dyn Transfer>;
+
+    /// A message for the user that is not a download's progress: waiting for another
+    /// process's lock, a retry (with its cause and the next delay), a source that failed and
+    /// the next one tried, a resumed download, a skipped restore, a warning. See
+    /// [`clima_comms::notice`]. The default prints it as a plain line on stderr
+    /// ([`clima_comms::notice::print_plain`]).
+    fn notice(&self, notice: &Notice<'_>) {
+        print_plain(notice);
+    }
 }
 
 /// The events of one download after its start.
@@ -53,9 +69,11 @@ pub trait Transfer: Send {
 static REPORTER: RwLock<Option<Arc<dyn Reporter>>> = RwLock::new(None);
 
 /// Sets the reporter that every download of this process reports to (replacing the default,
-/// or a reporter set before). The CLI sets [`TerminalBars::within`] its own display.
+/// or a reporter set before), and that receives every notice ([`Reporter::notice`]) of this
+/// process, the run sync's included. The CLI sets [`TerminalBars::within`] its own display.
 pub fn set_reporter(reporter: Arc<dyn Reporter>) {
-    *REPORTER.write().unwrap_or_else(|e| e.into_inner()) = Some(reporter);
+    *REPORTER.write().unwrap_or_else(|e| e.into_inner()) = Some(reporter.clone());
+    clima_comms::notice::set_sink(Arc::new(move |n: &Notice<'_>| reporter.notice(n)));
 }
 
 /// The reporter used when none was set: [`Silent`] if `progress` is off, [`TerminalBars`] if
@@ -86,6 +104,12 @@ pub struct Silent;
 impl Reporter for Silent {
     fn start(&self, _: &DownloadStart<'_>) -> Box<dyn Transfer> {
         Box::new(Silent)
+    }
+    /// Warnings still reach stderr (quiet means no progress, not no warnings).
+    fn notice(&self, notice: &Notice<'_>) {
+        if notice.level == Level::Warning {
+            print_plain(notice);
+        }
     }
 }
 
@@ -123,6 +147,16 @@ impl Reporter for TerminalBars {
             }
         };
         Box::new(Bar(bar))
+    }
+
+    /// Printed above the bars, so that they are not drawn over.
+    fn notice(&self, notice: &Notice<'_>) {
+        match &self.group {
+            Some(group) if !group.is_hidden() => {
+                let _ = group.println(plain_line(notice));
+            }
+            _ => print_plain(notice),
+        }
     }
 }
 

@@ -104,10 +104,10 @@ fn reclaim_once(dir: &Path) {
     {
         let n = clima_artifact_fs::reclaim_stale_temps(dir, UPLOAD_MARK);
         if n > 0 {
-            tracing::info!(
+            clima_comms::notice::info(&format!(
                 "removed {n} upload temp file(s) of killed syncs in `{}`",
                 dir.display()
-            );
+            ));
         }
     }
 }

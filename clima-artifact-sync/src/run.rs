@@ -265,7 +265,7 @@ impl SlowWatch {
             elapsed.as_secs_f64(),
             self.after.as_secs_f64()
         );
-        tracing::warn!("{message}");
+        clima_comms::notice::warn(&message);
         self.warned = Some(message);
     }
 }
@@ -358,10 +358,10 @@ impl Local<'_> {
             for entry in entries {
                 let entry = entry.map_err(|e| SyncError::io("list", &dir, e))?;
                 let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                    tracing::warn!(
+                    clima_comms::notice::warn(&format!(
                         "not syncing `{}`: its name is not UTF-8; rename it to sync it",
                         entry.path().display()
-                    );
+                    ));
                     continue;
                 };
                 let child = if rel.is_empty() {
@@ -376,7 +376,10 @@ impl Local<'_> {
                     Ok(meta) => meta,
                     // Deleted since it was listed (a model removing a temp file): not an output.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        tracing::warn!("not syncing `{}`: it vanished while listing", child);
+                        clima_comms::notice::warn(&format!(
+                            "not syncing `{}`: it vanished while listing",
+                            child
+                        ));
                         continue;
                     }
                     Err(e) => return Err(SyncError::io("stat", entry.path(), e)),
@@ -456,7 +459,10 @@ impl Local<'_> {
             let sha256 = match sha256_file(&c.path) {
                 Ok(sha) => sha,
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
-                    tracing::warn!("not syncing `{}`: it vanished during the sync", c.rel);
+                    clima_comms::notice::warn(&format!(
+                        "not syncing `{}`: it vanished during the sync",
+                        c.rel
+                    ));
                     report.vanished.push(c.rel);
                     continue;
                 }
@@ -495,7 +501,10 @@ impl Local<'_> {
             let sent = match self.storage.put_file(&c.rel, &c.path) {
                 Ok(sent) => sent,
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
-                    tracing::warn!("not syncing `{}`: it vanished during the sync", c.rel);
+                    clima_comms::notice::warn(&format!(
+                        "not syncing `{}`: it vanished during the sync",
+                        c.rel
+                    ));
                     report.vanished.push(c.rel);
                     continue;
                 }
@@ -552,11 +561,12 @@ impl Local<'_> {
                     if meta.len() == entry.size && local_mtime == entry.mtime_ns {
                         restored.up_to_date += 1;
                     } else if local_mtime > entry.mtime_ns {
-                        tracing::info!(
-                            "keeping `{}`: it is newer than the stored copy in `{}`",
+                        clima_comms::notice::warn(&format!(
+                            "not restoring `{}`: the local file is newer than the stored copy in \
+                             `{}`; kept as it is",
                             path.display(),
                             self.storage.url()
-                        );
+                        ));
                         restored.kept_newer.push(rel);
                     } else if sha256_file(&path)? == entry.sha256 {
                         restored.up_to_date += 1;
@@ -606,12 +616,12 @@ impl Local<'_> {
                 Ok((n, sha)) if sha == entry.sha256 => n,
                 Ok((_, sha)) => {
                     let _ = fs::remove_file(&tmp);
-                    tracing::warn!(
+                    clima_comms::notice::warn(&format!(
                         "not restoring `{rel}` from `{}`: its content (sha256 {sha}) is not what \
                          the sync index records ({}); it was changed or only half uploaded",
                         self.storage.url(),
                         entry.sha256
-                    );
+                    ));
                     restored.skipped.push(rel);
                     continue;
                 }
@@ -619,7 +629,7 @@ impl Local<'_> {
                     e @ (SyncError::NotARegularFile { .. } | SyncError::LargerThanRecorded { .. }),
                 ) => {
                     let _ = fs::remove_file(&tmp);
-                    tracing::warn!("not restoring `{rel}`: {e}");
+                    clima_comms::notice::warn(&format!("not restoring `{rel}`: {e}"));
                     restored.skipped.push(rel);
                     continue;
                 }

@@ -1,24 +1,55 @@
-//! Progress bars on stderr, drawn only when stderr is a terminal (and `CLIMA_ARTIFACTS_PROGRESS`
-//! is not `0`), so piped output and logs stay clean.
+//! What the user sees on stderr while a command works.
+//!
+//! - On a terminal: bars and spinners (indicatif), the runtime's download bars and notices
+//!   drawn as lines of the same display.
+//! - Otherwise (a batch job's log, `2>log`, CI): the runtime's plain lines, a start line with
+//!   size and host, a progress line at most every 10 s or 10 %, an end line with bytes, time and
+//!   rate, and one line per notice (lock waits, retries, fall-throughs); no bars.
+//! - With `--json` or `CLIMA_ARTIFACTS_PROGRESS=0`: nothing but warnings and errors.
 
 use std::io::IsTerminal;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use clima_artifact_runtime::progress::{LogLines, Silent, TerminalBars, set_reporter};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Whether bars should be drawn.
 pub fn enabled() -> bool {
-    let env_off = std::env::var("CLIMA_ARTIFACTS_PROGRESS").is_ok_and(|v| v == "0");
-    !env_off && std::io::stderr().is_terminal()
+    !clima_comms::notice::quiet_by_environment() && std::io::stderr().is_terminal()
 }
 
-/// A container for several bars (one per parallel job), hidden when bars are off.
-pub fn multi() -> MultiProgress {
-    if enabled() {
-        MultiProgress::new()
+/// Sets how the runtime reports downloads and notices for this command, and returns whether
+/// downloads report progress at all (the runtime's `Config::progress`): bars within
+/// [`multi`] on a terminal, plain lines otherwise, warnings only when `quiet` (`--json`) or
+/// `CLIMA_ARTIFACTS_PROGRESS=0`.
+pub fn report_to_user(quiet: bool) -> bool {
+    if quiet || clima_comms::notice::quiet_by_environment() {
+        set_reporter(Arc::new(Silent));
+        false
+    } else if enabled() {
+        set_reporter(Arc::new(TerminalBars::within(multi())));
+        true
     } else {
-        MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
+        set_reporter(Arc::new(LogLines::default()));
+        true
     }
+}
+
+/// The display for several bars (one per parallel job) and the runtime's download bars, the
+/// same one for the whole command; hidden when bars are off.
+pub fn multi() -> MultiProgress {
+    static MULTI: OnceLock<MultiProgress> = OnceLock::new();
+    MULTI
+        .get_or_init(|| {
+            if enabled() {
+                MultiProgress::new()
+            } else {
+                MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
+            }
+        })
+        .clone()
 }
 
 /// A byte-counting bar of `total` bytes with a message.

@@ -1,6 +1,7 @@
 //! The `clima-artifacts` binary end to end, on temp depots and a loopback HTTP server.
 
 mod common;
+mod messages;
 
 use std::fs;
 use std::io::Read;

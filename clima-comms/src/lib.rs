@@ -13,6 +13,8 @@
 //!   error if any rank failed. [`requests_agree`]: the root checks that every rank asked for the
 //!   same thing. Artifact installs and run sync both use these, with one wire framing.
 //! - [`on_thread_ranks`]: a multi-rank context of threads, to test collective code without MPI.
+//! - [`notice`]: messages for the person running the program (lock waits, retries, skipped
+//!   files), one sink per process, plain stderr lines by default.
 //!
 //! # Calls with a context are COLLECTIVE
 //!
@@ -26,6 +28,7 @@ use std::sync::Arc;
 mod collective;
 #[cfg(feature = "mpi")]
 mod mpi_context;
+pub mod notice;
 mod threads;
 
 /// The rsmpi crate this crate was built with (initialise MPI with `mpi::initialize()`).

@@ -209,9 +209,9 @@ impl Drop for ReportGuard<'_> {
         let result = match self.ctx {
             Some(ctx) if std::thread::panicking() && ctx.size() > 1 => {
                 let rank = ctx.rank();
-                tracing::warn!(
+                clima_comms::notice::warn(&format!(
                     "panicking: writing rank {rank}'s own provenance records without gathering"
-                );
+                ));
                 let mut local = report();
                 local.communicator_size = ctx.size();
                 write_report(&local, Target::Dir(&self.target, &format!(".rank{rank}"))).map(Some)
@@ -219,14 +219,16 @@ impl Drop for ReportGuard<'_> {
             _ => self.write(),
         };
         match result {
-            Ok(Some(paths)) => tracing::info!(
+            Ok(Some(paths)) => clima_comms::notice::info(&format!(
                 "provenance report written to `{}`, `{}` and `{}`",
                 paths.markdown.display(),
                 paths.json.display(),
                 paths.bibtex.display()
-            ),
+            )),
             Ok(None) => {}
-            Err(err) => tracing::error!("could not write the provenance report: {err}"),
+            Err(err) => {
+                clima_comms::notice::warn(&format!("could not write the provenance report: {err}"))
+            }
         }
     }
 }

@@ -317,3 +317,45 @@ fn errors_that_cannot_succeed_on_retry_are_tried_once() {
     );
     assert_depot_clean(&c.depot);
 }
+
+/// A model (here the `install_one` binary, which installs no `tracing` subscriber) shows its
+/// retries and fall-throughs on stderr, once each, in the plain style of its download lines.
+#[test]
+fn a_model_prints_retries_and_fall_throughs_without_a_subscriber() {
+    let Some(c) = case() else { return };
+    c.server.fail_next("b.tar.gz", [Fault::Status(503)]);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_install_one"));
+    cmd.args([
+        "variant",
+        "data",
+        &c.art.tree_hash.to_hex(),
+        &c.art.sha256.to_hex(),
+    ])
+    .arg(c.server.url("missing.tar.gz"))
+    .arg(c.server.url("b.tar.gz"));
+    for (k, v) in clima_artifact_tests::config_env(&c.config) {
+        cmd.env(k, v);
+    }
+    let out = cmd.env_remove("CLIMA_ARTIFACTS_PROGRESS").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("clima-artifacts: warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{err}");
+    assert!(
+        warnings[0].contains(&c.server.url("missing.tar.gz"))
+            && warnings[0].contains("404")
+            && warnings[0].ends_with("trying the next URL"),
+        "{err}"
+    );
+    assert!(
+        warnings[1].contains("503") && warnings[1].contains("retrying in"),
+        "{err}"
+    );
+    assert!(
+        err.contains("clima-artifacts: downloaded `data`: "),
+        "{err}"
+    );
+}

@@ -69,15 +69,10 @@ pub fn run(args: FetchArgs) -> CliResult {
     // An explicit fetch is how a user says "yes, download it": no size limit here
     // (CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE limits what a model downloads on first use).
     config.max_download_size = None;
+    // On a terminal the runtime's download bars become lines of this display, next to one
+    // status line per artifact; in a log, plain lines; with --json, warnings only.
+    config.progress = progress::report_to_user(args.json);
     let multi = progress::multi();
-    // The runtime's byte-level download bars become lines of this display, next to one status
-    // line per artifact.
-    config.progress = progress::enabled();
-    if config.progress {
-        clima_artifact_runtime::progress::set_reporter(std::sync::Arc::new(
-            clima_artifact_runtime::progress::TerminalBars::within(multi.clone()),
-        ));
-    }
 
     let queue = Mutex::new(jobs.iter().enumerate());
     let results: Mutex<Vec<(usize, Fetched)>> = Mutex::new(Vec::new());

@@ -15,6 +15,8 @@ pub fn run(command: SyncCommand) -> CliResult {
         SyncCommand::Pull(a) => (a.common, None, false),
     };
     let config = config(&args)?;
+    // Skipped files, slow-sync warnings and cleanups reach stderr as notices (once each).
+    crate::progress::report_to_user(args.json);
     let storage = open_storage(&args.storage_url).map_err(|e| CliError::usage(e.to_string()))?;
     if push && !args.run_dir.is_dir() {
         return Err(CliError::usage(format!(
@@ -30,9 +32,6 @@ pub fn run(command: SyncCommand) -> CliResult {
             None => sync.finish(),
         }
         .map_err(|e| CliError::failure(e.to_string()))?;
-        if let Some(w) = &report.slow_warning {
-            eprintln!("warning: {w}");
-        }
         if args.json {
             return cmd::print_json(&report);
         }
@@ -50,9 +49,6 @@ pub fn run(command: SyncCommand) -> CliResult {
         let restored = sync
             .restore()
             .map_err(|e| CliError::failure(e.to_string()))?;
-        if let Some(w) = &restored.slow_warning {
-            eprintln!("warning: {w}");
-        }
         if args.json {
             return cmd::print_json(&restored);
         }
