@@ -306,14 +306,11 @@ pub fn open(
             let proxy = config.proxy.for_url(&u);
             let agent = match redirect::parts(&u).map(|p| p.host.to_owned()) {
                 Some(host) if crate::trust::skips_verification(config, &host) => {
-                    tracing::warn!(
-                        "not verifying the TLS certificate of `{host}` (CLIMA_ARTIFACTS_NO_VERIFY_HOSTS); \
-                         the sha256 and the tree hash still check what is downloaded"
-                    );
-                    eprintln!(
-                        "warning: not verifying the TLS certificate of `{host}` \
-                         (CLIMA_ARTIFACTS_NO_VERIFY_HOSTS)"
-                    );
+                    clima_comms::notice::warn(&format!(
+                        "not verifying the TLS certificate of `{host}` \
+                         (CLIMA_ARTIFACTS_NO_VERIFY_HOSTS); the sha256 and the tree hash still \
+                         check what is downloaded"
+                    ));
                     own_agent = agent_verifying(config, false, proxy)?;
                     &own_agent
                 }
@@ -416,6 +413,9 @@ fn get_following_redirects(
 
 fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
     let text = e.to_string();
+    if let Some((variable, proxy)) = config.proxy.for_url(url) {
+        return through_proxy(url, e, config, variable, &crate::trust::redact_url(proxy));
+    }
     if text.contains("certificate")
         || text.contains("UnknownIssuer")
         || matches!(e, ureq::Error::Rustls(_))
@@ -426,23 +426,6 @@ fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
             reason: format!(
                 "TLS error ({text}): {}",
                 crate::trust::certificate_hint(config, &host)
-            ),
-            attempts: 1,
-            transient: false,
-        };
-    }
-    if let Some((variable, proxy)) = config.proxy.for_url(url)
-        && matches!(
-            e,
-            ureq::Error::ConnectProxyFailed(_) | ureq::Error::InvalidProxyUrl
-        )
-    {
-        return Error::Transport {
-            url: url.to_owned(),
-            reason: format!(
-                "the proxy `{}` (from {variable}) did not open a connection to the server: \
-                 {text}; check its address and credentials, or list the host in NO_PROXY",
-                crate::trust::redact_url(proxy)
             ),
             attempts: 1,
             transient: false,
@@ -467,6 +450,85 @@ fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
         // TLS (certificates, a server that does not speak TLS), malformed URLs, protocol
         // violations, redirect loops, proxy settings: the same request fails the same way.
         other => (other.to_string(), false),
+    };
+    Error::Transport {
+        url: url.to_owned(),
+        reason,
+        attempts: 1,
+        transient,
+    }
+}
+
+/// The error of a request sent through the proxy `proxy` (redacted) that `variable` selected:
+/// every message says it was the proxy, which one, and which variable to change. Without a
+/// response the only connection made was to the proxy, so a refused, reset or timed-out
+/// connection or an unknown host is the proxy's; `CONNECT` refusals (407 for credentials, 403,
+/// 502) are the proxy's answer; a TLS failure is met through the proxy's tunnel (a
+/// TLS-inspecting proxy presents a certificate of its own).
+fn through_proxy(
+    url: &str,
+    e: &ureq::Error,
+    config: &Config,
+    variable: &str,
+    proxy: &str,
+) -> Error {
+    let which = format!("the proxy `{proxy}` (from {variable})");
+    let fix = format!(
+        "check the proxy's address and that it runs, or change {variable}, or list the host in NO_PROXY to connect directly"
+    );
+    let text = e.to_string();
+    let tls = matches!(e, ureq::Error::Rustls(_))
+        || text.contains("certificate")
+        || text.contains("UnknownIssuer");
+    let (reason, transient) = match e {
+        _ if tls => {
+            let host = redirect::parts(url).map_or(url.to_owned(), |p| p.host.to_owned());
+            (
+                format!(
+                    "TLS error through {which} ({text}): {}",
+                    crate::trust::certificate_hint(config, &host)
+                ),
+                false,
+            )
+        }
+        ureq::Error::ConnectProxyFailed(answer) => {
+            let creds = if answer.contains("407") {
+                "; it wants credentials: put them in the proxy URL (`http://user:password@proxy:port`)"
+            } else {
+                ""
+            };
+            (
+                format!(
+                    "{which} did not open a connection to the server: it answered `{answer}`{creds}; {fix}"
+                ),
+                false,
+            )
+        }
+        ureq::Error::InvalidProxyUrl => (format!("{which} is not a valid proxy URL; {fix}"), false),
+        ureq::Error::Io(io) if io.kind() == io::ErrorKind::ConnectionRefused => (
+            format!("{which} refused the connection ({io}); {fix}"),
+            true,
+        ),
+        ureq::Error::Io(io) => (
+            format!("{which} failed: {}; {fix}", describe_io(io, config)),
+            is_transient_io(io),
+        ),
+        ureq::Error::ConnectionFailed => {
+            (format!("could not connect to {which}: {e}; {fix}"), true)
+        }
+        ureq::Error::HostNotFound => (
+            format!("the host of {which} does not resolve ({e}); {fix}"),
+            false,
+        ),
+        ureq::Error::Timeout(_) => (
+            format!(
+                "{which} did not answer in time ({e}; connect timeout {}s, \
+                 CLIMA_ARTIFACTS_CONNECT_TIMEOUT); {fix}",
+                config.connect_timeout.as_secs_f64()
+            ),
+            true,
+        ),
+        other => (format!("through {which}: {other}"), false),
     };
     Error::Transport {
         url: url.to_owned(),

@@ -119,18 +119,23 @@ pub(crate) fn skips_verification(config: &Config, host: &str) -> bool {
     })
 }
 
-/// `url` without the password of its user info (`http://user:***@host:port`), for messages and
-/// `clima-artifacts doctor` (proxy URLs carry credentials).
+/// `url` without the secret of its user info, for messages and `clima-artifacts doctor` (proxy
+/// and package-server URLs carry credentials): `http://user:***@host:port` for a user and
+/// password, `https://***@host` for a user name alone (often a token). Whatever the URL's shape:
+/// without a scheme (`user:pass@proxy:3128`), with `@` or `/` in the password (the user info
+/// ends at the last `@`), or not a URL at all.
 pub fn redact_url(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.split_once('@') {
-            Some((user, host)) => {
-                let user = user.split(':').next().unwrap_or("");
-                format!("{scheme}://{user}:***@{host}")
-            }
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let Some(at) = rest.rfind('@') else {
+        return url.to_owned();
+    };
+    let (userinfo, host) = (&rest[..at], &rest[at + 1..]);
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}{user}:***@{host}"),
+        None => format!("{scheme}***@{host}"),
     }
 }
 
@@ -160,5 +165,24 @@ mod tests {
         assert!(skips_verification(&config, "x.corp"));
         assert!(!skips_verification(&config, "internal"));
         assert!(!skips_verification(&config, "evil-data.lab.org"));
+    }
+
+    #[test]
+    fn credentials_are_redacted_whatever_the_shape() {
+        for (url, want) in [
+            ("http://proxy:3128", "http://proxy:3128"),
+            ("http://u:secret@proxy:3128", "http://u:***@proxy:3128"),
+            ("http://u:se@cr/et@proxy:3128/", "http://u:***@proxy:3128/"),
+            ("u:secret@proxy:3128", "u:***@proxy:3128"),
+            (
+                "https://ghp_secrettoken@pkg.example",
+                "https://***@pkg.example",
+            ),
+            ("not a url u:secret@x", "not a url u:***@x"),
+        ] {
+            let got = redact_url(url);
+            assert_eq!(got, want, "{url}");
+            assert!(!got.contains("secret"), "{got}");
+        }
     }
 }

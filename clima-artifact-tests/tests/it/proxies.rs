@@ -155,3 +155,81 @@ fn credentials_in_the_proxy_url_and_a_refusing_proxy_is_named() {
         "the origin was reached around the proxy"
     );
 }
+
+#[test]
+fn every_proxy_failure_names_the_proxy_and_its_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let art = TestArtifact::sample(1713);
+    let plain = TestServer::start();
+    plain.serve("a.tar.gz", art.tarball.clone());
+    let tls = TlsServer::start(art.tarball.clone());
+    let fails = |depot: &str, settings: ProxySettings, url: String| {
+        let config = with_proxy(&dir.path().join(depot), settings);
+        failure_reasons(
+            &ensure_variant("a", &art.variant(&[url]), dir.path(), &config).unwrap_err(),
+        )
+    };
+    let https = |url: String| ProxySettings {
+        http: None,
+        https: Some(("HTTPS_PROXY".into(), url)),
+        no_proxy: Vec::new(),
+    };
+
+    // Nothing listens at the proxy's address: the proxy refused, not the origin.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let proxy_url = format!("http://carol:pa%40ss@{closed}");
+    let e = fails("d1", https(proxy_url), tls.url("a.tar.gz"));
+    assert!(
+        e.contains(&format!(
+            "the proxy `http://carol:***@{closed}` (from HTTPS_PROXY) refused the connection"
+        )),
+        "{e}"
+    );
+    assert!(
+        !e.contains("pa@ss") && !e.contains("word@"),
+        "password leaked: {e}"
+    );
+    assert_eq!(tls.requests(), 0);
+
+    // The tunnel opens but the server's certificate is not trusted: said to be met through
+    // the proxy, with the hint about a TLS-inspecting proxy's CA.
+    let open = ConnectProxy::start(ProxyRules::default());
+    let e = fails("d2", https(open.url(None)), tls.url("a.tar.gz"));
+    assert!(
+        e.contains(&format!(
+            "TLS error through the proxy `{}` (from HTTPS_PROXY)",
+            open.url(None)
+        )),
+        "{e}"
+    );
+    assert!(e.contains("CLIMA_ARTIFACTS_CA_ROOTS"), "{e}");
+    assert_eq!(open.targets().len(), 1);
+
+    // Credentials wanted and not given: the proxy's 407, and where credentials go.
+    let guarded = ConnectProxy::start(ProxyRules {
+        credentials: Some(("alice".into(), "s3cret".into())),
+        refuse: false,
+    });
+    let http = ProxySettings {
+        http: Some(("http_proxy".into(), guarded.url(None))),
+        https: None,
+        no_proxy: Vec::new(),
+    };
+    let e = fails("d3", http, plain.url("a.tar.gz"));
+    assert!(
+        e.contains(&format!(
+            "the proxy `{}` (from http_proxy)",
+            guarded.url(None)
+        )),
+        "{e}"
+    );
+    assert!(e.contains("407") && e.contains("wants credentials"), "{e}");
+    assert_eq!(
+        plain.gets("a.tar.gz"),
+        0,
+        "the origin was reached around the proxy"
+    );
+}
