@@ -1177,14 +1177,39 @@ impl<'a> Extraction<'a> {
             }
         };
         let key = path.key();
-        if key == target_key {
+        if key == target_key && link_mode == target_mode {
             return Ok(());
         }
-        // The target must be complete on disk before it is linked or copied.
+        // The target must be complete on disk before it is linked, copied or changed.
         let blob = match blob {
             Blob::Known(id) => id,
-            Blob::Pending(n) => self.writer()?.wait(n)?,
+            Blob::Pending(n) => {
+                if key == target_key {
+                    // Recorded below with the link's mode instead of when the writer is done.
+                    self.pending[n] = None;
+                }
+                self.writer()?.wait(n)?
+            }
         };
+        if key == target_key {
+            // A link to itself (Tar.jl's "self hardlink"): the same file, with the link's mode.
+            let disk = self.disk_path(&key);
+            let chmod = || -> io::Result<()> {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+                    .open(&disk)?;
+                file.set_permissions(fs::Permissions::from_mode(file_permissions(link_mode)))
+            };
+            chmod().map_err(|e| self.io_error(&key, e))?;
+            self.written.remove(&key);
+            let written = Written::File {
+                mode: link_mode,
+                blob: Blob::Known(blob),
+            };
+            self.record(path, key, written, link_mode);
+            return Ok(());
+        }
         self.parents(path)?;
         self.replace(path, &key)?;
         let source = self.disk_path(&target_key);

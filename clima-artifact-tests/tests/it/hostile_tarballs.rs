@@ -791,3 +791,37 @@ fn a_hard_links_own_mode_applies_to_its_content_as_in_tar_jl() {
         );
     }
 }
+
+#[test]
+fn a_hard_link_to_itself_gives_the_file_the_links_mode_as_in_tar_jl() {
+    // Tar.jl's "self hardlink": `file` (0o644, 1,234 bytes), then a hard link `file -> file`
+    // with mode 0o755, extracts and hashes like the one file `file` with mode 0o755.
+    let content: Vec<u8> = (0..1234u32).map(|i| (i % 251) as u8).collect();
+    let scene = Scene::new();
+    let tar = RawTar::default()
+        .entry("file", REGULAR, 0o644, &content, "")
+        .entry("file", HARDLINK, 0o755, b"", "file")
+        .finish();
+    let extracted = scene.extract(&tar).unwrap();
+    let meta = fs::symlink_metadata(scene.dest.join("file")).unwrap();
+    assert!(meta.is_file());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o555);
+    assert_eq!(fs::read(scene.dest.join("file")).unwrap(), content);
+
+    let one_file = Scene::new();
+    let expected = one_file
+        .extract(
+            &RawTar::default()
+                .entry("file", REGULAR, 0o755, &content, "")
+                .finish(),
+        )
+        .unwrap();
+    assert_eq!(extracted.tree_hash, expected.tree_hash);
+    assert_eq!(extracted.tree_hash, tree_hash(&scene.dest).unwrap());
+    if clima_artifact_tests::have_git() {
+        assert_eq!(
+            extracted.tree_hash,
+            clima_artifact_tests::git_tree_hash(&scene.dest)
+        );
+    }
+}
