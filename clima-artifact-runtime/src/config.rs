@@ -28,6 +28,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clima_artifact_net::{NetConfig, ProxySettings};
+
 use crate::Error;
 
 /// Settings of the install pipeline and lookups. [`Config::from_env`] reads the `CLIMA_ARTIFACTS_*`
@@ -93,42 +95,19 @@ pub struct Config {
     pub node_local_depot: Option<PathBuf>,
 }
 
-/// Proxies as curl reads them: `HTTP_PROXY` for `http://` URLs and `HTTPS_PROXY` for
-/// `https://` ones (lower-case forms too), `ALL_PROXY` for both when the specific one is unset,
-/// and `NO_PROXY` (comma-separated hosts, `.domain` or `*.domain` for a domain, `*` for all) for
-/// hosts reached directly. Credentials go in the proxy URL (`http://user:pass@proxy:3128`);
-/// `https://` targets go through a CONNECT tunnel.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProxySettings {
-    /// The proxy for `http://` URLs, with the variable it came from.
-    pub http: Option<(String, String)>,
-    /// The proxy for `https://` URLs, with the variable it came from.
-    pub https: Option<(String, String)>,
-    /// Hosts reached without a proxy.
-    pub no_proxy: Vec<String>,
-}
-
-impl ProxySettings {
-    /// The proxy (variable, URL) for `url`, or `None` to connect directly.
-    pub fn for_url(&self, url: &str) -> Option<&(String, String)> {
-        // The same reading of scheme and host as the redirect rule's.
-        let parts = crate::redirect::parts(url)?;
-        let host = parts.host.to_ascii_lowercase();
-        let bypass = self.no_proxy.iter().any(|p| {
-            let p = p.trim().to_ascii_lowercase();
-            p == "*"
-                || p == host
-                || p.strip_prefix("*.")
-                    .or_else(|| p.strip_prefix('.'))
-                    .is_some_and(|d| host.ends_with(&format!(".{d}")) || host == d)
-        });
-        if bypass {
-            return None;
-        }
-        match parts.scheme.as_str() {
-            "http" => self.http.as_ref(),
-            "https" => self.https.as_ref(),
-            _ => None,
+impl Config {
+    /// What the network code (`clima-artifact-net`) needs of this configuration: timeouts, the
+    /// low-speed rule, TLS roots, hosts without verification, proxies.
+    pub fn net(&self) -> NetConfig {
+        NetConfig {
+            connect_timeout: self.connect_timeout,
+            stall_timeout: self.stall_timeout,
+            low_speed_limit: self.low_speed_limit,
+            low_speed_time: self.low_speed_time,
+            resume_pause: self.retry_backoff,
+            ca_roots: self.ca_roots.clone(),
+            no_verify_hosts: self.no_verify_hosts.clone(),
+            proxy: self.proxy.clone(),
         }
     }
 }
@@ -138,7 +117,7 @@ pub const DEFAULT_MAX_DOWNLOAD_SIZE: u64 =
     clima_artifact_manifest::validate::DEFAULT_MAX_DOWNLOAD_SIZE;
 
 /// Default of [`Config::max_entries`]: 10 million archive entries.
-pub const DEFAULT_MAX_ENTRIES: u64 = 10_000_000;
+pub const DEFAULT_MAX_ENTRIES: u64 = clima_artifact_extract::DEFAULT_MAX_ENTRIES;
 
 /// Name of the depot folder under the user cache directory.
 pub const CACHE_DIR_NAME: &str = "clima-artifacts";
@@ -159,7 +138,7 @@ impl Default for Config {
             low_speed_time: Duration::from_secs(60),
             retries: 3,
             lock_timeout: Duration::from_secs(3600),
-            max_unpacked_bytes: 1 << 40,
+            max_unpacked_bytes: clima_artifact_extract::DEFAULT_MAX_UNPACKED_BYTES,
             max_entries: DEFAULT_MAX_ENTRIES,
             min_free_space: None,
             max_download_size: Some(DEFAULT_MAX_DOWNLOAD_SIZE),
@@ -302,26 +281,12 @@ impl Config {
                 }
             };
         }
-        let mut roots_vars = vec!["CLIMA_ARTIFACTS_CA_ROOTS"];
-        if c.julia_interop {
-            roots_vars.push("JULIA_SSL_CA_ROOTS_PATH");
-        }
-        roots_vars.extend(["SSL_CERT_FILE", "SSL_CERT_DIR"]);
-        for name in roots_vars {
-            if let Some(v) = get(name).filter(|v| !v.trim().is_empty()) {
-                let path = PathBuf::from(v.trim());
-                if !path.exists() {
-                    return Err(bad(
-                        name,
-                        &v,
-                        "no such file or folder; point it at a PEM bundle (or a folder of PEM \
-                         files) with the CA certificates to trust",
-                    ));
-                }
-                c.ca_roots = Some((name.to_owned(), path));
-                break;
-            }
-        }
+        c.ca_roots = clima_artifact_net::trust::ca_roots_from_vars(&get, c.julia_interop, false)
+            .map_err(|(variable, value, reason)| Error::Config {
+                variable,
+                value,
+                reason,
+            })?;
         let mut hosts_vars = vec!["CLIMA_ARTIFACTS_NO_VERIFY_HOSTS"];
         if c.julia_interop {
             hosts_vars.push("JULIA_SSL_NO_VERIFY_HOSTS");
@@ -336,34 +301,12 @@ impl Config {
                 );
             }
         }
-        let first = |names: &[&str]| {
-            names.iter().find_map(|n| {
-                get(n)
-                    .filter(|v| !v.trim().is_empty())
-                    .map(|v| ((*n).to_owned(), v.trim().to_owned()))
-            })
-        };
-        let all = first(&["ALL_PROXY", "all_proxy"]);
-        c.proxy.http = first(&["HTTP_PROXY", "http_proxy"]).or_else(|| all.clone());
-        c.proxy.https = first(&["HTTPS_PROXY", "https_proxy"]).or(all);
-        if let Some((_, v)) = first(&["NO_PROXY", "no_proxy"]) {
-            c.proxy.no_proxy = v
-                .split(',')
-                .map(str::trim)
-                .filter(|h| !h.is_empty())
-                .map(str::to_owned)
-                .collect();
-        }
-        for (name, url) in [&c.proxy.http, &c.proxy.https].into_iter().flatten() {
-            if ureq::Proxy::new(url).is_err() {
-                return Err(bad(
-                    name,
-                    url,
-                    "not a proxy URL; expected e.g. `http://proxy.example.org:3128` (credentials \
-                     as `http://user:password@host:port`)",
-                ));
-            }
-        }
+        c.proxy =
+            ProxySettings::from_vars(&get).map_err(|(variable, value, reason)| Error::Config {
+                variable,
+                value,
+                reason,
+            })?;
         if let Some(v) = get("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT") {
             let p = PathBuf::from(&v);
             if v.is_empty() || p.is_relative() {

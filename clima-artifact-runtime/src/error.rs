@@ -498,7 +498,59 @@ fn render_failures(failures: &[Error]) -> String {
     s
 }
 
+/// A source's failure as the runtime reports it, tried once so far.
+impl From<clima_artifact_net::NetError> for Error {
+    fn from(e: clima_artifact_net::NetError) -> Error {
+        use clima_artifact_net::NetError as N;
+        match e {
+            N::HttpStatus { url, status } => Error::HttpStatus {
+                url,
+                status,
+                attempts: 1,
+            },
+            N::Transport {
+                url,
+                reason,
+                transient,
+            } => Error::Transport {
+                url,
+                reason,
+                attempts: 1,
+                transient,
+            },
+            N::LocalSource { url, path, cause } => Error::LocalSource { url, path, cause },
+            N::UnsupportedUrl { url, reason } => Error::UnsupportedUrl { url, reason },
+            N::Config {
+                variable,
+                value,
+                reason,
+            } => Error::Config {
+                variable,
+                value,
+                reason,
+            },
+            other => Error::Transport {
+                url: String::new(),
+                reason: other.to_string(),
+                attempts: 1,
+                transient: false,
+            },
+        }
+    }
+}
+
 impl Error {
+    /// Whether retrying the same URL may help: refused connections, resets, timeouts,
+    /// stalls, truncated bodies, HTTP 5xx, 429 and 408; not client errors, TLS certificate
+    /// errors, invalid URLs, unknown hosts, hash mismatches or local files.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            Error::HttpStatus { status, .. } => *status >= 500 || *status == 429 || *status == 408,
+            Error::Transport { transient, .. } => *transient,
+            _ => false,
+        }
+    }
+
     /// An [`Error::Io`] for `action` on `path`.
     pub fn io(action: impl Into<String>, path: impl Into<PathBuf>, source: io::Error) -> Error {
         Error::Io {

@@ -31,19 +31,18 @@
 //! artifact's lock; only temp dirs of this host are considered). If the final path already exists
 //! when renaming, another process won the race: that is success.
 
-use std::io::{self, BufRead, Read};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
 
 use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_manifest::manifest::MANIFEST_FILE_NAMES;
-use sha2::Digest;
+use clima_artifact_net::source::{self as download, ResumeRefused};
+use clima_artifact_net::{Body, BodyRules, RuleBroken};
 
 use crate::depot::{self, Overrides};
-use crate::download;
 use crate::extract::{ExtractLimits, extract_buffered};
 use crate::locked_file::{HolderNote, LockedFile, hostname};
 use crate::progress::{DownloadStart, Transfer};
@@ -299,7 +298,8 @@ fn download_and_install(
         }
         check_room(name, size, &target.dir, config)?;
     }
-    let agent = download::agent(config)?;
+    let net = config.net();
+    let agent = download::agent(&net)?;
     let mut failures = Vec::new();
     // As Pkg: the package server first (`<server>/artifact/<hash>`, no sha256 known: the tree
     // hash verifies it), then the manifest's URLs. Not when offline.
@@ -355,7 +355,7 @@ fn download_and_install(
             };
             match install_once(name, &hash, &source, &agent, manifest_dir, config, target) {
                 Ok((path, bytes)) => return Ok(downloaded(name, "", dl, path, bytes, start)),
-                Err(e) if download::is_transient(&e) && attempt < config.retries => {
+                Err(e) if e.is_transient() && attempt < config.retries => {
                     let wait = download::backoff(config.retry_backoff, attempt);
                     notice::warn(&format!(
                         "{e}; retrying in {:.1} s (attempt {} of {}, CLIMA_ARTIFACTS_RETRIES)",
@@ -428,6 +428,11 @@ fn with_attempts(mut e: Error, n: u32) -> Error {
     e
 }
 
+/// Most bytes read after the end of the archive (or after it failed to unpack) when the
+/// manifest gives no `size`: tar's end padding and a compressor's trailer are far smaller, so
+/// more means the server is sending something else (or endlessly).
+const DRAIN_CAP: u64 = 1 << 20;
+
 /// Name prefix of install temp dirs inside `<depot>/artifacts/`.
 pub const TEMP_PREFIX: &str = ".tmp-";
 
@@ -469,7 +474,7 @@ fn install_once(
     name: &str,
     hash: &GitTreeSha1,
     source_of: &Attempt<'_>,
-    agent: &ureq::Agent,
+    agent: &download::Agent,
     manifest_dir: &Path,
     config: &Config,
     target: &InstallTarget,
@@ -492,7 +497,8 @@ fn install_once(
         url,
         "downloading artifact `{name}` from `{url}`"
     );
-    let source = download::open(agent, url, manifest_folder(manifest_dir), config)?;
+    let net = config.net();
+    let source = download::open(agent, url, manifest_folder(manifest_dir), &net)?;
     // Without a declared size, the server's Content-Length is checked before the body.
     if dl.size.is_none()
         && let (Some(limit), Some(length)) = (config.max_download_size, source.length)
@@ -521,21 +527,9 @@ fn install_once(
             last: None,
         });
     }
-    let rules = SourceRules {
-        // With a `size`, a longer body cannot be the manifest's: stop at one byte past it.
-        max_bytes: dl.size,
-        low_speed_limit: config.low_speed_limit,
-        low_speed_time: config.low_speed_time,
-        resume_pause: config.retry_backoff,
-        tell_resumes: config.progress,
-    };
-    let mut pipe = Pipe::spawn(
-        source.reader,
-        source.resume,
-        transfer,
-        rules,
-        name.to_owned(),
-    );
+    // With a `size`, a longer body cannot be the manifest's: stop at one byte past it.
+    let rules = BodyRules::new(&net, dl.size, config.progress);
+    let mut pipe = Body::spawn(source, transfer, rules, name.to_owned());
 
     let limits = ExtractLimits {
         max_unpacked_bytes: config.max_unpacked_bytes,
@@ -549,10 +543,9 @@ fn install_once(
         },
     };
     let extracted = extract_buffered(&mut pipe, tmp.path(), &limits);
-    let source_failure =
-        |pipe: &Pipe| {
-            pipe.source_error.as_ref().map(|e| match SourceRuleBroken::of(e) {
-            Some(SourceRuleBroken::TooLong { size }) => Error::Archive {
+    let source_failure = |pipe: &Body| {
+        pipe.failure().map(|e| match RuleBroken::of(e) {
+            Some(RuleBroken::TooLong { size }) => Error::Archive {
                 url: url.to_owned(),
                 reason: format!(
                     "the download is longer than the manifest's size of {size} bytes: stopped \
@@ -561,21 +554,21 @@ fn install_once(
                     size + 1
                 ),
             },
-            None if download::ResumeRefused::of(e).is_some() => Error::Transport {
+            None if ResumeRefused::of(e).is_some() => Error::Transport {
                 url: url.to_owned(),
                 reason: format!("the transfer broke and could not be resumed: {e}"),
                 attempts: 1,
                 // Starting over from byte 0 (the next attempt) is what is left to do.
                 transient: true,
             },
-            Some(SourceRuleBroken::TooSlow { .. }) | None => Error::Transport {
+            Some(_) | None => Error::Transport {
                 url: url.to_owned(),
-                reason: download::describe_io(e, config),
+                reason: download::describe_io(e, &net),
                 attempts: 1,
                 transient: download::is_transient_io(e),
             },
         })
-        };
+    };
     if let Some(e) = source_failure(&pipe) {
         return Err(e);
     }
@@ -584,9 +577,9 @@ fn install_once(
     // unpack. The drain is bounded: with a `size` the reader itself stops one byte past it;
     // without one, at most DRAIN_CAP bytes are read after the point where the archive ended
     // (or failed), so a server that keeps sending after a good tarball cannot keep us reading.
-    let before_drain = pipe.consumed;
+    let before_drain = pipe.consumed();
     let drained = io::copy(&mut (&mut pipe).take(DRAIN_CAP + 1), &mut io::sink());
-    if drained.is_ok() && pipe.consumed - before_drain > DRAIN_CAP {
+    if drained.is_ok() && pipe.consumed() - before_drain > DRAIN_CAP {
         let what = match &extracted {
             Ok(_) => "the end of the archive".to_owned(),
             Err(e) => format!("the archive failed to unpack ({e})"),
@@ -598,7 +591,7 @@ fn install_once(
                  byte {}; this is not the tarball the manifest describes (add its `size` to the \
                  manifest to stop at exactly that many bytes)",
                 human_bytes(DRAIN_CAP),
-                pipe.consumed
+                pipe.consumed()
             ),
         });
     }
@@ -608,7 +601,7 @@ fn install_once(
     if let Err(e) = drained {
         return Err(Error::Transport {
             url: url.to_owned(),
-            reason: download::describe_io(&e, config),
+            reason: download::describe_io(&e, &net),
             attempts: 1,
             transient: download::is_transient_io(&e),
         });
@@ -647,329 +640,6 @@ fn install_once(
             &dest,
             e,
         )),
-    }
-}
-
-const CHUNK: usize = 256 * 1024;
-
-/// Most bytes read after the end of the archive (or after it failed to unpack) when the
-/// manifest gives no `size`: tar's end padding and a compressor's trailer are far smaller, so
-/// more means the server is sending something else (or endlessly).
-pub(crate) const DRAIN_CAP: u64 = 1 << 20;
-
-/// Bounds on what the reader thread takes from a source.
-#[derive(Debug, Clone, Copy)]
-struct SourceRules {
-    /// The manifest's `size`: reading byte `size + 1` is an error.
-    max_bytes: Option<u64>,
-    /// Bytes per second below which (averaged over `low_speed_time`) the source is abandoned;
-    /// `0` = never.
-    low_speed_limit: u64,
-    low_speed_time: Duration,
-    /// Pause before the first resume after a break without progress (doubles after each).
-    resume_pause: Duration,
-    /// Whether resumes are told as info notices (`Config::progress`).
-    tell_resumes: bool,
-}
-
-/// Most resumes of one transfer, and most resumes in a row that received nothing.
-const MAX_RESUMES: u32 = 50;
-const MAX_RESUMES_WITHOUT_PROGRESS: u32 = 3;
-
-/// Why the reader thread stopped a source that was still sending, carried inside the
-/// `io::Error` it reports (so the consumer can name the rule).
-#[derive(Debug)]
-enum SourceRuleBroken {
-    TooLong {
-        size: u64,
-    },
-    TooSlow {
-        bytes: u64,
-        seconds: f64,
-        limit: u64,
-    },
-}
-
-impl std::fmt::Display for SourceRuleBroken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SourceRuleBroken::TooLong { size } => {
-                write!(f, "longer than the manifest's size of {size} bytes")
-            }
-            SourceRuleBroken::TooSlow {
-                bytes,
-                seconds,
-                limit,
-            } => write!(
-                f,
-                "too slow: {} in the last {seconds:.0} s, below {}/s (the low-speed rule: \
-                 CLIMA_ARTIFACTS_LOW_SPEED_LIMIT and CLIMA_ARTIFACTS_LOW_SPEED_TIME; set the \
-                 limit to 0 to wait for any speed)",
-                human_bytes(*bytes),
-                human_bytes(*limit)
-            ),
-        }
-    }
-}
-
-impl std::error::Error for SourceRuleBroken {}
-
-impl SourceRuleBroken {
-    fn into_io(self) -> io::Error {
-        io::Error::other(self)
-    }
-
-    fn of(e: &io::Error) -> Option<&SourceRuleBroken> {
-        e.get_ref()?.downcast_ref::<SourceRuleBroken>()
-    }
-}
-
-/// The low-speed rule's window: bytes since the window started.
-struct SpeedWindow {
-    start: Instant,
-    bytes: u64,
-}
-
-impl SpeedWindow {
-    fn new() -> SpeedWindow {
-        SpeedWindow {
-            start: Instant::now(),
-            bytes: 0,
-        }
-    }
-
-    /// Counts `n` more bytes; an error when a full window passed below the limit.
-    fn check(&mut self, n: usize, rules: &SourceRules) -> io::Result<()> {
-        self.bytes += n as u64;
-        if rules.low_speed_limit == 0 {
-            return Ok(());
-        }
-        let elapsed = self.start.elapsed();
-        if elapsed < rules.low_speed_time {
-            return Ok(());
-        }
-        let needed = (rules.low_speed_limit as f64 * elapsed.as_secs_f64()) as u64;
-        if self.bytes < needed {
-            return Err(SourceRuleBroken::TooSlow {
-                bytes: self.bytes,
-                seconds: elapsed.as_secs_f64(),
-                limit: rules.low_speed_limit,
-            }
-            .into_io());
-        }
-        *self = SpeedWindow::new();
-        Ok(())
-    }
-}
-const IN_FLIGHT: usize = 8;
-
-enum Msg {
-    Data(Vec<u8>),
-    Failed(io::Error),
-    End(Sha256, u64),
-}
-
-/// The reading half of the pipeline: a thread reads the source, hashes it and sends buffers;
-/// this side hands them to the extractor.
-struct Pipe {
-    rx: Receiver<Msg>,
-    recycle: SyncSender<Vec<u8>>,
-    current: Vec<u8>,
-    pos: usize,
-    /// Bytes handed to the consumer so far.
-    consumed: u64,
-    done: Option<(Sha256, u64)>,
-    source_error: Option<io::Error>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Pipe {
-    fn spawn(
-        mut source: Box<dyn Read + Send>,
-        resume: Option<download::Resumer>,
-        mut transfer: Box<dyn Transfer>,
-        rules: SourceRules,
-        name: String,
-    ) -> Pipe {
-        let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
-        let (recycle, free) = sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
-        let thread = std::thread::Builder::new()
-            .name("clima-artifacts-reader".into())
-            .spawn(move || {
-                let mut sha = sha2::Sha256::new();
-                let mut total = 0u64;
-                let started = Instant::now();
-                let mut window = SpeedWindow::new();
-                let (mut resumes, mut stuck, mut opened_at) = (0u32, 0u32, 0u64);
-                loop {
-                    let mut buf = match free.try_recv() {
-                        Ok(b) => b,
-                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
-                            Vec::with_capacity(CHUNK)
-                        }
-                    };
-                    buf.resize(CHUNK, 0);
-                    // With a `size`, never ask for more than one byte past it.
-                    if let Some(max) = rules.max_bytes {
-                        let room = max.saturating_add(1).saturating_sub(total);
-                        buf.truncate(room.clamp(1, CHUNK as u64) as usize);
-                    }
-                    let read = read_retrying(&mut source, &mut buf, &mut window, &rules);
-                    let read = read.and_then(|n| match rules.max_bytes {
-                        Some(size) if total + n as u64 > size => {
-                            Err(SourceRuleBroken::TooLong { size }.into_io())
-                        }
-                        _ => Ok(n),
-                    });
-                    let n = match read {
-                        Ok(n) => n,
-                        // A broken connection: continue at `total` with a range request, the
-                        // same sha256 and decompressor state (one pass over the bytes).
-                        Err(e)
-                            if resume.is_some()
-                                && download::is_transient_io(&e)
-                                && SourceRuleBroken::of(&e).is_none()
-                                && resumes < MAX_RESUMES
-                                && (total > opened_at || stuck < MAX_RESUMES_WITHOUT_PROGRESS) =>
-                        {
-                            stuck = if total > opened_at { 0 } else { stuck + 1 };
-                            resumes += 1;
-                            std::thread::sleep(rules.resume_pause * (1 << stuck.min(5)));
-                            let resumer = resume.as_ref().expect("checked above");
-                            match resumer.reopen(total) {
-                                Ok(rest) => {
-                                    if rules.tell_resumes {
-                                        notice::info(&format!(
-                                            "the download of `{name}` broke at byte {total} \
-                                             ({e}); resuming there"
-                                        ));
-                                    }
-                                    source = rest;
-                                    opened_at = total;
-                                    continue;
-                                }
-                                Err(refused) => {
-                                    transfer.failed(&refused.to_string());
-                                    let _ = tx.send(Msg::Failed(refused));
-                                    return;
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            transfer.failed(&e.to_string());
-                            let _ = tx.send(Msg::Failed(e));
-                            return;
-                        }
-                    };
-                    if n == 0 {
-                        transfer.done(total, started.elapsed());
-                        let digest = Sha256(sha.finalize().into());
-                        let _ = tx.send(Msg::End(digest, total));
-                        return;
-                    }
-                    buf.truncate(n);
-                    sha.update(&buf);
-                    total += n as u64;
-                    transfer.received(total);
-                    if tx.send(Msg::Data(buf)).is_err() {
-                        return; // the consumer gave up
-                    }
-                }
-            })
-            .ok();
-        Pipe {
-            rx,
-            recycle,
-            current: Vec::new(),
-            pos: 0,
-            consumed: 0,
-            done: None,
-            source_error: None,
-            thread,
-        }
-    }
-
-    /// The SHA-256 and byte count of the whole source (call after reading to the end).
-    fn finish(mut self) -> (Sha256, u64) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        self.done.unwrap_or((Sha256([0; 32]), 0))
-    }
-}
-
-/// Reads into `buf`: at least half of it, unless the source ends or has sent something and a
-/// quarter second passed (so a slow source still reports progress and meets the low-speed
-/// rule's checks). Every read counts toward the low-speed rule.
-fn read_retrying(
-    source: &mut dyn Read,
-    buf: &mut [u8],
-    window: &mut SpeedWindow,
-    rules: &SourceRules,
-) -> io::Result<usize> {
-    // An error abandons the attempt, so bytes read before it do not matter.
-    let started = Instant::now();
-    let mut filled = 0;
-    while filled < buf.len() {
-        match source.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => {
-                filled += n;
-                window.check(n, rules)?;
-                if filled >= buf.len() / 2 || started.elapsed() >= Duration::from_millis(250) {
-                    break;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
-}
-
-impl Read for Pipe {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        if out.is_empty() {
-            return Ok(0);
-        }
-        let have = self.fill_buf()?;
-        let n = out.len().min(have.len());
-        out[..n].copy_from_slice(&have[..n]);
-        self.consume(n);
-        Ok(n)
-    }
-}
-
-/// The decompressor reads the received buffers in place.
-impl BufRead for Pipe {
-    fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        while self.pos >= self.current.len() {
-            if self.done.is_some() {
-                return Ok(&[]);
-            }
-            if let Some(e) = &self.source_error {
-                return Err(io::Error::new(e.kind(), e.to_string()));
-            }
-            match self.rx.recv() {
-                Ok(Msg::Data(buf)) => {
-                    let old = std::mem::replace(&mut self.current, buf);
-                    let _ = self.recycle.try_send(old);
-                    self.pos = 0;
-                }
-                Ok(Msg::End(digest, total)) => self.done = Some((digest, total)),
-                Ok(Msg::Failed(e)) => self.source_error = Some(e),
-                Err(_) => {
-                    self.source_error = Some(io::Error::other("the download thread stopped"));
-                }
-            }
-        }
-        Ok(&self.current[self.pos..])
-    }
-
-    fn consume(&mut self, n: usize) {
-        let n = n.min(self.current.len() - self.pos);
-        self.pos += n;
-        self.consumed += n as u64;
     }
 }
 

@@ -31,37 +31,39 @@
 //! - [`depot`]: depot layout, overrides, lookups, locks and temp-dir reclamation;
 //!   [`ensure_variant`] installs one manifest variant ([`Installed`], [`Origin`]).
 //! - [`extract`]: safe tar extraction that hashes every blob while writing it;
-//!   [`tree_hash`]: git tree SHA-1 of a folder.
+//!   [`tree_hash`]: git tree SHA-1 of a folder (both the crate `clima-artifact-extract`).
+//! - [`trust`]: which TLS roots and unverified hosts downloads use (from the network crate,
+//!   `clima-artifact-net`, which opens sources, follows redirects and reads bodies).
 //! - [`progress`]: download progress as events, and the reporters that draw them.
 //! - [`access_log`]: the provenance access log (every artifact access in this process);
 //!   [`report`](mod@report): the end-of-run report built from it.
 //! - [`inventory`]: the artifacts declared by `clima_artifact!` call sites in this binary.
 //!
 //! Where things happen inside (private modules): `install` (the one-pass pipeline: source ->
-//! sha256 -> decompress -> tar -> temp dir -> rename), `download` (HTTP, `file://`, paths,
-//! retries, timeouts, proxies), `locked_file` (per-artifact locks between processes),
+//! sha256 -> decompress -> tar -> temp dir -> rename, and the retries around it),
+//! `locked_file` (per-artifact locks between processes),
 //! `collective` (who installs under MPI), `resolve` (the resolver behind the macro).
 //! Run sync of output files is a separate crate, `clima-artifact-sync`.
 
 mod artifacts;
 mod collective;
 mod config;
-mod download;
 mod error;
 mod install;
 mod locked_file;
 mod macros;
-mod redirect;
 mod resolve;
 
 pub mod access_log;
 pub mod depot;
-pub mod extract;
+/// Safe tar extraction that hashes every blob while writing it (the crate
+/// `clima-artifact-extract`).
+pub use clima_artifact_extract as extract;
 pub mod inventory;
 pub mod progress;
 pub mod report;
-pub mod tree_hash;
-pub mod trust;
+pub use clima_artifact_extract::tree_hash;
+pub use clima_artifact_net::trust;
 
 #[doc(hidden)]
 pub mod __private;
@@ -70,11 +72,12 @@ pub use access_log::{AccessEvent, ArtifactRecord};
 pub use artifacts::Artifacts;
 pub use clima_artifact_manifest as manifest;
 pub use clima_artifact_manifest::{GitTreeSha1, Platform, Sha256};
+pub use clima_artifact_net::ProxySettings;
 pub use clima_comms::{Context, Singleton};
 #[cfg(feature = "mpi")]
 pub use clima_comms::{MpiContext, mpi};
 pub use collective::ensure_collective;
-pub use config::{Config, ProxySettings};
+pub use config::Config;
 pub use error::{Error, IoCause};
 pub use install::{Installed, Origin, ensure_variant};
 pub use macros::set_macro_config;

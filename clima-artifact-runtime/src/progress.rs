@@ -55,16 +55,7 @@ pub trait Reporter: Send + Sync {
     }
 }
 
-/// The events of one download after its start.
-pub trait Transfer: Send {
-    /// `total` bytes have been received so far.
-    fn received(&mut self, total: u64);
-    /// The download finished: `bytes` read in `elapsed`. (Verification follows.)
-    fn done(self: Box<Self>, bytes: u64, elapsed: Duration);
-    /// The download failed; `reason` is the error's message. A transfer dropped without
-    /// `done` or `failed` was abandoned.
-    fn failed(self: Box<Self>, reason: &str);
-}
+pub use clima_artifact_net::Transfer;
 
 static REPORTER: RwLock<Option<Arc<dyn Reporter>>> = RwLock::new(None);
 

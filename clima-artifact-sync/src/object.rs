@@ -20,6 +20,8 @@ use std::sync::Arc;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 
+use clima_artifact_net::trust;
+
 use crate::SyncError;
 use crate::storage::{Storage, StoredObject, bad_url, check_key, storage_error};
 
@@ -61,29 +63,31 @@ impl ObjectStorage {
             ));
         }
         let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-        // TLS roots as downloads choose them: an explicit `ca_roots` option, else
-        // CLIMA_ARTIFACTS_CA_ROOTS, AWS_CA_BUNDLE, SSL_CERT_FILE or SSL_CERT_DIR (a PEM file or
-        // a folder of them); without any, object_store's defaults. Proxies: its HTTP client
-        // reads HTTP_PROXY / HTTPS_PROXY / NO_PROXY itself.
-        let roots = options
-            .iter()
-            .find(|(k, _)| *k == "ca_roots")
-            .map(|(_, v)| ("the `ca_roots` option".to_owned(), PathBuf::from(v)))
-            .or_else(|| {
-                [
-                    "CLIMA_ARTIFACTS_CA_ROOTS",
-                    "AWS_CA_BUNDLE",
-                    "SSL_CERT_FILE",
-                    "SSL_CERT_DIR",
-                ]
-                .iter()
-                .find_map(|n| {
-                    std::env::var(n)
-                        .ok()
-                        .filter(|v| !v.trim().is_empty())
-                        .map(|v| ((*n).to_owned(), PathBuf::from(v.trim())))
-                })
-            });
+        // TLS roots as downloads choose them (clima_artifact_net::trust): an explicit
+        // `ca_roots` option, else CLIMA_ARTIFACTS_CA_ROOTS, AWS_CA_BUNDLE, SSL_CERT_FILE or
+        // SSL_CERT_DIR (a PEM file or a folder of them), else the system's CA bundle; only
+        // without any of them object_store's own roots. Proxies: its HTTP client reads
+        // HTTP_PROXY / HTTPS_PROXY / NO_PROXY itself.
+        let roots = match options.iter().find(|(k, _)| *k == "ca_roots") {
+            Some((_, v)) => Some(("the `ca_roots` option".to_owned(), PathBuf::from(v))),
+            None => {
+                let named = trust::ca_roots_from_vars(|n| std::env::var(n).ok(), false, true)
+                    .map_err(|(var, value, why)| {
+                        bad_url(url, &format!("{var}=`{value}`: {why}"))
+                    })?;
+                let net = clima_artifact_net::NetConfig {
+                    ca_roots: named,
+                    ..clima_artifact_net::NetConfig::default()
+                };
+                match trust::roots_source(&net) {
+                    trust::RootsSource::Variable { name, path } => Some((name, path)),
+                    trust::RootsSource::System(path) => {
+                        Some(("the system's CA bundle".to_owned(), path))
+                    }
+                    _ => None,
+                }
+            }
+        };
         if let Some((from, path)) = roots {
             let client = client_options_with_roots(&path)
                 .map_err(|why| bad_url(url, &format!("{why} (TLS roots from {from})")))?;

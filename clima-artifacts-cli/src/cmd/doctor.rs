@@ -10,7 +10,9 @@ use crate::error::CliResult;
 /// Entry point of `doctor`.
 pub fn run(args: DoctorArgs) -> CliResult {
     let config = depots::config()?;
-    let roots = clima_artifact_runtime::trust::roots_source(&config).to_string();
+    // What the network crate decides from this configuration.
+    let net = config.net();
+    let roots = clima_artifact_runtime::trust::roots_source(&net).to_string();
     let proxy = |p: &Option<(String, String)>| {
         p.as_ref().map(|(var, url)| {
             format!(
@@ -24,11 +26,14 @@ pub fn run(args: DoctorArgs) -> CliResult {
         "depots": config.depots,
         "search_depots": depots::search_depots(&config),
         "tls_roots": roots,
-        "no_verify_hosts": config.no_verify_hosts,
-        "http_proxy": proxy(&config.proxy.http),
-        "https_proxy": proxy(&config.proxy.https),
-        "no_proxy": config.proxy.no_proxy,
-        "pkg_server": config.pkg_server,
+        "no_verify_hosts": net.no_verify_hosts,
+        "http_proxy": proxy(&net.proxy.http),
+        "https_proxy": proxy(&net.proxy.https),
+        "no_proxy": net.proxy.no_proxy,
+        "pkg_server": config
+            .pkg_server
+            .as_deref()
+            .map(clima_artifact_runtime::trust::redact_url),
         "offline": config.offline,
         "max_download_size": config.max_download_size,
         "host_platform": clima_artifact_manifest::Platform::host().triplet(),

@@ -62,7 +62,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use sha1::{Digest, Sha1};
 
-use crate::GitTreeSha1;
+use clima_artifact_manifest::GitTreeSha1;
 
 /// Size of the read buffer used per hashing thread.
 const READ_BUFFER: usize = 256 * 1024;

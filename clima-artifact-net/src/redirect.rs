@@ -1,8 +1,8 @@
-//! Which redirects a download may follow (issue 14): never from `https` to `http`, and never to
+//! Which redirects a download may follow: never from `https` to `http`, and never to
 //! a loopback, link-local (the cloud metadata address 169.254.169.254) or private address
 //! unless the original URL was already in that same class (so a download from a lab's
 //! internal server, or a loopback test server, keeps working). Redirects are followed by
-//! [`crate::download`] one hop at a time, each checked here before any connection to it.
+//! [`crate::source`] one hop at a time, each checked here before any connection to it.
 //!
 //! Host names are resolved once for the check; a name whose addresses change between this
 //! check and the connection (DNS rebinding) is not caught, which is documented in SECURITY.md.

@@ -1,4 +1,4 @@
-//! Which TLS roots and which hosts without verification downloads use (issue 17), chosen the
+//! Which TLS roots and which hosts without verification downloads use, chosen the
 //! way Julia's NetworkOptions chooses them:
 //!
 //! 1. `CLIMA_ARTIFACTS_CA_ROOTS` (and, with `CLIMA_ARTIFACTS_JULIA_INTEROP=1`,
@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use ureq::tls::{Certificate, PemItem, RootCerts};
 
-use crate::Config;
+use crate::NetConfig;
 
 /// System CA bundle locations, first existing wins (as NetworkOptions' list).
 const SYSTEM_BUNDLES: [&str; 6] = [
@@ -55,8 +55,46 @@ impl std::fmt::Display for RootsSource {
     }
 }
 
+/// The TLS roots named by a variable, read through `get` in this order (the first set one
+/// wins): `CLIMA_ARTIFACTS_CA_ROOTS`, `JULIA_SSL_CA_ROOTS_PATH` when `julia_interop`,
+/// `AWS_CA_BUNDLE` when `aws` (the AWS SDKs' variable, for S3 clients), `SSL_CERT_FILE`,
+/// `SSL_CERT_DIR`. `None` when none is set: [`roots_source`] then picks the system's bundle or
+/// the bundled roots. A variable naming nothing is `Err((variable, value, reason))`.
+///
+/// Downloads, `publish` and run sync all choose their roots here, so they trust the same ones.
+pub fn ca_roots_from_vars(
+    get: impl Fn(&str) -> Option<String>,
+    julia_interop: bool,
+    aws: bool,
+) -> Result<Option<(String, PathBuf)>, (String, String, String)> {
+    let mut names = vec!["CLIMA_ARTIFACTS_CA_ROOTS"];
+    if julia_interop {
+        names.push("JULIA_SSL_CA_ROOTS_PATH");
+    }
+    if aws {
+        names.push("AWS_CA_BUNDLE");
+    }
+    names.extend(["SSL_CERT_FILE", "SSL_CERT_DIR"]);
+    for name in names {
+        if let Some(v) = get(name).filter(|v| !v.trim().is_empty()) {
+            let path = PathBuf::from(v.trim());
+            if !path.exists() {
+                return Err((
+                    name.to_owned(),
+                    v,
+                    "no such file or folder; point it at a PEM bundle (or a folder of PEM files) \
+                     with the CA certificates to trust"
+                        .to_owned(),
+                ));
+            }
+            return Ok(Some((name.to_owned(), path)));
+        }
+    }
+    Ok(None)
+}
+
 /// Where the roots for `config` come from.
-pub fn roots_source(config: &Config) -> RootsSource {
+pub fn roots_source(config: &NetConfig) -> RootsSource {
     if let Some((name, path)) = &config.ca_roots {
         return RootsSource::Variable {
             name: name.clone(),
@@ -70,7 +108,7 @@ pub fn roots_source(config: &Config) -> RootsSource {
 }
 
 /// The root certificates for `config` (read once per path and process).
-pub(crate) fn root_certs(config: &Config) -> Result<RootCerts, String> {
+pub(crate) fn root_certs(config: &NetConfig) -> Result<RootCerts, String> {
     let path = match roots_source(config) {
         RootsSource::Bundled => return Ok(RootCerts::WebPki),
         RootsSource::Variable { path, .. } | RootsSource::System(path) => path,
@@ -105,9 +143,9 @@ fn read_certs(path: &Path) -> Result<Vec<Certificate<'static>>, String> {
     Ok(certs)
 }
 
-/// Whether `host` is named in [`Config::no_verify_hosts`] (exact names, or `*.domain` /
+/// Whether `host` is named in [`NetConfig::no_verify_hosts`] (exact names, or `*.domain` /
 /// `.domain` for every host below `domain`, as Julia's variable allows).
-pub(crate) fn skips_verification(config: &Config, host: &str) -> bool {
+pub(crate) fn skips_verification(config: &NetConfig, host: &str) -> bool {
     let host = host.to_ascii_lowercase();
     config.no_verify_hosts.iter().any(|pattern| {
         let p = pattern.trim().to_ascii_lowercase();
@@ -140,7 +178,7 @@ pub fn redact_url(url: &str) -> String {
 }
 
 /// The hint a certificate error gets: which roots were used and what to set.
-pub(crate) fn certificate_hint(config: &Config, host: &str) -> String {
+pub(crate) fn certificate_hint(config: &NetConfig, host: &str) -> String {
     format!(
         "the certificate of `{host}` is not trusted by {}; if your network or institution uses \
          its own CA (a TLS-inspecting proxy, an internal server), set CLIMA_ARTIFACTS_CA_ROOTS \
@@ -156,9 +194,9 @@ mod tests {
 
     #[test]
     fn host_patterns() {
-        let config = Config {
+        let config = NetConfig {
             no_verify_hosts: vec!["data.lab.org".into(), "*.internal".into(), ".corp".into()],
-            ..Config::default()
+            ..NetConfig::default()
         };
         assert!(skips_verification(&config, "DATA.lab.org"));
         assert!(skips_verification(&config, "a.b.internal"));

@@ -4,7 +4,7 @@
 //!   reads URLs, so a manifest meant for Julia too should use `http(s)://` or `file://` URLs.
 //! - HTTP: connect timeout `CLIMA_ARTIFACTS_CONNECT_TIMEOUT`; every read times out after
 //!   `CLIMA_ARTIFACTS_STALL_TIMEOUT` without a byte (a stall, not a cap on the total time);
-//!   proxies from [`Config::proxy`](crate::Config::proxy) (curl's reading of `HTTP_PROXY`,
+//!   proxies from [`NetConfig::proxy`](crate::NetConfig::proxy) (curl's reading of `HTTP_PROXY`,
 //!   `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`) and TLS roots from [`crate::trust`];
 //!   `Accept-Encoding: identity` is sent so the bytes hashed are the bytes published.
 //! - A body shorter than its `Content-Length` is an error, never a silent truncation.
@@ -12,7 +12,7 @@
 //!   a [`Resumer`]: after a break the install continues at the byte where it stopped with
 //!   `Range` + `If-Range` (a `200` or a wrong `Content-Range` is [`ResumeRefused`], and the
 //!   attempt starts over).
-//! - Retrying is the caller's job (the whole pipeline restarts); [`is_transient`] says which
+//! - Retrying is the caller's job (the whole pipeline restarts); [`NetError::is_transient`] says which
 //!   failures deserve it (refused connections, resets, timeouts, stalls, 5xx, 429, 408; not TLS
 //!   errors, invalid URLs or unknown hosts, which fail the same way again) and [`backoff`] how long
 //!   to wait.
@@ -21,7 +21,10 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::{Config, Error, redirect};
+use crate::{NetConfig, NetError, redirect};
+
+/// The HTTP client that [`open`] takes (made by [`agent`]): connection pool, timeouts, TLS.
+pub use ureq::Agent;
 
 /// An open source of tarball bytes.
 pub struct Source {
@@ -223,27 +226,27 @@ fn percent_decode(s: &str) -> String {
 
 /// An HTTP agent configured from `config` (timeouts, proxies from the environment, no
 /// automatic status errors, identity encoding).
-pub fn agent(config: &Config) -> Result<ureq::Agent, Error> {
+pub fn agent(config: &NetConfig) -> Result<ureq::Agent, NetError> {
     agent_verifying(config, true, None)
 }
 
 /// [`agent`], with certificate verification on or off (off only for the hosts named in
-/// [`Config::no_verify_hosts`]).
+/// [`NetConfig::no_verify_hosts`]).
 fn agent_verifying(
-    config: &Config,
+    config: &NetConfig,
     verify: bool,
     proxy: Option<&(String, String)>,
-) -> Result<ureq::Agent, Error> {
+) -> Result<ureq::Agent, NetError> {
     // Proxies are chosen per URL from `config.proxy` (curl's rules), never by ureq itself.
     let proxy = match proxy {
         None => None,
-        Some((variable, url)) => Some(ureq::Proxy::new(url).map_err(|e| Error::Config {
+        Some((variable, url)) => Some(ureq::Proxy::new(url).map_err(|e| NetError::Config {
             variable: variable.clone(),
             value: url.clone(),
             reason: format!("not a usable proxy URL: {e}"),
         })?),
     };
-    let roots = crate::trust::root_certs(config).map_err(|reason| Error::Config {
+    let roots = crate::trust::root_certs(config).map_err(|reason| NetError::Config {
         variable: config
             .ca_roots
             .as_ref()
@@ -273,17 +276,16 @@ fn agent_verifying(
         .new_agent())
 }
 
-/// Opens `url` for reading. Errors are per-source errors ([`Error::HttpStatus`],
-/// [`Error::Transport`], [`Error::LocalSource`]) with `attempts: 1`.
+/// Opens `url` for reading (relative paths against `manifest_dir`).
 pub fn open(
     agent: &ureq::Agent,
     url: &str,
     manifest_dir: &Path,
-    config: &Config,
-) -> Result<Source, Error> {
+    config: &NetConfig,
+) -> Result<Source, NetError> {
     match locate(url, manifest_dir) {
         Location::File(path) => {
-            let file = std::fs::File::open(&path).map_err(|e| Error::LocalSource {
+            let file = std::fs::File::open(&path).map_err(|e| NetError::LocalSource {
                 url: url.to_owned(),
                 path: path.clone(),
                 cause: e.into(),
@@ -295,7 +297,7 @@ pub fn open(
                 resume: None,
             })
         }
-        Location::Unsupported(reason) => Err(Error::UnsupportedUrl {
+        Location::Unsupported(reason) => Err(NetError::UnsupportedUrl {
             url: url.to_owned(),
             reason,
         }),
@@ -323,10 +325,9 @@ pub fn open(
             let (resp, answered) = get_following_redirects(agent, url, &u, config)?;
             let status = resp.status().as_u16();
             if !(200..300).contains(&status) {
-                return Err(Error::HttpStatus {
+                return Err(NetError::HttpStatus {
                     url: url.to_owned(),
                     status,
-                    attempts: 1,
                 });
             }
             let length = resp.body().content_length();
@@ -371,12 +372,11 @@ fn get_following_redirects(
     agent: &ureq::Agent,
     url: &str,
     u: &str,
-    config: &Config,
-) -> Result<(ureq::http::Response<ureq::Body>, String), Error> {
-    let refused = |reason: String| Error::Transport {
+    config: &NetConfig,
+) -> Result<(ureq::http::Response<ureq::Body>, String), NetError> {
+    let refused = |reason: String| NetError::Transport {
         url: url.to_owned(),
         reason,
-        attempts: 1,
         transient: false,
     };
     let mut current = u.to_owned();
@@ -411,7 +411,7 @@ fn get_following_redirects(
     )))
 }
 
-fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
+fn transport(url: &str, e: &ureq::Error, config: &NetConfig) -> NetError {
     let text = e.to_string();
     if let Some((variable, proxy)) = config.proxy.for_url(url) {
         return through_proxy(url, e, config, variable, &crate::trust::redact_url(proxy));
@@ -421,13 +421,12 @@ fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
         || matches!(e, ureq::Error::Rustls(_))
     {
         let host = redirect::parts(url).map_or(url.to_owned(), |p| p.host.to_owned());
-        return Error::Transport {
+        return NetError::Transport {
             url: url.to_owned(),
             reason: format!(
                 "TLS error ({text}): {}",
                 crate::trust::certificate_hint(config, &host)
             ),
-            attempts: 1,
             transient: false,
         };
     }
@@ -451,10 +450,9 @@ fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
         // violations, redirect loops, proxy settings: the same request fails the same way.
         other => (other.to_string(), false),
     };
-    Error::Transport {
+    NetError::Transport {
         url: url.to_owned(),
         reason,
-        attempts: 1,
         transient,
     }
 }
@@ -468,10 +466,10 @@ fn transport(url: &str, e: &ureq::Error, config: &Config) -> Error {
 fn through_proxy(
     url: &str,
     e: &ureq::Error,
-    config: &Config,
+    config: &NetConfig,
     variable: &str,
     proxy: &str,
-) -> Error {
+) -> NetError {
     let which = format!("the proxy `{proxy}` (from {variable})");
     let fix = format!(
         "check the proxy's address and that it runs, or change {variable}, or list the host in NO_PROXY to connect directly"
@@ -530,10 +528,9 @@ fn through_proxy(
         ),
         other => (format!("through {which}: {other}"), false),
     };
-    Error::Transport {
+    NetError::Transport {
         url: url.to_owned(),
         reason,
-        attempts: 1,
         transient,
     }
 }
@@ -566,7 +563,7 @@ pub fn is_transient_io(e: &io::Error) -> bool {
 }
 
 /// A human description of an I/O error met while reading a download.
-pub fn describe_io(e: &io::Error, config: &Config) -> String {
+pub fn describe_io(e: &io::Error, config: &NetConfig) -> String {
     match e.kind() {
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => format!(
             "stalled: no data for {}s (raise CLIMA_ARTIFACTS_STALL_TIMEOUT for slow servers)",
@@ -578,18 +575,6 @@ pub fn describe_io(e: &io::Error, config: &Config) -> String {
         // rustls reports certificate problems and non-TLS peers as invalid data.
         io::ErrorKind::InvalidData => format!("TLS or protocol error: {e}"),
         _ => e.to_string(),
-    }
-}
-
-/// Whether retrying the same URL may help: refused connections, resets, timeouts, stalls,
-/// truncated bodies, HTTP 5xx, 429 and 408. Not 404, 403 or other client errors, not TLS
-/// (certificate) errors, invalid URLs, unsupported schemes or unknown hosts, not hash
-/// mismatches, not local files.
-pub fn is_transient(e: &Error) -> bool {
-    match e {
-        Error::HttpStatus { status, .. } => *status >= 500 || *status == 429 || *status == 408,
-        Error::Transport { transient, .. } => *transient,
-        _ => false,
     }
 }
 
@@ -677,14 +662,14 @@ mod tests {
 
     #[test]
     fn transient_classification() {
-        let s = |status| Error::HttpStatus {
+        let s = |status| NetError::HttpStatus {
             url: "u".into(),
             status,
-            attempts: 1,
         };
-        assert!(is_transient(&s(503)) && is_transient(&s(429)) && is_transient(&s(500)));
-        assert!(!is_transient(&s(404)) && !is_transient(&s(403)));
-        let t = |url: &str, e: ureq::Error| is_transient(&transport(url, &e, &Config::default()));
+        assert!(s(503).is_transient() && s(429).is_transient() && s(500).is_transient());
+        assert!(!s(404).is_transient() && !s(403).is_transient());
+        let t =
+            |url: &str, e: ureq::Error| transport(url, &e, &NetConfig::default()).is_transient();
         assert!(t("u", ureq::Error::ConnectionFailed));
         assert!(t(
             "u",

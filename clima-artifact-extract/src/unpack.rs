@@ -1,59 +1,4 @@
-//! Safe tar extraction that hashes every blob while writing it.
-//!
-//! ```text
-//! reader ──magic bytes──> gzip (flate2, zlib-rs) | zstd | xz | bzip2 | plain tar  (zip, 7z: refused)
-//!        ──> byte meter (caps the decompressed stream)
-//!        ──> tar entries ──> our own writer: create_new + O_NOFOLLOW, BlobHasher on the same bytes
-//!                                                                         └──> TreeBuilder
-//! ```
-//!
-//! The `tar` crate only parses headers (GNU long names and pax paths included); every file,
-//! directory and link is created here, never with `tar`'s `unpack`, so the rules below hold
-//! whatever the archive says.
-//!
-//! # What gets written
-//!
-//! - Paths are taken relative to `dest`; empty and `.` components are dropped. Absolute paths,
-//!   `..` components and NUL bytes are refused ([`ExtractError::Unsafe`]).
-//! - Regular files are created with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode `0o555` if the
-//!   header's owner exec bit is set, else `0o444`: read-only, as Pkg makes installed artifacts
-//!   (`set_readonly`), so a model cannot change a shared copy by accident. Setuid, setgid,
-//!   sticky, group/other bits, owners and times from the archive are dropped. Directories are
-//!   `0o755` (writable, so a gc can remove them). Symlinks are left as they are.
-//! - A hard link whose own mode differs from its target's becomes a copy with the link's mode,
-//!   as Tar.jl extracts it (and hashes it).
-//! - Every directory on the way to an entry must be a directory created by this extraction;
-//!   a path through a file or a symlink created earlier in the archive is refused, so nothing is
-//!   ever written through a symlink.
-//! - Symlinks are created as symlinks (never followed) and hash as their target bytes. A target
-//!   must be relative, and may only climb with leading `..` components (no deeper than the link's
-//!   own directory); `..` after a name is refused because it could climb out through another
-//!   symlink. So no link resolves outside the artifact.
-//! - Hardlinks must name a regular file extracted earlier in this archive; they are created as
-//!   hard links (copied if the filesystem refuses).
-//! - Character and block devices, fifos, sparse files and unknown entry types are refused. pax
-//!   global headers are ignored.
-//! - Duplicates: a later file, symlink or hardlink replaces an earlier file or symlink at the same
-//!   path (the old one is unlinked first, never opened), like `tar x`. A file where a directory
-//!   was extracted, or a directory where a file or symlink was, is refused as ambiguous.
-//! - Entries with a `.git` component are written but left out of the tree hash, as git and Julia
-//!   do, so the hash always equals [`tree_hash`](crate::tree_hash::tree_hash) of `dest`.
-//!
-//! # Limits
-//!
-//! [`ExtractLimits::max_unpacked_bytes`] caps the decompressed tar stream: file contents plus
-//! tar's own 512-byte headers and padding, so neither big files nor millions of empty entries can
-//! fill the disk. A header that announces more than what is left is refused before anything of it
-//! is written ([`ExtractError::TooLarge`]). Extension headers (long names, pax) are limited to
-//! 1 MiB per entry so they cannot exhaust memory. [`ExtractLimits::max_entries`] caps the number
-//! of tar entries (files, directories, links), so a small archive of millions of empty entries
-//! cannot exhaust inodes or the memory that tracks written paths ([`ExtractError::TooManyEntries`]).
-//!
-//! # Integrity
-//!
-//! An archive without tar's end-of-archive marker (truncated), a compression error, a bad header
-//! checksum or a file shorter than its header says is [`ExtractError::Corrupt`]. After the marker
-//! the decompressed stream is read to its end, so gzip's CRC is checked too.
+//! The extraction itself; what it does is documented at the crate root.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -70,8 +15,8 @@ use tar::EntryType;
 
 use clima_artifact_fs::read_full;
 
-use crate::GitTreeSha1;
 use crate::tree_hash::{BlobHasher, EntryMode, TreeBuilder, blob_id};
+use clima_artifact_manifest::GitTreeSha1;
 
 /// Copy buffer size, also the buffer [`extract_archive`] puts in front of the decompressor.
 const BUFFER: usize = 256 * 1024;
@@ -132,12 +77,20 @@ pub fn default_free_reserve(total: u64) -> u64 {
     (total / 100).min(1 << 30)
 }
 
+/// Default of [`ExtractLimits::max_entries`] (and of the runtime's `CLIMA_ARTIFACTS_MAX_ENTRIES`):
+/// 10 million archive entries.
+pub const DEFAULT_MAX_ENTRIES: u64 = 10_000_000;
+
+/// Default of [`ExtractLimits::max_unpacked_bytes`] (and of the runtime's
+/// `CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES`): 1 TiB.
+pub const DEFAULT_MAX_UNPACKED_BYTES: u64 = 1 << 40;
+
 impl Default for ExtractLimits {
-    /// The defaults of [`Config`](crate::Config): 1 TiB unpacked, 10 million entries.
+    /// The runtime's defaults: 1 TiB unpacked, 10 million entries, no free-space check.
     fn default() -> ExtractLimits {
         ExtractLimits {
-            max_unpacked_bytes: 1 << 40,
-            max_entries: crate::config::DEFAULT_MAX_ENTRIES,
+            max_unpacked_bytes: DEFAULT_MAX_UNPACKED_BYTES,
+            max_entries: DEFAULT_MAX_ENTRIES,
             min_free_bytes: None,
         }
     }
@@ -232,7 +185,7 @@ pub fn extract_archive<R: Read>(
 
 /// [`extract_archive`] from a reader that has its own buffer: the decompressor takes its
 /// input straight from that buffer (no copy into a second one).
-pub(crate) fn extract_buffered<R: BufRead>(
+pub fn extract_buffered<R: BufRead>(
     mut reader: R,
     dest: &Path,
     limits: &ExtractLimits,

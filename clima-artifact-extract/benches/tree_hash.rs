@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::process::Command;
 use std::time::Duration;
 
-use clima_artifact_runtime::tree_hash::{BlobHasher, tree_hash};
+use clima_artifact_extract::tree_hash::{BlobHasher, tree_hash};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 
 fn tree_hashing(c: &mut Criterion) {

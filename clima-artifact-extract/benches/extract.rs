@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::io::Write;
 use std::time::Duration;
 
-use clima_artifact_runtime::extract::{ExtractLimits, extract_archive};
+use clima_artifact_extract::{ExtractLimits, extract_archive};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 
 fn extraction(c: &mut Criterion) {

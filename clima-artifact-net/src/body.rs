@@ -1,0 +1,390 @@
+//! Reading a download's body: bounded, watched by the low-speed rule, resumed after a break,
+//! hashed, and handed over in order to whoever unpacks it.
+//!
+//! ```text
+//!  reader thread: Source -> read (>= half a buffer or 250 ms) -> size bound, low-speed rule
+//!                 -> SHA-256 -> bounded channel of 256 KiB buffers -> Body (BufRead)
+//!  on a transient break with a Resumer: Range + If-Range at the byte it broke, same SHA-256
+//! ```
+
+use std::io::{self, BufRead, Read};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::time::{Duration, Instant};
+
+use clima_artifact_fs::human_bytes;
+use clima_artifact_manifest::Sha256;
+use clima_comms::notice;
+use sha2::Digest;
+
+use crate::NetConfig;
+use crate::source::Source;
+
+/// The events of one download after its start, as a progress display receives them.
+pub trait Transfer: Send {
+    /// `total` bytes have been received so far.
+    fn received(&mut self, total: u64);
+    /// The download finished: `bytes` read in `elapsed`. (Verification follows.)
+    fn done(self: Box<Self>, bytes: u64, elapsed: Duration);
+    /// The download failed; `reason` is the error's message. A transfer dropped without
+    /// `done` or `failed` was abandoned.
+    fn failed(self: Box<Self>, reason: &str);
+}
+
+const CHUNK: usize = 256 * 1024;
+
+/// Bounds on what the reader thread takes from a source.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyRules {
+    /// The manifest's `size`: reading byte `size + 1` is an error ([`RuleBroken::TooLong`]).
+    pub max_bytes: Option<u64>,
+    /// Bytes per second below which (averaged over `low_speed_time`) the source is abandoned;
+    /// `0` = never.
+    pub low_speed_limit: u64,
+    /// The window of the low-speed rule.
+    pub low_speed_time: Duration,
+    /// Pause before the first resume after a break without progress (doubles after each).
+    pub resume_pause: Duration,
+    /// Whether resumes are told as info notices.
+    pub tell_resumes: bool,
+}
+
+impl BodyRules {
+    /// The rules of `config`, for a body of at most `max_bytes` (the manifest's `size`).
+    pub fn new(config: &NetConfig, max_bytes: Option<u64>, tell_resumes: bool) -> BodyRules {
+        BodyRules {
+            max_bytes,
+            low_speed_limit: config.low_speed_limit,
+            low_speed_time: config.low_speed_time,
+            resume_pause: config.resume_pause,
+            tell_resumes,
+        }
+    }
+}
+
+/// Most resumes of one transfer, and most resumes in a row that received nothing.
+const MAX_RESUMES: u32 = 50;
+const MAX_RESUMES_WITHOUT_PROGRESS: u32 = 3;
+
+/// Why the reader thread stopped a source that was still sending, carried inside the
+/// `io::Error` it reports (so the consumer can name the rule).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RuleBroken {
+    /// The body is longer than [`BodyRules::max_bytes`].
+    TooLong {
+        /// The size it may have.
+        size: u64,
+    },
+    /// The low-speed rule: fewer than `limit` bytes per second over the window.
+    TooSlow {
+        /// Bytes received in the window.
+        bytes: u64,
+        /// The window's length.
+        seconds: f64,
+        /// The limit, bytes per second.
+        limit: u64,
+    },
+}
+
+impl std::fmt::Display for RuleBroken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuleBroken::TooLong { size } => {
+                write!(f, "longer than the manifest's size of {size} bytes")
+            }
+            RuleBroken::TooSlow {
+                bytes,
+                seconds,
+                limit,
+            } => write!(
+                f,
+                "too slow: {} in the last {seconds:.0} s, below {}/s (the low-speed rule: \
+                 CLIMA_ARTIFACTS_LOW_SPEED_LIMIT and CLIMA_ARTIFACTS_LOW_SPEED_TIME; set the \
+                 limit to 0 to wait for any speed)",
+                human_bytes(*bytes),
+                human_bytes(*limit)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RuleBroken {}
+
+impl RuleBroken {
+    fn into_io(self) -> io::Error {
+        io::Error::other(self)
+    }
+
+    /// The broken rule inside `e`, if that is why the source was stopped.
+    pub fn of(e: &io::Error) -> Option<&RuleBroken> {
+        e.get_ref()?.downcast_ref::<RuleBroken>()
+    }
+}
+
+/// The low-speed rule's window: bytes since the window started.
+struct SpeedWindow {
+    start: Instant,
+    bytes: u64,
+}
+
+impl SpeedWindow {
+    fn new() -> SpeedWindow {
+        SpeedWindow {
+            start: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    /// Counts `n` more bytes; an error when a full window passed below the limit.
+    fn check(&mut self, n: usize, rules: &BodyRules) -> io::Result<()> {
+        self.bytes += n as u64;
+        if rules.low_speed_limit == 0 {
+            return Ok(());
+        }
+        let elapsed = self.start.elapsed();
+        if elapsed < rules.low_speed_time {
+            return Ok(());
+        }
+        let needed = (rules.low_speed_limit as f64 * elapsed.as_secs_f64()) as u64;
+        if self.bytes < needed {
+            return Err(RuleBroken::TooSlow {
+                bytes: self.bytes,
+                seconds: elapsed.as_secs_f64(),
+                limit: rules.low_speed_limit,
+            }
+            .into_io());
+        }
+        *self = SpeedWindow::new();
+        Ok(())
+    }
+}
+const IN_FLIGHT: usize = 8;
+
+enum Msg {
+    Data(Vec<u8>),
+    Failed(io::Error),
+    End(Sha256, u64),
+}
+
+/// A download's body as a [`BufRead`]: a thread reads the source under the [`BodyRules`],
+/// continues a broken transfer with range requests where the source allows it, computes the
+/// SHA-256 of every byte and sends the buffers here, where the decompressor reads them in
+/// place. Memory is a few buffers in flight, whatever the size.
+pub struct Body {
+    rx: Receiver<Msg>,
+    recycle: SyncSender<Vec<u8>>,
+    current: Vec<u8>,
+    pos: usize,
+    /// Bytes handed to the consumer so far.
+    consumed: u64,
+    done: Option<(Sha256, u64)>,
+    failure: Option<io::Error>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Body {
+    /// Starts reading `source` on a thread of its own; `name` (the artifact) is used in
+    /// notices, `transfer` receives the progress.
+    pub fn spawn(
+        source: Source,
+        mut transfer: Box<dyn Transfer>,
+        rules: BodyRules,
+        name: String,
+    ) -> Body {
+        let Source {
+            reader: mut source,
+            resume,
+            ..
+        } = source;
+        let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
+        let (recycle, free) = sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
+        let thread = std::thread::Builder::new()
+            .name("clima-artifacts-reader".into())
+            .spawn(move || {
+                let mut sha = sha2::Sha256::new();
+                let mut total = 0u64;
+                let started = Instant::now();
+                let mut window = SpeedWindow::new();
+                let (mut resumes, mut stuck, mut opened_at) = (0u32, 0u32, 0u64);
+                loop {
+                    let mut buf = match free.try_recv() {
+                        Ok(b) => b,
+                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
+                            Vec::with_capacity(CHUNK)
+                        }
+                    };
+                    buf.resize(CHUNK, 0);
+                    // With a `size`, never ask for more than one byte past it.
+                    if let Some(max) = rules.max_bytes {
+                        let room = max.saturating_add(1).saturating_sub(total);
+                        buf.truncate(room.clamp(1, CHUNK as u64) as usize);
+                    }
+                    let read = read_retrying(&mut source, &mut buf, &mut window, &rules);
+                    let read = read.and_then(|n| match rules.max_bytes {
+                        Some(size) if total + n as u64 > size => {
+                            Err(RuleBroken::TooLong { size }.into_io())
+                        }
+                        _ => Ok(n),
+                    });
+                    let n = match read {
+                        Ok(n) => n,
+                        // A broken connection: continue at `total` with a range request, the
+                        // same sha256 and decompressor state (one pass over the bytes).
+                        Err(e)
+                            if resume.is_some()
+                                && crate::source::is_transient_io(&e)
+                                && RuleBroken::of(&e).is_none()
+                                && resumes < MAX_RESUMES
+                                && (total > opened_at || stuck < MAX_RESUMES_WITHOUT_PROGRESS) =>
+                        {
+                            stuck = if total > opened_at { 0 } else { stuck + 1 };
+                            resumes += 1;
+                            std::thread::sleep(rules.resume_pause * (1 << stuck.min(5)));
+                            let resumer = resume.as_ref().expect("checked above");
+                            match resumer.reopen(total) {
+                                Ok(rest) => {
+                                    if rules.tell_resumes {
+                                        notice::info(&format!(
+                                            "the download of `{name}` broke at byte {total} \
+                                             ({e}); resuming there"
+                                        ));
+                                    }
+                                    source = rest;
+                                    opened_at = total;
+                                    continue;
+                                }
+                                Err(refused) => {
+                                    transfer.failed(&refused.to_string());
+                                    let _ = tx.send(Msg::Failed(refused));
+                                    return;
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            transfer.failed(&e.to_string());
+                            let _ = tx.send(Msg::Failed(e));
+                            return;
+                        }
+                    };
+                    if n == 0 {
+                        transfer.done(total, started.elapsed());
+                        let digest = Sha256(sha.finalize().into());
+                        let _ = tx.send(Msg::End(digest, total));
+                        return;
+                    }
+                    buf.truncate(n);
+                    sha.update(&buf);
+                    total += n as u64;
+                    transfer.received(total);
+                    if tx.send(Msg::Data(buf)).is_err() {
+                        return; // the consumer gave up
+                    }
+                }
+            })
+            .ok();
+        Body {
+            rx,
+            recycle,
+            current: Vec::new(),
+            pos: 0,
+            consumed: 0,
+            done: None,
+            failure: None,
+            thread,
+        }
+    }
+
+    /// Bytes handed to the reader so far.
+    pub fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Why the source stopped early, once it did: a broken rule ([`RuleBroken::of`]), a
+    /// refused resume ([`ResumeRefused::of`](crate::source::ResumeRefused::of)), or the transport's error.
+    pub fn failure(&self) -> Option<&io::Error> {
+        self.failure.as_ref()
+    }
+
+    /// The SHA-256 and byte count of the whole source (call after reading to the end).
+    pub fn finish(mut self) -> (Sha256, u64) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.done.unwrap_or((Sha256([0; 32]), 0))
+    }
+}
+
+/// Reads into `buf`: at least half of it, unless the source ends or has sent something and a
+/// quarter second passed (so a slow source still reports progress and meets the low-speed
+/// rule's checks). Every read counts toward the low-speed rule.
+fn read_retrying(
+    source: &mut dyn Read,
+    buf: &mut [u8],
+    window: &mut SpeedWindow,
+    rules: &BodyRules,
+) -> io::Result<usize> {
+    // An error abandons the attempt, so bytes read before it do not matter.
+    let started = Instant::now();
+    let mut filled = 0;
+    while filled < buf.len() {
+        match source.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                window.check(n, rules)?;
+                if filled >= buf.len() / 2 || started.elapsed() >= Duration::from_millis(250) {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+impl Read for Body {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        let have = self.fill_buf()?;
+        let n = out.len().min(have.len());
+        out[..n].copy_from_slice(&have[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+/// The decompressor reads the received buffers in place.
+impl BufRead for Body {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        while self.pos >= self.current.len() {
+            if self.done.is_some() {
+                return Ok(&[]);
+            }
+            if let Some(e) = &self.failure {
+                return Err(io::Error::new(e.kind(), e.to_string()));
+            }
+            match self.rx.recv() {
+                Ok(Msg::Data(buf)) => {
+                    let old = std::mem::replace(&mut self.current, buf);
+                    let _ = self.recycle.try_send(old);
+                    self.pos = 0;
+                }
+                Ok(Msg::End(digest, total)) => self.done = Some((digest, total)),
+                Ok(Msg::Failed(e)) => self.failure = Some(e),
+                Err(_) => {
+                    self.failure = Some(io::Error::other("the download thread stopped"));
+                }
+            }
+        }
+        Ok(&self.current[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.current.len() - self.pos);
+        self.pos += n;
+        self.consumed += n as u64;
+    }
+}

@@ -1,0 +1,77 @@
+//! The errors of one source: what went wrong reaching or reading one URL or path.
+//!
+//! Messages are complete on their own (the cause's text is part of the message), since they
+//! travel between MPI ranks as text inside the runtime's errors and must read the same on every
+//! rank.
+
+use std::path::PathBuf;
+
+use clima_artifact_fs::IoCause;
+
+/// A failure to reach or read one download source.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// A server answered with an error status.
+    #[error("HTTP {status} from `{url}`")]
+    HttpStatus {
+        /// The URL.
+        url: String,
+        /// The status code.
+        status: u16,
+    },
+    /// The connection failed, was reset, stalled or ended early, or TLS or a proxy failed.
+    #[error("`{url}`: {reason}")]
+    Transport {
+        /// The URL.
+        url: String,
+        /// What happened, and what to change.
+        reason: String,
+        /// Whether retrying may help (a reset or timeout), or not (a TLS certificate error,
+        /// an invalid URL, an unknown host).
+        transient: bool,
+    },
+    /// A local source (path or `file://`) cannot be read.
+    #[error("cannot read `{}` (from `{url}`): {cause}", path.display())]
+    LocalSource {
+        /// The URL as written in the manifest.
+        url: String,
+        /// The resolved path.
+        path: PathBuf,
+        /// The cause.
+        cause: IoCause,
+    },
+    /// A download URL has a scheme or form that cannot be fetched.
+    #[error("`{url}`: {reason}")]
+    UnsupportedUrl {
+        /// The URL as written in the manifest.
+        url: String,
+        /// What is wrong with it and what to write instead.
+        reason: String,
+    },
+    /// A setting cannot be used (a proxy URL, a CA bundle without certificates).
+    #[error("environment variable {variable}=`{value}` is invalid: {reason}")]
+    Config {
+        /// The variable, e.g. `HTTPS_PROXY`.
+        variable: String,
+        /// Its value (credentials redacted).
+        value: String,
+        /// What is wrong and what is expected.
+        reason: String,
+    },
+}
+
+impl NetError {
+    /// Whether trying the same source again may succeed: refused, reset or timed-out
+    /// connections, stalls, truncated bodies, HTTP 5xx, 429 and 408. Not 404, 403 or other
+    /// client errors, TLS certificate errors, invalid URLs or unknown hosts, local files.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            NetError::HttpStatus { status, .. } => {
+                *status >= 500 || *status == 429 || *status == 408
+            }
+            NetError::Transport { transient, .. } => *transient,
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! # clima-artifact-net
+//!
+//! Everything that touches the network for clima-artifacts, behind a narrow configuration
+//! ([`NetConfig`]) and its own error type ([`NetError`]).
+//!
+//! | module | what |
+//! |---|---|
+//! | [`source`] | opening a download: `http(s)://` (ureq, rustls), `file://`, paths relative to the manifest; [`source::Resumer`] continues a broken transfer with `Range` + `If-Range`; which failures are worth a retry, and the backoff |
+//! | [`body`] | the body as a `BufRead`: read on a thread of its own, bounded by the manifest's `size`, abandoned by the low-speed rule, resumed after a break, SHA-256 of every byte; progress to a [`Transfer`] |
+//! | `redirect` (private) | the redirect rule: never `https` to `http`, never into loopback, link-local or private addresses from outside them |
+//! | [`trust`] | TLS roots (variables, system bundle, bundled Mozilla roots), hosts without verification, credentials redacted from URLs |
+//! | `config` | [`NetConfig`], [`ProxySettings`] |
+//! | `error` | [`NetError`] |
+//!
+//! The runtime builds the configuration from its `CLIMA_ARTIFACTS_*` variables; this crate
+//! reads no variable itself except the proxies' (`ProxySettings::from_vars`) through the
+//! caller's lookup.
+
+mod config;
+mod error;
+mod redirect;
+
+pub mod body;
+pub mod source;
+pub mod trust;
+
+pub use body::{Body, BodyRules, RuleBroken, Transfer};
+pub use config::{NetConfig, ProxySettings};
+pub use error::NetError;
