@@ -31,10 +31,12 @@ use std::path::PathBuf;
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
-
 use crate::GitTreeSha1;
 use crate::install::Origin;
+
+pub use clima_artifact_provenance::record::{
+    ArtifactRecord, CallSite, RecordedOrigin, merge_records,
+};
 
 /// One access, as reported by the code paths that resolve artifacts (the `Artifacts` API, the
 /// macro's static path, the MPI collective path).
@@ -82,50 +84,6 @@ impl AccessEvent {
     }
 }
 
-/// Where the data of an accessed artifact came from, as stored in records and reports.
-///
-/// Mirrors [`Origin`] with a serde representation that is part of the documented report schema
-/// (`docs/report-schema.md`): `{"kind": "override" | "depot" | "downloaded", ...}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RecordedOrigin {
-    /// An `Overrides.toml` entry pointed to the data.
-    Override {
-        /// The overrides file that set it (lossy UTF-8).
-        overrides_file: String,
-    },
-    /// The artifact was already installed in a depot.
-    Depot,
-    /// This run downloaded and installed it.
-    Downloaded {
-        /// The URL that succeeded.
-        url: String,
-        /// Bytes read from the source.
-        bytes: u64,
-        /// Wall time of the install in seconds.
-        seconds: f64,
-    },
-}
-
-impl RecordedOrigin {
-    /// How informative this origin is when several accesses disagree: a download in this run
-    /// beats an override, which beats a plain depot hit.
-    fn priority(&self) -> u8 {
-        match self {
-            RecordedOrigin::Depot => 0,
-            RecordedOrigin::Override { .. } => 1,
-            RecordedOrigin::Downloaded { .. } => 2,
-        }
-    }
-
-    /// Keeps `self` unless `other` is strictly more informative (see [`Self::priority`]).
-    pub(crate) fn merge(&mut self, other: &RecordedOrigin) {
-        if other.priority() > self.priority() {
-            *self = other.clone();
-        }
-    }
-}
-
 impl From<&Origin> for RecordedOrigin {
     fn from(origin: &Origin) -> Self {
         match origin {
@@ -144,95 +102,6 @@ impl From<&Origin> for RecordedOrigin {
             },
         }
     }
-}
-
-/// A source location of a `clima_artifact!` call.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct CallSite {
-    /// Source file as `file!()` reports it.
-    pub file: String,
-    /// 1-based line.
-    pub line: u32,
-}
-
-impl std::fmt::Display for CallSite {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.file, self.line)
-    }
-}
-
-/// Everything known about the accesses to one artifact (one `(name, hash, manifest)`), in this
-/// process ([`snapshot`]) or merged over all ranks ([`crate::report::report_collective`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ArtifactRecord {
-    /// Artifact name as written in the manifest.
-    pub name: String,
-    /// Its git tree SHA-1.
-    pub git_tree_sha1: GitTreeSha1,
-    /// The manifest that defined it (lossy UTF-8).
-    pub manifest: String,
-    /// The resolved directory of the first access (lossy UTF-8).
-    pub path: String,
-    /// Where the data came from (a download in this run wins over other accesses).
-    pub origin: RecordedOrigin,
-    /// Number of successful resolutions (summed over ranks after gathering).
-    pub accesses: u64,
-    /// Time of the first access, RFC 3339 in UTC with milliseconds (`2024-05-01T12:00:00.000Z`).
-    pub first_access: String,
-    /// Distinct `clima_artifact!` call sites that resolved it, sorted.
-    pub call_sites: Vec<CallSite>,
-    /// Ranks that accessed it, sorted.
-    pub ranks: Vec<usize>,
-    /// Provenance metadata of the manifest entry (keys in [`crate::manifest::metadata`]).
-    pub metadata: BTreeMap<String, String>,
-}
-
-impl ArtifactRecord {
-    /// Folds another record of the same artifact into this one: accesses summed, call sites and
-    /// ranks united, earliest first access kept, the more informative origin kept, metadata
-    /// keys missing here taken from `other`.
-    pub fn merge(&mut self, other: &ArtifactRecord) {
-        self.accesses += other.accesses;
-        if other.first_access < self.first_access {
-            self.first_access.clone_from(&other.first_access);
-        }
-        self.origin.merge(&other.origin);
-        self.call_sites.extend(other.call_sites.iter().cloned());
-        self.call_sites.sort();
-        self.call_sites.dedup();
-        self.ranks.extend(other.ranks.iter().copied());
-        self.ranks.sort_unstable();
-        self.ranks.dedup();
-        for (key, value) in &other.metadata {
-            self.metadata
-                .entry(key.clone())
-                .or_insert_with(|| value.clone());
-        }
-    }
-
-    /// The key records are merged and sorted by.
-    pub(crate) fn key(&self) -> (&str, GitTreeSha1, &str) {
-        (&self.name, self.git_tree_sha1, &self.manifest)
-    }
-}
-
-/// Merges records of the same `(name, hash, manifest)` and sorts the result.
-pub fn merge_records(records: impl IntoIterator<Item = ArtifactRecord>) -> Vec<ArtifactRecord> {
-    let mut merged: BTreeMap<(String, GitTreeSha1, String), ArtifactRecord> = BTreeMap::new();
-    for record in records {
-        let key = (
-            record.name.clone(),
-            record.git_tree_sha1,
-            record.manifest.clone(),
-        );
-        match merged.get_mut(&key) {
-            Some(existing) => existing.merge(&record),
-            None => {
-                merged.insert(key, record);
-            }
-        }
-    }
-    merged.into_values().collect()
 }
 
 /// The aggregate of one artifact inside the registry (cheap to update, converted to an

@@ -1,6 +1,6 @@
 //! `report`: re-renders a run's JSON provenance report as Markdown, BibTeX or JSON.
 
-use clima_artifact_runtime::report::Report;
+use clima_artifact_provenance::Report;
 
 use crate::args::{ReportArgs, ReportFormat};
 use crate::cmd;

@@ -6,7 +6,7 @@ use clima_artifact_fs::human_bytes;
 use clima_artifact_manifest::metadata as keys;
 
 use super::{Report, bibtex, doi_url, meta, one_line};
-use crate::access_log::{ArtifactRecord, RecordedOrigin};
+use crate::record::{ArtifactRecord, RecordedOrigin};
 
 /// Shown in table cells for a metadata key the manifest entry does not have.
 const MISSING: &str = "*not given*";

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use clima_artifact_manifest::metadata as keys;
 
 use super::{Report, bare_doi, doi_url, meta, one_line};
-use crate::access_log::ArtifactRecord;
+use crate::record::ArtifactRecord;
 
 /// One entry as found in a `bibtex` value.
 #[derive(Debug, Clone, PartialEq)]
