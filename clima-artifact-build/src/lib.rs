@@ -35,18 +35,19 @@ use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::validate::validate_with;
 use clima_artifact_manifest::{ArtifactEntry, Manifest, ManifestError, Warning};
+use clima_artifact_vars as vars;
 
 /// Environment variables whose value changes what the build script prints: the depot named in
 /// override hints, the host platform tags, and the cache directory of the default depot.
 pub const WATCHED_ENV_VARS: [&str; 4] = [
-    "CLIMA_ARTIFACTS_DEPOT_PATH",
-    "CLIMA_ARTIFACTS_PLATFORM_TAGS",
-    "XDG_CACHE_HOME",
-    "CLIMA_ARTIFACTS_BUILD_DENY_WARNINGS",
+    vars::DEPOT_PATH,
+    vars::PLATFORM_TAGS,
+    vars::XDG_CACHE_HOME,
+    vars::BUILD_DENY_WARNINGS,
 ];
 
 /// Set to `1` to make warnings fail the build (as [`Builder::deny_warnings`] does).
-pub const DENY_WARNINGS_ENV: &str = "CLIMA_ARTIFACTS_BUILD_DENY_WARNINGS";
+pub const DENY_WARNINGS_ENV: &str = vars::BUILD_DENY_WARNINGS;
 
 /// Why validation failed.
 #[derive(Debug)]
@@ -326,7 +327,7 @@ fn directive(out: &mut dyn Write, key: &str, value: &str) -> io::Result<()> {
 
 /// `artifacts/Overrides.toml` in the first `CLIMA_ARTIFACTS_DEPOT_PATH` entry, else the default.
 fn overrides_file_from(env: &dyn Env) -> PathBuf {
-    match env.var("CLIMA_ARTIFACTS_DEPOT_PATH") {
+    match env.var(vars::DEPOT_PATH) {
         Some(v) => match std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()) {
             Some(depot) => depot.join("artifacts").join("Overrides.toml"),
             None => clima_artifact_manifest::validate::default_overrides_file(),

@@ -23,6 +23,7 @@
 //! The host's tags can be extended or changed with `CLIMA_ARTIFACTS_PLATFORM_TAGS`, e.g.
 //! `libgfortran_version=5.0.0,cxxstring_abi=cxx11` (an empty value, `libc=`, removes a tag).
 
+use clima_artifact_vars as vars;
 use std::collections::BTreeMap;
 
 /// String tags of a platform: at least `os` and `arch`; often `libc`, `libgfortran_version`,
@@ -96,7 +97,7 @@ fn did_you_mean(name: &str, defined: &[String]) -> String {
 pub const OPT_IN_TAGS: [&str; 1] = ["sanitize"];
 
 /// The environment variable holding extra host tags, `key=value,key=value`.
-pub const PLATFORM_TAGS_ENV: &str = "CLIMA_ARTIFACTS_PLATFORM_TAGS";
+pub const PLATFORM_TAGS_ENV: &str = vars::PLATFORM_TAGS;
 
 impl Platform {
     /// The platform of this process: `os`, `arch`, `libc` (and extra tags from the

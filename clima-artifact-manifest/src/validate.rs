@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::location::{key_syntax, quote};
 use crate::{ArtifactEntry, ArtifactVariant, Manifest, metadata, provenance};
+use clima_artifact_vars as vars;
 
 /// Largest download a model starts on first use unless `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE`
 /// says otherwise (4 GiB); `validate` warns about larger downloads.
@@ -248,7 +249,7 @@ fn check_provenance(name: &str, variants: &[&ArtifactVariant], warn: &mut impl F
 /// `clima-artifacts`: `$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS,
 /// `%LOCALAPPDATA%` on Windows).
 pub fn default_overrides_file() -> PathBuf {
-    let from_env = std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH")
+    let from_env = std::env::var_os(vars::DEPOT_PATH)
         .and_then(|v| std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()));
     let depot = from_env.unwrap_or_else(|| default_cache_dir().join("clima-artifacts"));
     depot.join("artifacts").join("Overrides.toml")
@@ -267,7 +268,7 @@ fn default_cache_dir() -> PathBuf {
     } else if cfg!(target_os = "macos") {
         home().join("Library").join("Caches")
     } else {
-        std::env::var_os("XDG_CACHE_HOME")
+        std::env::var_os(vars::XDG_CACHE_HOME)
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
             .unwrap_or_else(|| home().join(".cache"))

@@ -2,6 +2,7 @@
 //! verification, proxies. The runtime builds a [`NetConfig`] from its own `Config` (read from
 //! the `CLIMA_ARTIFACTS_*` variables); nothing else reaches this crate.
 
+use clima_artifact_vars as vars;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -100,10 +101,10 @@ impl ProxySettings {
             })
         };
         let mut proxy = ProxySettings::default();
-        let all = first(&["ALL_PROXY", "all_proxy"]);
-        proxy.http = first(&["HTTP_PROXY", "http_proxy"]).or_else(|| all.clone());
-        proxy.https = first(&["HTTPS_PROXY", "https_proxy"]).or(all);
-        if let Some((_, v)) = first(&["NO_PROXY", "no_proxy"]) {
+        let all = first(&[vars::ALL_PROXY, "all_proxy"]);
+        proxy.http = first(&[vars::HTTP_PROXY, "http_proxy"]).or_else(|| all.clone());
+        proxy.https = first(&[vars::HTTPS_PROXY, "https_proxy"]).or(all);
+        if let Some((_, v)) = first(&[vars::NO_PROXY, "no_proxy"]) {
             proxy.no_proxy = v
                 .split(',')
                 .map(str::trim)

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use crate::{NetConfig, NetError, redirect};
 
+use clima_artifact_vars as vars;
 /// The HTTP client that [`open`] takes (made by [`agent`]): connection pool, timeouts, TLS.
 pub use ureq::Agent;
 
@@ -250,7 +251,7 @@ fn agent_verifying(
         variable: config
             .ca_roots
             .as_ref()
-            .map_or("SSL_CERT_FILE".to_owned(), |(v, _)| v.clone()),
+            .map_or(vars::SSL_CERT_FILE.to_owned(), |(v, _)| v.clone()),
         value: config
             .ca_roots
             .as_ref()

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use ureq::tls::{Certificate, PemItem, RootCerts};
 
 use crate::NetConfig;
+use clima_artifact_vars as vars;
 
 /// System CA bundle locations, first existing wins (as NetworkOptions' list).
 const SYSTEM_BUNDLES: [&str; 6] = [
@@ -67,14 +68,14 @@ pub fn ca_roots_from_vars(
     julia_interop: bool,
     aws: bool,
 ) -> Result<Option<(String, PathBuf)>, (String, String, String)> {
-    let mut names = vec!["CLIMA_ARTIFACTS_CA_ROOTS"];
+    let mut names = vec![vars::CA_ROOTS];
     if julia_interop {
-        names.push("JULIA_SSL_CA_ROOTS_PATH");
+        names.push(vars::JULIA_SSL_CA_ROOTS_PATH);
     }
     if aws {
-        names.push("AWS_CA_BUNDLE");
+        names.push(vars::AWS_CA_BUNDLE);
     }
-    names.extend(["SSL_CERT_FILE", "SSL_CERT_DIR"]);
+    names.extend([vars::SSL_CERT_FILE, vars::SSL_CERT_DIR]);
     for name in names {
         if let Some(v) = get(name).filter(|v| !v.trim().is_empty()) {
             let path = PathBuf::from(v.trim());

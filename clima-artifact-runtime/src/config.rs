@@ -31,6 +31,7 @@ use std::time::Duration;
 use clima_artifact_net::{NetConfig, ProxySettings};
 
 use crate::Error;
+use clima_artifact_vars as vars;
 
 /// Settings of the install pipeline and lookups. [`Config::from_env`] reads the `CLIMA_ARTIFACTS_*`
 /// variables (the table in the README, "Environment variables"); fields are public so tests and tools can build one
@@ -168,150 +169,84 @@ impl Config {
     /// Like [`Config::from_env`], reading variables through `get` (for tests and tools).
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Config, Error> {
         let mut c = Config::default();
-        if let Some(v) = get("CLIMA_ARTIFACTS_DEPOT_PATH").filter(|v| !v.is_empty()) {
-            // As Julia does with JULIA_DEPOT_PATH: an empty entry is the default depot, at
-            // that position (`/scratch/depot:` = that depot, then the default one).
-            let mut depots: Vec<PathBuf> = Vec::new();
-            for part in v.split(':') {
-                let depot = if part.is_empty() {
-                    match default_depot() {
-                        Some(d) => d,
-                        None => {
-                            return Err(bad(
-                                "CLIMA_ARTIFACTS_DEPOT_PATH",
-                                &v,
-                                "an empty entry means the default depot, but this system has \
-                                 no user cache directory; list every depot explicitly",
-                            ));
-                        }
-                    }
-                } else {
-                    PathBuf::from(part)
-                };
-                if !depots.contains(&depot) {
-                    depots.push(depot);
-                }
+        // Each variable once: its name, the field it sets, and how its value is read.
+        let set = |name: &str| get(name).map(|v| (name.to_owned(), v));
+        let read = |name: &str| set(name).map(|(n, v)| parse_bool(&n, &v)).transpose();
+        if let Some(v) = get(vars::DEPOT_PATH).filter(|v| !v.is_empty()) {
+            c.depots = parse_depots(&v)?;
+        }
+        if let Some(b) = read(vars::OFFLINE)? {
+            c.offline = b;
+        }
+        if let Some(b) = read(vars::JULIA_INTEROP)? {
+            c.julia_interop = b;
+        }
+        if let Some(b) = read(vars::PROGRESS)? {
+            c.progress = b;
+        }
+        let seconds = |name: &str, field: &mut Duration| -> Result<(), Error> {
+            if let Some((n, v)) = set(name) {
+                *field = parse_seconds(&n, &v)?;
             }
-            if let Some(rel) = depots.iter().find(|d| d.is_relative()) {
-                return Err(bad(
-                    "CLIMA_ARTIFACTS_DEPOT_PATH",
-                    &v,
-                    &format!("`{}` is a relative path; use absolute paths", rel.display()),
-                ));
-            }
-            c.depots = depots;
+            Ok(())
+        };
+        seconds(vars::CONNECT_TIMEOUT, &mut c.connect_timeout)?;
+        seconds(vars::STALL_TIMEOUT, &mut c.stall_timeout)?;
+        seconds(vars::LOW_SPEED_TIME, &mut c.low_speed_time)?;
+        seconds(vars::LOCK_TIMEOUT, &mut c.lock_timeout)?;
+        // `0` turns these limits off.
+        let zero_or_bytes = |n: &str, v: &str| match v.trim() {
+            "0" => Ok(None),
+            _ => parse_bytes(n, v).map(Some),
+        };
+        if let Some((n, v)) = set(vars::LOW_SPEED_LIMIT) {
+            c.low_speed_limit = zero_or_bytes(&n, &v)?.unwrap_or(0);
         }
-        if let Some(v) = get("CLIMA_ARTIFACTS_OFFLINE") {
-            c.offline = parse_bool("CLIMA_ARTIFACTS_OFFLINE", &v)?;
+        if let Some((n, v)) = set(vars::MAX_DOWNLOAD_SIZE) {
+            c.max_download_size = zero_or_bytes(&n, &v)?;
         }
-        if let Some(v) = get("CLIMA_ARTIFACTS_JULIA_INTEROP") {
-            c.julia_interop = parse_bool("CLIMA_ARTIFACTS_JULIA_INTEROP", &v)?;
+        if let Some((n, v)) = set(vars::MIN_FREE_SPACE) {
+            c.min_free_space = Some(zero_or_bytes(&n, &v)?.unwrap_or(0));
         }
-        if let Some(v) = get("CLIMA_ARTIFACTS_PROGRESS") {
-            c.progress = parse_bool("CLIMA_ARTIFACTS_PROGRESS", &v)?;
+        if let Some((n, v)) = set(vars::MAX_UNPACKED_BYTES) {
+            c.max_unpacked_bytes = parse_bytes(&n, &v)?;
         }
-        if let Some(v) = get("CLIMA_ARTIFACTS_CONNECT_TIMEOUT") {
-            c.connect_timeout = parse_seconds("CLIMA_ARTIFACTS_CONNECT_TIMEOUT", &v)?;
+        if let Some((n, v)) = set(vars::RETRIES) {
+            c.retries = parse_count(&n, &v, "attempts")? as u32;
         }
-        if let Some(v) = get("CLIMA_ARTIFACTS_STALL_TIMEOUT") {
-            c.stall_timeout = parse_seconds("CLIMA_ARTIFACTS_STALL_TIMEOUT", &v)?;
+        if let Some((n, v)) = set(vars::MAX_ENTRIES) {
+            c.max_entries = parse_count(&n, &v, "archive entries")?;
         }
-        if let Some(v) = get("CLIMA_ARTIFACTS_LOW_SPEED_LIMIT") {
-            c.low_speed_limit = if v.trim() == "0" {
-                0
-            } else {
-                parse_bytes("CLIMA_ARTIFACTS_LOW_SPEED_LIMIT", &v)?
-            };
-        }
-        if let Some(v) = get("CLIMA_ARTIFACTS_LOW_SPEED_TIME") {
-            c.low_speed_time = parse_seconds("CLIMA_ARTIFACTS_LOW_SPEED_TIME", &v)?;
-        }
-        if let Some(v) = get("CLIMA_ARTIFACTS_LOCK_TIMEOUT") {
-            c.lock_timeout = parse_seconds("CLIMA_ARTIFACTS_LOCK_TIMEOUT", &v)?;
-        }
-        if let Some(v) = get("CLIMA_ARTIFACTS_RETRIES") {
-            c.retries = match v.trim().parse::<u32>() {
-                Ok(n) if n >= 1 => n,
-                _ => {
-                    return Err(bad(
-                        "CLIMA_ARTIFACTS_RETRIES",
-                        &v,
-                        "expected a whole number of attempts, at least 1",
-                    ));
-                }
-            };
-        }
-        if let Some(v) = get("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES") {
-            c.max_unpacked_bytes = parse_bytes("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", &v)?;
-        }
-        if let Some(v) = get("CLIMA_ARTIFACTS_PKG_SERVER").or_else(|| get("JULIA_PKG_SERVER")) {
+        if let Some(v) = get(vars::PKG_SERVER).or_else(|| get(vars::JULIA_PKG_SERVER)) {
             let v = v.trim().trim_end_matches('/');
-            c.pkg_server = if v.is_empty() {
-                None
-            } else if v.contains("://") {
-                Some(v.to_owned())
-            } else {
+            c.pkg_server = match v {
+                "" => None,
+                _ if v.contains("://") => Some(v.to_owned()),
                 // As Pkg: a bare host name means https.
-                Some(format!("https://{v}"))
+                _ => Some(format!("https://{v}")),
             };
         }
-        if let Some(v) = get("CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE") {
-            c.max_download_size = if v.trim() == "0" {
-                None
-            } else {
-                Some(parse_bytes("CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE", &v)?)
-            };
-        }
-        if let Some(v) = get("CLIMA_ARTIFACTS_MIN_FREE_SPACE") {
-            c.min_free_space = Some(if v.trim() == "0" {
-                0
-            } else {
-                parse_bytes("CLIMA_ARTIFACTS_MIN_FREE_SPACE", &v)?
-            });
-        }
-        if let Some(v) = get("CLIMA_ARTIFACTS_MAX_ENTRIES") {
-            c.max_entries = match v.trim().parse::<u64>() {
-                Ok(n) if n >= 1 => n,
-                _ => {
-                    return Err(bad(
-                        "CLIMA_ARTIFACTS_MAX_ENTRIES",
-                        &v,
-                        "expected a whole number of archive entries, at least 1",
-                    ));
-                }
-            };
-        }
+        let config_error = |(variable, value, reason)| Error::Config {
+            variable,
+            value,
+            reason,
+        };
         c.ca_roots = clima_artifact_net::trust::ca_roots_from_vars(&get, c.julia_interop, false)
-            .map_err(|(variable, value, reason)| Error::Config {
-                variable,
-                value,
-                reason,
-            })?;
-        let mut hosts_vars = vec!["CLIMA_ARTIFACTS_NO_VERIFY_HOSTS"];
+            .map_err(config_error)?;
+        let mut hosts_vars = vec![vars::NO_VERIFY_HOSTS];
         if c.julia_interop {
-            hosts_vars.push("JULIA_SSL_NO_VERIFY_HOSTS");
+            hosts_vars.push(vars::JULIA_SSL_NO_VERIFY_HOSTS);
         }
-        for name in hosts_vars {
-            if let Some(v) = get(name) {
-                c.no_verify_hosts.extend(
-                    v.split(',')
-                        .map(str::trim)
-                        .filter(|h| !h.is_empty())
-                        .map(str::to_owned),
-                );
-            }
+        for v in hosts_vars.into_iter().filter_map(&get) {
+            let hosts = v.split(',').map(str::trim).filter(|h| !h.is_empty());
+            c.no_verify_hosts.extend(hosts.map(str::to_owned));
         }
-        c.proxy =
-            ProxySettings::from_vars(&get).map_err(|(variable, value, reason)| Error::Config {
-                variable,
-                value,
-                reason,
-            })?;
-        if let Some(v) = get("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT") {
+        c.proxy = ProxySettings::from_vars(&get).map_err(config_error)?;
+        if let Some(v) = get(vars::NODE_LOCAL_DEPOT) {
             let p = PathBuf::from(&v);
             if v.is_empty() || p.is_relative() {
                 return Err(bad(
-                    "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT",
+                    vars::NODE_LOCAL_DEPOT,
                     &v,
                     "expected an absolute path to a directory on node-local storage",
                 ));
@@ -319,6 +254,49 @@ impl Config {
             c.node_local_depot = Some(p);
         }
         Ok(c)
+    }
+}
+
+/// `CLIMA_ARTIFACTS_DEPOT_PATH`: as Julia reads `JULIA_DEPOT_PATH`, an empty entry is the
+/// default depot at that position (`/scratch/depot:` = that depot, then the default one).
+fn parse_depots(v: &str) -> Result<Vec<PathBuf>, Error> {
+    let mut depots: Vec<PathBuf> = Vec::new();
+    for part in v.split(':') {
+        let depot = if part.is_empty() {
+            default_depot().ok_or_else(|| {
+                bad(
+                    vars::DEPOT_PATH,
+                    v,
+                    "an empty entry means the default depot, but this system has no user cache \
+                     directory; list every depot explicitly",
+                )
+            })?
+        } else {
+            PathBuf::from(part)
+        };
+        if !depots.contains(&depot) {
+            depots.push(depot);
+        }
+    }
+    if let Some(rel) = depots.iter().find(|d| d.is_relative()) {
+        return Err(bad(
+            vars::DEPOT_PATH,
+            v,
+            &format!("`{}` is a relative path; use absolute paths", rel.display()),
+        ));
+    }
+    Ok(depots)
+}
+
+/// A whole number of `what`, at least 1.
+fn parse_count(variable: &str, v: &str, what: &str) -> Result<u64, Error> {
+    match v.trim().parse::<u64>() {
+        Ok(n) if n >= 1 && n <= u64::from(u32::MAX) => Ok(n),
+        _ => Err(bad(
+            variable,
+            v,
+            &format!("expected a whole number of {what}, at least 1"),
+        )),
     }
 }
 
@@ -331,15 +309,7 @@ fn bad(variable: &str, value: &str, reason: &str) -> Error {
 }
 
 fn parse_bool(variable: &str, v: &str) -> Result<bool, Error> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" | "" => Ok(false),
-        _ => Err(bad(
-            variable,
-            v,
-            "expected 1 or 0 (or true/false, yes/no, on/off)",
-        )),
-    }
+    vars::parse_bool(v).ok_or_else(|| bad(variable, v, vars::BOOL_EXPECTED))
 }
 
 fn parse_seconds(variable: &str, v: &str) -> Result<Duration, Error> {

@@ -33,6 +33,7 @@ use crate::{Config, Error, GitTreeSha1};
 
 pub use crate::install::{TEMP_PREFIX, lookup, reclaim_stale_temp_dirs};
 pub use crate::locked_file::{LockedFile, hostname};
+use clima_artifact_vars as vars;
 
 /// File name of a depot's overrides, inside `<depot>/artifacts/`.
 pub const OVERRIDES_FILE: &str = "Overrides.toml";
@@ -63,7 +64,7 @@ pub fn lock_path(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
 /// `~/.julia`, as in Julia), else `~/.julia`.
 pub fn julia_depots() -> Vec<PathBuf> {
     let home_julia = dirs::home_dir().map(|h| h.join(".julia"));
-    match std::env::var_os("JULIA_DEPOT_PATH") {
+    match std::env::var_os(vars::JULIA_DEPOT_PATH) {
         Some(v) if !v.is_empty() => {
             let mut out = Vec::new();
             for part in v.to_string_lossy().split(':') {

@@ -5,15 +5,16 @@ use std::time::Duration;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::SyncError;
+use clima_artifact_vars as vars;
 
 /// Environment variable: `0` turns output-artifact sync off (only checkpoints move).
-pub const SYNC_ARTIFACTS_ENV: &str = "CLIMA_SYNC_ARTIFACTS";
+pub const SYNC_ARTIFACTS_ENV: &str = vars::SYNC_ARTIFACTS;
 /// Environment variable: exclude globs, separated by `:`.
-pub const SYNC_EXCLUDE_ENV: &str = "CLIMA_SYNC_EXCLUDE";
+pub const SYNC_EXCLUDE_ENV: &str = vars::SYNC_EXCLUDE;
 /// Environment variable: seconds after which a slow sync logs a warning.
-pub const SYNC_WARN_AFTER_ENV: &str = "CLIMA_SYNC_WARN_AFTER";
+pub const SYNC_WARN_AFTER_ENV: &str = vars::SYNC_WARN_AFTER;
 /// Environment variable: `1` selects [`SyncMode::PerRank`].
-pub const SYNC_PER_RANK_ENV: &str = "CLIMA_SYNC_PER_RANK";
+pub const SYNC_PER_RANK_ENV: &str = vars::SYNC_PER_RANK;
 
 /// Which ranks of the context move files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -122,15 +123,11 @@ impl SyncConfig {
 }
 
 fn parse_bool(variable: &str, value: &str) -> Result<bool, SyncError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" | "" => Ok(false),
-        _ => Err(SyncError::Config {
-            variable: variable.into(),
-            value: value.into(),
-            reason: "expected 1 or 0 (true/false)".into(),
-        }),
-    }
+    vars::parse_bool(value).ok_or_else(|| SyncError::Config {
+        variable: variable.into(),
+        value: value.into(),
+        reason: vars::BOOL_EXPECTED.into(),
+    })
 }
 
 #[cfg(test)]

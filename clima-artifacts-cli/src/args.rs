@@ -10,15 +10,24 @@ Exit codes:
   1  the command ran and found or hit a problem (verify mismatch, failed download, ...)
   2  bad usage or bad input (unknown flag or artifact, missing/malformed manifest, missing path)
 
-Environment:
-  CLIMA_ARTIFACTS_DEPOT_PATH  colon-separated depots; installs and overrides go to the first writable one
-  CLIMA_ARTIFACTS_OFFLINE=1   never touch the network
-  CLIMA_ARTIFACTS_PROGRESS=0  no progress bars (they are only drawn when stderr is a terminal)";
+Environment: `clima-artifacts --help` lists every variable (CLIMA_ARTIFACTS_DEPOT_PATH, ...)";
+
+/// The exit codes and every environment variable (from `clima-artifact-vars`), for `--help`.
+fn long_help() -> String {
+    format!(
+        "{}\n\n{}",
+        EXIT_CODES
+            .split("\n\nEnvironment:")
+            .next()
+            .unwrap_or(EXIT_CODES),
+        clima_artifact_vars::help_text()
+    )
+}
 
 /// Manage Julia-compatible input datasets ("artifacts"): create, fetch, verify, override, list,
 /// clean up, and report on them.
 #[derive(Debug, Parser)]
-#[command(name = "clima-artifacts", version, after_long_help = EXIT_CODES, after_help = EXIT_CODES)]
+#[command(name = "clima-artifacts", version, after_long_help = long_help(), after_help = EXIT_CODES)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -16,6 +16,7 @@
 //! Under MPI only the ranks that do the work (the installing root) emit notices, so a job's
 //! log shows each one once.
 
+use clima_artifact_vars as vars;
 use std::io::Write;
 use std::sync::{Arc, RwLock};
 
@@ -72,7 +73,7 @@ pub fn warn(text: &str) {
 
 /// Whether `CLIMA_ARTIFACTS_PROGRESS=0` asks for quiet (warnings and errors only).
 pub fn quiet_by_environment() -> bool {
-    std::env::var_os("CLIMA_ARTIFACTS_PROGRESS").is_some_and(|v| v == "0")
+    std::env::var_os(vars::PROGRESS).is_some_and(|v| v == "0")
 }
 
 /// The plain line of `notice` (no newline), as [`print_plain`] writes it.
