@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark for issue 4's target: wall time of a 16-rank MPI fetch of one artifact versus a
+# Benchmark: wall time of a 16-rank MPI fetch of one artifact versus a
 # single-process fetch of the same artifact (median of 5 runs each, fresh depot every run).
 # Not a test: prints numbers and the ratio (target: 16-rank <= 1.2x single process).
 #

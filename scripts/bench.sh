@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks of issue 7, measured side by side with the standard tools on the same machine, in the
+# Benchmarks, measured side by side with the standard tools on the same machine, in the
 # same run, alternating the contenders; each number is the median of --runs runs.
 #
 #   scripts/bench.sh                       # 1 GiB / 5000 files, 4 GiB RSS artifact, 5 runs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the MPI tests (issue 4) and FAILS if any of them was skipped.
+# Runs the MPI tests and FAILS if any of them was skipped.
 #
 # Installs nothing: CI installs MPI first (e.g. `apt-get install openmpi-bin libopenmpi-dev
 # libclang-dev`, or MPICH). Called by `.ci/run`; also fine to run by hand from the repo root.

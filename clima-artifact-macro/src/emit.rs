@@ -74,7 +74,7 @@ fn context(krate: &TokenStream, ctx: Option<&Expr>) -> TokenStream {
     }
 }
 
-/// The rebuild trigger, the `CallSite` static and its inventory entry.
+/// The rebuild trigger, the `MacroSite` static and its inventory entry.
 fn call_site(
     krate: &TokenStream,
     manifest: &Manifest,
@@ -86,7 +86,7 @@ fn call_site(
     let dir = manifest.dir().to_string_lossy().into_owned();
     quote! {
         const _: &[u8] = ::core::include_bytes!(#path);
-        static __CLIMA_ARTIFACT_SITE: #krate::__private::CallSite = #krate::__private::CallSite {
+        static __CLIMA_ARTIFACT_SITE: #krate::__private::MacroSite = #krate::__private::MacroSite {
             manifest: #krate::__private::StaticManifest {
                 path: #path,
                 dir: #dir,
@@ -101,7 +101,7 @@ fn call_site(
         };
         #[#krate::__private::linkme::distributed_slice(#krate::__private::CALL_SITES)]
         #[linkme(crate = #krate::__private::linkme)]
-        static __CLIMA_ARTIFACT_DECLARED: &#krate::__private::CallSite = &__CLIMA_ARTIFACT_SITE;
+        static __CLIMA_ARTIFACT_DECLARED: &#krate::__private::MacroSite = &__CLIMA_ARTIFACT_SITE;
     }
 }
 

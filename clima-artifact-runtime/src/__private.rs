@@ -4,7 +4,7 @@
 
 pub use crate::inventory::CALL_SITES;
 pub use crate::resolve::{
-    CallSite, SiteCache, StaticArtifact, StaticDownload, StaticManifest, StaticVariant,
+    MacroSite, SiteCache, StaticArtifact, StaticDownload, StaticManifest, StaticVariant,
     after_compile_error, as_context, resolve_dynamic, resolve_literal,
 };
 pub use clima_artifact_macro::clima_artifact_impl;

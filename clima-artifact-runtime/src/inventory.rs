@@ -24,17 +24,17 @@ use clima_artifact_manifest::GitTreeSha1;
 use linkme::distributed_slice;
 
 use crate::install::Installed;
-use crate::resolve::CallSite;
+use crate::resolve::MacroSite;
 use crate::{Context, Error};
 
 /// Every `clima_artifact!` call site linked into this binary (filled by the linker).
 #[doc(hidden)]
 #[distributed_slice]
-pub static CALL_SITES: [&'static CallSite];
+pub static CALL_SITES: [&'static MacroSite];
 
 /// An artifact that some `clima_artifact!` call in this binary can use.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeclaredArtifact {
+pub struct LinkedArtifact {
     /// Name as written in the manifest.
     pub name: &'static str,
     /// Absolute path of the manifest that defines it.
@@ -49,7 +49,7 @@ pub struct DeclaredArtifact {
     pub call_sites: Vec<DeclaredCallSite>,
 }
 
-/// One `clima_artifact!` call that may use a [`DeclaredArtifact`].
+/// One `clima_artifact!` call that may use a [`LinkedArtifact`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DeclaredCallSite {
     /// Source file of the call (`file!()`).
@@ -67,13 +67,13 @@ pub struct DeclaredCallSite {
 
 /// Every artifact declared by the call sites linked into this binary, one entry per
 /// (manifest, name), sorted by manifest and name.
-pub fn declared_artifacts() -> Vec<DeclaredArtifact> {
-    let mut by_key: BTreeMap<(&'static str, &'static str), DeclaredArtifact> = BTreeMap::new();
+pub fn declared_artifacts() -> Vec<LinkedArtifact> {
+    let mut by_key: BTreeMap<(&'static str, &'static str), LinkedArtifact> = BTreeMap::new();
     for site in CALL_SITES.iter() {
         for artifact in site.manifest.artifacts {
             let entry = by_key
                 .entry((site.manifest.path, artifact.name))
-                .or_insert_with(|| DeclaredArtifact {
+                .or_insert_with(|| LinkedArtifact {
                     name: artifact.name,
                     manifest: site.manifest.path,
                     hashes: artifact
@@ -97,7 +97,7 @@ pub fn declared_artifacts() -> Vec<DeclaredArtifact> {
             }
         }
     }
-    let mut out: Vec<DeclaredArtifact> = by_key.into_values().collect();
+    let mut out: Vec<LinkedArtifact> = by_key.into_values().collect();
     for a in &mut out {
         a.call_sites.sort();
     }
@@ -168,7 +168,13 @@ pub fn prefetch_declared_with(
                 continue;
             }
             let dir = std::path::Path::new(site.manifest.path);
-            match crate::collective::ensure_collective(ctx, artifact.name, &variant, dir, &config) {
+            match crate::collective_install::ensure_collective(
+                ctx,
+                artifact.name,
+                &variant,
+                dir,
+                &config,
+            ) {
                 Ok(installed) => done.push(Prefetched {
                     name: artifact.name,
                     manifest: site.manifest.path,

@@ -42,11 +42,11 @@
 //! Where things happen inside (private modules): `install` (the one-pass pipeline: source ->
 //! sha256 -> decompress -> tar -> temp dir -> rename, and the retries around it),
 //! `locked_file` (per-artifact locks between processes),
-//! `collective` (who installs under MPI), `resolve` (the resolver behind the macro).
+//! `collective_install` (who installs under MPI), `resolve` (the resolver behind the macro).
 //! Run sync of output files is a separate crate, `clima-artifact-sync`.
 
 mod artifacts;
-mod collective;
+mod collective_install;
 mod config;
 mod error;
 mod install;
@@ -76,7 +76,7 @@ pub use clima_artifact_net::ProxySettings;
 pub use clima_comms::{Context, Singleton};
 #[cfg(feature = "mpi")]
 pub use clima_comms::{MpiContext, mpi};
-pub use collective::ensure_collective;
+pub use collective_install::ensure_collective;
 pub use config::Config;
 pub use error::{Error, IoCause};
 pub use install::{Installed, Origin, ensure_variant};

@@ -90,7 +90,7 @@ pub fn write_all_collective(
 }
 
 /// A call site's declaration, as the report lists it.
-fn declared(declared: crate::inventory::DeclaredArtifact) -> DeclaredArtifact {
+fn declared(declared: crate::inventory::LinkedArtifact) -> DeclaredArtifact {
     DeclaredArtifact {
         name: declared.name.to_owned(),
         manifest: declared.manifest.to_owned(),

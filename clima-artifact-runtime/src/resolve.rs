@@ -7,12 +7,12 @@
 //!
 //! ```text
 //! const _: &[u8] = include_bytes!("/abs/crate/Artifacts.toml");   // edits recompile the caller
-//! static SITE: CallSite = CallSite {                                 // all data the runtime needs,
+//! static SITE: MacroSite = MacroSite {                                 // all data the runtime needs,
 //!     manifest: StaticManifest { path, dir, artifacts: &[ .. ] },    // no TOML parsing at run time
 //!     subpath: Some("2008/u.nc"), literal: true, file!(), line!(), column!(),
 //!     cache: SiteCache::new(),                                       // 2nd call: memory lookup
 //! };
-//! #[distributed_slice(CALL_SITES)] static DECL: &CallSite = &SITE;  // the static inventory
+//! #[distributed_slice(CALL_SITES)] static DECL: &MacroSite = &SITE;  // the static inventory
 //! resolve_literal(&SITE, Some(ctx))
 //! ```
 
@@ -82,7 +82,7 @@ pub struct StaticManifest {
 
 /// One `clima_artifact!` call site: its embedded data, where it is, and its resolution cache.
 #[derive(Debug)]
-pub struct CallSite {
+pub struct MacroSite {
     /// The embedded manifest data.
     pub manifest: StaticManifest,
     /// The name was a string literal (checked at compile time); else it is computed at run time.
@@ -285,7 +285,7 @@ struct Known {
 
 /// Resolves a call site whose name was a literal checked at compile time.
 pub fn resolve_literal(
-    site: &'static CallSite,
+    site: &'static MacroSite,
     ctx: Option<&dyn Context>,
 ) -> Result<PathBuf, Error> {
     if let Some(hit) = site.cache.0.get()
@@ -313,7 +313,7 @@ pub fn resolve_literal(
 /// Resolves a call site whose `name` or `name/sub/path` is computed at run time, against the
 /// whole manifest embedded at compile time.
 pub fn resolve_dynamic(
-    site: &'static CallSite,
+    site: &'static MacroSite,
     spec: &str,
     ctx: Option<&dyn Context>,
 ) -> Result<PathBuf, Error> {
@@ -326,7 +326,7 @@ pub fn resolve_dynamic(
 }
 
 fn resolve(
-    site: &'static CallSite,
+    site: &'static MacroSite,
     artifact: &'static StaticArtifact,
     subpath: Option<&str>,
     ctx: Option<&dyn Context>,
@@ -359,7 +359,7 @@ fn resolve(
             let dir = Path::new(site.manifest.path);
             let installed = match ctx {
                 Some(ctx) => {
-                    let installed = crate::collective::ensure_collective_unrecorded(
+                    let installed = crate::collective_install::ensure_collective_unrecorded(
                         ctx,
                         artifact.name,
                         &variant,

@@ -494,7 +494,7 @@ fn a_killed_restores_temp_file_is_reclaimed_by_the_next_restore() {
     );
 }
 
-/// A store another user can write to (issue 14): objects replaced by a symlink to a secret, a
+/// A store another user can write to: objects replaced by a symlink to a secret, a
 /// symlink to `/dev/zero`, a fifo, a longer file and a file with other bytes are skipped with
 /// a warning, never read into the run folder; the rest restores. Bounded time, no hang.
 #[test]

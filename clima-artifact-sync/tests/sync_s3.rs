@@ -337,7 +337,7 @@ mod s3 {
         assert!(store.list("").unwrap().is_empty());
     }
 
-    /// Run sync over TLS with a CA of our own (issue 17): moto behind a TLS front whose
+    /// Run sync over TLS with a CA of our own: moto behind a TLS front whose
     /// certificate comes from a CA made in the test. With the CA given (`ca_roots`, what
     /// CLIMA_ARTIFACTS_CA_ROOTS / AWS_CA_BUNDLE / SSL_CERT_FILE set from the environment) a push
     /// and a read back work; without it the certificate is refused.

@@ -1,4 +1,4 @@
-//! Lookup latency of an installed artifact (issue 7): the repeated `clima_artifact!` call
+//! Lookup latency of an installed artifact: the repeated `clima_artifact!` call
 //! (answered from its call site's cache), a call through `Artifacts::ensure_installed` (looks in
 //! the depots every time, like a first call without the process-wide set-up), and the bare
 //! depot lookup. The true first call in a fresh process is measured by `scripts/bench.sh` with

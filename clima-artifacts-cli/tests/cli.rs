@@ -894,7 +894,7 @@ fn create_writes_size_and_a_folder_url_and_fetch_ignores_the_implicit_limit() {
     assert_eq!(server.gets("/era5.tar.gz"), 1);
 }
 
-/// The rough edges of issue 15: a did-you-mean for unknown names, shell completions, `--json` on
+/// Rough edges: a did-you-mean for unknown names, shell completions, `--json` on
 /// `report`, no panic when stdout closes early, and per-subcommand help.
 #[test]
 fn cli_polish_suggestions_completions_json_and_closed_stdout() {

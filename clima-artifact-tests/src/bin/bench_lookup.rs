@@ -1,4 +1,4 @@
-//! Lookup latency of an installed artifact, for `scripts/bench.sh` (issue 7, measurement 3).
+//! Lookup latency of an installed artifact, for `scripts/bench.sh`.
 //!
 //! ```text
 //! bench_lookup [repeats]      # default 1000000

@@ -1,4 +1,4 @@
-//! A depot another user can write to (issue 14): what they plant there never turns into a read
+//! A depot another user can write to: what they plant there never turns into a read
 //! or write with our privileges, and bad overrides are errors that name their line, never
 //! silence. Each case goes through the public API with a real install over loopback HTTP.
 

@@ -1,4 +1,4 @@
-//! Redirects a hostile server may send (issue 14): never to link-local (the cloud metadata
+//! Redirects a hostile server may send: never to link-local (the cloud metadata
 //! address) or private addresses from a loopback origin, never from https to http; redirects
 //! within the origin's own class still work.
 //!

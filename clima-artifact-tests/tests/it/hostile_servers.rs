@@ -1,4 +1,4 @@
-//! Servers that never stop (issue 14): a body that goes on after a good tarball, with and
+//! Servers that never stop: a body that goes on after a good tarball, with and
 //! without `size` in the manifest, and a body that trickles. Each install ends in bounded time
 //! with an error that names the rule, reading a bounded number of bytes, and leaves the lock
 //! free for the next try.

@@ -1,4 +1,4 @@
-//! Real `mpirun` tests of collective artifact access (issue 4), behind the `mpi` feature.
+//! Real `mpirun` tests of collective artifact access, behind the `mpi` feature.
 //!
 //! Each test starts the loopback [`TestServer`], writes an `Artifacts.toml` pointing at it, runs
 //! `mpirun -n N` on a test program from `tests/src/bin/mpi_*.rs` with the depot in the

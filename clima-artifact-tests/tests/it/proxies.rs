@@ -1,4 +1,4 @@
-//! Downloads through a real forwarding proxy on loopback (issue 17): http and https (CONNECT)
+//! Downloads through a real forwarding proxy on loopback: http and https (CONNECT)
 //! through it, NO_PROXY bypassing it, credentials in the proxy URL, and a proxy that refuses.
 //! The proxy records every target, so each test asserts the request really went through it
 //! (or around it).

@@ -1,4 +1,4 @@
-//! Resumed downloads (issue 15): a transfer that breaks mid-body continues with
+//! Resumed downloads: a transfer that breaks mid-body continues with
 //! `Range: bytes=N-` (guarded by `If-Range`) into the same hash and decompressor, so a 40 GB
 //! download interrupted at 39 GB does not start over. A server that ignores ranges gets a clean
 //! restart, and the install is verified either way.

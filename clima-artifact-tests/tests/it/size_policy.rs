@@ -1,4 +1,4 @@
-//! The size policy of implicit downloads (issue 15): a model's first use of an artifact larger
+//! The size policy of implicit downloads: a model's first use of an artifact larger
 //! than `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE` fails before any request when the manifest declares
 //! `size`, else right after the response headers; the error says how to fetch it explicitly.
 //! A declared size that does not fit on the depot's filesystem fails before any request too.

@@ -1,4 +1,4 @@
-//! TLS trust as clusters need it (issue 17), against a real loopback HTTPS server whose
+//! TLS trust as clusters need it, against a real loopback HTTPS server whose
 //! certificate comes from a CA made in the test: an unknown CA is an error that says which
 //! roots were used and what to set; the CA given by file (CLIMA_ARTIFACTS_CA_ROOTS,
 //! SSL_CERT_FILE) or folder (SSL_CERT_DIR) is trusted; a host named in
