@@ -329,7 +329,7 @@ fn directive(out: &mut dyn Write, key: &str, value: &str) -> io::Result<()> {
 fn overrides_file_from(env: &dyn Env) -> PathBuf {
     match env.var(vars::DEPOT_PATH) {
         Some(v) => match std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()) {
-            Some(depot) => depot.join("artifacts").join("Overrides.toml"),
+            Some(depot) => clima_artifact_manifest::overrides::depot_overrides_path(&depot),
             None => clima_artifact_manifest::validate::default_overrides_file(),
         },
         None => clima_artifact_manifest::validate::default_overrides_file(),

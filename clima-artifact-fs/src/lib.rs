@@ -23,11 +23,10 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 pub use temp::{
     OTHER_HOST_MAX_AGE, host_tag, hostname, is_temp_name, reclaim_stale_temps, stale_temps,
-    temp_name,
+    temp_name, temp_owner, unique,
 };
 
 /// An I/O error shared between clones of an error (so error types stay `Clone`), which
@@ -133,6 +132,9 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
     }
 }
 
+/// The mark of [`write_atomically`]'s temp files ([`temp_name`]).
+pub const WRITE_MARK: &str = ".clima-write-";
+
 /// Writes `bytes` to `path` so that readers see either the old file or the complete new one.
 ///
 /// The bytes go to a new temporary file beside `path` (created exclusively, never through a
@@ -140,16 +142,11 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
 /// exactly the permission bits of the file it replaces (0o644 less the umask for a new file). On error the
 /// temporary file is removed and `path` is unchanged; the error names the file involved.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let temp = path.with_file_name(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    let temp = path.with_file_name(temp_name(&name, WRITE_MARK));
     let result = write_then_rename(&temp, path, bytes);
     if result.is_err() {
         let _ = fs::remove_file(&temp);

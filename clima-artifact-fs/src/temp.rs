@@ -1,8 +1,10 @@
-//! Names of temporary files that say which process made them, and reclaiming the ones whose
-//! process is gone (a restore, an upload or a gc killed with `kill -9` leaves its temp file).
+//! Names of temporary files and folders that say which process made them, and reclaiming the
+//! ones whose process is gone (a restore, an upload, a gc or an install killed with `kill -9`
+//! leaves its temp file or folder). Every temp name of the project has this one form:
 //!
 //! ```text
 //! .<name><mark><host>.<pid>.<random>      e.g. .state.bin.clima-restore-node7.4242.9f3a...
+//!                                              .<git-tree-sha1>.clima-install-node7.4242.9f3a...
 //! ```
 //!
 //! A temp file is stale when its host is this host and its pid is not alive, or, for another
@@ -34,17 +36,36 @@ pub fn hostname() -> String {
 /// A fresh temp name for `name` in the same folder: `.<name><mark><host>.<pid>.<random>`.
 /// `mark` tells what kind of temp file it is, e.g. `.clima-restore-`.
 pub fn temp_name(name: &str, mark: &str) -> String {
+    format!(
+        ".{name}{mark}{}.{}.{:016x}",
+        host_tag(),
+        std::process::id(),
+        unique()
+    )
+}
+
+/// A number that differs between calls, and with high probability between processes: the
+/// random part of temp names.
+pub fn unique() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    format!(
-        ".{name}{mark}{}.{}.{:016x}",
-        host_tag(),
-        std::process::id(),
-        h.finish()
-    )
+    h.write_u32(std::process::id());
+    if let Ok(t) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
+}
+
+/// Who made the temp entry `name` with `mark`: the `<name>` it stands for, the host tag and
+/// the pid; `None` when `name` is not such a temp name.
+pub fn temp_owner<'a>(name: &'a str, mark: &str) -> Option<(&'a str, &'a str, i32)> {
+    let (head, tail) = name.strip_prefix('.')?.rsplit_once(mark)?;
+    let mut parts = tail.rsplitn(3, '.');
+    let (_random, pid, host) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((head, host, pid.parse().ok()?))
 }
 
 /// Whether the file name `name` is a temp name with `mark` (ours or anyone's).
@@ -54,13 +75,11 @@ pub fn is_temp_name(name: &str, mark: &str) -> bool {
 
 /// Whether the temp file `name` (with `mark`) in `dir` was left by a process that is gone.
 fn is_stale(dir: &Path, name: &str, mark: &str, here: &str) -> bool {
-    let Some((_, tail)) = name.rsplit_once(mark) else {
+    if !name.contains(mark) {
         return false;
-    };
-    let mut parts = tail.rsplitn(3, '.');
-    let (_random, pid, host) = (parts.next(), parts.next(), parts.next());
-    match (host, pid.and_then(|p| p.parse::<i32>().ok())) {
-        (Some(host), Some(pid)) if host == here => !crate::pid_alive(pid),
+    }
+    match temp_owner(name, mark) {
+        Some((_, host, pid)) if host == here => !crate::pid_alive(pid),
         _ => fs::symlink_metadata(dir.join(name))
             .and_then(|m| m.modified())
             .ok()

@@ -252,7 +252,7 @@ pub fn default_overrides_file() -> PathBuf {
     let from_env = std::env::var_os(vars::DEPOT_PATH)
         .and_then(|v| std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()));
     let depot = from_env.unwrap_or_else(|| default_cache_dir().join("clima-artifacts"));
-    depot.join("artifacts").join("Overrides.toml")
+    crate::overrides::depot_overrides_path(&depot)
 }
 
 fn default_cache_dir() -> PathBuf {

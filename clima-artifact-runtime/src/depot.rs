@@ -8,10 +8,16 @@
 //!     <git-tree-sha1>/                  an installed artifact (Julia's layout)
 //!     Overrides.toml                    this depot's overrides
 //!     .locks/<git-tree-sha1>.lock       per-artifact install locks
-//!     .tmp-<hash>-<host>-<pid>-<rand>/  an install in progress (renamed into place when verified)
+//!     .<hash>.clima-install-<host>.<pid>.<rand>/
+//!                                       an install in progress (renamed into place when verified)
 //!   logs/
 //!     artifact_usage.toml               manifests that used this depot (Julia's format; for `gc`)
+//!     orphaned.toml                     artifacts gc found unreferenced, and since when
 //! ```
+//!
+//! [`Depot`] owns this layout: every path above is a method of it, and so are the temp dirs
+//! of installs and their reclamation, and the usage log. The free functions taking a depot
+//! path are shorthands for the same methods.
 //!
 //! Lookups search every depot in order ([`Config::depots`], then Julia's depots when
 //! [`Config::julia_interop`] is set); installs go to the first writable depot of
@@ -31,33 +37,119 @@ use clima_artifact_manifest::{OverrideTarget, OverridesFile};
 
 use crate::{Config, Error, GitTreeSha1};
 
-pub use crate::install::{TEMP_PREFIX, lookup, reclaim_stale_temp_dirs};
+pub use crate::install::lookup;
 pub use crate::locked_file::{LockedFile, hostname};
 use clima_artifact_vars as vars;
 
 /// File name of a depot's overrides, inside `<depot>/artifacts/`.
 pub const OVERRIDES_FILE: &str = "Overrides.toml";
 
-/// `<depot>/artifacts`.
+/// The mark of install temp dirs, `<depot>/artifacts/.<hash>.clima-install-<host>.<pid>.<rand>`
+/// (the temp-name form of [`clima_artifact_fs::temp_name`], shared by every temp file of the
+/// project).
+pub const INSTALL_MARK: &str = ".clima-install-";
+
+/// One depot folder and the layout inside it (see the [module docs](self)).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Depot {
+    root: PathBuf,
+}
+
+impl Depot {
+    /// The depot at `root` (nothing is created or checked).
+    pub fn new(root: impl Into<PathBuf>) -> Depot {
+        Depot { root: root.into() }
+    }
+
+    /// The depot folder itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<depot>/artifacts`.
+    pub fn artifacts_dir(&self) -> PathBuf {
+        self.root.join("artifacts")
+    }
+
+    /// `<depot>/artifacts/<hash>`.
+    pub fn artifact_dir(&self, hash: &GitTreeSha1) -> PathBuf {
+        self.artifacts_dir().join(hash.to_hex())
+    }
+
+    /// The installed copy of `hash` here, if its folder exists (nothing is hashed).
+    pub fn installed(&self, hash: &GitTreeSha1) -> Option<PathBuf> {
+        Some(self.artifact_dir(hash)).filter(|p| p.is_dir())
+    }
+
+    /// `<depot>/artifacts/Overrides.toml`.
+    pub fn overrides_path(&self) -> PathBuf {
+        clima_artifact_manifest::overrides::depot_overrides_path(&self.root)
+    }
+
+    /// `<depot>/artifacts/.locks/<hash>.lock`.
+    pub fn lock_path(&self, hash: &GitTreeSha1) -> PathBuf {
+        self.artifacts_dir()
+            .join(".locks")
+            .join(format!("{}.lock", hash.to_hex()))
+    }
+
+    /// `<depot>/logs`.
+    pub fn logs_dir(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+
+    /// `<depot>/logs/artifact_usage.toml`: the manifests that used this depot (Julia's format).
+    pub fn usage_log(&self) -> PathBuf {
+        self.logs_dir().join("artifact_usage.toml")
+    }
+
+    /// `<depot>/logs/orphaned.toml`: artifacts that gc found unreferenced, and since when.
+    pub fn orphan_log(&self) -> PathBuf {
+        self.logs_dir().join("orphaned.toml")
+    }
+
+    /// A fresh temp dir path for an install of `hash` by this process (not created).
+    pub fn new_temp_dir(&self, hash: &GitTreeSha1) -> PathBuf {
+        self.artifacts_dir()
+            .join(clima_artifact_fs::temp_name(&hash.to_hex(), INSTALL_MARK))
+    }
+
+    /// The artifact, host tag and pid of the install temp dir named `name`, if it is one.
+    pub fn temp_dir_owner(name: &str) -> Option<(GitTreeSha1, &str, i32)> {
+        let (hash, host, pid) = clima_artifact_fs::temp_owner(name, INSTALL_MARK)?;
+        Some((GitTreeSha1::from_hex(hash).ok()?, host, pid))
+    }
+
+    /// Records that `manifest` used this depot (see [`record_usage`]).
+    pub fn record_usage(&self, manifest: &Path) {
+        record_usage(&self.root, manifest);
+    }
+
+    /// Removes the install temp dirs that dead processes of this host left here, and old
+    /// writability probes; see [`reclaim_stale_temp_dirs`].
+    pub fn reclaim_stale_temp_dirs(&self) -> usize {
+        self.reclaim_stale(None)
+    }
+}
+
+/// `<depot>/artifacts` ([`Depot::artifacts_dir`]).
 pub fn artifacts_dir(depot: &Path) -> PathBuf {
-    depot.join("artifacts")
+    Depot::new(depot).artifacts_dir()
 }
 
-/// `<depot>/artifacts/<hash>`.
+/// `<depot>/artifacts/<hash>` ([`Depot::artifact_dir`]).
 pub fn artifact_dir(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
-    artifacts_dir(depot).join(hash.to_hex())
+    Depot::new(depot).artifact_dir(hash)
 }
 
-/// `<depot>/artifacts/Overrides.toml`.
+/// `<depot>/artifacts/Overrides.toml` ([`Depot::overrides_path`]).
 pub fn overrides_path(depot: &Path) -> PathBuf {
-    artifacts_dir(depot).join(OVERRIDES_FILE)
+    Depot::new(depot).overrides_path()
 }
 
-/// `<depot>/artifacts/.locks/<hash>.lock`.
+/// `<depot>/artifacts/.locks/<hash>.lock` ([`Depot::lock_path`]).
 pub fn lock_path(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
-    artifacts_dir(depot)
-        .join(".locks")
-        .join(format!("{}.lock", hash.to_hex()))
+    Depot::new(depot).lock_path(hash)
 }
 
 /// Julia's depots: `JULIA_DEPOT_PATH` (colon-separated; an empty entry means the default
@@ -99,10 +191,7 @@ pub fn search_depots(config: &Config) -> Vec<PathBuf> {
 /// The installed copy of `hash` in the first depot that has it. Checks existence only (no
 /// hashing).
 pub fn find_installed(depots: &[PathBuf], hash: &GitTreeSha1) -> Option<PathBuf> {
-    depots
-        .iter()
-        .map(|d| artifact_dir(d, hash))
-        .find(|p| p.is_dir())
+    depots.iter().find_map(|d| Depot::new(d).installed(hash))
 }
 
 /// The first depot of [`Config::depots`] where a file can be created in `<depot>/artifacts`
@@ -147,7 +236,11 @@ fn probe_writable(depot: &Path) -> Result<(), String> {
             return Ok(());
         }
     }
-    let probe = dir.join(format!("{PROBE_PREFIX}{}-{}", std::process::id(), unique()));
+    let probe = dir.join(format!(
+        "{PROBE_PREFIX}{}-{}",
+        std::process::id(),
+        clima_artifact_fs::unique()
+    ));
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -159,20 +252,6 @@ fn probe_writable(depot: &Path) -> Result<(), String> {
         }
         Err(e) => Err(format!("cannot create a file in `{}`: {e}", dir.display())),
     }
-}
-
-/// A number that differs between calls (and, with high probability, between processes).
-pub(crate) fn unique() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    h.write_u32(std::process::id());
-    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u128(t.as_nanos());
-    }
-    h.finish()
 }
 
 /// Where an override sends an artifact.
@@ -326,8 +405,9 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
             return;
         }
     }
-    let logs = depot.join("logs");
-    let path = logs.join("artifact_usage.toml");
+    let depot = Depot::new(depot);
+    let logs = depot.logs_dir();
+    let path = depot.usage_log();
     let entry = format!(
         "[[{}]]\ntime = {}\n",
         clima_artifact_manifest::toml_string(&manifest.to_string_lossy()),
@@ -448,9 +528,142 @@ fn append_to_regular_file(path: &Path, bytes: &[u8]) -> Result<(), Append> {
     f.write_all(bytes).map_err(Append::Io)
 }
 
+/// Removes the install temp dirs (`<depot>/artifacts/.<hash>.clima-install-*`) left by dead
+/// processes of this host, and writability probe files (`.probe-*`, see [`PROBE_PREFIX`])
+/// older than [`PROBE_MAX_AGE`]. Returns how many temp dirs were removed.
+///
+/// A pid that looks dead may be a live process in another PID namespace (a container with the
+/// same host name sharing the depot), so a temp dir is also left alone while anyone holds the
+/// lock of its artifact: a live installer always does (where `flock` works).
+pub fn reclaim_stale_temp_dirs(depot: &Path) -> usize {
+    Depot::new(depot).reclaim_stale_temp_dirs()
+}
+
+impl Depot {
+    /// [`reclaim_stale_temp_dirs`], called while this process holds the lock of `holding` (so that
+    /// lock says nothing about other processes).
+    pub(crate) fn reclaim_stale(&self, holding: Option<&GitTreeSha1>) -> usize {
+        let dir = self.artifacts_dir();
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            return 0;
+        };
+        let host = clima_artifact_fs::host_tag();
+        let mut removed = 0;
+        for entry in rd.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with(PROBE_PREFIX) {
+                remove_if_older(&entry.path(), PROBE_MAX_AGE);
+                continue;
+            }
+            let Some((hash, tmp_host, pid)) = Depot::temp_dir_owner(name) else {
+                continue;
+            };
+            if tmp_host != host || clima_artifact_fs::pid_alive(pid) {
+                continue;
+            }
+            // Held until the dir is gone, so no installer of this artifact starts meanwhile.
+            let _lock = if holding == Some(&hash) {
+                None
+            } else {
+                match try_lock_existing(&self.lock_path(&hash)) {
+                    LockProbe::Held => {
+                        tracing::debug!(
+                            "keeping `{}`: its artifact's lock is held (pid {pid} may live in \
+                         another PID namespace)",
+                            entry.path().display()
+                        );
+                        continue;
+                    }
+                    LockProbe::Free(file) => Some(file),
+                    LockProbe::Unknown => None,
+                }
+            };
+            clima_comms::notice::info(&format!(
+                "removing `{}` left by dead process {pid}",
+                entry.path().display()
+            ));
+            crate::install::remove_tree(&entry.path());
+            removed += 1;
+        }
+        removed
+    }
+}
+
+/// Removes the file at `path` if it was last modified more than `age` ago.
+fn remove_if_older(path: &Path, age: std::time::Duration) {
+    let old = std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|elapsed| elapsed > age);
+    if old {
+        clima_comms::notice::info(&format!(
+            "removing leftover probe file `{}`",
+            path.display()
+        ));
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+enum LockProbe {
+    /// Another open file description holds the lock.
+    Held,
+    /// Now locked by us (released when the file is dropped).
+    Free(std::fs::File),
+    /// No lock file, or locks do not work here.
+    Unknown,
+}
+
+/// Tries, without blocking and without creating anything, to lock an existing lock file. The
+/// file is opened without following a symlink and without blocking on a fifo (anyone who can
+/// write to the depot can plant either), and must be a regular file.
+fn try_lock_existing(path: &Path) -> LockProbe {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    let Ok(file) = opened else {
+        return LockProbe::Unknown;
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return LockProbe::Unknown;
+    }
+    match file.try_lock() {
+        Ok(()) => LockProbe::Free(file),
+        Err(std::fs::TryLockError::WouldBlock) => LockProbe::Held,
+        Err(std::fs::TryLockError::Error(_)) => LockProbe::Unknown,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn install_temp_dirs_name_their_artifact_host_and_pid() {
+        let hash = GitTreeSha1::from_hex(&"ab".repeat(20)).unwrap();
+        let depot = Depot::new("/d");
+        let tmp = depot.new_temp_dir(&hash);
+        assert_eq!(tmp.parent(), Some(Path::new("/d/artifacts")));
+        let name = tmp.file_name().unwrap().to_str().unwrap();
+        let (h, host, pid) = Depot::temp_dir_owner(name).unwrap();
+        assert_eq!(
+            (h, host, pid),
+            (
+                hash,
+                clima_artifact_fs::host_tag().as_str(),
+                std::process::id() as i32
+            )
+        );
+        assert_eq!(
+            Depot::temp_dir_owner(&format!(".{}.clima-install-n7.12.00ff", "ab".repeat(20))),
+            Some((hash, "n7", 12))
+        );
+        assert_eq!(Depot::temp_dir_owner(".zz.clima-install-n7.12.00ff"), None);
+        assert_eq!(Depot::temp_dir_owner(&"ab".repeat(20)), None);
+    }
 
     #[test]
     fn first_writable_skips_unusable_depots() {

@@ -44,7 +44,7 @@ use clima_artifact_net::{Body, BodyRules, RuleBroken};
 
 use crate::depot::{self, Overrides};
 use crate::extract::{ExtractLimits, extract_buffered};
-use crate::locked_file::{HolderNote, LockedFile, hostname};
+use crate::locked_file::{HolderNote, LockedFile};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, Sha256};
 use clima_comms::notice;
@@ -135,7 +135,7 @@ pub fn ensure_variant(
             origin: Origin::Depot,
         });
     }
-    reclaim_stale(&target, Some(&hash));
+    depot::Depot::new(&target).reclaim_stale(Some(&hash));
     let target = InstallTarget {
         dir: target,
         note: _lock.note(),
@@ -433,9 +433,6 @@ fn with_attempts(mut e: Error, n: u32) -> Error {
 /// more means the server is sending something else (or endlessly).
 const DRAIN_CAP: u64 = 1 << 20;
 
-/// Name prefix of install temp dirs inside `<depot>/artifacts/`.
-pub const TEMP_PREFIX: &str = ".tmp-";
-
 /// A temp dir that removes itself unless [`TempDir::keep`] is called.
 struct TempDir(Option<PathBuf>);
 
@@ -481,13 +478,7 @@ fn install_once(
 ) -> Result<(PathBuf, u64), Error> {
     let dl = source_of.download;
     let url = dl.url.as_str();
-    let artifacts = depot::artifacts_dir(&target.dir);
-    let tmp_path = artifacts.join(format!(
-        "{TEMP_PREFIX}{hash}-{}-{}-{:016x}",
-        hostname(),
-        std::process::id(),
-        depot::unique()
-    ));
+    let tmp_path = depot::Depot::new(&target.dir).new_temp_dir(hash);
     std::fs::create_dir(&tmp_path)
         .map_err(|e| Error::io("create temporary directory", &tmp_path, e))?;
     let tmp = TempDir(Some(tmp_path));
@@ -640,135 +631,5 @@ fn install_once(
             &dest,
             e,
         )),
-    }
-}
-
-/// Removes `<depot>/artifacts/.tmp-*` directories left by dead processes of this host, and
-/// writability probe files (`.probe-*`, see [`depot::PROBE_PREFIX`]) older than
-/// [`depot::PROBE_MAX_AGE`]. Returns how many temp dirs were removed.
-///
-/// A pid that looks dead may be a live process in another PID namespace (a container with the
-/// same host name sharing the depot), so a temp dir is also left alone while anyone holds the
-/// lock of its artifact: a live installer always does (where `flock` works).
-pub fn reclaim_stale_temp_dirs(depot: &Path) -> usize {
-    reclaim_stale(depot, None)
-}
-
-/// [`reclaim_stale_temp_dirs`], called while this process holds the lock of `holding` (so that
-/// lock says nothing about other processes).
-fn reclaim_stale(depot: &Path, holding: Option<&GitTreeSha1>) -> usize {
-    let dir = depot::artifacts_dir(depot);
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        return 0;
-    };
-    let host = hostname();
-    let mut removed = 0;
-    for entry in rd.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.starts_with(depot::PROBE_PREFIX) {
-            remove_if_older(&entry.path(), depot::PROBE_MAX_AGE);
-            continue;
-        }
-        let Some((hash, tmp_host, pid)) = parse_temp_name(name) else {
-            continue;
-        };
-        if tmp_host != host || clima_artifact_fs::pid_alive(pid) {
-            continue;
-        }
-        // Held until the dir is gone, so no installer of this artifact starts meanwhile.
-        let _lock = if holding == Some(&hash) {
-            None
-        } else {
-            match try_lock_existing(&depot::lock_path(depot, &hash)) {
-                LockProbe::Held => {
-                    tracing::debug!(
-                        "keeping `{}`: its artifact's lock is held (pid {pid} may live in \
-                         another PID namespace)",
-                        entry.path().display()
-                    );
-                    continue;
-                }
-                LockProbe::Free(file) => Some(file),
-                LockProbe::Unknown => None,
-            }
-        };
-        notice::info(&format!(
-            "removing `{}` left by dead process {pid}",
-            entry.path().display()
-        ));
-        remove_tree(&entry.path());
-        removed += 1;
-    }
-    removed
-}
-
-/// Removes the file at `path` if it was last modified more than `age` ago.
-fn remove_if_older(path: &Path, age: std::time::Duration) {
-    let old = std::fs::symlink_metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|elapsed| elapsed > age);
-    if old {
-        notice::info(&format!(
-            "removing leftover probe file `{}`",
-            path.display()
-        ));
-        let _ = std::fs::remove_file(path);
-    }
-}
-
-enum LockProbe {
-    /// Another open file description holds the lock.
-    Held,
-    /// Now locked by us (released when the file is dropped).
-    Free(std::fs::File),
-    /// No lock file, or locks do not work here.
-    Unknown,
-}
-
-/// Tries, without blocking and without creating anything, to lock an existing lock file.
-fn try_lock_existing(path: &Path) -> LockProbe {
-    let Ok(file) = std::fs::File::open(path) else {
-        return LockProbe::Unknown;
-    };
-    match file.try_lock() {
-        Ok(()) => LockProbe::Free(file),
-        Err(std::fs::TryLockError::WouldBlock) => LockProbe::Held,
-        Err(std::fs::TryLockError::Error(_)) => LockProbe::Unknown,
-    }
-}
-
-/// Splits `.tmp-<hash>-<host>-<pid>-<rand>` into `(hash, host, pid)`.
-fn parse_temp_name(name: &str) -> Option<(GitTreeSha1, &str, i32)> {
-    let rest = name.strip_prefix(TEMP_PREFIX)?;
-    let mut parts = rest.rsplitn(3, '-');
-    let _rand = parts.next()?;
-    let pid: i32 = parts.next()?.parse().ok()?;
-    let hash_host = parts.next()?;
-    let (hash, host) = hash_host.split_at_checked(40)?;
-    let hash = GitTreeSha1::from_hex(hash).ok()?;
-    Some((hash, host.strip_prefix('-')?, pid))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_temp_names() {
-        let h = "ab".repeat(20);
-        let hash = GitTreeSha1::from_hex(&h).unwrap();
-        assert_eq!(
-            parse_temp_name(&format!(".tmp-{h}-node-7-12-00ff")),
-            Some((hash, "node-7", 12))
-        );
-        assert_eq!(
-            parse_temp_name(&format!(".tmp-{h}--12-00ff")),
-            Some((hash, "", 12))
-        );
-        assert_eq!(parse_temp_name(".tmp-zz-node-1-2"), None);
-        assert_eq!(parse_temp_name(&h), None);
     }
 }

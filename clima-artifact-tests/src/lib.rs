@@ -1010,13 +1010,25 @@ pub fn write_overrides(depot: &Path, text: &str) -> PathBuf {
     p
 }
 
-/// Names in `<depot>/artifacts/` that are install temp dirs (`.tmp-*`).
+/// Names in `<depot>/artifacts/` that are install temp dirs (`.<hash>.clima-install-*`).
 pub fn temp_entries(depot: &Path) -> Vec<String> {
     names_in(&depot.join("artifacts"))
         .into_iter()
-        .filter(|n| n.starts_with(".tmp-"))
+        .filter(|n| clima_artifact_runtime::depot::Depot::temp_dir_owner(n).is_some())
         .collect()
 }
+
+/// The name of the install temp dir of `hash` that process `pid` on host `host` would leave
+/// in `<depot>/artifacts/` (`host` as temp names spell it: `.` and `/` as `_`).
+pub fn install_temp_name(hash: &GitTreeSha1, host: &str, pid: u32) -> String {
+    format!(
+        ".{hash}{}{host}.{pid}.00000000000000ff",
+        clima_artifact_runtime::depot::INSTALL_MARK
+    )
+}
+
+/// This host as temp names spell it (`.` and `/` as `_`).
+pub use clima_artifact_fs::host_tag;
 
 /// Names in `<depot>/artifacts/` that look like installed artifacts (40 hex digits).
 pub fn installed_entries(depot: &Path) -> Vec<String> {

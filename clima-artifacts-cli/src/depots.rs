@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::{GitTreeSha1, OverridesFile};
 use clima_artifact_runtime::Config;
-use clima_artifact_runtime::depot::{self, Overrides};
+use clima_artifact_runtime::depot::{self, Depot, Overrides, ResolvedOverride};
 
 use crate::error::{CliError, CliResult, io_error};
 
@@ -38,18 +38,16 @@ pub fn first_writable_depot(config: &Config) -> CliResult<PathBuf> {
 
 /// The depot and directory of the first installed copy of `hash`.
 pub fn installed_in(config: &Config, hash: &GitTreeSha1) -> Option<(PathBuf, PathBuf)> {
-    search_depots(config).into_iter().find_map(|d| {
-        let dir = depot::artifact_dir(&d, hash);
-        dir.is_dir().then_some((d, dir))
-    })
+    search_depots(config)
+        .into_iter()
+        .find_map(|d| Depot::new(&d).installed(hash).map(|dir| (d, dir)))
 }
 
 /// Every depot directory holding `hash` (a copy may sit in several depots).
 pub fn installed_everywhere(config: &Config, hash: &GitTreeSha1) -> Vec<PathBuf> {
     search_depots(config)
         .iter()
-        .map(|d| depot::artifact_dir(d, hash))
-        .filter(|dir| dir.is_dir())
+        .filter_map(|d| Depot::new(d).installed(hash))
         .collect()
 }
 
@@ -66,15 +64,6 @@ pub fn overrides(config: &Config) -> CliResult<Overrides> {
     Overrides::load(&search_depots(config)).map_err(|e| CliError::usage(e.to_string()))
 }
 
-/// An effective override: what `hash` resolves to and which file says so.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ResolvedOverride {
-    /// The folder used as the artifact's content.
-    pub path: PathBuf,
-    /// The `Overrides.toml` that set the override (the first link of a chain).
-    pub file: PathBuf,
-}
-
 /// Resolves the override of `hash`, if any (chains followed; broken ones are errors that name
 /// the Overrides.toml to fix).
 pub fn resolve_override(
@@ -83,12 +72,6 @@ pub fn resolve_override(
 ) -> CliResult<Option<ResolvedOverride>> {
     overrides
         .resolve(hash)
-        .map(|r| {
-            r.map(|r| ResolvedOverride {
-                path: r.path,
-                file: r.overrides_file,
-            })
-        })
         .map_err(|e| CliError::usage(e.to_string()))
 }
 
@@ -105,7 +88,7 @@ pub fn record_usage(config: &Config, manifest: &Path) {
 /// longer exist are kept: gc reports them, and a manifest on an unmounted filesystem may come
 /// back. A missing or unreadable log is left alone.
 pub fn compact_usage_log(depot: &Path) -> CliResult {
-    let log = depot.join("logs").join("artifact_usage.toml");
+    let log = Depot::new(depot).usage_log();
     let Ok(text) = fs::read_to_string(&log) else {
         return Ok(());
     };
@@ -148,7 +131,7 @@ pub fn compact_usage_log(depot: &Path) -> CliResult {
 /// Manifest paths recorded in `<depot>/logs/artifact_usage.toml` (Julia's format: one
 /// `[["/path/Artifacts.toml"]]` array-of-tables per manifest). A missing log records none.
 pub fn recorded_manifests(depot: &Path) -> CliResult<Vec<PathBuf>> {
-    let log = depot.join("logs").join("artifact_usage.toml");
+    let log = Depot::new(depot).usage_log();
     let text = match fs::read_to_string(&log) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -417,7 +417,7 @@ fn stale_temp_dirs_of_dead_processes_are_reclaimed() {
     let server = TestServer::start();
     let art = TestArtifact::sample(7);
     server.serve("s.tar.gz", art.tarball.clone());
-    let host = clima_artifact_runtime::depot::hostname();
+    let host = clima_artifact_tests::host_tag();
     let arts = depot.join("artifacts");
     std::fs::create_dir_all(&arts).unwrap();
     // A dead pid (a child that already exited), a live one (ours), another host.
@@ -425,9 +425,10 @@ fn stale_temp_dirs_of_dead_processes_are_reclaimed() {
     let dead = child.id();
     child.wait().unwrap();
     let h = art.tree_hash;
-    let stale = arts.join(format!(".tmp-{h}-{host}-{dead}-1"));
-    let live = arts.join(format!(".tmp-{h}-{host}-{}-2", std::process::id()));
-    let remote = arts.join(format!(".tmp-{h}-other-host-{dead}-3"));
+    let temp = |host: &str, pid| clima_artifact_tests::install_temp_name(&h, host, pid);
+    let stale = arts.join(temp(&host, dead));
+    let live = arts.join(temp(&host, std::process::id()));
+    let remote = arts.join(temp("other-host", dead));
     for d in [&stale, &live, &remote] {
         std::fs::create_dir_all(d.join("sub")).unwrap();
         std::fs::write(d.join("sub/partial"), b"x").unwrap();

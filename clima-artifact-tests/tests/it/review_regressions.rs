@@ -113,8 +113,8 @@ fn a_shared_depot_whose_lock_folder_belongs_to_another_user_still_installs() {
 /// being renamed into place can leave a final artifact with files missing).
 #[test]
 fn a_temp_dir_whose_artifact_lock_is_held_is_not_reclaimed() {
+    use clima_artifact_runtime::depot::LockedFile;
     use clima_artifact_runtime::depot::reclaim_stale_temp_dirs;
-    use clima_artifact_runtime::depot::{LockedFile, hostname};
 
     let dir = tempfile::tempdir().unwrap();
     let depot = dir.path().join("depot");
@@ -124,7 +124,11 @@ fn a_temp_dir_whose_artifact_lock_is_held_is_not_reclaimed() {
     let mut child = Command::new("true").spawn().unwrap();
     let dead = child.id();
     child.wait().unwrap();
-    let tmp = artifacts.join(format!(".tmp-{hash}-{}-{dead}-0001", hostname()));
+    let tmp = artifacts.join(clima_artifact_tests::install_temp_name(
+        &hash,
+        &clima_artifact_tests::host_tag(),
+        dead,
+    ));
     std::fs::create_dir_all(tmp.join("sub")).unwrap();
     std::fs::write(tmp.join("sub/partial"), b"x").unwrap();
 

@@ -18,6 +18,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::{ArtifactEntry, GitTreeSha1, Manifest, OverrideTarget};
+use clima_artifact_runtime::depot::Depot;
 
 use crate::args::GcArgs;
 use crate::cmd;
@@ -196,7 +197,7 @@ pub fn run(args: GcArgs) -> CliResult {
             config
                 .depots
                 .iter()
-                .map(|d| format!("`{}`", d.join("logs").join("artifact_usage.toml").display()))
+                .map(|d| format!("`{}`", Depot::new(d).usage_log().display()))
                 .collect::<Vec<_>>()
                 .join(", "),
             unreferenced.len()
@@ -334,7 +335,7 @@ struct Orphanage {
 
 impl Orphanage {
     fn load(depot: &Path) -> CliResult<Orphanage> {
-        let path = depot.join("logs").join("orphaned.toml");
+        let path = Depot::new(depot).orphan_log();
         let mut entries = std::collections::BTreeMap::new();
         match fs::read_to_string(&path) {
             Ok(text) => {

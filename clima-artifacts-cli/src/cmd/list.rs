@@ -69,7 +69,7 @@ pub fn run(args: ListArgs) -> CliResult {
                 match depots::resolve_override(&overrides, &v.git_tree_sha1) {
                     Ok(Some(o)) => {
                         s.override_path = Some(o.path);
-                        s.override_file = Some(o.file);
+                        s.override_file = Some(o.overrides_file);
                     }
                     Ok(None) => {}
                     Err(e) => s.override_error = Some(e.message),
