@@ -12,7 +12,6 @@
 //! - [`pid_alive`]: whether a process id on this host is still running (stale temp files and
 //!   locks of dead processes are reclaimed with it);
 //! - [`IoCause`]: an `io::Error` that errors can clone and send between MPI ranks;
-//! - [`fmt_error_chain`]: an error's message and its causes, the `Debug` form of our errors.
 //!
 //! These are building blocks of the clima-artifacts tools, published so those crates can share
 //! them; they are kept small and stable.
@@ -84,22 +83,6 @@ impl<'de> serde::Deserialize<'de> for IoCause {
         };
         Ok(IoCause::new(e))
     }
-}
-
-/// Writes `error`'s message, then each of its causes (as anyhow prints errors). The error types
-/// of the clima-artifacts crates use it as their `Debug`, because `fn main() -> Result<..>`
-/// prints `Debug`: users see what to do, not a struct dump.
-pub fn fmt_error_chain(
-    error: &dyn std::error::Error,
-    f: &mut std::fmt::Formatter<'_>,
-) -> std::fmt::Result {
-    write!(f, "{error}")?;
-    let mut source = error.source();
-    while let Some(cause) = source {
-        write!(f, "\n\nCaused by:\n    {cause}")?;
-        source = cause.source();
-    }
-    Ok(())
 }
 
 /// Removes the folder `path` and everything in it.

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 /// A manifest or overrides file could not be used. Displays as
 /// `path:line:col: artifact `name`: message`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[error("{}", self.render())]
 pub struct ManifestError {
     /// The file concerned.
@@ -20,7 +20,7 @@ pub struct ManifestError {
 }
 
 /// What is wrong in a manifest or overrides file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ManifestErrorKind {
     /// The file could not be read.
     #[error("cannot read file: {0}")]

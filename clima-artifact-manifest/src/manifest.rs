@@ -88,7 +88,7 @@ pub struct Manifest {
 }
 
 /// Why a `name/sub/path` string is not acceptable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum SubPathError {
     /// The name part is empty.
     #[error("empty artifact name in `{0}`")]

@@ -35,7 +35,7 @@ pub struct Platform {
 }
 
 /// No variant of a `[[name]]` entry fits the platform.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum SelectError {
     /// The manifest does not define this name.
     #[error(

@@ -39,6 +39,7 @@ pub enum NetError {
         /// The resolved path.
         path: PathBuf,
         /// The cause.
+        #[source]
         cause: IoCause,
     },
     /// A download URL has a scheme or form that cannot be fetched.

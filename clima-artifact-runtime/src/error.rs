@@ -10,7 +10,7 @@ use std::io;
 use std::path::PathBuf;
 
 pub use clima_artifact_fs::IoCause;
-use clima_artifact_manifest::{ManifestError, ManifestErrorKind, SelectError, SubPathError};
+use clima_artifact_manifest::{ManifestError, SelectError, SubPathError};
 use clima_comms::{CollectiveError, WireError};
 
 use crate::{GitTreeSha1, Sha256};
@@ -20,26 +20,26 @@ use crate::{GitTreeSha1, Sha256};
 /// `Clone` so that an MPI root can broadcast its error and every rank returns the same one
 /// (see [`Error::to_wire`] / [`Error::from_wire`]).
 ///
-/// `Debug` prints the same readable message as `Display`, then the chain of causes, so that
+/// `Debug` prints exactly the readable message of `Display`, so that
 /// `fn main() -> Result<(), Box<dyn std::error::Error>>` shows users what to do, not a struct.
+/// The message already holds the text of its cause (an OS error, a server's reply), because
+/// errors travel between MPI ranks as bytes and must read the same on every rank; the cause
+/// itself is also `source()` (the OS error of the `IoCause` fields, the manifest crate's
+/// error of the wrapping variants), for programs that inspect it.
 ///
-/// The serde form is the wire form of the runtime's own variants; the variants wrapping the
-/// manifest crate's errors are skipped by serde and travel as their own wire entries, so use
-/// [`Error::to_wire`] / [`Error::from_wire`] rather than serde directly.
+/// The serde form (every variant, the manifest crate's errors included) is the wire form of
+/// [`Error::to_wire`] / [`Error::from_wire`].
 #[derive(Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Error {
     /// The manifest or an overrides file is malformed, or a name/sub-path is invalid.
     #[error(transparent)]
-    #[serde(skip)]
     Manifest(#[from] ManifestError),
     /// The name is not in the manifest, or no platform variant fits.
     #[error(transparent)]
-    #[serde(skip)]
     Select(#[from] SelectError),
     /// A bad `name/sub/path`.
     #[error(transparent)]
-    #[serde(skip)]
     SubPath(#[from] SubPathError),
     /// An environment variable has a value that cannot be used.
     #[error("environment variable {variable}=`{value}` is invalid: {reason}")]
@@ -59,6 +59,7 @@ pub enum Error {
         /// The path concerned.
         path: PathBuf,
         /// The cause.
+        #[source]
         cause: IoCause,
     },
     /// None of the depots can be written to.
@@ -243,6 +244,7 @@ pub enum Error {
         /// The resolved path.
         path: PathBuf,
         /// The cause.
+        #[source]
         cause: IoCause,
     },
     /// The downloaded bytes do not have the SHA-256 the manifest promises.
@@ -294,7 +296,6 @@ pub enum Error {
         /// Its git tree SHA-1.
         hash: GitTreeSha1,
         /// One error per URL, in manifest order.
-        #[serde(with = "wire_list")]
         failures: Vec<Error>,
         /// The manifest that lists the URLs.
         manifest: PathBuf,
@@ -367,6 +368,7 @@ pub enum Error {
         /// The node depot.
         path: PathBuf,
         /// The cause.
+        #[source]
         cause: IoCause,
     },
     /// A collective install failed on another node (node-local mode); every rank reports it.
@@ -383,7 +385,6 @@ pub enum Error {
     #[error("prefetch failed for {} artifacts:{}", failures.len(), render_named(failures))]
     PrefetchFailed {
         /// Each artifact that failed, with its error.
-        #[serde(with = "wire_named")]
         failures: Vec<(String, Error)>,
     },
     /// A bug in this crate or a mismatch between it and its proc macro (never expected).
@@ -422,7 +423,8 @@ fn render_named(failures: &[(String, Error)]) -> String {
 /// `Display`, then each cause (as anyhow prints errors): what `fn main() -> Result<..>` shows.
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        clima_artifact_fs::fmt_error_chain(self, f)
+        // The message holds every cause's text already; printing the chain would repeat it.
+        fmt::Display::fmt(self, f)
     }
 }
 
@@ -588,29 +590,13 @@ impl Error {
     /// Serialises the error (variant, fields and therefore its `Display` text) for broadcasting
     /// between processes; [`Error::from_wire`] rebuilds it.
     pub fn to_wire(&self) -> Vec<u8> {
-        serde_json::to_vec(&Wire::from(self)).unwrap_or_else(|e| {
-            serde_json::to_vec(&Wire::Own(Error::Collective(
-                CollectiveError::Unencodable {
-                    why: format!("{self} (could not serialise the error: {e})"),
-                },
-            )))
-            .unwrap_or_default()
-        })
+        clima_comms::json_to_wire(self)
     }
 
     /// Rebuilds an error serialised by [`Error::to_wire`]. Bytes that do not decode become an
     /// [`Error::Collective`] that says so (never a panic).
     pub fn from_wire(bytes: &[u8]) -> Error {
-        match serde_json::from_slice::<Wire>(bytes) {
-            Ok(w) => w.into(),
-            Err(e) => Error::Collective(CollectiveError::Undecodable {
-                rank: 0,
-                why: format!(
-                    "an error that cannot be decoded ({e}); its raw text: {}",
-                    String::from_utf8_lossy(bytes)
-                ),
-            }),
-        }
+        clima_comms::json_from_wire(bytes)
     }
 }
 
@@ -623,185 +609,10 @@ impl WireError for Error {
     }
 }
 
-/// The wire form of [`Error`]: the runtime's own variants as they are (serde derived on
-/// [`Error`]), the manifest crate's errors mirrored field by field.
-#[derive(serde::Serialize, serde::Deserialize)]
-enum Wire {
-    Manifest {
-        path: PathBuf,
-        line: Option<u32>,
-        column: Option<u32>,
-        artifact: Option<String>,
-        kind: WireManifestKind,
-    },
-    SelectUnknownName {
-        name: String,
-        manifest: String,
-        defined: Vec<String>,
-    },
-    SelectNoMatch {
-        name: String,
-        host: String,
-        offered: Vec<String>,
-    },
-    SelectBroken {
-        name: String,
-        message: String,
-    },
-    SubPathEmptyName(String),
-    SubPathParentDir(String),
-    SubPathNotRelative(String),
-    /// The runtime's own variants, in [`Error`]'s serde form.
-    Own(Error),
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-enum WireManifestKind {
-    Io(String),
-    NotFound(Vec<String>),
-    Toml(String),
-    Invalid(String),
-}
-
-/// Serde for [`Error::DownloadFailed`]'s failures: each as a [`Wire`], so failures wrapping the
-/// manifest crate's errors travel too.
-mod wire_list {
-    use super::{Error, Wire};
-
-    pub(super) fn serialize<S: serde::Serializer>(
-        errors: &[Error],
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        s.collect_seq(errors.iter().map(Wire::from))
-    }
-
-    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
-        d: D,
-    ) -> Result<Vec<Error>, D::Error> {
-        let wires: Vec<Wire> = serde::Deserialize::deserialize(d)?;
-        Ok(wires.into_iter().map(Error::from).collect())
-    }
-}
-
-/// Serde for [`Error::PrefetchFailed`]'s failures, each error as a [`Wire`].
-mod wire_named {
-    use super::{Error, Wire};
-
-    pub(super) fn serialize<S: serde::Serializer>(
-        failures: &[(String, Error)],
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        s.collect_seq(failures.iter().map(|(n, e)| (n, Wire::from(e))))
-    }
-
-    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
-        d: D,
-    ) -> Result<Vec<(String, Error)>, D::Error> {
-        let wires: Vec<(String, Wire)> = serde::Deserialize::deserialize(d)?;
-        Ok(wires
-            .into_iter()
-            .map(|(n, w)| (n, Error::from(w)))
-            .collect())
-    }
-}
-
-impl From<&Error> for Wire {
-    fn from(e: &Error) -> Wire {
-        match e.clone() {
-            Error::Manifest(m) => Wire::Manifest {
-                path: m.path,
-                line: m.line,
-                column: m.column,
-                artifact: m.artifact,
-                kind: match m.kind {
-                    ManifestErrorKind::Io(s) => WireManifestKind::Io(s),
-                    ManifestErrorKind::NotFound { tried } => WireManifestKind::NotFound(tried),
-                    ManifestErrorKind::Toml(s) => WireManifestKind::Toml(s),
-                    ManifestErrorKind::Invalid(s) => WireManifestKind::Invalid(s),
-                },
-            },
-            Error::Select(SelectError::UnknownName {
-                name,
-                manifest,
-                defined,
-            }) => Wire::SelectUnknownName {
-                name,
-                manifest,
-                defined,
-            },
-            Error::Select(SelectError::NoMatch {
-                name,
-                host,
-                offered,
-            }) => Wire::SelectNoMatch {
-                name,
-                host,
-                offered,
-            },
-            Error::Select(SelectError::Broken { name, message }) => {
-                Wire::SelectBroken { name, message }
-            }
-            Error::SubPath(SubPathError::EmptyName(s)) => Wire::SubPathEmptyName(s),
-            Error::SubPath(SubPathError::ParentDir(s)) => Wire::SubPathParentDir(s),
-            Error::SubPath(SubPathError::NotRelative(s)) => Wire::SubPathNotRelative(s),
-            own => Wire::Own(own),
-        }
-    }
-}
-
-impl From<Wire> for Error {
-    fn from(w: Wire) -> Error {
-        match w {
-            Wire::Manifest {
-                path,
-                line,
-                column,
-                artifact,
-                kind,
-            } => Error::Manifest(ManifestError {
-                path,
-                line,
-                column,
-                artifact,
-                kind: match kind {
-                    WireManifestKind::Io(s) => ManifestErrorKind::Io(s),
-                    WireManifestKind::NotFound(tried) => ManifestErrorKind::NotFound { tried },
-                    WireManifestKind::Toml(s) => ManifestErrorKind::Toml(s),
-                    WireManifestKind::Invalid(s) => ManifestErrorKind::Invalid(s),
-                },
-            }),
-            Wire::SelectUnknownName {
-                name,
-                manifest,
-                defined,
-            } => Error::Select(SelectError::UnknownName {
-                name,
-                manifest,
-                defined,
-            }),
-            Wire::SelectNoMatch {
-                name,
-                host,
-                offered,
-            } => Error::Select(SelectError::NoMatch {
-                name,
-                host,
-                offered,
-            }),
-            Wire::SelectBroken { name, message } => {
-                Error::Select(SelectError::Broken { name, message })
-            }
-            Wire::SubPathEmptyName(s) => Error::SubPath(SubPathError::EmptyName(s)),
-            Wire::SubPathParentDir(s) => Error::SubPath(SubPathError::ParentDir(s)),
-            Wire::SubPathNotRelative(s) => Error::SubPath(SubPathError::NotRelative(s)),
-            Wire::Own(own) => own,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clima_artifact_manifest::ManifestErrorKind;
 
     fn h(c: char) -> GitTreeSha1 {
         GitTreeSha1::from_hex(&c.to_string().repeat(40)).unwrap()

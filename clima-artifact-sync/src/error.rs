@@ -39,6 +39,7 @@ pub enum SyncError {
         /// The path concerned.
         path: PathBuf,
         /// The cause.
+        #[source]
         cause: IoCause,
     },
     /// A storage URL or path cannot be used.
@@ -165,31 +166,21 @@ impl SyncError {
     }
 }
 
-/// `Debug` prints the readable message (what `fn main() -> Result<..>` shows), then the
-/// variant for programmers.
+/// `Debug` prints exactly the readable message of `Display` (what `fn main() -> Result<..>`
+/// shows): the message already holds its cause's text, which is also `source()`.
 impl std::fmt::Debug for SyncError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        clima_artifact_fs::fmt_error_chain(self, f)
+        std::fmt::Display::fmt(self, f)
     }
 }
 
 impl WireError for SyncError {
     fn to_wire(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_else(|e| {
-            serde_json::to_vec(&SyncError::Collective(CollectiveError::Unencodable {
-                why: format!("{self} (could not serialise the error: {e})"),
-            }))
-            .unwrap_or_default()
-        })
+        clima_comms::json_to_wire(self)
     }
 
     fn from_wire(bytes: &[u8]) -> SyncError {
-        serde_json::from_slice(bytes).unwrap_or_else(|e| {
-            SyncError::Collective(CollectiveError::Undecodable {
-                rank: 0,
-                why: format!("{e}; raw text: {}", String::from_utf8_lossy(bytes)),
-            })
-        })
+        clima_comms::json_from_wire(bytes)
     }
 }
 

@@ -25,6 +25,38 @@ pub trait WireError: Sized {
     fn from_wire(bytes: &[u8]) -> Self;
 }
 
+/// The JSON wire form of an error type that derives serde and wraps [`CollectiveError`]: the
+/// one [`WireError::to_wire`] of the project's error types. An error that cannot be encoded
+/// travels as [`CollectiveError::Unencodable`] with its text.
+pub fn json_to_wire<E>(error: &E) -> Vec<u8>
+where
+    E: serde::Serialize + std::fmt::Display + From<CollectiveError>,
+{
+    serde_json::to_vec(error).unwrap_or_else(|e| {
+        serde_json::to_vec(&E::from(CollectiveError::Unencodable {
+            why: format!("{error} (could not serialise the error: {e})"),
+        }))
+        .unwrap_or_default()
+    })
+}
+
+/// [`json_to_wire`] read back: bytes that do not decode become
+/// [`CollectiveError::Undecodable`] with their raw text, never a panic.
+pub fn json_from_wire<E>(bytes: &[u8]) -> E
+where
+    E: serde::de::DeserializeOwned + From<CollectiveError>,
+{
+    serde_json::from_slice(bytes).unwrap_or_else(|e| {
+        E::from(CollectiveError::Undecodable {
+            rank: 0,
+            why: format!(
+                "an error that cannot be decoded ({e}); its raw text: {}",
+                String::from_utf8_lossy(bytes)
+            ),
+        })
+    })
+}
+
 /// What a collective step can fail with by itself, apart from the operation's own errors.
 /// Callers' error types wrap it (`From<CollectiveError>`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]

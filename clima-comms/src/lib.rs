@@ -35,7 +35,8 @@ mod threads;
 #[cfg(feature = "mpi")]
 pub use ::mpi;
 pub use collective::{
-    CollectiveError, WireError, all_succeed, panic_message, requests_agree, root_decides,
+    CollectiveError, WireError, all_succeed, json_from_wire, json_to_wire, panic_message,
+    requests_agree, root_decides,
 };
 #[cfg(feature = "mpi")]
 pub use mpi_context::MpiContext;
