@@ -64,12 +64,7 @@ pub fn ensure_collective(
     manifest_dir: &Path,
     config: &Config,
 ) -> Result<Installed, Error> {
-    let manifest = if manifest_dir.is_file() {
-        manifest_dir.to_path_buf()
-    } else {
-        clima_artifact_manifest::Manifest::find_in_dir(manifest_dir)
-            .unwrap_or_else(|_| manifest_dir.join("Artifacts.toml"))
-    };
+    let manifest = crate::install::ManifestPlace::of(manifest_dir).file;
     let installed = ensure_collective_unrecorded(ctx, name, variant, manifest_dir, config)?;
     access_log::record(AccessEvent::of(
         name,

@@ -37,10 +37,10 @@ use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
 
-use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_manifest::manifest::MANIFEST_FILE_NAMES;
+use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::source::{self as download, ResumeRefused};
-use clima_artifact_net::{Body, BodyRules, RuleBroken};
+use clima_artifact_net::{Body, BodyRules, NetConfig, RuleBroken};
 
 use crate::depot::{self, Overrides};
 use crate::extract::{ExtractLimits, extract_buffered};
@@ -93,7 +93,7 @@ pub fn ensure_variant(
     manifest: &Path,
     config: &Config,
 ) -> Result<Installed, Error> {
-    let manifest_dir = manifest;
+    let manifest = ManifestPlace::of(manifest);
     let hash = variant.git_tree_sha1;
     let depots = depot::search_depots(config);
     if let Some(found) = lookup(&hash, &depots)? {
@@ -103,7 +103,7 @@ pub fn ensure_variant(
         return Err(Error::NoDownloads {
             name: name.to_owned(),
             hash,
-            manifest: manifest_file(manifest_dir),
+            manifest: manifest.file,
             overrides_file: suggested_overrides_file(config),
         });
     }
@@ -112,7 +112,7 @@ pub fn ensure_variant(
     let (allowed, skipped): (Vec<_>, Vec<_>) = variant
         .downloads
         .iter()
-        .partition(|d| !config.offline || !is_network(&d.url, manifest_folder(manifest_dir)));
+        .partition(|d| !config.offline || !is_network(&d.url, &manifest.folder));
     if allowed.is_empty() {
         return Err(Error::Offline {
             name: name.to_owned(),
@@ -140,7 +140,7 @@ pub fn ensure_variant(
         dir: target,
         note: _lock.note(),
     };
-    download_and_install(name, variant, &allowed, manifest_dir, config, &target)
+    download_and_install(name, variant, &allowed, manifest, config, target)
 }
 
 /// Fails when the filesystem of `depot` cannot take `size` more bytes above its free-space
@@ -249,36 +249,96 @@ fn suggested_overrides_file(config: &Config) -> PathBuf {
     depot::overrides_path(&first)
 }
 
-/// The manifest file `manifest` names: itself when it is a file, else the
-/// `JuliaArtifacts.toml`/`Artifacts.toml` in that folder.
-fn manifest_file(manifest: &Path) -> PathBuf {
-    if manifest.is_file() {
-        return manifest.to_path_buf();
-    }
-    MANIFEST_FILE_NAMES
-        .iter()
-        .map(|n| manifest.join(n))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| manifest.join("Artifacts.toml"))
+/// Where the manifest of a variant is, decided once: the file that messages name, and the
+/// folder that relative download paths resolve against.
+#[derive(Debug, Clone)]
+pub(crate) struct ManifestPlace {
+    /// The manifest file (named in messages).
+    pub(crate) file: PathBuf,
+    /// Its folder.
+    pub(crate) folder: PathBuf,
 }
 
-/// The folder relative download paths resolve against: `manifest`'s folder when it is a file.
-pub(crate) fn manifest_folder(manifest: &Path) -> &Path {
-    if manifest.is_file() {
-        manifest.parent().unwrap_or(Path::new("."))
-    } else {
-        manifest
+impl ManifestPlace {
+    /// `manifest` is the manifest file, or a folder: then the file is its
+    /// `JuliaArtifacts.toml` or `Artifacts.toml` (the first that exists; `Artifacts.toml` if
+    /// neither does).
+    pub(crate) fn of(manifest: &Path) -> ManifestPlace {
+        if manifest.is_file() {
+            let folder = manifest.parent().unwrap_or(Path::new("."));
+            return ManifestPlace {
+                file: manifest.to_path_buf(),
+                folder: folder.to_path_buf(),
+            };
+        }
+        let file = MANIFEST_FILE_NAMES
+            .iter()
+            .map(|n| manifest.join(n))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| manifest.join("Artifacts.toml"));
+        ManifestPlace {
+            file,
+            folder: manifest.to_path_buf(),
+        }
     }
 }
 
-/// Tries `allowed` (the variant's downloads that may be used now) in order.
+/// Everything one install of one artifact needs, fixed before the first attempt.
+struct InstallRequest<'a> {
+    /// The artifact's name, for messages.
+    name: &'a str,
+    hash: GitTreeSha1,
+    manifest: ManifestPlace,
+    config: &'a Config,
+    /// What the network code takes of `config`.
+    net: NetConfig,
+    agent: download::Agent,
+    target: InstallTarget,
+}
+
+/// One source to try. In Pkg's order: the package server's copy first (no sha256 is known for
+/// it: the tree hash alone verifies it), then the manifest's URLs (sha256 checked); a URL that
+/// may not be used now (a network URL while offline) is listed with why it is not tried.
+struct Attempt {
+    download: Download,
+    check_sha256: bool,
+    /// Where from, for the log: `" from the package server"`, or empty for a manifest URL.
+    from: &'static str,
+    not_tried: Option<String>,
+}
+
+/// The sources of `variant` to try, in order; `allowed` are its downloads usable now.
+fn attempts(variant: &ArtifactVariant, allowed: &[&Download], config: &Config) -> Vec<Attempt> {
+    let server = config.pkg_server.as_ref().filter(|_| !config.offline);
+    let from_server = server.map(|server| Attempt {
+        download: Download {
+            url: format!("{server}/artifact/{}", variant.git_tree_sha1),
+            sha256: Sha256([0; 32]),
+            size: None,
+        },
+        check_sha256: false,
+        from: " from the package server",
+        not_tried: None,
+    });
+    let from_manifest = variant.downloads.iter().map(|dl| Attempt {
+        download: dl.clone(),
+        check_sha256: true,
+        from: "",
+        not_tried: (!allowed.iter().any(|a| std::ptr::eq(*a, dl)))
+            .then(|| "CLIMA_ARTIFACTS_OFFLINE is set and this is a network URL".to_owned()),
+    });
+    from_server.into_iter().chain(from_manifest).collect()
+}
+
+/// Tries `allowed` (the variant's downloads that may be used now) in order, after the
+/// package server if one is set, each with retries of transient failures.
 fn download_and_install(
     name: &str,
     variant: &ArtifactVariant,
-    allowed: &[&clima_artifact_manifest::Download],
-    manifest_dir: &Path,
+    allowed: &[&Download],
+    manifest: ManifestPlace,
     config: &Config,
-    target: &InstallTarget,
+    target: InstallTarget,
 ) -> Result<Installed, Error> {
     let hash = variant.git_tree_sha1;
     // What the manifest declares is checked before any request: the size limit of implicit
@@ -293,93 +353,44 @@ fn download_and_install(
                 size,
                 limit,
                 from: "the manifest's `size`".to_owned(),
-                manifest: manifest_file(manifest_dir),
+                manifest: manifest.file,
             });
         }
         check_room(name, size, &target.dir, config)?;
     }
     let net = config.net();
-    let agent = download::agent(&net)?;
+    let request = InstallRequest {
+        name,
+        hash,
+        agent: download::agent(&net)?,
+        net,
+        manifest,
+        config,
+        target,
+    };
+    let attempts = attempts(variant, allowed, config);
     let mut failures = Vec::new();
-    // As Pkg: the package server first (`<server>/artifact/<hash>`, no sha256 known: the tree
-    // hash verifies it), then the manifest's URLs. Not when offline.
-    let from_server = config
-        .pkg_server
-        .as_ref()
-        .filter(|_| !config.offline)
-        .map(|server| clima_artifact_manifest::Download {
-            url: format!("{server}/artifact/{hash}"),
-            sha256: Sha256([0; 32]),
-            size: None,
-        });
-    if let Some(dl) = &from_server {
-        let start = Instant::now();
-        let source = Attempt {
-            download: dl,
-            check_sha256: false,
-        };
-        match install_once(name, &hash, &source, &agent, manifest_dir, config, target) {
-            Ok((path, bytes)) => {
-                return Ok(downloaded(
-                    name,
-                    " from the package server",
-                    dl,
-                    path,
-                    bytes,
-                    start,
-                ));
-            }
-            Err(e) => {
-                notice::warn(&format!(
-                    "the package server could not provide `{name}` ({e}); trying the manifest's \
-                     URLs"
-                ));
-                failures.push(e);
-            }
-        }
-    }
-    for (i, dl) in variant.downloads.iter().enumerate() {
-        if !allowed.iter().any(|a| std::ptr::eq(*a, dl)) {
+    for (i, attempt) in attempts.iter().enumerate() {
+        if let Some(reason) = &attempt.not_tried {
             failures.push(Error::NotTried {
-                url: dl.url.clone(),
-                reason: "CLIMA_ARTIFACTS_OFFLINE is set and this is a network URL".to_owned(),
+                url: attempt.download.url.clone(),
+                reason: reason.clone(),
             });
             continue;
         }
-        let mut attempt = 1;
-        loop {
-            let start = Instant::now();
-            let source = Attempt {
-                download: dl,
-                check_sha256: true,
-            };
-            match install_once(name, &hash, &source, &agent, manifest_dir, config, target) {
-                Ok((path, bytes)) => return Ok(downloaded(name, "", dl, path, bytes, start)),
-                Err(e) if e.is_transient() && attempt < config.retries => {
-                    let wait = download::backoff(config.retry_backoff, attempt);
-                    notice::warn(&format!(
-                        "{e}; retrying in {:.1} s (attempt {} of {}, CLIMA_ARTIFACTS_RETRIES)",
-                        wait.as_secs_f64(),
-                        attempt + 1,
-                        config.retries
-                    ));
-                    std::thread::sleep(wait);
-                    attempt += 1;
-                }
-                Err(e) => {
-                    let next = if (i + 1..variant.downloads.len()).any(|j| {
-                        allowed
-                            .iter()
-                            .any(|a| std::ptr::eq(*a, &variant.downloads[j]))
-                    }) {
-                        "; trying the next URL"
-                    } else {
-                        ""
-                    };
-                    notice::warn(&format!("{e}{next}"));
-                    failures.push(with_attempts(e, attempt));
-                    break;
-                }
+        match request.install_retrying(attempt) {
+            Ok(installed) => return Ok(installed),
+            Err(e) => {
+                let more = attempts[i + 1..].iter().any(|a| a.not_tried.is_none());
+                notice::warn(&match (attempt.check_sha256, more) {
+                    (false, _) => format!(
+                        "the package server could not provide `{name}` ({e}); trying the \
+                         manifest's URLs"
+                    ),
+                    (true, true) => format!("{e}; trying the next URL"),
+                    (true, false) => e.to_string(),
+                });
+                failures.push(e);
             }
         }
     }
@@ -387,7 +398,7 @@ fn download_and_install(
         name: name.to_owned(),
         hash,
         failures,
-        manifest: manifest_file(manifest_dir),
+        manifest: request.manifest.file,
         overrides_file: suggested_overrides_file(config),
     })
 }
@@ -460,82 +471,181 @@ pub(crate) fn remove_tree(path: &Path) {
     }
 }
 
-/// One download source to try: a manifest entry (sha256 checked), or a package server's copy
-/// (no sha256 known; the tree hash alone verifies it, as in Pkg).
-struct Attempt<'a> {
-    download: &'a clima_artifact_manifest::Download,
-    check_sha256: bool,
-}
-
-fn install_once(
-    name: &str,
-    hash: &GitTreeSha1,
-    source_of: &Attempt<'_>,
-    agent: &download::Agent,
-    manifest_dir: &Path,
-    config: &Config,
-    target: &InstallTarget,
-) -> Result<(PathBuf, u64), Error> {
-    let dl = source_of.download;
-    let url = dl.url.as_str();
-    let tmp_path = depot::Depot::new(&target.dir).new_temp_dir(hash);
-    std::fs::create_dir(&tmp_path)
-        .map_err(|e| Error::io("create temporary directory", &tmp_path, e))?;
-    let tmp = TempDir(Some(tmp_path));
-
-    tracing::info!(
-        artifact = name,
-        url,
-        "downloading artifact `{name}` from `{url}`"
-    );
-    let net = config.net();
-    let source = download::open(agent, url, manifest_folder(manifest_dir), &net)?;
-    // Without a declared size, the server's Content-Length is checked before the body.
-    if dl.size.is_none()
-        && let (Some(limit), Some(length)) = (config.max_download_size, source.length)
-        && length > limit
-    {
-        return Err(Error::DownloadTooLarge {
-            name: name.to_owned(),
-            size: length,
-            limit,
-            from: format!("the Content-Length of `{url}`"),
-            manifest: manifest_file(manifest_dir),
-        });
+impl InstallRequest<'_> {
+    /// [`InstallRequest::install_from`], retried with backoff while it fails transiently
+    /// (`CLIMA_ARTIFACTS_RETRIES` attempts in all); each retry is a notice with its cause and
+    /// delay.
+    fn install_retrying(&self, attempt: &Attempt) -> Result<Installed, Error> {
+        let mut n = 1;
+        loop {
+            let start = Instant::now();
+            match self.install_from(attempt) {
+                Ok((path, bytes)) => {
+                    let dl = &attempt.download;
+                    return Ok(downloaded(self.name, attempt.from, dl, path, bytes, start));
+                }
+                Err(e) if e.is_transient() && n < self.config.retries => {
+                    let wait = download::backoff(self.config.retry_backoff, n);
+                    notice::warn(&format!(
+                        "{e}; retrying in {:.1} s (attempt {} of {}, CLIMA_ARTIFACTS_RETRIES)",
+                        wait.as_secs_f64(),
+                        n + 1,
+                        self.config.retries
+                    ));
+                    std::thread::sleep(wait);
+                    n += 1;
+                }
+                Err(e) => return Err(with_attempts(e, n)),
+            }
+        }
     }
-    let size = source.length.or(dl.size);
-    let mut transfer = crate::progress::current(config.progress).start(&DownloadStart {
-        artifact: name,
-        url,
-        size,
-    });
-    if let Some(note) = &target.note {
-        transfer = Box::new(NotingTransfer {
-            inner: transfer,
-            note: note.clone(),
-            what: format!("`{name}` from {}", crate::progress::host_of(url)),
+
+    /// One attempt: open the source, stream it through the SHA-256, the decompressor and the
+    /// tar writer into a fresh temp dir, check both hashes, rename into place.
+    fn install_from(&self, attempt: &Attempt) -> Result<(PathBuf, u64), Error> {
+        let tmp_path = depot::Depot::new(&self.target.dir).new_temp_dir(&self.hash);
+        std::fs::create_dir(&tmp_path)
+            .map_err(|e| Error::io("create temporary directory", &tmp_path, e))?;
+        let tmp = TempDir(Some(tmp_path));
+        let mut body = self.open(&attempt.download)?;
+        let extracted = extract_buffered(&mut body, tmp.path(), &self.limits(tmp.path()));
+        let (actual, bytes) = self.finish_body(body, &attempt.download.url, &extracted)?;
+        let url = attempt.download.url.clone();
+        // A wrong download is reported as such even when it also fails to unpack.
+        if attempt.check_sha256 && actual != attempt.download.sha256 {
+            return Err(Error::Sha256Mismatch {
+                url,
+                expected: attempt.download.sha256,
+                actual,
+                bytes,
+            });
+        }
+        let extracted = extracted.map_err(|e| Error::Archive {
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
+        if extracted.tree_hash != self.hash {
+            return Err(Error::TreeHashMismatch {
+                url,
+                expected: self.hash,
+                actual: extracted.tree_hash,
+            });
+        }
+        self.move_into_place(tmp).map(|dest| (dest, bytes))
+    }
+
+    /// Opens `dl` and starts reading its body on a thread of its own, with progress to the
+    /// reporter (and the lock's holder line); refuses a `Content-Length` over the implicit
+    /// download limit before any of the body is read.
+    fn open(&self, dl: &Download) -> Result<Body, Error> {
+        let (name, url, config) = (self.name, dl.url.as_str(), self.config);
+        tracing::info!(
+            artifact = name,
+            url,
+            "downloading artifact `{name}` from `{url}`"
+        );
+        let source = download::open(&self.agent, url, &self.manifest.folder, &self.net)?;
+        // Without a declared size, the server's Content-Length is checked before the body.
+        if dl.size.is_none()
+            && let (Some(limit), Some(length)) = (config.max_download_size, source.length)
+            && length > limit
+        {
+            return Err(Error::DownloadTooLarge {
+                name: name.to_owned(),
+                size: length,
+                limit,
+                from: format!("the Content-Length of `{url}`"),
+                manifest: self.manifest.file.clone(),
+            });
+        }
+        let size = source.length.or(dl.size);
+        let mut transfer = crate::progress::current(config.progress).start(&DownloadStart {
+            artifact: name,
+            url,
             size,
-            last: None,
         });
+        if let Some(note) = &self.target.note {
+            transfer = Box::new(NotingTransfer {
+                inner: transfer,
+                note: note.clone(),
+                what: format!("`{name}` from {}", crate::progress::host_of(url)),
+                size,
+                last: None,
+            });
+        }
+        // With a `size`, a longer body cannot be the manifest's: stop at one byte past it.
+        let rules = BodyRules::new(&self.net, dl.size, config.progress);
+        Ok(Body::spawn(source, transfer, rules, name.to_owned()))
     }
-    // With a `size`, a longer body cannot be the manifest's: stop at one byte past it.
-    let rules = BodyRules::new(&net, dl.size, config.progress);
-    let mut pipe = Body::spawn(source, transfer, rules, name.to_owned());
 
-    let limits = ExtractLimits {
-        max_unpacked_bytes: config.max_unpacked_bytes,
-        max_entries: config.max_entries,
-        min_free_bytes: match config.min_free_space {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None => crate::extract::free_space(tmp.path())
-                .ok()
-                .map(|(_, total)| crate::extract::default_free_reserve(total)),
-        },
-    };
-    let extracted = extract_buffered(&mut pipe, tmp.path(), &limits);
-    let source_failure = |pipe: &Body| {
-        pipe.failure().map(|e| match RuleBroken::of(e) {
+    /// The extraction limits of an install into `tmp`.
+    fn limits(&self, tmp: &Path) -> ExtractLimits {
+        let config = self.config;
+        ExtractLimits {
+            max_unpacked_bytes: config.max_unpacked_bytes,
+            max_entries: config.max_entries,
+            min_free_bytes: match config.min_free_space {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => crate::extract::free_space(tmp)
+                    .ok()
+                    .map(|(_, total)| crate::extract::default_free_reserve(total)),
+            },
+        }
+    }
+
+    /// Reads `body` of `url` to its end after the extraction stopped (`extracted`), so that
+    /// the SHA-256 covers every byte, and returns it with the byte count; a source that broke
+    /// or sent more than the archive is an error.
+    ///
+    /// The drain is bounded: with a `size` the reader itself stops one byte past it; without
+    /// one, at most DRAIN_CAP bytes are read after the point where the archive ended (or
+    /// failed), so a server that keeps sending after a good tarball cannot keep us reading.
+    /// Draining also makes a wrong download a sha256 mismatch even when it failed to unpack.
+    fn finish_body<T, E: std::fmt::Display>(
+        &self,
+        mut body: Body,
+        url: &str,
+        extracted: &Result<T, E>,
+    ) -> Result<(Sha256, u64), Error> {
+        if let Some(e) = self.source_failure(&body, url) {
+            return Err(e);
+        }
+        let before_drain = body.consumed();
+        let drained = io::copy(&mut (&mut body).take(DRAIN_CAP + 1), &mut io::sink());
+        if drained.is_ok() && body.consumed() - before_drain > DRAIN_CAP {
+            let what = match extracted {
+                Ok(_) => "the end of the archive".to_owned(),
+                Err(e) => format!("the archive failed to unpack ({e})"),
+            };
+            return Err(Error::Archive {
+                url: url.to_owned(),
+                reason: format!(
+                    "the server kept sending after {what}: stopped reading {} past it, at \
+                     byte {}; this is not the tarball the manifest describes (add its `size` to \
+                     the manifest to stop at exactly that many bytes)",
+                    human_bytes(DRAIN_CAP),
+                    body.consumed()
+                ),
+            });
+        }
+        if let Some(e) = self.source_failure(&body, url) {
+            return Err(e);
+        }
+        if let Err(e) = drained {
+            return Err(Error::Transport {
+                url: url.to_owned(),
+                reason: download::describe_io(&e, &self.net),
+                attempts: 1,
+                transient: download::is_transient_io(&e),
+            });
+        }
+        Ok(body.finish())
+    }
+
+    /// Why the source of `body` stopped early, as the install reports it.
+    fn source_failure(&self, body: &Body, url: &str) -> Option<Error> {
+        body.failure().map(|e| match RuleBroken::of(e) {
             Some(RuleBroken::TooLong { size }) => Error::Archive {
                 url: url.to_owned(),
                 reason: format!(
@@ -554,82 +664,28 @@ fn install_once(
             },
             Some(_) | None => Error::Transport {
                 url: url.to_owned(),
-                reason: download::describe_io(e, &net),
+                reason: download::describe_io(e, &self.net),
                 attempts: 1,
                 transient: download::is_transient_io(e),
             },
         })
-    };
-    if let Some(e) = source_failure(&pipe) {
-        return Err(e);
     }
-    // Drain to the end so the SHA-256 covers every byte (tar padding, trailing blocks), and so
-    // that a wrong download is reported as a sha256 mismatch even when it also failed to
-    // unpack. The drain is bounded: with a `size` the reader itself stops one byte past it;
-    // without one, at most DRAIN_CAP bytes are read after the point where the archive ended
-    // (or failed), so a server that keeps sending after a good tarball cannot keep us reading.
-    let before_drain = pipe.consumed();
-    let drained = io::copy(&mut (&mut pipe).take(DRAIN_CAP + 1), &mut io::sink());
-    if drained.is_ok() && pipe.consumed() - before_drain > DRAIN_CAP {
-        let what = match &extracted {
-            Ok(_) => "the end of the archive".to_owned(),
-            Err(e) => format!("the archive failed to unpack ({e})"),
-        };
-        return Err(Error::Archive {
-            url: url.to_owned(),
-            reason: format!(
-                "the server kept sending after {what}: stopped reading {} past it, at \
-                 byte {}; this is not the tarball the manifest describes (add its `size` to the \
-                 manifest to stop at exactly that many bytes)",
-                human_bytes(DRAIN_CAP),
-                pipe.consumed()
-            ),
-        });
-    }
-    if let Some(e) = source_failure(&pipe) {
-        return Err(e);
-    }
-    if let Err(e) = drained {
-        return Err(Error::Transport {
-            url: url.to_owned(),
-            reason: download::describe_io(&e, &net),
-            attempts: 1,
-            transient: download::is_transient_io(&e),
-        });
-    }
-    let (actual, bytes) = pipe.finish();
-    // A wrong download is reported as such even when it also fails to unpack.
-    if source_of.check_sha256 && actual != dl.sha256 {
-        return Err(Error::Sha256Mismatch {
-            url: url.to_owned(),
-            expected: dl.sha256,
-            actual,
-            bytes,
-        });
-    }
-    let extracted = extracted.map_err(|e| Error::Archive {
-        url: url.to_owned(),
-        reason: e.to_string(),
-    })?;
-    if extracted.tree_hash != *hash {
-        return Err(Error::TreeHashMismatch {
-            url: url.to_owned(),
-            expected: *hash,
-            actual: extracted.tree_hash,
-        });
-    }
-    let dest = depot::artifact_dir(&target.dir, hash);
-    match std::fs::rename(tmp.path(), &dest) {
-        Ok(()) => {
-            tmp.keep();
-            Ok((dest, bytes))
+
+    /// Renames the verified `tmp` to `<depot>/artifacts/<hash>`.
+    fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
+        let dest = depot::artifact_dir(&self.target.dir, &self.hash);
+        match std::fs::rename(tmp.path(), &dest) {
+            Ok(()) => {
+                tmp.keep();
+                Ok(dest)
+            }
+            // Another process (without a working lock, e.g. on NFS) won the race: success.
+            Err(_) if dest.is_dir() => Ok(dest),
+            Err(e) => Err(Error::io(
+                format!("move verified artifact `{}` into place as", self.name),
+                &dest,
+                e,
+            )),
         }
-        // Another process (without a working lock, e.g. on NFS) won the race: success.
-        Err(_) if dest.is_dir() => Ok((dest, bytes)),
-        Err(e) => Err(Error::io(
-            format!("move verified artifact `{name}` into place as"),
-            &dest,
-            e,
-        )),
     }
 }
