@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use clima_artifact_manifest::{ArtifactVariant, Manifest};
 use clima_artifact_runtime::{Origin, ensure_variant};
 
 use crate::args::FetchArgs;
@@ -29,42 +30,7 @@ struct Fetched {
 /// Entry point of `fetch`.
 pub fn run(args: FetchArgs) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
-    if args.names.is_empty() && !args.all {
-        return Err(CliError::usage(
-            "name the artifacts to fetch, or pass --all (add --include-lazy for lazy ones too)",
-        ));
-    }
-    cmd::check_names(&manifest, &args.names)?;
-    let mut jobs = Vec::new();
-    // A broken entry cannot be fetched: with --all it fails the command.
-    if args.all
-        && let Some((name, errors)) = manifest.broken.first()
-    {
-        return Err(CliError::usage(format!(
-            "artifact `{name}` cannot be fetched: {}",
-            errors[0]
-        )));
-    }
-    if args.all {
-        for name in manifest.names() {
-            let variant = match cmd::select_for(&manifest, name, args.platform.platform.as_ref()) {
-                Ok(v) => v,
-                // Another platform's artifact: nothing to fetch here.
-                Err(_) => continue,
-            };
-            if variant.lazy && !args.include_lazy {
-                continue;
-            }
-            jobs.push((name.to_string(), variant.clone()));
-        }
-    } else {
-        for name in &args.names {
-            jobs.push((
-                name.clone(),
-                cmd::select_for(&manifest, name, args.platform.platform.as_ref())?.clone(),
-            ));
-        }
-    }
+    let jobs = jobs(&manifest, &args)?;
     let mut config = depots::config()?;
     // An explicit fetch is how a user says "yes, download it": no size limit here
     // (CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE limits what a model downloads on first use).
@@ -86,61 +52,12 @@ pub fn run(args: FetchArgs) -> CliResult {
                         break;
                     };
                     let bar = progress::spinner_in(&multi, &format!("{name}: installing"));
-                    let start = Instant::now();
-                    let outcome = ensure_variant(name, variant, &manifest.path, &config);
-                    let seconds = start.elapsed().as_secs_f64();
-                    let mut f = Fetched {
-                        name: name.clone(),
-                        git_tree_sha1: variant.git_tree_sha1.to_hex(),
-                        status: "failed",
-                        path: None,
-                        url: None,
-                        bytes: None,
-                        seconds,
-                        error: None,
+                    let f = fetch_one(name, variant, &manifest.path, &config, args.all);
+                    let said = match f.status {
+                        "needs_override" => "needs an override".to_owned(),
+                        status => status.replace('_', " "),
                     };
-                    // With --all, an entry without downloads is not a failure (Julia's
-                    // select_downloadable_artifacts leaves such entries out): it is reported
-                    // with the override line to add.
-                    let outcome = match outcome {
-                        Err(e @ clima_artifact_runtime::Error::NoDownloads { .. }) if args.all => {
-                            f.status = "needs_override";
-                            f.error = Some(e.to_string());
-                            bar.finish_with_message(format!("{name}: needs an override"));
-                            if let Ok(mut r) = results.lock() {
-                                r.push((index, f));
-                            }
-                            continue;
-                        }
-                        other => other,
-                    };
-                    match outcome {
-                        Ok(installed) => {
-                            f.path = Some(installed.path);
-                            match installed.origin {
-                                Origin::Override { .. } => f.status = "overridden",
-                                Origin::Depot => f.status = "already_installed",
-                                Origin::Downloaded {
-                                    url,
-                                    bytes,
-                                    seconds,
-                                } => {
-                                    f.status = "downloaded";
-                                    f.url = Some(url);
-                                    f.bytes = Some(bytes);
-                                    f.seconds = seconds;
-                                }
-                            }
-                            bar.finish_with_message(format!(
-                                "{name}: {}",
-                                f.status.replace('_', " ")
-                            ));
-                        }
-                        Err(e) => {
-                            f.error = Some(e.to_string());
-                            bar.finish_with_message(format!("{name}: failed"));
-                        }
-                    }
+                    bar.finish_with_message(format!("{name}: {said}"));
                     if let Ok(mut r) = results.lock() {
                         r.push((index, f));
                     }
@@ -151,57 +68,22 @@ pub fn run(args: FetchArgs) -> CliResult {
     let mut results = results.into_inner().unwrap_or_default();
     results.sort_by_key(|(i, _)| *i);
     let results: Vec<Fetched> = results.into_iter().map(|(_, f)| f).collect();
-    let failed: Vec<&Fetched> = results.iter().filter(|f| f.status == "failed").collect();
-    let needs_override: Vec<&Fetched> = results
-        .iter()
-        .filter(|f| f.status == "needs_override")
-        .collect();
-    if failed.len() < results.len() {
+    if results.iter().any(|f| f.status != "failed") {
         // Lets `gc` know this manifest's artifacts are in use.
         depots::record_usage(&config, &manifest.path);
     }
-
     if args.json {
         cmd::print_json(&results)?;
     } else {
-        if results.is_empty() {
-            println!(
-                "nothing to fetch (every artifact is lazy or for another platform; try --include-lazy)"
-            );
-        }
-        for f in &results {
-            match (&f.path, &f.error) {
-                (Some(path), _) => {
-                    let extra = match (f.bytes, &f.url) {
-                        (Some(b), Some(u)) => {
-                            format!(
-                                " ({} from {u} in {:.1} s)",
-                                depots::human_bytes(b),
-                                f.seconds
-                            )
-                        }
-                        _ => String::new(),
-                    };
-                    println!(
-                        "{:<24} {:<18} {}{extra}",
-                        f.name,
-                        f.status.replace('_', " "),
-                        path.display()
-                    );
-                }
-                (None, _) if f.status == "needs_override" => {
-                    println!("{:<24} needs an override (no download section)", f.name)
-                }
-                (None, _) => println!("{:<24} failed", f.name),
-            }
-        }
+        print_results(&results);
     }
-    for f in &needs_override {
+    for f in results.iter().filter(|f| f.status == "needs_override") {
         eprintln!(
             "warning: {}",
             f.error.as_deref().unwrap_or("needs an override")
         );
     }
+    let failed: Vec<&Fetched> = results.iter().filter(|f| f.status == "failed").collect();
     if failed.is_empty() {
         return Ok(());
     }
@@ -215,4 +97,130 @@ pub fn run(args: FetchArgs) -> CliResult {
             .collect::<Vec<_>>()
             .join("\n")
     )))
+}
+
+/// The artifacts to fetch, each with its variant for the platform: the names given, or with
+/// `--all` every artifact of the manifest for this platform (lazy ones with `--include-lazy`).
+fn jobs(manifest: &Manifest, args: &FetchArgs) -> CliResult<Vec<(String, ArtifactVariant)>> {
+    if args.names.is_empty() && !args.all {
+        return Err(CliError::usage(
+            "name the artifacts to fetch, or pass --all (add --include-lazy for lazy ones too)",
+        ));
+    }
+    cmd::check_names(manifest, &args.names)?;
+    let platform = args.platform.platform.as_ref();
+    if !args.all {
+        return args
+            .names
+            .iter()
+            .map(|name| {
+                Ok((
+                    name.clone(),
+                    cmd::select_for(manifest, name, platform)?.clone(),
+                ))
+            })
+            .collect();
+    }
+    // A broken entry cannot be fetched: with --all it fails the command.
+    if let Some((name, errors)) = manifest.broken.first() {
+        return Err(CliError::usage(format!(
+            "artifact `{name}` cannot be fetched: {}",
+            errors[0]
+        )));
+    }
+    let mut jobs = Vec::new();
+    for name in manifest.names() {
+        // Another platform's artifact: nothing to fetch here.
+        let Ok(variant) = cmd::select_for(manifest, name, platform) else {
+            continue;
+        };
+        if !variant.lazy || args.include_lazy {
+            jobs.push((name.to_string(), variant.clone()));
+        }
+    }
+    Ok(jobs)
+}
+
+/// Installs one artifact and says how it went. With `--all` (`all`), an entry without
+/// downloads is not a failure (Julia's select_downloadable_artifacts leaves such entries out):
+/// it is reported with the override line to add.
+fn fetch_one(
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &std::path::Path,
+    config: &clima_artifact_runtime::Config,
+    all: bool,
+) -> Fetched {
+    let start = Instant::now();
+    let outcome = ensure_variant(name, variant, manifest, config);
+    let mut f = Fetched {
+        name: name.to_owned(),
+        git_tree_sha1: variant.git_tree_sha1.to_hex(),
+        status: "failed",
+        path: None,
+        url: None,
+        bytes: None,
+        seconds: start.elapsed().as_secs_f64(),
+        error: None,
+    };
+    match outcome {
+        Err(e @ clima_artifact_runtime::Error::NoDownloads { .. }) if all => {
+            f.status = "needs_override";
+            f.error = Some(e.to_string());
+        }
+        Err(e) => f.error = Some(e.to_string()),
+        Ok(installed) => {
+            f.path = Some(installed.path);
+            match installed.origin {
+                Origin::Override { .. } => f.status = "overridden",
+                Origin::Depot => f.status = "already_installed",
+                Origin::Downloaded {
+                    url,
+                    bytes,
+                    seconds,
+                } => {
+                    f.status = "downloaded";
+                    f.url = Some(url);
+                    f.bytes = Some(bytes);
+                    f.seconds = seconds;
+                }
+            }
+        }
+    }
+    f
+}
+
+/// The outcome of each artifact, one line each, for people.
+fn print_results(results: &[Fetched]) {
+    if results.is_empty() {
+        println!(
+            "nothing to fetch (every artifact is lazy or for another platform; try --include-lazy)"
+        );
+    }
+    for f in results {
+        match (&f.path, &f.error) {
+            (Some(path), _) => {
+                let extra = match (f.bytes, &f.url) {
+                    (Some(b), Some(u)) => {
+                        format!(
+                            " ({} from {u} in {:.1} s)",
+                            depots::human_bytes(b),
+                            f.seconds
+                        )
+                    }
+                    _ => String::new(),
+                };
+                println!(
+                    "{:<24} {:<18} {}{extra}",
+                    f.name,
+                    f.status.replace('_', " "),
+                    path.display()
+                );
+            }
+            (None, _) if f.status == "needs_override" => {
+                println!("{:<24} needs an override (no download section)", f.name)
+            }
+            (None, _) => println!("{:<24} failed", f.name),
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! `gc`: removes installed artifacts that no live manifest references, after a grace period.
 //!
-//! As Julia's `Pkg.gc`: an unreferenced artifact is first only marked as orphaned, with the
-//! time, in the depot's `logs/orphaned.toml`; a later `gc` deletes it once it has been orphaned
+//! As the Pkg of Julia before 1.13 (our choice for shared depots; see the README): an
+//! unreferenced artifact is first only marked as orphaned, with the time, in the depot's
+//! `logs/orphaned.toml`; a later `gc` deletes it once it has been orphaned
 //! for longer than `--delay` (7 days by default; `--delay 0` deletes at once). An artifact that
 //! is referenced again leaves the list. Only the first depot is collected unless
 //! `--all-depots` is given. Models record their manifests in the usage log when they use them
@@ -85,10 +86,85 @@ const GC_MARK: &str = ".gc-";
 /// Entry point of `gc`.
 pub fn run(args: GcArgs) -> CliResult {
     let config = depots::config()?;
+    let (manifests, mut referenced) = referencing_manifests(&config, &args)?;
+    let protected_paths = protected_by_overrides(&config, &mut referenced)?;
+    let collected: Vec<PathBuf> = if args.all_depots {
+        config.depots.clone()
+    } else {
+        config.depots.iter().take(1).cloned().collect()
+    };
+    let keep = Keep {
+        referenced,
+        protected_paths,
+        now: std::time::SystemTime::now(),
+        delay: args.delay,
+    };
+    let (mut installed, mut reclaimed) = (0usize, 0usize);
+    let mut unreferenced = Vec::new();
+    let mut orphanages = Vec::new();
+    for depot in &collected {
+        let mut orphanage = Orphanage::load(depot)?;
+        if !args.dry_run {
+            reclaimed += reclaim_killed_gcs(depot);
+        }
+        installed += keep.scan(depot, &mut orphanage, &mut unreferenced);
+        orphanage.keep_only_marked();
+        orphanages.push(orphanage);
+    }
+    let live = manifests.iter().filter(|m| m.status != "missing").count();
+    if live == 0 && !unreferenced.is_empty() && !args.force {
+        return Err(CliError::usage(format!(
+            "no manifest that still exists is recorded in {} and none was given, so gc would \
+             remove all {} installed artifact(s); pass --manifest PATH for the manifests you use, \
+             or --force to remove them all",
+            config
+                .depots
+                .iter()
+                .map(|d| format!("`{}`", Depot::new(d).usage_log().display()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            unreferenced.len()
+        )));
+    }
+    if !args.dry_run {
+        remove_due(&mut unreferenced);
+        for mut orphanage in orphanages {
+            for u in unreferenced.iter().filter(|u| u.removed) {
+                orphanage.forget(&u.path);
+            }
+            orphanage.save()?;
+        }
+        for depot in &collected {
+            depots::compact_usage_log(depot)?;
+        }
+    }
+    let report = GcReport {
+        dry_run: args.dry_run,
+        kept: installed - unreferenced.len(),
+        reclaimed,
+        delay_seconds: args.delay.as_secs_f64(),
+        collected,
+        manifests,
+        unreferenced,
+    };
+    if args.json {
+        cmd::print_json(&report)?;
+    } else {
+        print_report(&report, args.delay);
+    }
+    removal_failures(&report)
+}
+
+/// Every manifest recorded in a searched depot's usage log (a missing one stops counting) and
+/// every `--manifest`, with the hashes they reference (every variant, every platform).
+fn referencing_manifests(
+    config: &clima_artifact_runtime::Config,
+    args: &GcArgs,
+) -> CliResult<(Vec<ManifestUse>, BTreeSet<GitTreeSha1>)> {
     let mut manifests = Vec::new();
     let mut referenced = BTreeSet::new();
     let mut recorded = BTreeSet::new();
-    for depot in depots::search_depots(&config) {
+    for depot in depots::search_depots(config) {
         recorded.extend(depots::recorded_manifests(&depot)?);
     }
     for path in recorded {
@@ -119,9 +195,17 @@ pub fn run(args: GcArgs) -> CliResult {
             status: "given",
         });
     }
+    Ok((manifests, referenced))
+}
 
+/// What the overrides of every searched depot keep: the hashes they point to (added to
+/// `referenced`), and the folders they point to (returned, canonical).
+fn protected_by_overrides(
+    config: &clima_artifact_runtime::Config,
+    referenced: &mut BTreeSet<GitTreeSha1>,
+) -> CliResult<Vec<PathBuf>> {
     let mut protected_paths = Vec::new();
-    for file in depots::overrides_files(&config)? {
+    for file in depots::overrides_files(config)? {
         for e in file.entries {
             match e.target {
                 OverrideTarget::Hash(h) => {
@@ -132,30 +216,40 @@ pub fn run(args: GcArgs) -> CliResult {
             }
         }
     }
+    Ok(protected_paths)
+}
 
-    let mut installed = 0usize;
-    let mut reclaimed = 0usize;
-    let mut unreferenced = Vec::new();
-    let now = std::time::SystemTime::now();
-    let collected: Vec<PathBuf> = if args.all_depots {
-        config.depots.clone()
-    } else {
-        config.depots.iter().take(1).cloned().collect()
-    };
-    let mut orphanages = Vec::new();
-    for depot in &collected {
-        let dir = depots::artifacts_dir(depot);
-        let mut orphanage = Orphanage::load(depot)?;
-        if !args.dry_run {
-            for stale in clima_artifact_fs::stale_temps(&dir, GC_MARK) {
-                if clima_artifact_fs::remove_tree(&stale).is_ok() {
-                    reclaimed += 1;
-                }
-            }
-        }
-        let Ok(rd) = fs::read_dir(&dir) else { continue };
+/// Removes the folders that killed gc runs left in `depot` (renamed, not yet deleted).
+fn reclaim_killed_gcs(depot: &Path) -> usize {
+    clima_artifact_fs::stale_temps(&Depot::new(depot).artifacts_dir(), GC_MARK)
+        .into_iter()
+        .filter(|stale| clima_artifact_fs::remove_tree(stale).is_ok())
+        .count()
+}
+
+/// What gc keeps, and when an orphan is due.
+struct Keep {
+    referenced: BTreeSet<GitTreeSha1>,
+    protected_paths: Vec<PathBuf>,
+    now: std::time::SystemTime,
+    delay: std::time::Duration,
+}
+
+impl Keep {
+    /// Lists the installed artifacts of `depot`, marks the unreferenced ones in `orphanage`
+    /// and adds them to `unreferenced`; returns how many artifacts are installed there.
+    fn scan(
+        &self,
+        depot: &Path,
+        orphanage: &mut Orphanage,
+        unreferenced: &mut Vec<Unreferenced>,
+    ) -> usize {
+        let Ok(rd) = fs::read_dir(Depot::new(depot).artifacts_dir()) else {
+            return 0;
+        };
         let mut entries: Vec<_> = rd.flatten().collect();
         entries.sort_by_key(|e| e.file_name());
+        let mut installed = 0;
         for item in entries {
             let name = item.file_name();
             let Some(hash) = name.to_str().and_then(|n| GitTreeSha1::from_hex(n).ok()) else {
@@ -167,131 +261,100 @@ pub fn run(args: GcArgs) -> CliResult {
             }
             installed += 1;
             let real = canonical(&path);
-            let touches_override = protected_paths
+            let touches_override = self
+                .protected_paths
                 .iter()
                 .any(|p| p.starts_with(&real) || real.starts_with(p));
-            if referenced.contains(&hash) || touches_override {
+            if self.referenced.contains(&hash) || touches_override {
                 continue;
             }
-            let since = orphanage.mark(&path, now);
-            let due = now.duration_since(since).unwrap_or_default() >= args.delay;
+            let since = orphanage.mark(&path, self.now);
             unreferenced.push(Unreferenced {
                 git_tree_sha1: hash.to_hex(),
                 bytes: depots::size_on_disk(&path),
                 orphaned_since: clima_artifact_fs::utc_timestamp(since),
-                due,
+                due: self.now.duration_since(since).unwrap_or_default() >= self.delay,
                 path,
                 removed: false,
                 error: None,
             });
         }
-        orphanage.keep_only_marked();
-        orphanages.push(orphanage);
+        installed
     }
-    let live = manifests.iter().filter(|m| m.status != "missing").count();
-    if live == 0 && !unreferenced.is_empty() && !args.force {
-        return Err(CliError::usage(format!(
-            "no manifest that still exists is recorded in {} and none was given, so gc would \
-             remove all {} installed artifact(s); pass --manifest PATH for the manifests you use, \
-             or --force to remove them all",
-            config
-                .depots
-                .iter()
-                .map(|d| format!("`{}`", Depot::new(d).usage_log().display()))
-                .collect::<Vec<_>>()
-                .join(", "),
-            unreferenced.len()
-        )));
-    }
+}
 
-    if !args.dry_run {
-        for u in unreferenced.iter_mut().filter(|u| u.due) {
-            let parent = u.path.parent().unwrap_or(Path::new("."));
-            let doomed = parent.join(clima_artifact_fs::temp_name(&u.git_tree_sha1, GC_MARK));
-            let result =
-                fs::rename(&u.path, &doomed).and_then(|()| clima_artifact_fs::remove_tree(&doomed));
-            match result {
-                Ok(()) => u.removed = true,
-                Err(e) => u.error = Some(e.to_string()),
-            }
+/// Deletes the orphans that are due: each is renamed out of the way first, so no process sees
+/// a half-removed artifact under its final name.
+fn remove_due(unreferenced: &mut [Unreferenced]) {
+    for u in unreferenced.iter_mut().filter(|u| u.due) {
+        let parent = u.path.parent().unwrap_or(Path::new("."));
+        let doomed = parent.join(clima_artifact_fs::temp_name(&u.git_tree_sha1, GC_MARK));
+        let result =
+            fs::rename(&u.path, &doomed).and_then(|()| clima_artifact_fs::remove_tree(&doomed));
+        match result {
+            Ok(()) => u.removed = true,
+            Err(e) => u.error = Some(e.to_string()),
         }
     }
+}
 
-    if !args.dry_run {
-        for mut orphanage in orphanages {
-            for u in unreferenced.iter().filter(|u| u.removed) {
-                orphanage.forget(&u.path);
-            }
-            orphanage.save()?;
-        }
-        for depot in &collected {
-            depots::compact_usage_log(depot)?;
-        }
-    }
-    let report = GcReport {
-        dry_run: args.dry_run,
-        kept: installed - unreferenced.len(),
-        reclaimed,
-        delay_seconds: args.delay.as_secs_f64(),
-        collected,
-        manifests,
-        unreferenced,
-    };
-    if args.json {
-        cmd::print_json(&report)?;
-    } else {
-        for m in &report.manifests {
-            if m.status == "missing" {
-                println!(
-                    "manifest {} no longer exists; it stops counting",
-                    m.path.display()
-                );
-            }
-        }
-        let verb = if args.dry_run {
-            "would remove"
-        } else {
-            "removed"
-        };
-        let mut total = 0;
-        for u in report.unreferenced.iter().filter(|u| u.due) {
-            if u.error.is_none() {
-                total += u.bytes;
-                println!(
-                    "{verb} {} ({}; orphaned since {})",
-                    u.path.display(),
-                    depots::human_bytes(u.bytes),
-                    u.orphaned_since
-                );
-            }
-        }
-        let waiting: Vec<&Unreferenced> = report.unreferenced.iter().filter(|u| !u.due).collect();
-        for u in &waiting {
+/// The report for people: missing manifests, what was (or would be) removed, what waits.
+fn print_report(report: &GcReport, delay: std::time::Duration) {
+    for m in &report.manifests {
+        if m.status == "missing" {
             println!(
-                "{} {} ({}; orphaned since {}, deleted by a gc after the {} delay)",
-                if args.dry_run {
-                    "would keep, orphaned:"
-                } else {
-                    "orphaned:"
-                },
-                u.path.display(),
-                depots::human_bytes(u.bytes),
-                u.orphaned_since,
-                human_duration(args.delay)
+                "manifest {} no longer exists; it stops counting",
+                m.path.display()
             );
         }
+    }
+    let verb = if report.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    let mut total = 0;
+    for u in report.unreferenced.iter().filter(|u| u.due) {
+        if u.error.is_none() {
+            total += u.bytes;
+            println!(
+                "{verb} {} ({}; orphaned since {})",
+                u.path.display(),
+                depots::human_bytes(u.bytes),
+                u.orphaned_since
+            );
+        }
+    }
+    let waiting: Vec<&Unreferenced> = report.unreferenced.iter().filter(|u| !u.due).collect();
+    for u in &waiting {
         println!(
-            "{verb} {} artifact(s), {}; {} orphaned and waiting; kept {}",
-            report
-                .unreferenced
-                .iter()
-                .filter(|u| u.due && u.error.is_none())
-                .count(),
-            depots::human_bytes(total),
-            waiting.len(),
-            report.kept
+            "{} {} ({}; orphaned since {}, deleted by a gc after the {} delay)",
+            if report.dry_run {
+                "would keep, orphaned:"
+            } else {
+                "orphaned:"
+            },
+            u.path.display(),
+            depots::human_bytes(u.bytes),
+            u.orphaned_since,
+            human_duration(delay)
         );
     }
+    println!(
+        "{verb} {} artifact(s), {}; {} orphaned and waiting; kept {}",
+        report
+            .unreferenced
+            .iter()
+            .filter(|u| u.due && u.error.is_none())
+            .count(),
+        depots::human_bytes(total),
+        waiting.len(),
+        report.kept
+    );
+}
+
+/// An error naming every folder that could not be removed, if any.
+fn removal_failures(report: &GcReport) -> CliResult {
     let failed: Vec<String> = report
         .unreferenced
         .iter()

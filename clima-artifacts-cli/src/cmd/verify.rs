@@ -75,83 +75,105 @@ pub fn run(args: VerifyArgs) -> CliResult {
     let overrides = depots::overrides(&config)?;
     let mut checked = Vec::new();
     for name in &names {
-        let variant = match cmd::select(&manifest, name) {
-            Ok(v) => v,
-            Err(_) if args.all => continue,
-            Err(e) => return Err(e),
-        };
-        let hash = variant.git_tree_sha1;
-        let base = |status, path: Option<PathBuf>| Checked {
-            name: name.clone(),
-            expected: hash.to_hex(),
-            status,
-            path,
-            actual: None,
-            modified_files: Vec::new(),
-            error: None,
-        };
-        let mut targets = Vec::new();
-        match depots::resolve_override(&overrides, &hash)? {
-            Some(o) if !args.include_overrides => {
-                checked.push(base("overridden_skipped", Some(o.path)));
-                continue;
-            }
-            Some(o) => targets.push(o.path),
-            None => targets.extend(depots::installed_everywhere(&config, &hash)),
-        }
-        if targets.is_empty() {
-            checked.push(base("not_installed", None));
-            continue;
-        }
-        for path in targets {
-            let mut c = base("ok", Some(path.clone()));
-            match clima_artifact_runtime::tree_hash::tree_hash(&path) {
-                Ok(actual) if actual == hash => {}
-                Ok(actual) => {
-                    c.status = "changed";
-                    c.actual = Some(actual.to_hex());
-                    c.modified_files = modified_since_install(&path);
-                }
-                Err(e) => {
-                    c.status = "error";
-                    c.error = Some(e.to_string());
-                }
-            }
-            checked.push(c);
-        }
+        check_one(name, &manifest, &config, &overrides, &args, &mut checked)?;
     }
-
     if args.json {
         cmd::print_json(&checked)?;
     } else {
-        for c in &checked {
-            let where_ = c
-                .path
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            let status = match c.status {
-                "ok" => "ok".to_string(),
-                "changed" => format!(
-                    "CHANGED (expected {}, found {})",
-                    c.expected,
-                    c.actual.as_deref().unwrap_or("?")
-                ),
-                "not_installed" => "not installed".to_string(),
-                "overridden_skipped" => "overridden, not hashed (--include-overrides)".to_string(),
-                _ => format!("ERROR {}", c.error.as_deref().unwrap_or("")),
-            };
-            println!("{:<24} {status} {where_}", c.name);
-        }
+        print_checked(&checked);
     }
+    failures(&checked, args.all)
+}
 
+/// Hashes every installed copy of `name` (or its override's folder with
+/// `--include-overrides`) and adds what it found to `checked`.
+fn check_one(
+    name: &str,
+    manifest: &clima_artifact_manifest::Manifest,
+    config: &clima_artifact_runtime::Config,
+    overrides: &clima_artifact_runtime::depot::Overrides,
+    args: &VerifyArgs,
+    checked: &mut Vec<Checked>,
+) -> CliResult {
+    let variant = match cmd::select(manifest, name) {
+        Ok(v) => v,
+        Err(_) if args.all => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let hash = variant.git_tree_sha1;
+    let base = |status, path: Option<PathBuf>| Checked {
+        name: name.to_owned(),
+        expected: hash.to_hex(),
+        status,
+        path,
+        actual: None,
+        modified_files: Vec::new(),
+        error: None,
+    };
+    let mut targets = Vec::new();
+    match depots::resolve_override(overrides, &hash)? {
+        Some(o) if !args.include_overrides => {
+            checked.push(base("overridden_skipped", Some(o.path)));
+            return Ok(());
+        }
+        Some(o) => targets.push(o.path),
+        None => targets.extend(depots::installed_everywhere(config, &hash)),
+    }
+    if targets.is_empty() {
+        checked.push(base("not_installed", None));
+        return Ok(());
+    }
+    for path in targets {
+        let mut c = base("ok", Some(path.clone()));
+        match clima_artifact_runtime::tree_hash::tree_hash(&path) {
+            Ok(actual) if actual == hash => {}
+            Ok(actual) => {
+                c.status = "changed";
+                c.actual = Some(actual.to_hex());
+                c.modified_files = modified_since_install(&path);
+            }
+            Err(e) => {
+                c.status = "error";
+                c.error = Some(e.to_string());
+            }
+        }
+        checked.push(c);
+    }
+    Ok(())
+}
+
+/// One line per check, for people.
+fn print_checked(checked: &[Checked]) {
+    for c in checked {
+        let where_ = c
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let status = match c.status {
+            "ok" => "ok".to_string(),
+            "changed" => format!(
+                "CHANGED (expected {}, found {})",
+                c.expected,
+                c.actual.as_deref().unwrap_or("?")
+            ),
+            "not_installed" => "not installed".to_string(),
+            "overridden_skipped" => "overridden, not hashed (--include-overrides)".to_string(),
+            _ => format!("ERROR {}", c.error.as_deref().unwrap_or("")),
+        };
+        println!("{:<24} {status} {where_}", c.name);
+    }
+}
+
+/// An error listing every changed, unhashable or (named and) missing artifact, if any.
+fn failures(checked: &[Checked], all: bool) -> CliResult {
     let bad: Vec<&Checked> = checked
         .iter()
         .filter(|c| matches!(c.status, "changed" | "error"))
         .collect();
     let missing: Vec<&Checked> = checked
         .iter()
-        .filter(|c| c.status == "not_installed" && !args.all)
+        .filter(|c| c.status == "not_installed" && !all)
         .collect();
     if bad.is_empty() && missing.is_empty() {
         return Ok(());
