@@ -1097,6 +1097,8 @@ impl<'a> Extraction<'a> {
         Ok(())
     }
 
+    // Long: a hard link's rules (target inside the archive, mode, self link, copy with its
+    // bytes counted) are checked in one place, in the order they apply.
     fn hardlink<R: Read>(
         &mut self,
         entry: &mut tar::Entry<'_, R>,

@@ -185,6 +185,8 @@ pub struct Body {
 impl Body {
     /// Starts reading `source` on a thread of its own; `name` (the artifact) is used in
     /// notices, `transfer` receives the progress.
+    // Long: the reader thread's loop (read, bound, resume, hash, hand over) is one state
+    // machine whose variables (total, resumes, the window) every step updates.
     pub fn spawn(
         source: Source,
         mut transfer: Box<dyn Transfer>,

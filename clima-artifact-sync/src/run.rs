@@ -401,6 +401,8 @@ impl Local<'_> {
         Ok(())
     }
 
+    // Long on purpose: the steps run in the order that makes a crash at any point safe (the
+    // files, then the stored index, then the local one), and that order is read here whole.
     fn push(&mut self, checkpoint: Option<String>) -> Result<SyncReport, SyncError> {
         fs::create_dir_all(self.dir)
             .map_err(|e| SyncError::io("create run folder", self.dir, e))?;
@@ -525,6 +527,9 @@ impl Local<'_> {
         Ok(report)
     }
 
+    // Long on purpose: every object is checked against the index and renamed into place in
+    // one visible order (compare, fetch to a temp name, verify, rename), which is what makes
+    // a killed restore leave nothing half-written.
     fn pull(&mut self) -> Result<Restored, SyncError> {
         let mut restored = Restored::default();
         let Some(bytes) = self.storage.get_bytes(INDEX_KEY)? else {

@@ -230,6 +230,8 @@ pub fn count_over_http(base: &str, path: &str) -> usize {
         .expect("count body")
 }
 
+// Long: one arm per fault the test server can inject, each a few lines; split, the faults'
+// effect on one response would be spread over functions.
 fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;

@@ -98,6 +98,8 @@ fn download_table(d: &NewDownload) -> Table {
 }
 
 /// Applies `update` to manifest text (`path` is for messages) and returns the new text.
+// Long: one edit of the TOML document that keeps its comments and order; the steps share
+// the document's mutable borrow.
 pub fn upsert_entry(
     text: &str,
     path: &Path,

@@ -208,6 +208,8 @@ fn header_base(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
 /// Writes `entries` of `root` to `out` (through a temp file in the same folder, renamed at the
 /// end) and returns its sha256 and the tree hash of what was archived. `progress` receives the
 /// number of content bytes read, as they are read.
+// Long: one walk in the archive's deterministic order; the header rules (names, modes,
+// owners, times) stay together so they read as one specification of the format.
 pub fn write_tarball(
     root: &Path,
     entries: &[Entry],

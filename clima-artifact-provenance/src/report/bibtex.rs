@@ -220,6 +220,7 @@ impl Bibliography {
     }
 
     /// A `@misc` entry for an artifact with a `citation` or `doi` but no usable `bibtex`.
+    // Long: one BibTeX field per metadata key, in the order the entry is written.
     fn generated_misc(&self, record: &ArtifactRecord) -> Option<RawEntry> {
         let citation = meta(&record.metadata, keys::CITATION).map(one_line);
         let doi = meta(&record.metadata, keys::DOI).map(bare_doi);

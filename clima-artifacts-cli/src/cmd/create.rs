@@ -96,6 +96,7 @@ struct Created {
 }
 
 /// Does the work described by `plan`.
+// Long: the steps of `create` in order (hash, archive, manifest entry), each a few lines.
 pub fn execute(plan: &Plan) -> CliResult {
     if let Some(why) = invalid_name(&plan.name) {
         return Err(CliError::usage(format!(

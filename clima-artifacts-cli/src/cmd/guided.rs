@@ -126,6 +126,7 @@ fn check_url(s: &str) -> Result<(), String> {
 }
 
 /// Walks through the settings of `create`, starting from whatever flags were given.
+// Long: the interactive questions in the order they are asked.
 pub fn ask(args: CreateArgs, input: &mut dyn BufRead, output: &mut dyn Write) -> CliResult<Plan> {
     let mut p = Prompter {
         input,

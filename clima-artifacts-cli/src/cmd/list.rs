@@ -43,6 +43,7 @@ struct Status {
 }
 
 /// Entry point of `list` / `status`.
+// Long: one row per artifact, its fields filled in the order of the table.
 pub fn run(args: ListArgs) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
     let config = depots::config()?;

@@ -16,6 +16,7 @@ use crate::error::{CliError, CliResult, io_error};
 use crate::manifest_edit::{EntryUpdate, NewDownload, upsert_entry};
 
 /// Entry point of `publish`.
+// Long: the steps of `publish` in order (check, upload, verify, record), each a few lines.
 pub fn run(args: PublishArgs) -> CliResult {
     if let Some(why) = invalid_name(&args.name) {
         return Err(CliError::usage(format!(

@@ -55,6 +55,7 @@ fn main() {
     }
 }
 
+// Long on purpose: the walk-through a model author reads from top to bottom.
 fn run() -> Result<()> {
     println!(
         "quickstart: a single-column radiative-convective toy reading its inputs with clima_artifact!"
