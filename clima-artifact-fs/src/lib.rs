@@ -12,6 +12,9 @@
 //! - [`pid_alive`]: whether a process id on this host is still running (stale temp files and
 //!   locks of dead processes are reclaimed with it);
 //! - [`IoCause`]: an `io::Error` that errors can clone and send between MPI ranks;
+//! - [`temp_name`], [`temp_owner`], [`stale_temps`], [`reclaim_stale_temps`]: the one form of
+//!   temp names of the project (`.<name><mark><host>.<pid>.<random>`), who made one, and the
+//!   reclaiming of those whose process is gone (module `temp`).
 //!
 //! These are building blocks of the clima-artifacts tools, published so those crates can share
 //! them; they are kept small and stable.

@@ -19,8 +19,8 @@
 //! - [`clima_artifact!`]: an artifact path checked against `Artifacts.toml` at compile time,
 //!   installed on first use; [`set_macro_config`] replaces its configuration.
 //! - [`Artifacts`]: the same from a manifest loaded at run time; [`Config`] from environment
-//!   variables (depots, offline mode, timeouts, caps); [`Error`], whose `Debug` is its readable
-//!   message.
+//!   variables (depots, offline mode, timeouts, caps; the names are in `clima-artifact-vars`);
+//!   [`Error`], whose `Debug` is its readable message.
 //! - [`Context`], [`Singleton`] and, with the `mpi` feature, `MpiContext` (re-exported from
 //!   `clima-comms`; rsmpi's own `SimpleCommunicator` is a context too): calls with a context are
 //!   collective, only the root installs ([`ensure_collective`]).
@@ -28,19 +28,23 @@
 //!
 //! # Modules for tools (the CLI, test harnesses, other front ends)
 //!
-//! - [`depot`]: depot layout, overrides, lookups, locks and temp-dir reclamation;
-//!   [`ensure_variant`] installs one manifest variant ([`Installed`], [`Origin`]).
+//! - [`depot`]: [`depot::Depot`] (every path of a depot, its install temp dirs and their
+//!   reclamation, the usage log), overrides, lookups, locks; [`ensure_variant`] installs one
+//!   manifest variant ([`Installed`], [`Origin`]).
 //! - [`extract`]: safe tar extraction that hashes every blob while writing it;
 //!   [`tree_hash`]: git tree SHA-1 of a folder (both the crate `clima-artifact-extract`).
 //! - [`trust`]: which TLS roots and unverified hosts downloads use (from the network crate,
 //!   `clima-artifact-net`, which opens sources, follows redirects and reads bodies).
-//! - [`progress`]: download progress as events, and the reporters that draw them.
+//! - [`progress`]: download progress and notices (lock waits, retries, warnings) as events,
+//!   and the reporters that draw them.
 //! - [`access_log`]: the provenance access log (every artifact access in this process);
-//!   [`report`](mod@report): the end-of-run report built from it.
+//!   [`report`](mod@report): the end-of-run report built from it (its schema and renderings
+//!   are the crate `clima-artifact-provenance`).
 //! - [`inventory`]: the artifacts declared by `clima_artifact!` call sites in this binary.
 //!
-//! Where things happen inside (private modules): `install` (the one-pass pipeline: source ->
-//! sha256 -> decompress -> tar -> temp dir -> rename, and the retries around it),
+//! Where things happen inside (private modules): `install` (an install request and its
+//! attempts, package server first: source -> sha256 -> decompress -> tar -> temp dir ->
+//! rename, with the retries around each), `config` (reading the variables once),
 //! `locked_file` (per-artifact locks between processes),
 //! `collective_install` (who installs under MPI), `resolve` (the resolver behind the macro).
 //! Run sync of output files is a separate crate, `clima-artifact-sync`.

@@ -11,7 +11,8 @@
 //! - [`root_decides`]: rank 0 runs an operation (panic-safe) and every rank returns the same
 //!   `Ok` or the same `Err`. [`all_succeed`]: every rank runs its own part and all return an
 //!   error if any rank failed. [`requests_agree`]: the root checks that every rank asked for the
-//!   same thing. Artifact installs and run sync both use these, with one wire framing.
+//!   same thing. Artifact installs and run sync both use these, with one wire framing, and
+//!   their errors travel in one JSON wire form ([`json_to_wire`], [`json_from_wire`]).
 //! - [`on_thread_ranks`]: a multi-rank context of threads, to test collective code without MPI.
 //! - [`notice`]: messages for the person running the program (lock waits, retries, skipped
 //!   files), one sink per process, plain stderr lines by default.
