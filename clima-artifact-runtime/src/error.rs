@@ -213,6 +213,113 @@ pub enum Error {
         /// Each step: the hash, and the overrides file and line that redirects it.
         chain: Vec<(GitTreeSha1, PathBuf, u32)>,
     },
+    /// Every download source failed; lists each URL and why, then what to do next.
+    #[error(
+        "could not install artifact `{name}` ({hash}): {}:{}\ncheck the {} in `{}` for artifact `{name}`, or make the data available locally: {}",
+        if failures.len() == 1 { "its download source failed" } else { "every download source failed" },
+        render_failures(failures),
+        if failures.len() == 1 { "URL" } else { "URLs" },
+        manifest.display(),
+        render_override_hint(name, hash, overrides_file)
+    )]
+    DownloadFailed {
+        /// The artifact.
+        name: String,
+        /// Its git tree SHA-1.
+        hash: GitTreeSha1,
+        /// One failure per source, in the order tried (the package server's first).
+        failures: Vec<SourceFailure>,
+        /// The manifest that lists the URLs.
+        manifest: PathBuf,
+        /// The `Overrides.toml` where a line pointing at a local copy would go (first depot).
+        overrides_file: PathBuf,
+    },
+    /// Another process held the artifact's lock for too long.
+    #[error(
+        "timed out after {seconds}s waiting for `{}` ({holder}); if that process is stuck, stop it, or raise CLIMA_ARTIFACTS_LOCK_TIMEOUT (seconds)",
+        path.display()
+    )]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// The timeout in seconds.
+        seconds: u64,
+        /// Who holds it, as written in the lock file (e.g. `pid 1234 on node7`).
+        holder: String,
+    },
+    /// A `name/sub/path` points inside an artifact where nothing exists.
+    #[error(
+        "artifact `{name}` has no `{subpath}`: `{}` does not exist; check the sub-path (the artifact's top level holds: {top_level})",
+        artifact_path.join(subpath).display()
+    )]
+    SubPathMissing {
+        /// The artifact.
+        name: String,
+        /// The sub-path asked for.
+        subpath: String,
+        /// The artifact's directory.
+        artifact_path: PathBuf,
+        /// What the artifact's top level holds (at most 12 names), for the message.
+        top_level: String,
+    },
+    /// Ranks of a collective call asked for different artifacts.
+    #[error(
+        "collective artifact access out of step on {context}: rank 0 asked for {root_request}, but {}. Calls with a context are collective: every rank must ask for the same artifact in the same order (or use the serial context for rank-specific artifacts)",
+        render_mismatches(mismatches)
+    )]
+    RanksOutOfStep {
+        /// The context's description, e.g. `MPI_COMM_WORLD (16 ranks)`.
+        context: String,
+        /// What rank 0 asked for (name and hash).
+        root_request: String,
+        /// Each other rank that asked for something else, and what.
+        mismatches: Vec<(usize, String)>,
+    },
+    /// The node-local depot (MPI node-local mode) cannot be created.
+    #[error(
+        "cannot create the node-local depot `{}` (set by CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT): {cause}; point CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT at a writable folder on each node, or unset it to install into the shared depot",
+        path.display()
+    )]
+    NodeLocalDepot {
+        /// The node depot.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        cause: IoCause,
+    },
+    /// A collective install failed on another node (node-local mode); every rank reports it.
+    #[error("on the node of rank {rank} of {context}: {message}")]
+    FailedOnNode {
+        /// The lowest rank of a failing node.
+        rank: usize,
+        /// The context's description.
+        context: String,
+        /// That node's error.
+        message: String,
+    },
+    /// `prefetch_declared` failed for several artifacts.
+    #[error("prefetch failed for {} artifacts:{}", failures.len(), render_named(failures))]
+    PrefetchFailed {
+        /// Each artifact that failed, with its error.
+        failures: Vec<(String, Error)>,
+    },
+    /// A bug in this crate or a mismatch between it and its proc macro (never expected).
+    #[error("internal error: {message}")]
+    Internal {
+        /// What went wrong.
+        message: String,
+    },
+    /// The collective step itself failed (an undecodable answer from another rank, a panic on
+    /// the root).
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
+}
+
+/// Why one download source of an artifact failed: an entry of [`Error::DownloadFailed`], which
+/// lists every source tried, in order, and what to do next. Each failure names its URL.
+#[derive(Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub enum SourceFailure {
     /// A server answered with an error status.
     #[error("HTTP {status} from `{url}`{}", render_attempts(*attempts))]
     HttpStatus {
@@ -281,55 +388,6 @@ pub enum Error {
         /// What the extractor refused, and why.
         reason: String,
     },
-    /// Every download source failed; lists each URL and why, then what to do next.
-    #[error(
-        "could not install artifact `{name}` ({hash}): {}:{}\ncheck the {} in `{}` for artifact `{name}`, or make the data available locally: {}",
-        if failures.len() == 1 { "its download source failed" } else { "every download source failed" },
-        render_failures(failures),
-        if failures.len() == 1 { "URL" } else { "URLs" },
-        manifest.display(),
-        render_override_hint(name, hash, overrides_file)
-    )]
-    DownloadFailed {
-        /// The artifact.
-        name: String,
-        /// Its git tree SHA-1.
-        hash: GitTreeSha1,
-        /// One error per URL, in manifest order.
-        failures: Vec<Error>,
-        /// The manifest that lists the URLs.
-        manifest: PathBuf,
-        /// The `Overrides.toml` where a line pointing at a local copy would go (first depot).
-        overrides_file: PathBuf,
-    },
-    /// Another process held the artifact's lock for too long.
-    #[error(
-        "timed out after {seconds}s waiting for `{}` ({holder}); if that process is stuck, stop it, or raise CLIMA_ARTIFACTS_LOCK_TIMEOUT (seconds)",
-        path.display()
-    )]
-    LockTimeout {
-        /// The lock file.
-        path: PathBuf,
-        /// The timeout in seconds.
-        seconds: u64,
-        /// Who holds it, as written in the lock file (e.g. `pid 1234 on node7`).
-        holder: String,
-    },
-    /// A `name/sub/path` points inside an artifact where nothing exists.
-    #[error(
-        "artifact `{name}` has no `{subpath}`: `{}` does not exist; check the sub-path (the artifact's top level holds: {top_level})",
-        artifact_path.join(subpath).display()
-    )]
-    SubPathMissing {
-        /// The artifact.
-        name: String,
-        /// The sub-path asked for.
-        subpath: String,
-        /// The artifact's directory.
-        artifact_path: PathBuf,
-        /// What the artifact's top level holds (at most 12 names), for the message.
-        top_level: String,
-    },
     /// A download source was not tried (offline mode and a network URL).
     #[error("`{url}`: not tried: {reason}")]
     NotTried {
@@ -346,57 +404,71 @@ pub enum Error {
         /// What is wrong with it and what to write instead.
         reason: String,
     },
-    /// Ranks of a collective call asked for different artifacts.
-    #[error(
-        "collective artifact access out of step on {context}: rank 0 asked for {root_request}, but {}. Calls with a context are collective: every rank must ask for the same artifact in the same order (or use the serial context for rank-specific artifacts)",
-        render_mismatches(mismatches)
-    )]
-    RanksOutOfStep {
-        /// The context's description, e.g. `MPI_COMM_WORLD (16 ranks)`.
-        context: String,
-        /// What rank 0 asked for (name and hash).
-        root_request: String,
-        /// Each other rank that asked for something else, and what.
-        mismatches: Vec<(usize, String)>,
+    /// The server announced a body larger than the implicit download limit (the message
+    /// names the URL and says how to fetch it explicitly).
+    #[error("{error}")]
+    TooLarge {
+        /// The URL.
+        url: String,
+        /// The limit's message (what to do instead).
+        error: Box<Error>,
     },
-    /// The node-local depot (MPI node-local mode) cannot be created.
-    #[error(
-        "cannot create the node-local depot `{}` (set by CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT): {cause}; point CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT at a writable folder on each node, or unset it to install into the shared depot",
-        path.display()
-    )]
-    NodeLocalDepot {
-        /// The node depot.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        cause: IoCause,
+    /// Installing from this source failed in the depot (a temp dir that cannot be created, a
+    /// verified artifact that cannot be moved into place).
+    #[error("`{url}`: {error}")]
+    Install {
+        /// The URL.
+        url: String,
+        /// What the depot refused.
+        error: Box<Error>,
     },
-    /// A collective install failed on another node (node-local mode); every rank reports it.
-    #[error("on the node of rank {rank} of {context}: {message}")]
-    FailedOnNode {
-        /// The lowest rank of a failing node.
-        rank: usize,
-        /// The context's description.
-        context: String,
-        /// That node's error.
-        message: String,
-    },
-    /// `prefetch_declared` failed for several artifacts.
-    #[error("prefetch failed for {} artifacts:{}", failures.len(), render_named(failures))]
-    PrefetchFailed {
-        /// Each artifact that failed, with its error.
-        failures: Vec<(String, Error)>,
-    },
-    /// A bug in this crate or a mismatch between it and its proc macro (never expected).
-    #[error("internal error: {message}")]
-    Internal {
-        /// What went wrong.
-        message: String,
-    },
-    /// The collective step itself failed (an undecodable answer from another rank, a panic on
-    /// the root).
-    #[error(transparent)]
-    Collective(#[from] CollectiveError),
+}
+
+impl fmt::Debug for SourceFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl SourceFailure {
+    /// Whether retrying the same URL may help: refused connections, resets, timeouts,
+    /// stalls, truncated bodies, HTTP 5xx, 429 and 408; not client errors, TLS certificate
+    /// errors, invalid URLs, unknown hosts, hash mismatches or local files.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SourceFailure::HttpStatus { status, .. } => {
+                *status >= 500 || *status == 429 || *status == 408
+            }
+            SourceFailure::Transport { transient, .. } => *transient,
+            _ => false,
+        }
+    }
+
+    /// The URL (or path, as written in the manifest) this failure is about.
+    pub fn url(&self) -> &str {
+        match self {
+            SourceFailure::HttpStatus { url, .. }
+            | SourceFailure::Transport { url, .. }
+            | SourceFailure::LocalSource { url, .. }
+            | SourceFailure::Sha256Mismatch { url, .. }
+            | SourceFailure::TreeHashMismatch { url, .. }
+            | SourceFailure::Archive { url, .. }
+            | SourceFailure::NotTried { url, .. }
+            | SourceFailure::UnsupportedUrl { url, .. }
+            | SourceFailure::TooLarge { url, .. }
+            | SourceFailure::Install { url, .. } => url,
+        }
+    }
+
+    /// The same failure after `n` attempts in all (for the kinds that are retried).
+    pub(crate) fn after_attempts(mut self, n: u32) -> SourceFailure {
+        if let SourceFailure::HttpStatus { attempts, .. }
+        | SourceFailure::Transport { attempts, .. } = &mut self
+        {
+            *attempts = n;
+        }
+        self
+    }
 }
 
 fn render_mismatches(mismatches: &[(usize, String)]) -> String {
@@ -492,7 +564,7 @@ fn render_attempts(attempts: u32) -> String {
     }
 }
 
-fn render_failures(failures: &[Error]) -> String {
+fn render_failures(failures: &[SourceFailure]) -> String {
     let mut s = String::new();
     for f in failures {
         let _ = write!(s, "\n  - {f}");
@@ -501,11 +573,11 @@ fn render_failures(failures: &[Error]) -> String {
 }
 
 /// A source's failure as the runtime reports it, tried once so far.
-impl From<clima_artifact_net::NetError> for Error {
-    fn from(e: clima_artifact_net::NetError) -> Error {
+impl From<clima_artifact_net::NetError> for SourceFailure {
+    fn from(e: clima_artifact_net::NetError) -> SourceFailure {
         use clima_artifact_net::NetError as N;
         match e {
-            N::HttpStatus { url, status } => Error::HttpStatus {
+            N::HttpStatus { url, status } => SourceFailure::HttpStatus {
                 url,
                 status,
                 attempts: 1,
@@ -514,24 +586,15 @@ impl From<clima_artifact_net::NetError> for Error {
                 url,
                 reason,
                 transient,
-            } => Error::Transport {
+            } => SourceFailure::Transport {
                 url,
                 reason,
                 attempts: 1,
                 transient,
             },
-            N::LocalSource { url, path, cause } => Error::LocalSource { url, path, cause },
-            N::UnsupportedUrl { url, reason } => Error::UnsupportedUrl { url, reason },
-            N::Config {
-                variable,
-                value,
-                reason,
-            } => Error::Config {
-                variable,
-                value,
-                reason,
-            },
-            other => Error::Transport {
+            N::LocalSource { url, path, cause } => SourceFailure::LocalSource { url, path, cause },
+            N::UnsupportedUrl { url, reason } => SourceFailure::UnsupportedUrl { url, reason },
+            other => SourceFailure::Transport {
                 url: String::new(),
                 reason: other.to_string(),
                 attempts: 1,
@@ -541,18 +604,30 @@ impl From<clima_artifact_net::NetError> for Error {
     }
 }
 
-impl Error {
-    /// Whether retrying the same URL may help: refused connections, resets, timeouts,
-    /// stalls, truncated bodies, HTTP 5xx, 429 and 408; not client errors, TLS certificate
-    /// errors, invalid URLs, unknown hosts, hash mismatches or local files.
-    pub(crate) fn is_transient(&self) -> bool {
-        match self {
-            Error::HttpStatus { status, .. } => *status >= 500 || *status == 429 || *status == 408,
-            Error::Transport { transient, .. } => *transient,
-            _ => false,
+/// A failure of the network crate outside any one source (a proxy URL or a CA bundle that
+/// cannot be used): a configuration error.
+impl From<clima_artifact_net::NetError> for Error {
+    fn from(e: clima_artifact_net::NetError) -> Error {
+        match e {
+            clima_artifact_net::NetError::Config {
+                variable,
+                value,
+                reason,
+            } => Error::Config {
+                variable,
+                value,
+                reason,
+            },
+            other => Error::Config {
+                variable: String::new(),
+                value: String::new(),
+                reason: other.to_string(),
+            },
         }
     }
+}
 
+impl Error {
     /// An [`Error::Io`] for `action` on `path`.
     pub fn io(action: impl Into<String>, path: impl Into<PathBuf>, source: io::Error) -> Error {
         Error::Io {
@@ -565,24 +640,7 @@ impl Error {
     /// The kind of the underlying I/O error, if this is an I/O failure.
     pub fn io_kind(&self) -> Option<io::ErrorKind> {
         match self {
-            Error::Io { cause, .. }
-            | Error::LocalSource { cause, .. }
-            | Error::NodeLocalDepot { cause, .. } => Some(cause.kind()),
-            _ => None,
-        }
-    }
-
-    /// The URL this error is about, for per-source errors.
-    pub fn url(&self) -> Option<&str> {
-        match self {
-            Error::HttpStatus { url, .. }
-            | Error::Transport { url, .. }
-            | Error::LocalSource { url, .. }
-            | Error::Sha256Mismatch { url, .. }
-            | Error::TreeHashMismatch { url, .. }
-            | Error::Archive { url, .. }
-            | Error::NotTried { url, .. }
-            | Error::UnsupportedUrl { url, .. } => Some(url),
+            Error::Io { cause, .. } | Error::NodeLocalDepot { cause, .. } => Some(cause.kind()),
             _ => None,
         }
     }
@@ -646,12 +704,12 @@ mod tests {
                 manifest: "/m/Artifacts.toml".into(),
                 overrides_file: "/d/artifacts/Overrides.toml".into(),
                 failures: vec![
-                    Error::HttpStatus {
+                    SourceFailure::HttpStatus {
                         url: "http://a/x".into(),
                         status: 404,
                         attempts: 1,
                     },
-                    Error::Sha256Mismatch {
+                    SourceFailure::Sha256Mismatch {
                         url: "http://b/x".into(),
                         expected: Sha256([1; 32]),
                         actual: Sha256([2; 32]),
@@ -659,13 +717,20 @@ mod tests {
                     },
                 ],
             },
-            // A failure wrapping a manifest-crate error travels inside the list too.
+            // A failure wrapping a depot's error travels inside the list too.
             Error::DownloadFailed {
                 name: "era5".into(),
                 hash: h('c'),
                 manifest: "/m/Artifacts.toml".into(),
                 overrides_file: "/d/artifacts/Overrides.toml".into(),
-                failures: vec![Error::SubPath(SubPathError::EmptyName("/x".into()))],
+                failures: vec![SourceFailure::Install {
+                    url: "http://c/x".into(),
+                    error: Box::new(Error::io(
+                        "create temporary directory",
+                        "/d/artifacts/.t",
+                        io::Error::from_raw_os_error(28),
+                    )),
+                }],
             },
             Error::OverrideCycle {
                 chain: vec![
@@ -691,9 +756,11 @@ mod tests {
                     ),
                     (
                         "b".into(),
-                        Error::NotTried {
-                            url: "http://x".into(),
-                            reason: "offline".into(),
+                        Error::Offline {
+                            name: "b".into(),
+                            hash: h('b'),
+                            depots: vec!["/d".into()],
+                            urls: vec!["http://x".into()],
                         },
                     ),
                 ],
@@ -741,12 +808,12 @@ mod tests {
             manifest: "/m/Artifacts.toml".into(),
             overrides_file: "/d/artifacts/Overrides.toml".into(),
             failures: vec![
-                Error::HttpStatus {
+                SourceFailure::HttpStatus {
                     url: "http://one".into(),
                     status: 503,
                     attempts: 3,
                 },
-                Error::Transport {
+                SourceFailure::Transport {
                     url: "http://two".into(),
                     reason: "connection reset".into(),
                     attempts: 1,

@@ -46,7 +46,7 @@ use crate::depot::{self, Overrides};
 use crate::extract::{ExtractLimits, extract_buffered};
 use crate::locked_file::{HolderNote, LockedFile};
 use crate::progress::{DownloadStart, Transfer};
-use crate::{Config, Error, GitTreeSha1, Sha256};
+use crate::{Config, Error, GitTreeSha1, Sha256, SourceFailure};
 use clima_comms::notice;
 
 /// How an artifact was made available.
@@ -372,7 +372,7 @@ fn download_and_install(
     let mut failures = Vec::new();
     for (i, attempt) in attempts.iter().enumerate() {
         if let Some(reason) = &attempt.not_tried {
-            failures.push(Error::NotTried {
+            failures.push(SourceFailure::NotTried {
                 url: attempt.download.url.clone(),
                 reason: reason.clone(),
             });
@@ -432,13 +432,6 @@ fn downloaded(
     }
 }
 
-fn with_attempts(mut e: Error, n: u32) -> Error {
-    if let Error::HttpStatus { attempts, .. } | Error::Transport { attempts, .. } = &mut e {
-        *attempts = n;
-    }
-    e
-}
-
 /// Most bytes read after the end of the archive (or after it failed to unpack) when the
 /// manifest gives no `size`: tar's end padding and a compressor's trailer are far smaller, so
 /// more means the server is sending something else (or endlessly).
@@ -475,7 +468,7 @@ impl InstallRequest<'_> {
     /// [`InstallRequest::install_from`], retried with backoff while it fails transiently
     /// (`CLIMA_ARTIFACTS_RETRIES` attempts in all); each retry is a notice with its cause and
     /// delay.
-    fn install_retrying(&self, attempt: &Attempt) -> Result<Installed, Error> {
+    fn install_retrying(&self, attempt: &Attempt) -> Result<Installed, SourceFailure> {
         let mut n = 1;
         loop {
             let start = Instant::now();
@@ -495,49 +488,57 @@ impl InstallRequest<'_> {
                     std::thread::sleep(wait);
                     n += 1;
                 }
-                Err(e) => return Err(with_attempts(e, n)),
+                Err(e) => return Err(e.after_attempts(n)),
             }
         }
     }
 
     /// One attempt: open the source, stream it through the SHA-256, the decompressor and the
     /// tar writer into a fresh temp dir, check both hashes, rename into place.
-    fn install_from(&self, attempt: &Attempt) -> Result<(PathBuf, u64), Error> {
+    fn install_from(&self, attempt: &Attempt) -> Result<(PathBuf, u64), SourceFailure> {
+        let url = &attempt.download.url;
         let tmp_path = depot::Depot::new(&self.target.dir).new_temp_dir(&self.hash);
-        std::fs::create_dir(&tmp_path)
-            .map_err(|e| Error::io("create temporary directory", &tmp_path, e))?;
+        std::fs::create_dir(&tmp_path).map_err(|e| SourceFailure::Install {
+            url: url.clone(),
+            error: Box::new(Error::io("create temporary directory", &tmp_path, e)),
+        })?;
         let tmp = TempDir(Some(tmp_path));
         let mut body = self.open(&attempt.download)?;
         let extracted = extract_buffered(&mut body, tmp.path(), &self.limits(tmp.path()));
         let (actual, bytes) = self.finish_body(body, &attempt.download.url, &extracted)?;
-        let url = attempt.download.url.clone();
+        let url = url.clone();
         // A wrong download is reported as such even when it also fails to unpack.
         if attempt.check_sha256 && actual != attempt.download.sha256 {
-            return Err(Error::Sha256Mismatch {
+            return Err(SourceFailure::Sha256Mismatch {
                 url,
                 expected: attempt.download.sha256,
                 actual,
                 bytes,
             });
         }
-        let extracted = extracted.map_err(|e| Error::Archive {
+        let extracted = extracted.map_err(|e| SourceFailure::Archive {
             url: url.clone(),
             reason: e.to_string(),
         })?;
         if extracted.tree_hash != self.hash {
-            return Err(Error::TreeHashMismatch {
+            return Err(SourceFailure::TreeHashMismatch {
                 url,
                 expected: self.hash,
                 actual: extracted.tree_hash,
             });
         }
-        self.move_into_place(tmp).map(|dest| (dest, bytes))
+        self.move_into_place(tmp)
+            .map(|dest| (dest, bytes))
+            .map_err(|error| SourceFailure::Install {
+                url: attempt.download.url.clone(),
+                error: Box::new(error),
+            })
     }
 
     /// Opens `dl` and starts reading its body on a thread of its own, with progress to the
     /// reporter (and the lock's holder line); refuses a `Content-Length` over the implicit
     /// download limit before any of the body is read.
-    fn open(&self, dl: &Download) -> Result<Body, Error> {
+    fn open(&self, dl: &Download) -> Result<Body, SourceFailure> {
         let (name, url, config) = (self.name, dl.url.as_str(), self.config);
         tracing::info!(
             artifact = name,
@@ -550,12 +551,15 @@ impl InstallRequest<'_> {
             && let (Some(limit), Some(length)) = (config.max_download_size, source.length)
             && length > limit
         {
-            return Err(Error::DownloadTooLarge {
-                name: name.to_owned(),
-                size: length,
-                limit,
-                from: format!("the Content-Length of `{url}`"),
-                manifest: self.manifest.file.clone(),
+            return Err(SourceFailure::TooLarge {
+                url: url.to_owned(),
+                error: Box::new(Error::DownloadTooLarge {
+                    name: name.to_owned(),
+                    size: length,
+                    limit,
+                    from: format!("the Content-Length of `{url}`"),
+                    manifest: self.manifest.file.clone(),
+                }),
             });
         }
         let size = source.length.or(dl.size);
@@ -607,7 +611,7 @@ impl InstallRequest<'_> {
         mut body: Body,
         url: &str,
         extracted: &Result<T, E>,
-    ) -> Result<(Sha256, u64), Error> {
+    ) -> Result<(Sha256, u64), SourceFailure> {
         if let Some(e) = self.source_failure(&body, url) {
             return Err(e);
         }
@@ -618,7 +622,7 @@ impl InstallRequest<'_> {
                 Ok(_) => "the end of the archive".to_owned(),
                 Err(e) => format!("the archive failed to unpack ({e})"),
             };
-            return Err(Error::Archive {
+            return Err(SourceFailure::Archive {
                 url: url.to_owned(),
                 reason: format!(
                     "the server kept sending after {what}: stopped reading {} past it, at \
@@ -633,7 +637,7 @@ impl InstallRequest<'_> {
             return Err(e);
         }
         if let Err(e) = drained {
-            return Err(Error::Transport {
+            return Err(SourceFailure::Transport {
                 url: url.to_owned(),
                 reason: download::describe_io(&e, &self.net),
                 attempts: 1,
@@ -644,9 +648,9 @@ impl InstallRequest<'_> {
     }
 
     /// Why the source of `body` stopped early, as the install reports it.
-    fn source_failure(&self, body: &Body, url: &str) -> Option<Error> {
+    fn source_failure(&self, body: &Body, url: &str) -> Option<SourceFailure> {
         body.failure().map(|e| match RuleBroken::of(e) {
-            Some(RuleBroken::TooLong { size }) => Error::Archive {
+            Some(RuleBroken::TooLong { size }) => SourceFailure::Archive {
                 url: url.to_owned(),
                 reason: format!(
                     "the download is longer than the manifest's size of {size} bytes: stopped \
@@ -655,14 +659,14 @@ impl InstallRequest<'_> {
                     size + 1
                 ),
             },
-            None if ResumeRefused::of(e).is_some() => Error::Transport {
+            None if ResumeRefused::of(e).is_some() => SourceFailure::Transport {
                 url: url.to_owned(),
                 reason: format!("the transfer broke and could not be resumed: {e}"),
                 attempts: 1,
                 // Starting over from byte 0 (the next attempt) is what is left to do.
                 transient: true,
             },
-            Some(_) | None => Error::Transport {
+            Some(_) | None => SourceFailure::Transport {
                 url: url.to_owned(),
                 reason: download::describe_io(e, &self.net),
                 attempts: 1,

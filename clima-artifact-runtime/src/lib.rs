@@ -20,7 +20,8 @@
 //!   installed on first use; [`set_macro_config`] replaces its configuration.
 //! - [`Artifacts`]: the same from a manifest loaded at run time; [`Config`] from environment
 //!   variables (depots, offline mode, timeouts, caps; the names are in `clima-artifact-vars`);
-//!   [`Error`], whose `Debug` is its readable message.
+//!   [`Error`], whose `Debug` is its readable message; a download that failed lists one
+//!   [`SourceFailure`] per source tried.
 //! - [`Context`], [`Singleton`] and, with the `mpi` feature, `MpiContext` (re-exported from
 //!   `clima-comms`; rsmpi's own `SimpleCommunicator` is a context too): calls with a context are
 //!   collective, only the root installs ([`ensure_collective`]).
@@ -82,7 +83,7 @@ pub use clima_comms::{Context, Singleton};
 pub use clima_comms::{MpiContext, mpi};
 pub use collective_install::ensure_collective;
 pub use config::Config;
-pub use error::{Error, IoCause};
+pub use error::{Error, IoCause, SourceFailure};
 pub use install::{Installed, Origin, ensure_variant};
 pub use macros::set_macro_config;
 pub use report::{Report, ReportGuard, report};

@@ -624,8 +624,8 @@ fn millions_of_empty_entries_stop_at_the_entry_cap() {
 
 #[test]
 fn the_install_pipeline_applies_the_entry_cap_and_bounds_the_drain() {
-    use clima_artifact_runtime::Error;
     use clima_artifact_runtime::ensure_variant;
+    use clima_artifact_runtime::{Error, SourceFailure};
     use clima_artifact_tests::{TestServer, assert_depot_clean, sha256, test_config, variant};
 
     let dir = tempfile::tempdir().unwrap();
@@ -650,7 +650,7 @@ fn the_install_pipeline_applies_the_entry_cap_and_bounds_the_drain() {
     };
     let reason = failures[0].to_string();
     assert!(
-        matches!(failures[0], Error::Archive { .. })
+        matches!(failures[0], SourceFailure::Archive { .. })
             && reason.contains("more than 20 entries")
             && reason.contains("CLIMA_ARTIFACTS_MAX_ENTRIES"),
         "{reason}"

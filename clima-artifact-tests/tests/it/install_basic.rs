@@ -1,6 +1,6 @@
 //! The install pipeline end to end over loopback HTTP and local files.
 
-use clima_artifact_runtime::{Config, Error};
+use clima_artifact_runtime::{Config, Error, SourceFailure};
 use clima_artifact_runtime::{Origin, depot::reclaim_stale_temp_dirs, ensure_variant};
 use clima_artifact_tests::{
     TarballBuilder, TestArtifact, TestServer, assert_depot_clean, have_git, installed_entries,
@@ -265,7 +265,7 @@ fn sha256_mismatch_is_an_error_and_leaves_nothing() {
         panic!("{e:?}")
     };
     match &failures[0] {
-        Error::Sha256Mismatch {
+        SourceFailure::Sha256Mismatch {
             url,
             expected,
             actual,

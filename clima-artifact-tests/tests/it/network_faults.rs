@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use clima_artifact_runtime::{Config, Error};
+use clima_artifact_runtime::{Config, Error, SourceFailure};
 use clima_artifact_runtime::{Origin, ensure_variant};
 use clima_artifact_tests::{
     Fault, TestArtifact, TestServer, assert_depot_clean, have_git, temp_entries, test_config,
@@ -62,7 +62,7 @@ fn assert_failure(c: &Case, r: Result<std::path::PathBuf, Error>, reasons: &[(&s
     };
     assert_eq!(failures.len(), reasons.len(), "{text}");
     for (f, (path, why)) in failures.iter().zip(reasons) {
-        assert_eq!(f.url(), Some(c.server.url(path).as_str()), "{text}");
+        assert_eq!(f.url(), c.server.url(path), "{text}");
         let line = f.to_string();
         assert!(line.contains(why), "`{why}` not in `{line}`");
         assert!(text.contains(&line), "{text}");
@@ -285,7 +285,7 @@ fn errors_that_cannot_succeed_on_retry_are_tried_once() {
     assert!(
         matches!(
             &failures[0],
-            Error::Transport {
+            SourceFailure::Transport {
                 attempts: 1,
                 transient: false,
                 ..
@@ -312,7 +312,7 @@ fn errors_that_cannot_succeed_on_retry_are_tried_once() {
         panic!("{e:?}")
     };
     assert!(
-        matches!(&failures[0], Error::Transport { attempts: 1, .. }),
+        matches!(&failures[0], SourceFailure::Transport { attempts: 1, .. }),
         "{e:?}"
     );
     assert_depot_clean(&c.depot);
