@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use clima_artifact_fs::IoCause;
 
 /// A failure to reach or read one download source.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum NetError {
     /// A server answered with an error status.
@@ -63,6 +63,18 @@ pub enum NetError {
 }
 
 impl NetError {
+    /// The URL (or path, as written in the manifest) the failure is about; empty for a
+    /// setting that cannot be used.
+    pub fn url(&self) -> &str {
+        match self {
+            NetError::HttpStatus { url, .. }
+            | NetError::Transport { url, .. }
+            | NetError::LocalSource { url, .. }
+            | NetError::UnsupportedUrl { url, .. } => url,
+            NetError::Config { .. } => "",
+        }
+    }
+
     /// Whether trying the same source again may succeed: refused, reset or timed-out
     /// connections, stalls, truncated bodies, HTTP 5xx, 429 and 408. Not 404, 403 or other
     /// client errors, TLS certificate errors, invalid URLs or unknown hosts, local files.

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 pub use clima_artifact_fs::IoCause;
 use clima_artifact_manifest::{ManifestError, SelectError, SubPathError};
+use clima_artifact_net::NetError;
 use clima_comms::{CollectiveError, WireError};
 
 use crate::{GitTreeSha1, Sha256};
@@ -320,39 +321,15 @@ pub enum Error {
 #[derive(Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum SourceFailure {
-    /// A server answered with an error status.
-    #[error("HTTP {status} from `{url}`{}", render_attempts(*attempts))]
-    HttpStatus {
-        /// The URL.
-        url: String,
-        /// The status code.
-        status: u16,
+    /// The source could not be reached or read: an HTTP status, a broken, refused or
+    /// stalled connection, TLS, a proxy, an unreadable local file, a URL that cannot be
+    /// fetched (the network crate's error).
+    #[error("{error}{}", render_attempts(*attempts))]
+    Net {
+        /// What went wrong.
+        error: NetError,
         /// How many times it was tried.
         attempts: u32,
-    },
-    /// The connection failed, was reset, stalled or ended early.
-    #[error("`{url}`: {reason}{}", render_attempts(*attempts))]
-    Transport {
-        /// The URL.
-        url: String,
-        /// What happened.
-        reason: String,
-        /// How many times it was tried.
-        attempts: u32,
-        /// Whether retrying may help (a reset or timeout), or not (a TLS certificate error,
-        /// an invalid URL, an unknown host).
-        transient: bool,
-    },
-    /// A local source (path or `file://`) cannot be read.
-    #[error("cannot read `{}` (from `{url}`): {cause}", path.display())]
-    LocalSource {
-        /// The URL as written in the manifest.
-        url: String,
-        /// The resolved path.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        cause: IoCause,
     },
     /// The downloaded bytes do not have the SHA-256 the manifest promises.
     #[error(
@@ -396,14 +373,6 @@ pub enum SourceFailure {
         /// Why it was skipped.
         reason: String,
     },
-    /// A download URL has a scheme or form that cannot be fetched.
-    #[error("`{url}`: {reason}")]
-    UnsupportedUrl {
-        /// The URL as written in the manifest.
-        url: String,
-        /// What is wrong with it and what to write instead.
-        reason: String,
-    },
     /// The server announced a body larger than the implicit download limit (the message
     /// names the URL and says how to fetch it explicitly).
     #[error("{error}")]
@@ -436,10 +405,7 @@ impl SourceFailure {
     /// errors, invalid URLs, unknown hosts, hash mismatches or local files.
     pub fn is_transient(&self) -> bool {
         match self {
-            SourceFailure::HttpStatus { status, .. } => {
-                *status >= 500 || *status == 429 || *status == 408
-            }
-            SourceFailure::Transport { transient, .. } => *transient,
+            SourceFailure::Net { error, .. } => error.is_transient(),
             _ => false,
         }
     }
@@ -447,14 +413,11 @@ impl SourceFailure {
     /// The URL (or path, as written in the manifest) this failure is about.
     pub fn url(&self) -> &str {
         match self {
-            SourceFailure::HttpStatus { url, .. }
-            | SourceFailure::Transport { url, .. }
-            | SourceFailure::LocalSource { url, .. }
-            | SourceFailure::Sha256Mismatch { url, .. }
+            SourceFailure::Net { error, .. } => error.url(),
+            SourceFailure::Sha256Mismatch { url, .. }
             | SourceFailure::TreeHashMismatch { url, .. }
             | SourceFailure::Archive { url, .. }
             | SourceFailure::NotTried { url, .. }
-            | SourceFailure::UnsupportedUrl { url, .. }
             | SourceFailure::TooLarge { url, .. }
             | SourceFailure::Install { url, .. } => url,
         }
@@ -462,9 +425,7 @@ impl SourceFailure {
 
     /// The same failure after `n` attempts in all (for the kinds that are retried).
     pub(crate) fn after_attempts(mut self, n: u32) -> SourceFailure {
-        if let SourceFailure::HttpStatus { attempts, .. }
-        | SourceFailure::Transport { attempts, .. } = &mut self
-        {
+        if let SourceFailure::Net { attempts, .. } = &mut self {
             *attempts = n;
         }
         self
@@ -573,34 +534,9 @@ fn render_failures(failures: &[SourceFailure]) -> String {
 }
 
 /// A source's failure as the runtime reports it, tried once so far.
-impl From<clima_artifact_net::NetError> for SourceFailure {
-    fn from(e: clima_artifact_net::NetError) -> SourceFailure {
-        use clima_artifact_net::NetError as N;
-        match e {
-            N::HttpStatus { url, status } => SourceFailure::HttpStatus {
-                url,
-                status,
-                attempts: 1,
-            },
-            N::Transport {
-                url,
-                reason,
-                transient,
-            } => SourceFailure::Transport {
-                url,
-                reason,
-                attempts: 1,
-                transient,
-            },
-            N::LocalSource { url, path, cause } => SourceFailure::LocalSource { url, path, cause },
-            N::UnsupportedUrl { url, reason } => SourceFailure::UnsupportedUrl { url, reason },
-            other => SourceFailure::Transport {
-                url: String::new(),
-                reason: other.to_string(),
-                attempts: 1,
-                transient: false,
-            },
-        }
+impl From<NetError> for SourceFailure {
+    fn from(error: NetError) -> SourceFailure {
+        SourceFailure::Net { error, attempts: 1 }
     }
 }
 
@@ -704,9 +640,11 @@ mod tests {
                 manifest: "/m/Artifacts.toml".into(),
                 overrides_file: "/d/artifacts/Overrides.toml".into(),
                 failures: vec![
-                    SourceFailure::HttpStatus {
-                        url: "http://a/x".into(),
-                        status: 404,
+                    SourceFailure::Net {
+                        error: NetError::HttpStatus {
+                            url: "http://a/x".into(),
+                            status: 404,
+                        },
                         attempts: 1,
                     },
                     SourceFailure::Sha256Mismatch {
@@ -808,16 +746,20 @@ mod tests {
             manifest: "/m/Artifacts.toml".into(),
             overrides_file: "/d/artifacts/Overrides.toml".into(),
             failures: vec![
-                SourceFailure::HttpStatus {
-                    url: "http://one".into(),
-                    status: 503,
+                SourceFailure::Net {
+                    error: NetError::HttpStatus {
+                        url: "http://one".into(),
+                        status: 503,
+                    },
                     attempts: 3,
                 },
-                SourceFailure::Transport {
-                    url: "http://two".into(),
-                    reason: "connection reset".into(),
+                SourceFailure::Net {
+                    error: NetError::Transport {
+                        url: "http://two".into(),
+                        reason: "connection reset".into(),
+                        transient: true,
+                    },
                     attempts: 1,
-                    transient: true,
                 },
             ],
         };

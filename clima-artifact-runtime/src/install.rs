@@ -40,7 +40,7 @@ use clima_artifact_fs::human_bytes;
 use clima_artifact_manifest::manifest::MANIFEST_FILE_NAMES;
 use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::source::{self as download, ResumeRefused};
-use clima_artifact_net::{Body, BodyRules, NetConfig, RuleBroken};
+use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken};
 
 use crate::depot::{self, Overrides};
 use crate::extract::{ExtractLimits, extract_buffered};
@@ -637,12 +637,7 @@ impl InstallRequest<'_> {
             return Err(e);
         }
         if let Err(e) = drained {
-            return Err(SourceFailure::Transport {
-                url: url.to_owned(),
-                reason: download::describe_io(&e, &self.net),
-                attempts: 1,
-                transient: download::is_transient_io(&e),
-            });
+            return Err(self.broken(url, download::describe_io(&e, &self.net), &e));
         }
         Ok(body.finish())
     }
@@ -659,20 +654,25 @@ impl InstallRequest<'_> {
                     size + 1
                 ),
             },
-            None if ResumeRefused::of(e).is_some() => SourceFailure::Transport {
+            // Starting over from byte 0 (the next attempt) is what is left to do: transient.
+            None if ResumeRefused::of(e).is_some() => NetError::Transport {
                 url: url.to_owned(),
                 reason: format!("the transfer broke and could not be resumed: {e}"),
-                attempts: 1,
-                // Starting over from byte 0 (the next attempt) is what is left to do.
                 transient: true,
-            },
-            Some(_) | None => SourceFailure::Transport {
-                url: url.to_owned(),
-                reason: download::describe_io(e, &self.net),
-                attempts: 1,
-                transient: download::is_transient_io(e),
-            },
+            }
+            .into(),
+            Some(_) | None => self.broken(url, download::describe_io(e, &self.net), e),
         })
+    }
+
+    /// A transfer of `url` that broke with `e` (`reason` says how), tried once so far.
+    fn broken(&self, url: &str, reason: String, e: &io::Error) -> SourceFailure {
+        NetError::Transport {
+            url: url.to_owned(),
+            reason,
+            transient: download::is_transient_io(e),
+        }
+        .into()
     }
 
     /// Renames the verified `tmp` to `<depot>/artifacts/<hash>`.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use clima_artifact_runtime::{Config, Error, SourceFailure};
+use clima_artifact_runtime::{Config, Error, NetError, SourceFailure};
 use clima_artifact_runtime::{Origin, ensure_variant};
 use clima_artifact_tests::{
     Fault, TestArtifact, TestServer, assert_depot_clean, have_git, temp_entries, test_config,
@@ -285,10 +285,12 @@ fn errors_that_cannot_succeed_on_retry_are_tried_once() {
     assert!(
         matches!(
             &failures[0],
-            SourceFailure::Transport {
+            SourceFailure::Net {
+                error: NetError::Transport {
+                    transient: false,
+                    ..
+                },
                 attempts: 1,
-                transient: false,
-                ..
             }
         ),
         "{e:?}"
@@ -312,7 +314,13 @@ fn errors_that_cannot_succeed_on_retry_are_tried_once() {
         panic!("{e:?}")
     };
     assert!(
-        matches!(&failures[0], SourceFailure::Transport { attempts: 1, .. }),
+        matches!(
+            &failures[0],
+            SourceFailure::Net {
+                error: NetError::Transport { .. },
+                attempts: 1
+            }
+        ),
         "{e:?}"
     );
     assert_depot_clean(&c.depot);
