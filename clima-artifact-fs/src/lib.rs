@@ -12,6 +12,8 @@
 //! - [`pid_alive`]: whether a process id on this host is still running (stale temp files and
 //!   locks of dead processes are reclaimed with it);
 //! - [`IoCause`]: an `io::Error` that errors can clone and send between MPI ranks;
+//! - [`read_shared_text`]: read a small text file others could have planted (no symlink, no
+//!   fifo, regular files only, bounded);
 //! - [`temp_name`], [`temp_owner`], [`stale_temps`], [`reclaim_stale_temps`]: the one form of
 //!   temp names of the project (`.<name><mark><host>.<pid>.<random>`), who made one, and the
 //!   reclaiming of those whose process is gone (module `temp`).
@@ -116,6 +118,68 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
+}
+
+/// Reads the text file at `path` in a folder that other users may write to (a shared depot's
+/// logs): never through a symlink at `path` (`O_NOFOLLOW`), never blocking on a fifo
+/// (`O_NONBLOCK`), a regular file only, at most `max` bytes, UTF-8. `Ok(None)` when nothing is
+/// there. An error says what was found instead (and that someone may have planted it), never
+/// what a planted link points to.
+pub fn read_shared_text(path: &Path, max: u64) -> io::Result<Option<String>> {
+    let planted = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` is {what}, not a regular file (planted by someone with write access to \
+                 the folder?); it is left alone and not followed: remove it",
+                path.display()
+            ),
+        )
+    };
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(planted("a symlink")),
+        Err(e) => {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot open `{}`: {e}", path.display()),
+            ));
+        }
+    };
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(planted("a folder"));
+    }
+    if !meta.is_file() {
+        return Err(planted("a special file (fifo, socket or device)"));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(max) as usize);
+    (&file).take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` is larger than {}; this is not the file expected there: remove it",
+                path.display(),
+                human_bytes(max)
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map(Some).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` is not UTF-8 (invalid byte at offset {}): remove it",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
 }
 
 /// The mark of [`write_atomically`]'s temp files ([`temp_name`]).

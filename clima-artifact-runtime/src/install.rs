@@ -31,7 +31,9 @@
 //! artifact's lock; only temp dirs of this host are considered). If the final path already exists
 //! when renaming, another process won the race: that is success.
 
+use std::fs::Permissions;
 use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -498,10 +500,16 @@ impl InstallRequest<'_> {
     fn install_from(&self, attempt: &Attempt) -> Result<(PathBuf, u64), SourceFailure> {
         let url = &attempt.download.url;
         let tmp_path = depot::Depot::new(&self.target.dir).new_temp_dir(&self.hash);
-        std::fs::create_dir(&tmp_path).map_err(|e| SourceFailure::Install {
-            url: url.clone(),
-            error: Box::new(Error::io("create temporary directory", &tmp_path, e)),
-        })?;
+        // Private while it is filled (0o700 whatever the umask or a default ACL says), so no
+        // other user can reach into it; the verified artifact gets 0o755 before its rename.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&tmp_path)
+            .and_then(|()| std::fs::set_permissions(&tmp_path, Permissions::from_mode(0o700)))
+            .map_err(|e| SourceFailure::Install {
+                url: url.clone(),
+                error: Box::new(Error::io("create temporary directory", &tmp_path, e)),
+            })?;
         let tmp = TempDir(Some(tmp_path));
         let mut body = self.open(&attempt.download)?;
         let extracted = extract_buffered(&mut body, tmp.path(), &self.limits(tmp.path()));
@@ -678,6 +686,9 @@ impl InstallRequest<'_> {
     /// Renames the verified `tmp` to `<depot>/artifacts/<hash>`.
     fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
         let dest = depot::artifact_dir(&self.target.dir, &self.hash);
+        // The artifact's own folder is 0o755 like every folder inside it, whatever the umask.
+        std::fs::set_permissions(tmp.path(), Permissions::from_mode(0o755))
+            .map_err(|e| Error::io("set the permissions of", tmp.path(), e))?;
         match std::fs::rename(tmp.path(), &dest) {
             Ok(()) => {
                 tmp.keep();

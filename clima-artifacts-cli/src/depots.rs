@@ -17,7 +17,7 @@ use clima_artifact_manifest::{GitTreeSha1, OverridesFile};
 use clima_artifact_runtime::Config;
 use clima_artifact_runtime::depot::{self, Depot, Overrides, ResolvedOverride};
 
-use crate::error::{CliError, CliResult, io_error};
+use crate::error::{CliError, CliResult};
 
 /// The runtime configuration from the `CLIMA_ARTIFACTS_*` environment variables.
 pub fn config() -> CliResult<Config> {
@@ -89,7 +89,7 @@ pub fn record_usage(config: &Config, manifest: &Path) {
 /// back. A missing or unreadable log is left alone.
 pub fn compact_usage_log(depot: &Path) -> CliResult {
     let log = Depot::new(depot).usage_log();
-    let Ok(text) = fs::read_to_string(&log) else {
+    let Ok(Some(text)) = read_log(&log) else {
         return Ok(());
     };
     let Ok(doc) = text.parse::<toml_edit::DocumentMut>() else {
@@ -132,16 +132,16 @@ pub fn compact_usage_log(depot: &Path) -> CliResult {
 /// `[["/path/Artifacts.toml"]]` array-of-tables per manifest). A missing log records none.
 pub fn recorded_manifests(depot: &Path) -> CliResult<Vec<PathBuf>> {
     let log = Depot::new(depot).usage_log();
-    let text = match fs::read_to_string(&log) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error("read", &log, &e)),
+    let text = match read_log(&log) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(Vec::new()),
+        Err(e) => return Err(CliError::failure(e.to_string())),
     };
     let doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
         CliError::failure(format!(
             "`{}` is not valid TOML ({}); remove it and let the next runs record manifest usage again",
             log.display(),
-            e.to_string().trim_end()
+            clima_comms::notice::printable(e.to_string().trim_end())
         ))
     })?;
     Ok(doc
@@ -149,6 +149,21 @@ pub fn recorded_manifests(depot: &Path) -> CliResult<Vec<PathBuf>> {
         .iter()
         .map(|(k, _)| PathBuf::from(k))
         .collect())
+}
+
+/// The most a depot log may hold (the runtime bounds its reads of the usage log the same way).
+pub const MAX_LOG_BYTES: u64 = clima_artifact_manifest::manifest::MAX_TOML_BYTES;
+
+/// Reads a depot log (`logs/*.toml`) that other users of a shared depot could have planted:
+/// no symlink, no fifo, a regular file of at most [`MAX_LOG_BYTES`] (see
+/// [`clima_artifact_fs::read_shared_text`]). Errors have control characters escaped.
+pub fn read_log(path: &Path) -> std::io::Result<Option<String>> {
+    clima_artifact_fs::read_shared_text(path, MAX_LOG_BYTES).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            clima_comms::notice::printable(&e.to_string()).into_owned(),
+        )
+    })
 }
 
 /// Total bytes of regular files and symlinks under `dir`, not following symlinks.

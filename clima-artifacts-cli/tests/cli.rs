@@ -2,6 +2,7 @@
 
 mod common;
 mod messages;
+mod planted_logs;
 
 use std::fs;
 use std::io::Read;

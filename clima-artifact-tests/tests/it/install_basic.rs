@@ -123,7 +123,7 @@ fn installed_modes_are_the_same_under_any_umask() {
     }
     let art = TestArtifact::gzip(builder);
     server.serve("m.tar.gz", art.tarball.clone());
-    for umask in ["077", "022", "000"] {
+    for umask in ["077", "022", "002", "000"] {
         let depot = dir.path().join(format!("depot-{umask}"));
         let mut config = config.clone();
         config.depots = vec![depot.clone()];
@@ -143,9 +143,16 @@ fn installed_modes_are_the_same_under_any_umask() {
         let path = std::path::PathBuf::from(clima_artifact_tests::success_stdout(out).trim());
         art.assert_content(&path);
         assert_promised_modes(&path, "data/part-299.csv", &format!("umask {umask}"));
+        // The artifact's own folder too: 0o755 whatever the umask (umask 002 left it 0o775
+        // and 000 left it 0o777, writable by other users).
+        assert_eq!(
+            mode_of(&path, ""),
+            0o755,
+            "the artifact's folder, umask {umask}"
+        );
         std::fs::remove_dir_all(&path).unwrap();
     }
-    assert_eq!(server.gets("m.tar.gz"), 3);
+    assert_eq!(server.gets("m.tar.gz"), 4);
 }
 
 /// On shared project folders new modes are not the umask's alone: a default POSIX ACL replaces

@@ -304,7 +304,8 @@ fn print_report(report: &GcReport, delay: std::time::Duration) {
         if m.status == "missing" {
             println!(
                 "manifest {} no longer exists; it stops counting",
-                m.path.display()
+                // Recorded by anyone who can write to the depot: escaped.
+                clima_comms::notice::printable(&m.path.display().to_string())
             );
         }
     }
@@ -400,15 +401,15 @@ impl Orphanage {
     fn load(depot: &Path) -> CliResult<Orphanage> {
         let path = Depot::new(depot).orphan_log();
         let mut entries = std::collections::BTreeMap::new();
-        match fs::read_to_string(&path) {
-            Ok(text) => {
+        match depots::read_log(&path) {
+            Ok(Some(text)) => {
                 let doc: toml_edit::DocumentMut =
                     text.parse().map_err(|e: toml_edit::TomlError| {
                         CliError::failure(format!(
                             "`{}` is not valid TOML ({}); remove it (orphans are then marked \
                              again and deleted one delay later)",
                             path.display(),
-                            e.to_string().trim_end()
+                            clima_comms::notice::printable(e.to_string().trim_end())
                         ))
                     })?;
                 for (k, v) in doc.as_table() {
@@ -422,8 +423,8 @@ impl Orphanage {
                     }
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(crate::error::io_error("read", &path, &e)),
+            Ok(None) => {}
+            Err(e) => return Err(CliError::failure(e.to_string())),
         }
         Ok(Orphanage {
             path,
