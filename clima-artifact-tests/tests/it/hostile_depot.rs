@@ -112,6 +112,54 @@ fn a_fifo_at_the_lock_or_the_usage_log_does_not_hang_the_install() {
     art.assert_content(&got.unwrap());
 }
 
+/// The reclaiming of a dead process's temp dir probes that artifact's lock: a fifo planted
+/// there (with a stale temp dir beside it) must not hang every install in the depot.
+#[test]
+fn a_fifo_at_a_stale_temp_dirs_lock_does_not_hang_the_reclaim() {
+    if !have_git() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let (_server, art, manifest) = served_era5(dir.path(), 1403);
+    let other = clima_artifact_runtime::GitTreeSha1([0x77; 20]);
+    std::fs::create_dir_all(depot.join("artifacts/.locks")).unwrap();
+    let fifo = depot.join(format!("artifacts/.locks/{other}.lock"));
+    mkfifo(&fifo);
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = depot
+        .join("artifacts")
+        .join(clima_artifact_tests::install_temp_name(
+            &other,
+            &clima_artifact_tests::host_tag(),
+            dead,
+        ));
+    std::fs::create_dir_all(stale.join("sub")).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let config = test_config(std::slice::from_ref(&depot));
+    std::thread::spawn(move || {
+        let artifacts = Artifacts::load(&manifest).unwrap().with_config(config);
+        let _ = tx.send(
+            artifacts
+                .ensure_installed("era5")
+                .map_err(|e| e.to_string()),
+        );
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the install hung probing a planted fifo lock");
+    art.assert_content(&got.unwrap());
+    assert!(
+        !stale.exists(),
+        "the dead process's temp dir was not reclaimed"
+    );
+    let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    use std::os::unix::fs::FileTypeExt;
+    assert!(kind.is_fifo(), "the planted fifo was replaced");
+}
+
 struct Bad {
     _dir: tempfile::TempDir,
     depot: PathBuf,
