@@ -12,8 +12,8 @@
 //! - [`pid_alive`]: whether a process id on this host is still running (stale temp files and
 //!   locks of dead processes are reclaimed with it);
 //! - [`IoCause`]: an `io::Error` that errors can clone and send between MPI ranks;
-//! - [`read_shared_text`]: read a small text file others could have planted (no symlink, no
-//!   fifo, regular files only, bounded);
+//! - [`open_shared_file`], [`read_shared_text`]: open or read a file others could have planted
+//!   (no symlink, no fifo, regular files only; text bounded);
 //! - [`temp_name`], [`temp_owner`], [`stale_temps`], [`reclaim_stale_temps`]: the one form of
 //!   temp names of the project (`.<name><mark><host>.<pid>.<random>`), who made one, and the
 //!   reclaiming of those whose process is gone (module `temp`).
@@ -120,12 +120,12 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Reads the text file at `path` in a folder that other users may write to (a shared depot's
-/// logs): never through a symlink at `path` (`O_NOFOLLOW`), never blocking on a fifo
-/// (`O_NONBLOCK`), a regular file only, at most `max` bytes, UTF-8. `Ok(None)` when nothing is
-/// there. An error says what was found instead (and that someone may have planted it), never
-/// what a planted link points to.
-pub fn read_shared_text(path: &Path, max: u64) -> io::Result<Option<String>> {
+/// Opens the file at `path` for reading in a folder that other users may write to (a shared
+/// depot's logs and locks): never through a symlink at `path` (`O_NOFOLLOW`), never blocking on
+/// a fifo (`O_NONBLOCK`), and only if it is a regular file. `Ok(None)` when nothing is there. An
+/// error says what was found instead (and that someone may have planted it), never what a
+/// planted link points to.
+pub fn open_shared_file(path: &Path) -> io::Result<Option<fs::File>> {
     let planted = |what: &str| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -158,6 +158,16 @@ pub fn read_shared_text(path: &Path, max: u64) -> io::Result<Option<String>> {
     if !meta.is_file() {
         return Err(planted("a special file (fifo, socket or device)"));
     }
+    Ok(Some(file))
+}
+
+/// Reads the text file at `path` as [`open_shared_file`] opens it: at most `max` bytes, UTF-8.
+/// `Ok(None)` when nothing is there.
+pub fn read_shared_text(path: &Path, max: u64) -> io::Result<Option<String>> {
+    let Some(file) = open_shared_file(path)? else {
+        return Ok(None);
+    };
+    let meta = file.metadata()?;
     let mut bytes = Vec::with_capacity(meta.len().min(max) as usize);
     (&file).take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {

@@ -120,11 +120,6 @@ impl Depot {
         Some((GitTreeSha1::from_hex(hash).ok()?, host, pid))
     }
 
-    /// Records that `manifest` used this depot (see [`record_usage`]).
-    pub fn record_usage(&self, manifest: &Path) {
-        record_usage(&self.root, manifest);
-    }
-
     /// Removes the install temp dirs that dead processes of this host left here, and old
     /// writability probes; see [`reclaim_stale_temp_dirs`].
     pub fn reclaim_stale_temp_dirs(&self) -> usize {
@@ -619,17 +614,9 @@ enum LockProbe {
 /// file is opened without following a symlink and without blocking on a fifo (anyone who can
 /// write to the depot can plant either), and must be a regular file.
 fn try_lock_existing(path: &Path) -> LockProbe {
-    use std::os::unix::fs::OpenOptionsExt;
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path);
-    let Ok(file) = opened else {
+    let Ok(Some(file)) = clima_artifact_fs::open_shared_file(path) else {
         return LockProbe::Unknown;
     };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return LockProbe::Unknown;
-    }
     match file.try_lock() {
         Ok(()) => LockProbe::Free(file),
         Err(std::fs::TryLockError::WouldBlock) => LockProbe::Held,

@@ -39,7 +39,6 @@ use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
 
-use clima_artifact_manifest::manifest::MANIFEST_FILE_NAMES;
 use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::source::{self as download, ResumeRefused};
 use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken};
@@ -273,9 +272,8 @@ impl ManifestPlace {
                 folder: folder.to_path_buf(),
             };
         }
-        let file = MANIFEST_FILE_NAMES
-            .iter()
-            .map(|n| manifest.join(n))
+        let file = clima_artifact_manifest::Manifest::candidates(manifest)
+            .into_iter()
             .find(|p| p.is_file())
             .unwrap_or_else(|| manifest.join("Artifacts.toml"));
         ManifestPlace {

@@ -84,6 +84,23 @@ fn planted_symlinks_at_the_lock_and_the_usage_log_are_never_followed() {
     );
 }
 
+/// Installs `era5` of `manifest` into `depot` on a thread of its own: its outcome, or `None`
+/// when it has not finished after a minute (a hang: the thread is left behind).
+fn install_era5_within_a_minute(manifest: &Path, depot: &Path) -> Option<Result<PathBuf, String>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let config = test_config(&[depot.to_path_buf()]);
+    let manifest = manifest.to_path_buf();
+    std::thread::spawn(move || {
+        let artifacts = Artifacts::load(&manifest).unwrap().with_config(config);
+        let _ = tx.send(
+            artifacts
+                .ensure_installed("era5")
+                .map_err(|e| e.to_string()),
+        );
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60)).ok()
+}
+
 #[test]
 fn a_fifo_at_the_lock_or_the_usage_log_does_not_hang_the_install() {
     if !have_git() {
@@ -96,20 +113,8 @@ fn a_fifo_at_the_lock_or_the_usage_log_does_not_hang_the_install() {
     std::fs::create_dir_all(depot.join("logs")).unwrap();
     mkfifo(&depot.join(format!("artifacts/.locks/{}.lock", art.tree_hash)));
     mkfifo(&depot.join("logs/artifact_usage.toml"));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let config = test_config(std::slice::from_ref(&depot));
-    std::thread::spawn(move || {
-        let artifacts = Artifacts::load(&manifest).unwrap().with_config(config);
-        let _ = tx.send(
-            artifacts
-                .ensure_installed("era5")
-                .map_err(|e| e.to_string()),
-        );
-    });
-    let got = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the install hung on a planted fifo");
-    art.assert_content(&got.unwrap());
+    let got = install_era5_within_a_minute(&manifest, &depot);
+    art.assert_content(&got.expect("the install hung on a planted fifo").unwrap());
 }
 
 /// The reclaiming of a dead process's temp dir probes that artifact's lock: a fifo planted
@@ -137,20 +142,11 @@ fn a_fifo_at_a_stale_temp_dirs_lock_does_not_hang_the_reclaim() {
             dead,
         ));
     std::fs::create_dir_all(stale.join("sub")).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let config = test_config(std::slice::from_ref(&depot));
-    std::thread::spawn(move || {
-        let artifacts = Artifacts::load(&manifest).unwrap().with_config(config);
-        let _ = tx.send(
-            artifacts
-                .ensure_installed("era5")
-                .map_err(|e| e.to_string()),
-        );
-    });
-    let got = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the install hung probing a planted fifo lock");
-    art.assert_content(&got.unwrap());
+    let got = install_era5_within_a_minute(&manifest, &depot);
+    art.assert_content(
+        &got.expect("the install hung probing a planted fifo lock")
+            .unwrap(),
+    );
     assert!(
         !stale.exists(),
         "the dead process's temp dir was not reclaimed"
