@@ -71,6 +71,8 @@
 //! checksum or a file shorter than its header says is [`ExtractError::Corrupt`]. After the marker
 //! the decompressed stream is read to its end, so gzip's CRC is checked too.
 
+mod at;
+mod listing;
 mod unpack;
 
 pub mod tree_hash;

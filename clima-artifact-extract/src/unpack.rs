@@ -1,20 +1,23 @@
 //! The extraction itself; what it does is documented at the crate root.
 
 use std::cell::Cell;
-use std::collections::HashMap;
-use std::ffi::OsStr;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::ffi::CString;
+use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
 
 use tar::EntryType;
 
 use clima_artifact_fs::read_full;
 
+use crate::at::{self, AsFdRef, Dirs};
+use crate::listing::{Blob, DirId, Listing, ROOT, Written};
 use crate::tree_hash::{BlobHasher, EntryMode, TreeBuilder, blob_id};
 use clima_artifact_manifest::GitTreeSha1;
 
@@ -47,12 +50,30 @@ pub struct ExtractLimits {
     pub max_entries: u64,
     /// Free-space reserve of the destination's filesystem: unpacking stops with
     /// [`ExtractError::LowDiskSpace`] before a file would leave less than this many bytes free
-    /// (checked before each large file and every 16 MiB of content). `None`: not checked.
+    /// (checked before each large file and every 16 MiB of content). Every entry is counted
+    /// by what it costs on disk (a folder or symlink a block, a file its blocks and one more,
+    /// a copied hard link like a file), and 1% of the filesystem's inodes are kept free too.
+    /// `None`: not checked.
     pub min_free_bytes: Option<u64>,
+    /// Write only what the tree hash covers: entries inside a `.git` folder and folders that
+    /// end up without hashed content are dropped. For sources whose bytes are not checked
+    /// against a sha256 (a package server), where nothing else vouches for them.
+    pub only_hashed: bool,
 }
 
 /// How much content may be written between two free-space checks.
 const FREE_SPACE_CHECK_EVERY: u64 = 16 << 20;
+
+/// What an entry costs on disk besides its content, counted against the free-space reserve:
+/// a block (a folder's or a symlink's, a file's inode and the rounding of its last block).
+const ENTRY_COST: u64 = 4096;
+
+/// The bytes a file of `size` bytes is counted for against the free-space reserve.
+fn file_cost(size: u64) -> u64 {
+    size.div_ceil(ENTRY_COST)
+        .saturating_mul(ENTRY_COST)
+        .saturating_add(ENTRY_COST)
+}
 
 /// Bytes available to unprivileged users on the filesystem holding `path`, and its total size.
 pub fn free_space(path: &Path) -> io::Result<(u64, u64)> {
@@ -92,6 +113,7 @@ impl Default for ExtractLimits {
             max_unpacked_bytes: DEFAULT_MAX_UNPACKED_BYTES,
             max_entries: DEFAULT_MAX_ENTRIES,
             min_free_bytes: None,
+            only_hashed: false,
         }
     }
 }
@@ -147,6 +169,21 @@ pub enum ExtractError {
         /// The reserve kept free.
         reserve: u64,
     },
+    /// The destination's filesystem would fall below its reserve of free inodes.
+    #[error(
+        "stopped unpacking before `{}` runs out of inodes: {free} free, and a reserve of \
+         {reserve} (1% of the filesystem's) is kept; free some files there or put the depot on \
+         a larger filesystem (CLIMA_ARTIFACTS_DEPOT_PATH)",
+        path.display()
+    )]
+    LowInodes {
+        /// The destination directory.
+        path: PathBuf,
+        /// Inodes free when unpacking stopped.
+        free: u64,
+        /// The reserve kept free.
+        reserve: u64,
+    },
     /// Writing into the destination failed.
     #[error("cannot write `{path}`: {source}")]
     Io {
@@ -186,11 +223,36 @@ pub fn extract_archive<R: Read>(
 /// [`extract_archive`] from a reader that has its own buffer: the decompressor takes its
 /// input straight from that buffer (no copy into a second one).
 pub fn extract_buffered<R: BufRead>(
-    mut reader: R,
+    reader: R,
     dest: &Path,
     limits: &ExtractLimits,
 ) -> Result<Extracted, ExtractError> {
-    check_destination(dest)?;
+    let dir = at::open_dir(dest).map_err(|source| ExtractError::Io {
+        path: dest.to_path_buf(),
+        source,
+    })?;
+    extract_buffered_at(reader, dir.as_fd(), dest, limits)
+}
+
+/// [`extract_buffered`] into the folder open as `dir` (an empty directory; `dest` is its path,
+/// for messages only). Everything is created relative to `dir` and to handles on the
+/// folders created inside it (`openat` and friends, never following a symlink), so a folder
+/// that is renamed or swapped for a symlink while the extraction runs cannot redirect a write.
+/// A caller that opened `dir` right after creating it can check, before using `dest`, that
+/// `dest` is still that folder.
+pub fn extract_buffered_at<R: BufRead>(
+    mut reader: R,
+    dir: BorrowedFd<'_>,
+    dest: &Path,
+    limits: &ExtractLimits,
+) -> Result<Extracted, ExtractError> {
+    let io_err = |source| ExtractError::Io {
+        path: dest.to_path_buf(),
+        source,
+    };
+    check_destination(dir, dest)?;
+    let dir = dir.try_clone_to_owned().map_err(io_err)?;
+    let new = |dir| Extraction::new(dest, dir, limits);
 
     let mut magic = [0u8; 6];
     let have = read_full(&mut reader, &mut magic)
@@ -204,19 +266,19 @@ pub fn extract_buffered<R: BufRead>(
         ))
     } else if magic.starts_with(&[0x1f, 0x8b]) {
         let decoder = flate2::bufread::MultiGzDecoder::new(stream);
-        Extraction::new(dest, limits).run(decoder)
+        new(dir).run(decoder)
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         let decoder = zstd::stream::read::Decoder::with_buffer(stream)
             .map_err(|e| ExtractError::Corrupt(format!("cannot start zstd decompression: {e}")))?;
-        Extraction::new(dest, limits).run(decoder)
+        new(dir).run(decoder)
     } else if magic.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
         // Concatenated streams allowed (as `xz -d`); at most 1 GiB of decoder memory per
         // block, so a hostile header cannot make us allocate more.
         let decoder = lzma_rust2::XzReader::new_mem_limit(stream, true, 1 << 20);
-        Extraction::new(dest, limits).run(decoder)
+        new(dir).run(decoder)
     } else if magic.starts_with(b"BZh") {
         let decoder = bzip2::bufread::MultiBzDecoder::new(stream);
-        Extraction::new(dest, limits).run(decoder)
+        new(dir).run(decoder)
     } else if magic.starts_with(b"PK\x03\x04") || magic.starts_with(b"PK\x05\x06") {
         Err(ExtractError::Corrupt(
             "this is a zip file, not a tar archive; artifacts are tarballs (as in Julia): \
@@ -231,24 +293,26 @@ pub fn extract_buffered<R: BufRead>(
                 .into(),
         ))
     } else {
-        Extraction::new(dest, limits).run(stream)
+        new(dir).run(stream)
     }
 }
 
-/// `dest` must be an existing, empty, real directory.
-fn check_destination(dest: &Path) -> Result<(), ExtractError> {
+/// The folder open as `dir` (at `dest`, named in messages) must be an empty directory.
+fn check_destination(dir: BorrowedFd<'_>, dest: &Path) -> Result<(), ExtractError> {
     let io_err = |source| ExtractError::Io {
         path: dest.to_path_buf(),
         source,
     };
-    let meta = fs::symlink_metadata(dest).map_err(io_err)?;
+    let meta = File::from(dir.try_clone_to_owned().map_err(io_err)?)
+        .metadata()
+        .map_err(io_err)?;
     if !meta.is_dir() {
         return Err(io_err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "extraction destination is not a directory",
         )));
     }
-    if fs::read_dir(dest).map_err(io_err)?.next().is_some() {
+    if !at::is_empty_dir(dir).map_err(io_err)? {
         return Err(io_err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "extraction destination is not empty",
@@ -324,22 +388,12 @@ impl<R: Read> Read for Metered<R> {
     }
 }
 
-/// What a path of the archive became on disk.
-enum Written {
-    Dir,
-    File { mode: EntryMode, blob: Blob },
-    Symlink,
-}
-
-/// The blob id of a written file: known, or still being computed by the [`BlobWriter`].
-#[derive(Clone, Copy)]
-enum Blob {
-    Known([u8; 20]),
-    Pending(usize),
-}
-
-/// A file for the [`BlobWriter`] thread to create (see [`create_file`]).
+/// A file for the [`BlobWriter`] thread to create (see [`create_file_at`]).
 struct NewFile {
+    /// The folder to create it in, and its name there.
+    dir: Arc<OwnedFd>,
+    name: CString,
+    /// Its path, for messages.
     path: PathBuf,
     permissions: u32,
     /// The umask removes some of `permissions`.
@@ -593,26 +647,46 @@ impl Drop for BlobWriter {
 
 /// State of one extraction.
 struct Extraction<'a> {
+    /// The destination's path, for messages only: everything is reached through `dirs`.
     dest: &'a Path,
+    dirs: Dirs,
     limits: &'a ExtractLimits,
-    written: HashMap<Vec<u8>, Written>,
+    /// What each name became, by folder (see [`Listing`]: memory per entry is its name).
+    written: Listing,
     tree: TreeBuilder,
     writer: Option<BlobWriter>,
-    /// Files whose blob the writer is still computing, by file number: their tree path and
+    /// Files whose blob the writer is still computing, by file number: their folder, name and
     /// mode, or `None` once replaced by a later entry (or inside `.git`). Added to the tree at
     /// the end; as a replaced file was taken out, "later entries win" still holds.
-    pending: Vec<Option<(Vec<Vec<u8>>, EntryMode)>>,
+    pending: Vec<Option<PendingFile>>,
     content_bytes: u64,
-    /// `content_bytes` at which free space is checked again.
+    /// Bytes counted against the free-space reserve so far (see [`file_cost`]).
+    disk_bytes: u64,
+    /// Entries counted against the reserve of inodes so far.
+    disk_entries: u64,
+    /// `disk_bytes` at which free space is checked again.
     next_free_check: u64,
-    /// Free space, `content_bytes` and `entries` at the first free-space check.
-    free_baseline: Option<(u64, u64, u64)>,
+    /// The filesystem's free bytes and inodes, `disk_bytes` and `disk_entries` at the first
+    /// free-space check.
+    free_baseline: Option<FreeBaseline>,
     entries: u64,
     /// Number of tar entries parsed so far.
     headers: u64,
     /// The umask when the extraction started, if it alone decides the modes of new files in
     /// `dest` (see [`trusted_umask`]).
     umask: Option<u32>,
+}
+
+/// A file whose blob the writer is still computing: its folder, its name and its mode.
+type PendingFile = (DirId, Box<[u8]>, EntryMode);
+
+/// What the first free-space check found, to count down from.
+#[derive(Clone, Copy)]
+struct FreeBaseline {
+    free: u64,
+    inodes: Option<u64>,
+    disk_bytes: u64,
+    disk_entries: u64,
 }
 
 /// The path of an entry, split into safe components.
@@ -631,12 +705,24 @@ impl EntryPath {
         self.joined(self.components.len())
     }
 
+    /// The components of the folder holding the first `depth` components, and the last one.
+    fn split(&self, depth: usize) -> (&[Vec<u8>], &[u8]) {
+        (&self.components[..depth - 1], &self.components[depth - 1])
+    }
+
     fn unsafe_entry(&self, reason: impl Into<String>) -> ExtractError {
         ExtractError::Unsafe {
             entry: self.display.clone(),
             reason: reason.into(),
         }
     }
+}
+
+/// Bytes from the archive (a name, a link target) as text safe to print: invalid UTF-8
+/// replaced, control characters escaped (no escape sequence from an archive reaches a
+/// terminal or forges a log line).
+fn shown(bytes: &[u8]) -> String {
+    clima_artifact_fs::printable(&String::from_utf8_lossy(bytes)).into_owned()
 }
 
 /// Splits an archive path into components, refusing absolute paths, `..` and NUL bytes.
@@ -671,7 +757,7 @@ fn check_symlink_target(target: &[u8], depth: usize) -> Result<(), String> {
         return Err(format!(
             "the symlink points to the absolute path `{}`; only relative links inside the \
              artifact are allowed",
-            String::from_utf8_lossy(target)
+            shown(target)
         ));
     }
     let mut ups = 0;
@@ -683,7 +769,7 @@ fn check_symlink_target(target: &[u8], depth: usize) -> Result<(), String> {
                 return Err(format!(
                     "the symlink target `{}` has `..` after a directory name, which could \
                      climb out through another symlink",
-                    String::from_utf8_lossy(target)
+                    shown(target)
                 ));
             }
             b".." => {
@@ -691,7 +777,7 @@ fn check_symlink_target(target: &[u8], depth: usize) -> Result<(), String> {
                 if ups > depth {
                     return Err(format!(
                         "the symlink target `{}` points outside the artifact",
-                        String::from_utf8_lossy(target)
+                        shown(target)
                     ));
                 }
             }
@@ -702,61 +788,84 @@ fn check_symlink_target(target: &[u8], depth: usize) -> Result<(), String> {
 }
 
 impl<'a> Extraction<'a> {
-    fn new(dest: &'a Path, limits: &'a ExtractLimits) -> Self {
+    fn new(dest: &'a Path, dir: OwnedFd, limits: &'a ExtractLimits) -> Self {
+        let umask = trusted_umask(dir.as_fd());
         Extraction {
             dest,
+            dirs: Dirs::new(dir),
             limits,
-            written: HashMap::new(),
+            written: Listing::new(),
             tree: TreeBuilder::new(),
             writer: None,
             pending: Vec::new(),
             content_bytes: 0,
+            disk_bytes: 0,
+            disk_entries: 0,
             next_free_check: 0,
             free_baseline: None,
             entries: 0,
             headers: 0,
-            umask: trusted_umask(dest),
+            umask,
         }
     }
 
-    /// Fails before writing `size` more bytes would leave the destination's filesystem with
-    /// less than the reserve. Checked before the first file, before large files, and then
-    /// after at most half the headroom left at the last check (at most 16 MiB), so many small
-    /// files cannot slip under the reserve between two checks.
-    fn check_free_space(&mut self, size: u64) -> Result<(), ExtractError> {
-        let Some(reserve) = self.limits.min_free_bytes else {
-            return Ok(());
-        };
-        if size < FREE_SPACE_CHECK_EVERY
-            && self.entries > 0
-            && self.content_bytes.saturating_add(size) < self.next_free_check
-        {
-            return Ok(());
+    /// Counts an entry that costs `cost` bytes on disk (and an inode) against the free-space
+    /// reserve, checking the filesystem first when it is due: before the first entry, before
+    /// a large file, and then after at most half the headroom left at the last check (at most
+    /// 16 MiB), so many small entries cannot slip under the reserve between two checks.
+    fn charge(&mut self, cost: u64) -> Result<(), ExtractError> {
+        let due = cost >= FREE_SPACE_CHECK_EVERY
+            || self.disk_entries == 0
+            || self.disk_bytes.saturating_add(cost) >= self.next_free_check;
+        if let (true, Some(reserve)) = (due, self.limits.min_free_bytes) {
+            self.check_free_space(cost, reserve)?;
         }
-        let Ok((reported, _)) = free_space(self.dest) else {
+        self.disk_bytes = self.disk_bytes.saturating_add(cost);
+        self.disk_entries += 1;
+        Ok(())
+    }
+
+    /// Fails before an entry of `cost` bytes would leave the destination's filesystem with
+    /// less than `reserve` bytes, or 1% of its inodes, free.
+    fn check_free_space(&mut self, cost: u64, reserve: u64) -> Result<(), ExtractError> {
+        let Ok((reported, _, inodes)) = at::fs_space(self.dirs.root().as_fd_ref()) else {
             return Ok(()); // cannot tell: a write that does not fit fails on its own
         };
         // The writer thread may not have written what it was handed yet, so the filesystem
         // can report more than will be left. Also count down from the first check by what we
-        // handed over (plus a block per entry), and trust the smaller of the two.
-        let (base_free, base_content, base_entries) =
-            *self
-                .free_baseline
-                .get_or_insert((reported, self.content_bytes, self.entries));
-        let ours = (self.content_bytes - base_content)
-            .saturating_add((self.entries - base_entries).saturating_mul(4096));
-        let free = reported.min(base_free.saturating_sub(ours));
-        if free < reserve.saturating_add(size) {
+        // handed over, and trust the smaller of the two.
+        let base = *self.free_baseline.get_or_insert(FreeBaseline {
+            free: reported,
+            inodes: inodes.map(|(free, _)| free),
+            disk_bytes: self.disk_bytes,
+            disk_entries: self.disk_entries,
+        });
+        let free = reported.min(base.free.saturating_sub(self.disk_bytes - base.disk_bytes));
+        if free < reserve.saturating_add(cost) {
             return Err(ExtractError::LowDiskSpace {
                 path: self.dest.to_path_buf(),
                 free,
-                needed: size,
+                needed: cost,
                 reserve,
             });
         }
-        let headroom = free - reserve - size;
-        self.next_free_check =
-            self.content_bytes + size + (headroom / 2).min(FREE_SPACE_CHECK_EVERY);
+        let mut headroom = (free - reserve - cost) / 2;
+        if let Some((reported, total)) = inodes {
+            let ours = self.disk_entries - base.disk_entries;
+            let free = reported.min(base.inodes.unwrap_or(reported).saturating_sub(ours));
+            let reserve = total / 100;
+            if free <= reserve {
+                return Err(ExtractError::LowInodes {
+                    path: self.dest.to_path_buf(),
+                    free,
+                    reserve,
+                });
+            }
+            // Every entry is counted for at least ENTRY_COST bytes: this many bytes until the
+            // next check cannot use more than half the inodes left above the reserve.
+            headroom = headroom.min((free - reserve - 1) / 2 * ENTRY_COST);
+        }
+        self.next_free_check = self.disk_bytes + cost + headroom.min(FREE_SPACE_CHECK_EVERY);
         Ok(())
     }
 
@@ -817,8 +926,9 @@ impl<'a> Extraction<'a> {
         if let Some(writer) = self.writer.take() {
             let blobs = writer.finish()?;
             for (n, pending) in self.pending.iter().enumerate() {
-                if let Some((components, mode)) = pending {
-                    let components: Vec<&[u8]> = components.iter().map(Vec::as_slice).collect();
+                if let Some((dir, name, mode)) = pending {
+                    let mut components = self.written.components(*dir);
+                    components.push(name);
                     self.tree.insert_components(&components, *mode, blobs[n]);
                 }
             }
@@ -836,7 +946,7 @@ impl<'a> Extraction<'a> {
         meter: &Meter,
     ) -> Result<(), ExtractError> {
         let raw = entry.path_bytes().into_owned();
-        let display = String::from_utf8_lossy(&raw).into_owned();
+        let display = shown(&raw);
         let entry_type = entry.header().entry_type();
         if entry_type == EntryType::XGlobalHeader {
             return Ok(());
@@ -855,6 +965,14 @@ impl<'a> Extraction<'a> {
                  --sparse",
             ));
         }
+        // Without a sha256 only the tree hash vouches for the content: what it does not cover
+        // (a `.git` folder, folders without hashed content) is not written at all. Its bytes
+        // are still read and metered.
+        if self.limits.only_hashed
+            && (entry_type == EntryType::Directory || path.components.iter().any(|c| c == b".git"))
+        {
+            return Ok(());
+        }
         if path.components.is_empty() {
             return if entry_type == EntryType::Directory {
                 Ok(())
@@ -865,8 +983,9 @@ impl<'a> Extraction<'a> {
         match entry_type {
             EntryType::Regular | EntryType::Continuous => self.file(entry, &path, meter),
             EntryType::Directory => {
-                self.parents(&path)?;
-                self.directory(&path, path.components.len())
+                let parent = self.parents(&path)?;
+                self.directory(parent, &path, path.components.len())
+                    .map(|_| ())
             }
             EntryType::Symlink => self.symlink(entry, &path),
             EntryType::Link => self.hardlink(entry, &path),
@@ -891,7 +1010,22 @@ impl<'a> Extraction<'a> {
     }
 
     fn disk_path(&self, key: &[u8]) -> PathBuf {
-        self.dest.join(OsStr::from_bytes(key))
+        at::display_path(self.dest, key)
+    }
+
+    /// The handle of the folder holding the first `depth` components of `path` (created by
+    /// this extraction) and the last component's name.
+    fn parent_of(
+        &mut self,
+        path: &EntryPath,
+        depth: usize,
+    ) -> Result<(Arc<OwnedFd>, CString), ExtractError> {
+        let (parent, name) = path.split(depth);
+        let looked_up = self
+            .dirs
+            .get(parent)
+            .and_then(|fd| Ok((fd, at::c_name(name)?)));
+        looked_up.map_err(|e| self.io_error(&path.joined(depth), e))
     }
 
     fn io_error(&self, key: &[u8], source: io::Error) -> ExtractError {
@@ -901,56 +1035,68 @@ impl<'a> Extraction<'a> {
         }
     }
 
-    /// Makes sure every directory above the entry exists and was created by this extraction.
-    fn parents(&mut self, path: &EntryPath) -> Result<(), ExtractError> {
+    /// Makes sure every directory above the entry exists and was created by this extraction;
+    /// returns the number of the one holding it.
+    fn parents(&mut self, path: &EntryPath) -> Result<DirId, ExtractError> {
+        let mut dir = ROOT;
         for depth in 1..path.components.len() {
-            self.directory(path, depth)?;
+            dir = self.directory(dir, path, depth)?;
         }
-        Ok(())
+        Ok(dir)
     }
 
-    /// Creates the directory made of the first `depth` components of `path` (if needed).
-    fn directory(&mut self, path: &EntryPath, depth: usize) -> Result<(), ExtractError> {
-        let key = path.joined(depth);
-        match self.written.get(&key) {
-            Some(Written::Dir) => Ok(()),
+    /// Creates the directory made of the first `depth` components of `path` (if needed) in
+    /// `parent` (the folder of the first `depth - 1`); returns its number.
+    fn directory(
+        &mut self,
+        parent: DirId,
+        path: &EntryPath,
+        depth: usize,
+    ) -> Result<DirId, ExtractError> {
+        let name = &path.components[depth - 1];
+        match self.written.get(parent, name) {
+            Some(Written::Dir(id)) => Ok(*id),
             Some(Written::File { .. }) => Err(path.unsafe_entry(format!(
                 "`{}` is a file extracted earlier in the archive, not a directory",
-                String::from_utf8_lossy(&key)
+                shown(&path.joined(depth))
             ))),
             Some(Written::Symlink) => Err(path.unsafe_entry(format!(
                 "`{}` is a symlink extracted earlier in the archive; refusing to write through it",
-                String::from_utf8_lossy(&key)
+                shown(&path.joined(depth))
             ))),
             None => {
-                let disk = self.disk_path(&key);
+                self.charge(ENTRY_COST)?;
+                let key = path.joined(depth);
+                let (parent_fd, c_name) = self.parent_of(path, depth)?;
                 let masked = self.masked(0o755);
-                DirBuilder::new()
-                    .mode(0o755)
-                    .create(&disk)
-                    .and_then(|()| match masked {
-                        true => fs::set_permissions(&disk, fs::Permissions::from_mode(0o755)),
-                        false => Ok(()),
-                    })
-                    .map_err(|e| self.io_error(&key, e))?;
-                self.written.insert(key, Written::Dir);
-                Ok(())
+                let create = || -> io::Result<OwnedFd> {
+                    at::mkdir_at(parent_fd.as_fd_ref(), &c_name, 0o755)?;
+                    let fd = at::open_dir_at(parent_fd.as_fd_ref(), &c_name)?;
+                    if masked {
+                        at::fchmod(fd.as_fd(), 0o755)?;
+                    }
+                    Ok(fd)
+                };
+                let fd = create().map_err(|e| self.io_error(&key, e))?;
+                self.dirs.insert(key, Arc::new(fd));
+                Ok(self.written.add_dir(parent, name))
             }
         }
     }
 
     /// Frees the entry's own path for a new file or link: an earlier file or symlink there is
     /// unlinked (never opened), a directory is refused.
-    fn replace(&mut self, path: &EntryPath, key: &[u8]) -> Result<(), ExtractError> {
-        match self.written.get(key) {
+    fn replace(&mut self, path: &EntryPath, parent: DirId) -> Result<(), ExtractError> {
+        let name = path.components.last().expect("entries have a name");
+        match self.written.get(parent, name) {
             None => Ok(()),
-            Some(Written::Dir) => Err(path
+            Some(Written::Dir(_)) => Err(path
                 .unsafe_entry("a directory of the same name was extracted earlier in the archive")),
             Some(Written::File { .. } | Written::Symlink) => {
                 if let Some(&Written::File {
                     blob: Blob::Pending(n),
                     ..
-                }) = self.written.get(key)
+                }) = self.written.get(parent, name)
                 {
                     self.pending[n] = None;
                     // The writer creates files: let it create this one before it is unlinked.
@@ -958,8 +1104,10 @@ impl<'a> Extraction<'a> {
                 }
                 // A later entry of this name wins: the earlier file is complete (waited for
                 // above if it was pending) and is unlinked, never opened.
-                fs::remove_file(self.disk_path(key)).map_err(|e| self.io_error(key, e))?;
-                self.written.remove(key);
+                let (parent_fd, c_name) = self.parent_of(path, path.components.len())?;
+                at::unlink_at(parent_fd.as_fd_ref(), &c_name)
+                    .map_err(|e| self.io_error(&path.key(), e))?;
+                self.written.remove(parent, name);
                 Ok(())
             }
         }
@@ -967,15 +1115,16 @@ impl<'a> Extraction<'a> {
 
     /// Records a written file or symlink in the tree (unless it is inside `.git`); a pending
     /// blob goes into the tree when the writer is done.
-    fn record(&mut self, path: &EntryPath, key: Vec<u8>, written: Written, mode: EntryMode) {
+    fn record(&mut self, path: &EntryPath, parent: DirId, written: Written, mode: EntryMode) {
         let in_git = path.components.iter().any(|c| c == b".git");
+        let name = path.components.last().expect("entries have a name");
         match &written {
             Written::File {
                 blob: Blob::Pending(n),
                 ..
             } => {
                 if !in_git {
-                    self.pending[*n] = Some((path.components.clone(), mode));
+                    self.pending[*n] = Some((parent, name.as_slice().into(), mode));
                 }
             }
             Written::File {
@@ -985,9 +1134,9 @@ impl<'a> Extraction<'a> {
                 let components: Vec<&[u8]> = path.components.iter().map(Vec::as_slice).collect();
                 self.tree.insert_components(&components, mode, *id);
             }
-            Written::Symlink | Written::File { .. } | Written::Dir => {}
+            Written::Symlink | Written::File { .. } | Written::Dir(_) => {}
         }
-        self.written.insert(key, written);
+        self.written.set(parent, name, written);
         self.entries += 1;
     }
 
@@ -1020,12 +1169,15 @@ impl<'a> Extraction<'a> {
         let mode = EntryMode::for_file_mode(header_mode);
         let permissions = file_permissions(mode);
 
-        self.check_free_space(size)?;
-        self.parents(path)?;
+        self.charge(file_cost(size))?;
+        let parent = self.parents(path)?;
         let key = path.key();
-        self.replace(path, &key)?;
+        self.replace(path, parent)?;
         // The writer thread creates the file, off the thread that decompresses.
+        let (dir, name) = self.parent_of(path, path.components.len())?;
         let file = NewFile {
+            dir,
+            name,
             path: self.disk_path(&key),
             permissions,
             masked: self.masked(permissions),
@@ -1067,7 +1219,7 @@ impl<'a> Extraction<'a> {
         self.pending.push(None);
         self.content_bytes += size;
         let blob = Blob::Pending(n);
-        self.record(path, key, Written::File { mode, blob }, mode);
+        self.record(path, parent, Written::File { mode, blob }, mode);
         Ok(())
     }
 
@@ -1082,10 +1234,12 @@ impl<'a> Extraction<'a> {
             .into_owned();
         check_symlink_target(&target, path.components.len() - 1)
             .map_err(|reason| path.unsafe_entry(reason))?;
-        self.parents(path)?;
+        self.charge(ENTRY_COST)?;
+        let parent = self.parents(path)?;
         let key = path.key();
-        self.replace(path, &key)?;
-        std::os::unix::fs::symlink(OsStr::from_bytes(&target), self.disk_path(&key))
+        self.replace(path, parent)?;
+        let (parent_fd, name) = self.parent_of(path, path.components.len())?;
+        at::symlink_at(&target, parent_fd.as_fd_ref(), &name)
             .map_err(|e| self.io_error(&key, e))?;
         let id = blob_id(&target);
         if !path.components.iter().any(|c| c == b".git") {
@@ -1093,7 +1247,7 @@ impl<'a> Extraction<'a> {
             self.tree
                 .insert_components(&components, EntryMode::Symlink, id);
         }
-        self.record(path, key, Written::Symlink, EntryMode::Symlink);
+        self.record(path, parent, Written::Symlink, EntryMode::Symlink);
         Ok(())
     }
 
@@ -1108,13 +1262,14 @@ impl<'a> Extraction<'a> {
             .link_name_bytes()
             .ok_or_else(|| path.unsafe_entry("the hardlink has no target"))?
             .into_owned();
-        let target_display = String::from_utf8_lossy(&raw).into_owned();
+        let target_display = shown(&raw);
         let target = safe_components(&raw).map_err(|reason| {
             path.unsafe_entry(format!(
                 "hardlink to `{target_display}` outside the artifact: {reason}"
             ))
         })?;
         let target_key = target.join(&b'/');
+        let same = target == path.components;
         // As Tar.jl: the link's own mode applies to its copy of the content (a 0o755 link to a
         // 0o644 file is an executable file with that content); the target keeps its mode.
         let link_mode = entry
@@ -1122,7 +1277,7 @@ impl<'a> Extraction<'a> {
             .mode()
             .map(EntryMode::for_file_mode)
             .map_err(|e| ExtractError::Corrupt(format!("entry `{}`: {e}", path.display)))?;
-        let (target_mode, blob) = match self.written.get(&target_key) {
+        let (target_mode, blob) = match self.written.lookup(&target) {
             Some(Written::File { mode, blob }) => (*mode, *blob),
             _ => {
                 return Err(path.unsafe_entry(format!(
@@ -1132,49 +1287,61 @@ impl<'a> Extraction<'a> {
             }
         };
         let key = path.key();
-        if key == target_key && link_mode == target_mode {
+        if same && link_mode == target_mode {
             return Ok(());
         }
         // The target must be complete on disk before it is linked, copied or changed.
         let blob = match blob {
             Blob::Known(id) => id,
             Blob::Pending(n) => {
-                if key == target_key {
+                if same {
                     // Recorded below with the link's mode instead of when the writer is done.
                     self.pending[n] = None;
                 }
                 self.writer()?.wait(n)?
             }
         };
-        if key == target_key {
+        if same {
             // A link to itself (Tar.jl's "self hardlink"): the same file, with the link's mode.
-            let disk = self.disk_path(&key);
+            let parent = self.parents(path)?;
+            let (parent_fd, name) = self.parent_of(path, path.components.len())?;
             let chmod = || -> io::Result<()> {
-                let file = OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-                    .open(&disk)?;
-                file.set_permissions(fs::Permissions::from_mode(file_permissions(link_mode)))
+                let file = at::open_file_at(parent_fd.as_fd_ref(), &name)?;
+                at::fchmod(file.as_fd(), file_permissions(link_mode))
             };
             chmod().map_err(|e| self.io_error(&key, e))?;
-            self.written.remove(&key);
             let written = Written::File {
                 mode: link_mode,
                 blob: Blob::Known(blob),
             };
-            self.record(path, key, written, link_mode);
+            self.record(path, parent, written, link_mode);
             return Ok(());
         }
-        self.parents(path)?;
-        self.replace(path, &key)?;
-        let source = self.disk_path(&target_key);
-        let disk = self.disk_path(&key);
+        let parent = self.parents(path)?;
+        self.replace(path, parent)?;
+        let target_path = EntryPath {
+            display: target_display,
+            components: target,
+        };
+        let (from_dir, from_name) = self.parent_of(&target_path, target_path.components.len())?;
+        let (to_dir, to_name) = self.parent_of(path, path.components.len())?;
         let mode = link_mode;
         // Same mode: one inode (read-only, so sharing it is safe). Another mode, or a
         // filesystem that refuses hard links: a copy.
-        if mode != target_mode || fs::hard_link(&source, &disk).is_err() {
-            // Copy, counting the bytes against the cap.
-            let size = fs::symlink_metadata(&source)
+        let linked = mode == target_mode
+            && at::link_at(
+                from_dir.as_fd_ref(),
+                &from_name,
+                to_dir.as_fd_ref(),
+                &to_name,
+            )
+            .is_ok();
+        if !linked {
+            // Copy, counting the bytes against the cap and the free-space reserve.
+            let mut from = at::open_file_at(from_dir.as_fd_ref(), &from_name)
+                .map_err(|e| self.io_error(&target_key, e))?;
+            let size = from
+                .metadata()
                 .map_err(|e| self.io_error(&target_key, e))?
                 .len();
             if self.content_bytes.saturating_add(size) > self.limits.max_unpacked_bytes {
@@ -1182,22 +1349,20 @@ impl<'a> Extraction<'a> {
                     limit: self.limits.max_unpacked_bytes,
                 });
             }
+            self.charge(file_cost(size))?;
             let permissions = file_permissions(mode);
             let masked = self.masked(permissions);
-            let copy = || -> io::Result<()> {
-                let mut from = OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&source)?;
-                let mut to = create_file(&disk, permissions, masked)?;
-                io::copy(&mut from, &mut to)?;
+            let mut copy = || -> io::Result<()> {
+                let mut to = create_file_at(to_dir.as_fd_ref(), &to_name, permissions, masked)?;
+                // Bounded by the size counted above, whatever the file became meanwhile.
+                io::copy(&mut (&mut from).take(size), &mut to)?;
                 Ok(())
             };
             copy().map_err(|e| self.io_error(&key, e))?;
             self.content_bytes += size;
         }
         let blob = Blob::Known(blob);
-        self.record(path, key, Written::File { mode, blob }, mode);
+        self.record(path, parent, Written::File { mode, blob }, mode);
         Ok(())
     }
 }
@@ -1216,22 +1381,28 @@ fn file_permissions(mode: EntryMode) -> u32 {
 
 impl NewFile {
     fn create(&self) -> io::Result<File> {
-        create_file(&self.path, self.permissions, self.masked)
+        create_file_at(
+            self.dir.as_fd_ref(),
+            &self.name,
+            self.permissions,
+            self.masked,
+        )
     }
 }
 
-/// Creates a new regular file, never following a symlink and never reusing an existing file.
-/// `masked`: the umask removes some of `permissions`, which are then set again.
-fn create_file(path: &Path, permissions: u32, masked: bool) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(permissions)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
+/// Creates the new regular file `name` in `dir`, never following a symlink and never reusing
+/// an existing file. `masked`: the umask removes some of `permissions`, which are then set
+/// again.
+fn create_file_at(
+    dir: BorrowedFd<'_>,
+    name: &CString,
+    permissions: u32,
+    masked: bool,
+) -> io::Result<File> {
+    let file = at::create_file_at(dir, name, permissions)?;
     // The umask may have removed bits we promise (e.g. 0o444 under umask 0o277).
     if masked {
-        file.set_permissions(fs::Permissions::from_mode(permissions))?;
+        at::fchmod(file.as_fd(), permissions)?;
     }
     Ok(file)
 }
@@ -1241,9 +1412,11 @@ fn create_file(path: &Path, permissions: u32, masked: bool) -> io::Result<File> 
 /// and folders in `dest`: a default POSIX ACL there replaces the umask (e.g. `d:o::---` makes
 /// 0o444 come out 0o440), and a setgid folder passes its setgid bit on to new subfolders.
 /// Both are common on shared project folders.
-fn trusted_umask(dest: &Path) -> Option<u32> {
+fn trusted_umask(dest: BorrowedFd<'_>) -> Option<u32> {
     let umask = current_umask()?;
-    let meta = fs::symlink_metadata(dest).ok()?;
+    let meta = File::from(dest.try_clone_to_owned().ok()?)
+        .metadata()
+        .ok()?;
     if meta.permissions().mode() & 0o2000 != 0 || has_default_acl(dest) {
         return None;
     }
@@ -1252,15 +1425,12 @@ fn trusted_umask(dest: &Path) -> Option<u32> {
 
 /// Whether `dir` carries a default POSIX ACL (true when that cannot be told).
 #[cfg(target_os = "linux")]
-fn has_default_acl(dir: &Path) -> bool {
-    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return true;
-    };
-    // SAFETY: both strings are NUL-terminated and live across the call; a null buffer of
-    // size 0 only asks for the value's size.
+fn has_default_acl(dir: BorrowedFd<'_>) -> bool {
+    // SAFETY: the name is NUL-terminated, `dir` is live; a null buffer of size 0 only asks
+    // for the value's size.
     let n = unsafe {
-        libc::lgetxattr(
-            path.as_ptr(),
+        libc::fgetxattr(
+            dir.as_raw_fd(),
             c"system.posix_acl_default".as_ptr(),
             std::ptr::null_mut(),
             0,
@@ -1274,7 +1444,7 @@ fn has_default_acl(dir: &Path) -> bool {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn has_default_acl(_dir: &Path) -> bool {
+fn has_default_acl(_dir: BorrowedFd<'_>) -> bool {
     true
 }
 

@@ -14,6 +14,10 @@
 //! - [`IoCause`]: an `io::Error` that errors can clone and send between MPI ranks;
 //! - [`open_shared_file`], [`read_shared_text`]: open or read a file others could have planted
 //!   (no symlink, no fifo, regular files only; text bounded);
+//! - [`foreign_link`]: the first symlink on a path that neither this user nor root owns (gc
+//!   decides by it whether to act through a link; module `owner`);
+//! - [`printable`]: text from a file, a server or an archive with control characters escaped
+//!   (module `text`);
 //! - [`temp_name`], [`temp_owner`], [`stale_temps`], [`reclaim_stale_temps`]: the one form of
 //!   temp names of the project (`.<name><mark><host>.<pid>.<random>`), who made one, and the
 //!   reclaiming of those whose process is gone (module `temp`).
@@ -21,6 +25,10 @@
 //! These are building blocks of the clima-artifacts tools, published so those crates can share
 //! them; they are kept small and stable.
 
+mod owner;
+mod text;
+pub use owner::{ForeignLink, euid, foreign_link};
+pub use text::printable;
 mod temp;
 use std::fs;
 use std::io::{self, Read, Write};

@@ -13,7 +13,7 @@ use clima_artifact_fs::IoCause;
 #[non_exhaustive]
 pub enum NetError {
     /// A server answered with an error status.
-    #[error("HTTP {status} from `{url}`")]
+    #[error("HTTP {status} from `{}`", crate::trust::redact_url(url))]
     HttpStatus {
         /// The URL.
         url: String,
@@ -21,7 +21,7 @@ pub enum NetError {
         status: u16,
     },
     /// The connection failed, was reset, stalled or ended early, or TLS or a proxy failed.
-    #[error("`{url}`: {reason}")]
+    #[error("`{}`: {reason}", crate::trust::redact_url(url))]
     Transport {
         /// The URL.
         url: String,
@@ -32,7 +32,7 @@ pub enum NetError {
         transient: bool,
     },
     /// A local source (path or `file://`) cannot be read.
-    #[error("cannot read `{}` (from `{url}`): {cause}", path.display())]
+    #[error("cannot read `{}` (from `{}`): {cause}", path.display(), crate::trust::redact_url(url))]
     LocalSource {
         /// The URL as written in the manifest.
         url: String,
@@ -43,7 +43,7 @@ pub enum NetError {
         cause: IoCause,
     },
     /// A download URL has a scheme or form that cannot be fetched.
-    #[error("`{url}`: {reason}")]
+    #[error("`{}`: {reason}", crate::trust::redact_url(url))]
     UnsupportedUrl {
         /// The URL as written in the manifest.
         url: String,
@@ -51,7 +51,10 @@ pub enum NetError {
         reason: String,
     },
     /// A setting cannot be used (a proxy URL, a CA bundle without certificates).
-    #[error("environment variable {variable}=`{value}` is invalid: {reason}")]
+    #[error(
+        "environment variable {variable}=`{}` is invalid: {reason}",
+        crate::trust::redact_url(value)
+    )]
     Config {
         /// The variable, e.g. `HTTPS_PROXY`.
         variable: String,

@@ -303,27 +303,7 @@ pub fn open(
             reason,
         }),
         Location::Http(u) => {
-            // A host named in CLIMA_ARTIFACTS_NO_VERIFY_HOSTS gets an agent of its own that does
-            // not verify certificates, with a warning every time.
-            let own_agent;
-            let proxy = config.proxy.for_url(&u);
-            let agent = match redirect::parts(&u).map(|p| p.host.to_owned()) {
-                Some(host) if crate::trust::skips_verification(config, &host) => {
-                    clima_comms::notice::warn(&format!(
-                        "not verifying the TLS certificate of `{host}` \
-                         (CLIMA_ARTIFACTS_NO_VERIFY_HOSTS); the sha256 and the tree hash still \
-                         check what is downloaded"
-                    ));
-                    own_agent = agent_verifying(config, false, proxy)?;
-                    &own_agent
-                }
-                _ if proxy.is_some() => {
-                    own_agent = agent_verifying(config, true, proxy)?;
-                    &own_agent
-                }
-                _ => agent,
-            };
-            let (resp, answered) = get_following_redirects(agent, url, &u, config)?;
+            let (resp, answered, agent) = get_following_redirects(agent, url, &u, config)?;
             let status = resp.status().as_u16();
             if !(200..300).contains(&status) {
                 return Err(NetError::HttpStatus {
@@ -366,15 +346,36 @@ pub fn open(
     }
 }
 
+/// The agent for a request to `url` (one hop of a download): `agent`, unless that URL's host
+/// is named in CLIMA_ARTIFACTS_NO_VERIFY_HOSTS (an agent of its own that does not verify
+/// certificates, with a warning every time) or a proxy applies to it (an agent through that
+/// proxy). Decided per hop: a redirect from a no-verify host to another host is verified.
+fn agent_for(agent: &ureq::Agent, url: &str, config: &NetConfig) -> Result<ureq::Agent, NetError> {
+    let proxy = config.proxy.for_url(url);
+    match redirect::parts(url).map(|p| p.host.to_owned()) {
+        Some(host) if crate::trust::skips_verification(config, &host) => {
+            clima_comms::notice::warn(&format!(
+                "not verifying the TLS certificate of `{}` (CLIMA_ARTIFACTS_NO_VERIFY_HOSTS); \
+                 the sha256 and the tree hash still check what is downloaded",
+                clima_comms::notice::printable(&host)
+            ));
+            agent_verifying(config, false, proxy)
+        }
+        _ if proxy.is_some() => agent_verifying(config, true, proxy),
+        _ => Ok(agent.clone()),
+    }
+}
+
 /// GETs `u` (the download `url`), following at most [`redirect::MAX_REDIRECTS`] redirects, each
-/// hop checked by [`redirect::check`] before anything connects to it. Returns the response and
-/// the URL that gave it.
+/// hop checked by [`redirect::check`] before anything connects to it, each with the agent its
+/// own URL calls for ([`agent_for`]). Returns the response, the URL that gave it and the agent
+/// that asked it.
 fn get_following_redirects(
-    agent: &ureq::Agent,
+    base: &ureq::Agent,
     url: &str,
     u: &str,
     config: &NetConfig,
-) -> Result<(ureq::http::Response<ureq::Body>, String), NetError> {
+) -> Result<(ureq::http::Response<ureq::Body>, String, ureq::Agent), NetError> {
     let refused = |reason: String| NetError::Transport {
         url: url.to_owned(),
         reason,
@@ -382,16 +383,17 @@ fn get_following_redirects(
     };
     let mut current = u.to_owned();
     for hop in 0..=redirect::MAX_REDIRECTS {
+        let agent = agent_for(base, &current, config)?;
         let resp = agent
             .get(&current)
             .call()
-            .map_err(|e| transport(url, &e, config))?;
+            .map_err(|e| transport_at(url, &current, &e, config))?;
         let status = resp.status().as_u16();
         if !matches!(status, 301 | 302 | 303 | 307 | 308) {
-            return Ok((resp, current));
+            return Ok((resp, current, agent));
         }
         let Some(location) = resp.headers().get("location").and_then(|v| v.to_str().ok()) else {
-            return Ok((resp, current));
+            return Ok((resp, current, agent));
         };
         if hop == redirect::MAX_REDIRECTS {
             break;
@@ -399,33 +401,46 @@ fn get_following_redirects(
         let next = redirect::join(&current, location);
         redirect::check(u, &current, &next).map_err(|why| {
             refused(format!(
-                "refused to follow redirect {} from `{current}` to `{next}`: {why}",
-                hop + 1
+                "refused to follow redirect {} from `{}` to `{}`: {why}",
+                hop + 1,
+                crate::trust::redact_url(&current),
+                crate::trust::redact_url(&next)
             ))
         })?;
         tracing::debug!("redirected from `{current}` to `{next}`");
         current = next;
     }
     Err(refused(format!(
-        "more than {} redirects (last at `{current}`); the server is in a redirect loop",
-        redirect::MAX_REDIRECTS
+        "more than {} redirects (last at `{}`); the server is in a redirect loop",
+        redirect::MAX_REDIRECTS,
+        crate::trust::redact_url(&current)
     )))
 }
 
-fn transport(url: &str, e: &ureq::Error, config: &NetConfig) -> NetError {
+/// The error of a request to `hop` (the download `url`, or a redirect target of it) as an
+/// error of `url` whose reason says what to check; the proxy and the certificate it names are
+/// those of `hop`.
+fn transport_at(url: &str, hop: &str, e: &ureq::Error, config: &NetConfig) -> NetError {
     let text = e.to_string();
-    if let Some((variable, proxy)) = config.proxy.for_url(url) {
+    if let Some((variable, proxy)) = config.proxy.for_url(hop) {
         return through_proxy(url, e, config, variable, &crate::trust::redact_url(proxy));
     }
     if text.contains("certificate")
         || text.contains("UnknownIssuer")
         || matches!(e, ureq::Error::Rustls(_))
     {
-        let host = redirect::parts(url).map_or(url.to_owned(), |p| p.host.to_owned());
+        let host = redirect::parts(hop).map_or(hop.to_owned(), |p| p.host.to_owned());
+        let hop_note = match hop == url {
+            true => String::new(),
+            false => format!(
+                " at `{}`, where it was redirected",
+                crate::trust::redact_url(hop)
+            ),
+        };
         return NetError::Transport {
             url: url.to_owned(),
             reason: format!(
-                "TLS error ({text}): {}",
+                "TLS error{hop_note} ({text}): {}",
                 crate::trust::certificate_hint(config, &host)
             ),
             transient: false,
@@ -669,8 +684,9 @@ mod tests {
         };
         assert!(s(503).is_transient() && s(429).is_transient() && s(500).is_transient());
         assert!(!s(404).is_transient() && !s(403).is_transient());
-        let t =
-            |url: &str, e: ureq::Error| transport(url, &e, &NetConfig::default()).is_transient();
+        let t = |url: &str, e: ureq::Error| {
+            transport_at(url, url, &e, &NetConfig::default()).is_transient()
+        };
         assert!(t("u", ureq::Error::ConnectionFailed));
         assert!(t(
             "u",

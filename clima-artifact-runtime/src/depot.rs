@@ -418,6 +418,15 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
     {
         return;
     }
+    // Through another user's symlink the entry would land in their target (say, the
+    // victim's own `~/.julia/logs`): not written, and said once.
+    if let Ok(Some(link)) = clima_artifact_fs::foreign_link(&logs) {
+        clima_comms::notice::warn(&format!(
+            "not recording usage in `{}`: {link}; remove the link",
+            path.display()
+        ));
+        return;
+    }
     if let Err(e) = std::fs::create_dir_all(&logs) {
         tracing::debug!("cannot record usage in `{}`: {e}", path.display());
         return;

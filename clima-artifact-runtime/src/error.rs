@@ -333,7 +333,8 @@ pub enum SourceFailure {
     },
     /// The downloaded bytes do not have the SHA-256 the manifest promises.
     #[error(
-        "`{url}`: sha256 mismatch: the manifest expects {expected}, the download has {actual} ({bytes} bytes); the file on the server changed or is corrupt"
+        "`{}`: sha256 mismatch: the manifest expects {expected}, the download has {actual} ({bytes} bytes); the file on the server changed or is corrupt",
+        clima_artifact_net::trust::redact_url(url)
     )]
     Sha256Mismatch {
         /// The URL.
@@ -347,7 +348,8 @@ pub enum SourceFailure {
     },
     /// The unpacked content does not have the git tree SHA-1 the manifest promises.
     #[error(
-        "`{url}`: git-tree-sha1 mismatch: the manifest expects {expected}, the unpacked archive has {actual}; the manifest entry is wrong or the archive changed"
+        "`{}`: git-tree-sha1 mismatch: the manifest expects {expected}, the unpacked archive has {actual}; the manifest entry is wrong or the archive changed",
+        clima_artifact_net::trust::redact_url(url)
     )]
     TreeHashMismatch {
         /// The URL.
@@ -358,7 +360,7 @@ pub enum SourceFailure {
         actual: GitTreeSha1,
     },
     /// The archive is unsafe, corrupt or too large.
-    #[error("`{url}`: {reason}")]
+    #[error("`{}`: {reason}", clima_artifact_net::trust::redact_url(url))]
     Archive {
         /// The URL.
         url: String,
@@ -366,7 +368,10 @@ pub enum SourceFailure {
         reason: String,
     },
     /// A download source was not tried (offline mode and a network URL).
-    #[error("`{url}`: not tried: {reason}")]
+    #[error(
+        "`{}`: not tried: {reason}",
+        clima_artifact_net::trust::redact_url(url)
+    )]
     NotTried {
         /// The URL.
         url: String,
@@ -384,7 +389,7 @@ pub enum SourceFailure {
     },
     /// Installing from this source failed in the depot (a temp dir that cannot be created, a
     /// verified artifact that cannot be moved into place).
-    #[error("`{url}`: {error}")]
+    #[error("`{}`: {error}", clima_artifact_net::trust::redact_url(url))]
     Install {
         /// The URL.
         url: String,

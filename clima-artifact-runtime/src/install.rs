@@ -33,7 +33,8 @@
 
 use std::fs::Permissions;
 use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -41,10 +42,11 @@ use clima_artifact_fs::human_bytes;
 
 use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::source::{self as download, ResumeRefused};
+use clima_artifact_net::trust::redact_url;
 use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken};
 
 use crate::depot::{self, Overrides};
-use crate::extract::{ExtractLimits, extract_buffered};
+use crate::extract::{ExtractLimits, extract_buffered_at};
 use crate::locked_file::{HolderNote, LockedFile};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, Sha256, SourceFailure};
@@ -416,7 +418,7 @@ fn downloaded(
     let seconds = start.elapsed().as_secs_f64();
     tracing::info!(
         artifact = name,
-        url = dl.url.as_str(),
+        url = redact_url(&dl.url).as_str(),
         bytes,
         seconds,
         "installed artifact `{name}`{how} into `{}`",
@@ -425,7 +427,8 @@ fn downloaded(
     Installed {
         path,
         origin: Origin::Downloaded {
-            url: dl.url.clone(),
+            // Recorded (access log, provenance report) without credentials.
+            url: redact_url(&dl.url),
             bytes,
             seconds,
         },
@@ -437,24 +440,94 @@ fn downloaded(
 /// more means the server is sending something else (or endlessly).
 const DRAIN_CAP: u64 = 1 << 20;
 
-/// A temp dir that removes itself unless [`TempDir::keep`] is called.
-struct TempDir(Option<PathBuf>);
+/// An install's temp dir, open since it was created: the extraction writes through `handle`,
+/// and `path` is checked to still name that folder before it is renamed or removed. Removes
+/// itself unless [`TempDir::keep`] is called.
+struct TempDir {
+    path: Option<PathBuf>,
+    handle: std::fs::File,
+}
 
 impl TempDir {
-    fn path(&self) -> &Path {
-        self.0.as_deref().unwrap_or(Path::new(""))
+    /// Creates `path` private (0o700 whatever the umask or a default ACL says, so no other
+    /// user can reach into it) and opens it, refusing anything but the folder just made.
+    fn create(path: PathBuf) -> io::Result<TempDir> {
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let handle = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path);
+        let replaced = |e: &io::Error| {
+            matches!(
+                e.raw_os_error(),
+                Some(libc::ELOOP | libc::ENOTDIR | libc::ENOENT)
+            )
+        };
+        let handle = match handle {
+            Ok(h) if h.metadata().is_ok_and(|m| m.uid() == euid()) => h,
+            Err(e) if !replaced(&e) => return Err(e),
+            // Not ours any more (renamed and replaced between mkdir and open): leave it.
+            Ok(_) | Err(_) => {
+                return Err(io::Error::other(
+                    "the folder just created was replaced by another user's before it was \
+                     opened; make the depot's `artifacts` folder sticky (`chmod +t`) or \
+                     writable only by trusted users",
+                ));
+            }
+        };
+        let tmp = TempDir {
+            path: Some(path),
+            handle,
+        };
+        tmp.handle.set_permissions(Permissions::from_mode(0o700))?;
+        Ok(tmp)
     }
+
+    fn path(&self) -> &Path {
+        self.path.as_deref().unwrap_or(Path::new(""))
+    }
+
+    /// Whether `path` still names the folder opened as `handle` (another user who may rename
+    /// entries of the depot's `artifacts` folder could have moved it and put something else
+    /// there).
+    fn still_in_place(&self) -> bool {
+        match (
+            std::fs::symlink_metadata(self.path()),
+            self.handle.metadata(),
+        ) {
+            (Ok(at_path), Ok(opened)) => {
+                at_path.dev() == opened.dev() && at_path.ino() == opened.ino()
+            }
+            _ => false,
+        }
+    }
+
     fn keep(mut self) {
-        self.0 = None;
+        self.path = None;
     }
 }
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
+        if self.path.is_some() && !self.still_in_place() {
+            // What is there now is someone else's: never removed. Our folder was moved away.
+            notice::warn(&format!(
+                "the temporary folder `{}` was moved away by someone else while it was being \
+                 filled; what is at its path now was left alone",
+                self.path().display()
+            ));
+            return;
+        }
+        if let Some(p) = self.path.take() {
             remove_tree(&p);
         }
     }
+}
+
+/// The effective user id.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
@@ -498,20 +571,15 @@ impl InstallRequest<'_> {
     fn install_from(&self, attempt: &Attempt) -> Result<(PathBuf, u64), SourceFailure> {
         let url = &attempt.download.url;
         let tmp_path = depot::Depot::new(&self.target.dir).new_temp_dir(&self.hash);
-        // Private while it is filled (0o700 whatever the umask or a default ACL says), so no
-        // other user can reach into it; the verified artifact gets 0o755 before its rename.
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&tmp_path)
-            .and_then(|()| std::fs::set_permissions(&tmp_path, Permissions::from_mode(0o700)))
-            .map_err(|e| SourceFailure::Install {
-                url: url.clone(),
-                error: Box::new(Error::io("create temporary directory", &tmp_path, e)),
-            })?;
-        let tmp = TempDir(Some(tmp_path));
+        // Private while it is filled; the verified artifact gets 0o755 before its rename.
+        let tmp = TempDir::create(tmp_path.clone()).map_err(|e| SourceFailure::Install {
+            url: url.clone(),
+            error: Box::new(Error::io("create temporary directory", &tmp_path, e)),
+        })?;
         let mut body = self.open(&attempt.download)?;
-        let extracted = extract_buffered(&mut body, tmp.path(), &self.limits(tmp.path()));
-        let (actual, bytes) = self.finish_body(body, &attempt.download.url, &extracted)?;
+        let limits = self.limits(tmp.path(), attempt);
+        let extracted = extract_buffered_at(&mut body, tmp.handle.as_fd(), tmp.path(), &limits);
+        let (actual, bytes) = self.finish_body(body, &attempt.download, &extracted)?;
         let url = url.clone();
         // A wrong download is reported as such even when it also fails to unpack.
         if attempt.check_sha256 && actual != attempt.download.sha256 {
@@ -546,10 +614,12 @@ impl InstallRequest<'_> {
     /// download limit before any of the body is read.
     fn open(&self, dl: &Download) -> Result<Body, SourceFailure> {
         let (name, url, config) = (self.name, dl.url.as_str(), self.config);
+        // Printed and logged without credentials (a package server's URL may carry a token).
+        let shown = redact_url(url);
         tracing::info!(
             artifact = name,
-            url,
-            "downloading artifact `{name}` from `{url}`"
+            url = shown.as_str(),
+            "downloading artifact `{name}` from `{shown}`"
         );
         let source = download::open(&self.agent, url, &self.manifest.folder, &self.net)?;
         // Without a declared size, the server's Content-Length is checked before the body.
@@ -563,7 +633,7 @@ impl InstallRequest<'_> {
                     name: name.to_owned(),
                     size: length,
                     limit,
-                    from: format!("the Content-Length of `{url}`"),
+                    from: format!("the Content-Length of `{shown}`"),
                     manifest: self.manifest.file.clone(),
                 }),
             });
@@ -584,14 +654,19 @@ impl InstallRequest<'_> {
             });
         }
         // With a `size`, a longer body cannot be the manifest's: stop at one byte past it.
-        let rules = BodyRules::new(&self.net, dl.size, config.progress);
+        // Without one (the package server's copy, a manifest URL without `size`), a body
+        // without a `Content-Length`, or longer than it said, stops past the download limit.
+        let max_bytes = dl.size.or(config.max_download_size);
+        let rules = BodyRules::new(&self.net, max_bytes, config.progress);
         Ok(Body::spawn(source, transfer, rules, name.to_owned()))
     }
 
-    /// The extraction limits of an install into `tmp`.
-    fn limits(&self, tmp: &Path) -> ExtractLimits {
+    /// The extraction limits of an install into `tmp` from `attempt`: without a sha256 to
+    /// check (a package server), only what the tree hash covers is written.
+    fn limits(&self, tmp: &Path, attempt: &Attempt) -> ExtractLimits {
         let config = self.config;
         ExtractLimits {
+            only_hashed: !attempt.check_sha256,
             max_unpacked_bytes: config.max_unpacked_bytes,
             max_entries: config.max_entries,
             min_free_bytes: match config.min_free_space {
@@ -615,10 +690,11 @@ impl InstallRequest<'_> {
     fn finish_body<T, E: std::fmt::Display>(
         &self,
         mut body: Body,
-        url: &str,
+        dl: &Download,
         extracted: &Result<T, E>,
     ) -> Result<(Sha256, u64), SourceFailure> {
-        if let Some(e) = self.source_failure(&body, url) {
+        let url = dl.url.as_str();
+        if let Some(e) = self.source_failure(&body, dl) {
             return Err(e);
         }
         let before_drain = body.consumed();
@@ -639,7 +715,7 @@ impl InstallRequest<'_> {
                 ),
             });
         }
-        if let Some(e) = self.source_failure(&body, url) {
+        if let Some(e) = self.source_failure(&body, dl) {
             return Err(e);
         }
         if let Err(e) = drained {
@@ -649,8 +725,25 @@ impl InstallRequest<'_> {
     }
 
     /// Why the source of `body` stopped early, as the install reports it.
-    fn source_failure(&self, body: &Body, url: &str) -> Option<SourceFailure> {
+    fn source_failure(&self, body: &Body, dl: &Download) -> Option<SourceFailure> {
+        let url = dl.url.as_str();
         body.failure().map(|e| match RuleBroken::of(e) {
+            // Without a declared size the bound was CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE.
+            Some(RuleBroken::TooLong { size: limit }) if dl.size.is_none() => {
+                SourceFailure::TooLarge {
+                    url: url.to_owned(),
+                    error: Box::new(Error::DownloadTooLarge {
+                        name: self.name.to_owned(),
+                        size: *limit + 1,
+                        limit: *limit,
+                        from: format!(
+                            "the body of `{}`, which went on past the limit",
+                            redact_url(url)
+                        ),
+                        manifest: self.manifest.file.clone(),
+                    }),
+                }
+            }
             Some(RuleBroken::TooLong { size }) => SourceFailure::Archive {
                 url: url.to_owned(),
                 reason: format!(
@@ -685,8 +778,23 @@ impl InstallRequest<'_> {
     fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
         let dest = depot::artifact_dir(&self.target.dir, &self.hash);
         // The artifact's own folder is 0o755 like every folder inside it, whatever the umask.
-        std::fs::set_permissions(tmp.path(), Permissions::from_mode(0o755))
+        tmp.handle
+            .set_permissions(Permissions::from_mode(0o755))
             .map_err(|e| Error::io("set the permissions of", tmp.path(), e))?;
+        // What is renamed must be the folder that was verified, not what someone put at its
+        // path meanwhile.
+        if !tmp.still_in_place() {
+            return Err(Error::io(
+                format!("move verified artifact `{}` into place from", self.name),
+                tmp.path(),
+                io::Error::other(
+                    "the folder was moved away and something else put at its path while it \
+                     was filled; nothing was installed. Another user can rename entries of \
+                     this depot's `artifacts` folder: make it sticky (`chmod +t`) or writable \
+                     only by trusted users",
+                ),
+            ));
+        }
         match std::fs::rename(tmp.path(), &dest) {
             Ok(()) => {
                 tmp.keep();

@@ -309,7 +309,11 @@ fn rate(bytes: u64, elapsed: Duration) -> String {
 /// The host of a URL (`https://host:port/path` -> `host:port`), or the URL itself for paths.
 pub(crate) fn host_of(url: &str) -> &str {
     match url.split_once("://") {
-        Some((_, rest)) if !rest.starts_with('/') => rest.split('/').next().unwrap_or(rest),
+        // Without the user info: `user:token@host` names only `host`.
+        Some((_, rest)) if !rest.starts_with('/') => {
+            let authority = rest.split('/').next().unwrap_or(rest);
+            authority.rsplit('@').next().unwrap_or(authority)
+        }
         _ => url,
     }
 }

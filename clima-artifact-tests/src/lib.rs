@@ -709,6 +709,31 @@ pub fn skip(reason: &str) {
     let _ = std::fs::write(file, format!("{reason}\n"));
 }
 
+/// The uid [`as_other_user`] runs commands as: `nobody`.
+pub const OTHER_UID: u32 = 65534;
+
+/// A command prefix (`setpriv`) that runs what follows as another user ([`OTHER_UID`], no
+/// groups): the co-user of a shared depot or store who plants things in it. `None`, after
+/// [`skip`] said why, unless this process is root and `/usr/bin/setpriv` exists. In CI
+/// (`CI=true`, where tests run as root) a missing setpriv panics.
+pub fn as_other_user() -> Option<Command> {
+    let setpriv = Path::new("/usr/bin/setpriv");
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root && !setpriv.exists() && std::env::var("CI").as_deref() == Ok("true") {
+        panic!("/usr/bin/setpriv (util-linux) is required in CI");
+    }
+    if !root || !setpriv.exists() {
+        skip("needs root and /usr/bin/setpriv to act as another user");
+        return None;
+    }
+    let mut cmd = Command::new(setpriv);
+    cmd.arg(format!("--reuid={OTHER_UID}"))
+        .arg(format!("--regid={OTHER_UID}"))
+        .args(["--clear-groups", "--"]);
+    Some(cmd)
+}
+
 /// Whether `git` runs. In CI (`CI=true`) a missing git panics; elsewhere it returns `false`
 /// after printing why, so the caller can skip.
 pub fn have_git() -> bool {

@@ -277,3 +277,112 @@ fn the_free_space_reserve_is_the_error_when_the_download_is_right() {
     );
     assert_depot_clean(&depot);
 }
+
+/// A gzip-compressed tar of `1 MiB of zeros` plus `links` hard links to it with another mode
+/// (each one a copy on disk, as in Tar.jl), or of `dirs` empty folders.
+fn links_and_dirs(links: usize, dirs: usize) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_mode(0o644);
+    h.set_size(1 << 20);
+    b.append_data(&mut h, "base.bin", std::io::repeat(0).take(1 << 20))
+        .unwrap();
+    for i in 0..links {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Link);
+        h.set_mode(0o755);
+        h.set_size(0);
+        b.append_link(&mut h, format!("copy{i:03}.bin"), "base.bin")
+            .unwrap();
+    }
+    for i in 0..dirs {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(0o755);
+        h.set_size(0);
+        b.append_data(&mut h, format!("d{i:05}/"), std::io::empty())
+            .unwrap();
+    }
+    let tar = b.into_inner().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut gz, &tar).unwrap();
+    gz.finish().unwrap()
+}
+
+use std::io::Read as _;
+
+/// Installs `tarball` (its sha256 right, its tree hash made up) into `depot`, watching the
+/// filesystem's free bytes and inodes while it runs: the error and the lowest of each.
+fn install_watching(depot: &Path, tarball: Vec<u8>) -> (String, u64, u64) {
+    let server = TestServer::start();
+    server.serve("t.tar.gz", tarball.clone());
+    let sha = clima_artifact_tests::sha256(&tarball);
+    let hash = "89abcdef0123456789abcdef0123456789abcdef".parse().unwrap();
+    let v = clima_artifact_tests::variant(hash, &[server.url("t.tar.gz")], sha);
+    let config = test_config(&[depot.to_path_buf()]);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (done, depot) = (done.clone(), depot.to_path_buf());
+        std::thread::spawn(move || {
+            let (mut bytes, mut inodes) = (u64::MAX, u64::MAX);
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let c = std::ffi::CString::new(depot.as_os_str().as_encoded_bytes()).unwrap();
+                // SAFETY: a zeroed statvfs is a valid out-parameter; `c` is NUL-terminated.
+                let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+                if unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0 {
+                    bytes = bytes.min(st.f_bavail as u64 * st.f_frsize as u64);
+                    inodes = inodes.min(st.f_favail as u64);
+                }
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+            (bytes, inodes)
+        })
+    };
+    let e = ensure_variant("t", &v, depot, &config).unwrap_err();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (bytes, inodes) = watcher.join().unwrap();
+    assert_depot_clean(depot);
+    (e.to_string(), bytes, inodes)
+}
+
+/// Issue 25, 6: hard links with another mode than their target are copies. A 10 KiB archive
+/// of 40 such links to a 1 MiB file stops at the free-space reserve of an 8 MiB filesystem
+/// instead of filling it.
+#[test]
+fn hard_link_copies_count_against_the_free_space_reserve() {
+    let Some((_dir, depot, _mount)) = small_depot("links-depot", "8m") else {
+        return;
+    };
+    let tarball = links_and_dirs(40, 0);
+    assert!(tarball.len() < 16 << 10, "{} bytes", tarball.len());
+    let (_, total) = clima_artifact_runtime::extract::free_space(&depot).unwrap();
+    let reserve = clima_artifact_runtime::extract::default_free_reserve(total);
+    let (e, lowest, _) = install_watching(&depot, tarball);
+    assert!(e.contains("stopped unpacking before"), "{e}");
+    assert!(
+        lowest >= reserve,
+        "free space fell to {lowest} bytes, under the reserve of {reserve}"
+    );
+}
+
+/// Issue 25, 6: folders cost inodes (and blocks, on most filesystems). 6,000 empty folders
+/// onto a filesystem of 2,000 inodes stop at its inode reserve instead of using them all up.
+#[test]
+fn folders_count_against_the_reserve_of_inodes() {
+    if !have_git() || !is_root() {
+        clima_artifact_tests::skip("mounting a small tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("inodes-depot");
+    let Some(_mount) = Mount::tmpfs(&depot, "size=64m,nr_inodes=2000") else {
+        return;
+    };
+    let (e, _, lowest) = install_watching(&depot, links_and_dirs(0, 6000));
+    assert!(e.contains("runs out of inodes"), "{e}");
+    assert!(
+        lowest >= 20,
+        "free inodes fell to {lowest}, under the reserve of 20"
+    );
+}

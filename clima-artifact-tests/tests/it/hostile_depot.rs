@@ -279,3 +279,141 @@ fn an_overrides_file_that_is_not_a_regular_file_is_an_error_not_silence() {
     assert_eq!(got.path, target);
     assert!(matches!(got.origin, Origin::Override { .. }));
 }
+
+/// What a co-user who may rename entries of a shared depot's `artifacts/` (mode 0777 without
+/// the sticky bit) does to every install's temp dir: swap folders inside it for a symlink
+/// to a folder of theirs (when they can get in), and, once the install has started writing
+/// into it, move the temp dir itself away and put such a symlink at its path. Prints how many
+/// swaps it made.
+const SWAPPER: &str = r#"
+import os, sys, time
+arts, outside, stop = sys.argv[1:4]
+swaps = 0
+deadline = time.time() + 60
+while time.time() < deadline and not os.path.exists(stop):
+    for e in os.listdir(arts):
+        p = os.path.join(arts, e)
+        if not e.startswith('.') or e == '.locks' or os.path.islink(p) or not os.path.isdir(p):
+            continue
+        try:
+            for sub in os.listdir(p):
+                q = os.path.join(p, sub)
+                if os.path.isdir(q) and not os.path.islink(q):
+                    os.rename(q, q + '.away')
+                    os.symlink(outside, q)
+                    swaps += 1
+        except OSError:
+            pass
+        try:
+            # Once the install has created a folder in it (its link count grows), so the swap
+            # lands while files are being written.
+            if os.lstat(p).st_nlink <= 2:
+                continue
+            os.rename(p, os.path.join(arts, 'moved-away-%d' % swaps))
+            os.symlink(outside, p)
+            swaps += 1
+        except OSError:
+            pass
+    time.sleep(0.0005)
+print(swaps)
+"#;
+
+/// Issue 25, 1: an install (as root, under umask 000) while another user swaps its temp dir
+/// and the folders in it for symlinks. Nothing is written outside the depot, and what is
+/// installed (if anything) is the verified folder, never the planted link.
+#[test]
+fn a_temp_dir_swapped_by_another_user_never_redirects_a_write() {
+    if !have_git() {
+        return;
+    }
+    let Some(mut attacker) = clima_artifact_tests::as_other_user() else {
+        return;
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    let dir = tempfile::tempdir().unwrap();
+    mode(dir.path(), 0o755).unwrap();
+    let depot = dir.path().join("depot");
+    let artifacts = depot.join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    mode(&depot, 0o755).unwrap();
+    mode(&artifacts, 0o777).unwrap(); // shared, and not sticky
+    let outside = dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    mode(&outside, 0o777).unwrap();
+    let stop = dir.path().join("stop");
+
+    let art = TestArtifact::large(2501, 48, 8 << 10);
+    let server = TestServer::start();
+    server.serve("big.tar.gz", art.tarball.clone());
+    server.always(
+        "big.tar.gz",
+        clima_artifact_tests::Fault::Trickle {
+            chunk: 16 << 10,
+            delay: std::time::Duration::from_millis(40),
+        },
+    );
+    let swapper = attacker
+        // Debian's python3 (CI installs python3-pip): a per-user one under /root is out of
+        // the other user's reach.
+        .args(["/usr/bin/python3", "-c", SWAPPER])
+        .arg(&artifacts)
+        .arg(&outside)
+        .arg(&stop)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the other user's swapper");
+    // Let the swapper start watching before the install begins.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let config = test_config(std::slice::from_ref(&depot));
+    let victim = std::process::Command::new("sh")
+        .args(["-c", "umask 000; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_install_one"))
+        .args([
+            "variant",
+            "big",
+            &art.tree_hash.to_hex(),
+            &art.sha256.to_hex(),
+        ])
+        .arg(server.url("big.tar.gz"))
+        .current_dir(dir.path())
+        .envs(clima_artifact_tests::config_env(&config))
+        .env("CLIMA_ARTIFACTS_RETRIES", "1")
+        .output()
+        .unwrap();
+    std::fs::write(&stop, b"").unwrap();
+    let out = swapper.wait_with_output().unwrap();
+    let swaps: u32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("swapper: {}", String::from_utf8_lossy(&out.stderr)));
+    let stderr = String::from_utf8_lossy(&victim.stderr);
+    assert!(swaps > 0, "the swapper never caught the temp dir: {stderr}");
+
+    let planted: Vec<_> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        planted.is_empty(),
+        "written outside the depot: {planted:?}; {stderr}"
+    );
+    let dest = artifacts.join(art.tree_hash.to_hex());
+    match std::fs::symlink_metadata(&dest) {
+        // Caught between the mkdir and the open ("replaced"), or while filling ("moved away").
+        Err(_) => assert!(
+            !victim.status.success()
+                && (stderr.contains("moved away") || stderr.contains("replaced"))
+                && stderr.contains("chmod +t"),
+            "no artifact and no clear error: {stderr}"
+        ),
+        Ok(meta) => {
+            assert!(
+                meta.is_dir(),
+                "the installed artifact is a planted link: {meta:?}"
+            );
+            art.assert_content(&dest);
+        }
+    }
+}

@@ -28,6 +28,7 @@ mod macro_renamed_dep;
 mod manifest_corpus;
 mod mpi;
 mod network_faults;
+mod package_server;
 mod provenance_golden;
 mod proxies;
 mod resume;

@@ -86,3 +86,35 @@ fn downloads_trust_the_roots_they_are_told_to() {
         "{e}"
     );
 }
+
+/// Issue 25, 12: a host named in CLIMA_ARTIFACTS_NO_VERIFY_HOSTS that redirects to another
+/// https host does not lend it its exception: the next hop's certificate is verified (and
+/// here, from a CA nobody trusts, refused).
+#[test]
+fn a_redirect_from_a_no_verify_host_verifies_the_next_host() {
+    if !have_git() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let art = TestArtifact::sample(2512);
+    // `localhost` serves the tarball over TLS with a certificate of an unknown CA.
+    let target = TlsServer::start(art.tarball.clone());
+    let next = target.url("era5.tar.gz").replace("127.0.0.1", "localhost");
+    // `127.0.0.1` (named as not to be verified) redirects there.
+    let plain = clima_artifact_tests::TestServer::start();
+    plain.always("era5.tar.gz", clima_artifact_tests::Fault::Redirect(next));
+    let addr = plain.base().trim_start_matches("http://").parse().unwrap();
+    let front = TlsServer::start_forwarding(addr);
+    let v = art.variant(&[front.url("era5.tar.gz")]);
+    let config = config_from(
+        &dir.path().join("depot"),
+        &[("CLIMA_ARTIFACTS_NO_VERIFY_HOSTS", "127.0.0.1".to_owned())],
+    );
+    let e = ensure_variant("era5", &v, dir.path(), &config).unwrap_err();
+    let reasons = failure_reasons(&e);
+    assert_eq!(plain.gets("era5.tar.gz"), 1, "{reasons}");
+    assert!(
+        reasons.contains("certificate") && reasons.contains("localhost"),
+        "{reasons}"
+    );
+}
