@@ -354,7 +354,7 @@ pub fn generate_constants(manifest: &Manifest) -> String {
             .join(", ")
     ));
     let mut used = std::collections::BTreeSet::new();
-    for (name, entry) in &manifest.artifacts {
+    for (name, entry) in manifest.artifacts() {
         let mut ident = rust_ident(name);
         while !used.insert(ident.clone()) {
             ident.push('_');

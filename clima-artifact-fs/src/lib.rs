@@ -14,6 +14,8 @@
 //! - [`IoCause`]: an `io::Error` that errors can clone and send between MPI ranks;
 //! - [`open_shared_file`], [`read_shared_text`]: open or read a file others could have planted
 //!   (no symlink, no fifo, regular files only; text bounded);
+//! - [`Dir`]: a folder held by a descriptor, below which entries are reached, created, renamed
+//!   and removed without following a symlink in any component (module `dir`);
 //! - [`foreign_link`]: the first symlink on a path that neither this user nor root owns (gc
 //!   decides by it whether to act through a link; module `owner`);
 //! - [`printable`]: text from a file, a server or an archive with control characters escaped
@@ -25,11 +27,13 @@
 //! These are building blocks of the clima-artifacts tools, published so those crates can share
 //! them; they are kept small and stable.
 
+mod dir;
 mod owner;
 mod text;
 pub use owner::{ForeignLink, euid, foreign_link};
 pub use text::printable;
 mod temp;
+pub use dir::{Dir, DirEntry, EntryKind, Unexpected};
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -17,7 +17,7 @@ pub(crate) fn literal(
     ctx: Option<&Expr>,
 ) -> TokenStream {
     let artifacts: Vec<TokenStream> = manifest
-        .artifacts
+        .artifacts()
         .iter()
         .filter(|(n, _)| *n == checked.name)
         .map(|(n, e)| artifact(krate, n, e))
@@ -42,7 +42,7 @@ pub(crate) fn dynamic(
     ctx: Option<&Expr>,
 ) -> TokenStream {
     let artifacts: Vec<TokenStream> = manifest
-        .artifacts
+        .artifacts()
         .iter()
         .map(|(n, e)| artifact(krate, n, e))
         .collect();

@@ -19,7 +19,7 @@
 //!     ...
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
@@ -73,18 +73,48 @@ pub enum ArtifactEntry {
 }
 
 /// A parsed `Artifacts.toml`.
+///
+/// Looking an entry up by name ([`Manifest::get`], [`Manifest::select`]) takes constant time:
+/// the entries are indexed by name when the manifest is made, and are read-only afterwards
+/// (through [`Manifest::artifacts`] and [`Manifest::broken`]) so the index cannot go stale.
+/// Serialised as `{ path, artifacts }`; deserialising rebuilds the index.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "ManifestParts")]
 pub struct Manifest {
     /// The file it was read from (as given; callers canonicalise if they need to).
     pub path: PathBuf,
-    /// Artifacts in file order.
-    pub artifacts: Vec<(String, ArtifactEntry)>,
-    /// Entries that could not be read, with their errors (only from
-    /// [`Manifest::parse_lenient`] / [`Manifest::load_lenient`]; the strict readers fail
-    /// instead). Looking one up is a [`SelectError::Broken`] naming file, line and column.
-    /// Not serialised.
+    artifacts: Vec<(String, ArtifactEntry)>,
     #[serde(skip)]
-    pub broken: Vec<(String, Vec<ManifestError>)>,
+    broken: Vec<(String, Vec<ManifestError>)>,
+    /// Position in `artifacts` of each name (its first entry, should a hand-made manifest
+    /// repeat one; TOML itself forbids duplicate keys).
+    #[serde(skip)]
+    by_name: HashMap<String, usize>,
+    /// Position in `broken` of each name.
+    #[serde(skip)]
+    broken_by_name: HashMap<String, usize>,
+}
+
+/// What a [`Manifest`] deserialises from (its serialised fields), indexed on the way in.
+#[derive(serde::Deserialize)]
+struct ManifestParts {
+    path: PathBuf,
+    artifacts: Vec<(String, ArtifactEntry)>,
+}
+
+impl From<ManifestParts> for Manifest {
+    fn from(parts: ManifestParts) -> Manifest {
+        Manifest::new(parts.path, parts.artifacts, Vec::new())
+    }
+}
+
+/// Each name of `entries` with the position of its first occurrence.
+fn index_by_name<T>(entries: &[(String, T)]) -> HashMap<String, usize> {
+    let mut index = HashMap::with_capacity(entries.len());
+    for (i, (name, _)) in entries.iter().enumerate() {
+        index.entry(name.clone()).or_insert(i);
+    }
+    index
 }
 
 /// Why a `name/sub/path` string is not acceptable.
@@ -504,11 +534,43 @@ impl Manifest {
                 broken.push((name.to_owned(), errors));
             }
         }
-        Ok(Manifest {
-            path: path.to_path_buf(),
+        Ok(Manifest::new(path.to_path_buf(), artifacts, broken))
+    }
+
+    /// A manifest read from `path` with these entries, in file order, and these entries that
+    /// could not be read (each with its errors; see [`Manifest::broken`]).
+    pub fn new(
+        path: PathBuf,
+        artifacts: Vec<(String, ArtifactEntry)>,
+        broken: Vec<(String, Vec<ManifestError>)>,
+    ) -> Manifest {
+        Manifest {
+            path,
+            by_name: index_by_name(&artifacts),
+            broken_by_name: index_by_name(&broken),
             artifacts,
             broken,
-        })
+        }
+    }
+
+    /// Artifacts in file order.
+    pub fn artifacts(&self) -> &[(String, ArtifactEntry)] {
+        &self.artifacts
+    }
+
+    /// Entries that could not be read, with their errors, in file order (only from
+    /// [`Manifest::parse_lenient`] / [`Manifest::load_lenient`]; the strict readers fail
+    /// instead). Looking one up is a [`SelectError::Broken`] naming file, line and column.
+    /// Not serialised.
+    pub fn broken(&self) -> &[(String, Vec<ManifestError>)] {
+        &self.broken
+    }
+
+    /// The errors of the broken entry `name` (see [`Manifest::broken`]), if it is one.
+    pub fn broken_entry(&self, name: &str) -> Option<&[ManifestError]> {
+        self.broken_by_name
+            .get(name)
+            .map(|&i| self.broken[i].1.as_slice())
     }
 
     /// Reads a manifest file with [`Manifest::parse_lenient`]'s tolerance.
@@ -590,12 +652,10 @@ impl Manifest {
         self.path.parent().unwrap_or(Path::new("."))
     }
 
-    /// Looks an artifact up by name.
+    /// Looks an artifact up by name (constant time: commands that walk every entry, such as
+    /// `list` and `fetch --all`, look each one up).
     pub fn get(&self, name: &str) -> Option<&ArtifactEntry> {
-        self.artifacts
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, e)| e)
+        self.by_name.get(name).map(|&i| &self.artifacts[i].1)
     }
 
     /// Names in file order.
@@ -610,7 +670,7 @@ impl Manifest {
     /// smallest [`Platform::match_loss`], then the greatest [`Platform::triplet`]; of entries
     /// for the same platform, the last in the file (Julia keys its choice by platform).
     pub fn select(&self, name: &str, platform: &Platform) -> Result<&ArtifactVariant, SelectError> {
-        if let Some((_, errors)) = self.broken.iter().find(|(n, _)| n == name) {
+        if let Some(errors) = self.broken_entry(name) {
             return Err(SelectError::Broken {
                 name: name.to_owned(),
                 message: errors
@@ -866,7 +926,7 @@ git-tree-sha1 = "{H2}"
         );
         let m = parse(&text).unwrap();
         assert_eq!(m.names().collect::<Vec<_>>(), ["inline_one", "lib"]);
-        let ArtifactEntry::Single(i) = &m.artifacts[0].1 else {
+        let ArtifactEntry::Single(i) = &m.artifacts()[0].1 else {
             panic!()
         };
         assert_eq!(i.downloads[0].url, "u");
@@ -1139,9 +1199,48 @@ git-tree-sha1 = "{H1}"
     }
 
     #[test]
+    fn lookups_by_name_find_every_entry_and_broken_one() {
+        let mut text = String::new();
+        for i in 0..500 {
+            text += &format!("[a{i}]\ngit-tree-sha1 = \"{H1}\"\n");
+        }
+        text += "[broken]\nlazy = true\n";
+        let m = Manifest::parse_lenient(&text, Path::new("A.toml")).unwrap();
+        assert_eq!(m.artifacts().len(), 500);
+        for i in [0, 1, 250, 499] {
+            let name = format!("a{i}");
+            assert!(m.get(&name).is_some(), "{name}");
+            assert!(m.broken_entry(&name).is_none());
+            m.select(&name, &Platform::host()).unwrap();
+        }
+        assert!(m.get("a500").is_none() && m.get("broken").is_none());
+        assert_eq!(m.broken().len(), 1);
+        let errors = m.broken_entry("broken").unwrap();
+        assert!(errors[0].to_string().contains("missing `git-tree-sha1`"));
+        assert!(matches!(
+            m.select("broken", &Platform::host()),
+            Err(SelectError::Broken { .. })
+        ));
+        // A hand-made manifest that repeats a name: the first entry wins, as a scan would.
+        let first = m.artifacts()[0].1.clone();
+        let mut other = first.clone();
+        if let ArtifactEntry::Single(v) = &mut other {
+            v.lazy = !v.lazy;
+        }
+        assert_ne!(first, other);
+        let made = Manifest::new(
+            PathBuf::from("B.toml"),
+            vec![("x".into(), first.clone()), ("x".into(), other)],
+            Vec::new(),
+        );
+        assert_eq!(made.get("x"), Some(&first));
+        assert_eq!(made.names().collect::<Vec<_>>(), ["x", "x"]);
+    }
+
+    #[test]
     fn parses_empty_and_comment_only_files() {
-        assert!(parse("").unwrap().artifacts.is_empty());
-        assert!(parse("# nothing here\n\n").unwrap().artifacts.is_empty());
+        assert!(parse("").unwrap().artifacts().is_empty());
+        assert!(parse("# nothing here\n\n").unwrap().artifacts().is_empty());
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub fn validate(manifest: &Manifest) -> Vec<Warning> {
 /// downloads tells the user to edit. Warnings come in file order.
 pub fn validate_with(manifest: &Manifest, overrides_file: &Path) -> Vec<Warning> {
     let mut out = Vec::new();
-    for (name, entry) in &manifest.artifacts {
+    for (name, entry) in manifest.artifacts() {
         let variants: Vec<&ArtifactVariant> = match entry {
             ArtifactEntry::Single(v) => vec![v],
             ArtifactEntry::PlatformSpecific(vs) => vs.iter().collect(),

@@ -230,11 +230,11 @@ impl StaticManifest {
 
     /// The variant of `artifact` for the host platform, selected with the manifest crate's rules.
     pub fn select_host(&self, artifact: &StaticArtifact) -> Result<ArtifactVariant, Error> {
-        let manifest = Manifest {
-            path: PathBuf::from(self.path),
-            artifacts: vec![(artifact.name.to_owned(), artifact.to_entry())],
-            broken: Vec::new(),
-        };
+        let manifest = Manifest::new(
+            PathBuf::from(self.path),
+            vec![(artifact.name.to_owned(), artifact.to_entry())],
+            Vec::new(),
+        );
         Ok(manifest.select(artifact.name, &Platform::host())?.clone())
     }
 

@@ -105,7 +105,9 @@ pub enum SyncError {
     },
     /// A stored object is not a regular file (a symlink, fifo or device planted in a shared
     /// store): it is never read; restores skip it with a warning.
-    #[error("`{key}` in `{url}` is {what}, not a regular file; it was not read")]
+    #[error(
+        "`{key}` in `{url}` is {what}, not a regular file; it was not read (someone who can write to the storage may have planted it): remove it"
+    )]
     NotARegularFile {
         /// The storage URL.
         url: String,
@@ -113,6 +115,36 @@ pub enum SyncError {
         key: String,
         /// What it is instead.
         what: String,
+    },
+    /// A folder on the way to a key of a folder store is not a folder (a symlink, file or
+    /// special file planted by someone who can write to the store): nothing is read or written
+    /// through it, so a planted link cannot make a push, publish or pull reach outside the
+    /// store. Restores skip the files below it with a warning.
+    #[error(
+        "`{}` in storage `{url}` is {what}, not a folder; nothing is read or written through it (someone who can write to the storage may have planted it): remove it, or replace it with a real folder",
+        path.display()
+    )]
+    NotAFolder {
+        /// The storage URL.
+        url: String,
+        /// The offending path (the store's root joined with the key's folders up to it).
+        path: PathBuf,
+        /// What it is instead, e.g. "a symlink".
+        what: String,
+    },
+    /// A small object read whole (the sync manifest) is larger than anything it can be.
+    #[error(
+        "`{key}` in `{url}` is larger than {max_text}, more than a sync manifest can be; reading stopped there and it was not used (someone who can write to the storage may have replaced it): remove it, and the next push writes a new one"
+    )]
+    TooLarge {
+        /// The storage URL.
+        url: String,
+        /// The object's key.
+        key: String,
+        /// The bound, in bytes.
+        max: u64,
+        /// The bound, for people (e.g. "64.0 MiB").
+        max_text: String,
     },
     /// A stored object is larger than the index records: reading stopped one byte past it.
     #[error(

@@ -81,4 +81,4 @@ pub use index::{FileEntry, FileKind, INDEX_KEY, STATE_DIR, SyncIndex, sha256_fil
 pub use object::{DEFAULT_PART_SIZE, ObjectStorage};
 pub use path::PathStorage;
 pub use run::{Restored, RunSync, SyncReport, rank_dir};
-pub use storage::{Storage, StoredObject, check_key, open_storage};
+pub use storage::{MAX_INDEX_BYTES, Storage, StoredObject, check_key, open_storage};

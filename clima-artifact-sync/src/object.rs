@@ -23,7 +23,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use clima_artifact_net::trust;
 
 use crate::SyncError;
-use crate::storage::{Storage, StoredObject, bad_url, check_key, storage_error};
+use crate::storage::{MAX_INDEX_BYTES, Storage, StoredObject, bad_url, check_key, storage_error};
 
 /// Default size of one multipart part, and the threshold above which uploads are multipart.
 pub const DEFAULT_PART_SIZE: usize = 8 * 1024 * 1024;
@@ -261,18 +261,35 @@ impl Storage for ObjectStorage {
     }
 
     fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, SyncError> {
+        use futures_util::StreamExt;
         let location = self.location(key)?;
+        let too_large = || SyncError::TooLarge {
+            url: self.url.clone(),
+            key: key.to_owned(),
+            max: MAX_INDEX_BYTES,
+            max_text: clima_artifact_fs::human_bytes(MAX_INDEX_BYTES),
+        };
         self.runtime.block_on(async {
-            match self.store.get(&location).await {
-                Ok(got) => Ok(Some(
-                    got.bytes()
-                        .await
-                        .map_err(|e| storage_error(&self.url, "download", key, e))?
-                        .to_vec(),
-                )),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(storage_error(&self.url, "download", key, e)),
+            let got = match self.store.get(&location).await {
+                Ok(got) => got,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(storage_error(&self.url, "download", key, e)),
+            };
+            // Bounded like the folder store's read: refused by its announced size, and
+            // counted while streaming in case the body is longer than announced.
+            if got.meta.size > MAX_INDEX_BYTES {
+                return Err(too_large());
             }
+            let mut bytes = Vec::new();
+            let mut stream = got.into_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| storage_error(&self.url, "download", key, e))?;
+                if (bytes.len() + chunk.len()) as u64 > MAX_INDEX_BYTES {
+                    return Err(too_large());
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok(Some(bytes))
         })
     }
 

@@ -8,6 +8,16 @@
 //! A put writes a temporary file next to its destination, syncs it, then renames it over the
 //! key, so the key shows the old or the new content, never a part. A killed upload leaves only
 //! its temporary file, which [`PathStorage::list`](Storage::list) and reads never show.
+//!
+//! The folder may be shared with other users who can write to it. So below the root, every
+//! folder of a key is reached through the one above it by descriptor without following a
+//! symlink ([`clima_artifact_fs::Dir`]): a planted folder link is an error naming it
+//! ([`SyncError::NotAFolder`]), never a way out of the store, and cannot be swapped in between
+//! two steps of a put. The temporary file is created exclusively in the key's folder and
+//! renamed within that same folder; objects and the sync manifest are opened without following
+//! a symlink, without blocking on a fifo, only if they are regular files, and read up to the
+//! size the index records ([`MAX_INDEX_BYTES`] for the manifest). The root itself is the
+//! caller's: a symlink in the root's own path is followed.
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -15,8 +25,10 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use clima_artifact_fs::{Dir, EntryKind, Unexpected};
+
 use crate::SyncError;
-use crate::storage::{Storage, StoredObject, check_key};
+use crate::storage::{MAX_INDEX_BYTES, Storage, StoredObject, check_key};
 
 /// Marks temporary upload files (they start with `.` and contain this).
 const UPLOAD_MARK: &str = ".clima-upload-";
@@ -25,6 +37,14 @@ const UPLOAD_MARK: &str = ".clima-upload-";
 #[derive(Debug, Clone)]
 pub struct PathStorage {
     root: PathBuf,
+}
+
+/// The folders of a checked key and its last component (`a/b/c.bin` -> `a/b`, `c.bin`).
+fn split_key(key: &str) -> (&Path, &str) {
+    match key.rsplit_once('/') {
+        Some((dirs, name)) => (Path::new(dirs), name),
+        None => (Path::new(""), key),
+    }
 }
 
 impl PathStorage {
@@ -51,6 +71,51 @@ impl PathStorage {
         Ok(self.root.join(key))
     }
 
+    /// The error for `e`, met doing `action` on something of the store: a planted entry is
+    /// [`SyncError::NotAFolder`] (on the way to `key`) or [`SyncError::NotARegularFile`] (the
+    /// object itself), anything else an I/O error naming `path`.
+    fn error(&self, action: &str, key: &str, path: &Path, e: io::Error) -> SyncError {
+        match Unexpected::of(&e) {
+            Some(u) if u.expected == EntryKind::Dir => SyncError::NotAFolder {
+                url: self.url(),
+                path: u.path.clone(),
+                what: u.found.described().to_owned(),
+            },
+            Some(u) => SyncError::NotARegularFile {
+                url: self.url(),
+                key: key.to_owned(),
+                what: match u.found {
+                    EntryKind::Special => "a fifo, socket or device",
+                    other => other.described(),
+                }
+                .to_owned(),
+            },
+            None => SyncError::io(action, path, e),
+        }
+    }
+
+    /// The folder holding `key`, reached from the root without following a symlink; `None`
+    /// when it (or the root) does not exist. With `create`, missing folders are made.
+    fn key_dir(&self, key: &str, create: bool) -> Result<Option<Dir>, SyncError> {
+        check_key(key)?;
+        let (dirs, _) = split_key(key);
+        if create {
+            fs::create_dir_all(&self.root)
+                .map_err(|e| SyncError::io("create storage folder", &self.root, e))?;
+        }
+        let root = match Dir::open(&self.root) {
+            Ok(root) => root,
+            Err(e) if !create && e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(SyncError::io("open storage folder", &self.root, e)),
+        };
+        let dir = if create {
+            root.create_dirs(dirs, 0o777).map(Some)
+        } else {
+            root.open_dirs(dirs)
+        };
+        dir.map_err(|e| self.error("open storage folder", key, &self.root.join(dirs), e))
+    }
+
     /// Writes what `fill` produces to `key` through a temporary file and a rename.
     fn put_with(
         &self,
@@ -58,35 +123,53 @@ impl PathStorage {
         fill: impl FnOnce(&mut File) -> io::Result<u64>,
     ) -> Result<u64, SyncError> {
         let dest = self.path_of(key)?;
-        let dir = dest.parent().unwrap_or(&self.root);
-        fs::create_dir_all(dir).map_err(|e| SyncError::io("create storage folder", dir, e))?;
-        let name = dest
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("object");
-        reclaim_once(dir);
-        let tmp = dir.join(clima_artifact_fs::temp_name(name, UPLOAD_MARK));
+        let (_, name) = split_key(key);
+        let dir = self.key_dir(key, true)?.ok_or_else(|| {
+            SyncError::io(
+                "create storage folder",
+                &dest,
+                io::ErrorKind::NotFound.into(),
+            )
+        })?;
+        reclaim_once(&dir);
+        let tmp = clima_artifact_fs::temp_name(name, UPLOAD_MARK);
+        // Exclusively, in the key's own folder: never truncating or writing through anything
+        // planted at the name. Only once it is ours is it removed on failure.
+        let mut file = dir
+            .create_new(&tmp, 0o644)
+            .map_err(|e| SyncError::io("write storage object", &dest, e))?;
         let result = (|| {
-            // Exclusively: never truncate or write through anything planted at the name.
-            let mut file = crate::storage::create_download_file(&tmp)
-                .map_err(|e| io::Error::other(e.to_string()))?;
             let n = fill(&mut file)?;
             file.flush()?;
             file.sync_all()?;
             Ok(n)
         })();
+        drop(file);
         let n = match result {
             Ok(n) => n,
             Err(e) => {
-                let _ = fs::remove_file(&tmp);
+                let _ = dir.remove_file(&tmp);
                 return Err(SyncError::io("write storage object", &dest, e));
             }
         };
-        fs::rename(&tmp, &dest).map_err(|e| {
-            let _ = fs::remove_file(&tmp);
+        // Within the folder's descriptor: the rename cannot land anywhere else, and replaces
+        // whatever is at the key itself (a symlink planted there is replaced, not followed).
+        dir.rename(&tmp, name).map_err(|e| {
+            let _ = dir.remove_file(&tmp);
             SyncError::io("move into place", &dest, e)
         })?;
         Ok(n)
+    }
+
+    /// The object at `key`, opened as [`Dir::open_file`] does; `None` when it does not exist.
+    fn open_object(&self, key: &str) -> Result<Option<File>, SyncError> {
+        let Some(dir) = self.key_dir(key, false)? else {
+            return Ok(None);
+        };
+        let (_, name) = split_key(key);
+        let path = self.root.join(key);
+        dir.open_file(name)
+            .map_err(|e| self.error("open", key, &path, e))
     }
 }
 
@@ -94,19 +177,20 @@ fn is_upload_temp(name: &str) -> bool {
     clima_artifact_fs::is_temp_name(name, UPLOAD_MARK)
 }
 
-/// Removes, once per process and folder, the upload temp files of killed processes in `dir`.
-fn reclaim_once(dir: &Path) {
+/// Removes, once per process and folder, the upload temp files of killed processes in `dir`
+/// (through its descriptor, so a folder swapped since cannot redirect the removals).
+fn reclaim_once(dir: &Dir) {
     static DONE: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
     let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
     if done
         .get_or_insert_with(HashSet::new)
-        .insert(dir.to_path_buf())
+        .insert(dir.path().to_path_buf())
     {
-        let n = clima_artifact_fs::reclaim_stale_temps(dir, UPLOAD_MARK);
+        let n = dir.reclaim_stale_temps(UPLOAD_MARK);
         if n > 0 {
             clima_comms::notice::info(&format!(
                 "removed {n} upload temp file(s) of killed syncs in `{}`",
-                dir.display()
+                dir.path().display()
             ));
         }
     }
@@ -128,36 +212,13 @@ impl Storage for PathStorage {
     }
 
     fn get_file(&self, key: &str, dest: &Path, max_bytes: u64) -> Result<u64, SyncError> {
-        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        // The store may be shared: never follow a symlink planted as an object or as one of
+        // its folders, never block on a fifo, read only regular files, and at most what the
+        // index records.
         let src_path = self.path_of(key)?;
-        let not_regular = |what: &str| SyncError::NotARegularFile {
-            url: self.url(),
-            key: key.to_owned(),
-            what: what.to_owned(),
-        };
-        // The store may be shared: never follow a symlink planted as an object, never block on
-        // a fifo, read only regular files, and at most what the index records.
-        let src = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(&src_path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) => not_regular("a symlink"),
-                _ => SyncError::io("open", &src_path, e),
-            })?;
-        let file_type = src
-            .metadata()
-            .map_err(|e| SyncError::io("inspect", &src_path, e))?
-            .file_type();
-        if !file_type.is_file() {
-            return Err(not_regular(if file_type.is_fifo() {
-                "a fifo"
-            } else if file_type.is_dir() {
-                "a folder"
-            } else {
-                "a device or socket"
-            }));
-        }
+        let src = self
+            .open_object(key)?
+            .ok_or_else(|| SyncError::io("open", &src_path, io::ErrorKind::NotFound.into()))?;
         let mut out = crate::storage::create_download_file(dest)?;
         let n = io::copy(&mut (&src).take(max_bytes.saturating_add(1)), &mut out)
             .map_err(|e| SyncError::io("copy into", dest, e))?;
@@ -173,24 +234,43 @@ impl Storage for PathStorage {
 
     fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, SyncError> {
         let path = self.path_of(key)?;
-        match fs::read(&path) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(SyncError::io("read", &path, e)),
+        let Some(file) = self.open_object(key)? else {
+            return Ok(None);
+        };
+        // Bounded whatever the file claims: a planted multi-gigabyte file is refused after
+        // MAX_INDEX_BYTES + 1 bytes, never read whole into memory.
+        let mut bytes = Vec::new();
+        (&file)
+            .take(MAX_INDEX_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| SyncError::io("read", &path, e))?;
+        if bytes.len() as u64 > MAX_INDEX_BYTES {
+            return Err(SyncError::TooLarge {
+                url: self.url(),
+                key: key.to_owned(),
+                max: MAX_INDEX_BYTES,
+                max_text: clima_artifact_fs::human_bytes(MAX_INDEX_BYTES),
+            });
         }
+        Ok(Some(bytes))
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<StoredObject>, SyncError> {
         let mut out = Vec::new();
-        if !self.root.exists() {
-            return Ok(out);
-        }
-        let mut stack = vec![(self.root.clone(), String::new())];
+        let root = match Dir::open(&self.root) {
+            Ok(root) => root,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(SyncError::io("list", &self.root, e)),
+        };
+        // Folders are entered by descriptor and symlinks are neither entered nor listed: a
+        // link is not an object of this store, whatever it points to.
+        let mut stack = vec![(root, String::new())];
         while let Some((dir, rel)) = stack.pop() {
-            let entries = fs::read_dir(&dir).map_err(|e| SyncError::io("list", &dir, e))?;
+            let entries = dir
+                .entries()
+                .map_err(|e| SyncError::io("list", dir.path(), e))?;
             for entry in entries {
-                let entry = entry.map_err(|e| SyncError::io("list", &dir, e))?;
-                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                let Some(name) = entry.name.to_str().map(str::to_owned) else {
                     continue;
                 };
                 if is_upload_temp(&name) {
@@ -201,16 +281,19 @@ impl Storage for PathStorage {
                 } else {
                     format!("{rel}/{name}")
                 };
-                let meta = entry
-                    .metadata()
-                    .map_err(|e| SyncError::io("stat", entry.path(), e))?;
-                if meta.is_dir() {
-                    stack.push((entry.path(), key));
-                } else if meta.is_file() && key.starts_with(prefix) {
-                    out.push(StoredObject {
+                match entry.kind {
+                    EntryKind::Dir => match dir.open_dir(&entry.name) {
+                        Ok(Some(sub)) => stack.push((sub, key)),
+                        // Removed, or swapped for something else, since it was listed.
+                        Ok(None) => {}
+                        Err(e) if Unexpected::of(&e).is_some() => {}
+                        Err(e) => return Err(SyncError::io("list", dir.path(), e)),
+                    },
+                    EntryKind::File if key.starts_with(prefix) => out.push(StoredObject {
                         key,
-                        size: meta.len(),
-                    });
+                        size: entry.len,
+                    }),
+                    _ => {}
                 }
             }
         }

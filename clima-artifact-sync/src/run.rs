@@ -631,7 +631,9 @@ impl Local<'_> {
                     continue;
                 }
                 Err(
-                    e @ (SyncError::NotARegularFile { .. } | SyncError::LargerThanRecorded { .. }),
+                    e @ (SyncError::NotARegularFile { .. }
+                    | SyncError::NotAFolder { .. }
+                    | SyncError::LargerThanRecorded { .. }),
                 ) => {
                     let _ = fs::remove_file(&tmp);
                     clima_comms::notice::warn(&format!("not restoring `{rel}`: {e}"));

@@ -25,8 +25,11 @@ pub struct StoredObject {
     pub size: u64,
 }
 
-/// Durable storage for a run's files or for published tarballs.
-///
+/// The largest object [`Storage::get_bytes`] reads (the sync manifest: about 200 bytes per
+/// stored file, so some 300,000 files). A larger one, or one that never ends (a planted link
+/// to `/dev/zero`), is [`SyncError::TooLarge`] after this many bytes, never read whole.
+pub const MAX_INDEX_BYTES: u64 = 64 << 20;
+
 /// Creates `dest` for a download: exclusively (never truncating or following anything already
 /// there), owner read/write until it is renamed into place.
 pub(crate) fn create_download_file(dest: &Path) -> Result<std::fs::File, SyncError> {
@@ -40,6 +43,8 @@ pub(crate) fn create_download_file(dest: &Path) -> Result<std::fs::File, SyncErr
         .map_err(|e| SyncError::io("create", dest, e))
 }
 
+/// Durable storage for a run's files or for published tarballs.
+///
 /// Methods block. Implementations must make every put atomic (the key shows the old object or
 /// the complete new one, never a partial one) and must be usable from several threads.
 pub trait Storage: Send + Sync + fmt::Debug {
@@ -55,7 +60,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// it); an object that is not a regular file (a planted symlink, fifo or device) is
     /// [`SyncError::NotARegularFile`] and is never read.
     fn get_file(&self, key: &str, dest: &Path, max_bytes: u64) -> Result<u64, SyncError>;
-    /// Reads a small object whole; `None` if the key does not exist.
+    /// Reads a small object whole; `None` if the key does not exist. More than
+    /// [`MAX_INDEX_BYTES`] is [`SyncError::TooLarge`] (reading stops one byte past it); in a
+    /// folder store, an object that is not a regular file is [`SyncError::NotARegularFile`]
+    /// and is never read.
     fn get_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, SyncError>;
     /// Every complete object whose key starts with `prefix` (`""` for all), sorted by key.
     fn list(&self, prefix: &str) -> Result<Vec<StoredObject>, SyncError>;

@@ -36,11 +36,12 @@ pub fn first_writable_depot(config: &Config) -> CliResult<PathBuf> {
     depot::first_writable(config, "overrides").map_err(|e| CliError::failure(e.to_string()))
 }
 
-/// The depot and directory of the first installed copy of `hash`.
-pub fn installed_in(config: &Config, hash: &GitTreeSha1) -> Option<(PathBuf, PathBuf)> {
-    search_depots(config)
-        .into_iter()
-        .find_map(|d| Depot::new(&d).installed(hash).map(|dir| (d, dir)))
+/// The depot and directory of the first installed copy of `hash` among `depots` (the
+/// [`search_depots`], computed once by a caller that looks many hashes up).
+pub fn installed_in(depots: &[PathBuf], hash: &GitTreeSha1) -> Option<(PathBuf, PathBuf)> {
+    depots
+        .iter()
+        .find_map(|d| Depot::new(d).installed(hash).map(|dir| (d.clone(), dir)))
 }
 
 /// Every depot directory holding `hash` (a copy may sit in several depots).

@@ -217,7 +217,7 @@ fn publish_by_hash_makes_a_folder_a_package_server_mirror() {
     assert_ok(&out);
     let hash = clima_artifact_manifest::Manifest::load(&manifest)
         .unwrap()
-        .artifacts[0]
+        .artifacts()[0]
         .1
         .clone();
     let hash = match hash {

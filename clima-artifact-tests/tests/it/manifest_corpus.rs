@@ -69,7 +69,7 @@ fn every_corpus_file_loads_and_validates() {
     let mut artifacts = 0;
     for file in &files {
         let m = Manifest::load(file).unwrap_or_else(|e| panic!("{e}"));
-        artifacts += m.artifacts.len();
+        artifacts += m.artifacts().len();
         // Validation and selection must not panic on anything real.
         let _ = validate_with(&m, Path::new("/depot/artifacts/Overrides.toml"));
         for name in m.names() {
@@ -218,7 +218,7 @@ fn names_hashes_and_odd_files() {
         &dir,
         "JuliaLang__Pkg.jl__ArtifactTOMLSearch__julia_artifacts_test.toml",
     );
-    assert!(m.artifacts.is_empty());
+    assert!(m.artifacts().is_empty());
 
     // Pkg's fixture with an all-zero sha256 still parses (the download would fail).
     let m = load(&dir, "JuliaLang__Pkg.jl__bad__incorrect_sha256.toml");

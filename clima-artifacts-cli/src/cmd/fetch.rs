@@ -122,7 +122,7 @@ fn jobs(manifest: &Manifest, args: &FetchArgs) -> CliResult<Vec<(String, Artifac
             .collect();
     }
     // A broken entry cannot be fetched: with --all it fails the command.
-    if let Some((name, errors)) = manifest.broken.first() {
+    if let Some((name, errors)) = manifest.broken().first() {
         return Err(CliError::usage(format!(
             "artifact `{name}` cannot be fetched: {}",
             errors[0]

@@ -63,7 +63,7 @@ struct GcReport {
 }
 
 fn hashes_of(manifest: &Manifest, into: &mut BTreeSet<GitTreeSha1>) {
-    for (_, entry) in &manifest.artifacts {
+    for (_, entry) in manifest.artifacts() {
         match entry {
             ArtifactEntry::Single(v) => {
                 into.insert(v.git_tree_sha1);

@@ -1,13 +1,14 @@
 //! `list` / `status`: one line per artifact of a manifest.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::ArtifactEntry;
 
 use crate::args::ListArgs;
 use crate::cmd;
 use crate::depots;
-use crate::error::CliResult;
+use crate::error::{CliResult, io_error};
 
 /// One artifact's state, as printed with `--json`.
 #[derive(Debug, Default, serde::Serialize)]
@@ -48,8 +49,10 @@ pub fn run(args: ListArgs) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
     let config = depots::config()?;
     let overrides = depots::overrides(&config)?;
+    // Once, not per artifact (it reads the environment for Julia's depots).
+    let searched = depots::search_depots(&config);
     let mut rows = Vec::new();
-    for (name, entry) in &manifest.artifacts {
+    for (name, entry) in manifest.artifacts() {
         let variants = match entry {
             ArtifactEntry::Single(_) => 1,
             ArtifactEntry::PlatformSpecific(v) => v.len(),
@@ -75,7 +78,7 @@ pub fn run(args: ListArgs) -> CliResult {
                     Ok(None) => {}
                     Err(e) => s.override_error = Some(e.message),
                 }
-                if let Some((depot, path)) = depots::installed_in(&config, &v.git_tree_sha1) {
+                if let Some((depot, path)) = depots::installed_in(&searched, &v.git_tree_sha1) {
                     s.size_bytes = Some(depots::size_on_disk(&path));
                     s.installed_depot = Some(depot);
                     s.installed_path = Some(path);
@@ -85,7 +88,7 @@ pub fn run(args: ListArgs) -> CliResult {
         rows.push(s);
     }
     // Broken entries are listed with their error (listing is not using: exit 0).
-    for (name, errors) in &manifest.broken {
+    for (name, errors) in manifest.broken() {
         rows.push(Status {
             name: name.clone(),
             error: Some(
@@ -101,12 +104,23 @@ pub fn run(args: ListArgs) -> CliResult {
     if args.json {
         return cmd::print_json(&rows);
     }
-    println!("manifest {}", manifest.path.display());
-    println!(
+    // Rows go through one buffer: stdout is line-buffered, so printing each row was a system
+    // call per artifact.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    print_rows(&mut out, &manifest.path, &rows)
+        .and_then(|()| out.flush())
+        .map_err(|e| io_error("write to", Path::new("standard output"), &e))
+}
+
+/// The table of `list`, one line per row.
+fn print_rows(out: &mut impl Write, manifest: &Path, rows: &[Status]) -> std::io::Result<()> {
+    writeln!(out, "manifest {}", manifest.display())?;
+    writeln!(
+        out,
         "{:<24} {:<8} {:<5} {:<12} {:>10}  WHERE",
         "NAME", "HASH", "LAZY", "STATE", "SIZE"
-    );
-    for s in &rows {
+    )?;
+    for s in rows {
         let hash = s.git_tree_sha1.as_deref().map(|h| &h[..8]).unwrap_or("-");
         let (state, where_) = if let Some(e) = &s.error {
             ("broken".to_string(), e.clone())
@@ -145,14 +159,15 @@ pub fn run(args: ListArgs) -> CliResult {
             (None, Some(n)) => format!("~{}", depots::human_bytes(n)),
             (None, None) => "-".into(),
         };
-        println!(
+        writeln!(
+            out,
             "{:<24} {:<8} {:<5} {:<12} {:>10}  {where_}",
             s.name,
             hash,
             if s.lazy { "yes" } else { "no" },
             state,
             size
-        );
+        )?;
     }
     Ok(())
 }

@@ -80,7 +80,15 @@ pub fn load_manifest(path: Option<&Path>) -> CliResult<Manifest> {
 
 /// The host's variant of `name`; errors list the defined names or offered platforms.
 pub fn select<'m>(manifest: &'m Manifest, name: &str) -> CliResult<&'m ArtifactVariant> {
-    Ok(manifest.select(name, &Platform::host())?)
+    Ok(manifest.select(name, host_platform())?)
+}
+
+/// This machine's platform ([`Platform::host`]), worked out once per process: it reads the
+/// environment and allocates, and `list`, `fetch --all` and `verify --all` select a variant
+/// per artifact.
+fn host_platform() -> &'static Platform {
+    static HOST: std::sync::OnceLock<Platform> = std::sync::OnceLock::new();
+    HOST.get_or_init(Platform::host)
 }
 
 /// The variant of `name` for `platform` (`None`: this machine).
@@ -101,7 +109,7 @@ pub fn check_names(manifest: &Manifest, names: &[String]) -> CliResult {
     let unknown: Vec<&str> = names
         .iter()
         .map(String::as_str)
-        .filter(|n| manifest.get(n).is_none() && !manifest.broken.iter().any(|(b, _)| b == *n))
+        .filter(|n| manifest.get(n).is_none() && manifest.broken_entry(n).is_none())
         .collect();
     if unknown.is_empty() {
         return Ok(());

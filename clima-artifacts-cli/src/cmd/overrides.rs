@@ -30,7 +30,7 @@ fn resolve(spec: &str, manifest: Option<&Path>) -> CliResult<(GitTreeSha1, Optio
 }
 
 fn name_of(manifest: &Manifest, hash: &GitTreeSha1) -> Option<String> {
-    manifest.artifacts.iter().find_map(|(name, entry)| {
+    manifest.artifacts().iter().find_map(|(name, entry)| {
         let hit = match entry {
             clima_artifact_manifest::ArtifactEntry::Single(v) => &v.git_tree_sha1 == hash,
             clima_artifact_manifest::ArtifactEntry::PlatformSpecific(vs) => {

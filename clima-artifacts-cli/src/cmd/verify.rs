@@ -64,7 +64,7 @@ pub fn run(args: VerifyArgs) -> CliResult {
     };
     // A broken entry cannot be verified: with --all it fails the command (as a named one does).
     if args.all
-        && let Some((name, errors)) = manifest.broken.first()
+        && let Some((name, errors)) = manifest.broken().first()
     {
         return Err(CliError::usage(format!(
             "artifact `{name}` cannot be verified: {}",
