@@ -21,7 +21,7 @@
 #                     file system out of the comparison [$work/scratch]
 #   --settle S        seconds to wait after deleting a run's output before the next run (ext4
 #                     slows down inode allocation right after mass deletion) [5]
-#   --only LIST       comma-separated subset of: hash,install,lookup,rss,mpi,floor [all];
+#   --only LIST       comma-separated subset of: hash,install,lookup,rss,mpi,floor,parallel [all];
 #                     `--only prepare` generates the data sets and exits
 #   --no-build        use the release binaries already in $CARGO_TARGET_DIR/release
 #   --also-cli NAME=PATH
@@ -38,6 +38,9 @@
 #   rss      `/usr/bin/time -v clima-artifacts fetch` of a --big-size artifact of mostly random
 #            data (streamed by the generator, gzip -1), vs `curl | tar xzf -` of the same tarball
 #   mpi      scripts/bench-mpi.sh (16-rank `mpirun mpi_fetch` vs one `install_one` process)
+#   parallel scripts/bench-parallel.sh: a loopback server capping each connection at 10 MB/s;
+#            ours (8 connections, and 1) vs `aria2c -x8 -s8` (alone and then `tar xzf`) vs
+#            `curl | tar`, peak RSS, bytes sent for a kill -9 at 50 % and a rerun
 #   floor    for two datasets (the mixed one above, mostly incompressible, and `--kind fields`,
 #            compressible NetCDF-like fields) and two compressions (.tar.gz from `gzip -6`,
 #            .tar.zst from `zstd -3`), in rotation: `bench_floor` (clima-artifact-tests/src/bin;
@@ -62,7 +65,7 @@ cd "$(dirname "$0")/.."
 repo="$PWD"
 
 size=1G; files=5000; seed=42; runs=5; big_size=4G; mpi_size_mb=256; mpi_ranks=16
-work="${TMPDIR:-/tmp}/clima-artifacts-bench"; only="hash,install,lookup,rss,mpi,floor"; build=1
+work="${TMPDIR:-/tmp}/clima-artifacts-bench"; only="hash,install,lookup,rss,mpi,floor,parallel"; build=1
 scratch=""; settle=5; alt_names=(); alt_paths=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -94,7 +97,8 @@ done
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 if [ "$build" = 1 ]; then
     cargo build --release -p clima-artifacts-cli -p clima-artifact-tests \
-        --bin clima-artifacts --bin bench_lookup --bin install_one --bin bench_floor >&2
+        --bin clima-artifacts --bin bench_lookup --bin install_one --bin bench_floor \
+        --bin capped_server >&2
 fi
 cli="$CARGO_TARGET_DIR/release/clima-artifacts"
 lookup_bin="$CARGO_TARGET_DIR/release/bench_lookup"
@@ -143,19 +147,11 @@ load() { cut -d' ' -f1 /proc/loadavg; }
 data="$work/data-$size-$files-$seed"
 tarball="$work/serve/bench-$size-$files-$seed.tar.gz"
 mkdir -p "$work/serve"
+source scripts/bench/dataset.sh
 if [ ! -f "$data.done" ]; then
     note "generating the dataset ($size in ~$files files, seed $seed) in $data"
-    rm -rf "$data" "$tarball"
-    python3 "$gen" tree "$data/content" --size "$size" --files "$files" --seed "$seed"
-    # A reproducible tarball: sorted names, fixed owner and times, gzip -6 without a timestamp.
-    tar -C "$data/content" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
-        -cf - . | gzip -6 -n > "$tarball"
-    (export GIT_DIR="$data/check.git" GIT_WORK_TREE="$data/content"
-        git init -q && git add -A && git write-tree) > "$data/tree"
-    rm -rf "$data/check.git"
-    sha256sum "$tarball" | cut -d' ' -f1 > "$data/sha256"
-    touch "$data.done"
 fi
+make_dataset "$data" "$tarball" "$size" "$files" "$seed"
 content="$data/content"
 tree="$(cat "$data/tree")"; sha="$(cat "$data/sha256")"
 nfiles="$(find "$content" -type f | wc -l)"
@@ -170,16 +166,7 @@ base="http://127.0.0.1:$port"
 for _ in $(seq 100); do curl -sfI -o /dev/null "$base/" && break; sleep 0.1; done
 url="$base/$(basename "$tarball")"
 
-manifest() { # manifest FILE NAME TREE SHA URL
-    cat > "$1" <<TOML
-[$2]
-git-tree-sha1 = "$3"
-
-    [[$2.download]]
-    url = "$5"
-    sha256 = "$4"
-TOML
-}
+manifest() { bench_manifest "$@"; } # manifest FILE NAME TREE SHA URL
 manifest "$scratch/Artifacts.toml" bench "$tree" "$sha" "$url"
 
 expect() { # expect WHAT EXPECTED ACTUAL
@@ -306,6 +293,14 @@ if wants mpi; then
     record mpi_single "$(grab 'single process fetch')"
     record mpi_multi "$(grab 'rank fetch (mpirun')"
     record mpi_startup "$(grab 'no-op')"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 5b. Large downloads over capped streams (scripts/bench-parallel.sh, its own table).
+if wants parallel; then
+    note "parallel: scripts/bench-parallel.sh --runs $runs (load $(load))"
+    "$repo/scripts/bench-parallel.sh" --runs "$runs" --work "$work" --no-build \
+        > "$scratch/parallel.txt"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -531,6 +526,11 @@ done
         echo "| tarball | stages (s) | floor | ours / contender | ratio | met |"
         echo "|---|---|---|---|---|---|"
         printf '%s\n' "${frows[@]}"
+        echo
+    fi
+    if [ -s "$scratch/parallel.txt" ]; then
+        echo "Large downloads over capped streams (scripts/bench-parallel.sh):"
+        cat "$scratch/parallel.txt"
         echo
     fi
     [ "${#rows[@]}" -gt 0 ] || { echo "Raw samples: $samples"; exit 0; }

@@ -209,6 +209,21 @@ impl Dir {
     /// What `name` is, not following a symlink; `None` when nothing is there.
     pub fn entry(&self, name: impl AsRef<OsStr>) -> io::Result<Option<DirEntry>> {
         let name = name.as_ref();
+        let Some(st) = self.lstat(name)? else {
+            return Ok(None);
+        };
+        Ok(Some(DirEntry {
+            name: name.to_os_string(),
+            kind: EntryKind::of_mode(st.st_mode),
+            len: u64::try_from(st.st_size).unwrap_or(0),
+            // time_t and the nanoseconds field are i64 here but narrower on some targets.
+            #[allow(clippy::unnecessary_cast)]
+            modified: mtime(st.st_mtime as i64, st.st_mtime_nsec as i64),
+        }))
+    }
+
+    /// `fstatat` of `name` without following a symlink; `None` when nothing is there.
+    fn lstat(&self, name: &OsStr) -> io::Result<Option<libc::stat>> {
         let c = component(name)?;
         // SAFETY: an all-zero `stat` is a valid value of this plain C struct, and it is only
         // read after fstatat filled it.
@@ -232,14 +247,7 @@ impl Dir {
                 format!("cannot inspect `{}`: {e}", self.child(name).display()),
             ));
         }
-        Ok(Some(DirEntry {
-            name: name.to_os_string(),
-            kind: EntryKind::of_mode(st.st_mode),
-            len: u64::try_from(st.st_size).unwrap_or(0),
-            // time_t and the nanoseconds field are i64 here but narrower on some targets.
-            #[allow(clippy::unnecessary_cast)]
-            modified: mtime(st.st_mtime as i64, st.st_mtime_nsec as i64),
-        }))
+        Ok(Some(st))
     }
 
     /// The error for finding something other than `expected` at `name` (what it is, looked up
@@ -364,14 +372,23 @@ impl Dir {
     /// through a symlink, never blocking on a fifo (`O_NONBLOCK`), regular files only (checked
     /// on the open descriptor). `None` when nothing is there; anything else is [`Unexpected`].
     pub fn open_file(&self, name: impl AsRef<OsStr>) -> io::Result<Option<File>> {
-        let name = name.as_ref();
+        self.open_regular(name.as_ref(), libc::O_RDONLY)
+    }
+
+    /// [`Dir::open_file`], for reading and writing (a file of one's own kept between runs,
+    /// such as a partial download; the caller checks that it is its own).
+    pub fn open_file_rw(&self, name: impl AsRef<OsStr>) -> io::Result<Option<File>> {
+        self.open_regular(name.as_ref(), libc::O_RDWR)
+    }
+
+    fn open_regular(&self, name: &OsStr, access: libc::c_int) -> io::Result<Option<File>> {
         let c = component(name)?;
         // SAFETY: the descriptor is open and `c` is NUL-terminated; the result is checked.
         let fd = unsafe {
             libc::openat(
                 self.fd.as_raw_fd(),
                 c.as_ptr(),
-                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+                access | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
             )
         };
         if fd == -1 {
@@ -417,14 +434,22 @@ impl Dir {
     /// or writing through anything already there, a symlink included), with `mode` less the
     /// umask.
     pub fn create_new(&self, name: impl AsRef<OsStr>, mode: u32) -> io::Result<File> {
-        let name = name.as_ref();
+        self.create_exclusive(name.as_ref(), mode, libc::O_WRONLY)
+    }
+
+    /// [`Dir::create_new`], opened for reading and writing.
+    pub fn create_new_rw(&self, name: impl AsRef<OsStr>, mode: u32) -> io::Result<File> {
+        self.create_exclusive(name.as_ref(), mode, libc::O_RDWR)
+    }
+
+    fn create_exclusive(&self, name: &OsStr, mode: u32, access: libc::c_int) -> io::Result<File> {
         let c = component(name)?;
         // SAFETY: the descriptor is open and `c` is NUL-terminated; the result is checked.
         let fd = unsafe {
             libc::openat(
                 self.fd.as_raw_fd(),
                 c.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                access | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
                 mode as libc::c_uint,
             )
         };
@@ -452,6 +477,24 @@ impl Dir {
         // SAFETY: the descriptor is open and `c` is NUL-terminated.
         let rc = unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) };
         check(rc, "remove", &self.child(name)).map(drop)
+    }
+
+    /// Removes the file `name` of this folder if it is still `file` (same device and inode,
+    /// looked up without following a symlink): what someone else put at that name since is
+    /// left alone. Returns whether it was removed.
+    pub fn remove_file_if_same(&self, name: impl AsRef<OsStr>, file: &File) -> io::Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let name = name.as_ref();
+        let Ok(Some(st)) = self.lstat(name) else {
+            return Ok(false);
+        };
+        let held = file.metadata()?;
+        // dev_t and ino_t are u64 here but narrower on some targets.
+        #[allow(clippy::unnecessary_cast)]
+        if st.st_dev as u64 != held.dev() || st.st_ino as u64 != held.ino() {
+            return Ok(false);
+        }
+        self.remove_file(name).map(|()| true)
     }
 
     /// Every entry of this folder but `.` and `..`, in no particular order, each looked up

@@ -21,8 +21,14 @@ use crate::source::Source;
 
 /// The events of one download after its start, as a progress display receives them.
 pub trait Transfer: Send {
-    /// `total` bytes have been received so far.
+    /// `total` bytes have been received so far (with several connections: by all of them,
+    /// bytes kept from an earlier attempt included).
     fn received(&mut self, total: u64);
+    /// `open` connections are fetching the download now (called when the number changes,
+    /// only for downloads over several connections).
+    fn connections(&mut self, open: usize) {
+        let _ = open;
+    }
     /// The download finished: `bytes` read in `elapsed`. (Verification follows.)
     fn done(self: Box<Self>, bytes: u64, elapsed: Duration);
     /// The download failed; `reason` is the error's message. A transfer dropped without
@@ -196,6 +202,7 @@ impl Body {
         let Source {
             reader: mut source,
             resume,
+            watch,
             ..
         } = source;
         let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
@@ -208,6 +215,7 @@ impl Body {
                 let started = Instant::now();
                 let mut window = SpeedWindow::new();
                 let (mut resumes, mut stuck, mut opened_at) = (0u32, 0u32, 0u64);
+                let mut connections = 0;
                 loop {
                     let mut buf = match free.try_recv() {
                         Ok(b) => b,
@@ -277,7 +285,16 @@ impl Body {
                     buf.truncate(n);
                     sha.update(&buf);
                     total += n as u64;
-                    transfer.received(total);
+                    match &watch {
+                        Some(w) => {
+                            if w.connections() != connections {
+                                connections = w.connections();
+                                transfer.connections(connections);
+                            }
+                            transfer.received(w.received().max(total));
+                        }
+                        None => transfer.received(total),
+                    }
                     if tx.send(Msg::Data(buf)).is_err() {
                         return; // the consumer gave up
                     }

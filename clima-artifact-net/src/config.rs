@@ -6,6 +6,9 @@ use clima_artifact_vars as vars;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Default of [`NetConfig::parallel_min_size`]: 64 MiB.
+pub const DEFAULT_PARALLEL_MIN_SIZE: u64 = 64 << 20;
+
 /// The network settings of downloads.
 #[derive(Debug, Clone)]
 pub struct NetConfig {
@@ -28,12 +31,18 @@ pub struct NetConfig {
     pub no_verify_hosts: Vec<String>,
     /// The proxies requests go through.
     pub proxy: ProxySettings,
+    /// Most connections of one large download (`CLIMA_ARTIFACTS_CONNECTIONS`, 1 to
+    /// [`MAX_CONNECTIONS`](crate::ranged::MAX_CONNECTIONS)); `1`: one stream.
+    pub connections: usize,
+    /// Smallest `Content-Length` downloaded as a large download (several connections, a
+    /// partial file kept for resuming; `CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE`).
+    pub parallel_min_size: u64,
 }
 
 impl Default for NetConfig {
     /// The defaults of the `CLIMA_ARTIFACTS_*` variables: 30 s to connect, 60 s without a byte,
     /// the low-speed rule at 1 KiB/s over 60 s, 0.5 s before a resume, the system's roots, no
-    /// proxy.
+    /// proxy, 8 connections for downloads of 64 MiB or more.
     fn default() -> NetConfig {
         NetConfig {
             connect_timeout: Duration::from_secs(30),
@@ -44,6 +53,8 @@ impl Default for NetConfig {
             ca_roots: None,
             no_verify_hosts: Vec::new(),
             proxy: ProxySettings::default(),
+            connections: crate::ranged::MAX_CONNECTIONS,
+            parallel_min_size: DEFAULT_PARALLEL_MIN_SIZE,
         }
     }
 }

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | [`source`] | opening a download: `http(s)://` (ureq, rustls), `file://`, paths relative to the manifest; [`source::Resumer`] continues a broken transfer with `Range` + `If-Range`; which failures are worth a retry, and the backoff |
 //! | [`body`] | the body as a `BufRead`: read on a thread of its own, bounded by the manifest's `size`, abandoned by the low-speed rule, resumed after a break, SHA-256 of every byte; progress to a [`Transfer`] |
+//! | [`ranged`] | large downloads: several ranged connections into a partial file kept for the next process, read back in order |
 //! | `redirect` (private) | the redirect rule: never `https` to `http`, never into loopback, link-local or private addresses from outside them |
 //! | [`trust`] | TLS roots (variables, system bundle, bundled Mozilla roots), hosts without verification, credentials redacted from URLs |
 //! | `config` | [`NetConfig`], [`ProxySettings`] |
@@ -21,9 +22,10 @@ mod error;
 mod redirect;
 
 pub mod body;
+pub mod ranged;
 pub mod source;
 pub mod trust;
 
 pub use body::{Body, BodyRules, RuleBroken, Transfer};
-pub use config::{NetConfig, ProxySettings};
+pub use config::{DEFAULT_PARALLEL_MIN_SIZE, NetConfig, ProxySettings};
 pub use error::NetError;

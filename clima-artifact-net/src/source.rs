@@ -36,6 +36,13 @@ pub struct Source {
     /// How to continue after a broken transfer, when the server supports ranges and gave a
     /// validator (ETag or Last-Modified).
     pub resume: Option<Resumer>,
+    /// The partial file a large download keeps its bytes in ([`crate::ranged`]): removed by
+    /// the caller once the install is verified, kept for the next process when the attempt
+    /// failed transiently.
+    pub partial: Option<crate::ranged::Kept>,
+    /// Bytes received and connections open, for progress, when several connections feed
+    /// the reader.
+    pub(crate) watch: Option<crate::ranged::Watch>,
 }
 
 /// Continues an HTTP download at a byte offset with `Range: bytes=N-`, guarded by `If-Range`
@@ -296,6 +303,8 @@ pub fn open(
                 reader: Box::new(file),
                 length,
                 resume: None,
+                partial: None,
+                watch: None,
             })
         }
         Location::Unsupported(reason) => Err(NetError::UnsupportedUrl {
@@ -303,47 +312,70 @@ pub fn open(
             reason,
         }),
         Location::Http(u) => {
-            let (resp, answered, agent) = get_following_redirects(agent, url, &u, config)?;
-            let status = resp.status().as_u16();
-            if !(200..300).contains(&status) {
-                return Err(NetError::HttpStatus {
-                    url: url.to_owned(),
-                    status,
-                });
-            }
-            let length = resp.body().content_length();
-            let header = |name: &str| {
-                resp.headers()
-                    .get(name)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned)
-            };
-            let ranges = header("accept-ranges").is_some_and(|v| v.eq_ignore_ascii_case("bytes"));
-            // A weak ETag cannot guard a byte range (RFC 9110 If-Range); Last-Modified can.
-            let validator = header("etag")
-                .filter(|e| !e.starts_with("W/"))
-                .or_else(|| header("last-modified"));
-            let resume = match (ranges, validator) {
-                (true, Some(validator)) => Some(Resumer {
-                    agent: agent.clone(),
-                    url: answered,
-                    validator,
-                    total: length,
-                }),
-                _ => None,
-            };
-            let reader = resp.into_body().into_reader();
-            Ok(Source {
-                reader: Box::new(CheckedLength {
-                    inner: reader,
-                    expected: length,
-                    seen: 0,
-                }),
-                length,
-                resume,
-            })
+            let (resp, answered, agent) = get_following_redirects(agent, url, &u, config, &[])?;
+            plain_source(url, resp, answered, agent)
         }
     }
+}
+
+/// A response's header `name`, if it is text.
+pub(crate) fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// The validator a byte range can be guarded by: a strong ETag, else Last-Modified (a weak
+/// ETag cannot guard a range, RFC 9110 If-Range).
+pub(crate) fn validator_of(resp: &ureq::http::Response<ureq::Body>) -> Option<String> {
+    header(resp, "etag")
+        .filter(|e| !e.starts_with("W/"))
+        .or_else(|| header(resp, "last-modified"))
+}
+
+/// Whether the server says it serves byte ranges (`Accept-Ranges: bytes`).
+pub(crate) fn accepts_ranges(resp: &ureq::http::Response<ureq::Body>) -> bool {
+    header(resp, "accept-ranges").is_some_and(|v| v.eq_ignore_ascii_case("bytes"))
+}
+
+/// The body of the response `resp` to the GET of `url` (answered by `answered`, asked with
+/// `agent`) as one stream, resumable in process when the server allows it.
+pub(crate) fn plain_source(
+    url: &str,
+    resp: ureq::http::Response<ureq::Body>,
+    answered: String,
+    agent: ureq::Agent,
+) -> Result<Source, NetError> {
+    let status = resp.status().as_u16();
+    if !(200..300).contains(&status) {
+        return Err(NetError::HttpStatus {
+            url: url.to_owned(),
+            status,
+        });
+    }
+    let length = resp.body().content_length();
+    let resume = match (accepts_ranges(&resp), validator_of(&resp)) {
+        (true, Some(validator)) => Some(Resumer {
+            agent,
+            url: answered,
+            validator,
+            total: length,
+        }),
+        _ => None,
+    };
+    let reader = resp.into_body().into_reader();
+    Ok(Source {
+        reader: Box::new(CheckedLength {
+            inner: reader,
+            expected: length,
+            seen: 0,
+        }),
+        length,
+        resume,
+        partial: None,
+        watch: None,
+    })
 }
 
 /// The agent for a request to `url` (one hop of a download): `agent`, unless that URL's host
@@ -370,11 +402,12 @@ fn agent_for(agent: &ureq::Agent, url: &str, config: &NetConfig) -> Result<ureq:
 /// hop checked by [`redirect::check`] before anything connects to it, each with the agent its
 /// own URL calls for ([`agent_for`]). Returns the response, the URL that gave it and the agent
 /// that asked it.
-fn get_following_redirects(
+pub(crate) fn get_following_redirects(
     base: &ureq::Agent,
     url: &str,
     u: &str,
     config: &NetConfig,
+    headers: &[(&str, String)],
 ) -> Result<(ureq::http::Response<ureq::Body>, String, ureq::Agent), NetError> {
     let refused = |reason: String| NetError::Transport {
         url: url.to_owned(),
@@ -384,8 +417,11 @@ fn get_following_redirects(
     let mut current = u.to_owned();
     for hop in 0..=redirect::MAX_REDIRECTS {
         let agent = agent_for(base, &current, config)?;
-        let resp = agent
-            .get(&current)
+        let mut request = agent.get(&current);
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let resp = request
             .call()
             .map_err(|e| transport_at(url, &current, &e, config))?;
         let status = resp.status().as_u16();
@@ -420,7 +456,7 @@ fn get_following_redirects(
 /// The error of a request to `hop` (the download `url`, or a redirect target of it) as an
 /// error of `url` whose reason says what to check; the proxy and the certificate it names are
 /// those of `hop`.
-fn transport_at(url: &str, hop: &str, e: &ureq::Error, config: &NetConfig) -> NetError {
+pub(crate) fn transport_at(url: &str, hop: &str, e: &ureq::Error, config: &NetConfig) -> NetError {
     let text = e.to_string();
     if let Some((variable, proxy)) = config.proxy.for_url(hop) {
         return through_proxy(url, e, config, variable, &crate::trust::redact_url(proxy));
@@ -601,10 +637,10 @@ pub fn backoff(base: Duration, retry: u32) -> Duration {
 }
 
 /// Fails with `UnexpectedEof` when the body ends before its `Content-Length`.
-struct CheckedLength<R> {
-    inner: R,
-    expected: Option<u64>,
-    seen: u64,
+pub(crate) struct CheckedLength<R> {
+    pub(crate) inner: R,
+    pub(crate) expected: Option<u64>,
+    pub(crate) seen: u64,
 }
 
 impl<R: Read> Read for CheckedLength<R> {

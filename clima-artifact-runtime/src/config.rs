@@ -16,6 +16,8 @@
 //! | `CLIMA_ARTIFACTS_NO_VERIFY_HOSTS` (and `JULIA_SSL_NO_VERIFY_HOSTS` under interop) | comma-separated hosts (`*.domain` for a domain) whose certificates are not verified, with a warning on each use; the hashes still check the data | unset |
 //! | `CLIMA_ARTIFACTS_PKG_SERVER` (else `JULIA_PKG_SERVER`) | a Julia package server, or any static host laid out by `publish --by-hash`: `<server>/artifact/<git-tree-sha1>` is tried before the manifest's URLs (verified by its tree hash; a failure falls through to them); a bare host gets `https://`; empty = off | unset |
 //! | `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE` | largest download a model may start on first use (`clima_artifact!`, `Artifacts::ensure_installed`); larger ones fail before any request (by the manifest's `size`) or right after the response headers (by `Content-Length`), saying how to fetch them explicitly (`clima-artifacts fetch NAME`, never limited) or override them; `K`/`M`/`G`/`T` suffixes; `0` = no limit | `4G` |
+//! | `CLIMA_ARTIFACTS_CONNECTIONS` | most connections of one large download (1 to 8): a download of at least `..._PARALLEL_MIN_SIZE` bytes from a server that serves byte ranges with an ETag or Last-Modified is fetched in chunks over this many ranged connections, fed in order to the same verification pass; `1` keeps one stream | `8` |
+//! | `CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE` | smallest `Content-Length` downloaded that way; such a download also keeps what it received in `<depot>/artifacts/.partial-*` so that the next attempt, of any process on any host sharing the depot, continues it; `K`/`M`/`G`/`T` suffixes | `64M` |
 //! | `CLIMA_ARTIFACTS_MIN_FREE_SPACE` | free space an install leaves on the depot's filesystem: unpacking stops with an error (and its temp dir is removed) before going below it; `K`/`M`/`G`/`T` suffixes; `0` turns it off | 1% of the filesystem or 1 GiB, whichever is smaller |
 //! | `CLIMA_ARTIFACTS_MAX_ENTRIES` | cap on one artifact's number of archive entries (files, directories, links) | `10000000` |
 //! | `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` | MPI node-local mode: a depot path private to each node | unset |
@@ -94,6 +96,11 @@ pub struct Config {
     pub retry_backoff: Duration,
     /// MPI node-local mode (`CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT`): a depot private to each node.
     pub node_local_depot: Option<PathBuf>,
+    /// Most connections of one large download (`CLIMA_ARTIFACTS_CONNECTIONS`, 1 to 8).
+    pub connections: usize,
+    /// Smallest download fetched over several connections and kept in a partial file for
+    /// resuming (`CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE`).
+    pub parallel_min_size: u64,
 }
 
 impl Config {
@@ -109,6 +116,8 @@ impl Config {
             ca_roots: self.ca_roots.clone(),
             no_verify_hosts: self.no_verify_hosts.clone(),
             proxy: self.proxy.clone(),
+            connections: self.connections,
+            parallel_min_size: self.parallel_min_size,
         }
     }
 }
@@ -150,6 +159,8 @@ impl Default for Config {
             progress: true,
             retry_backoff: Duration::from_millis(500),
             node_local_depot: None,
+            connections: clima_artifact_net::ranged::MAX_CONNECTIONS,
+            parallel_min_size: clima_artifact_net::DEFAULT_PARALLEL_MIN_SIZE,
         }
     }
 }
@@ -213,6 +224,22 @@ impl Config {
         }
         if let Some((n, v)) = set(vars::RETRIES) {
             c.retries = parse_count(&n, &v, "attempts")? as u32;
+        }
+        if let Some((n, v)) = set(vars::CONNECTIONS) {
+            let most = clima_artifact_net::ranged::MAX_CONNECTIONS;
+            c.connections = match v.trim().parse::<usize>() {
+                Ok(k) if (1..=most).contains(&k) => k,
+                _ => {
+                    return Err(Error::Config {
+                        variable: n,
+                        value: v,
+                        reason: format!("expected a number of connections from 1 to {most}"),
+                    });
+                }
+            };
+        }
+        if let Some((n, v)) = set(vars::PARALLEL_MIN_SIZE) {
+            c.parallel_min_size = parse_bytes(&n, &v)?;
         }
         if let Some((n, v)) = set(vars::MAX_ENTRIES) {
             c.max_entries = parse_count(&n, &v, "archive entries")?;

@@ -120,6 +120,23 @@ impl Depot {
         Some((GitTreeSha1::from_hex(hash).ok()?, host, pid))
     }
 
+    /// Removes this user's partial downloads of `hash` (after it was installed, they are of
+    /// no use).
+    pub(crate) fn remove_partials(&self, hash: &GitTreeSha1) {
+        let Ok(dir) = clima_artifact_fs::Dir::open(&self.artifacts_dir()) else {
+            return;
+        };
+        let euid = clima_artifact_fs::euid();
+        for entry in dir.entries().unwrap_or_default() {
+            let Some(name) = entry.name.to_str() else {
+                continue;
+            };
+            if partial_owner(name) == Some((*hash, euid)) {
+                clima_artifact_net::ranged::remove_kept(&dir, name);
+            }
+        }
+    }
+
     /// Removes the install temp dirs that dead processes of this host left here, and old
     /// writability probes; see [`reclaim_stale_temp_dirs`].
     pub fn reclaim_stale_temp_dirs(&self) -> usize {
@@ -210,6 +227,34 @@ pub fn first_writable(config: &Config, name: &str) -> Result<PathBuf, Error> {
 /// installs reclaim those older than [`PROBE_MAX_AGE`]
 /// ([`reclaim_stale_temp_dirs`]).
 pub const PROBE_PREFIX: &str = ".probe-";
+
+/// The start of the names of partial downloads in a depot's `artifacts` folder:
+/// `.partial-<git-tree-sha1>-<URL key>-u<uid>` (see [`partial_name`]).
+pub const PARTIAL_PREFIX: &str = ".partial-";
+
+/// How long a partial download nobody works on is kept for a later attempt to continue:
+/// 7 days since it last received a byte.
+pub const PARTIAL_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// The name of the partial file a large download of `hash` from `url` by this user keeps its
+/// bytes in (in the depot's `artifacts` folder): one per artifact, URL and user, so that any
+/// process of the user, on any host sharing the depot, continues it, and users never write to
+/// each other's.
+pub fn partial_name(hash: &GitTreeSha1, url: &str) -> String {
+    format!(
+        "{PARTIAL_PREFIX}{hash}-{}-u{}",
+        clima_artifact_net::ranged::url_key(url),
+        clima_artifact_fs::euid()
+    )
+}
+
+/// The artifact and owner uid of the partial download named `name`, if it is one.
+fn partial_owner(name: &str) -> Option<(GitTreeSha1, u32)> {
+    let rest = name.strip_prefix(PARTIAL_PREFIX)?;
+    let (hash, rest) = rest.split_once('-')?;
+    let (_, uid) = rest.rsplit_once("-u")?;
+    Some((GitTreeSha1::from_hex(hash).ok()?, uid.parse().ok()?))
+}
 
 /// Age after which a leftover probe file is removed (a live probe exists for microseconds).
 pub const PROBE_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -534,7 +579,9 @@ fn append_to_regular_file(path: &Path, bytes: &[u8]) -> Result<(), Append> {
 
 /// Removes the install temp dirs (`<depot>/artifacts/.<hash>.clima-install-*`) left by dead
 /// processes of this host, and writability probe files (`.probe-*`, see [`PROBE_PREFIX`])
-/// older than [`PROBE_MAX_AGE`]. Returns how many temp dirs were removed.
+/// older than [`PROBE_MAX_AGE`], and this user's partial downloads ([`PARTIAL_PREFIX`]) that
+/// received nothing for [`PARTIAL_MAX_AGE`] while nobody holds their artifact's lock. Returns
+/// how many temp dirs were removed.
 ///
 /// A pid that looks dead may be a live process in another PID namespace (a container with the
 /// same host name sharing the depot), so a temp dir is also left alone while anyone holds the
@@ -558,6 +605,10 @@ impl Depot {
             let Some(name) = name.to_str() else { continue };
             if name.starts_with(PROBE_PREFIX) {
                 remove_if_older(&entry.path(), PROBE_MAX_AGE);
+                continue;
+            }
+            if let Some((hash, uid)) = partial_owner(name) {
+                let _ = self.reclaim_partial(name, &hash, uid, holding);
                 continue;
             }
             let Some((hash, tmp_host, pid)) = Depot::temp_dir_owner(name) else {
@@ -592,6 +643,71 @@ impl Depot {
         }
         removed
     }
+}
+
+impl Depot {
+    /// Removes the partial download `name` (of `hash`, owned by `uid`) if it is this user's,
+    /// received nothing for [`PARTIAL_MAX_AGE`], and nobody holds its artifact's lock (a live
+    /// installer of any host always does, where `flock` works).
+    fn reclaim_partial(
+        &self,
+        name: &str,
+        hash: &GitTreeSha1,
+        uid: u32,
+        holding: Option<&GitTreeSha1>,
+    ) -> bool {
+        let path = self.artifacts_dir().join(name);
+        let old = std::fs::symlink_metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > PARTIAL_MAX_AGE);
+        if uid != clima_artifact_fs::euid() || !old {
+            return false;
+        }
+        let _lock = match holding == Some(hash) {
+            true => None,
+            false => match try_lock_existing(&self.lock_path(hash)) {
+                LockProbe::Held => return false,
+                LockProbe::Free(file) => Some(file),
+                LockProbe::Unknown => None,
+            },
+        };
+        let Ok(dir) = clima_artifact_fs::Dir::open(&self.artifacts_dir()) else {
+            return false;
+        };
+        let removed = clima_artifact_net::ranged::remove_kept(&dir, name);
+        if removed {
+            clima_comms::notice::info(&format!(
+                "removed the partial download `{}`: nothing was added to it for {} days",
+                path.display(),
+                PARTIAL_MAX_AGE.as_secs() / 86400
+            ));
+        }
+        removed
+    }
+}
+
+/// Removes this user's partial downloads in `depot` that received nothing for
+/// [`PARTIAL_MAX_AGE`] while nobody holds their artifact's lock (what `gc` does besides
+/// collecting artifacts). Returns how many were removed.
+pub fn reclaim_stale_partials(depot: &Path) -> usize {
+    let depot = Depot::new(depot);
+    let Ok(dir) = clima_artifact_fs::Dir::open(&depot.artifacts_dir()) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in dir.entries().unwrap_or_default() {
+        let Some(name) = entry.name.to_str() else {
+            continue;
+        };
+        if let Some((hash, uid)) = partial_owner(name)
+            && depot.reclaim_partial(name, &hash, uid, None)
+        {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Removes the file at `path` if it was last modified more than `age` ago.

@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 use clima_artifact_fs::human_bytes;
 
 use clima_artifact_manifest::{ArtifactVariant, Download};
+use clima_artifact_net::ranged::{self, Kept, Large};
 use clima_artifact_net::source::{self as download, ResumeRefused};
 use clima_artifact_net::trust::redact_url;
 use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken};
@@ -203,6 +204,9 @@ impl Transfer for NotingTransfer {
             self.what,
             human_bytes(total)
         ));
+    }
+    fn connections(&mut self, open: usize) {
+        self.inner.connections(open);
     }
     fn done(self: Box<Self>, bytes: u64, elapsed: Duration) {
         self.note.set(&format!("verifying {}", self.what));
@@ -568,7 +572,66 @@ impl InstallRequest<'_> {
 
     /// One attempt: open the source, stream it through the SHA-256, the decompressor and the
     /// tar writer into a fresh temp dir, check both hashes, rename into place.
+    ///
+    /// A large download's partial file is removed once the artifact is installed, or when
+    /// the attempt failed in a way another attempt would not mend; after a transient failure
+    /// it stays for the next attempt (of this process or another). Bytes kept by an earlier
+    /// attempt that fail verification are removed and the download starts over, once, with
+    /// a warning.
     fn install_from(&self, attempt: &Attempt) -> Result<(PathBuf, u64), SourceFailure> {
+        let (result, kept) = self.install_once(attempt);
+        let Some(kept) = kept else {
+            return result;
+        };
+        match &result {
+            Ok(_) => {
+                kept.remove();
+                depot::Depot::new(&self.target.dir).remove_partials(&self.hash);
+            }
+            Err(
+                e @ (SourceFailure::Sha256Mismatch { .. }
+                | SourceFailure::TreeHashMismatch { .. }
+                | SourceFailure::Archive { .. }),
+            ) if kept.resumed_at() > 0 => {
+                kept.remove();
+                notice::warn(&format!(
+                    "the download of `{}` continued from {} kept in `{}` by an earlier attempt, \
+                     and failed verification ({e}); the kept bytes were deleted and the download \
+                     starts over",
+                    self.name,
+                    human_bytes(kept.resumed_at()),
+                    kept.path().display()
+                ));
+                let (again, kept) = self.install_once(attempt);
+                if let Some(k) = kept
+                    && (again.is_ok() || !again.as_ref().is_err_and(SourceFailure::is_transient))
+                {
+                    k.remove();
+                }
+                return again;
+            }
+            Err(e) if !e.is_transient() => kept.remove(),
+            Err(_) => {}
+        }
+        result
+    }
+
+    /// [`InstallRequest::install_from`] without the care of the partial file, which it returns
+    /// when the download kept one.
+    fn install_once(
+        &self,
+        attempt: &Attempt,
+    ) -> (Result<(PathBuf, u64), SourceFailure>, Option<Kept>) {
+        let mut kept = None;
+        let result = self.install_keeping(attempt, &mut kept);
+        (result, kept)
+    }
+
+    fn install_keeping(
+        &self,
+        attempt: &Attempt,
+        kept: &mut Option<Kept>,
+    ) -> Result<(PathBuf, u64), SourceFailure> {
         let url = &attempt.download.url;
         let tmp_path = depot::Depot::new(&self.target.dir).new_temp_dir(&self.hash);
         // Private while it is filled; the verified artifact gets 0o755 before its rename.
@@ -576,7 +639,7 @@ impl InstallRequest<'_> {
             url: url.clone(),
             error: Box::new(Error::io("create temporary directory", &tmp_path, e)),
         })?;
-        let mut body = self.open(&attempt.download)?;
+        let mut body = self.open(&attempt.download, kept)?;
         let limits = self.limits(tmp.path(), attempt);
         let extracted = extract_buffered_at(&mut body, tmp.handle.as_fd(), tmp.path(), &limits);
         let (actual, bytes) = self.finish_body(body, &attempt.download, &extracted)?;
@@ -612,7 +675,7 @@ impl InstallRequest<'_> {
     /// Opens `dl` and starts reading its body on a thread of its own, with progress to the
     /// reporter (and the lock's holder line); refuses a `Content-Length` over the implicit
     /// download limit before any of the body is read.
-    fn open(&self, dl: &Download) -> Result<Body, SourceFailure> {
+    fn open(&self, dl: &Download, kept: &mut Option<Kept>) -> Result<Body, SourceFailure> {
         let (name, url, config) = (self.name, dl.url.as_str(), self.config);
         // Printed and logged without credentials (a package server's URL may carry a token).
         let shown = redact_url(url);
@@ -621,7 +684,9 @@ impl InstallRequest<'_> {
             url = shown.as_str(),
             "downloading artifact `{name}` from `{shown}`"
         );
-        let source = download::open(&self.agent, url, &self.manifest.folder, &self.net)?;
+        let mut source = self.open_source(dl)?;
+        *kept = source.partial.take();
+        let resumed_at = kept.as_ref().map_or(0, Kept::resumed_at);
         // Without a declared size, the server's Content-Length is checked before the body.
         if dl.size.is_none()
             && let (Some(limit), Some(length)) = (config.max_download_size, source.length)
@@ -643,6 +708,7 @@ impl InstallRequest<'_> {
             artifact: name,
             url,
             size,
+            resumed_at,
         });
         if let Some(note) = &self.target.note {
             transfer = Box::new(NotingTransfer {
@@ -659,6 +725,61 @@ impl InstallRequest<'_> {
         let max_bytes = dl.size.or(config.max_download_size);
         let rules = BodyRules::new(&self.net, max_bytes, config.progress);
         Ok(Body::spawn(source, transfer, rules, name.to_owned()))
+    }
+
+    /// Opens `dl`: a large download (several connections, a partial file in the depot's
+    /// `artifacts` folder kept for resuming) where it qualifies, else one stream.
+    fn open_source(&self, dl: &Download) -> Result<download::Source, SourceFailure> {
+        let (url, config) = (dl.url.as_str(), self.config);
+        let artifacts = depot::artifacts_dir(&self.target.dir);
+        let Ok(dir) = clima_artifact_fs::Dir::open(&artifacts) else {
+            return Ok(download::open(
+                &self.agent,
+                url,
+                &self.manifest.folder,
+                &self.net,
+            )?);
+        };
+        let partial = depot::partial_name(&self.hash, url);
+        // The room a partial file needs is checked with the install's own rule and error.
+        let no_room = std::cell::RefCell::new(None);
+        let room = |partial: u64, length: u64| {
+            check_room(
+                self.name,
+                partial.saturating_add(length),
+                &self.target.dir,
+                config,
+            )
+            .map_err(|e| {
+                let text = e.to_string();
+                *no_room.borrow_mut() = Some(e);
+                text
+            })
+        };
+        let large = Large {
+            dir: &dir,
+            name: &partial,
+            artifact: self.name,
+            max_bytes: dl.size.or(config.max_download_size),
+            room: &room,
+            tell: config.progress,
+        };
+        match ranged::open_large(&self.agent, url, &self.manifest.folder, &self.net, &large) {
+            Ok(source) => Ok(source),
+            Err(e) => {
+                if let Some(error) = no_room.borrow_mut().take() {
+                    return Err(SourceFailure::Install {
+                        url: url.to_owned(),
+                        error: Box::new(error),
+                    });
+                }
+                // A kept partial file that a failing server cannot continue is of no use.
+                if !e.is_transient() {
+                    ranged::remove_kept(&dir, &partial);
+                }
+                Err(e.into())
+            }
+        }
     }
 
     /// The extraction limits of an install into `tmp` from `attempt`: without a sha256 to
@@ -753,6 +874,10 @@ impl InstallRequest<'_> {
                     size + 1
                 ),
             },
+            // A large download's connection that failed for good (or too often).
+            None if let Some(net) = e.get_ref().and_then(|r| r.downcast_ref::<NetError>()) => {
+                net.clone().into()
+            }
             // Starting over from byte 0 (the next attempt) is what is left to do: transient.
             None if ResumeRefused::of(e).is_some() => NetError::Transport {
                 url: url.to_owned(),

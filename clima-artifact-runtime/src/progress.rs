@@ -38,6 +38,9 @@ pub struct DownloadStart<'a> {
     pub url: &'a str,
     /// Its size in bytes: the server's `Content-Length`, else the manifest's `size`.
     pub size: Option<u64>,
+    /// Bytes an earlier attempt received and kept, which this download continues from (`0`:
+    /// from the start).
+    pub resumed_at: u64,
 }
 
 /// Receives the progress events of downloads; see the [module docs](self).
@@ -137,7 +140,11 @@ impl Reporter for TerminalBars {
                 bar
             }
         };
-        Box::new(Bar(bar))
+        bar.set_position(download.resumed_at);
+        Box::new(Bar {
+            bar,
+            artifact: download.artifact.to_owned(),
+        })
     }
 
     /// Printed above the bars, so that they are not drawn over.
@@ -180,24 +187,33 @@ fn download_bar(download: &DownloadStart<'_>) -> indicatif::ProgressBar {
 }
 
 /// The [`Transfer`] of a bar.
-struct Bar(indicatif::ProgressBar);
+struct Bar {
+    bar: indicatif::ProgressBar,
+    artifact: String,
+}
 
 impl Transfer for Bar {
     fn received(&mut self, total: u64) {
-        self.0.set_position(total);
+        self.bar.set_position(total);
+    }
+    fn connections(&mut self, open: usize) {
+        self.bar.set_message(match open {
+            0 | 1 => format!("downloading {}", self.artifact),
+            n => format!("downloading {} ({n} connections)", self.artifact),
+        });
     }
     fn done(self: Box<Self>, _: u64, _: Duration) {
-        self.0.finish_and_clear();
+        self.bar.finish_and_clear();
     }
     fn failed(self: Box<Self>, _: &str) {
-        self.0.abandon();
+        self.bar.abandon();
     }
 }
 
 impl Drop for Bar {
     fn drop(&mut self) {
-        if !self.0.is_finished() {
-            self.0.finish_and_clear();
+        if !self.bar.is_finished() {
+            self.bar.finish_and_clear();
         }
     }
 }
@@ -208,6 +224,15 @@ impl Drop for Bar {
 /// clima-artifacts: downloading `era5` (57.0 MiB) from example.org
 /// clima-artifacts: `era5`: 23.1 MiB of 57.0 MiB (40%), 4.6 MiB/s
 /// clima-artifacts: downloaded `era5`: 57.0 MiB in 12.3 s (4.6 MiB/s)
+/// ```
+///
+/// A large download over several connections says how many are open, and one that continues
+/// bytes kept by an earlier attempt says where it resumes (the rate counts new bytes only):
+///
+/// ```text
+/// clima-artifacts: downloading `fluxnet` (41.0 GiB) from example.org, resuming at 20.5 GiB of 41.0 GiB
+/// clima-artifacts: `fluxnet`: 24.6 GiB of 41.0 GiB (60%), 78.2 MiB/s over 8 connections
+/// clima-artifacts: downloaded `fluxnet`: 41.0 GiB in 270.1 s (77.7 MiB/s over 8 connections, 20.5 GiB of it kept from an earlier attempt)
 /// ```
 ///
 /// A progress line is printed at most every `interval` (10 s by default) and at least every
@@ -232,8 +257,13 @@ impl Reporter for LogLines {
             .size
             .map(|n| format!(" ({})", human_bytes(n)))
             .unwrap_or_default();
+        let resuming = match (download.resumed_at, download.size) {
+            (0, _) => String::new(),
+            (at, Some(n)) => format!(", resuming at {} of {}", human_bytes(at), human_bytes(n)),
+            (at, None) => format!(", resuming at {}", human_bytes(at)),
+        };
         log_line(&format!(
-            "downloading `{}`{size} from {}",
+            "downloading `{}`{size} from {}{resuming}",
             download.artifact,
             host_of(download.url)
         ));
@@ -243,7 +273,13 @@ impl Reporter for LogLines {
             interval: self.interval,
             started: Instant::now(),
             last_line: Instant::now(),
-            last_tenth: 0,
+            last_tenth: download
+                .size
+                .filter(|&n| n > 0)
+                .map_or(0, |n| download.resumed_at.saturating_mul(10) / n),
+            resumed_at: download.resumed_at,
+            connections: 0,
+            most: 0,
         })
     }
 }
@@ -255,6 +291,11 @@ struct LogTransfer {
     started: Instant,
     last_line: Instant,
     last_tenth: u64,
+    /// Bytes kept from an earlier attempt (not counted in the rate).
+    resumed_at: u64,
+    /// Connections open now, and the most that were, when several are.
+    connections: usize,
+    most: usize,
 }
 
 impl Transfer for LogTransfer {
@@ -272,27 +313,47 @@ impl Transfer for LogTransfer {
         if let Some(t) = tenth {
             self.last_tenth = t;
         }
-        let rate = rate(total, self.started.elapsed());
+        let rate = rate(
+            total.saturating_sub(self.resumed_at),
+            self.started.elapsed(),
+        );
+        let over = match self.connections {
+            0 | 1 => String::new(),
+            n => format!(" over {n} connections"),
+        };
         let line = match self.size {
             Some(n) if n > 0 => format!(
-                "`{}`: {} of {} ({}%), {rate}",
+                "`{}`: {} of {} ({}%), {rate}{over}",
                 self.artifact,
                 human_bytes(total),
                 human_bytes(n),
                 total.saturating_mul(100) / n
             ),
-            _ => format!("`{}`: {}, {rate}", self.artifact, human_bytes(total)),
+            _ => format!("`{}`: {}, {rate}{over}", self.artifact, human_bytes(total)),
         };
         log_line(&line);
     }
 
+    fn connections(&mut self, open: usize) {
+        self.connections = open;
+        self.most = self.most.max(open);
+    }
+
     fn done(self: Box<Self>, bytes: u64, elapsed: Duration) {
+        let kept = match self.resumed_at {
+            0 => String::new(),
+            n => format!(", {} of it kept from an earlier attempt", human_bytes(n)),
+        };
+        let over = match self.most {
+            0 | 1 => String::new(),
+            n => format!(" over {n} connections"),
+        };
         log_line(&format!(
-            "downloaded `{}`: {} in {:.1} s ({})",
+            "downloaded `{}`: {} in {:.1} s ({}{over}{kept})",
             self.artifact,
             human_bytes(bytes),
             elapsed.as_secs_f64(),
-            rate(bytes, elapsed)
+            rate(bytes.saturating_sub(self.resumed_at), elapsed)
         ));
     }
 

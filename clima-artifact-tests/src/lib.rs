@@ -1,8 +1,11 @@
 //! Shared test support for clima-artifacts integration tests.
 //!
 //! - [`TestServer`]: a real HTTP/1.1 server on `127.0.0.1:0` (one thread per connection) serving
-//!   registered bodies by path, counting GETs per path (also readable over HTTP at
-//!   `/__count/<path>` for multi-process tests), with per-path [`Fault`] injection.
+//!   registered bodies by path, honouring `Range` (`bytes=a-` and `bytes=a-b`) under `If-Range`,
+//!   optionally capping each connection's rate, counting GETs per path (also readable over
+//!   HTTP at `/__count/<path>`, and body bytes sent and most connections at once at
+//!   `/__sent/<path>`, for multi-process tests and benchmarks), with per-path [`Fault`]
+//!   injection.
 //! - [`TarballBuilder`]: tarballs (plain, gzip, zstd) from an in-memory file list, with their
 //!   SHA-256 and git tree hash (computed by real `git`, see [`git_tree_hash`]).
 //! - [`artifacts_toml`] / [`write_manifest`]: an `Artifacts.toml` for test artifacts.
@@ -60,11 +63,24 @@ pub enum Fault {
     /// Send the body without a `Content-Length`, then keep sending zeros until the client
     /// goes away or the server is dropped (a hostile or broken server).
     Endless,
+    /// Serve this request normally (to place the faults after it on later requests).
+    Pass,
+    /// Answer this request with the whole body (`200`) even if it asks for a range.
+    IgnoreRange,
+    /// Answer a range request with a `Content-Range` one byte off the one asked for.
+    WrongRange,
+    /// From this request on, the path's body is these bytes (another ETag): a file replaced on
+    /// the server during a download.
+    Replace(Vec<u8>),
 }
 
 #[derive(Default)]
 struct Route {
-    body: Vec<u8>,
+    /// Shared, so a request does not copy it (a benchmark serves 100s of MB to many ranges).
+    body: Arc<Vec<u8>>,
+    /// The body's ETag, computed once when it is set (hashing 100s of MB per request would
+    /// delay every response).
+    etag: String,
     next: VecDeque<Fault>,
     always: Option<Fault>,
     /// Answer range requests with the whole body (200), as servers without range support do.
@@ -73,6 +89,9 @@ struct Route {
     sent: u64,
     /// Range requests received for this path (the `Range` header's start offsets).
     ranges: Vec<u64>,
+    /// Connections reading this path now, and the most there were at once.
+    open: usize,
+    most_open: usize,
 }
 
 #[derive(Default)]
@@ -83,6 +102,8 @@ struct State {
     gets: Mutex<HashMap<String, usize>>,
     /// Folder whose files answer paths without a route (read at request time).
     dir: Mutex<Option<PathBuf>>,
+    /// Body bytes per second per connection (`0`: as fast as the socket takes them).
+    rate: std::sync::atomic::AtomicU64,
 }
 
 /// A loopback HTTP/1.1 server for tests. Dropping it stops it (stalled responses end too).
@@ -138,7 +159,9 @@ impl TestServer {
     /// Serves `body` at `path` (replacing any earlier body; faults are kept).
     pub fn serve(&self, path: &str, body: impl Into<Vec<u8>>) {
         let mut routes = self.state.routes.lock().unwrap();
-        routes.entry(key(path)).or_default().body = body.into();
+        let route = routes.entry(key(path)).or_default();
+        route.body = Arc::new(body.into());
+        route.etag = etag_of(&route.body);
     }
 
     /// Also serves the files under `root`, read at request time, for every path without a route
@@ -157,6 +180,18 @@ impl TestServer {
     pub fn always(&self, path: &str, fault: Fault) {
         let mut routes = self.state.routes.lock().unwrap();
         routes.entry(key(path)).or_default().always = Some(fault);
+    }
+
+    /// Caps every response body at `bytes_per_second` per connection (a link whose streams
+    /// are capped, as archival servers and object stores do).
+    pub fn cap_rate(&self, bytes_per_second: u64) {
+        self.state.rate.store(bytes_per_second, Ordering::Relaxed);
+    }
+
+    /// The most connections that read `path` at the same time so far.
+    pub fn most_connections(&self, path: &str) -> usize {
+        let routes = self.state.routes.lock().unwrap();
+        routes.get(&key(path)).map_or(0, |r| r.most_open)
     }
 
     /// Number of GET requests received for `path` so far.
@@ -234,6 +269,10 @@ pub fn count_over_http(base: &str, path: &str) -> usize {
 // effect on one response would be spread over functions.
 fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
+    // Headers are written in pieces: without this, Nagle's algorithm and the client's delayed
+    // ACK hold each response's first bytes back by up to 200 ms (a real server sends its
+    // headers in one segment).
+    stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
@@ -259,13 +298,27 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         let n = state.gets.lock().unwrap().get(p).copied().unwrap_or(0);
         return respond(&mut out, 200, n.to_string().as_bytes());
     }
+    if let Some(p) = path.strip_prefix("/__sent") {
+        let routes = state.routes.lock().unwrap();
+        let (sent, most) = routes.get(p).map_or((0, 0), |r| (r.sent, r.most_open));
+        drop(routes);
+        return respond(&mut out, 200, format!("{sent} {most}").as_bytes());
+    }
     *state.gets.lock().unwrap().entry(path.clone()).or_default() += 1;
-    let range_start = request_headers
+    // `bytes=a-` or `bytes=a-b` (inclusive).
+    let range = request_headers
         .get("range")
         .and_then(|r| r.strip_prefix("bytes="))
-        .and_then(|r| r.strip_suffix('-'))
-        .and_then(|n| n.parse::<u64>().ok());
-    let (body, fault, ignore_ranges) = {
+        .and_then(|r| r.split_once('-'))
+        .and_then(|(a, b)| {
+            let start = a.parse::<u64>().ok()?;
+            let end = match b {
+                "" => None,
+                b => Some(b.parse::<u64>().ok()?),
+            };
+            Some((start, end))
+        });
+    let (body, etag, fault, ignore_ranges) = {
         let mut routes = state.routes.lock().unwrap();
         match routes.get_mut(&path) {
             None => {
@@ -276,35 +329,78 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
                 };
             }
             Some(r) => {
-                let f = r.next.pop_front().or_else(|| r.always.clone());
-                if let Some(start) = range_start {
+                let mut f = r.next.pop_front().or_else(|| r.always.clone());
+                if let Some(Fault::Replace(new)) = &f {
+                    r.body = Arc::new(new.clone());
+                    r.etag = etag_of(&r.body);
+                    f = None;
+                }
+                if let Some((start, _)) = range {
                     r.ranges.push(start);
                 }
-                (r.body.clone(), f, r.ignore_ranges)
+                r.open += 1;
+                r.most_open = r.most_open.max(r.open);
+                if r.etag.is_empty() {
+                    r.etag = etag_of(&r.body);
+                }
+                (r.body.clone(), r.etag.clone(), f, r.ignore_ranges)
             }
         }
     };
-    // A range is honoured when asked for, not ignored by this route, and the If-Range
-    // validator (if any) is this body's ETag; otherwise the whole body is sent (as HTTP says).
-    let etag = etag_of(&body);
-    let honoured = range_start
-        .filter(|_| !ignore_ranges)
+    let _open = OpenGuard { state, path: &path };
+    // A range is honoured when asked for, not ignored by this route or fault, and the
+    // If-Range validator (if any) is this body's ETag; otherwise the whole body is sent (as
+    // HTTP says).
+    let honoured = range
+        .filter(|_| !ignore_ranges && !matches!(fault, Some(Fault::IgnoreRange)))
         .filter(|_| request_headers.get("if-range").is_none_or(|v| *v == etag))
-        .filter(|&s| s <= body.len() as u64);
-    let start = honoured.unwrap_or(0) as usize;
+        .filter(|&(s, _)| s <= body.len() as u64);
+    let start = honoured.map_or(0, |(s, _)| s as usize);
+    let end = honoured
+        .and_then(|(_, e)| e)
+        .map_or(body.len(), |e| (e as usize + 1).min(body.len()));
     let count = |n: usize| {
         state.sent.fetch_add(n as u64, Ordering::Relaxed);
         if let Some(r) = state.routes.lock().unwrap().get_mut(&path) {
             r.sent += n as u64;
         }
     };
+    let rate = state.rate.load(Ordering::Relaxed);
+    let began = Instant::now();
+    let mut paced = 0u64;
+    // Writes `bytes` at the route's rate, counting them as they go.
+    let mut send = |out: &mut TcpStream, bytes: &[u8]| -> std::io::Result<()> {
+        if rate == 0 {
+            out.write_all(bytes)?;
+            count(bytes.len());
+            return Ok(());
+        }
+        for piece in bytes.chunks(16 * 1024) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            // Each piece leaves when the ones before it have taken their time, so the last
+            // one ends the response at once.
+            let due = Duration::from_secs_f64(paced as f64 / rate as f64);
+            let wait = due.saturating_sub(began.elapsed());
+            if peer_closed_within(out, wait) {
+                return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            out.write_all(piece)?;
+            count(piece.len());
+            paced += piece.len() as u64;
+        }
+        Ok(())
+    };
+    let shift = usize::from(matches!(fault, Some(Fault::WrongRange)));
     let ranged = |out: &mut TcpStream| -> std::io::Result<()> {
         if honoured.is_some() {
             write!(
                 out,
-                "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{}/{}\r\nETag: {etag}\r\nAccept-Ranges: bytes\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
-                body.len() - start,
-                body.len().saturating_sub(1),
+                "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {}-{}/{}\r\nETag: {etag}\r\nAccept-Ranges: bytes\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
+                end - start,
+                start + shift,
+                (end + shift).saturating_sub(1),
                 body.len()
             )
         } else {
@@ -318,12 +414,11 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     };
     // Fault offsets are positions in the whole body: a resumed request past `after` gets
     // nothing more before the fault strikes again.
-    let upto = |after: usize| after.clamp(start, body.len());
+    let upto = |after: usize| after.clamp(start, end);
     match fault {
-        None => {
+        None | Some(Fault::Pass | Fault::IgnoreRange | Fault::WrongRange | Fault::Replace(_)) => {
             ranged(&mut out)?;
-            out.write_all(&body[start..])?;
-            count(body.len() - start);
+            send(&mut out, &body[start..end])?;
             out.flush()
         }
         Some(Fault::Status(code)) => respond(&mut out, code, b"injected failure"),
@@ -333,8 +428,7 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         }
         Some(Fault::Reset { after }) => {
             ranged(&mut out)?;
-            out.write_all(&body[start..upto(after)])?;
-            count(upto(after) - start);
+            send(&mut out, &body[start..upto(after)])?;
             out.flush()?;
             std::thread::sleep(Duration::from_millis(20));
             reset(out);
@@ -342,15 +436,13 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         }
         Some(Fault::Short { after }) => {
             ranged(&mut out)?;
-            out.write_all(&body[start..upto(after)])?;
-            count(upto(after) - start);
+            send(&mut out, &body[start..upto(after)])?;
             out.flush()?;
             out.shutdown(std::net::Shutdown::Both)
         }
         Some(Fault::Stall { after }) => {
             ranged(&mut out)?;
-            out.write_all(&body[start..upto(after)])?;
-            count(upto(after) - start);
+            send(&mut out, &body[start..upto(after)])?;
             out.flush()?;
             let begun = Instant::now();
             while !stop.load(Ordering::Relaxed) && begun.elapsed() < Duration::from_secs(120) {
@@ -382,7 +474,7 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         }
         Some(Fault::Trickle { chunk, delay }) => {
             ranged(&mut out)?;
-            for piece in body[start..].chunks(chunk.max(1)) {
+            for piece in body[start..end].chunks(chunk.max(1)) {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
@@ -392,6 +484,35 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
                 std::thread::sleep(delay);
             }
             Ok(())
+        }
+    }
+}
+
+/// Waits up to `wait` and says whether the client closed the connection meanwhile (so that a
+/// paced response ends as soon as the client goes away, and connection counts are exact).
+fn peer_closed_within(out: &TcpStream, wait: Duration) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: out.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    let ms = wait.as_millis().min(10_000) as libc::c_int;
+    // SAFETY: `fd` is one valid pollfd for an open socket.
+    let n = unsafe { libc::poll(&mut fd, 1, ms) };
+    n > 0 && fd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// Counts a connection of a path as open while it lives.
+struct OpenGuard<'a> {
+    state: &'a State,
+    path: &'a str,
+}
+
+impl Drop for OpenGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(r) = self.state.routes.lock().unwrap().get_mut(self.path) {
+            r.open = r.open.saturating_sub(1);
         }
     }
 }
@@ -984,6 +1105,14 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
             config.lock_timeout.as_secs_f64().to_string(),
         ),
         ("CLIMA_ARTIFACTS_RETRIES".into(), config.retries.to_string()),
+        (
+            "CLIMA_ARTIFACTS_CONNECTIONS".into(),
+            config.connections.to_string(),
+        ),
+        (
+            "CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE".into(),
+            config.parallel_min_size.to_string(),
+        ),
         ("CLIMA_ARTIFACTS_PROGRESS".into(), "0".into()),
         ("CLIMA_ARTIFACTS_OFFLINE".into(), "0".into()),
     ]
@@ -1035,6 +1164,14 @@ pub fn write_overrides(depot: &Path, text: &str) -> PathBuf {
     let p = dir.join("Overrides.toml");
     std::fs::write(&p, text).unwrap();
     p
+}
+
+/// Names in `<depot>/artifacts/` that are partial downloads (`.partial-*`).
+pub fn partial_entries(depot: &Path) -> Vec<String> {
+    names_in(&depot.join("artifacts"))
+        .into_iter()
+        .filter(|n| n.starts_with(clima_artifact_runtime::depot::PARTIAL_PREFIX))
+        .collect()
 }
 
 /// Names in `<depot>/artifacts/` that are install temp dirs (`.<hash>.clima-install-*`).

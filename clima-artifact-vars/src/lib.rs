@@ -59,6 +59,12 @@ vars! {
     /// Largest download a model starts on first use.
     MAX_DOWNLOAD_SIZE = "CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE",
         "largest download a model starts on first use (4G; 0 = no limit; fetch is never limited)";
+    /// Most connections of one large download.
+    CONNECTIONS = "CLIMA_ARTIFACTS_CONNECTIONS",
+        "most connections of one large download, 1 to 8 (8; 1 = one stream)";
+    /// Smallest download fetched over several connections and kept for resuming.
+    PARALLEL_MIN_SIZE = "CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE",
+        "downloads this large use several connections and resume across processes (64M)";
     /// Free space an install leaves on the depot's filesystem.
     MIN_FREE_SPACE = "CLIMA_ARTIFACTS_MIN_FREE_SPACE",
         "free space an install leaves on the depot's filesystem (1% or 1G; 0 = off)";

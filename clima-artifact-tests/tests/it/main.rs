@@ -29,6 +29,7 @@ mod manifest_corpus;
 mod mpi;
 mod network_faults;
 mod package_server;
+mod parallel;
 mod provenance_golden;
 mod proxies;
 mod resume;

@@ -53,7 +53,8 @@ struct GcReport {
     dry_run: bool,
     manifests: Vec<ManifestUse>,
     kept: usize,
-    /// Folders left by killed gc runs (their process is gone), removed now.
+    /// Folders left by killed gc runs (their process is gone) and partial downloads nobody
+    /// added to for 7 days, removed now.
     reclaimed: usize,
     /// The grace period, in seconds.
     delay_seconds: f64,
@@ -109,6 +110,7 @@ pub fn run(args: GcArgs) -> CliResult {
         let mut orphanage = Orphanage::load(depot)?;
         if !args.dry_run {
             reclaimed += reclaim_killed_gcs(depot);
+            reclaimed += clima_artifact_runtime::depot::reclaim_stale_partials(depot);
         }
         installed += keep.scan(depot, &mut orphanage, &mut unreferenced);
         orphanage.keep_only_marked();

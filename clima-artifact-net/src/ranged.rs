@@ -1,0 +1,1294 @@
+//! Large downloads: several ranged connections at once, and received bytes that outlive the
+//! process.
+//!
+//! ```text
+//!  first request: a GET (or, with a kept partial file, a ranged GET of its first missing bytes)
+//!    -> Content-Length >= NetConfig::parallel_min_size, Accept-Ranges: bytes, a validator
+//!  workers (up to NetConfig::connections): Range: bytes=a-b + If-Range: <validator>
+//!    -> pwrite into the partial file's data, then that chunk's counter in its record
+//!  reader: the file's complete prefix, in order -> Body (SHA-256, size bound, low-speed rule)
+//!    -> the same extraction and verification as any download
+//! ```
+//!
+//! The partial file (one per artifact, URL and user; named by the caller, 0600) holds a
+//! 4 KiB header (format line, length, chunk size, validator, SHA-256 of the URL), then one
+//! little-endian `u64` per chunk (bytes received from the chunk's start), then the tarball's
+//! bytes at their offsets. A worker writes a chunk's bytes before its counter, so a killed
+//! process never leaves a counter claiming bytes that were not written. The next attempt (any
+//! process, any host sharing the depot) opens the file without following links, checks that
+//! it is this user's, has one link and the size its header says, asks for the first missing
+//! bytes under `If-Range`, and feeds the kept bytes through the same verification pass: kept
+//! bytes are never trusted, only reused. A changed file (another validator, another size) is
+//! a restart, never a mixed tarball.
+//!
+//! A server that answers a range request with `200` (same validator) or a wrong
+//! `Content-Range` gets one stream from then on; a chunk that breaks, stalls or meets a 5xx is
+//! retried where it stopped (at most [`MAX_CHUNK_FAILURES`] times in a row without progress);
+//! a 429 or 503 while other connections run closes that connection instead.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use clima_artifact_fs::{Dir, human_bytes};
+use clima_comms::notice;
+use sha2::Digest;
+
+use crate::source::{
+    CheckedLength, Location, ResumeRefused, Source, accepts_ranges, get_following_redirects,
+    locate, plain_source, transport_at, validator_of,
+};
+use crate::{NetConfig, NetError};
+
+/// The first line of a partial file's header.
+const FORMAT: &str = "clima-artifacts partial download 1";
+/// The header's size; the chunk counters follow it.
+const HEADER: u64 = 4096;
+const MIN_CHUNK: u64 = 256 * 1024;
+const MAX_CHUNK: u64 = 16 * 1024 * 1024;
+/// Longest validator kept (ETags are short; a longer one is not kept, and the download is
+/// not resumable across processes).
+const MAX_VALIDATOR: usize = 1024;
+/// Failures of one chunk in a row without a byte of progress before the download fails.
+pub const MAX_CHUNK_FAILURES: u32 = 5;
+const BUF: usize = 256 * 1024;
+
+/// The most connections one download opens (`CLIMA_ARTIFACTS_CONNECTIONS` is at most this).
+pub const MAX_CONNECTIONS: usize = 8;
+
+/// Where and how a large download keeps its bytes.
+pub struct Large<'a> {
+    /// The folder the partial file goes in (the depot's `artifacts` folder).
+    pub dir: &'a Dir,
+    /// The partial file's name there (one per artifact, URL and user).
+    pub name: &'a str,
+    /// The artifact, for notices.
+    pub artifact: &'a str,
+    /// The most bytes the download may have (the manifest's `size`): a longer
+    /// `Content-Length` is read as one stream, which the body's size bound stops.
+    pub max_bytes: Option<u64>,
+    /// Called with the bytes the partial file will newly take and the tarball's length
+    /// before anything is allocated; an `Err` (its text) fails the download.
+    pub room: &'a dyn Fn(u64, u64) -> Result<(), String>,
+    /// Whether resumes are told as info notices.
+    pub tell: bool,
+}
+
+/// The key of `url` in partial file names and headers (hex of its SHA-256's first 8 bytes).
+pub fn url_key(url: &str) -> String {
+    hex(&sha2::Sha256::digest(url.as_bytes())[..8])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a partial file's header says.
+#[derive(Debug, Clone, PartialEq)]
+struct Record {
+    length: u64,
+    chunk: u64,
+    validator: String,
+    url: String,
+}
+
+impl Record {
+    fn chunks(&self) -> usize {
+        self.length.div_ceil(self.chunk) as usize
+    }
+    fn data_at(&self) -> u64 {
+        HEADER + (8 * self.chunks() as u64).next_multiple_of(4096)
+    }
+    fn file_len(&self) -> u64 {
+        self.data_at() + self.length
+    }
+    fn start(&self, k: usize) -> u64 {
+        k as u64 * self.chunk
+    }
+    fn len(&self, k: usize) -> u64 {
+        self.chunk.min(self.length - self.start(k))
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = format!(
+            "{FORMAT}\nlength {}\nchunk {}\nvalidator {}\nurl-sha256 {}\n",
+            self.length, self.chunk, self.validator, self.url
+        )
+        .into_bytes();
+        out.resize(HEADER as usize, 0);
+        out
+    }
+
+    /// The header in `bytes`, if it is one this version wrote and its values are sane.
+    fn decode(bytes: &[u8]) -> Option<Record> {
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        let text = std::str::from_utf8(&bytes[..end]).ok()?;
+        let mut lines = text.lines();
+        if lines.next()? != FORMAT {
+            return None;
+        }
+        let mut field = |key: &str| lines.next()?.strip_prefix(key)?.strip_prefix(' ');
+        let length = field("length")?.parse::<u64>().ok()?;
+        let chunk = field("chunk")?.parse::<u64>().ok()?;
+        let validator = field("validator")?.to_owned();
+        let url = field("url-sha256")?.to_owned();
+        let sane = (1..=1 << 50).contains(&length)
+            && (MIN_CHUNK..=MAX_CHUNK).contains(&chunk)
+            && usable_validator(&validator);
+        sane.then_some(Record {
+            length,
+            chunk,
+            validator,
+            url,
+        })
+    }
+}
+
+/// Whether `v` can be kept in a header: short, printable ASCII.
+fn usable_validator(v: &str) -> bool {
+    !v.is_empty() && v.len() <= MAX_VALIDATOR && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
+/// The chunk size of a download of `length` bytes over `connections`: about four chunks per
+/// connection, 256 KiB to 16 MiB, a multiple of 64 KiB.
+fn chunk_for(length: u64, connections: usize) -> u64 {
+    (length / (connections as u64 * 4))
+        .clamp(MIN_CHUNK, MAX_CHUNK)
+        .next_multiple_of(64 * 1024)
+}
+
+/// Why a worker stopped the whole download.
+#[derive(Debug, Clone)]
+enum Failure {
+    /// The file changed on the server (another validator or size): the attempt starts over.
+    Changed(String),
+    /// A request failed for good, or too often.
+    Net(NetError),
+    /// Reading or writing failed.
+    Io(io::ErrorKind, String),
+}
+
+impl Failure {
+    fn to_io(&self) -> io::Error {
+        match self {
+            Failure::Changed(why) => io::Error::other(ResumeRefused(why.clone())),
+            Failure::Net(e) => io::Error::other(e.clone()),
+            Failure::Io(kind, text) => io::Error::new(*kind, text.clone()),
+        }
+    }
+}
+
+struct State {
+    /// Bytes received of each chunk, from its start.
+    done: Vec<u64>,
+    /// Whether a worker is fetching the chunk.
+    taken: Vec<bool>,
+    /// Failures of each chunk in a row without progress.
+    failures: Vec<u32>,
+    /// The first chunk not complete.
+    first: usize,
+    /// One stream from now on (the server does not serve ranges as it said).
+    single: bool,
+    /// The worker that reads that stream.
+    filler: Option<usize>,
+    fatal: Option<Failure>,
+    /// Workers still running.
+    workers: usize,
+}
+
+struct Shared {
+    file: File,
+    dir: Dir,
+    name: String,
+    record: Record,
+    /// The manifest's URL (for errors) and the one that answered, after redirects.
+    url: String,
+    answered: String,
+    agent: ureq::Agent,
+    config: NetConfig,
+    state: Mutex<State>,
+    cond: Condvar,
+    received: AtomicU64,
+    open: AtomicUsize,
+    cancel: AtomicBool,
+    resumed_at: u64,
+}
+
+/// The partial file of a large download, as the caller handles it after the attempt.
+#[derive(Clone)]
+pub struct Kept(Arc<Shared>);
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kept").field("path", &self.path()).finish()
+    }
+}
+
+impl Kept {
+    /// Bytes an earlier attempt had received, reused by this one (`0`: a fresh download).
+    pub fn resumed_at(&self) -> u64 {
+        self.0.resumed_at
+    }
+
+    /// The partial file's path (for messages).
+    pub fn path(&self) -> PathBuf {
+        self.0.dir.path().join(&self.0.name)
+    }
+
+    /// Stops the download's connections and removes the partial file, if its name still
+    /// names it.
+    pub fn remove(&self) {
+        self.0.cancel.store(true, Ordering::Relaxed);
+        self.0.cond.notify_all();
+        let _ = self.0.dir.remove_file_if_same(&self.0.name, &self.0.file);
+    }
+}
+
+/// Bytes received (kept ones included) and connections open, for progress.
+#[derive(Clone)]
+pub(crate) struct Watch(Arc<Shared>);
+
+impl Watch {
+    pub(crate) fn received(&self) -> u64 {
+        self.0.received.load(Ordering::Relaxed)
+    }
+    pub(crate) fn connections(&self) -> usize {
+        self.0.open.load(Ordering::Relaxed)
+    }
+}
+
+/// Removes the partial file `name` of `dir` if it is this user's own regular file; returns
+/// whether it did.
+pub fn remove_kept(dir: &Dir, name: &str) -> bool {
+    match dir.open_file(name) {
+        Ok(Some(f))
+            if f.metadata()
+                .is_ok_and(|m| m.uid() == clima_artifact_fs::euid()) =>
+        {
+            dir.remove_file_if_same(name, &f).unwrap_or(false)
+        }
+        _ => false,
+    }
+}
+
+/// A kept partial file, opened and checked.
+struct Found {
+    file: File,
+    record: Record,
+    done: Vec<u64>,
+    /// Bytes of the file not yet allocated on disk.
+    unallocated: u64,
+}
+
+/// The partial file `large.name`, if one of this user's is there for `url`. `Err` says why
+/// the name cannot be used (something of another user's, a link, a folder): the download then
+/// keeps nothing. A file of this user's that is not a usable partial file is removed.
+fn find_kept(large: &Large<'_>, url: &str) -> Result<Option<Found>, String> {
+    let file = match large.dir.open_file_rw(large.name) {
+        Ok(None) => return Ok(None),
+        Ok(Some(f)) => f,
+        Err(e) => return Err(e.to_string()),
+    };
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    let path = large.dir.path().join(large.name);
+    if meta.uid() != clima_artifact_fs::euid() || meta.nlink() != 1 {
+        return Err(format!(
+            "`{}` belongs to uid {} or has other links",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    let unusable = |why: &str| {
+        notice::warn(&format!(
+            "the kept partial download `{}` {why}; removing it and starting over",
+            path.display()
+        ));
+        let _ = large.dir.remove_file_if_same(large.name, &file);
+        Ok(None)
+    };
+    let mut header = vec![0; HEADER as usize];
+    if file.read_exact_at(&mut header, 0).is_err() {
+        return unusable("is shorter than its header");
+    }
+    let Some(record) = Record::decode(&header) else {
+        return unusable("has no header this version can read");
+    };
+    if record.url != url_key(url) || meta.len() != record.file_len() {
+        return unusable("does not match its header or this URL");
+    }
+    let mut counters = vec![0; 8 * record.chunks()];
+    if file.read_exact_at(&mut counters, HEADER).is_err() {
+        return unusable("cannot be read");
+    }
+    let done: Vec<u64> = counters
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect();
+    if done.iter().enumerate().any(|(k, &d)| d > record.len(k)) {
+        return unusable("has chunk counters past their chunks");
+    }
+    let unallocated = record.file_len().saturating_sub(meta.blocks() * 512);
+    Ok(Some(Found {
+        file,
+        record,
+        done,
+        unallocated,
+    }))
+}
+
+/// Opens `url` like [`open`](crate::source::open), as a large download when it is one: a
+/// kept partial file of an earlier attempt is continued, and a response of at least
+/// [`NetConfig::parallel_min_size`] bytes from a server that serves byte ranges with a
+/// validator is fetched over up to [`NetConfig::connections`] connections into a partial file
+/// (see the [module docs](self)). Anything else is read as one stream, as `open` does.
+pub fn open_large(
+    agent: &ureq::Agent,
+    url: &str,
+    manifest_dir: &std::path::Path,
+    config: &NetConfig,
+    large: &Large<'_>,
+) -> Result<Source, NetError> {
+    let Location::Http(u) = locate(url, manifest_dir) else {
+        return crate::source::open(agent, url, manifest_dir, config);
+    };
+    let found = match find_kept(large, url) {
+        Ok(found) => found,
+        Err(why) => {
+            notice::warn(&format!(
+                "the download of `{}` is not kept for resuming: {why}",
+                large.artifact
+            ));
+            return crate::source::open(agent, url, manifest_dir, config);
+        }
+    };
+    let Some(found) = found else {
+        let (resp, answered, agent) = get_following_redirects(agent, url, &u, config, &[])?;
+        return fresh(url, resp, answered, agent, config, large);
+    };
+    let record = found.record.clone();
+    let first = (0..record.chunks()).find(|&k| found.done[k] < record.len(k));
+    let Some(first) = first else {
+        // Everything was received: only verification is left, no request needed.
+        let via = Via::new(url, url.to_owned(), agent.clone());
+        return start(found, None, via, config, large);
+    };
+    let from = record.start(first) + found.done[first];
+    let to = record.start(first) + record.len(first) - 1;
+    let headers = [
+        ("Range", format!("bytes={from}-{to}")),
+        ("If-Range", record.validator.clone()),
+    ];
+    let (resp, answered, agent) = get_following_redirects(agent, url, &u, config, &headers)?;
+    let status = resp.status().as_u16();
+    let path = large.dir.path().join(large.name);
+    let drop_kept = |why: &str| {
+        notice::warn(&format!(
+            "the partial download `{}` cannot be continued: {why}; starting over",
+            path.display()
+        ));
+        let _ = large.dir.remove_file_if_same(large.name, &found.file);
+    };
+    match status {
+        206 => match content_range(&resp) {
+            Some((a, b, total)) if (a, b, total) == (from, to, record.length) => {
+                let first = First::new(ranged_stream(resp, from), Some(first), false);
+                let via = Via::new(url, answered, agent);
+                start(found, Some(first), via, config, large)
+            }
+            other => {
+                drop_kept(&format!(
+                    "the server answered its range request with {}",
+                    describe_range(other)
+                ));
+                let (resp, answered, agent) =
+                    get_following_redirects(&agent, url, &u, config, &[])?;
+                fresh(url, resp, answered, agent, config, large)
+            }
+        },
+        200 if validator_of(&resp).as_deref() == Some(record.validator.as_str()) => {
+            // The same file, but the range is not served: one stream, skipping kept bytes.
+            let first = First::new(whole_stream(resp), None, true);
+            let via = Via::new(url, answered, agent);
+            start(found, Some(first), via, config, large)
+        }
+        200 => {
+            drop_kept("the file on the server changed since (another ETag or Last-Modified)");
+            fresh(url, resp, answered, agent, config, large)
+        }
+        _ => plain_source(url, resp, answered, agent),
+    }
+}
+
+/// `Content-Range: bytes a-b/total` of `resp`.
+fn content_range(resp: &ureq::http::Response<ureq::Body>) -> Option<(u64, u64, u64)> {
+    let v = crate::source::header(resp, "content-range")?;
+    let (range, total) = v.strip_prefix("bytes ")?.split_once('/')?;
+    let (a, b) = range.split_once('-')?;
+    Some((a.parse().ok()?, b.parse().ok()?, total.parse().ok()?))
+}
+
+fn describe_range(r: Option<(u64, u64, u64)>) -> String {
+    match r {
+        Some((a, b, t)) => format!("`Content-Range: bytes {a}-{b}/{t}`"),
+        None => "no usable Content-Range".to_owned(),
+    }
+}
+
+/// The response to a fresh GET: a large download when it qualifies, else one stream.
+fn fresh(
+    url: &str,
+    resp: ureq::http::Response<ureq::Body>,
+    answered: String,
+    agent: ureq::Agent,
+    config: &NetConfig,
+    large: &Large<'_>,
+) -> Result<Source, NetError> {
+    let length = resp.body().content_length();
+    let validator = validator_of(&resp).filter(|v| usable_validator(v));
+    let qualifies = resp.status().as_u16() == 200
+        && accepts_ranges(&resp)
+        && length.is_some_and(|n| n >= config.parallel_min_size.max(1))
+        && length.is_some_and(|n| large.max_bytes.is_none_or(|max| n <= max));
+    let (Some(length), Some(validator), true) = (length, validator, qualifies) else {
+        return plain_source(url, resp, answered, agent);
+    };
+    let record = Record {
+        length,
+        chunk: chunk_for(length, config.connections.clamp(1, MAX_CONNECTIONS)),
+        validator,
+        url: url_key(url),
+    };
+    (large.room)(record.file_len(), length).map_err(|reason| NetError::Transport {
+        url: url.to_owned(),
+        reason,
+        transient: false,
+    })?;
+    let file = match create_partial(large, &record) {
+        Ok(file) => file,
+        Err(e) => {
+            notice::warn(&format!(
+                "the download of `{}` is not kept for resuming: {e}",
+                large.artifact
+            ));
+            return plain_source(url, resp, answered, agent);
+        }
+    };
+    let found = Found {
+        file,
+        done: vec![0; record.chunks()],
+        record,
+        unallocated: 0,
+    };
+    let first = First::new(whole_stream(resp), Some(0), false);
+    let via = Via::new(url, answered, agent);
+    start(found, Some(first), via, config, large)
+}
+
+/// Creates the partial file of `record` (0600, exclusively), writes its header and allocates
+/// its full size where the filesystem can (so a full disk shows now, not half way).
+fn create_partial(large: &Large<'_>, record: &Record) -> io::Result<File> {
+    let file = large.dir.create_new_rw(large.name, 0o600)?;
+    let path = large.dir.path().join(large.name);
+    let fail = |e: io::Error| {
+        let _ = large.dir.remove_file_if_same(large.name, &file);
+        io::Error::new(e.kind(), format!("`{}`: {e}", path.display()))
+    };
+    let len = record.file_len();
+    // SAFETY: the descriptor is open; fallocate only changes the file's allocation.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL) => {
+                file.set_len(len).map_err(fail)?
+            }
+            _ => return Err(fail(e)),
+        }
+    }
+    file.write_all_at(&record.encode(), 0).map_err(fail)?;
+    Ok(file)
+}
+
+/// Counts an open connection while it lives.
+struct Conn<'a>(&'a AtomicUsize);
+
+impl<'a> Conn<'a> {
+    fn new(open: &'a AtomicUsize) -> Conn<'a> {
+        open.fetch_add(1, Ordering::Relaxed);
+        Conn(open)
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A response body being read, at byte `pos` of the file.
+struct Stream {
+    reader: Box<dyn Read + Send>,
+    pos: u64,
+    /// The whole file from byte 0 (a `200`), not one chunk's range.
+    whole: bool,
+}
+
+fn whole_stream(resp: ureq::http::Response<ureq::Body>) -> Stream {
+    Stream {
+        pos: 0,
+        whole: true,
+        reader: body_reader(resp),
+    }
+}
+
+fn ranged_stream(resp: ureq::http::Response<ureq::Body>, from: u64) -> Stream {
+    Stream {
+        pos: from,
+        whole: false,
+        reader: body_reader(resp),
+    }
+}
+
+fn body_reader(resp: ureq::http::Response<ureq::Body>) -> Box<dyn Read + Send> {
+    let expected = resp.body().content_length();
+    Box::new(CheckedLength {
+        inner: resp.into_body().into_reader(),
+        expected,
+        seen: 0,
+    })
+}
+
+/// Who answered the first request: the manifest's URL, the URL it ended at after redirects,
+/// and the agent that asked it (every later request goes there, the same way).
+struct Via<'a> {
+    url: &'a str,
+    answered: String,
+    agent: ureq::Agent,
+}
+
+/// The first stream of a download: a response body, the chunk it starts in (`None`: the
+/// whole file from byte 0), and whether it is the one stream.
+struct First {
+    stream: Stream,
+    chunk: Option<usize>,
+    single: bool,
+}
+
+impl<'a> Via<'a> {
+    fn new(url: &'a str, answered: String, agent: ureq::Agent) -> Via<'a> {
+        Via {
+            url,
+            answered,
+            agent,
+        }
+    }
+}
+
+impl First {
+    fn new(stream: Stream, chunk: Option<usize>, single: bool) -> First {
+        First {
+            stream,
+            chunk,
+            single,
+        }
+    }
+}
+
+/// Starts the workers of `found` (the first with `first`) and returns the source that reads
+/// the file's complete prefix.
+fn start(
+    found: Found,
+    first: Option<First>,
+    via: Via<'_>,
+    config: &NetConfig,
+    large: &Large<'_>,
+) -> Result<Source, NetError> {
+    let Via {
+        url,
+        answered,
+        agent,
+    } = via;
+    let single = first.as_ref().is_some_and(|f| f.single);
+    let first = first.map(|f| (f.stream, f.chunk));
+    let Found {
+        file,
+        record,
+        done,
+        unallocated,
+    } = found;
+    (large.room)(unallocated, record.length).map_err(|reason| NetError::Transport {
+        url: url.to_owned(),
+        reason,
+        transient: false,
+    })?;
+    let dir = large.dir.try_clone().map_err(|e| NetError::Transport {
+        url: url.to_owned(),
+        reason: format!("cannot keep the download: {e}"),
+        transient: false,
+    })?;
+    let n = record.chunks();
+    let kept: u64 = done.iter().sum();
+    let todo = (0..n).filter(|&k| done[k] < record.len(k)).count();
+    let workers = match single {
+        true => 1,
+        false => config
+            .connections
+            .clamp(1, MAX_CONNECTIONS)
+            .min(todo.max(1)),
+    };
+    let mut taken = vec![false; n];
+    if let Some((_, Some(k))) = &first {
+        taken[*k] = true;
+    }
+    let mut state = State {
+        done,
+        taken,
+        failures: vec![0; n],
+        first: 0,
+        single,
+        filler: single.then_some(0),
+        fatal: None,
+        workers,
+    };
+    advance(&record, &mut state);
+    let shared = Arc::new(Shared {
+        file,
+        dir,
+        name: large.name.to_owned(),
+        record,
+        url: url.to_owned(),
+        answered,
+        agent,
+        config: config.clone(),
+        state: Mutex::new(state),
+        cond: Condvar::new(),
+        received: AtomicU64::new(kept),
+        open: AtomicUsize::new(0),
+        cancel: AtomicBool::new(false),
+        resumed_at: kept,
+    });
+    if kept > 0 && large.tell {
+        notice::info(&format!(
+            "resuming the download of `{}` at {} of {} (kept in `{}` by an earlier attempt)",
+            large.artifact,
+            human_bytes(kept),
+            human_bytes(shared.record.length),
+            shared.dir.path().join(&shared.name).display()
+        ));
+    }
+    let mut first = first;
+    for id in 0..workers {
+        let s = shared.clone();
+        let stream = if id == 0 { first.take() } else { None };
+        let spawned = std::thread::Builder::new()
+            .name(format!("clima-artifacts-conn-{id}"))
+            .spawn(move || s.work(id, stream));
+        if spawned.is_err() {
+            shared.worker_exit(false);
+        }
+    }
+    Ok(Source {
+        reader: Box::new(PartialReader {
+            shared: shared.clone(),
+            pos: 0,
+        }),
+        length: Some(shared.record.length),
+        resume: None,
+        partial: Some(Kept(shared.clone())),
+        watch: Some(Watch(shared)),
+    })
+}
+
+/// Moves `state.first` past the complete chunks.
+fn advance(record: &Record, state: &mut State) {
+    while state.first < state.done.len() && state.done[state.first] == record.len(state.first) {
+        state.first += 1;
+    }
+}
+
+enum Next {
+    Chunk(usize),
+    Whole,
+    Stop,
+}
+
+/// Whether the whole stream at a chunk may write it.
+enum Claim {
+    Mine,
+    Complete,
+    Others,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stopping(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed) || self.state().fatal.is_some()
+    }
+
+    fn fail(&self, failure: Failure) {
+        let changed = matches!(failure, Failure::Changed(_));
+        {
+            let mut st = self.state();
+            if st.fatal.is_none() {
+                st.fatal = Some(failure);
+            }
+        }
+        self.cond.notify_all();
+        if changed {
+            // Bytes of another version of the file are of no use to anyone.
+            let _ = self.dir.remove_file_if_same(&self.name, &self.file);
+        }
+    }
+
+    /// Takes a connection out of the download if others still run (the server limits
+    /// connections); the last one stays.
+    fn retire(&self) -> bool {
+        let mut st = self.state();
+        let others = st.workers > 1;
+        if others {
+            st.workers -= 1;
+        }
+        others
+    }
+
+    /// A worker ends (`retired`: it left by [`Shared::retire`], already uncounted).
+    fn worker_exit(&self, retired: bool) {
+        let mut st = self.state();
+        if !retired {
+            st.workers = st.workers.saturating_sub(1);
+        }
+        if st.workers == 0 && st.first < st.done.len() && st.fatal.is_none() {
+            st.fatal = Some(Failure::Io(
+                io::ErrorKind::ConnectionAborted,
+                "every connection of the download ended before it was complete".to_owned(),
+            ));
+        }
+        drop(st);
+        self.cond.notify_all();
+    }
+
+    /// What worker `id` without a stream does next.
+    fn next_for(&self, id: usize) -> Next {
+        let mut st = self.state();
+        if st.fatal.is_some() || self.cancel.load(Ordering::Relaxed) {
+            return Next::Stop;
+        }
+        if st.single {
+            return match st.filler == Some(id) && st.first < st.done.len() {
+                true => Next::Whole,
+                false => Next::Stop,
+            };
+        }
+        let found =
+            (st.first..st.done.len()).find(|&k| !st.taken[k] && st.done[k] < self.record.len(k));
+        match found {
+            Some(k) => {
+                st.taken[k] = true;
+                Next::Chunk(k)
+            }
+            None => Next::Stop,
+        }
+    }
+
+    /// Gives chunk `k` back after a failure (`progressed`: bytes arrived in this try); an
+    /// error past the limit of failures in a row stops the download. Returns whether to go on.
+    fn give_back(&self, k: usize, progressed: bool, failure: Failure) -> bool {
+        let failures = {
+            let mut st = self.state();
+            st.taken[k] = false;
+            st.failures[k] = if progressed { 0 } else { st.failures[k] + 1 };
+            st.failures[k]
+        };
+        self.cond.notify_all();
+        if failures >= MAX_CHUNK_FAILURES {
+            self.fail(failure);
+            return false;
+        }
+        std::thread::sleep(crate::source::backoff(
+            self.config.resume_pause,
+            failures.max(1),
+        ));
+        true
+    }
+
+    fn work(self: Arc<Self>, id: usize, mut first: Option<(Stream, Option<usize>)>) {
+        let mut buf = vec![0u8; BUF];
+        let mut retired = false;
+        while !self.stopping() {
+            let (stream, held) = match first.take() {
+                Some(x) => x,
+                None => match self.next_for(id) {
+                    Next::Stop => break,
+                    Next::Chunk(k) => match self.request_chunk(id, k) {
+                        Got::Range(stream) => (stream, Some(k)),
+                        Got::Whole(stream) => (stream, None),
+                        Got::Again => continue,
+                        Got::Retire => {
+                            retired = true;
+                            break;
+                        }
+                        Got::Leave => break,
+                    },
+                    Next::Whole => match self.request_whole() {
+                        Some(stream) => (stream, None),
+                        None => continue,
+                    },
+                },
+            };
+            let _conn = Conn::new(&self.open);
+            self.pump(stream, held, &mut buf);
+        }
+        self.worker_exit(retired);
+    }
+
+    /// Asks for the rest of chunk `k` (taken by worker `id`).
+    fn request_chunk(&self, id: usize, k: usize) -> Got {
+        let from = self.record.start(k) + self.state().done[k];
+        let to = self.record.start(k) + self.record.len(k) - 1;
+        let _conn = Conn::new(&self.open);
+        let resp = self
+            .agent
+            .get(&self.answered)
+            .header("Range", format!("bytes={from}-{to}"))
+            .header("If-Range", &self.record.validator)
+            .call();
+        let resp = match resp {
+            Ok(resp) => resp,
+            Err(e) => {
+                let e = transport_at(&self.url, &self.answered, &e, &self.config);
+                match e.is_transient() {
+                    true => drop(self.give_back(k, false, Failure::Net(e))),
+                    false => self.fail(Failure::Net(e)),
+                }
+                return Got::Again;
+            }
+        };
+        let status = resp.status().as_u16();
+        let changed = |why: String| {
+            self.fail(Failure::Changed(format!(
+                "`{}` changed on the server during the download ({why}); starting over",
+                crate::trust::redact_url(&self.url)
+            )));
+            Got::Again
+        };
+        match status {
+            206 => match content_range(&resp) {
+                Some((_, _, total)) if total != self.record.length => changed(format!(
+                    "it is now {total} bytes, not {}",
+                    self.record.length
+                )),
+                Some((a, b, _)) if (a, b) == (from, to) => Got::Range(ranged_stream(resp, from)),
+                other => {
+                    tracing::debug!(
+                        "a range request was answered with {}; one stream from now on",
+                        describe_range(other)
+                    );
+                    self.release(k);
+                    self.go_single(id);
+                    Got::Again
+                }
+            },
+            200 if validator_of(&resp).as_deref() == Some(self.record.validator.as_str()) => {
+                // The server does not serve ranges after all: one stream from now on.
+                self.release(k);
+                match self.go_single(id) {
+                    true => Got::Whole(whole_stream(resp)),
+                    false => Got::Leave,
+                }
+            }
+            200 => changed("its ETag or Last-Modified is not the first response's".into()),
+            416 => changed("the server says the range is past its end".into()),
+            _ => {
+                let e = NetError::HttpStatus {
+                    url: self.url.clone(),
+                    status,
+                };
+                if matches!(status, 429 | 503) && self.retire() {
+                    // The server limits connections: this one closes, the others go on.
+                    tracing::debug!("connection {id} closed: HTTP {status} to a range request");
+                    self.release(k);
+                    return Got::Retire;
+                }
+                match e.is_transient() {
+                    true => drop(self.give_back(k, false, Failure::Net(e))),
+                    false => self.fail(Failure::Net(e)),
+                }
+                Got::Again
+            }
+        }
+    }
+
+    /// A plain GET of the whole file, for one stream: the same validator, or it changed.
+    fn request_whole(&self) -> Option<Stream> {
+        let first = self.state().first;
+        let failed = |f: Failure| {
+            let mut st = self.state();
+            st.failures[first] += 1;
+            let n = st.failures[first];
+            drop(st);
+            if n >= MAX_CHUNK_FAILURES {
+                self.fail(f);
+            } else {
+                std::thread::sleep(crate::source::backoff(self.config.resume_pause, n));
+            }
+            None
+        };
+        let resp = match self.agent.get(&self.answered).call() {
+            Ok(resp) => resp,
+            Err(e) => {
+                let e = transport_at(&self.url, &self.answered, &e, &self.config);
+                return match e.is_transient() {
+                    true => failed(Failure::Net(e)),
+                    false => {
+                        self.fail(Failure::Net(e));
+                        None
+                    }
+                };
+            }
+        };
+        let status = resp.status().as_u16();
+        match status {
+            200 if validator_of(&resp).as_deref() == Some(self.record.validator.as_str())
+                && resp.body().content_length() == Some(self.record.length) =>
+            {
+                Some(whole_stream(resp))
+            }
+            200 => {
+                self.fail(Failure::Changed(format!(
+                    "`{}` changed on the server during the download; starting over",
+                    crate::trust::redact_url(&self.url)
+                )));
+                None
+            }
+            _ => {
+                let e = NetError::HttpStatus {
+                    url: self.url.clone(),
+                    status,
+                };
+                match e.is_transient() {
+                    true => failed(Failure::Net(e)),
+                    false => {
+                        self.fail(Failure::Net(e));
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// Chunk `k` is no longer being fetched (complete, or given back without a failure).
+    fn release(&self, k: usize) {
+        self.state().taken[k] = false;
+        self.cond.notify_all();
+    }
+
+    /// One stream from now on; returns whether worker `id` reads it.
+    fn go_single(&self, id: usize) -> bool {
+        let mut st = self.state();
+        if !st.single {
+            st.single = true;
+            st.filler = Some(id);
+        }
+        st.filler == Some(id)
+    }
+
+    /// Whether the whole stream may write chunk `k`; in one-stream mode waits while another
+    /// connection still fetches it.
+    fn claim(&self, k: usize) -> Claim {
+        let mut st = self.state();
+        loop {
+            if st.done[k] == self.record.len(k) {
+                return Claim::Complete;
+            }
+            if !st.taken[k] {
+                st.taken[k] = true;
+                return Claim::Mine;
+            }
+            if !st.single || st.fatal.is_some() || self.cancel.load(Ordering::Relaxed) {
+                return Claim::Others;
+            }
+            st = self
+                .cond
+                .wait_timeout(st, Duration::from_millis(200))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Writes `bytes` at byte `pos` of the file, in chunk `k`, then the chunk's counter.
+    fn write(&self, k: usize, pos: u64, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(bytes, self.record.data_at() + pos)?;
+        let mut st = self.state();
+        st.done[k] += bytes.len() as u64;
+        self.file
+            .write_all_at(&st.done[k].to_le_bytes(), HEADER + 8 * k as u64)?;
+        self.received
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        if k == st.first {
+            advance(&self.record, &mut st);
+            drop(st);
+            self.cond.notify_all();
+        }
+        Ok(())
+    }
+
+    /// Reads `stream` into the chunks it covers: a range its one chunk (`held`), the whole
+    /// file every chunk it may claim (skipping received bytes). Returns when the stream ends,
+    /// breaks or is of no more use.
+    fn pump(&self, mut stream: Stream, mut held: Option<usize>, buf: &mut [u8]) {
+        let mut progressed = false;
+        loop {
+            if self.stopping() || stream.pos >= self.record.length {
+                break;
+            }
+            let k = (stream.pos / self.record.chunk) as usize;
+            if held != Some(k) {
+                if let Some(h) = held.take() {
+                    self.release(h);
+                }
+                if !stream.whole {
+                    return;
+                }
+                progressed = false;
+                match self.claim(k) {
+                    Claim::Mine => held = Some(k),
+                    Claim::Complete if self.state().single => {
+                        let left = self.record.start(k) + self.record.len(k) - stream.pos;
+                        if let Err(e) = skip(&mut stream, left, buf) {
+                            return self.broken_whole(e);
+                        }
+                        continue;
+                    }
+                    Claim::Complete | Claim::Others => return,
+                }
+            }
+            let Some(k) = held else { return };
+            let want = self.record.start(k) + self.state().done[k];
+            if stream.pos < want {
+                let left = want - stream.pos;
+                if let Err(e) = skip(&mut stream, left, buf) {
+                    self.give_back(k, progressed, Failure::Io(e.kind(), e.to_string()));
+                    return;
+                }
+                continue;
+            }
+            let end = self.record.start(k) + self.record.len(k);
+            let room = (end - stream.pos).min(buf.len() as u64) as usize;
+            match stream.reader.read(&mut buf[..room]) {
+                Ok(0) => {
+                    let e = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "the body ended at byte {} of {}",
+                            stream.pos, self.record.length
+                        ),
+                    );
+                    self.give_back(k, progressed, self.io_failure(&e));
+                    return;
+                }
+                Ok(n) => {
+                    if let Err(e) = self.write(k, stream.pos, &buf[..n]) {
+                        let path = self.dir.path().join(&self.name);
+                        self.fail(Failure::Io(
+                            e.kind(),
+                            format!(
+                                "cannot write the partial download `{}`: {e}",
+                                path.display()
+                            ),
+                        ));
+                        return;
+                    }
+                    stream.pos += n as u64;
+                    progressed = true;
+                    if stream.pos == end {
+                        held = None;
+                        self.release(k);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let failure = self.io_failure(&e);
+                    if crate::source::is_transient_io(&e) {
+                        self.give_back(k, progressed, failure);
+                    } else {
+                        self.release(k);
+                        self.fail(failure);
+                    }
+                    return;
+                }
+            }
+        }
+        if let Some(h) = held {
+            self.release(h);
+        }
+    }
+
+    /// The whole stream broke while skipping received bytes.
+    fn broken_whole(&self, e: io::Error) {
+        let first = self.state().first;
+        let mut st = self.state();
+        st.failures[first] += 1;
+        let n = st.failures[first];
+        drop(st);
+        if n >= MAX_CHUNK_FAILURES || !crate::source::is_transient_io(&e) {
+            self.fail(self.io_failure(&e));
+        }
+    }
+
+    fn io_failure(&self, e: &io::Error) -> Failure {
+        Failure::Io(
+            e.kind(),
+            format!(
+                "`{}`: {}",
+                crate::trust::redact_url(&self.url),
+                crate::source::describe_io(e, &self.config)
+            ),
+        )
+    }
+}
+
+/// What a chunk request gave.
+enum Got {
+    /// The chunk's range.
+    Range(Stream),
+    /// The whole file: this worker reads it as the one stream.
+    Whole(Stream),
+    /// Nothing now; ask again (the chunk was given back, or the download stopped).
+    Again,
+    /// This connection closes, taken out by [`Shared::retire`].
+    Retire,
+    /// This connection closes: another one reads the one stream.
+    Leave,
+}
+
+/// Reads and drops `n` bytes of `stream`.
+fn skip(stream: &mut Stream, n: u64, buf: &mut [u8]) -> io::Result<()> {
+    let mut left = n;
+    while left > 0 {
+        let want = left.min(buf.len() as u64) as usize;
+        match stream.reader.read(&mut buf[..want]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the body ended early",
+                ));
+            }
+            Ok(got) => {
+                left -= got as u64;
+                stream.pos += got as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The file's complete prefix, in order, as the download's body.
+struct PartialReader {
+    shared: Arc<Shared>,
+    pos: u64,
+}
+
+impl Read for PartialReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let s = &self.shared;
+        let length = s.record.length;
+        if buf.is_empty() || self.pos >= length {
+            return Ok(0);
+        }
+        let avail = {
+            let mut st = s.state();
+            loop {
+                if let Some(f) = &st.fatal {
+                    return Err(f.to_io());
+                }
+                let avail = match st.first < st.done.len() {
+                    true => s.record.start(st.first) + st.done[st.first],
+                    false => length,
+                };
+                if avail > self.pos {
+                    break avail;
+                }
+                st = s
+                    .cond
+                    .wait_timeout(st, Duration::from_secs(1))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        };
+        let n = (avail - self.pos).min(buf.len() as u64) as usize;
+        let got = s
+            .file
+            .read_at(&mut buf[..n], s.record.data_at() + self.pos)?;
+        if got == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the partial download `{}` is shorter than its header says",
+                    s.dir.path().join(&s.name).display()
+                ),
+            ));
+        }
+        self.pos += got as u64;
+        Ok(got)
+    }
+}
+
+impl Drop for PartialReader {
+    /// The consumer gave up or finished: the connections stop.
+    fn drop(&mut self) {
+        self.shared.cancel.store(true, Ordering::Relaxed);
+        self.shared.cond.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_and_refuse_what_they_did_not_write() {
+        let r = Record {
+            length: 5 << 20,
+            chunk: MIN_CHUNK,
+            validator: "\"abc-1\"".into(),
+            url: url_key("http://x/y"),
+        };
+        let bytes = r.encode();
+        assert_eq!(bytes.len(), HEADER as usize);
+        assert_eq!(Record::decode(&bytes), Some(r.clone()));
+        assert_eq!(r.chunks(), 20);
+        assert_eq!(r.data_at(), HEADER + 4096);
+        let mut bad = bytes.clone();
+        bad[0] = b'X';
+        assert_eq!(Record::decode(&bad), None);
+        let huge = Record {
+            chunk: 1,
+            ..r.clone()
+        }
+        .encode();
+        assert_eq!(Record::decode(&huge), None, "chunks below the minimum");
+        let ctl = Record {
+            validator: "a\nb".into(),
+            ..r
+        }
+        .encode();
+        assert_eq!(Record::decode(&ctl), None);
+    }
+
+    #[test]
+    fn chunks_are_a_few_per_connection_within_bounds() {
+        assert_eq!(chunk_for(108_000_000, 8), 3_407_872);
+        assert_eq!(chunk_for(1 << 20, 8), MIN_CHUNK);
+        assert_eq!(chunk_for(41 << 30, 8), MAX_CHUNK);
+    }
+}

@@ -1,0 +1,310 @@
+//! Large downloads: several ranged connections feeding the one verification pass, bytes kept
+//! in a partial file that the next process continues, and every way a server can get ranges
+//! wrong ending installed or in a clear error.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clima_artifact_runtime::{Config, Origin, ensure_variant};
+use clima_artifact_tests::{
+    Fault, Served, TestArtifact, config_env, failure_reasons, have_git, partial_entries, served,
+    temp_entries, test_config,
+};
+
+const PATH: &str = "large.tar.gz";
+
+/// A ~4 MB incompressible artifact served at [`PATH`], if git is there to hash it.
+fn case(seed: u64) -> Option<Served> {
+    have_git().then(|| served(TestArtifact::large(seed, 8, 500_000), PATH))
+}
+
+/// Downloads of 1 MiB and more are large, over `connections`.
+fn config(c: &Served, connections: usize) -> Config {
+    Config {
+        connections,
+        parallel_min_size: 1 << 20,
+        ..test_config(std::slice::from_ref(&c.depot))
+    }
+}
+
+fn install(c: &Served, config: &Config) -> Result<std::path::PathBuf, String> {
+    let v = c.art.variant(&[c.server.url(PATH)]);
+    match ensure_variant("large", &v, &c.depot, config) {
+        Ok(got) => {
+            assert!(matches!(got.origin, Origin::Downloaded { .. }));
+            c.art.assert_content(&got.path);
+            Ok(got.path)
+        }
+        Err(e) => Err(failure_reasons(&e)),
+    }
+}
+
+fn assert_clean(depot: &Path) {
+    assert!(temp_entries(depot).is_empty(), "{:?}", temp_entries(depot));
+    assert!(
+        partial_entries(depot).is_empty(),
+        "{:?}",
+        partial_entries(depot)
+    );
+}
+
+#[test]
+fn a_large_download_opens_several_connections_and_installs() {
+    let Some(c) = case(2601) else { return };
+    // Capped streams, so that the connections overlap as they do on a real link.
+    c.server.cap_rate(4_000_000);
+    install(&c, &config(&c, 4)).unwrap();
+    let most = c.server.most_connections(PATH);
+    assert!((2..=4).contains(&most), "connections at once: {most}");
+    assert!(c.server.gets(PATH) > 2, "{} requests", c.server.gets(PATH));
+    let len = c.art.tarball.len() as u64;
+    let sent = c.server.bytes_sent_for(PATH);
+    // Each byte once, plus what the first response pushed before it was closed.
+    assert!(sent < len + len / 4, "{sent} bytes sent for {len}");
+    assert_clean(&c.depot);
+}
+
+#[test]
+fn one_connection_or_a_server_without_ranges_is_exactly_one_request() {
+    let Some(c) = case(2602) else { return };
+    install(&c, &config(&c, 1)).unwrap();
+    assert_eq!(c.server.gets(PATH), 1);
+    assert_eq!(c.server.most_connections(PATH), 1);
+    assert_clean(&c.depot);
+
+    let Some(d) = case(2603) else { return };
+    d.server.ignore_ranges(PATH);
+    install(&d, &config(&d, 8)).unwrap();
+    assert_eq!(d.server.gets(PATH), 1);
+    assert_eq!(d.server.ranges_of(PATH), Vec::<u64>::new());
+    assert_clean(&d.depot);
+}
+
+#[test]
+fn a_file_replaced_between_chunks_is_never_installed_mixed() {
+    let Some(c) = case(2604) else { return };
+    // The same length, other bytes: its chunks would splice silently without a validator.
+    let mut other = c.art.tarball.clone();
+    for b in other.iter_mut().skip(1000) {
+        *b ^= 0x5a;
+    }
+    c.server.cap_rate(4_000_000);
+    // The third request meets the other file, every later one the original again: a
+    // download that took the third answer as a chunk would fail its sha256; one that sees
+    // the change starts over and installs.
+    c.server.fail_next(
+        PATH,
+        [
+            Fault::Pass,
+            Fault::Pass,
+            Fault::Replace(other),
+            Fault::Replace(c.art.tarball.clone()),
+        ],
+    );
+    let out = install_process(&c, &config(&c, 4)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("changed on the server"), "{stderr}");
+    assert!(
+        c.depot
+            .join("artifacts")
+            .join(c.art.tree_hash.to_hex())
+            .is_dir()
+    );
+    assert_clean(&c.depot);
+}
+
+#[test]
+fn range_requests_answered_with_200_or_a_wrong_content_range_get_one_stream() {
+    for (seed, fault) in [(2605, Fault::IgnoreRange), (2606, Fault::WrongRange)] {
+        let Some(c) = case(seed) else { return };
+        c.server.fail_next(PATH, [Fault::Pass]);
+        c.server.always(PATH, fault.clone());
+        install(&c, &config(&c, 4)).unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        let len = c.art.tarball.len() as u64;
+        let sent = c.server.bytes_sent_for(PATH);
+        assert!(sent <= 6 * len, "{fault:?}: {sent} bytes sent for {len}");
+        assert_clean(&c.depot);
+    }
+}
+
+#[test]
+fn short_stalled_and_failing_chunks_are_retried_where_they_stopped() {
+    let Some(c) = case(2607) else { return };
+    let quarter = c.art.tarball.len() / 4;
+    c.server.cap_rate(4_000_000);
+    c.server.fail_next(
+        PATH,
+        [
+            Fault::Pass,
+            Fault::Short {
+                after: quarter + 1000,
+            },
+            Fault::Status(503),
+            Fault::Stall {
+                after: 2 * quarter + 5000,
+            },
+            Fault::Status(500),
+            Fault::Reset {
+                after: 3 * quarter + 7,
+            },
+        ],
+    );
+    let started = Instant::now();
+    install(&c, &config(&c, 4)).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_clean(&c.depot);
+}
+
+#[test]
+fn chunks_that_keep_failing_end_in_a_clear_error_within_the_bounds() {
+    let Some(c) = case(2608) else { return };
+    c.server.fail_next(PATH, [Fault::Pass]);
+    c.server.always(PATH, Fault::Status(500));
+    let started = Instant::now();
+    let e = install(&c, &config(&c, 4)).unwrap_err();
+    assert!(e.contains("HTTP 500"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    // What was received stays for a later attempt (the failure may pass), bounded by the
+    // tarball's size.
+    assert!(temp_entries(&c.depot).is_empty());
+    let gets = c.server.gets(PATH);
+    assert!(gets < 120, "{gets} requests");
+}
+
+/// `install_one` of the case's artifact in a process of its own.
+fn install_process(c: &Served, config: &Config) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_install_one"));
+    cmd.args([
+        "variant",
+        "large",
+        &c.art.tree_hash.to_hex(),
+        &c.art.sha256.to_hex(),
+    ])
+    .arg(c.server.url(PATH))
+    .envs(config_env(config))
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    cmd
+}
+
+/// Starts an install in a process, capped at 1 MB/s per connection, and kills it (-9) once
+/// the server sent half of the tarball. Returns the bytes sent by then.
+fn kill_at_half(c: &Served, config: &Config) -> u64 {
+    let half = c.art.tarball.len() as u64 / 2;
+    c.server.cap_rate(1_000_000);
+    let mut child = install_process(c, config).spawn().unwrap();
+    let started = Instant::now();
+    while c.server.bytes_sent_for(PATH) < half {
+        assert!(started.elapsed() < Duration::from_secs(30), "no progress");
+        assert!(child.try_wait().unwrap().is_none(), "finished too early");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    c.server.cap_rate(0);
+    std::thread::sleep(Duration::from_millis(100));
+    c.server.bytes_sent_for(PATH)
+}
+
+#[test]
+fn a_download_killed_half_way_continues_in_the_next_process() {
+    let Some(c) = case(2609) else { return };
+    let config = config(&c, 4);
+    let len = c.art.tarball.len() as u64;
+    let before = kill_at_half(&c, &config);
+    assert_eq!(
+        partial_entries(&c.depot).len(),
+        1,
+        "the received bytes are kept"
+    );
+    let out = install_process(&c, &config).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = c.server.bytes_sent_for(PATH) - before;
+    assert!(
+        again < len * 3 / 4,
+        "the rerun sent {again} of {len} bytes (the first run {before})"
+    );
+    assert!(
+        before + again < len * 13 / 10,
+        "{} bytes in all for {len}",
+        before + again
+    );
+    c.art
+        .assert_content(&c.depot.join("artifacts").join(c.art.tree_hash.to_hex()));
+    assert_clean(&c.depot);
+}
+
+#[test]
+fn a_corrupted_kept_prefix_is_detected_deleted_and_refetched() {
+    let Some(c) = case(2610) else { return };
+    let config = config(&c, 4);
+    let len = c.art.tarball.len() as u64;
+    let before = kill_at_half(&c, &config);
+    let names = partial_entries(&c.depot);
+    assert_eq!(names.len(), 1);
+    // A byte of the kept tarball's start flipped (the data follows the header and counters).
+    let partial = c.depot.join("artifacts").join(&names[0]);
+    let mut bytes = std::fs::read(&partial).unwrap();
+    let data_at = bytes.len() - len as usize;
+    bytes[data_at + 100] ^= 0xff;
+    std::fs::write(&partial, &bytes).unwrap();
+    let out = install_process(&c, &config).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("failed verification"), "{stderr}");
+    assert!(stderr.contains("starts over"), "{stderr}");
+    let again = c.server.bytes_sent_for(PATH) - before;
+    assert!(again >= len, "refetched whole: {again} of {len}");
+    assert_clean(&c.depot);
+}
+
+#[test]
+fn partial_downloads_nobody_continued_for_a_week_are_reclaimed() {
+    let Some(c) = case(2611) else { return };
+    let config = config(&c, 4);
+    kill_at_half(&c, &config);
+    let names = partial_entries(&c.depot);
+    assert_eq!(names.len(), 1);
+    let path = c.depot.join("artifacts").join(&names[0]);
+    // Young: kept for the next attempt.
+    clima_artifact_runtime::depot::reclaim_stale_temp_dirs(&c.depot);
+    assert!(path.exists());
+    // Eight days without a byte: reclaimed.
+    let old = std::time::SystemTime::now() - Duration::from_secs(8 * 24 * 3600);
+    let f = std::fs::File::options().write(true).open(&path).unwrap();
+    f.set_modified(old).unwrap();
+    drop(f);
+    // What `gc` runs (the next install in the depot runs the same check).
+    assert_eq!(
+        clima_artifact_runtime::depot::reclaim_stale_partials(&c.depot),
+        1
+    );
+    assert!(!path.exists(), "{} is still there", path.display());
+}
+
+#[test]
+fn a_symlink_planted_at_the_partial_name_is_never_written_through() {
+    let Some(c) = case(2612) else { return };
+    let config = config(&c, 4);
+    let victim = c.dir.path().join("victim.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    let name = clima_artifact_runtime::depot::partial_name(&c.art.tree_hash, &c.server.url(PATH));
+    let artifacts = c.depot.join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    std::os::unix::fs::symlink(&victim, artifacts.join(&name)).unwrap();
+    install(&c, &config).unwrap();
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(
+        std::fs::symlink_metadata(artifacts.join(&name))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the planted link is left alone, not removed"
+    );
+}
