@@ -176,6 +176,8 @@ def main():
         "# that script, not this file. Download sources are paths relative to this file's folder",
         "# (an extension Julia does not read), so the example installs offline from the tarballs",
         "# checked in under data/ through the real download -> verify -> extract pipeline.",
+        "# Entries with a `recipe` key were made by `clima-artifacts create --recipe` from",
+        "# artifacts/<name>/; the script keeps them as they are.",
         "",
     ]
 
@@ -194,8 +196,20 @@ def main():
             lines += ["", f"    [[{name}.download]]", f"    url = {q(url)}",
                       f"    sha256 = {q(sha)}", f"    size = {size}"]
         lines.append("")
-    with open(os.path.join(EXAMPLE, "Artifacts.toml"), "w") as f:
-        f.write("\n".join(lines))
+    # Entries made from recipes (`clima-artifacts create --recipe`, e.g. surface-albedo) are
+    # not generated here: keep them as they are.
+    manifest = os.path.join(EXAMPLE, "Artifacts.toml")
+    ours = {name for name, *_ in entries}
+    kept = []
+    if os.path.exists(manifest):
+        keep = False
+        for line in open(manifest).read().splitlines():
+            if line.startswith("[") and not line.startswith("[["):
+                keep = line.strip("[]").strip('"') not in ours
+            if keep:
+                kept.append(line)
+    with open(manifest, "w") as f:
+        f.write("\n".join(lines + kept) + ("\n" if kept else ""))
     for name, tree, *_ in entries:
         print(f"{name}: {tree}")
 

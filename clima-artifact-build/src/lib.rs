@@ -19,7 +19,10 @@
 //!   and the crate recompile, on every `cargo build`;
 //! - prints `cargo:rerun-if-env-changed=` for the variables that change its output
 //!   ([`WATCHED_ENV_VARS`]);
-//! - prints every finding of [`clima_artifact_manifest::validate()`] as `cargo:warning=`;
+//! - prints every finding of [`clima_artifact_manifest::validate()`] as `cargo:warning=`, plus
+//!   the recipe checks: a downloadable artifact with neither a `recipe` nor a `source` key (how
+//!   can its data be made again?), and a `recipe` key naming a folder without an executable
+//!   `recipe` and a `README.md` ([`Validated::recipes`] lists the artifacts that have one);
 //! - on errors prints each one (`file:line:col: artifact `x`: ...`) as `cargo:warning=` and fails
 //!   the build (a build script fails by panicking or exiting non-zero).
 //!
@@ -116,6 +119,9 @@ pub struct Validated {
     pub warnings: Vec<Warning>,
     /// The constants file written, if [`Builder::constants`] was set.
     pub constants: Option<PathBuf>,
+    /// The artifacts with a `recipe` key, in file order: name and recipe folder (the key
+    /// resolved against the manifest's folder).
+    pub recipes: Vec<(String, PathBuf)>,
 }
 
 /// Options for validation; [`validate`] is `Builder::new().run_or_panic()`.
@@ -259,7 +265,8 @@ impl Builder {
             .overrides_file
             .clone()
             .unwrap_or_else(|| overrides_file_from(env));
-        let warnings = validate_with(&manifest, &overrides_file);
+        let mut warnings = validate_with(&manifest, &overrides_file);
+        let recipes = check_recipes(&manifest, &path, &mut warnings);
         for w in &warnings {
             let line = w.line.map(|l| format!(":{l}")).unwrap_or_default();
             let artifact = w
@@ -304,8 +311,74 @@ impl Builder {
             manifest,
             warnings,
             constants,
+            recipes,
         })
     }
+}
+
+/// The manifest key naming an artifact's recipe folder (relative to the manifest's folder).
+pub const RECIPE_KEY: &str = clima_artifact_manifest::metadata::RECIPE;
+
+/// The artifacts with a recipe, and warnings for downloadable artifacts with neither a recipe
+/// nor a `source`, and for recipe folders without their `recipe` or `README.md`.
+fn check_recipes(
+    manifest: &Manifest,
+    path: &Path,
+    warnings: &mut Vec<Warning>,
+) -> Vec<(String, PathBuf)> {
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut recipes = Vec::new();
+    for (name, entry) in manifest.artifacts() {
+        let variants = match entry {
+            ArtifactEntry::Single(v) => std::slice::from_ref(v),
+            ArtifactEntry::PlatformSpecific(vs) => vs.as_slice(),
+        };
+        for v in variants {
+            let mut warn = |message: String| {
+                warnings.push(Warning {
+                    line: Some(v.line),
+                    artifact: Some(name.clone()),
+                    message,
+                })
+            };
+            let Some(key) = v.metadata.get(RECIPE_KEY) else {
+                if !v.downloads.is_empty()
+                    && !v
+                        .metadata
+                        .contains_key(clima_artifact_manifest::metadata::SOURCE)
+                {
+                    warn(format!(
+                        "has a download but neither a `{RECIPE_KEY}` nor a `source` key, so \
+                         nothing says how its data can be made again: add `source = \"<URL of \
+                         the original data>\"`, or a recipe (`clima-artifacts new {name}`, then \
+                         `clima-artifacts create --recipe artifacts/{name}`)"
+                    ));
+                }
+                continue;
+            };
+            let dir = base.join(key);
+            let missing: Vec<&str> = ["recipe", "README.md"]
+                .into_iter()
+                .filter(|f| !dir.join(f).is_file())
+                .collect();
+            if !missing.is_empty() {
+                warn(format!(
+                    "its `{RECIPE_KEY} = \"{key}\"` names `{}`, which has no {}: restore it, or \
+                     fix the key (`clima-artifacts new {name}` writes templates)",
+                    dir.display(),
+                    missing
+                        .iter()
+                        .map(|f| format!("`{f}`"))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ));
+            }
+            if !recipes.iter().any(|(n, _)| n == name) {
+                recipes.push((name.clone(), dir));
+            }
+        }
+    }
+    recipes
 }
 
 /// Prints errors as warnings (cargo shows those even when the script then fails) and wraps them.
@@ -373,6 +446,13 @@ pub fn generate_constants(manifest: &Manifest) -> String {
                 s.push_str(&format!(
                     "        /// Whether it is installed only on first use.\n        pub const LAZY: bool = {};\n",
                     v.lazy
+                ));
+                s.push_str(&format!(
+                    "        /// Its recipe folder, relative to the manifest (`recipe` key).\n        pub const RECIPE: Option<&str> = {};\n",
+                    match v.metadata.get(RECIPE_KEY) {
+                        Some(r) => format!("Some({r:?})"),
+                        None => "None".to_owned(),
+                    }
                 ));
             }
             ArtifactEntry::PlatformSpecific(vs) => {

@@ -27,6 +27,7 @@ fn run(builder: &Builder, vars: &[(&str, String)]) -> (Result<Validated, BuildEr
 fn good_manifest() -> String {
     format!(
         "[era5]\ngit-tree-sha1 = \"{H1}\"\nlicense = \"CC-BY-4.0\"\ncitation = \"Hersbach 2020\"\n\
+         source = \"https://cds.climate.copernicus.eu\"\n\
          [[era5.download]]\nurl = \"https://x/era5.tar.gz\"\nsha256 = \"{S1}\"\n"
     )
 }
@@ -274,6 +275,79 @@ fn writes_constants_into_out_dir() {
             .unwrap_err()
             .to_string()
             .contains("OUT_DIR is not set")
+    );
+}
+
+#[test]
+fn recipes_are_listed_and_downloads_without_recipe_or_source_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let entry = |name: &str, extra: &str| {
+        format!(
+            "[{name}]\ngit-tree-sha1 = \"{H1}\"\nlicense = \"CC0-1.0\"\ncitation = \"x\"\n{extra}\
+             [[{name}.download]]\nurl = \"https://x/{name}.tar.gz\"\nsha256 = \"{S1}\"\n"
+        )
+    };
+    let text = [
+        entry("made", "recipe = \"artifacts/made\"\n"),
+        entry("broken-recipe", "recipe = \"artifacts/gone\"\n"),
+        entry("sourced", "source = \"https://origin\"\n"),
+        entry("unexplained", ""),
+    ]
+    .concat();
+    std::fs::write(dir.path().join("Artifacts.toml"), text).unwrap();
+    let made = dir.path().join("artifacts/made");
+    std::fs::create_dir_all(&made).unwrap();
+    std::fs::write(made.join("recipe"), "#!/bin/sh\n").unwrap();
+    std::fs::write(made.join("README.md"), "# made\n").unwrap();
+    let (result, lines) = run(&Builder::new(), &[dir_var(dir.path())]);
+    let v = result.unwrap();
+    let names: Vec<&str> = v.recipes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["made", "broken-recipe"]);
+    assert_eq!(v.recipes[0].1, made);
+    let about = |name: &str| {
+        v.warnings
+            .iter()
+            .filter(|w| w.artifact.as_deref() == Some(name))
+            .map(|w| w.message.clone())
+            .collect::<Vec<_>>()
+    };
+    assert!(about("made").is_empty(), "{:?}", about("made"));
+    assert!(about("sourced").is_empty(), "{:?}", about("sourced"));
+    let broken = about("broken-recipe");
+    assert!(
+        broken.len() == 1 && broken[0].contains("which has no `recipe` or `README.md`"),
+        "{broken:?}"
+    );
+    let unexplained = about("unexplained");
+    assert!(
+        unexplained.len() == 1
+            && unexplained[0].contains("neither a `recipe` nor a `source` key")
+            && unexplained[0].contains("clima-artifacts new unexplained"),
+        "{unexplained:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("cargo:warning=") && l.contains("artifact `unexplained`")),
+        "{lines:?}"
+    );
+
+    let out_dir = tempfile::tempdir().unwrap();
+    let (result, _) = run(
+        &Builder::new().constants("artifacts.rs"),
+        &[
+            dir_var(dir.path()),
+            ("OUT_DIR", out_dir.path().display().to_string()),
+        ],
+    );
+    let code = std::fs::read_to_string(result.unwrap().constants.unwrap()).unwrap();
+    assert!(
+        code.contains("pub const RECIPE: Option<&str> = Some(\"artifacts/made\");"),
+        "{code}"
+    );
+    assert!(
+        code.contains("pub const RECIPE: Option<&str> = None;"),
+        "{code}"
     );
 }
 

@@ -15,6 +15,8 @@
 //! | `bibtex` | a raw BibTeX entry |
 //! | `source` | URL of the original data |
 //! | `maintainer` | who to contact about this artifact |
+//!
+//! `recipe` ([`RECIPE`]) names the folder of the recipe that makes the artifact's content.
 
 /// One line saying what the dataset is.
 pub const DESCRIPTION: &str = "description";
@@ -34,6 +36,13 @@ pub const BIBTEX: &str = "bibtex";
 pub const SOURCE: &str = "source";
 /// Who to contact about this artifact.
 pub const MAINTAINER: &str = "maintainer";
+
+/// Where the artifact's recipe folder is, relative to the manifest's folder (`artifacts/<name>`:
+/// an executable `recipe` and a `README.md`; see `clima-artifacts create --recipe`). Not in
+/// [`KEYS`]: it says how to make the data again, not what to cite, and like any other extra
+/// key it belongs in `[name]` entries only (Julia reads extra keys of `[[name]]` entries as
+/// platform tags).
+pub const RECIPE: &str = "recipe";
 
 /// Every recognised provenance key, in the order reports show them.
 pub const KEYS: [&str; 9] = [

@@ -6,12 +6,14 @@
 //! | module | what |
 //! |---|---|
 //! | [`record`] | [`ArtifactRecord`]: one accessed artifact (origin, accesses, call sites, ranks, metadata), merged across ranks ([`merge_records`]) |
+//! | [`readme`] | the sections of a recipe's README.md ([`readme::SECTIONS`]) and its citation section |
 //! | [`report`] | [`Report`]: the records plus the declared artifacts a run did not use; JSON ([`report::SCHEMA`], `docs/report-schema.md`), Markdown, BibTeX; the three files written atomically |
 //!
 //! The runtime (`clima-artifact-runtime`) records accesses in its process-wide access log and
 //! re-exports both modules' types (`access_log::ArtifactRecord`, `report::Report`, ...); a
 //! tool that only reads and renders reports (the CLI's `report`) needs this crate alone.
 
+pub mod readme;
 pub mod record;
 pub mod report;
 

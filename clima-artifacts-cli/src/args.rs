@@ -37,8 +37,13 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Make an artifact from a folder: tree hash, deterministic .tar.gz, sha256, manifest entry.
+    /// Make an artifact from a folder (or a recipe's output): tree hash, deterministic .tar.gz,
+    /// sha256, manifest entry.
     Create(CreateArgs),
+    /// Scaffold `artifacts/NAME/` next to the manifest: a recipe template and a README template.
+    New(NewArgs),
+    /// Run artifacts' recipes into a temp folder and compare the result with the pinned content.
+    Reproduce(ReproduceArgs),
     /// Print the git tree hash of a folder (the artifact's `git-tree-sha1`).
     Hash(HashArgs),
     /// Install artifacts ahead of time (e.g. on a login node before an offline job).
@@ -96,11 +101,19 @@ pub struct ManifestArg {
 #[command(after_help = EXIT_CODES)]
 pub struct CreateArgs {
     /// The folder holding the artifact's content (asked for with --guided if omitted).
-    #[arg(value_name = "DIR", required_unless_present = "guided")]
+    #[arg(value_name = "DIR", required_unless_present_any = ["guided", "recipe"], conflicts_with = "recipe")]
     pub dir: Option<PathBuf>,
-    /// Artifact name in the manifest.
-    #[arg(long, short = 'n', required_unless_present = "guided")]
+    /// Artifact name in the manifest (default with --recipe: the recipe folder's name).
+    #[arg(long, short = 'n', required_unless_present_any = ["guided", "recipe"])]
     pub name: Option<String>,
+    /// Make the content by running the recipe of this folder (`artifacts/<name>`, inside the
+    /// manifest's folder): its output plus its README.md, recorded as `recipe = "..."`.
+    #[arg(long, value_name = "FOLDER", conflicts_with_all = ["guided", "external"])]
+    pub recipe: Option<PathBuf>,
+    /// With --recipe: kill the recipe (its whole process group) after this long: `90s`, `30m`,
+    /// `2h` (default: no limit).
+    #[arg(long, value_name = "DURATION", requires = "recipe", value_parser = parse_delay)]
+    pub timeout: Option<std::time::Duration>,
     /// The Artifacts.toml to add the entry to (created if missing).
     #[arg(
         long,
@@ -137,6 +150,42 @@ pub struct CreateArgs {
     /// DOI of the dataset or its paper, e.g. 10.5194/essd-13-4349-2021.
     #[arg(long)]
     pub doi: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `new`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct NewArgs {
+    /// Name of the artifact (and of its folder `artifacts/NAME`, made next to the manifest; with
+    /// no manifest found, in the current folder).
+    pub name: String,
+    #[command(flatten)]
+    pub manifest: ManifestArg,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `reproduce`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["names", "all"])))]
+pub struct ReproduceArgs {
+    /// Artifacts whose recipe to run.
+    #[arg(value_name = "NAMES", conflicts_with = "all")]
+    pub names: Vec<String>,
+    /// Every artifact of the manifest that has a `recipe` key.
+    #[arg(long)]
+    pub all: bool,
+    /// Kill a recipe (its whole process group) after this long: `90s`, `30m`, `2h` (default:
+    /// no limit).
+    #[arg(long, value_name = "DURATION", value_parser = parse_delay)]
+    pub timeout: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub manifest: ManifestArg,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,

@@ -3,6 +3,9 @@
 //!
 //! ```text
 //! clima-artifacts create DIR --name N --manifest Artifacts.toml [--url URL] [--external] [--guided]
+//! clima-artifacts create --recipe artifacts/NAME --manifest Artifacts.toml [--url URL] [--timeout 30m]
+//! clima-artifacts new NAME [--manifest PATH]
+//! clima-artifacts reproduce [NAMES...|--all] [--manifest PATH] [--timeout 30m]
 //! clima-artifacts hash DIR
 //! clima-artifacts fetch [NAMES...|--all [--include-lazy]] [--manifest PATH]
 //! clima-artifacts verify [NAMES...|--all] [--manifest PATH]
@@ -21,8 +24,10 @@
 //! - `2`: bad usage or bad input: unknown flags or artifact names, a missing or malformed manifest,
 //!   a path that does not exist (clap's own usage errors use 2 as well).
 //!
+//! `reproduce` exits 1 when a recipe fails, times out, or makes content other than the pinned one.
+//!
 //! Module map: [`args`] (syntax), [`cmd`] (one module per subcommand), [`tarball`] (deterministic
-//! `.tar.gz`), [`manifest_edit`] and [`overrides_edit`] (format-preserving TOML edits), [`depots`]
+//! `.tar.gz`), [`recipe`] (running `artifacts/<name>/recipe`), [`manifest_edit`] and [`overrides_edit`] (format-preserving TOML edits), [`depots`]
 //! (depot queries), [`progress`] (bars on a terminal), [`error`] (exit codes).
 
 use std::process::ExitCode;
@@ -36,6 +41,7 @@ mod error;
 mod manifest_edit;
 mod overrides_edit;
 mod progress;
+mod recipe;
 mod tarball;
 
 fn main() -> ExitCode {

@@ -624,7 +624,17 @@ fn bad_arguments_give_clear_messages_and_nonzero_exits() {
         .code(2)
         .stderr(predicate::str::contains("invalid artifact name"));
     for sub in [
-        "create", "hash", "fetch", "verify", "list", "status", "gc", "report", "override",
+        "create",
+        "new",
+        "reproduce",
+        "hash",
+        "fetch",
+        "verify",
+        "list",
+        "status",
+        "gc",
+        "report",
+        "override",
     ] {
         sb.cli()
             .args([sub, "--help"])

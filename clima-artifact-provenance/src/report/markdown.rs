@@ -6,6 +6,7 @@ use clima_artifact_fs::human_bytes;
 use clima_artifact_manifest::metadata as keys;
 
 use super::{Report, bibtex, doi_url, meta, one_line};
+use crate::readme::{CITATION_SECTION, README_CITATION_KEY, RECIPE_KEY};
 use crate::record::{ArtifactRecord, RecordedOrigin};
 
 /// Shown in table cells for a metadata key the manifest entry does not have.
@@ -18,6 +19,7 @@ pub(super) fn render(report: &Report) -> String {
     datasets(&mut out, report);
     acknowledgements(&mut out, report);
     references(&mut out, report);
+    recipes(&mut out, report);
     missing_metadata(&mut out, report);
     access_details(&mut out, report);
     declared_not_accessed(&mut out, report);
@@ -212,6 +214,43 @@ fn references(out: &mut String, report: &Report) {
     } else if !any {
         let _ = writeln!(out, "No dataset was accessed.\n");
     }
+}
+
+/// Where the datasets made by a recipe can be made again from, with their README's citation
+/// section (recorded by the runtime as [`README_CITATION_KEY`]); nothing without recipes.
+fn recipes(out: &mut String, report: &Report) {
+    let with: Vec<(&ArtifactRecord, &str)> = report
+        .artifacts
+        .iter()
+        .filter_map(|r| meta(&r.metadata, RECIPE_KEY).map(|k| (r, k)))
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "## Recipes\n");
+    let _ = writeln!(
+        out,
+        "These datasets can be made again by running their recipe (`clima-artifacts reproduce`); \
+         recipe folders are relative to their manifest's folder:\n"
+    );
+    for (record, key) in with {
+        let mut line = format!(
+            "- {}: {} (manifest {}).",
+            code(&record.name),
+            code(key),
+            code(&record.manifest)
+        );
+        if let Some(text) = meta(&record.metadata, README_CITATION_KEY) {
+            let _ = write!(
+                line,
+                " Its README's \"{}\" section: {}",
+                CITATION_SECTION.name,
+                with_final_period(&one_line(text))
+            );
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out.push('\n');
 }
 
 /// The metadata a complete entry should have; a reference may be any of citation, doi, bibtex.

@@ -10,7 +10,7 @@ use crate::args::CreateArgs;
 use crate::cmd::{self, existing_dir, invalid_name};
 use crate::error::{CliError, CliResult};
 use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, upsert_entry};
-use crate::{depots, progress, tarball};
+use crate::{depots, progress, recipe, tarball};
 
 /// Everything `create` needs, from flags or from the guided prompts.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +33,8 @@ pub struct Plan {
     pub metadata: Vec<(&'static str, String)>,
     /// JSON output.
     pub json: bool,
+    /// The `recipe` key to record (the content folder is then the recipe's output).
+    pub recipe: Option<String>,
 }
 
 /// Metadata keys from the flags, in the order they are written.
@@ -55,6 +57,9 @@ pub fn metadata_from(
 
 /// Entry point of `create`.
 pub fn run(args: CreateArgs) -> CliResult {
+    if let Some(folder) = args.recipe.clone() {
+        return run_recipe(&folder, args);
+    }
     let plan = if args.guided {
         let stdin = std::io::stdin();
         let mut input = stdin.lock();
@@ -73,9 +78,57 @@ pub fn run(args: CreateArgs) -> CliResult {
             external: args.external,
             metadata: metadata_from(args.description, args.license, args.citation, args.doi),
             json: args.json,
+            recipe: None,
         }
     };
     execute(&plan)
+}
+
+/// `create --recipe FOLDER`: runs the recipe into a temp folder, adds its README, and creates
+/// the artifact from that folder, recording `recipe = "<folder relative to the manifest>"`.
+fn run_recipe(folder: &Path, args: CreateArgs) -> CliResult {
+    let name = match args.name {
+        Some(n) => n,
+        None => folder
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| {
+                CliError::usage(format!(
+                    "cannot tell the artifact's name from `{}`; pass --name",
+                    folder.display()
+                ))
+            })?,
+    };
+    check_name(&name)?;
+    let manifest = args
+        .manifest
+        .ok_or_else(|| CliError::usage("--recipe needs --manifest PATH"))?;
+    let recipe = recipe::from_folder(folder, &manifest, &name)?;
+    let output = recipe::run(&recipe, args.timeout)?;
+    let mut metadata = metadata_from(args.description, args.license, args.citation, args.doi);
+    metadata.push((recipe::RECIPE_KEY, recipe.key.clone()));
+    execute(&Plan {
+        dir: output.dir.clone(),
+        name,
+        manifest,
+        url: args.url,
+        tarball_out: args.tarball_out,
+        lazy: args.lazy,
+        external: false,
+        metadata,
+        json: args.json,
+        recipe: Some(recipe.key),
+    })
+}
+
+/// Refuses a name that cannot be an artifact name.
+fn check_name(name: &str) -> CliResult {
+    match invalid_name(name) {
+        Some(why) => Err(CliError::usage(format!(
+            "invalid artifact name `{name}`: {why}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The JSON output of `create`.
@@ -93,17 +146,14 @@ struct Created {
     /// Download URLs of the entry after the edit.
     downloads: Vec<String>,
     overrides_line: Option<String>,
+    /// The recorded `recipe` key (with --recipe).
+    recipe: Option<String>,
 }
 
 /// Does the work described by `plan`.
 // Long: the steps of `create` in order (hash, archive, manifest entry), each a few lines.
 pub fn execute(plan: &Plan) -> CliResult {
-    if let Some(why) = invalid_name(&plan.name) {
-        return Err(CliError::usage(format!(
-            "invalid artifact name `{}`: {why}",
-            plan.name
-        )));
-    }
+    check_name(&plan.name)?;
     let dir = existing_dir(&plan.dir, "artifact folder")?;
     let hash = cmd::hash_dir(&dir)?;
 
@@ -119,6 +169,7 @@ pub fn execute(plan: &Plan) -> CliResult {
         manifest_change: EditOutcome::Added,
         downloads: Vec::new(),
         overrides_line: None,
+        recipe: plan.recipe.clone(),
     };
     let mut download = None;
     if !plan.external {
@@ -258,6 +309,9 @@ fn print_summary(c: &Created, dir: &Path) {
         println!("  sha256         {sha}");
     }
     println!("  manifest       {} ({action})", c.manifest.display());
+    if let Some(r) = &c.recipe {
+        println!("  recipe         {r} (README.md included)");
+    }
     if let Some(line) = &c.overrides_line {
         println!();
         println!(

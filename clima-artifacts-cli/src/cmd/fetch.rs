@@ -31,13 +31,7 @@ struct Fetched {
 pub fn run(args: FetchArgs) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
     let jobs = jobs(&manifest, &args)?;
-    let mut config = depots::config()?;
-    // An explicit fetch is how a user says "yes, download it": no size limit here
-    // (CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE limits what a model downloads on first use).
-    config.max_download_size = None;
-    // On a terminal the runtime's download bars become lines of this display, next to one
-    // status line per artifact; in a log, plain lines; with --json, warnings only.
-    config.progress = progress::report_to_user(args.json);
+    let config = install_config(args.json)?;
     let multi = progress::multi();
 
     let queue = Mutex::new(jobs.iter().enumerate());
@@ -97,6 +91,19 @@ pub fn run(args: FetchArgs) -> CliResult {
             .collect::<Vec<_>>()
             .join("\n")
     )))
+}
+
+/// The runtime configuration of an explicit install (`fetch`, and `reproduce` getting the
+/// pinned content to compare with): `quiet` is `--json`.
+pub fn install_config(quiet: bool) -> CliResult<clima_artifact_runtime::Config> {
+    let mut config = depots::config()?;
+    // An explicit fetch is how a user says "yes, download it": no size limit here
+    // (CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE limits what a model downloads on first use).
+    config.max_download_size = None;
+    // On a terminal the runtime's download bars become lines of this display, next to one
+    // status line per artifact; in a log, plain lines; with --json, warnings only.
+    config.progress = progress::report_to_user(quiet);
+    Ok(config)
 }
 
 /// The artifacts to fetch, each with its variant for the platform: the names given, or with

@@ -218,6 +218,7 @@ pub fn ask(args: CreateArgs, input: &mut dyn BufRead, output: &mut dyn Write) ->
         external,
         metadata: metadata_from(description, license, citation, doi),
         json: args.json,
+        recipe: None,
     };
     p.say("")?;
     p.say(&format!("  folder    {}", plan.dir.display()))?;

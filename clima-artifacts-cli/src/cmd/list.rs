@@ -41,6 +41,8 @@ struct Status {
     declared_size: Option<u64>,
     /// Why the entry cannot be read (file:line:col), if it is broken; listed, not fatal.
     error: Option<String>,
+    /// The entry's `recipe` key: its recipe folder, relative to the manifest.
+    recipe: Option<String>,
 }
 
 /// Entry point of `list` / `status`.
@@ -70,6 +72,7 @@ pub fn run(args: ListArgs) -> CliResult {
                 s.lazy = v.lazy;
                 s.downloadable = !v.downloads.is_empty();
                 s.declared_size = v.downloads.iter().find_map(|d| d.size);
+                s.recipe = v.metadata.get(crate::recipe::RECIPE_KEY).cloned();
                 match depots::resolve_override(&overrides, &v.git_tree_sha1) {
                     Ok(Some(o)) => {
                         s.override_path = Some(o.path);
@@ -159,9 +162,14 @@ fn print_rows(out: &mut impl Write, manifest: &Path, rows: &[Status]) -> std::io
             (None, Some(n)) => format!("~{}", depots::human_bytes(n)),
             (None, None) => "-".into(),
         };
+        let recipe = s
+            .recipe
+            .as_deref()
+            .map(|r| format!(" (recipe {})", clima_artifact_fs::printable(r)))
+            .unwrap_or_default();
         writeln!(
             out,
-            "{:<24} {:<8} {:<5} {:<12} {:>10}  {where_}",
+            "{:<24} {:<8} {:<5} {:<12} {:>10}  {where_}{recipe}",
             s.name,
             hash,
             if s.lazy { "yes" } else { "no" },

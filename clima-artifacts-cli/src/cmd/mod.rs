@@ -15,9 +15,11 @@ pub mod gc;
 pub mod guided;
 pub mod hash;
 pub mod list;
+pub mod new;
 pub mod overrides;
 pub mod publish;
 pub mod report;
+pub mod reproduce;
 pub mod sync;
 pub mod verify;
 
@@ -25,6 +27,8 @@ pub mod verify;
 pub fn run(command: Command) -> CliResult {
     match command {
         Command::Create(a) => create::run(a),
+        Command::New(a) => new::run(a),
+        Command::Reproduce(a) => reproduce::run(a),
         Command::Hash(a) => hash::run(a),
         Command::Fetch(a) => fetch::run(a),
         Command::Verify(a) => verify::run(a),
