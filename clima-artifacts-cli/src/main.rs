@@ -27,8 +27,9 @@
 //! `reproduce` exits 1 when a recipe fails, times out, or makes content other than the pinned one.
 //!
 //! Module map: [`args`] (syntax), [`cmd`] (one module per subcommand), [`tarball`] (deterministic
-//! `.tar.gz`), [`recipe`] (running `artifacts/<name>/recipe`), [`manifest_edit`] and [`overrides_edit`] (format-preserving TOML edits), [`depots`]
-//! (depot queries), [`progress`] (bars on a terminal), [`error`] (exit codes).
+//! `.tar.gz`), [`recipe`] (checking and running `artifacts/<name>/recipe`), [`manifest_edit`]
+//! and [`overrides_edit`] (format-preserving TOML edits), [`depots`] (depot queries),
+//! [`progress`] (bars on a terminal), [`error`] (exit codes).
 
 use std::process::ExitCode;
 

@@ -136,21 +136,37 @@ fn new_then_edited_recipe_then_create_gives_an_entry_that_reproduce_matches() {
          ln -s data/u.csv \"$OUT/latest\"\n",
     )
     .unwrap();
+    // An entry already there keeps its comments and other keys.
+    let manifest = sb.work.join("Artifacts.toml");
+    fs::write(
+        &manifest,
+        "# keep this comment\n[era5]\ngit-tree-sha1 = \"b373f1887cff55850cbf76ec005f7d93726ae42e\"\n\
+         note = \"hand-written\"\n",
+    )
+    .unwrap();
     let made = create(&sb, "era5");
     let hash = made["git_tree_sha1"].as_str().unwrap().to_owned();
     assert_eq!(made["recipe"], "artifacts/era5");
+    assert_eq!(made["manifest_change"]["action"], "updated");
 
     // The entry records the recipe; the manifest still loads (the key is metadata Julia
     // ignores in a [name] table).
-    let manifest = sb.work.join("Artifacts.toml");
     let text = fs::read_to_string(&manifest).unwrap();
-    assert!(text.contains("recipe = \"artifacts/era5\""), "{text}");
+    assert_has(
+        &text,
+        &[
+            "# keep this comment\n",
+            "note = \"hand-written\"",
+            "recipe = \"artifacts/era5\"",
+        ],
+    );
     let parsed = clima_artifact_manifest::Manifest::load(&manifest).unwrap();
     let v = parsed
         .select("era5", &clima_artifact_manifest::Platform::host())
         .unwrap();
     assert_eq!(v.git_tree_sha1.to_hex(), hash);
     assert_eq!(v.metadata["recipe"], "artifacts/era5");
+    assert_eq!(v.metadata["note"], "hand-written");
     assert_eq!(v.downloads.len(), 1);
 
     // The tarball holds the recipe's files and the README, byte for byte.
