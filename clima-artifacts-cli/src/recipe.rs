@@ -6,8 +6,9 @@
 //! argument and as `$OUT`, the recipe folder as working directory, and the caller's environment
 //! plus `ARTIFACT_NAME`. It runs with the rights of the user who runs `clima-artifacts`. Its
 //! stdout and stderr go to the CLI's stderr as it runs (stdout stays free for `--json`). It runs
-//! in a process group of its own: `--timeout` kills that whole group, and processes still in it
-//! when the recipe exits are killed too. Its output is then checked (no symlink pointing out of
+//! in a process group of its own: `--timeout` kills that whole group, as do SIGINT, SIGTERM
+//! and SIGHUP sent to the CLI (Ctrl-C at the terminal reaches only the CLI's group), and
+//! processes still in it when the recipe exits are killed too. Its output is then checked (no symlink pointing out of
 //! it, no `README.md` at the top, which is the recipe folder's README's place) and the README is
 //! copied in.
 
@@ -19,6 +20,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::printable;
@@ -220,6 +222,50 @@ fn kill_group(pgid: u32) {
     }
 }
 
+/// The last of SIGINT, SIGTERM, SIGHUP received while a recipe runs (0: none).
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn note_signal(sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(sig, Ordering::SeqCst);
+}
+
+/// While alive, SIGINT, SIGTERM and SIGHUP are noted in [`INTERRUPTED`] instead of ending the
+/// CLI: the recipe runs in a process group of its own, so Ctrl-C at the terminal reaches only
+/// the CLI, which must then kill the recipe's group itself. Dropping restores the previous
+/// handlers.
+struct SignalGuard {
+    previous: Vec<(libc::c_int, libc::sighandler_t)>,
+}
+
+const FORWARDED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+impl SignalGuard {
+    fn install() -> SignalGuard {
+        INTERRUPTED.store(0, Ordering::SeqCst);
+        let handler = note_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        let previous = FORWARDED
+            .iter()
+            // SAFETY: signal(2) with a handler that only stores to an atomic.
+            .map(|&sig| (sig, unsafe { libc::signal(sig, handler) }))
+            .collect();
+        SignalGuard { previous }
+    }
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        for &(sig, old) in &self.previous {
+            if old != libc::SIG_ERR {
+                // SAFETY: restores the disposition signal(2) returned for this signal.
+                unsafe {
+                    libc::signal(sig, old);
+                }
+            }
+        }
+    }
+}
+
 /// Runs the recipe in its own process group, output to our stderr, until it exits or `timeout`.
 fn execute(recipe: &Recipe, out: &Path, timeout: Option<Duration>) -> CliResult {
     let script = recipe.dir.join(RECIPE_FILE);
@@ -234,6 +280,8 @@ fn execute(recipe: &Recipe, out: &Path, timeout: Option<Duration>) -> CliResult 
     let to_stderr = std::os::fd::AsFd::as_fd(&stderr)
         .try_clone_to_owned()
         .map_err(|e| io_error("duplicate", Path::new("standard error"), &e))?;
+    // Before the spawn, so no signal falls between; exec gives the recipe default handlers.
+    let signals = SignalGuard::install();
     let mut child = Command::new(&script)
         .arg(out)
         .current_dir(&recipe.dir)
@@ -273,6 +321,18 @@ fn execute(recipe: &Recipe, out: &Path, timeout: Option<Duration>) -> CliResult 
                 return Err(io_error("wait for the recipe", &script, &e));
             }
         }
+        let sig = INTERRUPTED.load(Ordering::SeqCst);
+        if sig != 0 {
+            kill_group(pgid);
+            let _ = child.wait();
+            drop(signals);
+            return Err(CliError::failure(format!(
+                "interrupted (signal {sig}) while the recipe `{}` of artifact `{}` ran; it and \
+                 the processes it started (its process group) were killed",
+                script.display(),
+                recipe.name
+            )));
+        }
         if let Some(limit) = timeout
             && start.elapsed() >= limit
         {
@@ -293,6 +353,7 @@ fn execute(recipe: &Recipe, out: &Path, timeout: Option<Duration>) -> CliResult 
     // Processes it left running in its group must not write into the output while it is
     // hashed and archived.
     kill_group(pgid);
+    drop(signals);
     if status.success() {
         return Ok(());
     }

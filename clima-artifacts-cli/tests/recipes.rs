@@ -415,6 +415,53 @@ fn failing_and_hanging_recipes_are_clear_errors() {
         "the recipe's background child {child} survived"
     );
 
+    // Ctrl-C (SIGINT to the CLI, whose group the recipe is not in) kills the recipe's group.
+    fs::remove_file(dir.join("child.pid")).unwrap();
+    let mut cli = std::process::Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"))
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
+        .env("CLIMA_ARTIFACTS_PROGRESS", "0")
+        .current_dir(&sb.work)
+        .args([
+            "create",
+            "--recipe",
+            "artifacts/hangs",
+            "-m",
+            "Artifacts.toml",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir.join("child.pid").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let child: u32 = fs::read_to_string(dir.join("child.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) on the CLI process this test started.
+    assert_eq!(unsafe { libc::kill(cli.id() as i32, libc::SIGINT) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cli.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = cli.try_wait().unwrap().expect("the CLI ignored SIGINT");
+    assert_eq!(status.code(), Some(1));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(child) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(child), "the recipe's child {child} survived Ctrl-C");
+    // Read once the recipe's processes are gone (they hold the pipe too).
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut cli.stderr.take().unwrap(), &mut err).unwrap();
+    assert_has(
+        &err,
+        &["interrupted (signal 2)", "process group) were killed"],
+    );
+
     // reproduce reports both, and goes on with the others.
     let manifest = sb.work.join("Artifacts.toml");
     fs::write(
