@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clima_artifact_manifest::{Manifest, metadata};
 
 use crate::args::CreateArgs;
-use crate::cmd::{self, existing_dir, invalid_name};
+use crate::cmd::{self, check_name, existing_dir};
 use crate::error::{CliError, CliResult};
 use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, upsert_entry};
 use crate::{depots, progress, recipe, tarball};
@@ -119,16 +119,6 @@ fn run_recipe(folder: &Path, args: CreateArgs) -> CliResult {
         json: args.json,
         recipe: Some(recipe.key),
     })
-}
-
-/// Refuses a name that cannot be an artifact name.
-fn check_name(name: &str) -> CliResult {
-    match invalid_name(name) {
-        Some(why) => Err(CliError::usage(format!(
-            "invalid artifact name `{name}`: {why}"
-        ))),
-        None => Ok(()),
-    }
 }
 
 /// The JSON output of `create`.

@@ -155,6 +155,16 @@ pub fn invalid_name(name: &str) -> Option<&'static str> {
     }
 }
 
+/// Refuses a name that cannot be an artifact name ([`invalid_name`]), as bad usage.
+pub fn check_name(name: &str) -> CliResult {
+    match invalid_name(name) {
+        Some(why) => Err(CliError::usage(format!(
+            "invalid artifact name `{name}`: {why}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A folder given on the command line: must exist and be a directory; returned absolute.
 pub fn existing_dir(path: &Path, what: &str) -> CliResult<PathBuf> {
     let meta = std::fs::metadata(path)

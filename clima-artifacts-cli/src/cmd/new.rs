@@ -8,7 +8,7 @@ use clima_artifact_manifest::Manifest;
 use clima_artifact_provenance::readme::SECTIONS;
 
 use crate::args::NewArgs;
-use crate::cmd::{self, invalid_name};
+use crate::cmd;
 use crate::error::{CliError, CliResult, io_error};
 use crate::recipe::{self, README_FILE, RECIPE_FILE};
 
@@ -54,12 +54,7 @@ fn readme_template(name: &str) -> String {
 
 /// Entry point of `new`.
 pub fn run(args: NewArgs) -> CliResult {
-    if let Some(why) = invalid_name(&args.name) {
-        return Err(CliError::usage(format!(
-            "invalid artifact name `{}`: {why}",
-            args.name
-        )));
-    }
+    cmd::check_name(&args.name)?;
     let base = match &args.manifest.manifest {
         Some(m) if m.is_dir() => m.clone(),
         Some(m) => recipe::manifest_dir(m)?,
