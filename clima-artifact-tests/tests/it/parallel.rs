@@ -219,12 +219,18 @@ fn a_download_killed_half_way_continues_in_the_next_process() {
         1,
         "the received bytes are kept"
     );
-    let out = install_process(&c, &config).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // The rerun's plain log lines (stderr is not a terminal) say where it resumes and over how
+    // many connections it went.
+    c.server.cap_rate(2_000_000);
+    let out = install_process(&c, &config)
+        .env("CLIMA_ARTIFACTS_PROGRESS", "1")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("resuming at "), "{log}");
+    assert!(log.contains(" connections"), "{log}");
+    assert!(log.contains("kept from an earlier attempt"), "{log}");
     let again = c.server.bytes_sent_for(PATH) - before;
     assert!(
         again < len * 3 / 4,
