@@ -370,6 +370,7 @@ pub fn open_large(
         let (resp, answered, agent) = get_following_redirects(agent, url, &u, config, &[])?;
         return fresh(url, resp, answered, agent, config, large);
     };
+    room_for(large, url, found.unallocated, found.record.length)?;
     let record = found.record.clone();
     let first = (0..record.chunks()).find(|&k| found.done[k] < record.len(k));
     let Some(first) = first else {
@@ -424,6 +425,15 @@ pub fn open_large(
     }
 }
 
+/// [`Large::room`] for `partial` more bytes of a partial file of a `length`-byte tarball.
+fn room_for(large: &Large<'_>, url: &str, partial: u64, length: u64) -> Result<(), NetError> {
+    (large.room)(partial, length).map_err(|reason| NetError::Transport {
+        url: url.to_owned(),
+        reason,
+        transient: false,
+    })
+}
+
 /// `Content-Range: bytes a-b/total` of `resp`.
 fn content_range(resp: &ureq::http::Response<ureq::Body>) -> Option<(u64, u64, u64)> {
     let v = crate::source::header(resp, "content-range")?;
@@ -463,11 +473,7 @@ fn fresh(
         validator,
         url: url_key(url),
     };
-    (large.room)(record.file_len(), length).map_err(|reason| NetError::Transport {
-        url: url.to_owned(),
-        reason,
-        transient: false,
-    })?;
+    room_for(large, url, record.file_len(), length)?;
     let file = match create_partial(large, &record) {
         Ok(file) => file,
         Err(e) => {
@@ -616,16 +622,8 @@ fn start(
     let single = first.as_ref().is_some_and(|f| f.single);
     let first = first.map(|f| (f.stream, f.chunk));
     let Found {
-        file,
-        record,
-        done,
-        unallocated,
+        file, record, done, ..
     } = found;
-    (large.room)(unallocated, record.length).map_err(|reason| NetError::Transport {
-        url: url.to_owned(),
-        reason,
-        transient: false,
-    })?;
     let dir = large.dir.try_clone().map_err(|e| NetError::Transport {
         url: url.to_owned(),
         reason: format!("cannot keep the download: {e}"),
@@ -928,12 +926,8 @@ impl Shared {
 
     /// A plain GET of the whole file, for one stream: the same validator, or it changed.
     fn request_whole(&self) -> Option<Stream> {
-        let first = self.state().first;
         let failed = |f: Failure| {
-            let mut st = self.state();
-            st.failures[first] += 1;
-            let n = st.failures[first];
-            drop(st);
+            let n = self.whole_failure();
             if n >= MAX_CHUNK_FAILURES {
                 self.fail(f);
             } else {
@@ -1133,14 +1127,19 @@ impl Shared {
 
     /// The whole stream broke while skipping received bytes.
     fn broken_whole(&self, e: io::Error) {
-        let first = self.state().first;
-        let mut st = self.state();
-        st.failures[first] += 1;
-        let n = st.failures[first];
-        drop(st);
+        let n = self.whole_failure();
         if n >= MAX_CHUNK_FAILURES || !crate::source::is_transient_io(&e) {
             self.fail(self.io_failure(&e));
         }
+    }
+
+    /// Counts a failure of the one stream (against the first chunk not complete, where it
+    /// resumes); returns the failures in a row.
+    fn whole_failure(&self) -> u32 {
+        let mut st = self.state();
+        let first = st.first.min(st.failures.len().saturating_sub(1));
+        st.failures[first] += 1;
+        st.failures[first]
     }
 
     fn io_failure(&self, e: &io::Error) -> Failure {

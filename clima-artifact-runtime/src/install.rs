@@ -580,38 +580,46 @@ impl InstallRequest<'_> {
     /// a warning.
     fn install_from(&self, attempt: &Attempt) -> Result<(PathBuf, u64), SourceFailure> {
         let (result, kept) = self.install_once(attempt);
-        let Some(kept) = kept else {
-            return result;
-        };
-        match &result {
-            Ok(_) => {
-                kept.remove();
-                depot::Depot::new(&self.target.dir).remove_partials(&self.hash);
-            }
+        if let (
             Err(
                 e @ (SourceFailure::Sha256Mismatch { .. }
                 | SourceFailure::TreeHashMismatch { .. }
                 | SourceFailure::Archive { .. }),
-            ) if kept.resumed_at() > 0 => {
+            ),
+            Some(kept),
+        ) = (&result, &kept)
+            && kept.resumed_at() > 0
+        {
+            kept.remove();
+            notice::warn(&format!(
+                "the download of `{}` continued from {} kept in `{}` by an earlier attempt, \
+                 and failed verification ({e}); the kept bytes were deleted and the download \
+                 starts over",
+                self.name,
+                human_bytes(kept.resumed_at()),
+                kept.path().display()
+            ));
+            let (again, kept) = self.install_once(attempt);
+            return self.settle_partial(again, kept);
+        }
+        self.settle_partial(result, kept)
+    }
+
+    /// What happens to the partial file `kept` after an attempt that ended in `result`: removed
+    /// (with this user's other partial files of the artifact) once it is installed, removed
+    /// after a failure another attempt would not mend, kept after a transient one.
+    fn settle_partial(
+        &self,
+        result: Result<(PathBuf, u64), SourceFailure>,
+        kept: Option<Kept>,
+    ) -> Result<(PathBuf, u64), SourceFailure> {
+        match (&result, kept) {
+            (Ok(_), Some(kept)) => {
                 kept.remove();
-                notice::warn(&format!(
-                    "the download of `{}` continued from {} kept in `{}` by an earlier attempt, \
-                     and failed verification ({e}); the kept bytes were deleted and the download \
-                     starts over",
-                    self.name,
-                    human_bytes(kept.resumed_at()),
-                    kept.path().display()
-                ));
-                let (again, kept) = self.install_once(attempt);
-                if let Some(k) = kept
-                    && (again.is_ok() || !again.as_ref().is_err_and(SourceFailure::is_transient))
-                {
-                    k.remove();
-                }
-                return again;
+                depot::Depot::new(&self.target.dir).remove_partials(&self.hash);
             }
-            Err(e) if !e.is_transient() => kept.remove(),
-            Err(_) => {}
+            (Err(e), Some(kept)) if !e.is_transient() => kept.remove(),
+            _ => {}
         }
         result
     }
