@@ -4,8 +4,11 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use clima_artifact_runtime::progress::{self, DownloadStart, Reporter, Silent, Transfer};
 use clima_artifact_runtime::{Config, Origin, ensure_variant};
 use clima_artifact_tests::{
     Fault, Served, TestArtifact, config_env, failure_reasons, have_git, partial_entries, served,
@@ -49,14 +52,61 @@ fn assert_clean(depot: &Path) {
     );
 }
 
+/// Records the most connections any download of `artifact` reported open (the client's own
+/// count: the server sees a closed connection only when it next writes to it).
+struct MostConnections {
+    artifact: &'static str,
+    most: Arc<AtomicUsize>,
+}
+
+struct Counting(Arc<AtomicUsize>);
+
+impl Reporter for MostConnections {
+    fn start(&self, download: &DownloadStart<'_>) -> Box<dyn Transfer> {
+        match download.artifact == self.artifact {
+            true => Box::new(Counting(self.most.clone())),
+            false => Box::new(Silent),
+        }
+    }
+}
+
+impl Transfer for Counting {
+    fn received(&mut self, _: u64) {}
+    fn connections(&mut self, open: usize) {
+        self.0.fetch_max(open, Ordering::Relaxed);
+    }
+    fn done(self: Box<Self>, _: u64, _: Duration) {}
+    fn failed(self: Box<Self>, _: &str) {}
+}
+
 #[test]
 fn a_large_download_opens_several_connections_and_installs() {
     let Some(c) = case(2601) else { return };
     // Capped streams, so that the connections overlap as they do on a real link.
     c.server.cap_rate(4_000_000);
-    install(&c, &config(&c, 4)).unwrap();
-    let most = c.server.most_connections(PATH);
-    assert!((2..=4).contains(&most), "connections at once: {most}");
+    let most = Arc::new(AtomicUsize::new(0));
+    progress::set_reporter(Arc::new(MostConnections {
+        artifact: "large-counted",
+        most: most.clone(),
+    }));
+    let config = Config {
+        progress: true,
+        ..config(&c, 4)
+    };
+    let v = c.art.variant(&[c.server.url(PATH)]);
+    let got = ensure_variant("large-counted", &v, &c.depot, &config).unwrap();
+    c.art.assert_content(&got.path);
+    // The server counts several at once; the client never has more open than allowed.
+    let at_server = c.server.most_connections(PATH);
+    assert!(
+        at_server >= 2,
+        "connections at once, at the server: {at_server}"
+    );
+    let at_client = most.load(Ordering::Relaxed);
+    assert!(
+        (2..=4).contains(&at_client),
+        "connections open: {at_client}"
+    );
     assert!(c.server.gets(PATH) > 2, "{} requests", c.server.gets(PATH));
     let len = c.art.tarball.len() as u64;
     let sent = c.server.bytes_sent_for(PATH);
