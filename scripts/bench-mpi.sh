@@ -5,6 +5,9 @@
 #
 #   scripts/bench-mpi.sh [size_mb=64] [ranks=16] [runs=5]
 #   PROFILE=dev scripts/bench-mpi.sh      # skip the release build (numbers less meaningful)
+#   scripts/bench-mpi.sh node-local [size=256M] [rate_mb_per_connection=10] [runs=3]
+#       # node-local mode: one download per job, 4 ranks as 2 and 4 nodes, GETs counted
+#       # (scripts/bench/mpi-node-local.sh)
 #
 # Serves a tarball of incompressible data from a loopback `python3 -m http.server`; the
 # single-process fetch is `install_one` (no MPI), the MPI fetch is `mpirun -n <ranks> mpi_fetch`,
@@ -12,6 +15,10 @@
 # already installed artifact).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = node-local ]; then
+    shift
+    exec bash scripts/bench/mpi-node-local.sh "$@"
+fi
 
 size_mb="${1:-64}"; ranks="${2:-16}"; runs="${3:-5}"
 profile="${PROFILE:-release}"
@@ -21,12 +28,8 @@ cargo build --profile "$profile" -p clima-artifact-tests --features mpi \
 dir_name="$profile"; [ "$profile" = dev ] && dir_name=debug
 bin="$CARGO_TARGET_DIR/$dir_name"
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-mpirun_flags=()
-if mpirun --version 2>&1 | grep -q "Open MPI"; then
-    mpirun_flags=(--allow-run-as-root --oversubscribe)
-fi
+source scripts/bench/dataset.sh
+mpirun_setup
 
 work="$(mktemp -d)"
 server_pid=""

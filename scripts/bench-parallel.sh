@@ -80,16 +80,7 @@ tar_bytes="$(stat -c %s "$tarball")"
 unpacked="$(du -sb "$data/content" | cut -f1)"
 nfiles="$(find "$data/content" -type f | wc -l)"
 
-# The server lives as long as its stdin (a fifo held open here).
-mkfifo "$scratch/server.in"
-"$server_bin" "$tarball" "$rate" < "$scratch/server.in" > "$scratch/server.url" &
-server_pid=$!
-exec 9> "$scratch/server.in"
-cleanup() { exec 9>&- 2>/dev/null || true; kill "$server_pid" 2>/dev/null || true; rm -rf "$scratch"; }
-trap cleanup EXIT
-for _ in $(seq 100); do [ -s "$scratch/server.url" ] && break; sleep 0.05; done
-url="$(cat "$scratch/server.url")"
-base="${url%/*}"; file="${url##*/}"
+serve_capped "$server_bin" "$tarball" "$rate" "$scratch"
 sent() { curl -s "$base/__sent/$file" | cut -d' ' -f1; }
 most() { curl -s "$base/__sent/$file" | cut -d' ' -f2; }
 note "tarball $tar_bytes bytes ($nfiles files, $unpacked bytes unpacked), $url, cap $rate B/s per connection"

@@ -21,6 +21,7 @@ ci_packages=(
     util-linux      # unshare, setpriv, mount
     iproute2        # ip, in network namespaces
     python3-pip     # moto_server (S3 tests) is installed from PyPI
+    strace          # which file operations each MPI rank makes (node-local mode test)
 )
 
 # missing_packages [ADMINDIR]: prints each package of the list that dpkg does not report as

@@ -166,6 +166,15 @@ impl SpeedWindow {
 }
 const IN_FLIGHT: usize = 8;
 
+/// What [`Body::spawn_tapped`] hands a copy of the bytes to (to forward them elsewhere while
+/// they are verified here).
+pub trait Tap: Send {
+    /// The next bytes of the body. An error stops the body with it.
+    fn bytes(&mut self, bytes: &[u8]) -> io::Result<()>;
+    /// The body ended: every byte was handed over.
+    fn end(&mut self);
+}
+
 enum Msg {
     Data(Vec<u8>),
     Failed(io::Error),
@@ -191,13 +200,27 @@ pub struct Body {
 impl Body {
     /// Starts reading `source` on a thread of its own; `name` (the artifact) is used in
     /// notices, `transfer` receives the progress.
+    pub fn spawn(
+        source: Source,
+        transfer: Box<dyn Transfer>,
+        rules: BodyRules,
+        name: String,
+    ) -> Body {
+        Self::spawn_tapped(source, transfer, rules, name, None)
+    }
+
+    /// [`Body::spawn`], handing every byte to `tap` as well, in order, as the SHA-256 sees it
+    /// (so after any resume): the bytes on the reader thread before the consumer gets them,
+    /// then [`Tap::end`] at the end of the source. An error of the tap stops the body with
+    /// that error. A tap dropped without `end` saw a body that broke or was abandoned.
     // Long: the reader thread's loop (read, bound, resume, hash, hand over) is one state
     // machine whose variables (total, resumes, the window) every step updates.
-    pub fn spawn(
+    pub fn spawn_tapped(
         source: Source,
         mut transfer: Box<dyn Transfer>,
         rules: BodyRules,
         name: String,
+        mut tap: Option<Box<dyn Tap>>,
     ) -> Body {
         let Source {
             reader: mut source,
@@ -277,6 +300,9 @@ impl Body {
                         }
                     };
                     if n == 0 {
+                        if let Some(tap) = tap.as_mut() {
+                            tap.end();
+                        }
                         transfer.done(total, started.elapsed());
                         let digest = Sha256(sha.finalize().into());
                         let _ = tx.send(Msg::End(digest, total));
@@ -284,6 +310,11 @@ impl Body {
                     }
                     buf.truncate(n);
                     sha.update(&buf);
+                    if let Some(Err(e)) = tap.as_mut().map(|t| t.bytes(&buf)) {
+                        transfer.failed(&e.to_string());
+                        let _ = tx.send(Msg::Failed(e));
+                        return;
+                    }
                     total += n as u64;
                     match &watch {
                         Some(w) => {

@@ -26,6 +26,6 @@ pub mod ranged;
 pub mod source;
 pub mod trust;
 
-pub use body::{Body, BodyRules, RuleBroken, Transfer};
+pub use body::{Body, BodyRules, RuleBroken, Tap, Transfer};
 pub use config::{DEFAULT_PARALLEL_MIN_SIZE, NetConfig, ProxySettings};
 pub use error::NetError;

@@ -45,6 +45,20 @@ pub struct Source {
     pub(crate) watch: Option<crate::ranged::Watch>,
 }
 
+impl Source {
+    /// A source of bytes that come from elsewhere than a URL (for example from another
+    /// process): no resume, no partial file.
+    pub fn from_reader(reader: Box<dyn Read + Send>, length: Option<u64>) -> Source {
+        Source {
+            reader,
+            length,
+            resume: None,
+            partial: None,
+            watch: None,
+        }
+    }
+}
+
 /// Continues an HTTP download at a byte offset with `Range: bytes=N-`, guarded by `If-Range`
 /// with the validator of the first response, so a changed file is never spliced onto the old
 /// one's bytes.

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 /// Where the data of an accessed artifact came from, as stored in records and reports.
 ///
 /// Mirrors the runtime's `Origin` with a serde representation that is part of the documented report schema
-/// (`docs/report-schema.md`): `{"kind": "override" | "depot" | "downloaded", ...}`.
+/// (`docs/report-schema.md`): `{"kind": "override" | "depot" | "downloaded" | "received",
+/// ...}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RecordedOrigin {
@@ -29,21 +30,36 @@ pub enum RecordedOrigin {
         /// Wall time of the install in seconds.
         seconds: f64,
     },
+    /// This run installed it into a node's depot from bytes received over MPI (node-local
+    /// mode), which another node downloaded once for the whole job or had installed.
+    Received {
+        /// The node that installed it (`CLIMA_ARTIFACTS_NODE_ID`, else its host name).
+        node: String,
+        /// The node that sent the bytes.
+        from_node: String,
+        /// The URL the sender downloaded them from; `None` when it sent its installed copy.
+        url: Option<String>,
+        /// Bytes received.
+        bytes: u64,
+        /// Wall time of the install in seconds.
+        seconds: f64,
+    },
 }
 
 impl RecordedOrigin {
     /// How informative this origin is when several accesses disagree: a download in this run
-    /// beats an override, which beats a plain depot hit.
+    /// beats a copy received over MPI, which beats an override, which beats a depot hit.
     fn priority(&self) -> u8 {
         match self {
             RecordedOrigin::Depot => 0,
             RecordedOrigin::Override { .. } => 1,
-            RecordedOrigin::Downloaded { .. } => 2,
+            RecordedOrigin::Received { .. } => 2,
+            RecordedOrigin::Downloaded { .. } => 3,
         }
     }
 
     /// Keeps `self` unless `other` is strictly more informative: a download in this run beats
-    /// an override, which beats a plain depot hit.
+    /// a copy received over MPI, which beats an override, which beats a plain depot hit.
     pub fn merge(&mut self, other: &RecordedOrigin) {
         if other.priority() > self.priority() {
             *self = other.clone();
@@ -91,6 +107,10 @@ pub struct ArtifactRecord {
     pub ranks: Vec<usize>,
     /// Provenance metadata of the manifest entry (keys in `clima_artifact_manifest::metadata`).
     pub metadata: BTreeMap<String, String>,
+    /// Nodes whose copy this run installed from bytes received over MPI (node-local mode),
+    /// sorted; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub received_by: Vec<String>,
 }
 
 impl ArtifactRecord {
@@ -114,6 +134,9 @@ impl ArtifactRecord {
                 .entry(key.clone())
                 .or_insert_with(|| value.clone());
         }
+        self.received_by.extend(other.received_by.iter().cloned());
+        self.received_by.sort();
+        self.received_by.dedup();
     }
 
     /// The key records are merged and sorted by: name, hash, manifest.

@@ -100,6 +100,19 @@ impl From<&Origin> for RecordedOrigin {
                 bytes: *bytes,
                 seconds: *seconds,
             },
+            Origin::Received {
+                node,
+                from_node,
+                url,
+                bytes,
+                seconds,
+            } => RecordedOrigin::Received {
+                node: node.clone(),
+                from_node: from_node.clone(),
+                url: url.clone(),
+                bytes: *bytes,
+                seconds: *seconds,
+            },
         }
     }
 }
@@ -144,6 +157,10 @@ impl Entry {
             call_sites,
             ranks,
             metadata: self.metadata.clone(),
+            received_by: match &self.origin {
+                Origin::Received { node, .. } => vec![node.clone()],
+                _ => vec![],
+            },
         }
     }
 }

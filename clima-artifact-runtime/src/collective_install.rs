@@ -34,15 +34,15 @@
 //!
 //! Node-local mode ([`Config::node_local_depot`], from env `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT=<path>`,
 //! e.g. `$TMPDIR/depot` on each node): step 1 runs on the whole context, and its verdict is
-//! broadcast; then the context is split by node ([`Context::split_by_node`]), rank 0 of each
-//! node installs with the node depot placed first in the depot list and broadcasts within its
-//! node; finally every node's outcome is checked ([`clima_comms::all_succeed`]), so if any node
-//! failed, every rank returns that error.
+//! broadcast; then the context is split into nodes (by `CLIMA_ARTIFACTS_NODE_ID` when set, else
+//! by machine) and one leader per node; the leaders make the artifact available in every node
+//! depot with one download for the whole job, copied over MPI ([`crate::node_stream`]), and
+//! each leader hands its node's path, or the error every leader got, to the ranks of its node.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::ArtifactVariant;
-use clima_comms::{Context, all_succeed, requests_agree, root_decides};
+use clima_comms::{Context, requests_agree, root_decides};
 
 use crate::access_log::{self, AccessEvent};
 use crate::install::Installed;
@@ -64,8 +64,9 @@ pub fn ensure_collective(
     manifest_dir: &Path,
     config: &Config,
 ) -> Result<Installed, Error> {
-    let manifest = crate::install::ManifestPlace::of(manifest_dir).file;
-    let installed = ensure_collective_unrecorded(ctx, name, variant, manifest_dir, config)?;
+    // The manifest file is found on the installing ranks and sent with the answer, so the
+    // other ranks make no file operation at all.
+    let (installed, manifest) = ensure_collective_placed(ctx, name, variant, manifest_dir, config)?;
     access_log::record(AccessEvent::of(
         name,
         variant,
@@ -86,12 +87,29 @@ pub(crate) fn ensure_collective_unrecorded(
     manifest_dir: &Path,
     config: &Config,
 ) -> Result<Installed, Error> {
+    ensure_collective_placed(ctx, name, variant, manifest_dir, config).map(|(i, _)| i)
+}
+
+/// The manifest file that `manifest_dir` names (see `ManifestPlace`).
+fn manifest_file(manifest_dir: &Path) -> PathBuf {
+    crate::install::ManifestPlace::of(manifest_dir).file
+}
+
+/// The collective install, with the manifest file the installing rank found.
+fn ensure_collective_placed(
+    ctx: &dyn Context,
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest_dir: &Path,
+    config: &Config,
+) -> Result<(Installed, PathBuf), Error> {
     let verdict = check_requests(ctx, name, variant);
     match config.node_local_depot.as_deref() {
         // Steps 1-2 on the whole context; the misuse verdict travels with the outcome.
         None => root_decides(ctx, &format!("installing artifact `{name}`"), || {
             verdict.unwrap_or(Ok(()))?;
             crate::install::ensure_variant(name, variant, manifest_dir, config)
+                .map(|i| (i, manifest_file(manifest_dir)))
         }),
         Some(node_depot) => ensure_node_local(
             ctx,
@@ -113,34 +131,39 @@ fn ensure_node_local(
     config: &Config,
     node_depot: &Path,
     verdict: Option<Result<(), Error>>,
-) -> Result<Installed, Error> {
+) -> Result<(Installed, PathBuf), Error> {
     // 1. Misuse check on the whole context; the verdict must reach everyone before anyone splits.
     root_decides(ctx, "checking the requests of every rank", || {
         verdict.unwrap_or(Ok(()))
     })?;
 
-    // 2. One installer per node, into the node depot (placed first).
-    let node = ctx.split_by_node();
-    let local = root_decides(&*node, &format!("installing artifact `{name}`"), || {
-        std::fs::create_dir_all(node_depot).map_err(|e| Error::NodeLocalDepot {
-            path: node_depot.to_path_buf(),
-            cause: e.into(),
-        })?;
-        let mut node_config = config.clone();
-        node_config.depots.retain(|d| d != node_depot);
-        node_config.depots.insert(0, node_depot.to_path_buf());
-        crate::install::ensure_variant(name, variant, manifest_dir, &node_config)
-    });
-    drop(node);
+    // 2. The nodes, and one leader per node (rank 0 of the context leads its node).
+    let node = crate::node_stream::split_nodes(ctx, config);
+    let leaders = ctx.split((node.rank() == 0).then_some(0), 0);
 
-    // 3. Agreement across nodes: if any node failed, everyone fails with that error.
-    all_succeed(ctx, local, |rank, e| match rank {
-        0 => e,
-        _ => Error::FailedOnNode {
-            rank,
-            context: ctx.describe(),
-            message: e.to_string(),
-        },
+    // 3. The leaders make the artifact available on every node with one download at most;
+    //    the other ranks wait for their leader's outcome (an error is the same everywhere).
+    let mut node_config = config.clone();
+    node_config.depots.retain(|d| d != node_depot);
+    node_config.depots.insert(0, node_depot.to_path_buf());
+    root_decides(&*node, &format!("installing artifact `{name}`"), || {
+        let Some(leaders) = leaders.as_deref() else {
+            return Err(Error::from(clima_comms::CollectiveError::Undecodable {
+                rank: ctx.rank(),
+                why: "the first rank of a node is not among the node leaders".into(),
+            }));
+        };
+        let me = crate::node_stream::Leader {
+            name,
+            variant,
+            manifest_dir,
+            config: &node_config,
+            node_depot,
+            node: crate::node_stream::node_name(config),
+            world_rank: ctx.rank(),
+            world: ctx.describe(),
+        };
+        crate::node_stream::lead(leaders, &me).map(|i| (i, manifest_file(manifest_dir)))
     })
 }
 

@@ -20,7 +20,8 @@
 //! | `CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE` | smallest `Content-Length` downloaded that way; such a download also keeps what it received in `<depot>/artifacts/.partial-*` so that the next attempt, of any process on any host sharing the depot, continues it; `K`/`M`/`G`/`T` suffixes | `64M` |
 //! | `CLIMA_ARTIFACTS_MIN_FREE_SPACE` | free space an install leaves on the depot's filesystem: unpacking stops with an error (and its temp dir is removed) before going below it; `K`/`M`/`G`/`T` suffixes; `0` turns it off | 1% of the filesystem or 1 GiB, whichever is smaller |
 //! | `CLIMA_ARTIFACTS_MAX_ENTRIES` | cap on one artifact's number of archive entries (files, directories, links) | `10000000` |
-//! | `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` | MPI node-local mode: a depot path private to each node | unset |
+//! | `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` | MPI node-local mode: a depot path private to each node; the job downloads once and the tarball is copied over MPI to one rank per node, which verifies and installs it there | unset |
+//! | `CLIMA_ARTIFACTS_NODE_ID` | in node-local mode, ranks with the same value (any string) form one node, instead of the ranks sharing a machine: a knob for testing and diagnosing node-local mode on one machine | unset |
 //! | `CLIMA_ARTIFACTS_PROGRESS` | `0` hides download progress (bars on a terminal, plain lines otherwise) and informational notices (lock waits, resumes); warnings still show | `1` |
 //! | `CLIMA_ARTIFACTS_PLATFORM_TAGS` | extra host platform tags `key=value,...` (read by [`Platform::host`](clima_artifact_manifest::Platform::host)) | unset |
 //!
@@ -96,6 +97,9 @@ pub struct Config {
     pub retry_backoff: Duration,
     /// MPI node-local mode (`CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT`): a depot private to each node.
     pub node_local_depot: Option<PathBuf>,
+    /// Which node this process counts as in node-local mode (`CLIMA_ARTIFACTS_NODE_ID`): ranks
+    /// with the same value form one node; `None` groups the ranks that share a machine.
+    pub node_id: Option<String>,
     /// Most connections of one large download (`CLIMA_ARTIFACTS_CONNECTIONS`, 1 to 8).
     pub connections: usize,
     /// Smallest download fetched over several connections and kept in a partial file for
@@ -159,6 +163,7 @@ impl Default for Config {
             progress: true,
             retry_backoff: Duration::from_millis(500),
             node_local_depot: None,
+            node_id: None,
             connections: clima_artifact_net::ranged::MAX_CONNECTIONS,
             parallel_min_size: clima_artifact_net::DEFAULT_PARALLEL_MIN_SIZE,
         }
@@ -280,6 +285,7 @@ impl Config {
             }
             c.node_local_depot = Some(p);
         }
+        c.node_id = get(vars::NODE_ID).filter(|v| !v.is_empty());
         Ok(c)
     }
 }
@@ -404,6 +410,7 @@ mod tests {
             ("CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES", "3G"),
             ("CLIMA_ARTIFACTS_MAX_ENTRIES", "1000"),
             ("CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT", "/tmp/node"),
+            ("CLIMA_ARTIFACTS_NODE_ID", "rack2-n07"),
             ("CLIMA_ARTIFACTS_PROGRESS", "off"),
         ])
         .unwrap();
@@ -420,6 +427,7 @@ mod tests {
         assert_eq!(c.max_unpacked_bytes, 3 << 30);
         assert_eq!(c.max_entries, 1000);
         assert_eq!(c.node_local_depot, Some(PathBuf::from("/tmp/node")));
+        assert_eq!(c.node_id.as_deref(), Some("rack2-n07"));
     }
 
     #[test]

@@ -288,15 +288,32 @@ pub enum Error {
         #[source]
         cause: IoCause,
     },
-    /// A collective install failed on another node (node-local mode); every rank reports it.
-    #[error("on the node of rank {rank} of {context}: {message}")]
+    /// A collective install failed on one node (node-local mode); every rank reports it.
+    #[error("on node `{node}` (its installing rank is rank {rank} of {context}): {message}")]
     FailedOnNode {
-        /// The lowest rank of a failing node.
+        /// The node (`CLIMA_ARTIFACTS_NODE_ID`, else its host name).
+        node: String,
+        /// The rank of the context that installs on that node.
         rank: usize,
         /// The context's description.
         context: String,
         /// That node's error.
         message: String,
+    },
+    /// A node could not install an artifact from the bytes it received over MPI (node-local
+    /// mode): its depot refused them, or they failed verification there.
+    #[error(
+        "cannot install artifact `{name}` ({hash}) from the bytes received over MPI from node `{from_node}`: {failure}"
+    )]
+    ReceiveFailed {
+        /// The artifact.
+        name: String,
+        /// Its git tree SHA-1.
+        hash: GitTreeSha1,
+        /// The node that sent the bytes.
+        from_node: String,
+        /// What went wrong.
+        failure: Box<SourceFailure>,
     },
     /// `prefetch_declared` failed for several artifacts.
     #[error("prefetch failed for {} artifacts:{}", failures.len(), render_named(failures))]

@@ -44,10 +44,10 @@ use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::ranged::{self, Kept, Large};
 use clima_artifact_net::source::{self as download, ResumeRefused};
 use clima_artifact_net::trust::redact_url;
-use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken};
+use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken, Tap};
 
 use crate::depot::{self, Overrides};
-use crate::extract::{ExtractLimits, extract_buffered_at};
+use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
 use crate::locked_file::{HolderNote, LockedFile};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, Sha256, SourceFailure};
@@ -68,6 +68,20 @@ pub enum Origin {
         /// The URL that succeeded.
         url: String,
         /// Bytes read from the source.
+        bytes: u64,
+        /// Wall time of the install in seconds.
+        seconds: f64,
+    },
+    /// Installed by this call into this node's depot from bytes received over MPI (node-local
+    /// mode): another node downloaded them once for the whole job, or had them installed.
+    Received {
+        /// This node (`CLIMA_ARTIFACTS_NODE_ID`, else its host name).
+        node: String,
+        /// The node that sent them.
+        from_node: String,
+        /// The URL the sender downloaded them from, or `None` when it sent its installed copy.
+        url: Option<String>,
+        /// Bytes received.
         bytes: u64,
         /// Wall time of the install in seconds.
         seconds: f64,
@@ -97,6 +111,26 @@ pub fn ensure_variant(
     manifest: &Path,
     config: &Config,
 ) -> Result<Installed, Error> {
+    ensure_variant_tapped(name, variant, manifest, config, None)
+}
+
+/// Where the bytes of a download go besides its own install (node-local mode's fan-out over
+/// MPI): every attempt that opens a source starts a [`Tap`], which sees every byte the
+/// SHA-256 sees, in order.
+pub(crate) trait Taps: Sync {
+    /// An attempt starts reading `download` (`check_sha256`: whether its SHA-256 is checked;
+    /// `length`: the byte count the source announced or the manifest declared).
+    fn start(&self, download: &Download, check_sha256: bool, length: Option<u64>) -> Box<dyn Tap>;
+}
+
+/// [`ensure_variant`], handing the bytes of every download attempt to `taps` as well.
+pub(crate) fn ensure_variant_tapped(
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &Path,
+    config: &Config,
+    taps: Option<&dyn Taps>,
+) -> Result<Installed, Error> {
     let manifest = ManifestPlace::of(manifest);
     let hash = variant.git_tree_sha1;
     let depots = depot::search_depots(config);
@@ -125,26 +159,152 @@ pub fn ensure_variant(
             urls: skipped.iter().map(|d| d.url.clone()).collect(),
         });
     }
+    let (_lock, target) = match lock_target(name, &hash, &depots, config)? {
+        Locked::Installed(found) => return Ok(found),
+        Locked::Target(lock, target) => (lock, target),
+    };
+    download_and_install(name, variant, &allowed, manifest, config, target, taps)
+}
+
+/// What [`lock_target`] found.
+enum Locked {
+    /// Another process installed the artifact while this one waited for the lock.
+    Installed(Installed),
+    /// The lock, held until the install ends, and where the install goes.
+    Target(LockedFile, InstallTarget),
+}
+
+/// Locks the artifact in the first writable depot, looks again in `depots` (another process
+/// may have installed it meanwhile) and reclaims the temp dirs of dead processes.
+fn lock_target(
+    name: &str,
+    hash: &GitTreeSha1,
+    depots: &[PathBuf],
+    config: &Config,
+) -> Result<Locked, Error> {
     let target = depot::first_writable(config, name)?;
-    let _lock = LockedFile::acquire_telling(
-        &depot::lock_path(&target, &hash),
+    let lock = LockedFile::acquire_telling(
+        &depot::lock_path(&target, hash),
         &format!("artifact `{name}` ({hash})"),
         config.lock_timeout,
         config.progress,
     )?;
-    // Another process may have installed it while we waited.
-    if let Some(path) = depot::find_installed(&depots, &hash) {
-        return Ok(Installed {
+    if let Some(path) = depot::find_installed(depots, hash) {
+        return Ok(Locked::Installed(Installed {
             path,
             origin: Origin::Depot,
-        });
+        }));
     }
-    depot::Depot::new(&target).reclaim_stale(Some(&hash));
-    let target = InstallTarget {
-        dir: target,
-        note: _lock.note(),
+    depot::Depot::new(&target).reclaim_stale(Some(hash));
+    let note = lock.note();
+    Ok(Locked::Target(lock, InstallTarget { dir: target, note }))
+}
+
+/// What a node that receives an artifact's bytes over MPI is told about them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Incoming {
+    /// The node that sends them.
+    pub(crate) from_node: String,
+    /// The URL the sender reads them from (without credentials), or `None` for a copy of its
+    /// installed artifact.
+    pub(crate) url: Option<String>,
+    /// The SHA-256 they must have, when it is known (a manifest URL's download).
+    pub(crate) sha256: Option<Sha256>,
+    /// How many bytes come, when known.
+    pub(crate) length: Option<u64>,
+}
+
+/// Installs `variant` on `node` from the tarball bytes of `reader` (received over MPI, see
+/// [`Incoming`]) into the first writable depot of `config`, with the same checks as a download:
+/// the lock, another look, room for `length`, SHA-256 (when known), safe extraction, tree hash,
+/// rename. `Ok` with [`Origin::Depot`] when the artifact turned out to be installed already.
+pub(crate) fn install_received(
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &Path,
+    config: &Config,
+    node: &str,
+    incoming: &Incoming,
+    reader: Box<dyn Read + Send>,
+) -> Result<Installed, Error> {
+    let manifest = ManifestPlace::of(manifest);
+    let hash = variant.git_tree_sha1;
+    let depots = depot::search_depots(config);
+    let (_lock, target) = match lock_target(name, &hash, &depots, config)? {
+        Locked::Installed(found) => return Ok(found),
+        Locked::Target(lock, target) => (lock, target),
     };
-    download_and_install(name, variant, &allowed, manifest, config, target)
+    if let Some(length) = incoming.length {
+        check_room(name, length, &target.dir, config)?;
+    }
+    // The bytes arrive as fast as the sender reads them: no low-speed rule here.
+    let mut net = config.net();
+    net.low_speed_limit = 0;
+    let url = incoming
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("the installed copy of node `{}`", incoming.from_node));
+    let request = InstallRequest {
+        name,
+        hash,
+        agent: None,
+        net,
+        manifest,
+        config,
+        target,
+        taps: None,
+    };
+    let attempt = Attempt {
+        download: Download {
+            url: url.clone(),
+            sha256: incoming.sha256.unwrap_or(Sha256([0; 32])),
+            size: incoming.length,
+        },
+        check_sha256: incoming.sha256.is_some(),
+        from: " over MPI",
+        not_tried: None,
+    };
+    let start = Instant::now();
+    let failed = |failure: SourceFailure| Error::ReceiveFailed {
+        name: name.to_owned(),
+        hash,
+        from_node: incoming.from_node.clone(),
+        failure: Box::new(failure),
+    };
+    let tmp = request.new_temp_dir(&url).map_err(failed)?;
+    let source = download::Source::from_reader(reader, incoming.length);
+    let rules = BodyRules::new(&request.net, incoming.length, false);
+    let body = Body::spawn(source, Box::new(Unreported), rules, name.to_owned());
+    let (path, bytes) = request.install_body(&attempt, tmp, body).map_err(failed)?;
+    let seconds = start.elapsed().as_secs_f64();
+    tracing::info!(
+        artifact = name,
+        from_node = incoming.from_node.as_str(),
+        bytes,
+        seconds,
+        "installed artifact `{name}` received over MPI from node `{}` into `{}`",
+        incoming.from_node,
+        path.display()
+    );
+    Ok(Installed {
+        path,
+        origin: Origin::Received {
+            node: node.to_owned(),
+            from_node: incoming.from_node.clone(),
+            url: incoming.url.clone(),
+            bytes,
+            seconds,
+        },
+    })
+}
+
+/// Progress of bytes received over MPI: not shown (the sender shows its download's).
+struct Unreported;
+
+impl Transfer for Unreported {
+    fn received(&mut self, _total: u64) {}
+    fn done(self: Box<Self>, _bytes: u64, _elapsed: Duration) {}
+    fn failed(self: Box<Self>, _reason: &str) {}
 }
 
 /// Fails when the filesystem of `depot` cannot take `size` more bytes above its free-space
@@ -298,8 +458,11 @@ struct InstallRequest<'a> {
     config: &'a Config,
     /// What the network code takes of `config`.
     net: NetConfig,
-    agent: download::Agent,
+    /// `None` for an install of bytes received over MPI, which opens no URL.
+    agent: Option<download::Agent>,
     target: InstallTarget,
+    /// Where else the bytes of each attempt go.
+    taps: Option<&'a dyn Taps>,
 }
 
 /// One source to try. In Pkg's order: the package server's copy first (no sha256 is known for
@@ -345,6 +508,7 @@ fn download_and_install(
     manifest: ManifestPlace,
     config: &Config,
     target: InstallTarget,
+    taps: Option<&dyn Taps>,
 ) -> Result<Installed, Error> {
     let hash = variant.git_tree_sha1;
     // What the manifest declares is checked before any request: the size limit of implicit
@@ -368,11 +532,12 @@ fn download_and_install(
     let request = InstallRequest {
         name,
         hash,
-        agent: download::agent(&net)?,
+        agent: Some(download::agent(&net)?),
         net,
         manifest,
         config,
         target,
+        taps,
     };
     let attempts = attempts(variant, allowed, config);
     let mut failures = Vec::new();
@@ -640,14 +805,30 @@ impl InstallRequest<'_> {
         attempt: &Attempt,
         kept: &mut Option<Kept>,
     ) -> Result<(PathBuf, u64), SourceFailure> {
-        let url = &attempt.download.url;
+        let tmp = self.new_temp_dir(&attempt.download.url)?;
+        let body = self.open(attempt, kept)?;
+        self.install_body(attempt, tmp, body)
+    }
+
+    /// A new temp dir in the target depot for an install from `url`.
+    fn new_temp_dir(&self, url: &str) -> Result<TempDir, SourceFailure> {
         let tmp_path = depot::Depot::new(&self.target.dir).new_temp_dir(&self.hash);
         // Private while it is filled; the verified artifact gets 0o755 before its rename.
-        let tmp = TempDir::create(tmp_path.clone()).map_err(|e| SourceFailure::Install {
-            url: url.clone(),
+        TempDir::create(tmp_path.clone()).map_err(|e| SourceFailure::Install {
+            url: url.to_owned(),
             error: Box::new(Error::io("create temporary directory", &tmp_path, e)),
-        })?;
-        let mut body = self.open(&attempt.download, kept)?;
+        })
+    }
+
+    /// Streams `body` through the decompressor and the tar writer into `tmp`, checks both
+    /// hashes and renames `tmp` into place.
+    fn install_body(
+        &self,
+        attempt: &Attempt,
+        tmp: TempDir,
+        mut body: Body,
+    ) -> Result<(PathBuf, u64), SourceFailure> {
+        let url = &attempt.download.url;
         let limits = self.limits(tmp.path(), attempt);
         let extracted = extract_buffered_at(&mut body, tmp.handle.as_fd(), tmp.path(), &limits);
         let (actual, bytes) = self.finish_body(body, &attempt.download, &extracted)?;
@@ -661,9 +842,22 @@ impl InstallRequest<'_> {
                 bytes,
             });
         }
-        let extracted = extracted.map_err(|e| SourceFailure::Archive {
-            url: url.clone(),
-            reason: e.to_string(),
+        let extracted = extracted.map_err(|e| match e {
+            // The depot's own trouble, not the archive's: reported as the depot refusing it.
+            ExtractError::LowDiskSpace { .. }
+            | ExtractError::LowInodes { .. }
+            | ExtractError::Io { .. } => SourceFailure::Install {
+                url: url.clone(),
+                error: Box::new(Error::io(
+                    "unpack into",
+                    tmp.path(),
+                    io::Error::other(e.to_string()),
+                )),
+            },
+            e => SourceFailure::Archive {
+                url: url.clone(),
+                reason: e.to_string(),
+            },
         })?;
         if extracted.tree_hash != self.hash {
             return Err(SourceFailure::TreeHashMismatch {
@@ -683,7 +877,8 @@ impl InstallRequest<'_> {
     /// Opens `dl` and starts reading its body on a thread of its own, with progress to the
     /// reporter (and the lock's holder line); refuses a `Content-Length` over the implicit
     /// download limit before any of the body is read.
-    fn open(&self, dl: &Download, kept: &mut Option<Kept>) -> Result<Body, SourceFailure> {
+    fn open(&self, attempt: &Attempt, kept: &mut Option<Kept>) -> Result<Body, SourceFailure> {
+        let dl = &attempt.download;
         let (name, url, config) = (self.name, dl.url.as_str(), self.config);
         // Printed and logged without credentials (a package server's URL may carry a token).
         let shown = redact_url(url);
@@ -732,17 +927,34 @@ impl InstallRequest<'_> {
         // without a `Content-Length`, or longer than it said, stops past the download limit.
         let max_bytes = dl.size.or(config.max_download_size);
         let rules = BodyRules::new(&self.net, max_bytes, config.progress);
-        Ok(Body::spawn(source, transfer, rules, name.to_owned()))
+        let tap = self
+            .taps
+            .map(|taps| taps.start(dl, attempt.check_sha256, size));
+        Ok(Body::spawn_tapped(
+            source,
+            transfer,
+            rules,
+            name.to_owned(),
+            tap,
+        ))
     }
 
     /// Opens `dl`: a large download (several connections, a partial file in the depot's
     /// `artifacts` folder kept for resuming) where it qualifies, else one stream.
     fn open_source(&self, dl: &Download) -> Result<download::Source, SourceFailure> {
         let (url, config) = (dl.url.as_str(), self.config);
+        let Some(agent) = &self.agent else {
+            return Err(NetError::Transport {
+                url: url.to_owned(),
+                reason: "an install of bytes received over MPI opens no URL".to_owned(),
+                transient: false,
+            }
+            .into());
+        };
         let artifacts = depot::artifacts_dir(&self.target.dir);
         let Ok(dir) = clima_artifact_fs::Dir::open(&artifacts) else {
             return Ok(download::open(
-                &self.agent,
+                agent,
                 url,
                 &self.manifest.folder,
                 &self.net,
@@ -772,7 +984,7 @@ impl InstallRequest<'_> {
             room: &room,
             tell: config.progress,
         };
-        match ranged::open_large(&self.agent, url, &self.manifest.folder, &self.net, &large) {
+        match ranged::open_large(agent, url, &self.manifest.folder, &self.net, &large) {
             Ok(source) => Ok(source),
             Err(e) => {
                 if let Some(error) = no_room.borrow_mut().take() {

@@ -47,7 +47,8 @@
 //! attempts, package server first: source -> sha256 -> decompress -> tar -> temp dir ->
 //! rename, with the retries around each), `config` (reading the variables once),
 //! `locked_file` (per-artifact locks between processes),
-//! `collective_install` (who installs under MPI), `resolve` (the resolver behind the macro).
+//! `collective_install` (who installs under MPI), `node_stream` (node-local mode: one
+//! download per job, broadcast to one leader per node, verified and installed there), `resolve` (the resolver behind the macro).
 //! Run sync of output files is a separate crate, `clima-artifact-sync`.
 
 mod artifacts;
@@ -57,6 +58,7 @@ mod error;
 mod install;
 mod locked_file;
 mod macros;
+mod node_stream;
 mod resolve;
 
 pub mod access_log;

@@ -234,6 +234,7 @@ fn records_of(rank: usize) -> Vec<ArtifactRecord> {
         }],
         ranks: vec![rank],
         metadata: BTreeMap::from([("license".to_owned(), "CC0-1.0".to_owned())]),
+        received_by: vec![],
     };
     let mut only = shared.clone();
     only.name = format!("only_rank_{rank}");
@@ -367,6 +368,9 @@ impl Context for Corrupting<'_> {
     }
     fn split_by_node(&self) -> Box<dyn Context> {
         self.0.split_by_node()
+    }
+    fn split(&self, color: Option<u32>, key: u32) -> Option<Box<dyn Context>> {
+        self.0.split(color, key)
     }
 }
 

@@ -72,7 +72,10 @@ vars! {
     MAX_ENTRIES = "CLIMA_ARTIFACTS_MAX_ENTRIES", "cap on one artifact's archive entries (10000000)";
     /// MPI node-local mode: a depot private to each node.
     NODE_LOCAL_DEPOT = "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT",
-        "MPI node-local mode: one rank per node installs into this node-private depot";
+        "MPI node-local mode: one download per job, copied over MPI into each node's depot";
+    /// Which "node" this process is on, for node-local mode (testing and diagnostics).
+    NODE_ID = "CLIMA_ARTIFACTS_NODE_ID",
+        "ranks with the same value form one node in node-local mode (testing; unset = by machine)";
     /// Extra host platform tags.
     PLATFORM_TAGS = "CLIMA_ARTIFACTS_PLATFORM_TAGS",
         "extra host platform tags, key=value,... (e.g. libgfortran_version=5.0.0)";

@@ -745,6 +745,7 @@ fn report_renders_a_json_report() {
         ]
         .into_iter()
         .collect(),
+        received_by: vec![],
     };
     let report = clima_artifact_runtime::report::Report::from_parts([record], []);
     let file = sb.work.join("provenance.json");

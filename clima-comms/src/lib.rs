@@ -5,7 +5,7 @@
 //! every user of a context shares.
 //!
 //! - [`Context`]: the trait (rank, size, byte broadcast from the root, byte gather to the root,
-//!   a node split). [`Singleton`] is the serial context; with the `mpi` feature, [`MpiContext`]
+//!   a node split, a split by color). [`Singleton`] is the serial context; with the `mpi` feature, [`MpiContext`]
 //!   wraps an rsmpi communicator, and rsmpi's own `SimpleCommunicator` (what
 //!   `universe.world()` returns) can be passed where a context is expected ([`AsContext`]).
 //! - [`root_decides`]: rank 0 runs an operation (panic-safe) and every rank returns the same
@@ -49,8 +49,9 @@ pub use threads::on_thread_ranks;
 /// order, or the program hangs (as with any MPI collective). Rank 0 is the root.
 ///
 /// Implemented by [`Singleton`] (serial runs) and, with the `mpi` feature, by [`MpiContext`]
-/// (rsmpi's `SimpleCommunicator` is usable through [`AsContext`]). Implement it for your own communication layer by providing
-/// a byte broadcast, a byte gather and a node split.
+/// (rsmpi's `SimpleCommunicator` is usable through [`AsContext`]). Implement it for your own
+/// communication layer by providing a byte broadcast, a byte gather, a node split and a split
+/// by color.
 pub trait Context {
     /// This process's rank, `0..size()`.
     fn rank(&self) -> usize;
@@ -66,6 +67,9 @@ pub trait Context {
     fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>>;
     /// A context over the ranks that share this node (shared-memory split).
     fn split_by_node(&self) -> Box<dyn Context>;
+    /// Splits the context (`MPI_Comm_split`): ranks passing the same `Some(color)` form one new
+    /// context, ordered by `key`, then by their rank here; ranks passing `None` get `None`.
+    fn split(&self, color: Option<u32>, key: u32) -> Option<Box<dyn Context>>;
     /// A short description used in error messages, e.g. `MPI_COMM_WORLD (16 ranks)`.
     fn describe(&self) -> String {
         format!("a context of {} rank(s)", self.size())
@@ -124,6 +128,9 @@ impl Context for Singleton {
     fn split_by_node(&self) -> Box<dyn Context> {
         Box::new(Singleton)
     }
+    fn split(&self, color: Option<u32>, _key: u32) -> Option<Box<dyn Context>> {
+        color.map(|_| Box::new(Singleton) as Box<dyn Context>)
+    }
     fn describe(&self) -> String {
         "the serial context (1 rank)".to_owned()
     }
@@ -150,6 +157,9 @@ macro_rules! forward_context {
             fn split_by_node(&self) -> Box<dyn Context> {
                 (**self).split_by_node()
             }
+            fn split(&self, color: Option<u32>, key: u32) -> Option<Box<dyn Context>> {
+                (**self).split(color, key)
+            }
             fn describe(&self) -> String {
                 (**self).describe()
             }
@@ -171,6 +181,8 @@ mod tests {
         assert_eq!(s.broadcast_from_root(Some(vec![1, 2])), vec![1, 2]);
         assert_eq!(s.gather_to_root(vec![3]), Some(vec![vec![3]]));
         assert_eq!(s.split_by_node().size(), 1);
+        assert_eq!(s.split(Some(3), 0).map(|c| c.size()), Some(1));
+        assert!(s.split(None, 0).is_none());
         let boxed: Box<dyn Context> = Box::new(Singleton);
         let by_ref: &dyn Context = &&boxed;
         assert_eq!(by_ref.size(), 1);

@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Only standard MPI-3 calls are used (`MPI_Bcast`, `MPI_Allgather`, `MPI_Gatherv`,
-//! `MPI_Comm_split`, `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`), so OpenMPI and MPICH both work.
+//! `MPI_Comm_split` (with a key), `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`), so OpenMPI and MPICH both work.
 //!
 //! # Wire protocol of the byte primitives
 //!
@@ -156,13 +156,9 @@ impl MpiContext {
     /// Splits the communicator by `color` (`MPI_Comm_split`, ordered by current rank); ranks
     /// passing `None` get `None`. Collective. Useful to build custom node layouts.
     pub fn split_by_color(&self, color: Option<u32>) -> Option<MpiContext> {
-        let color = match color {
-            Some(c) => Color::with_value(i32::try_from(c).unwrap_or(i32::MAX)),
-            None => Color::undefined(),
-        };
         let sub = {
             let _guard = self.enter();
-            self.comm.split_by_color(color)
+            self.comm.split_by_color(mpi_color(color))
         };
         sub.map(|c| {
             let mut ctx = Self::labelled(c, format!("a split of {}", self.label));
@@ -252,6 +248,19 @@ impl Context for MpiContext {
         Box::new(ctx)
     }
 
+    fn split(&self, color: Option<u32>, key: u32) -> Option<Box<dyn Context>> {
+        let sub = {
+            let _guard = self.enter();
+            self.comm
+                .split_by_color_with_key(mpi_color(color), mpi_key(key))
+        };
+        sub.map(|c| {
+            let mut ctx = Self::labelled(c, format!("a split of {}", self.label));
+            ctx.max_message_bytes = self.max_message_bytes;
+            Box::new(ctx) as Box<dyn Context>
+        })
+    }
+
     fn describe(&self) -> String {
         self.label.clone()
     }
@@ -337,6 +346,20 @@ impl Context for RsmpiComm {
         ))
     }
 
+    fn split(&self, color: Option<u32>, key: u32) -> Option<Box<dyn Context>> {
+        let sub = {
+            let _guard = lock_unless_multiple();
+            self.0
+                .split_by_color_with_key(mpi_color(color), mpi_key(key))
+        };
+        sub.map(|c| {
+            Box::new(MpiContext::labelled(
+                c,
+                "a split of an MPI communicator".to_owned(),
+            )) as Box<dyn Context>
+        })
+    }
+
     fn describe(&self) -> String {
         let size = self.size();
         if self.is_world() {
@@ -349,6 +372,20 @@ impl Context for RsmpiComm {
     fn communicator_id(&self) -> Option<u64> {
         self.is_world().then_some(WORLD_ID)
     }
+}
+
+/// An MPI color: `None` is `MPI_UNDEFINED`; colors above `i32::MAX` (not allowed by MPI) are
+/// folded onto it.
+fn mpi_color(color: Option<u32>) -> Color {
+    match color {
+        Some(c) => Color::with_value(i32::try_from(c).unwrap_or(i32::MAX)),
+        None => Color::undefined(),
+    }
+}
+
+/// An MPI key (an `int`): larger keys order last, as they would.
+fn mpi_key(key: u32) -> i32 {
+    i32::try_from(key).unwrap_or(i32::MAX)
 }
 
 fn lock_unless_multiple() -> Option<MutexGuard<'static, ()>> {

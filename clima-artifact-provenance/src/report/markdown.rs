@@ -100,11 +100,50 @@ fn origin_text(record: &ArtifactRecord) -> String {
             bytes,
             seconds,
         } => format!(
-            "downloaded from {} ({} in {}) to {}",
+            "downloaded from {} ({} in {}) to {}{}",
             link(url),
             human_bytes(*bytes),
             human_seconds(*seconds),
-            code(&record.path)
+            code(&record.path),
+            received_by(record)
+        ),
+        RecordedOrigin::Received {
+            node,
+            from_node,
+            url,
+            bytes,
+            seconds,
+        } => {
+            let what = match url {
+                Some(url) => format!("the tarball it downloaded from {}", link(url)),
+                None => "its installed copy".to_owned(),
+            };
+            format!(
+                "received over MPI from node {}: {what} ({} in {}), installed to {} on node {}{}",
+                code(from_node),
+                human_bytes(*bytes),
+                human_seconds(*seconds),
+                code(&record.path),
+                code(node),
+                received_by(record)
+            )
+        }
+    }
+}
+
+/// Which nodes' copies were received over MPI, when any were.
+fn received_by(record: &ArtifactRecord) -> String {
+    match record.received_by.len() {
+        0 => String::new(),
+        n => format!(
+            "; copied over MPI into the node-local depots of {n} node{} ({})",
+            if n == 1 { "" } else { "s" },
+            record
+                .received_by
+                .iter()
+                .map(|node| code(node))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }

@@ -6,12 +6,15 @@
 //! ```
 //!
 //! Usage: `mpirun -n N mpi_fetch <Artifacts.toml> <name>... [--other-on-rank R NAME]
-//! [--fake-node K]`. Configuration comes from the `CLIMA_ARTIFACTS_*` environment (depots,
-//! `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT`). `--other-on-rank` makes rank R ask for NAME instead of
-//! the first name (the misuse the collective check must catch). `--fake-node K` declares this
-//! process part of fake node K: the node split groups ranks by K instead of by machine (launch
-//! with `mpirun -n 2 mpi_fetch ... --fake-node 0 : -n 2 mpi_fetch ... --fake-node 1`).
-//! Exits 1 if any artifact failed on this rank.
+//! [--report DIR]` (`--report`: rank 0 writes the provenance report of all ranks into DIR).
+//! Configuration comes from the `CLIMA_ARTIFACTS_*` environment (depots,
+//! `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT`, and `CLIMA_ARTIFACTS_NODE_ID` to group ranks into
+//! "nodes" on one machine: `mpirun -n 2 env CLIMA_ARTIFACTS_NODE_ID=a mpi_fetch ... : -n 2 env
+//! CLIMA_ARTIFACTS_NODE_ID=b mpi_fetch ...`). `--other-on-rank` makes rank R ask for NAME
+//! instead of the first name (the misuse the collective check must catch). Before and after the
+//! collective calls it looks up the paths `/MPI_FETCH_BEGIN_<rank>` and `/MPI_FETCH_END_<rank>`
+//! (markers to find in an `strace -e trace=%file` log). Exits 1 if any artifact failed
+//! on this rank.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,45 +24,11 @@ use clima_artifact_runtime::manifest::{Manifest, Platform};
 use clima_artifact_runtime::{Config, Context, MpiContext};
 use clima_artifact_tests::print_result;
 
-/// A context whose "nodes" are chosen by the launcher, to test node-local mode on one machine.
-struct FakeNodes {
-    world: MpiContext,
-    node: u32,
-}
-
-impl Context for FakeNodes {
-    fn rank(&self) -> usize {
-        self.world.rank()
-    }
-    fn size(&self) -> usize {
-        self.world.size()
-    }
-    fn barrier(&self) {
-        self.world.barrier()
-    }
-    fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
-        self.world.broadcast_from_root(data)
-    }
-    fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
-        self.world.gather_to_root(data)
-    }
-    fn split_by_node(&self) -> Box<dyn Context> {
-        Box::new(
-            self.world
-                .split_by_color(Some(self.node))
-                .expect("every rank has a fake node"),
-        )
-    }
-    fn describe(&self) -> String {
-        format!("{} with fake nodes", self.world.describe())
-    }
-}
-
 struct Args {
     manifest: PathBuf,
     names: Vec<String>,
     other_on_rank: Option<(usize, String)>,
-    fake_node: Option<u32>,
+    report: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -71,7 +40,7 @@ fn parse_args() -> Result<Args, String> {
         manifest: manifest.into(),
         names: vec![],
         other_on_rank: None,
-        fake_node: None,
+        report: None,
     };
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -80,9 +49,7 @@ fn parse_args() -> Result<Args, String> {
                 let name = it.next().ok_or("name?")?;
                 args.other_on_rank = Some((rank, name));
             }
-            "--fake-node" => {
-                args.fake_node = Some(it.next().and_then(|k| k.parse().ok()).ok_or("node?")?);
-            }
+            "--report" => args.report = Some(it.next().ok_or("report dir?")?.into()),
             _ => args.names.push(a),
         }
     }
@@ -98,16 +65,13 @@ fn main() -> ExitCode {
         }
     };
     let universe = clima_artifact_runtime::mpi::initialize().expect("MPI already initialised");
-    let world = MpiContext::world();
-    let ctx: Box<dyn Context> = match args.fake_node {
-        Some(node) => Box::new(FakeNodes { world, node }),
-        None => Box::new(world),
-    };
+    let ctx: Box<dyn Context> = Box::new(MpiContext::world());
     let (rank, size) = (ctx.rank(), ctx.size());
 
     let manifest = Manifest::load(&args.manifest);
     let config = Config::from_env();
     let mut failed = false;
+    marker(&format!("MPI_FETCH_BEGIN_{rank}"));
     for (i, name) in args.names.iter().enumerate() {
         let name = match &args.other_on_rank {
             Some((r, other)) if *r == rank && i == 0 => other,
@@ -126,6 +90,17 @@ fn main() -> ExitCode {
         let path = result.as_ref().map(|installed| installed.path.as_path());
         failed |= !print_result(rank, size, name, path);
     }
+    marker(&format!("MPI_FETCH_END_{rank}"));
+    if let Some(dir) = &args.report {
+        match clima_artifact_runtime::report::write_all_collective(ctx.as_ref(), dir) {
+            Ok(Some(paths)) => println!("REPORT rank={rank} wrote={}", paths.json.display()),
+            Ok(None) => println!("REPORT rank={rank} wrote=none"),
+            Err(e) => {
+                failed = true;
+                println!("REPORT rank={rank} err={e}");
+            }
+        }
+    }
     drop(ctx);
     drop(universe);
     if failed {
@@ -133,4 +108,9 @@ fn main() -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// A system call on a path named `what`, to find in an `strace` log.
+fn marker(what: &str) {
+    let _ = std::path::Path::new(&format!("/{what}")).try_exists();
 }

@@ -50,6 +50,9 @@ impl Context for Counting {
     fn split_by_node(&self) -> Box<dyn Context> {
         self.inner.split_by_node()
     }
+    fn split(&self, color: Option<u32>, key: u32) -> Option<Box<dyn Context>> {
+        self.inner.split(color, key)
+    }
     fn describe(&self) -> String {
         self.inner.describe()
     }

@@ -217,6 +217,20 @@ fn serve_artifacts(server: &TestServer, dir: &Path, names: &[&str]) -> (PathBuf,
     (manifest, served)
 }
 
+/// What most tests here start from: `mpirun`, a scratch folder, and a loopback server serving
+/// one small artifact per name, with the `Artifacts.toml` that lists them. `None` when `mpirun`
+/// is missing and the test is skipped (see [`Mpirun::find`]).
+fn job(
+    test: &str,
+    names: &[&str],
+) -> Option<(Mpirun, tempfile::TempDir, TestServer, PathBuf, Vec<Served>)> {
+    let mpirun = Mpirun::find(test)?;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::start();
+    let (manifest, served) = serve_artifacts(&server, tmp.path(), names);
+    Some((mpirun, tmp, server, manifest, served))
+}
+
 fn fetch_argv(manifest: &Path, names: &[&str], extra: &[&str]) -> Vec<String> {
     let mut argv = vec![
         env!("CARGO_BIN_EXE_mpi_fetch").to_owned(),
@@ -236,13 +250,10 @@ fn describe(run: &Run) -> String {
 
 /// `n` ranks fetch two artifacts: one GET each, every rank gets the same, installed path.
 fn one_get_per_artifact(test: &str, n: usize) {
-    let Some(mpirun) = Mpirun::find(test) else {
+    let Some((mpirun, tmp, server, manifest, served)) = job(test, &["era5", "rrtmgp"]) else {
         return;
     };
-    let tmp = tempfile::tempdir().expect("tempdir");
     let depot = tmp.path().join("depot");
-    let server = TestServer::start();
-    let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5", "rrtmgp"]);
     let run = run_bounded(
         mpirun.command(&[(n, fetch_argv(&manifest, &["era5", "rrtmgp"], &[]))]),
         &[("CLIMA_ARTIFACTS_DEPOT_PATH", depot.to_str().expect("utf-8"))],
@@ -300,13 +311,13 @@ fn mpi_16_ranks_one_get_per_artifact() {
 
 #[test]
 fn mpi_root_cannot_download_every_rank_fails_the_same() {
-    let Some(mpirun) = Mpirun::find("mpi_root_cannot_download_every_rank_fails_the_same") else {
+    let Some((mpirun, tmp, server, manifest, served)) = job(
+        "mpi_root_cannot_download_every_rank_fails_the_same",
+        &["era5"],
+    ) else {
         return;
     };
-    let tmp = tempfile::tempdir().expect("tempdir");
     let depot = tmp.path().join("depot");
-    let server = TestServer::start();
-    let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5"]);
     server.always(&served[0].url_path, Fault::Status(404));
     let started = Instant::now();
     let run = run_bounded(
@@ -349,14 +360,13 @@ fn mpi_root_cannot_download_every_rank_fails_the_same() {
 
 #[test]
 fn mpi_ranks_asking_for_different_artifacts_all_get_an_error() {
-    let Some(mpirun) = Mpirun::find("mpi_ranks_asking_for_different_artifacts_all_get_an_error")
-    else {
+    let Some((mpirun, tmp, server, manifest, served)) = job(
+        "mpi_ranks_asking_for_different_artifacts_all_get_an_error",
+        &["era5", "rrtmgp"],
+    ) else {
         return;
     };
-    let tmp = tempfile::tempdir().expect("tempdir");
     let depot = tmp.path().join("depot");
-    let server = TestServer::start();
-    let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5", "rrtmgp"]);
     let argv = fetch_argv(&manifest, &["era5"], &["--other-on-rank", "2", "rrtmgp"]);
     let run = run_bounded(
         mpirun.command(&[(4, argv)]),
@@ -382,72 +392,367 @@ fn mpi_ranks_asking_for_different_artifacts_all_get_an_error() {
     }
 }
 
-#[test]
-fn mpi_node_local_mode_one_install_per_fake_node() {
-    let Some(mpirun) = Mpirun::find("mpi_node_local_mode_one_install_per_fake_node") else {
-        return;
-    };
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let shared = tmp.path().join("shared-depot");
-    let server = TestServer::start();
-    let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5"]);
-    // Four fake nodes of two ranks; each node's ranks see their own node depot.
-    let node_depot = |k: usize| tmp.path().join(format!("node{k}-tmp/depot"));
-    let groups: Vec<(usize, Vec<String>)> = (0..4)
+/// The `mpirun` groups of `ranks` ranks grouped into `nodes` "nodes" (consecutive ranks, by
+/// `CLIMA_ARTIFACTS_NODE_ID`), node `k` with the node depot `node_depot(k)` and the extra
+/// environment `extra(k)`.
+fn node_groups(
+    ranks: usize,
+    nodes: usize,
+    node_depot: &dyn Fn(usize) -> PathBuf,
+    extra: &dyn Fn(usize) -> Vec<String>,
+    argv: &[String],
+) -> Vec<(usize, Vec<String>)> {
+    (0..nodes)
         .map(|k| {
-            let mut argv = vec![
+            let mut cmd = vec![
                 "env".to_owned(),
+                format!("CLIMA_ARTIFACTS_NODE_ID=node-{k}"),
                 format!(
                     "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT={}",
                     node_depot(k).display()
                 ),
             ];
-            argv.extend(fetch_argv(
-                &manifest,
-                &["era5"],
-                &["--fake-node", &k.to_string()],
-            ));
-            (2, argv)
+            cmd.extend(extra(k));
+            cmd.extend(argv.iter().cloned());
+            (ranks / nodes, cmd)
         })
-        .collect();
-    let run = run_bounded(
-        mpirun.command(&groups),
-        &[(
-            "CLIMA_ARTIFACTS_DEPOT_PATH",
-            shared.to_str().expect("utf-8"),
-        )],
-    );
-    assert!(run.status.success(), "{}", describe(&run));
-    let all = outcomes(&run);
-    assert_eq!(all.len(), 8, "{}", describe(&run));
-    for o in &all {
-        let expected = node_depot(o.rank / 2)
-            .join("artifacts")
-            .join(&served[0].hash);
-        assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+        .collect()
+}
+
+/// Nothing but verified artifacts under `depot/artifacts` (no temp dirs, no partial files).
+fn assert_nothing_unverified(depot: &Path, allowed: &[&str]) {
+    let Ok(entries) = std::fs::read_dir(depot.join("artifacts")) else {
+        return;
+    };
+    for entry in entries {
+        let name = entry.expect("entry").file_name();
+        let name = name.to_string_lossy();
+        assert!(
+            allowed.contains(&name.as_ref()) || name == ".locks" || name == "Overrides.toml",
+            "`{name}` left in `{}`",
+            depot.display()
+        );
     }
-    for k in 0..4 {
+}
+
+/// `ranks` ranks as `nodes` nodes: one GET for the whole job, every node depot holds the
+/// verified artifact, every rank's path is in its own node's depot, the provenance of each
+/// node's copy is recorded; a second run downloads nothing.
+fn one_download_per_job(test: &str, ranks: usize, nodes: usize) {
+    let Some((mpirun, tmp, server, manifest, served)) = job(test, &["era5"]) else {
+        return;
+    };
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let reports = tmp.path().join("report");
+    let argv = fetch_argv(
+        &manifest,
+        &["era5"],
+        &["--report", reports.to_str().expect("utf-8")],
+    );
+    let groups = node_groups(ranks, nodes, &node_depot, &|_| vec![], &argv);
+    let env = [(
+        "CLIMA_ARTIFACTS_DEPOT_PATH",
+        shared.to_str().expect("utf-8"),
+    )];
+    for run_number in 1..=2 {
+        let run = run_bounded(mpirun.command(&groups), &env);
+        assert!(run.status.success(), "run {run_number}: {}", describe(&run));
+        let all = outcomes(&run);
+        assert_eq!(all.len(), ranks, "{}", describe(&run));
+        for o in &all {
+            let k = o.rank / (ranks / nodes);
+            let expected = node_depot(k).join("artifacts").join(&served[0].hash);
+            assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+        }
+        assert_eq!(
+            server.gets(&served[0].url_path),
+            1,
+            "run {run_number}: one GET for the whole job"
+        );
+        // The report says where each node's copy came from.
+        let (_, records) = report_records(&reports.join("provenance.json"));
+        let era5 = &records.iter().find(|(n, _)| n == "era5").expect("era5").1;
+        let received: Vec<String> = (1..nodes).map(|k| format!("node-{k}")).collect();
+        let markdown = std::fs::read_to_string(reports.join("provenance.md")).expect("md");
+        if run_number == 1 {
+            assert_eq!(era5["origin"]["kind"], "downloaded", "{era5}");
+            assert_eq!(era5["received_by"], serde_json::json!(received), "{era5}");
+            assert!(
+                markdown.contains("copied over MPI into the node-local depots of"),
+                "{markdown}"
+            );
+        } else {
+            assert_eq!(era5["origin"]["kind"], "depot", "{era5}");
+            assert!(era5.get("received_by").is_none(), "{era5}");
+        }
+    }
+    for k in 0..nodes {
         let installed = node_depot(k).join("artifacts").join(&served[0].hash);
-        assert!(installed.join("data/readme.txt").is_file(), "node {k}");
+        assert_eq!(
+            std::fs::read_to_string(installed.join("data/readme.txt")).expect("readme"),
+            "artifact era5\n",
+            "node {k}"
+        );
+        if clima_artifact_tests::have_git() {
+            assert_eq!(
+                clima_artifact_tests::git_tree_hash(&installed).to_string(),
+                served[0].hash,
+                "node {k}: real git agrees with the tree hash"
+            );
+        }
+        assert_nothing_unverified(&node_depot(k), &[&served[0].hash]);
     }
-    assert_eq!(
-        server.gets(&served[0].url_path),
-        4,
-        "one install per node depot"
-    );
     assert!(!shared.join("artifacts").join(&served[0].hash).exists());
 }
 
 #[test]
-fn mpi_node_local_mode_shared_memory_split() {
-    let Some(mpirun) = Mpirun::find("mpi_node_local_mode_shared_memory_split") else {
+fn mpi_node_local_4_ranks_as_2_nodes_download_once() {
+    one_download_per_job("mpi_node_local_4_ranks_as_2_nodes_download_once", 4, 2);
+}
+
+#[test]
+fn mpi_node_local_4_ranks_as_4_nodes_download_once() {
+    one_download_per_job("mpi_node_local_4_ranks_as_4_nodes_download_once", 4, 4);
+}
+
+/// A node that has the artifact installed sends it: no download at all.
+#[test]
+fn mpi_node_local_a_node_that_has_it_sends_it() {
+    let Some((mpirun, tmp, server, manifest, served)) =
+        job("mpi_node_local_a_node_that_has_it_sends_it", &["era5"])
+    else {
         return;
     };
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let env = [(
+        "CLIMA_ARTIFACTS_DEPOT_PATH",
+        shared.to_str().expect("utf-8"),
+    )];
+    // Node 2 alone first (1 GET), then three nodes: node 2 sends its copy to nodes 0 and 1.
+    let alone = vec![(
+        1,
+        node_groups(1, 1, &|_| node_depot(2), &|_| vec![], &argv)[0]
+            .1
+            .iter()
+            .map(|a| a.replace("node-0", "node-2"))
+            .collect(),
+    )];
+    let run = run_bounded(mpirun.command(&alone), &env);
+    assert!(run.status.success(), "{}", describe(&run));
+    assert_eq!(server.gets(&served[0].url_path), 1);
+    let run = run_bounded(
+        mpirun.command(&node_groups(3, 3, &node_depot, &|_| vec![], &argv)),
+        &env,
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    assert_eq!(
+        server.gets(&served[0].url_path),
+        1,
+        "the copy came from node 2, not from the server"
+    );
+    for o in outcomes(&run) {
+        let expected = node_depot(o.rank).join("artifacts").join(&served[0].hash);
+        assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+        let readme = expected.join("data/readme.txt");
+        assert_eq!(
+            std::fs::read_to_string(readme).expect("readme"),
+            "artifact era5\n"
+        );
+    }
+}
+
+/// Runs 4 ranks as 2 nodes with `extra(k)` in node k's environment, and checks that every rank
+/// failed with the same error, which contains each of `expected`, and that no depot holds
+/// anything unverified.
+fn every_rank_fails_the_same(
+    test: &str,
+    artifact: TestArtifact,
+    sha256: Option<clima_artifact_runtime::Sha256>,
+    serve: bool,
+    extra: &dyn Fn(usize, &Path) -> Vec<String>,
+    expected: &[&str],
+) -> Option<TestServer> {
+    let mpirun = Mpirun::find(test)?;
     let tmp = tempfile::tempdir().expect("tempdir");
     let shared = tmp.path().join("shared-depot");
-    let node = tmp.path().join("node-tmp/depot");
     let server = TestServer::start();
-    let (manifest, served) = serve_artifacts(&server, tmp.path(), &["era5"]);
+    if serve {
+        server.serve("/era5.tar.gz", artifact.tarball.clone());
+    }
+    let manifest = era5_manifest(&server, tmp.path(), &artifact, sha256);
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let root = tmp.path().to_path_buf();
+    let groups = node_groups(4, 2, &node_depot, &|k| extra(k, &root), &argv);
+    let started = Instant::now();
+    let run = run_bounded_within(
+        mpirun.command(&groups),
+        &[
+            (
+                "CLIMA_ARTIFACTS_DEPOT_PATH",
+                shared.to_str().expect("utf-8"),
+            ),
+            ("CLIMA_ARTIFACTS_RETRIES", "1"),
+        ],
+        Duration::from_secs(90),
+    );
+    assert!(!run.status.success(), "{}", describe(&run));
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 4, "every rank answers: {}", describe(&run));
+    let first = all[0].result.as_ref().expect_err("rank 0 failed");
+    for o in &all {
+        assert_eq!(o.result.as_ref(), Err(first), "rank {} differs", o.rank);
+    }
+    for e in expected {
+        assert!(first.contains(e), "`{e}` not in: {first}");
+    }
+    for k in 0..2 {
+        assert_nothing_unverified(&node_depot(k), &[]);
+    }
+    assert_nothing_unverified(&shared, &[]);
+    eprintln!(
+        "{test}: every rank failed the same in {:?}: {first}",
+        started.elapsed()
+    );
+    Some(server)
+}
+
+/// An `Artifacts.toml` in `dir` with `era5` = `artifact` at `/era5.tar.gz` of `server`, with
+/// `sha256` in place of the artifact's own when given.
+fn era5_manifest(
+    server: &TestServer,
+    dir: &Path,
+    artifact: &TestArtifact,
+    sha256: Option<clima_artifact_runtime::Sha256>,
+) -> PathBuf {
+    write_manifest(
+        dir,
+        &[ManifestEntry {
+            name: "era5",
+            hash: artifact.tree_hash,
+            downloads: vec![(
+                server.url("/era5.tar.gz"),
+                sha256.unwrap_or(artifact.sha256),
+            )],
+            extra: vec![("license", "CC0-1.0")],
+        }],
+    )
+}
+
+/// `len` bytes that gzip cannot shrink (xorshift from `seed`), so a tarball of them is as
+/// large as they are.
+fn incompressible(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn small_artifact() -> TestArtifact {
+    TestArtifact::gzip(
+        TarballBuilder::new()
+            .file("data/readme.txt", "era5\n")
+            .file("data/values.bin", vec![7u8; 100_000]),
+    )
+}
+
+#[test]
+fn mpi_node_local_a_404_is_the_same_error_on_every_rank() {
+    every_rank_fails_the_same(
+        "mpi_node_local_a_404_is_the_same_error_on_every_rank",
+        small_artifact(),
+        None,
+        false,
+        &|_, _| vec![],
+        &["404", "era5"],
+    );
+}
+
+#[test]
+fn mpi_node_local_a_wrong_sha256_is_the_same_error_on_every_rank() {
+    every_rank_fails_the_same(
+        "mpi_node_local_a_wrong_sha256_is_the_same_error_on_every_rank",
+        small_artifact(),
+        Some(clima_artifact_runtime::Sha256([9; 32])),
+        true,
+        &|_, _| vec![],
+        &["sha256", "era5"],
+    );
+}
+
+#[test]
+fn mpi_node_local_a_node_whose_depot_cannot_be_created_fails_every_rank() {
+    every_rank_fails_the_same(
+        "mpi_node_local_a_node_whose_depot_cannot_be_created_fails_every_rank",
+        small_artifact(),
+        None,
+        true,
+        &|k, root| {
+            if k == 0 {
+                return vec![];
+            }
+            // A regular file where node 1's depot folder would be.
+            let file = root.join("not-a-folder");
+            std::fs::write(&file, b"x").expect("write");
+            vec![format!(
+                "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT={}",
+                file.join("depot").display()
+            )]
+        },
+        &[
+            "node `node-1`",
+            "cannot create the node-local depot",
+            "not-a-folder",
+        ],
+    );
+}
+
+/// Node 1's depot has no room (the free-space reserve): every rank fails with node 1's error,
+/// early: the download stops at a checkpoint, long before the end of the tarball.
+#[test]
+fn mpi_node_local_a_node_without_room_stops_the_download_for_everyone() {
+    let content = incompressible(48 << 20, 0x9e37_79b9_7f4a_7c15);
+    let artifact = TestArtifact::gzip(TarballBuilder::new().file("data/big.bin", content));
+    let len = artifact.tarball.len() as u64;
+    let Some(server) = every_rank_fails_the_same(
+        "mpi_node_local_a_node_without_room_stops_the_download_for_everyone",
+        artifact,
+        None,
+        true,
+        &|k, _| match k {
+            // Room for the tarball's size checked up front would pass; the reserve stops the
+            // unpacking on node 1 only.
+            1 => vec!["CLIMA_ARTIFACTS_MIN_FREE_SPACE=1000T".to_owned()],
+            _ => vec![],
+        },
+        &["node `node-1`", "era5"],
+    ) else {
+        return;
+    };
+    let sent = server.bytes_sent_for("/era5.tar.gz");
+    assert!(
+        sent < len,
+        "the download went on to the end ({sent} of {len} bytes) after node 1 failed"
+    );
+}
+
+#[test]
+fn mpi_node_local_mode_shared_memory_split() {
+    let Some((mpirun, tmp, server, manifest, served)) =
+        job("mpi_node_local_mode_shared_memory_split", &["era5"])
+    else {
+        return;
+    };
+    let shared = tmp.path().join("shared-depot");
+    let node = tmp.path().join("node-tmp/depot");
     let run = run_bounded(
         mpirun.command(&[(4, fetch_argv(&manifest, &["era5"], &[]))]),
         &[
@@ -799,4 +1104,166 @@ fn mpi_quickstart_example_on_4_ranks() {
     assert_eq!(record["accesses"], 4, "{record:#}");
     assert_eq!(record["origin"]["kind"], "downloaded", "{record:#}");
     assert_eq!(record["metadata"]["license"], "CC0-1.0", "{record:#}");
+}
+
+/// The pid of the process whose environment holds every one of `vars` (`NAME=value`).
+fn process_with_env(vars: &[String]) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let entry = entry.ok()?;
+        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let environ = std::fs::read(entry.path().join("environ")).ok()?;
+        let set: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+        vars.iter()
+            .all(|v| set.contains(&v.as_bytes()))
+            .then_some(pid)
+    })
+}
+
+/// A node leader killed in the middle of the copy: the job ends (mpirun fails), it does not
+/// hang.
+#[test]
+fn mpi_node_local_a_leader_that_dies_ends_the_job() {
+    let Some(mpirun) = Mpirun::find("mpi_node_local_a_leader_that_dies_ends_the_job") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::start();
+    let content = incompressible(8 << 20, 0x2545_f491_4f6c_dd1d);
+    let artifact = TestArtifact::gzip(TarballBuilder::new().file("data/big.bin", content));
+    server.serve("/era5.tar.gz", artifact.tarball.clone());
+    server.cap_rate(2 << 20);
+    let manifest = era5_manifest(&server, tmp.path(), &artifact, None);
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let groups = node_groups(4, 2, &node_depot, &|_| vec![], &argv);
+    let depot_var = format!(
+        "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT={}",
+        node_depot(1).display()
+    );
+    let killed = std::thread::scope(|s| {
+        let killer = s.spawn(|| {
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(60) {
+                if server.bytes_sent_for("/era5.tar.gz") > 1 << 20 {
+                    // Rank 2 leads node 1 (OpenMPI, MPICH and PMIx name the rank differently).
+                    let leader = ["OMPI_COMM_WORLD_RANK=2", "PMI_RANK=2", "PMIX_RANK=2"]
+                        .iter()
+                        .find_map(|rank| process_with_env(&[depot_var.clone(), rank.to_string()]));
+                    if let Some(pid) = leader {
+                        let _ = Command::new("kill")
+                            .args(["-KILL", &pid.to_string()])
+                            .status();
+                        return Some(pid);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            None
+        });
+        let started = Instant::now();
+        let run = run_bounded_within(mpirun.command(&groups), &[], Duration::from_secs(90));
+        let pid = killer.join().expect("killer");
+        assert!(
+            pid.is_some(),
+            "the leader of node 1 was not found: {}",
+            describe(&run)
+        );
+        assert!(!run.status.success(), "{}", describe(&run));
+        eprintln!(
+            "the job ended {:?} after it started, the leader being killed",
+            started.elapsed()
+        );
+        pid
+    });
+    assert!(killed.is_some());
+    assert!(
+        !node_depot(1)
+            .join("artifacts")
+            .join(artifact.tree_hash.to_string())
+            .exists()
+    );
+}
+
+/// Lines of an `strace` log between the markers of `mpi_fetch` that name a path under `root`.
+fn traced_paths_between_markers(log: &str, rank: usize, root: &str) -> Vec<String> {
+    let (begin, end) = (
+        format!("/MPI_FETCH_BEGIN_{rank}\""),
+        format!("/MPI_FETCH_END_{rank}\""),
+    );
+    let mut inside = false;
+    let mut found = Vec::new();
+    for line in log.lines() {
+        if line.contains(&begin) {
+            inside = true;
+        } else if line.contains(&end) {
+            inside = false;
+        } else if inside && line.contains(root) {
+            found.push(line.to_owned());
+        }
+    }
+    found
+}
+
+/// Under `strace`, 4 ranks as 2 nodes: the ranks that lead no node make no file operation on
+/// a depot or the manifest while they resolve the artifact, fresh install or already
+/// installed; the leaders do (so the check can fail).
+#[test]
+fn mpi_node_local_only_leaders_touch_the_depots() {
+    let Some((mpirun, tmp, server, manifest, served)) =
+        job("mpi_node_local_only_leaders_touch_the_depots", &["era5"])
+    else {
+        return;
+    };
+    if Command::new("strace").arg("-V").output().is_err() {
+        let required = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(!required, "strace not found but CI=true: install strace");
+        clima_artifact_tests::skip("`strace` not found");
+        return;
+    }
+    let root = tmp.path().to_str().expect("utf-8").to_owned();
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let traces = tmp.path().join("traces");
+    std::fs::create_dir_all(&traces).expect("traces");
+    let mut argv = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!(
+            "exec strace -f -qq -e trace=%file,%desc -o {}/trace.$OMPI_COMM_WORLD_RANK$PMI_RANK \"$@\"",
+            traces.display()
+        ),
+        "sh".to_owned(),
+    ];
+    argv.extend(fetch_argv(&manifest, &["era5"], &[]));
+    let groups = node_groups(4, 2, &node_depot, &|_| vec![], &argv);
+    for run_number in 1..=2 {
+        let run = run_bounded(
+            mpirun.command(&groups),
+            &[(
+                "CLIMA_ARTIFACTS_DEPOT_PATH",
+                shared.to_str().expect("utf-8"),
+            )],
+        );
+        assert!(run.status.success(), "run {run_number}: {}", describe(&run));
+        let mut counts = Vec::new();
+        for rank in 0..4 {
+            let log = std::fs::read_to_string(traces.join(format!("trace.{rank}")))
+                .expect("a trace per rank");
+            let touched = traced_paths_between_markers(&log, rank, &root);
+            if rank % 2 == 1 {
+                assert!(
+                    touched.is_empty(),
+                    "run {run_number}: rank {rank} leads no node, yet:\n{}",
+                    touched.join("\n")
+                );
+            }
+            counts.push(touched.len());
+        }
+        assert!(
+            counts[0] > 0 && counts[2] > 0,
+            "run {run_number}: the leaders' file operations were not seen: {counts:?}"
+        );
+        eprintln!("run {run_number}: file operations on depots per rank: {counts:?}");
+    }
+    assert_eq!(server.gets(&served[0].url_path), 1);
 }

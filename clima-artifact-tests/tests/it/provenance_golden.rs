@@ -55,6 +55,7 @@ fn record(
         call_sites: vec![site("src/main.rs", 10)],
         ranks: vec![0],
         metadata: meta(metadata),
+        received_by: vec![],
     }
 }
 

@@ -191,6 +191,18 @@ fn fetch_one(
                     f.bytes = Some(bytes);
                     f.seconds = seconds;
                 }
+                // Only collective installs receive over MPI; `fetch` runs alone.
+                Origin::Received {
+                    url,
+                    bytes,
+                    seconds,
+                    ..
+                } => {
+                    f.status = "received";
+                    f.url = url;
+                    f.bytes = Some(bytes);
+                    f.seconds = seconds;
+                }
             }
         }
     }

@@ -254,6 +254,7 @@ fn how_served(name: &str) -> &'static str {
         Some(RecordedOrigin::Downloaded { .. }) => "installed now",
         Some(RecordedOrigin::Depot) => "already installed",
         Some(RecordedOrigin::Override { .. }) => "provided by an override",
+        Some(RecordedOrigin::Received { .. }) => "installed now from a copy received over MPI",
         None => "not recorded",
     }
 }

@@ -1,0 +1,754 @@
+//! Node-local mode: one download per job, copied over MPI into every node's depot.
+//!
+//! ```text
+//!  every rank    node split (by CLIMA_ARTIFACTS_NODE_ID, else by machine), leaders' split
+//!  node ranks    wait in a broadcast of their node (no file operations)
+//!  leaders  1.   create the node depot, look for the artifact (overrides, node depot, shared
+//!                depots) --gather--> leader 0: a plan, broadcast to every leader:
+//!                  a node failed -> that error everywhere; every node has it -> done;
+//!                  else a source (the first node that has it installed, else leader 0)
+//!  source   2.   downloads (ensure_variant: retries, several connections, resume) with a tap
+//!                on the verified byte stream, or sends a tar of its installed copy
+//!           -->  broadcast in frames of at most FRAME bytes to the nodes that need it:
+//!                S attempt starts (URL, SHA-256, length) | D bytes | Z end | A attempt broke
+//!                C checkpoint every CHECK_BYTES: gather who failed -> K go on | X stop, error
+//!                O the source's outcome
+//!  receivers     a bounded channel -> Body (SHA-256) -> extraction -> tree hash -> rename into
+//!                the node depot, while the next frames arrive
+//!  leaders  3.   all_succeed: every node's outcome; a failure names its node
+//!  node ranks    get their leader's path, or the same error
+//! ```
+//!
+//! Memory stays bounded: the source's tap blocks when FRAMES_IN_FLIGHT frames wait for the
+//! broadcast, and a receiver's broadcast loop blocks when its install has that many frames
+//! unread, which holds the broadcast of every node (a slow disk slows the stream, it does not
+//! fill memory).
+
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::thread::JoinHandle;
+
+use clima_artifact_manifest::{ArtifactVariant, Download};
+use clima_artifact_net::Tap;
+use clima_artifact_net::trust::redact_url;
+use clima_comms::{CollectiveError, Context, all_succeed, root_decides};
+
+use crate::install::{self, Incoming, Installed, Origin, Taps};
+use crate::{Config, Error, depot};
+
+/// Largest frame broadcast at once.
+const FRAME: usize = 1 << 20;
+/// Frames (of at most FRAME bytes, or tap buffers) waiting between a thread and the broadcast.
+const FRAMES_IN_FLIGHT: usize = 16;
+/// Bytes between two checks that no receiving node failed.
+const CHECK_BYTES: u64 = 16 << 20;
+
+const START: u8 = b'S';
+const DATA: u8 = b'D';
+const END: u8 = b'Z';
+const BROKE: u8 = b'A';
+const CHECK: u8 = b'C';
+const GO_ON: u8 = b'K';
+const STOP: u8 = b'X';
+const OUTCOME: u8 = b'O';
+
+/// This node's name in messages and records: `CLIMA_ARTIFACTS_NODE_ID`, else the host name.
+pub(crate) fn node_name(config: &Config) -> String {
+    config
+        .node_id
+        .clone()
+        .unwrap_or_else(clima_artifact_fs::hostname)
+}
+
+/// **Collective over `ctx`.** The ranks of this node: those with the same
+/// `CLIMA_ARTIFACTS_NODE_ID` when any rank sets it (ranks without it are grouped by host name),
+/// else those sharing a machine ([`Context::split_by_node`]).
+pub(crate) fn split_nodes(ctx: &dyn Context, config: &Config) -> Box<dyn Context> {
+    let mine =
+        serde_json::to_vec(&(config.node_id.is_some(), node_name(config))).unwrap_or_default();
+    let colors = ctx.gather_to_root(mine).map(|all| {
+        let names: Vec<(bool, String)> = all
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap_or((true, String::new())))
+            .collect();
+        if names.iter().all(|(by_id, _)| !by_id) {
+            return Vec::new();
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        let colors: Vec<u32> = names
+            .iter()
+            .map(|(_, name)| {
+                let at = seen.iter().position(|s| s == name).unwrap_or_else(|| {
+                    seen.push(name);
+                    seen.len() - 1
+                });
+                at as u32
+            })
+            .collect();
+        serde_json::to_vec(&colors).unwrap_or_default()
+    });
+    let colors: Vec<u32> =
+        serde_json::from_slice(&ctx.broadcast_from_root(colors)).unwrap_or_default();
+    match colors.get(ctx.rank()) {
+        // Every rank decodes the same bytes, so every rank takes the same branch.
+        Some(&color) => ctx
+            .split(Some(color), 0)
+            .unwrap_or_else(|| Box::new(clima_comms::Singleton)),
+        None => ctx.split_by_node(),
+    }
+}
+
+/// What a node leader found before anything moves.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+enum Found {
+    Have(Installed),
+    Need,
+    Failed(Vec<u8>),
+}
+
+/// What every leader is told after the look-up.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+enum Plan {
+    /// Every node has the artifact.
+    Done,
+    /// `source` (a leader rank) sends it to every leader that needs it.
+    Stream {
+        source: usize,
+        need: Vec<bool>,
+        /// Each leader's node name and rank in the whole context.
+        nodes: Vec<(String, usize)>,
+    },
+}
+
+/// Everything a leader's part needs.
+pub(crate) struct Leader<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) variant: &'a ArtifactVariant,
+    pub(crate) manifest_dir: &'a Path,
+    /// The configuration with the node depot first.
+    pub(crate) config: &'a Config,
+    pub(crate) node_depot: &'a Path,
+    /// This node's name.
+    pub(crate) node: String,
+    /// This leader's rank in the whole context, and that context's description.
+    pub(crate) world_rank: usize,
+    pub(crate) world: String,
+}
+
+/// **Collective over `leaders`** (one rank per node, rank 0 the root of the whole context):
+/// makes the artifact available in every node's depot with at most one download, and returns
+/// this node's outcome, or on every leader the same error.
+pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, Error> {
+    let found = look(me);
+    let mine = serde_json::to_vec(&(&me.node, me.world_rank, &found)).unwrap_or_default();
+    let all = leaders.gather_to_root(mine);
+    let plan = root_decides::<Plan, Error>(leaders, "planning the copies over MPI", || {
+        plan(all.unwrap_or_default(), &me.world)
+    });
+    let own = match (plan, found) {
+        (Err(e), _) => Err(e),
+        (Ok(Plan::Done), Found::Have(have)) => Ok(have),
+        (Ok(Plan::Done), _) => Err(Error::from(CollectiveError::Undecodable {
+            rank: 0,
+            why: "the plan says every node has the artifact, and this one has not".into(),
+        })),
+        (
+            Ok(Plan::Stream {
+                source,
+                need,
+                nodes,
+            }),
+            found,
+        ) => {
+            let rank = leaders.rank();
+            let takes_part = rank == source || need.get(rank).copied().unwrap_or(false);
+            let key = if rank == source { 0 } else { rank as u32 + 1 };
+            let stream = leaders.split(takes_part.then_some(0), key);
+            match (stream, found) {
+                (Some(stream), found) if stream.rank() == 0 => {
+                    let have = match found {
+                        Found::Have(have) => Some(have),
+                        _ => None,
+                    };
+                    send(&*stream, me, have, &nodes, &need, source)
+                }
+                (Some(stream), _) => {
+                    let from = nodes.get(source).map_or("", |(n, _)| n.as_str());
+                    receive(&*stream, me, from)
+                }
+                (None, Found::Have(have)) => Ok(have),
+                (None, _) => Err(Error::from(CollectiveError::Undecodable {
+                    rank: 0,
+                    why: "this node needs the artifact but is not part of the copy".into(),
+                })),
+            }
+        }
+    };
+    let world = &me.world;
+    let nodes = leaders_names(leaders, me);
+    all_succeed(leaders, own, |rank, e| match rank {
+        0 => e,
+        _ => {
+            let (node, world_rank) = nodes.get(rank).cloned().unwrap_or_default();
+            Error::FailedOnNode {
+                node,
+                rank: world_rank,
+                context: world.clone(),
+                message: e.to_string(),
+            }
+        }
+    })
+}
+
+/// Every leader's node name and rank in the whole context, on leader 0 (empty elsewhere).
+fn leaders_names(leaders: &dyn Context, me: &Leader<'_>) -> Vec<(String, usize)> {
+    let mine = serde_json::to_vec(&(&me.node, me.world_rank)).unwrap_or_default();
+    leaders
+        .gather_to_root(mine)
+        .unwrap_or_default()
+        .iter()
+        .map(|b| serde_json::from_slice(b).unwrap_or_default())
+        .collect()
+}
+
+/// Step 1 on one leader: the node depot exists, and the artifact is found or not.
+fn look(me: &Leader<'_>) -> Found {
+    let looked = std::fs::create_dir_all(me.node_depot)
+        .map_err(|e| Error::NodeLocalDepot {
+            path: me.node_depot.to_path_buf(),
+            cause: e.into(),
+        })
+        .and_then(|()| {
+            install::lookup(&me.variant.git_tree_sha1, &depot::search_depots(me.config))
+        });
+    match looked {
+        Ok(Some(have)) => Found::Have(have),
+        Ok(None) => Found::Need,
+        Err(e) => Found::Failed(e.to_wire()),
+    }
+}
+
+/// Leader 0's plan from every leader's `(node, world rank, found)`.
+fn plan(all: Vec<Vec<u8>>, world: &str) -> Result<Plan, Error> {
+    let mut nodes = Vec::new();
+    let mut found = Vec::new();
+    for (rank, bytes) in all.iter().enumerate() {
+        let (node, world_rank, f): (String, usize, Found) =
+            serde_json::from_slice(bytes).map_err(|e| {
+                Error::from(CollectiveError::Undecodable {
+                    rank,
+                    why: e.to_string(),
+                })
+            })?;
+        nodes.push((node, world_rank));
+        found.push(f);
+    }
+    if let Some((rank, wire)) = found.iter().enumerate().find_map(|(r, f)| match f {
+        Found::Failed(wire) => Some((r, wire)),
+        _ => None,
+    }) {
+        let e = Error::from_wire(wire);
+        return Err(match rank {
+            0 => e,
+            _ => Error::FailedOnNode {
+                node: nodes[rank].0.clone(),
+                rank: nodes[rank].1,
+                context: world.to_owned(),
+                message: e.to_string(),
+            },
+        });
+    }
+    let need: Vec<bool> = found.iter().map(|f| matches!(f, Found::Need)).collect();
+    if !need.contains(&true) {
+        return Ok(Plan::Done);
+    }
+    // A node that has it installed sends it (no download at all); an override is not sent.
+    let source = found
+        .iter()
+        .position(|f| {
+            matches!(
+                f,
+                Found::Have(Installed {
+                    origin: Origin::Depot,
+                    ..
+                })
+            )
+        })
+        .unwrap_or(0);
+    Ok(Plan::Stream {
+        source,
+        need,
+        nodes,
+    })
+}
+
+/// What the source's install thread hands its broadcast loop.
+enum Up {
+    Start(Incoming),
+    Data(Vec<u8>),
+    End,
+    Broke,
+    Outcome(Result<Installed, Error>),
+}
+
+/// The source's [`Taps`]: every attempt's bytes go to the broadcast loop.
+struct ToBroadcast {
+    tx: SyncSender<Up>,
+    stop: Arc<AtomicBool>,
+    from_node: String,
+    tapped: AtomicBool,
+}
+
+impl Taps for ToBroadcast {
+    fn start(&self, download: &Download, check_sha256: bool, length: Option<u64>) -> Box<dyn Tap> {
+        self.tapped.store(true, Ordering::Relaxed);
+        let _ = self.tx.send(Up::Start(Incoming {
+            from_node: self.from_node.clone(),
+            url: Some(redact_url(&download.url)),
+            sha256: check_sha256.then_some(download.sha256),
+            length,
+        }));
+        Box::new(AttemptTap {
+            tx: self.tx.clone(),
+            stop: Arc::clone(&self.stop),
+            ended: false,
+        })
+    }
+}
+
+/// One attempt's bytes, to the broadcast loop; dropped before its end, it says the attempt
+/// broke.
+struct AttemptTap {
+    tx: SyncSender<Up>,
+    stop: Arc<AtomicBool>,
+    ended: bool,
+}
+
+impl AttemptTap {
+    fn send(&self, bytes: &[u8]) -> io::Result<()> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(io::Error::other(
+                "stopped: a node that receives this download over MPI failed",
+            ));
+        }
+        self.tx
+            .send(Up::Data(bytes.to_vec()))
+            .map_err(|_| io::Error::other("the MPI broadcast of this download stopped"))
+    }
+}
+
+impl Tap for AttemptTap {
+    fn bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.send(bytes)
+    }
+    fn end(&mut self) {
+        self.ended = true;
+        let _ = self.tx.send(Up::End);
+    }
+}
+
+impl Drop for AttemptTap {
+    fn drop(&mut self) {
+        if !self.ended {
+            let _ = self.tx.send(Up::Broke);
+        }
+    }
+}
+
+impl Write for AttemptTap {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.send(bytes)?;
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sends `dir` (an installed artifact) as an uncompressed tarball through `taps`: the
+/// receivers check its tree hash, which is all that names the content.
+fn send_installed(taps: &ToBroadcast, dir: &Path) -> io::Result<()> {
+    let mut tap = AttemptTap {
+        tx: taps.tx.clone(),
+        stop: Arc::clone(&taps.stop),
+        ended: false,
+    };
+    let _ = taps.tx.send(Up::Start(Incoming {
+        from_node: taps.from_node.clone(),
+        url: None,
+        sha256: None,
+        length: None,
+    }));
+    {
+        let mut tar = tar::Builder::new(&mut tap);
+        tar.follow_symlinks(false);
+        tar.mode(tar::HeaderMode::Deterministic);
+        tar.append_dir_all(".", dir)?;
+        tar.finish()?;
+    }
+    tap.end();
+    Ok(())
+}
+
+/// The source: downloads (or has) the artifact and broadcasts its bytes to the stream's other
+/// ranks. `nodes` and `need` are the plan's, indexed by leader rank; `source` is this leader's.
+fn send(
+    stream: &dyn Context,
+    me: &Leader<'_>,
+    have: Option<Installed>,
+    nodes: &[(String, usize)],
+    need: &[bool],
+    source: usize,
+) -> Result<Installed, Error> {
+    if stream.size() == 1 {
+        // Nobody to send to (one node): the install as without MPI.
+        return match have {
+            Some(have) => Ok(have),
+            None => install::ensure_variant(me.name, me.variant, me.manifest_dir, me.config),
+        };
+    }
+    let (tx, rx) = sync_channel::<Up>(FRAMES_IN_FLIGHT);
+    let stop = Arc::new(AtomicBool::new(false));
+    let taps = ToBroadcast {
+        tx,
+        stop: Arc::clone(&stop),
+        from_node: me.node.clone(),
+        tapped: AtomicBool::new(false),
+    };
+    // The stream's ranks in order: this source, then the leaders that need it.
+    let receivers: Vec<&(String, usize)> = nodes
+        .iter()
+        .enumerate()
+        .filter(|&(r, _)| r != source && need.get(r).copied().unwrap_or(false))
+        .map(|(_, n)| n)
+        .collect();
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(move || {
+            let outcome = match have {
+                Some(have) => send_installed(&taps, &have.path)
+                    .map_err(|e| Error::io("send over MPI the installed copy", &have.path, e))
+                    .map(|()| have),
+                None => {
+                    let got = install::ensure_variant_tapped(
+                        me.name,
+                        me.variant,
+                        me.manifest_dir,
+                        me.config,
+                        Some(&taps),
+                    );
+                    match got {
+                        // Installed meanwhile by another process: send that copy.
+                        Ok(got) if !taps.tapped.load(Ordering::Relaxed) => {
+                            send_installed(&taps, &got.path)
+                                .map_err(|e| {
+                                    Error::io("send over MPI the installed copy", &got.path, e)
+                                })
+                                .map(|()| got)
+                        }
+                        other => other,
+                    }
+                }
+            };
+            let _ = taps.tx.send(Up::Outcome(outcome));
+        });
+        let result = broadcast_loop(stream, &rx, &stop, &receivers, &me.world);
+        if result.is_err() {
+            // A stopped stream: the install thread's tap now fails; let it end.
+            while let Ok(up) = rx.recv() {
+                if matches!(up, Up::Outcome(_)) {
+                    break;
+                }
+            }
+        }
+        let _ = worker.join();
+        result.and_then(|outcome| outcome)
+    })
+}
+
+/// The source's broadcast loop: frames out of `rx` until the install's outcome, which it
+/// broadcasts and returns; `Err` when a checkpoint stopped the stream (then `stop` is set).
+fn broadcast_loop(
+    stream: &dyn Context,
+    rx: &Receiver<Up>,
+    stop: &AtomicBool,
+    receivers: &[&(String, usize)],
+    world: &str,
+) -> Result<Result<Installed, Error>, Error> {
+    let mut since_check = 0u64;
+    let mut pending: Option<Up> = None;
+    loop {
+        let up = match pending.take() {
+            Some(up) => up,
+            None => match rx.recv() {
+                Ok(up) => up,
+                Err(_) => Up::Outcome(Err(Error::from(CollectiveError::RootPanicked {
+                    what: "sending an artifact over MPI".into(),
+                    message: "the install thread stopped".into(),
+                }))),
+            },
+        };
+        let frame = match up {
+            Up::Start(incoming) => [
+                &[START][..],
+                &serde_json::to_vec(&incoming).unwrap_or_default(),
+            ]
+            .concat(),
+            Up::Data(mut bytes) => {
+                // Coalesce what is already waiting, up to one frame.
+                while bytes.len() < FRAME {
+                    match rx.try_recv() {
+                        Ok(Up::Data(more)) => bytes.extend_from_slice(&more),
+                        Ok(other) => {
+                            pending = Some(other);
+                            break;
+                        }
+                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                    }
+                }
+                since_check += bytes.len() as u64;
+                let mut frame = Vec::with_capacity(bytes.len() + 1);
+                frame.push(DATA);
+                frame.extend_from_slice(&bytes);
+                frame
+            }
+            Up::End => vec![END],
+            Up::Broke => vec![BROKE],
+            Up::Outcome(outcome) => {
+                let frame = match &outcome {
+                    Ok(_) => vec![OUTCOME, 0],
+                    Err(e) => [&[OUTCOME, 1][..], &e.to_wire()].concat(),
+                };
+                stream.broadcast_from_root(Some(frame));
+                return Ok(outcome);
+            }
+        };
+        stream.broadcast_from_root(Some(frame));
+        if since_check >= CHECK_BYTES {
+            since_check = 0;
+            if let Some(e) = checkpoint(stream, receivers, world) {
+                stop.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// A checkpoint on the source: every receiver says whether it failed for good; the first
+/// failure stops the stream on every rank.
+fn checkpoint(stream: &dyn Context, receivers: &[&(String, usize)], world: &str) -> Option<Error> {
+    stream.broadcast_from_root(Some(vec![CHECK]));
+    let all = stream.gather_to_root(Vec::new()).unwrap_or_default();
+    let failed = all.iter().enumerate().skip(1).find_map(|(r, b)| {
+        b.split_first().map(|(_, wire)| {
+            let (node, rank) = receivers
+                .get(r - 1)
+                .map_or((String::new(), 0), |n| (*n).clone());
+            Error::FailedOnNode {
+                node,
+                rank,
+                context: world.to_owned(),
+                message: Error::from_wire(wire).to_string(),
+            }
+        })
+    });
+    let verdict = match &failed {
+        None => vec![GO_ON],
+        Some(e) => [&[STOP][..], &e.to_wire()].concat(),
+    };
+    stream.broadcast_from_root(Some(verdict));
+    failed
+}
+
+/// Bytes for a receiver's install, as they arrive.
+enum Down {
+    Data(Vec<u8>),
+    End,
+    Broke,
+}
+
+/// The install's side of the channel: the bytes of one attempt.
+struct FromBroadcast {
+    rx: Receiver<Down>,
+    current: Vec<u8>,
+    pos: usize,
+    ended: bool,
+}
+
+impl Read for FromBroadcast {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.pos >= self.current.len() {
+            if self.ended {
+                return Ok(0);
+            }
+            match self.rx.recv() {
+                Ok(Down::Data(bytes)) => {
+                    self.current = bytes;
+                    self.pos = 0;
+                }
+                Ok(Down::End) => self.ended = true,
+                Ok(Down::Broke) | Err(_) => {
+                    return Err(io::Error::other(
+                        "the sending node's attempt broke off (it tries again, or says why it \
+                         failed)",
+                    ));
+                }
+            }
+        }
+        let n = out.len().min(self.current.len() - self.pos);
+        out[..n].copy_from_slice(&self.current[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// One attempt's install on a receiver.
+struct Receiving {
+    tx: Option<SyncSender<Down>>,
+    worker: JoinHandle<Result<Installed, Error>>,
+}
+
+/// A receiver: installs what the source broadcasts into this node's depot.
+fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Installed, Error> {
+    let mut current: Option<Receiving> = None;
+    // The last finished attempt's outcome, and whether it ended for good.
+    let mut finished: Option<(Result<Installed, Error>, bool)> = None;
+    let finish = |r: Receiving| -> (Result<Installed, Error>, bool) {
+        drop(r.tx);
+        let outcome = r.worker.join().unwrap_or_else(|p| {
+            Err(Error::from(CollectiveError::RootPanicked {
+                what: format!("installing artifact `{}` received over MPI", me.name),
+                message: clima_comms::panic_message(&*p),
+            }))
+        });
+        let for_good = for_good(&outcome);
+        (outcome, for_good)
+    };
+    loop {
+        let frame = stream.broadcast_from_root(None);
+        let Some((&tag, rest)) = frame.split_first() else {
+            continue;
+        };
+        match tag {
+            START => {
+                if let Some(r) = current.take() {
+                    finished = Some(finish(r));
+                }
+                if finished.as_ref().is_some_and(|(_, for_good)| *for_good) {
+                    continue; // installed, or this node cannot: later attempts change nothing
+                }
+                let incoming: Incoming = match serde_json::from_slice(rest) {
+                    Ok(i) => i,
+                    Err(e) => {
+                        finished = Some((
+                            Err(Error::from(CollectiveError::Undecodable {
+                                rank: 0,
+                                why: e.to_string(),
+                            })),
+                            true,
+                        ));
+                        continue;
+                    }
+                };
+                let (tx, rx) = sync_channel(FRAMES_IN_FLIGHT);
+                let reader = FromBroadcast {
+                    rx,
+                    current: Vec::new(),
+                    pos: 0,
+                    ended: false,
+                };
+                let (name, variant, manifest) = (
+                    me.name.to_owned(),
+                    me.variant.clone(),
+                    me.manifest_dir.to_path_buf(),
+                );
+                let (config, node) = (me.config.clone(), me.node.clone());
+                let worker = std::thread::spawn(move || {
+                    install::install_received(
+                        &name,
+                        &variant,
+                        &manifest,
+                        &config,
+                        &node,
+                        &incoming,
+                        Box::new(reader),
+                    )
+                });
+                current = Some(Receiving {
+                    tx: Some(tx),
+                    worker,
+                });
+            }
+            DATA | END | BROKE => {
+                if let Some(r) = current.as_mut() {
+                    let down = match tag {
+                        DATA => Down::Data(rest.to_vec()),
+                        END => Down::End,
+                        _ => Down::Broke,
+                    };
+                    // An install that stopped reading has its outcome waiting: nothing to do.
+                    if let Some(tx) = &r.tx
+                        && tx.send(down).is_err()
+                    {
+                        r.tx = None;
+                    }
+                }
+            }
+            CHECK => {
+                if current.as_ref().is_some_and(|r| r.worker.is_finished())
+                    && let Some(r) = current.take()
+                {
+                    finished = Some(finish(r));
+                }
+                let status = match &finished {
+                    Some((Err(e), true)) => [&[1][..], &e.to_wire()].concat(),
+                    _ => Vec::new(),
+                };
+                stream.gather_to_root(status);
+                let verdict = stream.broadcast_from_root(None);
+                if let Some((&STOP, wire)) = verdict.split_first() {
+                    if let Some(r) = current.take() {
+                        let _ = finish(r);
+                    }
+                    return Err(Error::from_wire(wire));
+                }
+            }
+            OUTCOME => {
+                if let Some(r) = current.take() {
+                    finished = Some(finish(r));
+                }
+                if let Some((&1, wire)) = rest.split_first() {
+                    return Err(Error::from_wire(wire));
+                }
+                return match finished {
+                    Some((outcome, _)) => outcome,
+                    None => Err(Error::ReceiveFailed {
+                        name: me.name.to_owned(),
+                        hash: me.variant.git_tree_sha1,
+                        from_node: from_node.to_owned(),
+                        failure: Box::new(crate::SourceFailure::Archive {
+                            url: format!("the broadcast of node `{from_node}`"),
+                            reason: "the sending node finished without sending anything".into(),
+                        }),
+                    }),
+                };
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether a receiver's attempt ended for good: installed, or failed for a reason of this
+/// node (its depot, its disk), which no later attempt of the sender mends; not when the
+/// sender's attempt broke off or its bytes were wrong (the sender sees that too).
+fn for_good(outcome: &Result<Installed, Error>) -> bool {
+    match outcome {
+        Ok(_) => true,
+        Err(Error::ReceiveFailed { failure, .. }) => {
+            matches!(**failure, crate::SourceFailure::Install { .. })
+        }
+        Err(_) => true,
+    }
+}
