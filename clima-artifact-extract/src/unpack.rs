@@ -461,36 +461,39 @@ impl BlobWriter {
         let thread = std::thread::Builder::new()
             .name("clima-artifacts-writer".into())
             .spawn(move || {
-                type Open = (Option<File>, PathBuf, BlobHasher, Option<io::Error>);
-                let mut open: Option<Open> = None;
+                // A file that cannot be created or written ends the thread at once with
+                // its error, which the extraction picks up at its next hand-off: a large
+                // file on a full disk stops the extraction there, not after the rest of
+                // its bytes were decompressed (and, for a download, fetched).
+                let mut open: Option<(File, PathBuf, BlobHasher)> = None;
                 for job in rx {
                     match job {
-                        Job::Open { file, len } => {
-                            let (created, error) = match file.create() {
-                                Ok(f) => (Some(f), None),
-                                Err(e) => (None, Some(e)),
-                            };
-                            open = Some((created, file.path, BlobHasher::new(len), error));
-                        }
+                        Job::Open { file, len } => match file.create() {
+                            Ok(f) => open = Some((f, file.path, BlobHasher::new(len))),
+                            Err(e) => {
+                                let _ = tx_results.send(Err((file.path, e)));
+                                return;
+                            }
+                        },
                         Job::Data(buf) => {
-                            if let Some((Some(file), _, hasher, error @ None)) = &mut open {
+                            if let Some((file, path, hasher)) = &mut open {
                                 hasher.update(&buf);
                                 if let Err(e) = file.write_all(&buf) {
-                                    *error = Some(e);
+                                    let _ = tx_results.send(Err((std::mem::take(path), e)));
+                                    return;
                                 }
                             }
                             let _ = recycle.try_send(buf);
                         }
                         Job::Close => {
-                            let Some((file, path, hasher, error)) = open.take() else {
+                            let Some((file, path, hasher)) = open.take() else {
                                 return;
                             };
                             drop(file);
-                            let result = match error {
-                                Some(e) => Err((path, e)),
-                                None => hasher.finish().map_err(|e| (path, e)),
-                            };
-                            if tx_results.send(result).is_err() {
+                            if tx_results
+                                .send(hasher.finish().map_err(|e| (path, e)))
+                                .is_err()
+                            {
                                 return;
                             }
                         }

@@ -145,11 +145,12 @@ pub enum Error {
         /// The manifest to pass to `fetch`.
         manifest: PathBuf,
     },
-    /// The depot's filesystem has no room for a download of the declared size.
+    /// The depot's filesystem has no room for a download of the declared size (the manifest's
+    /// `size`, the server's `Content-Length`, or the length the sending node announced).
     #[error(
         "artifact `{name}` needs {} (its declared size) but `{}` has only {} free above the \
          reserve of {} (CLIMA_ARTIFACTS_MIN_FREE_SPACE); free space there or put the depot on a \
-         larger filesystem (CLIMA_ARTIFACTS_DEPOT_PATH)",
+         larger filesystem ({setting})",
         clima_artifact_fs::human_bytes(*size),
         depot.display(),
         clima_artifact_fs::human_bytes(*free),
@@ -166,6 +167,9 @@ pub enum Error {
         free: u64,
         /// The reserve kept free.
         reserve: u64,
+        /// The setting that chose that depot: `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` or
+        /// `CLIMA_ARTIFACTS_DEPOT_PATH`.
+        setting: String,
     },
     /// An override points to something that exists but is not a directory (artifacts are
     /// directories).
@@ -314,6 +318,24 @@ pub enum Error {
         from_node: String,
         /// What went wrong.
         failure: Box<SourceFailure>,
+    },
+    /// In node-local mode, a node's depot was locked by another installer (a node or process
+    /// sharing that depot) while the copy streamed over MPI, and the artifact is not there
+    /// after that installer let go.
+    #[error(
+        "artifact `{name}` ({hash}) is not in `{}` after the copy over MPI: another installer \
+         (a node or process sharing that depot) held its lock while the copy streamed and did \
+         not install it; run again, or give each node a depot of its own \
+         (CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT)",
+        depot.display()
+    )]
+    NotInSharedDepot {
+        /// The artifact.
+        name: String,
+        /// Its git tree SHA-1.
+        hash: GitTreeSha1,
+        /// The depot that was locked.
+        depot: PathBuf,
     },
     /// `prefetch_declared` failed for several artifacts.
     #[error("prefetch failed for {} artifacts:{}", failures.len(), render_named(failures))]

@@ -121,6 +121,8 @@ pub(crate) trait Taps: Sync {
     /// An attempt starts reading `download` (`check_sha256`: whether its SHA-256 is checked;
     /// `length`: the byte count the source announced or the manifest declared).
     fn start(&self, download: &Download, check_sha256: bool, length: Option<u64>) -> Box<dyn Tap>;
+    /// Whether the receivers stopped the stream: no further attempt or retry is made.
+    fn stopped(&self) -> bool;
 }
 
 /// [`ensure_variant`], handing the bytes of every download attempt to `taps` as well.
@@ -159,9 +161,17 @@ pub(crate) fn ensure_variant_tapped(
             urls: skipped.iter().map(|d| d.url.clone()).collect(),
         });
     }
-    let (_lock, target) = match lock_target(name, &hash, &depots, config)? {
+    let (_lock, target) = match lock_target(name, &hash, &depots, config, true)? {
         Locked::Installed(found) => return Ok(found),
         Locked::Target(lock, target) => (lock, target),
+        // Not returned when waiting: said as the wait running out.
+        Locked::Busy(depot) => {
+            return Err(Error::LockTimeout {
+                path: depot::lock_path(&depot, &hash),
+                seconds: config.lock_timeout.as_secs(),
+                holder: String::new(),
+            });
+        }
     };
     download_and_install(name, variant, &allowed, manifest, config, target, taps)
 }
@@ -172,23 +182,35 @@ enum Locked {
     Installed(Installed),
     /// The lock, held until the install ends, and where the install goes.
     Target(LockedFile, InstallTarget),
+    /// Another holder has the lock (only when not waiting for it).
+    Busy(PathBuf),
 }
 
-/// Locks the artifact in the first writable depot, looks again in `depots` (another process
-/// may have installed it meanwhile) and reclaims the temp dirs of dead processes.
+/// Locks the artifact in the first writable depot (waiting for another holder when `wait`,
+/// else [`Locked::Busy`]), looks again in `depots` (another process may have installed it
+/// meanwhile) and reclaims the temp dirs of dead processes.
 fn lock_target(
     name: &str,
     hash: &GitTreeSha1,
     depots: &[PathBuf],
     config: &Config,
+    wait: bool,
 ) -> Result<Locked, Error> {
     let target = depot::first_writable(config, name)?;
-    let lock = LockedFile::acquire_telling(
-        &depot::lock_path(&target, hash),
-        &format!("artifact `{name}` ({hash})"),
-        config.lock_timeout,
-        config.progress,
-    )?;
+    let path = depot::lock_path(&target, hash);
+    let lock = if wait {
+        LockedFile::acquire_telling(
+            &path,
+            &format!("artifact `{name}` ({hash})"),
+            config.lock_timeout,
+            config.progress,
+        )?
+    } else {
+        match LockedFile::try_acquire(&path) {
+            Some(lock) => lock,
+            None => return Ok(Locked::Busy(target)),
+        }
+    };
     if let Some(path) = depot::find_installed(depots, hash) {
         return Ok(Locked::Installed(Installed {
             path,
@@ -217,7 +239,10 @@ pub(crate) struct Incoming {
 /// Installs `variant` on `node` from the tarball bytes of `reader` (received over MPI, see
 /// [`Incoming`]) into the first writable depot of `config`, with the same checks as a download:
 /// the lock, another look, room for `length`, SHA-256 (when known), safe extraction, tree hash,
-/// rename. `Ok` with [`Origin::Depot`] when the artifact turned out to be installed already.
+/// rename. `Ok` with [`Origin::Depot`] when the artifact turned out to be installed already;
+/// `Ok(None)`, reading nothing, when another installer holds the artifact's lock in that depot
+/// (a node or process sharing it: waiting here could wait for the very sender of these bytes),
+/// after which [`installed_after_wait`] says whether that installer installed it.
 pub(crate) fn install_received(
     name: &str,
     variant: &ArtifactVariant,
@@ -226,13 +251,14 @@ pub(crate) fn install_received(
     node: &str,
     incoming: &Incoming,
     reader: Box<dyn Read + Send>,
-) -> Result<Installed, Error> {
+) -> Result<Option<Installed>, Error> {
     let manifest = ManifestPlace::of(manifest);
     let hash = variant.git_tree_sha1;
     let depots = depot::search_depots(config);
-    let (_lock, target) = match lock_target(name, &hash, &depots, config)? {
-        Locked::Installed(found) => return Ok(found),
+    let (_lock, target) = match lock_target(name, &hash, &depots, config, false)? {
+        Locked::Installed(found) => return Ok(Some(found)),
         Locked::Target(lock, target) => (lock, target),
+        Locked::Busy(_) => return Ok(None),
     };
     if let Some(length) = incoming.length {
         check_room(name, length, &target.dir, config)?;
@@ -263,6 +289,7 @@ pub(crate) fn install_received(
         check_sha256: incoming.sha256.is_some(),
         from: " over MPI",
         not_tried: None,
+        checked_by_sender: true,
     };
     let start = Instant::now();
     let failed = |failure: SourceFailure| Error::ReceiveFailed {
@@ -286,7 +313,7 @@ pub(crate) fn install_received(
         incoming.from_node,
         path.display()
     );
-    Ok(Installed {
+    Ok(Some(Installed {
         path,
         origin: Origin::Received {
             node: node.to_owned(),
@@ -295,7 +322,29 @@ pub(crate) fn install_received(
             bytes,
             seconds,
         },
-    })
+    }))
+}
+
+/// After a received copy found the artifact's lock held ([`install_received`] gave `None`):
+/// waits for that installer (at most `CLIMA_ARTIFACTS_LOCK_TIMEOUT`) and finds what it
+/// installed, or says it did not.
+pub(crate) fn installed_after_wait(
+    name: &str,
+    variant: &ArtifactVariant,
+    config: &Config,
+) -> Result<Installed, Error> {
+    let hash = variant.git_tree_sha1;
+    let depots = depot::search_depots(config);
+    match lock_target(name, &hash, &depots, config, true)? {
+        Locked::Installed(found) => Ok(found),
+        Locked::Target(_, InstallTarget { dir: depot, .. }) | Locked::Busy(depot) => {
+            Err(Error::NotInSharedDepot {
+                name: name.to_owned(),
+                hash,
+                depot,
+            })
+        }
+    }
 }
 
 /// Progress of bytes received over MPI: not shown (the sender shows its download's).
@@ -325,6 +374,12 @@ fn check_room(name: &str, size: u64, depot: &Path, config: &Config) -> Result<()
             depot: depot.to_path_buf(),
             free: free.saturating_sub(reserve),
             reserve,
+            setting: if config.node_local_depot.as_deref() == Some(depot) {
+                clima_artifact_vars::NODE_LOCAL_DEPOT
+            } else {
+                clima_artifact_vars::DEPOT_PATH
+            }
+            .to_owned(),
         });
     }
     Ok(())
@@ -474,6 +529,9 @@ struct Attempt {
     /// Where from, for the log: `" from the package server"`, or empty for a manifest URL.
     from: &'static str,
     not_tried: Option<String>,
+    /// The bytes come from another node over MPI, which hashes them itself and reports a
+    /// wrong download to every rank: this install need not read past its own trouble.
+    checked_by_sender: bool,
 }
 
 /// The sources of `variant` to try, in order; `allowed` are its downloads usable now.
@@ -488,6 +546,7 @@ fn attempts(variant: &ArtifactVariant, allowed: &[&Download], config: &Config) -
         check_sha256: false,
         from: " from the package server",
         not_tried: None,
+        checked_by_sender: false,
     });
     let from_manifest = variant.downloads.iter().map(|dl| Attempt {
         download: dl.clone(),
@@ -495,6 +554,7 @@ fn attempts(variant: &ArtifactVariant, allowed: &[&Download], config: &Config) -
         from: "",
         not_tried: (!allowed.iter().any(|a| std::ptr::eq(*a, dl)))
             .then(|| "CLIMA_ARTIFACTS_OFFLINE is set and this is a network URL".to_owned()),
+        checked_by_sender: false,
     });
     from_server.into_iter().chain(from_manifest).collect()
 }
@@ -542,6 +602,9 @@ fn download_and_install(
     let attempts = attempts(variant, allowed, config);
     let mut failures = Vec::new();
     for (i, attempt) in attempts.iter().enumerate() {
+        if request.stopped() {
+            break;
+        }
         if let Some(reason) = &attempt.not_tried {
             failures.push(SourceFailure::NotTried {
                 url: attempt.download.url.clone(),
@@ -608,6 +671,10 @@ fn downloaded(
 /// manifest gives no `size`: tar's end padding and a compressor's trailer are far smaller, so
 /// more means the server is sending something else (or endlessly).
 const DRAIN_CAP: u64 = 1 << 20;
+
+/// Most bytes hashed after the depot refused an unpacking, to tell a wrong download from a
+/// full disk (see `InstallRequest::depot_trouble`).
+const DEPOT_TROUBLE_READ: u64 = 64 << 20;
 
 /// An install's temp dir, open since it was created: the extraction writes through `handle`,
 /// and `path` is checked to still name that folder before it is renamed or removed. Removes
@@ -710,6 +777,11 @@ impl InstallRequest<'_> {
     /// [`InstallRequest::install_from`], retried with backoff while it fails transiently
     /// (`CLIMA_ARTIFACTS_RETRIES` attempts in all); each retry is a notice with its cause and
     /// delay.
+    /// Whether the nodes receiving this download over MPI stopped it (see [`Taps::stopped`]).
+    fn stopped(&self) -> bool {
+        self.taps.is_some_and(|t| t.stopped())
+    }
+
     fn install_retrying(&self, attempt: &Attempt) -> Result<Installed, SourceFailure> {
         let mut n = 1;
         loop {
@@ -719,7 +791,7 @@ impl InstallRequest<'_> {
                     let dl = &attempt.download;
                     return Ok(downloaded(self.name, attempt.from, dl, path, bytes, start));
                 }
-                Err(e) if e.is_transient() && n < self.config.retries => {
+                Err(e) if e.is_transient() && n < self.config.retries && !self.stopped() => {
                     let wait = download::backoff(self.config.retry_backoff, n);
                     notice::warn(&format!(
                         "{e}; retrying in {:.1} s (attempt {} of {}, CLIMA_ARTIFACTS_RETRIES)",
@@ -831,6 +903,14 @@ impl InstallRequest<'_> {
         let url = &attempt.download.url;
         let limits = self.limits(tmp.path(), attempt);
         let extracted = extract_buffered_at(&mut body, tmp.handle.as_fd(), tmp.path(), &limits);
+        if let Err(
+            e @ (ExtractError::LowDiskSpace { .. }
+            | ExtractError::LowInodes { .. }
+            | ExtractError::Io { .. }),
+        ) = &extracted
+        {
+            return Err(self.depot_trouble(attempt, body, tmp.path(), e));
+        }
         let (actual, bytes) = self.finish_body(body, &attempt.download, &extracted)?;
         let url = url.clone();
         // A wrong download is reported as such even when it also fails to unpack.
@@ -842,22 +922,9 @@ impl InstallRequest<'_> {
                 bytes,
             });
         }
-        let extracted = extracted.map_err(|e| match e {
-            // The depot's own trouble, not the archive's: reported as the depot refusing it.
-            ExtractError::LowDiskSpace { .. }
-            | ExtractError::LowInodes { .. }
-            | ExtractError::Io { .. } => SourceFailure::Install {
-                url: url.clone(),
-                error: Box::new(Error::io(
-                    "unpack into",
-                    tmp.path(),
-                    io::Error::other(e.to_string()),
-                )),
-            },
-            e => SourceFailure::Archive {
-                url: url.clone(),
-                reason: e.to_string(),
-            },
+        let extracted = extracted.map_err(|e| SourceFailure::Archive {
+            url: url.clone(),
+            reason: e.to_string(),
         })?;
         if extracted.tree_hash != self.hash {
             return Err(SourceFailure::TreeHashMismatch {
@@ -1063,6 +1130,54 @@ impl InstallRequest<'_> {
             return Err(self.broken(url, download::describe_io(&e, &self.net), &e));
         }
         Ok(body.finish())
+    }
+
+    /// The failure when the depot refused the unpacking (its disk full, a write failing: `e`),
+    /// which is not the archive's fault and is reported as the depot refusing it, unless the
+    /// source failed first or the download turns out wrong. To tell a wrong download (a bomb
+    /// whose sha256 is wrong, named as such) from a full disk, at most
+    /// [`DEPOT_TROUBLE_READ`] more bytes are hashed: the rest of a large download is not
+    /// fetched only to be thrown away, and bytes received over MPI are not read on at all
+    /// (their sender hashes them and reports a wrong download itself; reading on would keep
+    /// it streaming to a node that has already failed).
+    fn depot_trouble(
+        &self,
+        attempt: &Attempt,
+        mut body: Body,
+        tmp: &Path,
+        e: &ExtractError,
+    ) -> SourceFailure {
+        let dl = &attempt.download;
+        if let Some(failure) = self.source_failure(&body, dl) {
+            return failure;
+        }
+        if attempt.check_sha256 && !attempt.checked_by_sender {
+            let before = body.consumed();
+            let read = io::copy(
+                &mut (&mut body).take(DEPOT_TROUBLE_READ + 1),
+                &mut io::sink(),
+            );
+            let at_end = read.is_ok() && body.consumed() - before <= DEPOT_TROUBLE_READ;
+            if at_end && body.failure().is_none() {
+                let (actual, bytes) = body.finish();
+                if actual != dl.sha256 {
+                    return SourceFailure::Sha256Mismatch {
+                        url: dl.url.clone(),
+                        expected: dl.sha256,
+                        actual,
+                        bytes,
+                    };
+                }
+            }
+        }
+        SourceFailure::Install {
+            url: dl.url.clone(),
+            error: Box::new(Error::io(
+                "unpack into",
+                tmp,
+                io::Error::other(e.to_string()),
+            )),
+        }
     }
 
     /// Why the source of `body` stopped early, as the install reports it.

@@ -65,18 +65,10 @@ impl LockedFile {
                 notice::info(&text);
             }
         };
-        let file = match open_lock_file(path) {
-            Ok(file) => file,
-            Err(e) => {
-                notice::warn(&format!("{e}; continuing without the lock"));
-                return Ok(LockedFile::unlocked(path));
-            }
+        let file = match LockedFile::try_first(path) {
+            Ok(guard) => return Ok(guard),
+            Err(file) => file,
         };
-        match try_lock_once(&file, path) {
-            Some(true) => return Ok(LockedFile::held(file, path)),
-            Some(false) => {}
-            None => return Ok(LockedFile::unlocked(path)),
-        }
         let holder = read_holder(&file);
         info(format!(
             "waiting for {what}: another process holds its lock `{}`: {holder}; waiting at most \
@@ -124,6 +116,29 @@ impl LockedFile {
                     holder: read_holder(&file),
                 });
             }
+        }
+    }
+
+    /// Locks `path` if nobody holds it: `None` when another holder does. An unusable lock
+    /// file yields an unlocked guard, as in [`LockedFile::acquire`].
+    pub(crate) fn try_acquire(path: &Path) -> Option<LockedFile> {
+        LockedFile::try_first(path).ok()
+    }
+
+    /// One try: the guard (held, or unlocked when the lock file is unusable), or the open
+    /// lock file when another holder has it.
+    fn try_first(path: &Path) -> Result<LockedFile, File> {
+        let file = match open_lock_file(path) {
+            Ok(file) => file,
+            Err(e) => {
+                notice::warn(&format!("{e}; continuing without the lock"));
+                return Ok(LockedFile::unlocked(path));
+            }
+        };
+        match try_lock_once(&file, path) {
+            Some(true) => Ok(LockedFile::held(file, path)),
+            Some(false) => Err(file),
+            None => Ok(LockedFile::unlocked(path)),
         }
     }
 

@@ -27,7 +27,7 @@
 use std::io::{self, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::thread::JoinHandle;
 
@@ -189,9 +189,10 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
     };
     let world = &me.world;
     let nodes = leaders_names(leaders, me);
-    all_succeed(leaders, own, |rank, e| match rank {
-        0 => e,
-        _ => {
+    all_succeed(leaders, own, |rank, e| match (rank, e) {
+        // Leader 0's own, and one that names its node already (the stream's verdict).
+        (0, e) | (_, e @ Error::FailedOnNode { .. }) => e,
+        (_, e) => {
             let (node, world_rank) = nodes.get(rank).cloned().unwrap_or_default();
             Error::FailedOnNode {
                 node,
@@ -265,19 +266,20 @@ fn plan(all: Vec<Vec<u8>>, world: &str) -> Result<Plan, Error> {
     if !need.contains(&true) {
         return Ok(Plan::Done);
     }
-    // A node that has it installed sends it (no download at all); an override is not sent.
-    let source = found
-        .iter()
-        .position(|f| {
-            matches!(
-                f,
-                Found::Have(Installed {
-                    origin: Origin::Depot,
-                    ..
-                })
-            )
-        })
-        .unwrap_or(0);
+    // A node that has it installed sends it (no download at all); an override is not sent
+    // (it is that node's own data, not necessarily the artifact): else the first node that
+    // needs it downloads it, the root when it does.
+    let installed = found.iter().position(|f| {
+        matches!(
+            f,
+            Found::Have(Installed {
+                origin: Origin::Depot,
+                ..
+            })
+        )
+    });
+    let first_in_need = need.iter().position(|&n| n).unwrap_or(0);
+    let source = installed.unwrap_or(first_in_need);
     Ok(Plan::Stream {
         source,
         need,
@@ -285,12 +287,14 @@ fn plan(all: Vec<Vec<u8>>, world: &str) -> Result<Plan, Error> {
     })
 }
 
-/// What the source's install thread hands its broadcast loop.
+/// What the source's install thread hands its broadcast loop. Each attempt has a number: a
+/// failed attempt's reader may still hand over a last piece, or its end, after the next
+/// attempt started, and the loop drops what is not the current attempt's.
 enum Up {
-    Start(Incoming),
-    Data(Vec<u8>),
-    End,
-    Broke,
+    Start(u32, Incoming),
+    Data(u32, Vec<u8>),
+    End(u32),
+    Broke(u32),
     Outcome(Result<Installed, Error>),
 }
 
@@ -299,29 +303,48 @@ struct ToBroadcast {
     tx: SyncSender<Up>,
     stop: Arc<AtomicBool>,
     from_node: String,
-    tapped: AtomicBool,
+    /// Attempts started so far.
+    attempts: AtomicU32,
+}
+
+impl ToBroadcast {
+    /// Starts an attempt that sends `incoming`'s bytes.
+    fn attempt(&self, incoming: Incoming) -> AttemptTap {
+        let id = self.attempts.fetch_add(1, Ordering::Relaxed) + 1;
+        let _ = self.tx.send(Up::Start(id, incoming));
+        AttemptTap {
+            id,
+            tx: self.tx.clone(),
+            stop: Arc::clone(&self.stop),
+            ended: false,
+        }
+    }
+
+    /// Whether a download was broadcast (rather than found installed by this call).
+    fn tapped(&self) -> bool {
+        self.attempts.load(Ordering::Relaxed) > 0
+    }
 }
 
 impl Taps for ToBroadcast {
     fn start(&self, download: &Download, check_sha256: bool, length: Option<u64>) -> Box<dyn Tap> {
-        self.tapped.store(true, Ordering::Relaxed);
-        let _ = self.tx.send(Up::Start(Incoming {
+        Box::new(self.attempt(Incoming {
             from_node: self.from_node.clone(),
             url: Some(redact_url(&download.url)),
             sha256: check_sha256.then_some(download.sha256),
             length,
-        }));
-        Box::new(AttemptTap {
-            tx: self.tx.clone(),
-            stop: Arc::clone(&self.stop),
-            ended: false,
-        })
+        }))
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 }
 
 /// One attempt's bytes, to the broadcast loop; dropped before its end, it says the attempt
-/// broke.
+/// broke. Once the stream stopped, it refuses bytes, so the download stops.
 struct AttemptTap {
+    id: u32,
     tx: SyncSender<Up>,
     stop: Arc<AtomicBool>,
     ended: bool,
@@ -335,7 +358,7 @@ impl AttemptTap {
             ));
         }
         self.tx
-            .send(Up::Data(bytes.to_vec()))
+            .send(Up::Data(self.id, bytes.to_vec()))
             .map_err(|_| io::Error::other("the MPI broadcast of this download stopped"))
     }
 }
@@ -346,14 +369,14 @@ impl Tap for AttemptTap {
     }
     fn end(&mut self) {
         self.ended = true;
-        let _ = self.tx.send(Up::End);
+        let _ = self.tx.send(Up::End(self.id));
     }
 }
 
 impl Drop for AttemptTap {
     fn drop(&mut self) {
         if !self.ended {
-            let _ = self.tx.send(Up::Broke);
+            let _ = self.tx.send(Up::Broke(self.id));
         }
     }
 }
@@ -371,23 +394,22 @@ impl Write for AttemptTap {
 /// Sends `dir` (an installed artifact) as an uncompressed tarball through `taps`: the
 /// receivers check its tree hash, which is all that names the content.
 fn send_installed(taps: &ToBroadcast, dir: &Path) -> io::Result<()> {
-    let mut tap = AttemptTap {
-        tx: taps.tx.clone(),
-        stop: Arc::clone(&taps.stop),
-        ended: false,
-    };
-    let _ = taps.tx.send(Up::Start(Incoming {
+    let mut tap = taps.attempt(Incoming {
         from_node: taps.from_node.clone(),
         url: None,
         sha256: None,
         length: None,
-    }));
+    });
     {
-        let mut tar = tar::Builder::new(&mut tap);
+        // Whole frames, not the tar writer's small pieces.
+        let mut out = io::BufWriter::with_capacity(FRAME, &mut tap);
+        let mut tar = tar::Builder::new(&mut out);
         tar.follow_symlinks(false);
         tar.mode(tar::HeaderMode::Deterministic);
         tar.append_dir_all(".", dir)?;
         tar.finish()?;
+        drop(tar);
+        out.flush()?;
     }
     tap.end();
     Ok(())
@@ -416,7 +438,7 @@ fn send(
         tx,
         stop: Arc::clone(&stop),
         from_node: me.node.clone(),
-        tapped: AtomicBool::new(false),
+        attempts: AtomicU32::new(0),
     };
     // The stream's ranks in order: this source, then the leaders that need it.
     let receivers: Vec<&(String, usize)> = nodes
@@ -426,34 +448,43 @@ fn send(
         .map(|(_, n)| n)
         .collect();
     std::thread::scope(|scope| {
-        let worker = scope.spawn(move || {
-            let outcome = match have {
-                Some(have) => send_installed(&taps, &have.path)
-                    .map_err(|e| Error::io("send over MPI the installed copy", &have.path, e))
-                    .map(|()| have),
-                None => {
-                    let got = install::ensure_variant_tapped(
-                        me.name,
-                        me.variant,
-                        me.manifest_dir,
-                        me.config,
-                        Some(&taps),
-                    );
-                    match got {
-                        // Installed meanwhile by another process: send that copy.
-                        Ok(got) if !taps.tapped.load(Ordering::Relaxed) => {
-                            send_installed(&taps, &got.path)
+        let outcome_tx = taps.tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("clima-artifacts-sender".into())
+            .spawn_scoped(scope, move || {
+                let outcome = match have {
+                    Some(have) => send_installed(&taps, &have.path)
+                        .map_err(|e| Error::io("send over MPI the installed copy", &have.path, e))
+                        .map(|()| have),
+                    None => {
+                        let got = install::ensure_variant_tapped(
+                            me.name,
+                            me.variant,
+                            me.manifest_dir,
+                            me.config,
+                            Some(&taps),
+                        );
+                        match got {
+                            // Installed meanwhile by another process: send that copy.
+                            Ok(got) if !taps.tapped() => send_installed(&taps, &got.path)
                                 .map_err(|e| {
                                     Error::io("send over MPI the installed copy", &got.path, e)
                                 })
-                                .map(|()| got)
+                                .map(|()| got),
+                            other => other,
                         }
-                        other => other,
                     }
-                }
-            };
-            let _ = taps.tx.send(Up::Outcome(outcome));
-        });
+                };
+                let _ = taps.tx.send(Up::Outcome(outcome));
+            });
+        // Without its thread the install fails, and the stream still ends the same way.
+        let worker = spawned
+            .map_err(|e| {
+                let e = Error::io("start a thread to send over MPI into", me.node_depot, e);
+                let _ = outcome_tx.send(Up::Outcome(Err(e)));
+            })
+            .ok();
+        drop(outcome_tx);
         let result = broadcast_loop(stream, &rx, &stop, &receivers, &me.world);
         if result.is_err() {
             // A stopped stream: the install thread's tap now fails; let it end.
@@ -463,7 +494,9 @@ fn send(
                 }
             }
         }
-        let _ = worker.join();
+        if let Some(worker) = worker {
+            let _ = worker.join();
+        }
         result.and_then(|outcome| outcome)
     })
 }
@@ -479,6 +512,7 @@ fn broadcast_loop(
 ) -> Result<Result<Installed, Error>, Error> {
     let mut since_check = 0u64;
     let mut pending: Option<Up> = None;
+    let mut current = 0u32;
     loop {
         let up = match pending.take() {
             Some(up) => up,
@@ -491,16 +525,21 @@ fn broadcast_loop(
             },
         };
         let frame = match up {
-            Up::Start(incoming) => [
-                &[START][..],
-                &serde_json::to_vec(&incoming).unwrap_or_default(),
-            ]
-            .concat(),
-            Up::Data(mut bytes) => {
+            Up::Start(id, incoming) => {
+                current = id;
+                [
+                    &[START][..],
+                    &serde_json::to_vec(&incoming).unwrap_or_default(),
+                ]
+                .concat()
+            }
+            // What an earlier attempt's reader handed over late: not part of the stream.
+            Up::Data(id, _) | Up::End(id) | Up::Broke(id) if id != current => continue,
+            Up::Data(_, mut bytes) => {
                 // Coalesce what is already waiting, up to one frame.
                 while bytes.len() < FRAME {
                     match rx.try_recv() {
-                        Ok(Up::Data(more)) => bytes.extend_from_slice(&more),
+                        Ok(Up::Data(id, more)) if id == current => bytes.extend_from_slice(&more),
                         Ok(other) => {
                             pending = Some(other);
                             break;
@@ -514,8 +553,8 @@ fn broadcast_loop(
                 frame.extend_from_slice(&bytes);
                 frame
             }
-            Up::End => vec![END],
-            Up::Broke => vec![BROKE],
+            Up::End(_) => vec![END],
+            Up::Broke(_) => vec![BROKE],
             Up::Outcome(outcome) => {
                 let frame = match &outcome {
                     Ok(_) => vec![OUTCOME, 0],
@@ -607,15 +646,19 @@ impl Read for FromBroadcast {
 /// One attempt's install on a receiver.
 struct Receiving {
     tx: Option<SyncSender<Down>>,
-    worker: JoinHandle<Result<Installed, Error>>,
+    worker: JoinHandle<Received>,
 }
+
+/// A receiver's attempt: installed (or found installed), or `None` when another installer
+/// holds the artifact's lock in this node's depot (see [`install::install_received`]).
+type Received = Result<Option<Installed>, Error>;
 
 /// A receiver: installs what the source broadcasts into this node's depot.
 fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Installed, Error> {
     let mut current: Option<Receiving> = None;
     // The last finished attempt's outcome, and whether it ended for good.
-    let mut finished: Option<(Result<Installed, Error>, bool)> = None;
-    let finish = |r: Receiving| -> (Result<Installed, Error>, bool) {
+    let mut finished: Option<(Received, bool)> = None;
+    let finish = |r: Receiving| -> (Received, bool) {
         drop(r.tx);
         let outcome = r.worker.join().unwrap_or_else(|p| {
             Err(Error::from(CollectiveError::RootPanicked {
@@ -665,21 +708,32 @@ fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Ins
                     me.manifest_dir.to_path_buf(),
                 );
                 let (config, node) = (me.config.clone(), me.node.clone());
-                let worker = std::thread::spawn(move || {
-                    install::install_received(
-                        &name,
-                        &variant,
-                        &manifest,
-                        &config,
-                        &node,
-                        &incoming,
-                        Box::new(reader),
-                    )
-                });
-                current = Some(Receiving {
-                    tx: Some(tx),
-                    worker,
-                });
+                let spawned = std::thread::Builder::new()
+                    .name("clima-artifacts-receiver".into())
+                    .spawn(move || {
+                        install::install_received(
+                            &name,
+                            &variant,
+                            &manifest,
+                            &config,
+                            &node,
+                            &incoming,
+                            Box::new(reader),
+                        )
+                    });
+                match spawned {
+                    Ok(worker) => {
+                        current = Some(Receiving {
+                            tx: Some(tx),
+                            worker,
+                        });
+                    }
+                    // This node cannot install: it says so at the next check.
+                    Err(e) => {
+                        let e = Error::io("start a thread to install into", me.node_depot, e);
+                        finished = Some((Err(e), true));
+                    }
+                }
             }
             DATA | END | BROKE => {
                 if let Some(r) = current.as_mut() {
@@ -723,7 +777,12 @@ fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Ins
                     return Err(Error::from_wire(wire));
                 }
                 return match finished {
-                    Some((outcome, _)) => outcome,
+                    Some((Ok(Some(installed)), _)) => Ok(installed),
+                    // The depot's other installer had it: what did it install?
+                    Some((Ok(None), _)) => {
+                        install::installed_after_wait(me.name, me.variant, me.config)
+                    }
+                    Some((Err(e), _)) => Err(e),
                     None => Err(Error::ReceiveFailed {
                         name: me.name.to_owned(),
                         hash: me.variant.git_tree_sha1,
@@ -743,7 +802,7 @@ fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Ins
 /// Whether a receiver's attempt ended for good: installed, or failed for a reason of this
 /// node (its depot, its disk), which no later attempt of the sender mends; not when the
 /// sender's attempt broke off or its bytes were wrong (the sender sees that too).
-fn for_good(outcome: &Result<Installed, Error>) -> bool {
+fn for_good(outcome: &Received) -> bool {
     match outcome {
         Ok(_) => true,
         Err(Error::ReceiveFailed { failure, .. }) => {

@@ -21,9 +21,20 @@ fn in_ci() -> bool {
 }
 
 /// A tmpfs mounted for the test's lifetime.
-struct Mount(PathBuf);
+pub(crate) struct Mount(PathBuf);
 
 impl Mount {
+    /// A tmpfs of `size` (e.g. `16m`) at `at` (created), unmounted on drop; root only: `None`
+    /// after saying why it skips (a failure under CI=true).
+    pub(crate) fn small(at: &Path, size: &str) -> Option<Mount> {
+        if !is_root() {
+            assert!(!in_ci(), "mounting a small tmpfs needs root, and CI=true");
+            clima_artifact_tests::skip("mounting a small tmpfs needs root");
+            return None;
+        }
+        Mount::tmpfs(at, &format!("size={size}"))
+    }
+
     fn tmpfs(at: &Path, options: &str) -> Option<Mount> {
         std::fs::create_dir_all(at).unwrap();
         let out = Command::new("mount")
@@ -141,7 +152,9 @@ fn full_disk_is_a_clear_error_and_leaves_nothing() {
         return;
     };
     let server = TestServer::start();
-    let art = TestArtifact::large(5, 4, 400_000); // 1.6 MB unpacked into 1 MB
+    // 6 MB that gzip cannot shrink into 1 MB: the disk fills up in the middle of a file with
+    // more of the download to come, and no `size` in the manifest.
+    let art = TestArtifact::large(5, 4, 1_500_000);
     server.serve("big.tar.gz", art.tarball.clone());
     // No free-space reserve: this is about the write itself failing (the reserve has its own
     // test below).
@@ -163,6 +176,10 @@ fn full_disk_is_a_clear_error_and_leaves_nothing() {
         s.to_lowercase().contains("no space left"),
         "the error says the disk is full: {s}"
     );
+    // At once, as the depot refusing it; not what reading on past the failed unpacking used
+    // to conclude ("the server kept sending after the archive failed to unpack").
+    assert!(s.contains("cannot unpack into"), "{s}");
+    assert!(!s.contains("kept sending"), "blamed on the server: {s}");
     assert_depot_clean(&depot);
 
     // After freeing space (a bigger disk), the same install works.
@@ -184,13 +201,9 @@ fn small_depot(name: &str, size: &str) -> Option<(tempfile::TempDir, PathBuf, Mo
     if !have_git() {
         return None;
     }
-    if !is_root() {
-        clima_artifact_tests::skip("mounting a small tmpfs needs root");
-        return None;
-    }
     let dir = tempfile::tempdir().unwrap();
     let depot = dir.path().join(name);
-    let mount = Mount::tmpfs(&depot, &format!("size={size}"))?;
+    let mount = Mount::small(&depot, size)?;
     Some((dir, depot, mount))
 }
 

@@ -113,9 +113,9 @@ fn run_bounded_within(mut cmd: Command, envs: &[(&str, &str)], timeout: Duration
             break status;
         }
         if start.elapsed() > timeout {
-            let _ = Command::new("kill")
-                .args(["-KILL", &format!("-{}", child.id())])
-                .status();
+            // The ranks are not in mpirun's process group (OpenMPI gives each its own) and
+            // hold the output pipes: kill mpirun and everything under it.
+            kill_tree(child.id());
             let _ = child.wait();
             panic!(
                 "mpirun hung for more than {timeout:?} and was killed\nstdout:\n{}\nstderr:\n{}",
@@ -129,6 +129,41 @@ fn run_bounded_within(mut cmd: Command, envs: &[(&str, &str)], timeout: Duration
         status,
         stdout: out.join().expect("stdout reader"),
         stderr: err.join().expect("stderr reader"),
+    }
+}
+
+/// SIGKILLs `pid` and every process under it (their parents as `/proc` says, read first).
+fn kill_tree(pid: u32) {
+    let mut parents = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // `pid (comm) state ppid ...`: the name may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parents.push((p, ppid));
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    for p in tree {
+        // SAFETY: kill has no memory preconditions; a pid that is gone gives ESRCH.
+        unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
     }
 }
 
@@ -516,6 +551,46 @@ fn mpi_node_local_4_ranks_as_4_nodes_download_once() {
     one_download_per_job("mpi_node_local_4_ranks_as_4_nodes_download_once", 4, 4);
 }
 
+/// Four "nodes" whose node-local depots are one folder (the same path on a shared filesystem,
+/// or on one machine): one GET, one install, every rank's path in that folder, and no wait for
+/// the lock that the sender holds (which would stop the stream until
+/// CLIMA_ARTIFACTS_LOCK_TIMEOUT, an hour by default).
+#[test]
+fn mpi_node_local_nodes_sharing_one_depot_install_once() {
+    // More than the frames in flight, so that a receiver waiting for the sender's lock would
+    // stop the stream.
+    let Some((mpirun, tmp, server, artifact, manifest)) =
+        big_job("mpi_node_local_nodes_sharing_one_depot_install_once", 40)
+    else {
+        return;
+    };
+    let shared = tmp.path().join("shared-depot");
+    let same = tmp.path().join("same-node-depot");
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let groups = node_groups(4, 4, &|_| same.clone(), &|_| vec![], &argv);
+    let started = Instant::now();
+    let run = run_bounded_within(
+        mpirun.command(&groups),
+        &[(
+            "CLIMA_ARTIFACTS_DEPOT_PATH",
+            shared.to_str().expect("utf-8"),
+        )],
+        Duration::from_secs(60),
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    let hash = artifact.tree_hash.to_string();
+    let expected = same.join("artifacts").join(&hash);
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 4, "{}", describe(&run));
+    for o in &all {
+        assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+    }
+    assert_eq!(server.gets("/era5.tar.gz"), 1);
+    artifact.assert_files(&expected);
+    assert_nothing_unverified(&same, &[&hash]);
+    eprintln!("nodes sharing one depot: done in {:?}", started.elapsed());
+}
+
 /// A node that has the artifact installed sends it: no download at all.
 #[test]
 fn mpi_node_local_a_node_that_has_it_sends_it() {
@@ -564,26 +639,80 @@ fn mpi_node_local_a_node_that_has_it_sends_it() {
     }
 }
 
-/// Runs 4 ranks as 2 nodes with `extra(k)` in node k's environment, and checks that every rank
-/// failed with the same error, which contains each of `expected`, and that no depot holds
-/// anything unverified.
+/// An override on node 0 (the root) is that node's own data, not the artifact: node 0 uses
+/// it, and node 1 gets the artifact itself (one download), not a copy of node 0's folder.
+#[test]
+fn mpi_node_local_an_override_on_one_node_is_not_sent() {
+    let Some((mpirun, tmp, server, manifest, served)) = job(
+        "mpi_node_local_an_override_on_one_node_is_not_sent",
+        &["era5"],
+    ) else {
+        return;
+    };
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let mine = tmp.path().join("node0-own-era5");
+    std::fs::create_dir_all(&mine).expect("override folder");
+    std::fs::write(mine.join("mine.txt"), "node 0's own data\n").expect("write");
+    std::fs::create_dir_all(node_depot(0).join("artifacts")).expect("node 0 depot");
+    std::fs::write(
+        node_depot(0).join("artifacts/Overrides.toml"),
+        format!("{} = \"{}\"\n", served[0].hash, mine.display()),
+    )
+    .expect("Overrides.toml");
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let run = run_bounded(
+        mpirun.command(&node_groups(4, 2, &node_depot, &|_| vec![], &argv)),
+        &[(
+            "CLIMA_ARTIFACTS_DEPOT_PATH",
+            shared.to_str().expect("utf-8"),
+        )],
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    assert_eq!(server.gets(&served[0].url_path), 1, "node 1 downloads it");
+    let installed = node_depot(1).join("artifacts").join(&served[0].hash);
+    for o in outcomes(&run) {
+        let expected = if o.rank < 2 { &mine } else { &installed };
+        assert_eq!(o.result.as_ref(), Ok(expected), "rank {}", o.rank);
+    }
+    assert_eq!(
+        std::fs::read_to_string(installed.join("data/readme.txt")).expect("readme"),
+        "artifact era5\n"
+    );
+    assert!(
+        !node_depot(0)
+            .join("artifacts")
+            .join(&served[0].hash)
+            .exists()
+    );
+}
+
+/// Runs 4 ranks as 2 nodes with `extra(k)` in node k's environment (and node 1's depot on a
+/// tmpfs of `node1_tmpfs` bytes when given), and checks that every rank failed with the same
+/// error, which contains each of `expected`, and that no depot holds anything unverified.
+#[allow(clippy::too_many_arguments)]
 fn every_rank_fails_the_same(
     test: &str,
     artifact: TestArtifact,
     sha256: Option<clima_artifact_runtime::Sha256>,
     serve: bool,
     extra: &dyn Fn(usize, &Path) -> Vec<String>,
+    node1_tmpfs: Option<&str>,
     expected: &[&str],
 ) -> Option<TestServer> {
     let mpirun = Mpirun::find(test)?;
     let tmp = tempfile::tempdir().expect("tempdir");
     let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let _mount = match node1_tmpfs {
+        Some(size) => Some(crate::disk::Mount::small(&node_depot(1), size)?),
+        None => None,
+    };
     let server = TestServer::start();
     if serve {
         server.serve("/era5.tar.gz", artifact.tarball.clone());
     }
     let manifest = era5_manifest(&server, tmp.path(), &artifact, sha256);
-    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
     let argv = fetch_argv(&manifest, &["era5"], &[]);
     let root = tmp.path().to_path_buf();
     let groups = node_groups(4, 2, &node_depot, &|k| extra(k, &root), &argv);
@@ -609,14 +738,14 @@ fn every_rank_fails_the_same(
     for e in expected {
         assert!(first.contains(e), "`{e}` not in: {first}");
     }
-    for k in 0..2 {
-        assert_nothing_unverified(&node_depot(k), &[]);
-    }
-    assert_nothing_unverified(&shared, &[]);
     eprintln!(
         "{test}: every rank failed the same in {:?}: {first}",
         started.elapsed()
     );
+    for k in 0..2 {
+        assert_nothing_unverified(&node_depot(k), &[]);
+    }
+    assert_nothing_unverified(&shared, &[]);
     Some(server)
 }
 
@@ -640,6 +769,22 @@ fn era5_manifest(
             extra: vec![("license", "CC0-1.0")],
         }],
     )
+}
+
+/// [`job`] with one artifact, `era5`: a single file of `mb` MiB that gzip cannot shrink,
+/// served at `/era5.tar.gz`; gives it and the manifest.
+fn big_job(
+    test: &str,
+    mb: usize,
+) -> Option<(Mpirun, tempfile::TempDir, TestServer, TestArtifact, PathBuf)> {
+    let mpirun = Mpirun::find(test)?;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::start();
+    let content = incompressible(mb << 20, 0x853c_49e6_748f_ea9b);
+    let artifact = TestArtifact::gzip(TarballBuilder::new().file("data/big.bin", content));
+    server.serve("/era5.tar.gz", artifact.tarball.clone());
+    let manifest = era5_manifest(&server, tmp.path(), &artifact, None);
+    Some((mpirun, tmp, server, artifact, manifest))
 }
 
 /// `len` bytes that gzip cannot shrink (xorshift from `seed`), so a tarball of them is as
@@ -672,6 +817,7 @@ fn mpi_node_local_a_404_is_the_same_error_on_every_rank() {
         None,
         false,
         &|_, _| vec![],
+        None,
         &["404", "era5"],
     );
 }
@@ -684,6 +830,7 @@ fn mpi_node_local_a_wrong_sha256_is_the_same_error_on_every_rank() {
         Some(clima_artifact_runtime::Sha256([9; 32])),
         true,
         &|_, _| vec![],
+        None,
         &["sha256", "era5"],
     );
 }
@@ -707,6 +854,7 @@ fn mpi_node_local_a_node_whose_depot_cannot_be_created_fails_every_rank() {
                 file.join("depot").display()
             )]
         },
+        None,
         &[
             "node `node-1`",
             "cannot create the node-local depot",
@@ -715,25 +863,32 @@ fn mpi_node_local_a_node_whose_depot_cannot_be_created_fails_every_rank() {
     );
 }
 
-/// Node 1's depot has no room (the free-space reserve): every rank fails with node 1's error,
-/// early: the download stops at a checkpoint, long before the end of the tarball.
-#[test]
-fn mpi_node_local_a_node_without_room_stops_the_download_for_everyone() {
-    let content = incompressible(48 << 20, 0x9e37_79b9_7f4a_7c15);
+/// Node 1 fails for want of room with `CLIMA_ARTIFACTS_MIN_FREE_SPACE=reserve` (and its depot
+/// on a tmpfs of `tmpfs` when given) while `mb` MiB stream to it: every rank fails with node
+/// 1's error, which contains each of `expected`, and the download stops at a checkpoint, before
+/// the end of the tarball.
+fn node_1_without_room(
+    test: &str,
+    mb: usize,
+    reserve: &str,
+    tmpfs: Option<&str>,
+    expected: &[&str],
+) {
+    let content = incompressible(mb << 20, 0x2545_f491_4f6c_dd1d);
     let artifact = TestArtifact::gzip(TarballBuilder::new().file("data/big.bin", content));
     let len = artifact.tarball.len() as u64;
+    let reserve = format!("CLIMA_ARTIFACTS_MIN_FREE_SPACE={reserve}");
     let Some(server) = every_rank_fails_the_same(
-        "mpi_node_local_a_node_without_room_stops_the_download_for_everyone",
+        test,
         artifact,
         None,
         true,
         &|k, _| match k {
-            // Room for the tarball's size checked up front would pass; the reserve stops the
-            // unpacking on node 1 only.
-            1 => vec!["CLIMA_ARTIFACTS_MIN_FREE_SPACE=1000T".to_owned()],
+            1 => vec![reserve.clone()],
             _ => vec![],
         },
-        &["node `node-1`", "era5"],
+        tmpfs,
+        &[&["node `node-1`", "era5"][..], expected].concat(),
     ) else {
         return;
     };
@@ -741,6 +896,36 @@ fn mpi_node_local_a_node_without_room_stops_the_download_for_everyone() {
     assert!(
         sent < len,
         "the download went on to the end ({sent} of {len} bytes) after node 1 failed"
+    );
+}
+
+/// Node 1's depot is a 16 MiB tmpfs and its reserve is off, so nothing refuses up front: the
+/// disk fills up while node 1 unpacks the 128 MiB it receives (the next checkpoints, some 16
+/// MiB apart, stop the download); node 1's tmpfs holds nothing unverified.
+#[test]
+fn mpi_node_local_a_node_whose_disk_fills_up_stops_the_download_for_everyone() {
+    node_1_without_room(
+        "mpi_node_local_a_node_whose_disk_fills_up_stops_the_download_for_everyone",
+        128,
+        "0",
+        Some("16m"),
+        &["No space left on device"],
+    );
+}
+
+/// Node 1's depot has no room above the free-space reserve for the length the sender announced:
+/// node 1 refuses before it unpacks anything.
+#[test]
+fn mpi_node_local_a_node_without_room_stops_the_download_for_everyone() {
+    node_1_without_room(
+        "mpi_node_local_a_node_without_room_stops_the_download_for_everyone",
+        48,
+        "1000T",
+        None,
+        &[
+            "CLIMA_ARTIFACTS_MIN_FREE_SPACE",
+            "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT",
+        ],
     );
 }
 
@@ -1123,16 +1308,12 @@ fn process_with_env(vars: &[String]) -> Option<u32> {
 /// hang.
 #[test]
 fn mpi_node_local_a_leader_that_dies_ends_the_job() {
-    let Some(mpirun) = Mpirun::find("mpi_node_local_a_leader_that_dies_ends_the_job") else {
+    let Some((mpirun, tmp, server, artifact, manifest)) =
+        big_job("mpi_node_local_a_leader_that_dies_ends_the_job", 8)
+    else {
         return;
     };
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let server = TestServer::start();
-    let content = incompressible(8 << 20, 0x2545_f491_4f6c_dd1d);
-    let artifact = TestArtifact::gzip(TarballBuilder::new().file("data/big.bin", content));
-    server.serve("/era5.tar.gz", artifact.tarball.clone());
     server.cap_rate(2 << 20);
-    let manifest = era5_manifest(&server, tmp.path(), &artifact, None);
     let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
     let argv = fetch_argv(&manifest, &["era5"], &[]);
     let groups = node_groups(4, 2, &node_depot, &|_| vec![], &argv);
@@ -1150,9 +1331,8 @@ fn mpi_node_local_a_leader_that_dies_ends_the_job() {
                         .iter()
                         .find_map(|rank| process_with_env(&[depot_var.clone(), rank.to_string()]));
                     if let Some(pid) = leader {
-                        let _ = Command::new("kill")
-                            .args(["-KILL", &pid.to_string()])
-                            .status();
+                        // SAFETY: kill has no memory preconditions.
+                        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
                         return Some(pid);
                     }
                 }
