@@ -77,12 +77,13 @@ pub(crate) fn split_nodes(ctx: &dyn Context, config: &Config) -> Box<dyn Context
         if names.iter().all(|(by_id, _)| !by_id) {
             return Vec::new();
         }
-        let mut seen: Vec<&str> = Vec::new();
+        // An id and a host name that happen to be spelled alike are different nodes.
+        let mut seen: Vec<&(bool, String)> = Vec::new();
         let colors: Vec<u32> = names
             .iter()
-            .map(|(_, name)| {
-                let at = seen.iter().position(|s| s == name).unwrap_or_else(|| {
-                    seen.push(name);
+            .map(|node| {
+                let at = seen.iter().position(|s| *s == node).unwrap_or_else(|| {
+                    seen.push(node);
                     seen.len() - 1
                 });
                 at as u32
@@ -152,7 +153,7 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
         (Err(e), _) => Err(e),
         (Ok(Plan::Done), Found::Have(have)) => Ok(have),
         (Ok(Plan::Done), _) => Err(Error::from(CollectiveError::Undecodable {
-            rank: 0,
+            rank: me.world_rank,
             why: "the plan says every node has the artifact, and this one has not".into(),
         })),
         (
@@ -181,7 +182,7 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
                 }
                 (None, Found::Have(have)) => Ok(have),
                 (None, _) => Err(Error::from(CollectiveError::Undecodable {
-                    rank: 0,
+                    rank: me.world_rank,
                     why: "this node needs the artifact but is not part of the copy".into(),
                 })),
             }
@@ -251,15 +252,12 @@ fn plan(all: Vec<Vec<u8>>, world: &str) -> Result<Plan, Error> {
         Found::Failed(wire) => Some((r, wire)),
         _ => None,
     }) {
-        let e = Error::from_wire(wire);
-        return Err(match rank {
-            0 => e,
-            _ => Error::FailedOnNode {
-                node: nodes[rank].0.clone(),
-                rank: nodes[rank].1,
-                context: world.to_owned(),
-                message: e.to_string(),
-            },
+        // The node's own trouble (its depot), named after it, the root's node included.
+        return Err(Error::FailedOnNode {
+            node: nodes[rank].0.clone(),
+            rank: nodes[rank].1,
+            context: world.to_owned(),
+            message: Error::from_wire(wire).to_string(),
         });
     }
     let need: Vec<bool> = found.iter().map(|f| matches!(f, Found::Need)).collect();
@@ -782,7 +780,16 @@ fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Ins
                     Some((Ok(None), _)) => {
                         install::installed_after_wait(me.name, me.variant, me.config)
                     }
-                    Some((Err(e), _)) => Err(e),
+                    // This node's own failure, named after it (leader 0's too).
+                    Some((Err(e), _)) => Err(match e {
+                        e @ Error::FailedOnNode { .. } => e,
+                        e => Error::FailedOnNode {
+                            node: me.node.clone(),
+                            rank: me.world_rank,
+                            context: me.world.clone(),
+                            message: e.to_string(),
+                        },
+                    }),
                     None => Err(Error::ReceiveFailed {
                         name: me.name.to_owned(),
                         hash: me.variant.git_tree_sha1,
@@ -809,5 +816,45 @@ fn for_good(outcome: &Received) -> bool {
             matches!(**failure, crate::SourceFailure::Install { .. })
         }
         Err(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The node of each of 5 thread ranks: `(its first rank, node size)`, by `node_id`.
+    fn nodes_of(ids: [Option<&str>; 5]) -> Vec<(usize, usize)> {
+        clima_comms::on_thread_ranks(5, |ctx| {
+            let config = Config {
+                node_id: ids[ctx.rank()].map(str::to_owned),
+                ..Config::default()
+            };
+            let node = split_nodes(ctx, &config);
+            // The world rank of the node's first rank, broadcast within the node.
+            let first = node.broadcast_from_root(
+                (node.rank() == 0).then(|| serde_json::to_vec(&ctx.rank()).unwrap_or_default()),
+            );
+            (
+                serde_json::from_slice(&first).unwrap_or(usize::MAX),
+                node.size(),
+            )
+        })
+    }
+
+    #[test]
+    fn ranks_with_the_same_node_id_form_one_node() {
+        let host = clima_artifact_fs::hostname();
+        // "a" twice, "b" twice, and a rank whose id is spelled like the host name.
+        let got = nodes_of([Some("a"), Some("b"), Some("a"), Some(&host), Some("b")]);
+        assert_eq!(got, vec![(0, 2), (1, 2), (0, 2), (3, 1), (1, 2)]);
+    }
+
+    #[test]
+    fn an_id_spelled_like_a_host_name_is_not_that_host() {
+        let host = clima_artifact_fs::hostname();
+        // Ranks 0 and 1 have no id (grouped by host name); rank 2 names the host as its id.
+        let got = nodes_of([None, None, Some(&host), Some("x"), Some("x")]);
+        assert_eq!(got, vec![(0, 2), (0, 2), (2, 1), (3, 2), (3, 2)]);
     }
 }

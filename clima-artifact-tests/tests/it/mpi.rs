@@ -835,18 +835,19 @@ fn mpi_node_local_a_wrong_sha256_is_the_same_error_on_every_rank() {
     );
 }
 
-#[test]
-fn mpi_node_local_a_node_whose_depot_cannot_be_created_fails_every_rank() {
+/// Node `bad`'s depot cannot be created (a regular file where its folder would be): every
+/// rank fails with that node's error, naming it.
+fn a_depot_that_cannot_be_created(test: &str, bad: usize) {
+    let node = format!("node `node-{bad}`");
     every_rank_fails_the_same(
-        "mpi_node_local_a_node_whose_depot_cannot_be_created_fails_every_rank",
+        test,
         small_artifact(),
         None,
         true,
         &|k, root| {
-            if k == 0 {
+            if k != bad {
                 return vec![];
             }
-            // A regular file where node 1's depot folder would be.
             let file = root.join("not-a-folder");
             std::fs::write(&file, b"x").expect("write");
             vec![format!(
@@ -855,11 +856,24 @@ fn mpi_node_local_a_node_whose_depot_cannot_be_created_fails_every_rank() {
             )]
         },
         None,
-        &[
-            "node `node-1`",
-            "cannot create the node-local depot",
-            "not-a-folder",
-        ],
+        &[&node, "cannot create the node-local depot", "not-a-folder"],
+    );
+}
+
+#[test]
+fn mpi_node_local_a_node_whose_depot_cannot_be_created_fails_every_rank() {
+    a_depot_that_cannot_be_created(
+        "mpi_node_local_a_node_whose_depot_cannot_be_created_fails_every_rank",
+        1,
+    );
+}
+
+/// The same on the root's node, which is named too.
+#[test]
+fn mpi_node_local_the_roots_depot_that_cannot_be_created_names_its_node() {
+    a_depot_that_cannot_be_created(
+        "mpi_node_local_the_roots_depot_that_cannot_be_created_names_its_node",
+        0,
     );
 }
 
