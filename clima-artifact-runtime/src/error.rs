@@ -319,24 +319,6 @@ pub enum Error {
         /// What went wrong.
         failure: Box<SourceFailure>,
     },
-    /// In node-local mode, a node's depot was locked by another installer (a node or process
-    /// sharing that depot) while the copy streamed over MPI, and the artifact is not there
-    /// after that installer let go.
-    #[error(
-        "artifact `{name}` ({hash}) is not in `{}` after the copy over MPI: another installer \
-         (a node or process sharing that depot) held its lock while the copy streamed and did \
-         not install it; run again, or give each node a depot of its own \
-         (CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT)",
-        depot.display()
-    )]
-    NotInSharedDepot {
-        /// The artifact.
-        name: String,
-        /// Its git tree SHA-1.
-        hash: GitTreeSha1,
-        /// The depot that was locked.
-        depot: PathBuf,
-    },
     /// `prefetch_declared` failed for several artifacts.
     #[error("prefetch failed for {} artifacts:{}", failures.len(), render_named(failures))]
     PrefetchFailed {

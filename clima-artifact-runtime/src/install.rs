@@ -242,7 +242,8 @@ pub(crate) struct Incoming {
 /// rename. `Ok` with [`Origin::Depot`] when the artifact turned out to be installed already;
 /// `Ok(None)`, reading nothing, when another installer holds the artifact's lock in that depot
 /// (a node or process sharing it: waiting here could wait for the very sender of these bytes),
-/// after which [`installed_after_wait`] says whether that installer installed it.
+/// after which [`ensure_variant`] waits for that installer and uses its copy (or, should it
+/// fail, downloads the artifact itself).
 pub(crate) fn install_received(
     name: &str,
     variant: &ArtifactVariant,
@@ -323,28 +324,6 @@ pub(crate) fn install_received(
             seconds,
         },
     }))
-}
-
-/// After a received copy found the artifact's lock held ([`install_received`] gave `None`):
-/// waits for that installer (at most `CLIMA_ARTIFACTS_LOCK_TIMEOUT`) and finds what it
-/// installed, or says it did not.
-pub(crate) fn installed_after_wait(
-    name: &str,
-    variant: &ArtifactVariant,
-    config: &Config,
-) -> Result<Installed, Error> {
-    let hash = variant.git_tree_sha1;
-    let depots = depot::search_depots(config);
-    match lock_target(name, &hash, &depots, config, true)? {
-        Locked::Installed(found) => Ok(found),
-        Locked::Target(_, InstallTarget { dir: depot, .. }) | Locked::Busy(depot) => {
-            Err(Error::NotInSharedDepot {
-                name: name.to_owned(),
-                hash,
-                depot,
-            })
-        }
-    }
 }
 
 /// Progress of bytes received over MPI: not shown (the sender shows its download's).
@@ -602,9 +581,6 @@ fn download_and_install(
     let attempts = attempts(variant, allowed, config);
     let mut failures = Vec::new();
     for (i, attempt) in attempts.iter().enumerate() {
-        if request.stopped() {
-            break;
-        }
         if let Some(reason) = &attempt.not_tried {
             failures.push(SourceFailure::NotTried {
                 url: attempt.download.url.clone(),
@@ -614,6 +590,17 @@ fn download_and_install(
         }
         match request.install_retrying(attempt) {
             Ok(installed) => return Ok(installed),
+            // The depot's own trouble (its disk full): every other source would meet it too.
+            // And a stream that its receivers stopped goes no further.
+            Err(e @ SourceFailure::Install { .. }) => {
+                notice::warn(&e.to_string());
+                failures.push(e);
+                break;
+            }
+            Err(e) if request.stopped() => {
+                failures.push(e);
+                break;
+            }
             Err(e) => {
                 let more = attempts[i + 1..].iter().any(|a| a.not_tried.is_none());
                 notice::warn(&match (attempt.check_sha256, more) {
@@ -844,7 +831,9 @@ impl InstallRequest<'_> {
 
     /// What happens to the partial file `kept` after an attempt that ended in `result`: removed
     /// (with this user's other partial files of the artifact) once it is installed, removed
-    /// after a failure another attempt would not mend, kept after a transient one.
+    /// after a failure another attempt would not mend; kept after a transient one, after the
+    /// depot's own trouble (a full disk: what was received is not to blame, and the run after
+    /// space was freed continues it), and when the nodes receiving it over MPI stopped it.
     fn settle_partial(
         &self,
         result: Result<(PathBuf, u64), SourceFailure>,
@@ -855,7 +844,13 @@ impl InstallRequest<'_> {
                 kept.remove();
                 depot::Depot::new(&self.target.dir).remove_partials(&self.hash);
             }
-            (Err(e), Some(kept)) if !e.is_transient() => kept.remove(),
+            (Err(e), Some(kept))
+                if !e.is_transient()
+                    && !self.stopped()
+                    && !matches!(e, SourceFailure::Install { .. }) =>
+            {
+                kept.remove()
+            }
             _ => {}
         }
         result
@@ -1158,6 +1153,12 @@ impl InstallRequest<'_> {
                 &mut io::sink(),
             );
             let at_end = read.is_ok() && body.consumed() - before <= DEPOT_TROUBLE_READ;
+            // A body that broke a rule while read on (longer than its `size`) is wrong.
+            if body.failure().is_some_and(|e| RuleBroken::of(e).is_some())
+                && let Some(failure) = self.source_failure(&body, dl)
+            {
+                return failure;
+            }
             if at_end && body.failure().is_none() {
                 let (actual, bytes) = body.finish();
                 if actual != dl.sha256 {

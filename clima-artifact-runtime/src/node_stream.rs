@@ -774,22 +774,14 @@ fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Ins
                 if let Some((&1, wire)) = rest.split_first() {
                     return Err(Error::from_wire(wire));
                 }
-                return match finished {
+                let own = match finished {
                     Some((Ok(Some(installed)), _)) => Ok(installed),
-                    // The depot's other installer had it: what did it install?
+                    // The depot's other installer had it: its copy once it let go (or, if it
+                    // failed, a download of this node's own).
                     Some((Ok(None), _)) => {
-                        install::installed_after_wait(me.name, me.variant, me.config)
+                        install::ensure_variant(me.name, me.variant, me.manifest_dir, me.config)
                     }
-                    // This node's own failure, named after it (leader 0's too).
-                    Some((Err(e), _)) => Err(match e {
-                        e @ Error::FailedOnNode { .. } => e,
-                        e => Error::FailedOnNode {
-                            node: me.node.clone(),
-                            rank: me.world_rank,
-                            context: me.world.clone(),
-                            message: e.to_string(),
-                        },
-                    }),
+                    Some((Err(e), _)) => Err(e),
                     None => Err(Error::ReceiveFailed {
                         name: me.name.to_owned(),
                         hash: me.variant.git_tree_sha1,
@@ -800,6 +792,16 @@ fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Ins
                         }),
                     }),
                 };
+                // This node's own failure, named after it (leader 0's too).
+                return own.map_err(|e| match e {
+                    e @ Error::FailedOnNode { .. } => e,
+                    e => Error::FailedOnNode {
+                        node: me.node.clone(),
+                        rank: me.world_rank,
+                        context: me.world.clone(),
+                        message: e.to_string(),
+                    },
+                });
             }
             _ => {}
         }

@@ -156,19 +156,15 @@ fn full_disk_is_a_clear_error_and_leaves_nothing() {
     // more of the download to come, and no `size` in the manifest.
     let art = TestArtifact::large(5, 4, 1_500_000);
     server.serve("big.tar.gz", art.tarball.clone());
+    server.serve("mirror.tar.gz", art.tarball.clone());
     // No free-space reserve: this is about the write itself failing (the reserve has its own
     // test below).
     let config = Config {
         min_free_space: Some(0),
         ..test_config(std::slice::from_ref(&depot))
     };
-    let e = ensure_variant(
-        "big",
-        &art.variant(&[server.url("big.tar.gz")]),
-        &depot,
-        &config,
-    )
-    .unwrap_err();
+    let urls = [server.url("big.tar.gz"), server.url("mirror.tar.gz")];
+    let e = ensure_variant("big", &art.variant(&urls), &depot, &config).unwrap_err();
     let s = e.to_string();
     eprintln!("{s}");
     assert!(s.contains(&server.url("big.tar.gz")), "{s}");
@@ -180,6 +176,8 @@ fn full_disk_is_a_clear_error_and_leaves_nothing() {
     // to conclude ("the server kept sending after the archive failed to unpack").
     assert!(s.contains("cannot unpack into"), "{s}");
     assert!(!s.contains("kept sending"), "blamed on the server: {s}");
+    // Another URL would fill the same disk: it is not tried.
+    assert_eq!(server.gets("mirror.tar.gz"), 0, "{s}");
     assert_depot_clean(&depot);
 
     // After freeing space (a bigger disk), the same install works.

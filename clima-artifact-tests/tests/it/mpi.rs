@@ -463,7 +463,11 @@ fn assert_nothing_unverified(depot: &Path, allowed: &[&str]) {
         let name = entry.expect("entry").file_name();
         let name = name.to_string_lossy();
         assert!(
-            allowed.contains(&name.as_ref()) || name == ".locks" || name == "Overrides.toml",
+            allowed.contains(&name.as_ref())
+                || name == ".locks"
+                || name == "Overrides.toml"
+                // Received bytes kept for the next attempt to continue, never an artifact.
+                || name.starts_with(clima_artifact_runtime::depot::PARTIAL_PREFIX),
             "`{name}` left in `{}`",
             depot.display()
         );
@@ -591,6 +595,60 @@ fn mpi_node_local_nodes_sharing_one_depot_install_once() {
     eprintln!("nodes sharing one depot: done in {:?}", started.elapsed());
 }
 
+/// Node 1's depot has the artifact's lock held by another process when the copy starts, which
+/// lets go 3 s later without installing anything: node 1 does not stall the stream waiting for
+/// it, and once the stream ended it takes the lock and downloads the artifact itself. Every
+/// rank gets its own node's path.
+#[test]
+fn mpi_node_local_a_lock_holder_that_installs_nothing_is_outlived() {
+    let Some((mpirun, tmp, server, manifest, served)) = job(
+        "mpi_node_local_a_lock_holder_that_installs_nothing_is_outlived",
+        &["era5"],
+    ) else {
+        return;
+    };
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let hash: clima_artifact_runtime::GitTreeSha1 = served[0].hash.parse().expect("hash");
+    let lock = clima_artifact_runtime::depot::lock_path(&node_depot(1), &hash);
+    let held = clima_artifact_runtime::depot::LockedFile::acquire(
+        &lock,
+        "era5 (the test's)",
+        Duration::from_secs(5),
+    )
+    .expect("lock");
+    assert!(held.is_locked(), "the test holds `{}`", lock.display());
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(3));
+        drop(held);
+    });
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let run = run_bounded_within(
+        mpirun.command(&node_groups(4, 2, &node_depot, &|_| vec![], &argv)),
+        &[(
+            "CLIMA_ARTIFACTS_DEPOT_PATH",
+            shared.to_str().expect("utf-8"),
+        )],
+        Duration::from_secs(60),
+    );
+    release.join().expect("release");
+    assert!(run.status.success(), "{}", describe(&run));
+    for o in outcomes(&run) {
+        let expected = node_depot(o.rank / 2)
+            .join("artifacts")
+            .join(&served[0].hash);
+        assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+    }
+    assert_eq!(
+        server.gets(&served[0].url_path),
+        2,
+        "node 0's download for the job, and node 1's own after the holder let go"
+    );
+    for k in 0..2 {
+        assert_nothing_unverified(&node_depot(k), &[&served[0].hash]);
+    }
+}
+
 /// A node that has the artifact installed sends it: no download at all.
 #[test]
 fn mpi_node_local_a_node_that_has_it_sends_it() {
@@ -699,12 +757,12 @@ fn every_rank_fails_the_same(
     extra: &dyn Fn(usize, &Path) -> Vec<String>,
     node1_tmpfs: Option<&str>,
     expected: &[&str],
-) -> Option<TestServer> {
+) -> Option<(TestServer, tempfile::TempDir)> {
     let mpirun = Mpirun::find(test)?;
     let tmp = tempfile::tempdir().expect("tempdir");
     let shared = tmp.path().join("shared-depot");
     let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
-    let _mount = match node1_tmpfs {
+    let mount = match node1_tmpfs {
         Some(size) => Some(crate::disk::Mount::small(&node_depot(1), size)?),
         None => None,
     };
@@ -746,7 +804,8 @@ fn every_rank_fails_the_same(
         assert_nothing_unverified(&node_depot(k), &[]);
     }
     assert_nothing_unverified(&shared, &[]);
-    Some(server)
+    drop(mount);
+    Some((server, tmp))
 }
 
 /// An `Artifacts.toml` in `dir` with `era5` = `artifact` at `/era5.tar.gz` of `server`, with
@@ -887,12 +946,13 @@ fn node_1_without_room(
     reserve: &str,
     tmpfs: Option<&str>,
     expected: &[&str],
+    keeps_partial: bool,
 ) {
     let content = incompressible(mb << 20, 0x2545_f491_4f6c_dd1d);
     let artifact = TestArtifact::gzip(TarballBuilder::new().file("data/big.bin", content));
     let len = artifact.tarball.len() as u64;
     let reserve = format!("CLIMA_ARTIFACTS_MIN_FREE_SPACE={reserve}");
-    let Some(server) = every_rank_fails_the_same(
+    let Some((server, tmp)) = every_rank_fails_the_same(
         test,
         artifact,
         None,
@@ -911,6 +971,20 @@ fn node_1_without_room(
         sent < len,
         "the download went on to the end ({sent} of {len} bytes) after node 1 failed"
     );
+    // The sender's disk is fine: what it received is kept for the next run to continue.
+    let kept = std::fs::read_dir(tmp.path().join("node0/depot/artifacts"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            let name = e.file_name();
+            name.to_string_lossy()
+                .starts_with(clima_artifact_runtime::depot::PARTIAL_PREFIX)
+        });
+    assert_eq!(
+        kept, keeps_partial,
+        "node 0 keeps its partial download: {keeps_partial}"
+    );
 }
 
 /// Node 1's depot is a 16 MiB tmpfs and its reserve is off, so nothing refuses up front: the
@@ -924,6 +998,7 @@ fn mpi_node_local_a_node_whose_disk_fills_up_stops_the_download_for_everyone() {
         "0",
         Some("16m"),
         &["No space left on device"],
+        true,
     );
 }
 
@@ -940,6 +1015,7 @@ fn mpi_node_local_a_node_without_room_stops_the_download_for_everyone() {
             "CLIMA_ARTIFACTS_MIN_FREE_SPACE",
             "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT",
         ],
+        false,
     );
 }
 
