@@ -161,17 +161,9 @@ pub(crate) fn ensure_variant_tapped(
             urls: skipped.iter().map(|d| d.url.clone()).collect(),
         });
     }
-    let (_lock, target) = match lock_target(name, &hash, &depots, config, true)? {
+    let (_lock, target) = match lock_target(name, &hash, &depots, config)? {
         Locked::Installed(found) => return Ok(found),
         Locked::Target(lock, target) => (lock, target),
-        // Not returned when waiting: said as the wait running out.
-        Locked::Busy(depot) => {
-            return Err(Error::LockTimeout {
-                path: depot::lock_path(&depot, &hash),
-                seconds: config.lock_timeout.as_secs(),
-                holder: String::new(),
-            });
-        }
     };
     download_and_install(name, variant, &allowed, manifest, config, target, taps)
 }
@@ -182,44 +174,51 @@ enum Locked {
     Installed(Installed),
     /// The lock, held until the install ends, and where the install goes.
     Target(LockedFile, InstallTarget),
-    /// Another holder has the lock (only when not waiting for it).
-    Busy(PathBuf),
 }
 
-/// Locks the artifact in the first writable depot (waiting for another holder when `wait`,
-/// else [`Locked::Busy`]), looks again in `depots` (another process may have installed it
-/// meanwhile) and reclaims the temp dirs of dead processes.
+/// Locks the artifact in the first writable depot (waiting for another holder), looks again
+/// in `depots` (another process may have installed it meanwhile) and reclaims the temp dirs
+/// of dead processes.
 fn lock_target(
     name: &str,
     hash: &GitTreeSha1,
     depots: &[PathBuf],
     config: &Config,
-    wait: bool,
 ) -> Result<Locked, Error> {
     let target = depot::first_writable(config, name)?;
-    let path = depot::lock_path(&target, hash);
-    let lock = if wait {
-        LockedFile::acquire_telling(
-            &path,
-            &format!("artifact `{name}` ({hash})"),
-            config.lock_timeout,
-            config.progress,
-        )?
-    } else {
-        match LockedFile::try_acquire(&path) {
-            Some(lock) => lock,
-            None => return Ok(Locked::Busy(target)),
-        }
-    };
+    let lock = LockedFile::acquire_telling(
+        &depot::lock_path(&target, hash),
+        &format!("artifact `{name}` ({hash})"),
+        config.lock_timeout,
+        config.progress,
+    )?;
+    Ok(locked(lock, target, hash, depots))
+}
+
+/// [`lock_target`] without waiting: `None` when another holder has the lock.
+fn try_lock_target(
+    name: &str,
+    hash: &GitTreeSha1,
+    depots: &[PathBuf],
+    config: &Config,
+) -> Result<Option<Locked>, Error> {
+    let target = depot::first_writable(config, name)?;
+    Ok(LockedFile::try_acquire(&depot::lock_path(&target, hash))
+        .map(|lock| locked(lock, target, hash, depots)))
+}
+
+/// With the artifact's `lock` in `target` held: another look, else the stale temp dirs
+/// reclaimed and the install's target.
+fn locked(lock: LockedFile, target: PathBuf, hash: &GitTreeSha1, depots: &[PathBuf]) -> Locked {
     if let Some(path) = depot::find_installed(depots, hash) {
-        return Ok(Locked::Installed(Installed {
+        return Locked::Installed(Installed {
             path,
             origin: Origin::Depot,
-        }));
+        });
     }
     depot::Depot::new(&target).reclaim_stale(Some(hash));
     let note = lock.note();
-    Ok(Locked::Target(lock, InstallTarget { dir: target, note }))
+    Locked::Target(lock, InstallTarget { dir: target, note })
 }
 
 /// What a node that receives an artifact's bytes over MPI is told about them.
@@ -256,10 +255,10 @@ pub(crate) fn install_received(
     let manifest = ManifestPlace::of(manifest);
     let hash = variant.git_tree_sha1;
     let depots = depot::search_depots(config);
-    let (_lock, target) = match lock_target(name, &hash, &depots, config, false)? {
-        Locked::Installed(found) => return Ok(Some(found)),
-        Locked::Target(lock, target) => (lock, target),
-        Locked::Busy(_) => return Ok(None),
+    let (_lock, target) = match try_lock_target(name, &hash, &depots, config)? {
+        Some(Locked::Installed(found)) => return Ok(Some(found)),
+        Some(Locked::Target(lock, target)) => (lock, target),
+        None => return Ok(None),
     };
     if let Some(length) = incoming.length {
         check_room(name, length, &target.dir, config)?;
@@ -761,14 +760,14 @@ pub(crate) fn remove_tree(path: &Path) {
 }
 
 impl InstallRequest<'_> {
-    /// [`InstallRequest::install_from`], retried with backoff while it fails transiently
-    /// (`CLIMA_ARTIFACTS_RETRIES` attempts in all); each retry is a notice with its cause and
-    /// delay.
     /// Whether the nodes receiving this download over MPI stopped it (see [`Taps::stopped`]).
     fn stopped(&self) -> bool {
         self.taps.is_some_and(|t| t.stopped())
     }
 
+    /// [`InstallRequest::install_from`], retried with backoff while it fails transiently
+    /// (`CLIMA_ARTIFACTS_RETRIES` attempts in all); each retry is a notice with its cause and
+    /// delay.
     fn install_retrying(&self, attempt: &Attempt) -> Result<Installed, SourceFailure> {
         let mut n = 1;
         loop {

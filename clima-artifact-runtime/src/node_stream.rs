@@ -6,7 +6,8 @@
 //!  leaders  1.   create the node depot, look for the artifact (overrides, node depot, shared
 //!                depots) --gather--> leader 0: a plan, broadcast to every leader:
 //!                  a node failed -> that error everywhere; every node has it -> done;
-//!                  else a source (the first node that has it installed, else leader 0)
+//!                  else a source (the first node that has it installed, else the first
+//!                  node that needs it)
 //!  source   2.   downloads (ensure_variant: retries, several connections, resume) with a tap
 //!                on the verified byte stream, or sends a tar of its installed copy
 //!           -->  broadcast in frames of at most FRAME bytes to the nodes that need it:
@@ -110,6 +111,9 @@ enum Found {
     Failed(Vec<u8>),
 }
 
+/// Each leader's node name and rank in the whole context, by leader rank.
+type Nodes = Vec<(String, usize)>;
+
 /// What every leader is told after the look-up.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 enum Plan {
@@ -119,8 +123,7 @@ enum Plan {
     Stream {
         source: usize,
         need: Vec<bool>,
-        /// Each leader's node name and rank in the whole context.
-        nodes: Vec<(String, usize)>,
+        nodes: Nodes,
     },
 }
 
@@ -145,9 +148,16 @@ pub(crate) struct Leader<'a> {
 pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, Error> {
     let found = look(me);
     let mine = serde_json::to_vec(&(&me.node, me.world_rank, &found)).unwrap_or_default();
-    let all = leaders.gather_to_root(mine);
+    // On leader 0: every leader's node and world rank (to name a failing node), and what it
+    // found.
+    let reports = leaders.gather_to_root(mine).map(reports);
+    let nodes = match &reports {
+        Some(Ok((nodes, _))) => nodes.clone(),
+        _ => Vec::new(),
+    };
     let plan = root_decides::<Plan, Error>(leaders, "planning the copies over MPI", || {
-        plan(all.unwrap_or_default(), &me.world)
+        let (nodes, found) = reports.unwrap_or_else(|| Ok(Default::default()))?;
+        plan(nodes, found, &me.world)
     });
     let own = match (plan, found) {
         (Err(e), _) => Err(e),
@@ -189,7 +199,6 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
         }
     };
     let world = &me.world;
-    let nodes = leaders_names(leaders, me);
     all_succeed(leaders, own, |rank, e| match (rank, e) {
         // Leader 0's own, and one that names its node already (the stream's verdict).
         (0, e) | (_, e @ Error::FailedOnNode { .. }) => e,
@@ -203,17 +212,6 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
             }
         }
     })
-}
-
-/// Every leader's node name and rank in the whole context, on leader 0 (empty elsewhere).
-fn leaders_names(leaders: &dyn Context, me: &Leader<'_>) -> Vec<(String, usize)> {
-    let mine = serde_json::to_vec(&(&me.node, me.world_rank)).unwrap_or_default();
-    leaders
-        .gather_to_root(mine)
-        .unwrap_or_default()
-        .iter()
-        .map(|b| serde_json::from_slice(b).unwrap_or_default())
-        .collect()
 }
 
 /// Step 1 on one leader: the node depot exists, and the artifact is found or not.
@@ -233,8 +231,9 @@ fn look(me: &Leader<'_>) -> Found {
     }
 }
 
-/// Leader 0's plan from every leader's `(node, world rank, found)`.
-fn plan(all: Vec<Vec<u8>>, world: &str) -> Result<Plan, Error> {
+/// Leader 0's reading of every leader's `(node, world rank, found)`: the leaders' node names
+/// and world ranks, and what each found.
+fn reports(all: Vec<Vec<u8>>) -> Result<(Nodes, Vec<Found>), Error> {
     let mut nodes = Vec::new();
     let mut found = Vec::new();
     for (rank, bytes) in all.iter().enumerate() {
@@ -248,6 +247,11 @@ fn plan(all: Vec<Vec<u8>>, world: &str) -> Result<Plan, Error> {
         nodes.push((node, world_rank));
         found.push(f);
     }
+    Ok((nodes, found))
+}
+
+/// Leader 0's plan from every leader's node and world rank (`nodes`) and what it `found`.
+fn plan(nodes: Nodes, found: Vec<Found>, world: &str) -> Result<Plan, Error> {
     if let Some((rank, wire)) = found.iter().enumerate().find_map(|(r, f)| match f {
         Found::Failed(wire) => Some((r, wire)),
         _ => None,

@@ -156,9 +156,15 @@ impl MpiContext {
     /// Splits the communicator by `color` (`MPI_Comm_split`, ordered by current rank); ranks
     /// passing `None` get `None`. Collective. Useful to build custom node layouts.
     pub fn split_by_color(&self, color: Option<u32>) -> Option<MpiContext> {
+        self.split_keyed(color, 0)
+    }
+
+    /// [`MpiContext::split_by_color`], ordered by `key` first.
+    fn split_keyed(&self, color: Option<u32>, key: u32) -> Option<MpiContext> {
         let sub = {
             let _guard = self.enter();
-            self.comm.split_by_color(mpi_color(color))
+            self.comm
+                .split_by_color_with_key(mpi_color(color), mpi_key(key))
         };
         sub.map(|c| {
             let mut ctx = Self::labelled(c, format!("a split of {}", self.label));
@@ -249,16 +255,8 @@ impl Context for MpiContext {
     }
 
     fn split(&self, color: Option<u32>, key: u32) -> Option<Box<dyn Context>> {
-        let sub = {
-            let _guard = self.enter();
-            self.comm
-                .split_by_color_with_key(mpi_color(color), mpi_key(key))
-        };
-        sub.map(|c| {
-            let mut ctx = Self::labelled(c, format!("a split of {}", self.label));
-            ctx.max_message_bytes = self.max_message_bytes;
-            Box::new(ctx) as Box<dyn Context>
-        })
+        self.split_keyed(color, key)
+            .map(|ctx| Box::new(ctx) as Box<dyn Context>)
     }
 
     fn describe(&self) -> String {
