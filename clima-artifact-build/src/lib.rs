@@ -30,6 +30,13 @@
 //! path, which covers edits of an existing file; what only a build script can cover is the
 //! creation of a file that did not exist and the environment variables.
 //!
+//! In an unoptimised build (`OPT_LEVEL=0`, cargo's dev profile) it also checks that the root
+//! manifest (the nearest ancestor `Cargo.toml` with a `[workspace]` table, else the crate's
+//! own) or a cargo config file optimises the crates on the install's hot path, and otherwise
+//! warns once, with the block to copy (the file `dev-profile.toml` of this crate): cargo
+//! ignores the profile sections of a dependency's workspace, so without them a model's
+//! `cargo run` hashes and unpacks data about ten times slower than `cargo run --release`.
+//!
 //! Optionally [`Builder::constants`] writes typed constants for every artifact into `OUT_DIR`.
 
 use std::fmt;
@@ -39,6 +46,8 @@ use std::path::{Path, PathBuf};
 use clima_artifact_manifest::validate::validate_with;
 use clima_artifact_manifest::{ArtifactEntry, Manifest, ManifestError, Warning};
 use clima_artifact_vars as vars;
+
+mod dev_profile;
 
 /// Environment variables whose value changes what the build script prints: the depot named in
 /// override hints, the host platform tags, and the cache directory of the default depot.
@@ -254,6 +263,12 @@ impl Builder {
         for var in WATCHED_ENV_VARS {
             writeln!(out, "cargo:rerun-if-env-changed={var}")?;
         }
+        let slow_debug = dev_profile::check(env, &dir);
+        if env.var("OPT_LEVEL").as_deref() == Some("0") {
+            // Adding the profile block to the root manifest must rerun the check.
+            let root = dev_profile::root_manifest(&dir);
+            writeln!(out, "cargo:rerun-if-changed={}", root.display())?;
+        }
 
         let path = match explicit {
             Some(p) => p,
@@ -279,6 +294,10 @@ impl Builder {
                 "warning",
                 &format!("{}{line}: {artifact}{}", path.display(), w.message),
             )?;
+        }
+        // Not a finding about the manifest: never counted by `deny_warnings`.
+        for line in slow_debug.iter().flat_map(dev_profile::warnings) {
+            directive(out, "warning", &line)?;
         }
         let deny = self.deny_warnings
             || env

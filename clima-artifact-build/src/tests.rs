@@ -5,7 +5,7 @@ use super::*;
 const H1: &str = "b373f1887cff55850cbf76ec005f7d93726ae42e";
 const S1: &str = "750ead63910729c349beaed2a5db79903cbf3a982d0e0578e02994b1e7191c48";
 
-fn env(vars: &[(&str, String)]) -> impl Fn(&str) -> Option<String> {
+fn env(vars: &[(&str, String)]) -> impl Fn(&str) -> Option<String> + use<> {
     let vars: Vec<(String, String)> = vars
         .iter()
         .map(|(k, v)| ((*k).to_owned(), v.clone()))
@@ -359,4 +359,144 @@ fn identifiers() {
     assert_eq!(rust_ident("1x"), "_1x");
     assert_eq!(rust_ident("self"), "self_");
     assert_eq!(rust_ident(""), "__");
+}
+
+/// A model crate in `dir` with `profile` appended to its `Cargo.toml`, and a good manifest.
+fn model_crate(dir: &Path, profile: &str) {
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!("[package]\nname = \"model\"\nversion = \"0.1.0\"\n\n{profile}"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("Artifacts.toml"), good_manifest()).unwrap();
+}
+
+fn slow_debug_warnings(lines: &[String]) -> Vec<&String> {
+    lines
+        .iter()
+        .filter(|l| l.starts_with("cargo:warning=clima-artifacts: this debug build"))
+        .collect()
+}
+
+#[test]
+fn a_debug_build_without_the_profile_block_is_told_what_to_add_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    model_crate(tmp.path(), "");
+    let vars = [dir_var(tmp.path()), ("OPT_LEVEL", "0".to_owned())];
+    let (result, lines) = run(&Builder::new().deny_warnings(true), &vars);
+    // Not a finding about the manifest: deny_warnings does not fail the build for it.
+    assert!(result.is_ok(), "{lines:#?}");
+    let found = slow_debug_warnings(&lines);
+    assert_eq!(found.len(), 1, "{lines:#?}");
+    let root = tmp.path().join("Cargo.toml");
+    for needle in [
+        "`libbz2-rs-sys`, `lzma-rust2`, `sha1`, `sha2`, `zlib-rs`, `zstd-sys` unoptimised",
+        &format!("add these lines to `{}`", root.display()),
+    ] {
+        assert!(found[0].contains(needle), "{needle}: {}", found[0]);
+    }
+    // The block follows, one directive per line, exactly as in dev-profile.toml.
+    let block: Vec<String> = dev_profile::BLOCK
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| format!("cargo:warning=    {l}"))
+        .collect();
+    assert!(block.len() >= 12, "{block:?}");
+    let at = lines.iter().position(|l| l == found[0]).unwrap();
+    assert_eq!(lines[at + 1..at + 1 + block.len()], block[..]);
+    // Adding the block to the root manifest reruns the script.
+    assert!(lines.contains(&format!("cargo:rerun-if-changed={}", root.display())));
+
+    // With the block pasted in, nothing is said.
+    model_crate(tmp.path(), dev_profile::BLOCK);
+    let (result, lines) = run(&Builder::new(), &vars);
+    assert!(result.is_ok());
+    assert!(slow_debug_warnings(&lines).is_empty(), "{lines:#?}");
+}
+
+#[test]
+fn the_dev_profile_is_read_where_cargo_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path();
+    let member = ws.join("model");
+    std::fs::create_dir(&member).unwrap();
+    let vars = [dir_var(&member), ("OPT_LEVEL", "0".to_owned())];
+    let warned = |lines: &[String]| slow_debug_warnings(lines).first().map(|l| l.to_string());
+
+    // A member's own profile sections do not count: cargo reads the workspace root's.
+    model_crate(&member, dev_profile::BLOCK);
+    std::fs::write(
+        ws.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"model\"]\n",
+    )
+    .unwrap();
+    let (_, lines) = run(&Builder::new(), &vars);
+    let w = warned(&lines).expect("warned");
+    assert!(
+        w.contains(&format!("`{}`", ws.join("Cargo.toml").display())),
+        "{w}"
+    );
+
+    // `"*"` covers every dependency; a crate named with its version counts; `0` does not.
+    std::fs::write(
+        ws.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"model\"]\n[profile.dev.package.\"*\"]\nopt-level = 2\n\
+         [profile.dev.package.\"sha1@0.10.7\"]\nopt-level = 0\n",
+    )
+    .unwrap();
+    let (_, lines) = run(&Builder::new(), &vars);
+    let w = warned(&lines).expect("sha1 at 0");
+    assert!(w.contains("compiles `sha1` unoptimised"), "{w}");
+
+    // A cargo config file in an ancestor also sets profiles, and takes precedence.
+    std::fs::create_dir(ws.join(".cargo")).unwrap();
+    std::fs::write(
+        ws.join(".cargo/config.toml"),
+        "[profile.dev.package.sha1]\nopt-level = 3\n",
+    )
+    .unwrap();
+    let (_, lines) = run(&Builder::new(), &vars);
+    assert_eq!(warned(&lines), None, "{lines:#?}");
+
+    // A release build, or any optimised one, is never warned.
+    std::fs::write(
+        ws.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"model\"]\n",
+    )
+    .unwrap();
+    let (_, lines) = run(
+        &Builder::new(),
+        &[dir_var(&member), ("OPT_LEVEL", "3".to_owned())],
+    );
+    assert_eq!(warned(&lines), None);
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.ends_with("/Cargo.toml") && l.starts_with("cargo:rerun"))
+    );
+
+    // An invalid root manifest is read as setting nothing: a warning, not a failure.
+    model_crate(&member, "");
+    std::fs::write(ws.join("Cargo.toml"), "[workspace\n").unwrap();
+    let (result, lines) = run(&Builder::new(), &vars);
+    assert!(result.is_ok());
+    assert!(warned(&lines).is_some());
+}
+
+#[test]
+fn this_workspace_optimises_what_the_block_names() {
+    // The workspace's own Cargo.toml holds the block the README and the warning give, so
+    // tests and examples here run the hot path optimised too.
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = dev_profile::root_manifest(here);
+    assert_eq!(root, here.parent().unwrap().join("Cargo.toml"));
+    let vars = env(&[("OPT_LEVEL", "0".to_owned())]);
+    assert_eq!(dev_profile::check(&vars, here), None);
+    let text = std::fs::read_to_string(&root).unwrap();
+    let block: String = dev_profile::BLOCK
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(text.contains(&block), "the root Cargo.toml lacks:\n{block}");
 }

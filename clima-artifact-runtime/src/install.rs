@@ -642,6 +642,7 @@ fn downloaded(
         "installed artifact `{name}`{how} into `{}`",
         path.display()
     );
+    crate::debug_speed::after_install(name, bytes, start.elapsed());
     Installed {
         path,
         origin: Origin::Downloaded {

@@ -54,6 +54,7 @@
 mod artifacts;
 mod collective_install;
 mod config;
+mod debug_speed;
 mod error;
 mod install;
 mod locked_file;
