@@ -7,7 +7,8 @@
 //!
 //! | where | what |
 //! |---|---|
-//! | crate root (module `unpack`) | [`extract_archive`], [`extract_buffered`]: tar entries written under the rules of the extraction (paths, links, modes), the limits ([`ExtractLimits`]: unpacked bytes, entries, free-space reserve) and the errors ([`ExtractError`]); [`free_space`], [`default_free_reserve`] |
+//! | crate root (module `unpack`) | [`extract_archive`], [`extract_buffered`]: tar entries written under the rules of the extraction (paths, links, modes), the limits ([`ExtractLimits`]: unpacked bytes, entries, free-space reserve) and the errors ([`ExtractError`]); [`free_space`] and [`default_free_reserve`] are `clima_artifact_fs`'s, re-exported |
+//! | `dirs` (private) | the cache of folder handles of one extraction; every file operation is a [`clima_artifact_fs::Dir`] method (the one descriptor walker of the workspace) |
 //! | [`tree_hash`] | the git tree SHA-1 of a folder ([`tree_hash::tree_hash`]), blob ids ([`tree_hash::BlobHasher`]) and trees built entry by entry ([`tree_hash::TreeBuilder`]), shared with the extraction |
 //!
 //! The runtime re-exports both as `clima_artifact_runtime::extract` and
@@ -71,7 +72,7 @@
 //! checksum or a file shorter than its header says is [`ExtractError::Corrupt`]. After the marker
 //! the decompressed stream is read to its end, so gzip's CRC is checked too.
 
-mod at;
+mod dirs;
 mod listing;
 mod unpack;
 

@@ -1,10 +1,10 @@
 //! The extraction itself; what it does is documented at the crate root.
 
 use std::cell::Cell;
-use std::ffi::CString;
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -14,9 +14,9 @@ use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
 
 use tar::EntryType;
 
-use clima_artifact_fs::read_full;
+use clima_artifact_fs::{Dir, read_full};
 
-use crate::at::{self, AsFdRef, Dirs};
+use crate::dirs::Dirs;
 use crate::listing::{Blob, DirId, Listing, ROOT, Written};
 use crate::tree_hash::{BlobHasher, EntryMode, TreeBuilder, blob_id};
 use clima_artifact_manifest::GitTreeSha1;
@@ -75,28 +75,7 @@ fn file_cost(size: u64) -> u64 {
         .saturating_add(ENTRY_COST)
 }
 
-/// Bytes available to unprivileged users on the filesystem holding `path`, and its total size.
-pub fn free_space(path: &Path) -> io::Result<(u64, u64)> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: a zeroed statvfs is a valid out-parameter.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is NUL-terminated and `st` is valid for writes during the call.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let unit = st.f_frsize as u64;
-    Ok((
-        (st.f_bavail as u64).saturating_mul(unit),
-        (st.f_blocks as u64).saturating_mul(unit),
-    ))
-}
-
-/// The default free-space reserve of a filesystem of `total` bytes: 1% of it or 1 GiB,
-/// whichever is smaller.
-pub fn default_free_reserve(total: u64) -> u64 {
-    (total / 100).min(1 << 30)
-}
+pub use clima_artifact_fs::{default_free_reserve, free_space};
 
 /// Default of [`ExtractLimits::max_entries`] (and of the runtime's `CLIMA_ARTIFACTS_MAX_ENTRIES`):
 /// 10 million archive entries.
@@ -185,7 +164,7 @@ pub enum ExtractError {
         reserve: u64,
     },
     /// Writing into the destination failed.
-    #[error("cannot write `{path}`: {source}")]
+    #[error("{}", io_message(path, source))]
     Io {
         /// The path being written.
         path: PathBuf,
@@ -227,31 +206,31 @@ pub fn extract_buffered<R: BufRead>(
     dest: &Path,
     limits: &ExtractLimits,
 ) -> Result<Extracted, ExtractError> {
-    let dir = at::open_dir(dest).map_err(|source| ExtractError::Io {
+    let dir = Dir::open_no_follow(dest).map_err(|source| ExtractError::Io {
         path: dest.to_path_buf(),
         source,
     })?;
-    extract_buffered_at(reader, dir.as_fd(), dest, limits)
+    extract_buffered_at(reader, &dir, limits)
 }
 
-/// [`extract_buffered`] into the folder open as `dir` (an empty directory; `dest` is its path,
-/// for messages only). Everything is created relative to `dir` and to handles on the
+/// [`extract_buffered`] into the folder open as `dir` (an empty directory; its path is used
+/// in messages only). Everything is created relative to `dir` and to handles on the
 /// folders created inside it (`openat` and friends, never following a symlink), so a folder
 /// that is renamed or swapped for a symlink while the extraction runs cannot redirect a write.
 /// A caller that opened `dir` right after creating it can check, before using `dest`, that
 /// `dest` is still that folder.
 pub fn extract_buffered_at<R: BufRead>(
     mut reader: R,
-    dir: BorrowedFd<'_>,
-    dest: &Path,
+    dir: &Dir,
     limits: &ExtractLimits,
 ) -> Result<Extracted, ExtractError> {
+    let dest = dir.path();
     let io_err = |source| ExtractError::Io {
         path: dest.to_path_buf(),
         source,
     };
-    check_destination(dir, dest)?;
-    let dir = dir.try_clone_to_owned().map_err(io_err)?;
+    check_destination(dir)?;
+    let dir = dir.try_clone().map_err(io_err)?;
     let new = |dir| Extraction::new(dest, dir, limits);
 
     let mut magic = [0u8; 6];
@@ -297,22 +276,20 @@ pub fn extract_buffered_at<R: BufRead>(
     }
 }
 
-/// The folder open as `dir` (at `dest`, named in messages) must be an empty directory.
-fn check_destination(dir: BorrowedFd<'_>, dest: &Path) -> Result<(), ExtractError> {
+/// The folder open as `dir` must be an empty directory.
+fn check_destination(dir: &Dir) -> Result<(), ExtractError> {
     let io_err = |source| ExtractError::Io {
-        path: dest.to_path_buf(),
+        path: dir.path().to_path_buf(),
         source,
     };
-    let meta = File::from(dir.try_clone_to_owned().map_err(io_err)?)
-        .metadata()
-        .map_err(io_err)?;
+    let meta = dir.metadata().map_err(io_err)?;
     if !meta.is_dir() {
         return Err(io_err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "extraction destination is not a directory",
         )));
     }
-    if !at::is_empty_dir(dir).map_err(io_err)? {
+    if !dir.is_empty().map_err(io_err)? {
         return Err(io_err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "extraction destination is not empty",
@@ -388,11 +365,22 @@ impl<R: Read> Read for Metered<R> {
     }
 }
 
+/// The message of [`ExtractError::Io`]: the cause alone when it names the path already (the
+/// errors of [`Dir`] do), else "cannot write `path`: cause".
+fn io_message(path: &Path, source: &io::Error) -> String {
+    let cause = source.to_string();
+    if cause.contains(&format!("`{}`", path.display())) {
+        cause
+    } else {
+        format!("cannot write `{}`: {cause}", path.display())
+    }
+}
+
 /// A file for the [`BlobWriter`] thread to create (see [`create_file_at`]).
 struct NewFile {
     /// The folder to create it in, and its name there.
-    dir: Arc<OwnedFd>,
-    name: CString,
+    dir: Arc<Dir>,
+    name: OsString,
     /// Its path, for messages.
     path: PathBuf,
     permissions: u32,
@@ -791,7 +779,7 @@ fn check_symlink_target(target: &[u8], depth: usize) -> Result<(), String> {
 }
 
 impl<'a> Extraction<'a> {
-    fn new(dest: &'a Path, dir: OwnedFd, limits: &'a ExtractLimits) -> Self {
+    fn new(dest: &'a Path, dir: Dir, limits: &'a ExtractLimits) -> Self {
         let umask = trusted_umask(dir.as_fd());
         Extraction {
             dest,
@@ -831,7 +819,12 @@ impl<'a> Extraction<'a> {
     /// Fails before an entry of `cost` bytes would leave the destination's filesystem with
     /// less than `reserve` bytes, or 1% of its inodes, free.
     fn check_free_space(&mut self, cost: u64, reserve: u64) -> Result<(), ExtractError> {
-        let Ok((reported, _, inodes)) = at::fs_space(self.dirs.root().as_fd_ref()) else {
+        let Ok(clima_artifact_fs::Space {
+            available: reported,
+            inodes,
+            ..
+        }) = self.dirs.root().space()
+        else {
             return Ok(()); // cannot tell: a write that does not fit fails on its own
         };
         // The writer thread may not have written what it was handed yet, so the filesystem
@@ -1013,7 +1006,7 @@ impl<'a> Extraction<'a> {
     }
 
     fn disk_path(&self, key: &[u8]) -> PathBuf {
-        at::display_path(self.dest, key)
+        self.dest.join(OsStr::from_bytes(key))
     }
 
     /// The handle of the folder holding the first `depth` components of `path` (created by
@@ -1022,13 +1015,11 @@ impl<'a> Extraction<'a> {
         &mut self,
         path: &EntryPath,
         depth: usize,
-    ) -> Result<(Arc<OwnedFd>, CString), ExtractError> {
+    ) -> Result<(Arc<Dir>, OsString), ExtractError> {
         let (parent, name) = path.split(depth);
-        let looked_up = self
-            .dirs
-            .get(parent)
-            .and_then(|fd| Ok((fd, at::c_name(name)?)));
-        looked_up.map_err(|e| self.io_error(&path.joined(depth), e))
+        let looked_up = self.dirs.get(parent);
+        let dir = looked_up.map_err(|e| self.io_error(&path.joined(depth), e))?;
+        Ok((dir, OsStr::from_bytes(name).to_os_string()))
     }
 
     fn io_error(&self, key: &[u8], source: io::Error) -> ExtractError {
@@ -1072,16 +1063,15 @@ impl<'a> Extraction<'a> {
                 let key = path.joined(depth);
                 let (parent_fd, c_name) = self.parent_of(path, depth)?;
                 let masked = self.masked(0o755);
-                let create = || -> io::Result<OwnedFd> {
-                    at::mkdir_at(parent_fd.as_fd_ref(), &c_name, 0o755)?;
-                    let fd = at::open_dir_at(parent_fd.as_fd_ref(), &c_name)?;
+                let create = || -> io::Result<Dir> {
+                    let dir = parent_fd.create_dir_new(&c_name, 0o755)?;
                     if masked {
-                        at::fchmod(fd.as_fd(), 0o755)?;
+                        dir.set_mode(0o755)?;
                     }
-                    Ok(fd)
+                    Ok(dir)
                 };
-                let fd = create().map_err(|e| self.io_error(&key, e))?;
-                self.dirs.insert(key, Arc::new(fd));
+                let dir = create().map_err(|e| self.io_error(&key, e))?;
+                self.dirs.insert(key, Arc::new(dir));
                 Ok(self.written.add_dir(parent, name))
             }
         }
@@ -1108,7 +1098,8 @@ impl<'a> Extraction<'a> {
                 // A later entry of this name wins: the earlier file is complete (waited for
                 // above if it was pending) and is unlinked, never opened.
                 let (parent_fd, c_name) = self.parent_of(path, path.components.len())?;
-                at::unlink_at(parent_fd.as_fd_ref(), &c_name)
+                parent_fd
+                    .remove_file(&c_name)
                     .map_err(|e| self.io_error(&path.key(), e))?;
                 self.written.remove(parent, name);
                 Ok(())
@@ -1242,7 +1233,8 @@ impl<'a> Extraction<'a> {
         let key = path.key();
         self.replace(path, parent)?;
         let (parent_fd, name) = self.parent_of(path, path.components.len())?;
-        at::symlink_at(&target, parent_fd.as_fd_ref(), &name)
+        parent_fd
+            .symlink(OsStr::from_bytes(&target), &name)
             .map_err(|e| self.io_error(&key, e))?;
         let id = blob_id(&target);
         if !path.components.iter().any(|c| c == b".git") {
@@ -1309,8 +1301,8 @@ impl<'a> Extraction<'a> {
             let parent = self.parents(path)?;
             let (parent_fd, name) = self.parent_of(path, path.components.len())?;
             let chmod = || -> io::Result<()> {
-                let file = at::open_file_at(parent_fd.as_fd_ref(), &name)?;
-                at::fchmod(file.as_fd(), file_permissions(link_mode))
+                let file = open_file(&parent_fd, &name)?;
+                file.set_permissions(fs::Permissions::from_mode(file_permissions(link_mode)))
             };
             chmod().map_err(|e| self.io_error(&key, e))?;
             let written = Written::File {
@@ -1331,18 +1323,12 @@ impl<'a> Extraction<'a> {
         let mode = link_mode;
         // Same mode: one inode (read-only, so sharing it is safe). Another mode, or a
         // filesystem that refuses hard links: a copy.
-        let linked = mode == target_mode
-            && at::link_at(
-                from_dir.as_fd_ref(),
-                &from_name,
-                to_dir.as_fd_ref(),
-                &to_name,
-            )
-            .is_ok();
+        let linked =
+            mode == target_mode && from_dir.hard_link(&from_name, &to_dir, &to_name).is_ok();
         if !linked {
             // Copy, counting the bytes against the cap and the free-space reserve.
-            let mut from = at::open_file_at(from_dir.as_fd_ref(), &from_name)
-                .map_err(|e| self.io_error(&target_key, e))?;
+            let mut from =
+                open_file(&from_dir, &from_name).map_err(|e| self.io_error(&target_key, e))?;
             let size = from
                 .metadata()
                 .map_err(|e| self.io_error(&target_key, e))?
@@ -1356,7 +1342,7 @@ impl<'a> Extraction<'a> {
             let permissions = file_permissions(mode);
             let masked = self.masked(permissions);
             let mut copy = || -> io::Result<()> {
-                let mut to = create_file_at(to_dir.as_fd_ref(), &to_name, permissions, masked)?;
+                let mut to = create_file_at(&to_dir, &to_name, permissions, masked)?;
                 // Bounded by the size counted above, whatever the file became meanwhile.
                 io::copy(&mut (&mut from).take(size), &mut to)?;
                 Ok(())
@@ -1384,30 +1370,34 @@ fn file_permissions(mode: EntryMode) -> u32 {
 
 impl NewFile {
     fn create(&self) -> io::Result<File> {
-        create_file_at(
-            self.dir.as_fd_ref(),
-            &self.name,
-            self.permissions,
-            self.masked,
-        )
+        create_file_at(&self.dir, &self.name, self.permissions, self.masked)
     }
 }
 
 /// Creates the new regular file `name` in `dir`, never following a symlink and never reusing
 /// an existing file. `masked`: the umask removes some of `permissions`, which are then set
 /// again.
-fn create_file_at(
-    dir: BorrowedFd<'_>,
-    name: &CString,
-    permissions: u32,
-    masked: bool,
-) -> io::Result<File> {
-    let file = at::create_file_at(dir, name, permissions)?;
+fn create_file_at(dir: &Dir, name: &OsStr, permissions: u32, masked: bool) -> io::Result<File> {
+    let file = dir.create_new(name, permissions)?;
     // The umask may have removed bits we promise (e.g. 0o444 under umask 0o277).
     if masked {
-        at::fchmod(file.as_fd(), permissions)?;
+        file.set_permissions(fs::Permissions::from_mode(permissions))?;
     }
     Ok(file)
+}
+
+/// Opens the regular file `name` of `dir` for reading (never through a symlink, never a
+/// fifo); a missing file is an error.
+fn open_file(dir: &Dir, name: &OsStr) -> io::Result<File> {
+    dir.open_file(name)?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "`{}` was removed while the extraction ran",
+                dir.path().join(name).display()
+            ),
+        )
+    })
 }
 
 /// The umask to go by when deciding whether a mode given at creation is final: `None` (set

@@ -4,7 +4,7 @@
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -130,6 +130,36 @@ pub struct Dir {
     path: PathBuf,
 }
 
+impl AsFd for Dir {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Space on the filesystem holding a folder ([`Dir::space`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    /// Bytes available to unprivileged users.
+    pub available: u64,
+    /// The filesystem's size in bytes.
+    pub total: u64,
+    /// Inodes available and in all, where the filesystem counts them.
+    pub inodes: Option<(u64, u64)>,
+}
+
+/// The default free-space reserve of a filesystem of `total` bytes: 1% of it or 1 GiB,
+/// whichever is smaller.
+pub fn default_free_reserve(total: u64) -> u64 {
+    (total / 100).min(1 << 30)
+}
+
+/// Bytes available to unprivileged users on the filesystem holding the folder `path`, and its
+/// total size.
+pub fn free_space(path: &Path) -> io::Result<(u64, u64)> {
+    let space = Dir::open(path)?.space()?;
+    Ok((space.available, space.total))
+}
+
 /// `name` as a C string, if it is one plain component (not empty, `.`, `..`, no `/` or NUL).
 fn component(name: &OsStr) -> io::Result<CString> {
     let bytes = name.as_bytes();
@@ -183,10 +213,20 @@ impl Dir {
     /// Opens the folder `path`. Symlinks in `path` itself are followed (the caller named it);
     /// only what is reached *through* the returned [`Dir`] is never followed.
     pub fn open(path: &Path) -> io::Result<Dir> {
+        Dir::open_flags(path, 0)
+    }
+
+    /// Opens the folder `path` like [`Dir::open`], but refuses a symlink at its last
+    /// component (a folder that should be the caller's own, such as a fresh temp folder).
+    pub fn open_no_follow(path: &Path) -> io::Result<Dir> {
+        Dir::open_flags(path, libc::O_NOFOLLOW)
+    }
+
+    fn open_flags(path: &Path, flags: libc::c_int) -> io::Result<Dir> {
         use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC | flags)
             .open(path)
             .map_err(|e| {
                 io::Error::new(e.kind(), format!("cannot open `{}`: {e}", path.display()))
@@ -328,6 +368,108 @@ impl Dir {
                 ),
             )
         })
+    }
+
+    /// Creates the sub-folder `name` with `mode` (less the umask) and opens it; fails if
+    /// anything is already there (unlike [`Dir::create_dir`]).
+    pub fn create_dir_new(&self, name: impl AsRef<OsStr>, mode: u32) -> io::Result<Dir> {
+        let name = name.as_ref();
+        let c = component(name)?;
+        // SAFETY: the descriptor is open and `c` is NUL-terminated; the result is checked.
+        let rc = unsafe { libc::mkdirat(self.fd.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) };
+        check(rc, "create the folder", &self.child(name))?;
+        self.open_dir(name)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "the folder `{}` vanished right after it was created",
+                    self.child(name).display()
+                ),
+            )
+        })
+    }
+
+    /// Creates the symlink `name` in this folder, pointing at `target` (stored as given,
+    /// never resolved here).
+    pub fn symlink(&self, target: impl AsRef<OsStr>, name: impl AsRef<OsStr>) -> io::Result<()> {
+        let name = name.as_ref();
+        let c = component(name)?;
+        let t = CString::new(target.as_ref().as_bytes()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the target of `{}` contains a NUL byte",
+                    self.child(name).display()
+                ),
+            )
+        })?;
+        // SAFETY: the descriptor is open and both strings are NUL-terminated.
+        let rc = unsafe { libc::symlinkat(t.as_ptr(), self.fd.as_raw_fd(), c.as_ptr()) };
+        check(rc, "create the symlink", &self.child(name)).map(drop)
+    }
+
+    /// Hard-links the entry `name` of this folder as `to_name` in `to` (a symlink at `name`
+    /// is linked itself, never followed).
+    pub fn hard_link(
+        &self,
+        name: impl AsRef<OsStr>,
+        to: &Dir,
+        to_name: impl AsRef<OsStr>,
+    ) -> io::Result<()> {
+        let (name, to_name) = (name.as_ref(), to_name.as_ref());
+        let (cf, ct) = (component(name)?, component(to_name)?);
+        // SAFETY: both descriptors are open and both names are NUL-terminated.
+        let rc = unsafe {
+            libc::linkat(
+                self.fd.as_raw_fd(),
+                cf.as_ptr(),
+                to.fd.as_raw_fd(),
+                ct.as_ptr(),
+                0,
+            )
+        };
+        check(rc, "link", &to.child(to_name)).map(drop)
+    }
+
+    /// Sets the permission bits of this folder itself (through its descriptor).
+    pub fn set_mode(&self, mode: u32) -> io::Result<()> {
+        // SAFETY: the descriptor is open.
+        let rc = unsafe { libc::fchmod(self.fd.as_raw_fd(), mode as libc::mode_t) };
+        check(rc, "set the permissions of", &self.path).map(drop)
+    }
+
+    /// Space on the filesystem holding this folder (`fstatvfs` of its descriptor).
+    pub fn space(&self) -> io::Result<Space> {
+        // SAFETY: an all-zero statvfs is a valid value of this plain C struct, read only
+        // after fstatvfs filled it.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: the descriptor is open and `st` is valid for writes during the call.
+        let rc = unsafe { libc::fstatvfs(self.fd.as_raw_fd(), &mut st) };
+        check(rc, "measure the free space of", &self.path)?;
+        // The field types differ between targets (u64 here, narrower elsewhere).
+        #[allow(clippy::unnecessary_cast)]
+        let (unit, avail, blocks, favail, files) = (
+            st.f_frsize as u64,
+            st.f_bavail as u64,
+            st.f_blocks as u64,
+            st.f_favail as u64,
+            st.f_files as u64,
+        );
+        Ok(Space {
+            available: avail.saturating_mul(unit),
+            total: blocks.saturating_mul(unit),
+            inodes: (files > 0).then_some((favail, files)),
+        })
+    }
+
+    /// The metadata of this folder itself (`fstat` of its descriptor).
+    pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
+        File::from(self.fd.try_clone()?).metadata()
+    }
+
+    /// Whether this folder has no entries besides `.` and `..`.
+    pub fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.names()?.is_empty())
     }
 
     /// Opens the folder `rel` below this one, one component at a time, never following a
@@ -698,6 +840,54 @@ mod tests {
             assert_eq!(Unexpected::of(&e).unwrap().found, found, "{name}: {e}");
             assert!(e.to_string().contains("remove it"), "{e}");
         }
+    }
+
+    #[test]
+    fn links_modes_space_and_new_folders_never_follow_a_planted_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        symlink(&outside, t.path().join("planted")).unwrap();
+        // The last component of the path itself is refused when it is a symlink.
+        assert!(Dir::open_no_follow(&t.path().join("planted")).is_err());
+        let root = Dir::open_no_follow(t.path()).unwrap();
+        assert!(!root.is_empty().unwrap());
+
+        // A new folder must be new: a planted link (or anything) at its name is an error.
+        let e = root.create_dir_new("planted", 0o755).unwrap_err();
+        assert!(e.to_string().contains("planted`"), "{e}");
+        let sub = root.create_dir_new("sub", 0o700).unwrap();
+        assert!(sub.is_empty().unwrap());
+        sub.set_mode(0o755).unwrap();
+        assert_eq!(sub.metadata().unwrap().permissions().mode() & 0o777, 0o755);
+
+        // Symlinks are stored as given; hard links link the entry itself.
+        sub.symlink("../outside", "l").unwrap();
+        assert_eq!(
+            std::fs::read_link(t.path().join("sub/l")).unwrap(),
+            Path::new("../outside")
+        );
+        sub.create_new("f", 0o644).unwrap().write_all(b"x").unwrap();
+        sub.hard_link("f", &root, "g").unwrap();
+        sub.hard_link("l", &root, "m").unwrap();
+        assert!(
+            std::fs::symlink_metadata(t.path().join("m"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(t.path().join("g")).unwrap(), b"x");
+        assert!(sub.hard_link("f", &root, "g").is_err(), "never replaces");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+
+        let space = root.space().unwrap();
+        assert!(
+            space.total >= space.available && space.total > 0,
+            "{space:?}"
+        );
+        assert_eq!(free_space(t.path()).unwrap().1, space.total);
+        assert_eq!(default_free_reserve(1 << 40), 1 << 30);
+        assert_eq!(default_free_reserve(1 << 20), (1 << 20) / 100);
     }
 
     #[test]

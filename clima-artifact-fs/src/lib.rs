@@ -15,7 +15,11 @@
 //! - [`open_shared_file`], [`read_shared_text`]: open or read a file others could have planted
 //!   (no symlink, no fifo, regular files only; text bounded);
 //! - [`Dir`]: a folder held by a descriptor, below which entries are reached, created, renamed
-//!   and removed without following a symlink in any component (module `dir`);
+//!   and removed without following a symlink in any component (module `dir`): the one
+//!   descriptor walker of the workspace (`openat`, `mkdirat`, `unlinkat`, `symlinkat`,
+//!   `linkat`, `fstatvfs` appear nowhere else), used by the extraction of tarballs, the
+//!   install's temp folders, the shared store of run sync and gc; [`free_space`] and
+//!   [`default_free_reserve`] measure a folder's filesystem through it;
 //! - [`foreign_link`]: the first symlink on a path that neither this user nor root owns (gc
 //!   decides by it whether to act through a link; module `owner`);
 //! - [`printable`]: text from a file, a server or an archive with control characters escaped
@@ -33,7 +37,7 @@ mod text;
 pub use owner::{ForeignLink, euid, foreign_link};
 pub use text::printable;
 mod temp;
-pub use dir::{Dir, DirEntry, EntryKind, Unexpected};
+pub use dir::{Dir, DirEntry, EntryKind, Space, Unexpected, default_free_reserve, free_space};
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

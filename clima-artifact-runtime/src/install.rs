@@ -31,10 +31,7 @@
 //! artifact's lock; only temp dirs of this host are considered). If the final path already exists
 //! when renaming, another process won the race: that is success.
 
-use std::fs::Permissions;
 use std::io::{self, Read};
-use std::os::fd::AsFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -50,6 +47,7 @@ use crate::depot::{self, Overrides};
 use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
 use crate::locked_file::{HolderNote, LockedFile};
 use crate::progress::{DownloadStart, Transfer};
+use crate::temp_dir::TempDir;
 use crate::{Config, Error, GitTreeSha1, Sha256, SourceFailure};
 use clima_comms::notice;
 
@@ -663,96 +661,6 @@ const DRAIN_CAP: u64 = 1 << 20;
 /// full disk (see `InstallRequest::depot_trouble`).
 const DEPOT_TROUBLE_READ: u64 = 64 << 20;
 
-/// An install's temp dir, open since it was created: the extraction writes through `handle`,
-/// and `path` is checked to still name that folder before it is renamed or removed. Removes
-/// itself unless [`TempDir::keep`] is called.
-struct TempDir {
-    path: Option<PathBuf>,
-    handle: std::fs::File,
-}
-
-impl TempDir {
-    /// Creates `path` private (0o700 whatever the umask or a default ACL says, so no other
-    /// user can reach into it) and opens it, refusing anything but the folder just made.
-    fn create(path: PathBuf) -> io::Result<TempDir> {
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        let handle = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path);
-        let replaced = |e: &io::Error| {
-            matches!(
-                e.raw_os_error(),
-                Some(libc::ELOOP | libc::ENOTDIR | libc::ENOENT)
-            )
-        };
-        let handle = match handle {
-            Ok(h) if h.metadata().is_ok_and(|m| m.uid() == euid()) => h,
-            Err(e) if !replaced(&e) => return Err(e),
-            // Not ours any more (renamed and replaced between mkdir and open): leave it.
-            Ok(_) | Err(_) => {
-                return Err(io::Error::other(
-                    "the folder just created was replaced by another user's before it was \
-                     opened; make the depot's `artifacts` folder sticky (`chmod +t`) or \
-                     writable only by trusted users",
-                ));
-            }
-        };
-        let tmp = TempDir {
-            path: Some(path),
-            handle,
-        };
-        tmp.handle.set_permissions(Permissions::from_mode(0o700))?;
-        Ok(tmp)
-    }
-
-    fn path(&self) -> &Path {
-        self.path.as_deref().unwrap_or(Path::new(""))
-    }
-
-    /// Whether `path` still names the folder opened as `handle` (another user who may rename
-    /// entries of the depot's `artifacts` folder could have moved it and put something else
-    /// there).
-    fn still_in_place(&self) -> bool {
-        match (
-            std::fs::symlink_metadata(self.path()),
-            self.handle.metadata(),
-        ) {
-            (Ok(at_path), Ok(opened)) => {
-                at_path.dev() == opened.dev() && at_path.ino() == opened.ino()
-            }
-            _ => false,
-        }
-    }
-
-    fn keep(mut self) {
-        self.path = None;
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if self.path.is_some() && !self.still_in_place() {
-            // What is there now is someone else's: never removed. Our folder was moved away.
-            notice::warn(&format!(
-                "the temporary folder `{}` was moved away by someone else while it was being \
-                 filled; what is at its path now was left alone",
-                self.path().display()
-            ));
-            return;
-        }
-        if let Some(p) = self.path.take() {
-            remove_tree(&p);
-        }
-    }
-}
-
-/// The effective user id.
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 /// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
 pub(crate) fn remove_tree(path: &Path) {
     if let Err(e) = clima_artifact_fs::remove_tree(path) {
@@ -897,7 +805,7 @@ impl InstallRequest<'_> {
     ) -> Result<(PathBuf, u64), SourceFailure> {
         let url = &attempt.download.url;
         let limits = self.limits(tmp.path(), attempt);
-        let extracted = extract_buffered_at(&mut body, tmp.handle.as_fd(), tmp.path(), &limits);
+        let extracted = extract_buffered_at(&mut body, tmp.dir(), &limits);
         if let Err(
             e @ (ExtractError::LowDiskSpace { .. }
             | ExtractError::LowInodes { .. }
@@ -1239,8 +1147,8 @@ impl InstallRequest<'_> {
     fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
         let dest = depot::artifact_dir(&self.target.dir, &self.hash);
         // The artifact's own folder is 0o755 like every folder inside it, whatever the umask.
-        tmp.handle
-            .set_permissions(Permissions::from_mode(0o755))
+        tmp.dir()
+            .set_mode(0o755)
             .map_err(|e| Error::io("set the permissions of", tmp.path(), e))?;
         // What is renamed must be the folder that was verified, not what someone put at its
         // path meanwhile.

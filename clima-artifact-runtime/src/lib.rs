@@ -61,6 +61,7 @@ mod locked_file;
 mod macros;
 mod node_stream;
 mod resolve;
+mod temp_dir;
 
 pub mod access_log;
 pub mod depot;

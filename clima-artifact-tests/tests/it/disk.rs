@@ -338,12 +338,10 @@ fn install_watching(depot: &Path, tarball: Vec<u8>) -> (String, u64, u64) {
         std::thread::spawn(move || {
             let (mut bytes, mut inodes) = (u64::MAX, u64::MAX);
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                let c = std::ffi::CString::new(depot.as_os_str().as_encoded_bytes()).unwrap();
-                // SAFETY: a zeroed statvfs is a valid out-parameter; `c` is NUL-terminated.
-                let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-                if unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0 {
-                    bytes = bytes.min(st.f_bavail as u64 * st.f_frsize as u64);
-                    inodes = inodes.min(st.f_favail as u64);
+                let space = clima_artifact_fs::Dir::open(&depot).and_then(|d| d.space());
+                if let Ok(space) = space {
+                    bytes = bytes.min(space.available);
+                    inodes = inodes.min(space.inodes.map_or(u64::MAX, |(free, _)| free));
                 }
                 std::thread::sleep(std::time::Duration::from_micros(500));
             }

@@ -1,0 +1,91 @@
+//! An install's temp dir in a depot's `artifacts` folder, private and open since it was made.
+
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use clima_artifact_fs::{Dir, euid};
+use clima_comms::notice;
+
+use crate::install::remove_tree;
+
+/// An install's temp dir, open since it was created: the extraction writes through its
+/// [`Dir`], and `path` is checked to still name that folder before it is renamed or removed.
+/// Removes itself unless [`TempDir::keep`] is called.
+pub(crate) struct TempDir {
+    path: Option<PathBuf>,
+    dir: Dir,
+}
+
+impl TempDir {
+    /// Creates `path` private (0o700 whatever the umask or a default ACL says, so no other
+    /// user can reach into it) and opens it, refusing anything but the folder just made.
+    pub(crate) fn create(path: PathBuf) -> io::Result<TempDir> {
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let replaced = || {
+            io::Error::other(
+                "the folder just created was replaced by another user's before it was \
+                 opened; make the depot's `artifacts` folder sticky (`chmod +t`) or \
+                 writable only by trusted users",
+            )
+        };
+        let dir = match Dir::open_no_follow(&path) {
+            Ok(d) if d.metadata().is_ok_and(|m| m.uid() == euid()) => d,
+            // Not ours any more (renamed and replaced between mkdir and open): leave it.
+            Ok(_) => return Err(replaced()),
+            Err(e) => {
+                let still_a_folder = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+                return Err(if still_a_folder { e } else { replaced() });
+            }
+        };
+        let tmp = TempDir {
+            path: Some(path),
+            dir,
+        };
+        tmp.dir.set_mode(0o700)?;
+        Ok(tmp)
+    }
+
+    /// The folder, open.
+    pub(crate) fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.path.as_deref().unwrap_or(Path::new(""))
+    }
+
+    /// Whether `path` still names the folder opened as `dir` (another user who may rename
+    /// entries of the depot's `artifacts` folder could have moved it and put something else
+    /// there).
+    pub(crate) fn still_in_place(&self) -> bool {
+        match (std::fs::symlink_metadata(self.path()), self.dir.metadata()) {
+            (Ok(at_path), Ok(opened)) => {
+                at_path.dev() == opened.dev() && at_path.ino() == opened.ino()
+            }
+            _ => false,
+        }
+    }
+
+    /// Leaves the folder in place when dropped (it was renamed into the depot).
+    pub(crate) fn keep(mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if self.path.is_some() && !self.still_in_place() {
+            // What is there now is someone else's: never removed. Our folder was moved away.
+            notice::warn(&format!(
+                "the temporary folder `{}` was moved away by someone else while it was being \
+                 filled; what is at its path now was left alone",
+                self.path().display()
+            ));
+            return;
+        }
+        if let Some(p) = self.path.take() {
+            remove_tree(&p);
+        }
+    }
+}
