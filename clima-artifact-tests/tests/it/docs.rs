@@ -131,6 +131,55 @@ fn the_readme_is_short_and_has_the_two_set_up_commands() {
     );
 }
 
+/// Every `.rs` file under `dir`, recursively, appended to `out`.
+fn sources(dir: &Path, out: &mut String) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push_str(&std::fs::read_to_string(&path).unwrap());
+        }
+    }
+}
+
+#[test]
+fn the_troubleshooting_errors_quote_the_code() {
+    let readme = read("README.md");
+    let entries: Vec<&str> = section(&readme, "Troubleshooting")
+        .lines()
+        .filter(|l| l.starts_with("- **"))
+        .collect();
+    assert_eq!(entries.len(), 10, "ten errors, one line each: {entries:#?}");
+    let mut code = String::new();
+    for entry in std::fs::read_dir(repo()).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if src.is_dir() {
+            sources(&src, &mut code);
+        }
+    }
+    let mut unquoted = Vec::new();
+    for entry in entries {
+        // The quoted messages are the code spans before the first `**: `.
+        let head = entry.split("**: ").next().unwrap();
+        for (i, span) in head.split('`').enumerate() {
+            if i % 2 == 0 {
+                continue;
+            }
+            for piece in span.split("...").map(str::trim) {
+                if piece.len() > 3 && !code.contains(piece) {
+                    unquoted.push(format!("`{piece}` (from `{span}`)"));
+                }
+            }
+        }
+    }
+    assert!(
+        unquoted.is_empty(),
+        "README troubleshooting quotes text no error message has:\n{}",
+        unquoted.join("\n")
+    );
+}
+
 /// GitHub's anchor of a heading: lower case, spaces to `-`, other punctuation dropped.
 fn anchor(heading: &str) -> String {
     heading
