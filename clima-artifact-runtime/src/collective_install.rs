@@ -54,7 +54,7 @@ use crate::{Config, Error};
 ///
 /// **Collective over `ctx`: every rank must call this with the same artifact, in the same order
 /// as its other collective calls.** Ranks that ask for different artifacts all get
-/// [`Error::RanksOutOfStep`] (see the README's MPI section). Every rank records its successful
+/// [`Error::RanksOutOfStep`] (see docs/mpi.md). Every rank records its successful
 /// access in the provenance [`access_log`] with its rank. `manifest_dir` is the manifest file
 /// or its folder (see [`ensure_variant`](crate::ensure_variant)).
 pub fn ensure_collective(

@@ -37,7 +37,7 @@ use crate::Error;
 use clima_artifact_vars as vars;
 
 /// Settings of the install pipeline and lookups. [`Config::from_env`] reads the `CLIMA_ARTIFACTS_*`
-/// variables (the table in the README, "Environment variables"); fields are public so tests and tools can build one
+/// variables (the table of docs/environment.md); fields are public so tests and tools can build one
 /// directly, e.g. `Config { depots: vec![dir], ..Config::default() }`.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -176,7 +176,7 @@ pub fn default_depot() -> Option<PathBuf> {
 }
 
 impl Config {
-    /// Reads the `CLIMA_ARTIFACTS_*` environment variables (the README's table); unset
+    /// Reads the `CLIMA_ARTIFACTS_*` environment variables (the table of docs/environment.md); unset
     /// variables keep their [`Default`]. A bad value is an [`Error::Config`] naming the variable.
     pub fn from_env() -> Result<Config, Error> {
         Config::from_vars(|k| std::env::var_os(k).map(|v| v.to_string_lossy().into_owned()))

@@ -1213,27 +1213,23 @@ fn doctor_shows_roots_and_proxies() {
 }
 
 /// Every environment variable of `clima_artifact_vars::ALL` is listed by `--help` and named in
-/// the README's table of variables, so neither can fall behind the code.
+/// the table of `docs/environment.md`, so neither can fall behind the code.
 #[test]
-fn help_and_readme_name_every_environment_variable() {
+fn help_and_environment_page_name_every_environment_variable() {
     let sb = Sandbox::new();
     let out = sb.cli().arg("--help").output().unwrap();
     assert_ok(&out);
     let help = String::from_utf8(out.stdout).unwrap();
-    let readme =
-        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
-    let table = readme
-        .split("## Environment variables")
-        .nth(1)
-        .and_then(|rest| rest.split("\n## ").next())
-        .expect("the README has a section `## Environment variables`");
+    let page =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/environment.md"))
+            .unwrap();
     let mut missing = Vec::new();
     for var in clima_artifact_vars::ALL {
         if !help.contains(var.name) {
             missing.push(format!("--help: {}", var.name));
         }
-        if !table.contains(&format!("`{}`", var.name)) {
-            missing.push(format!("README: {}", var.name));
+        if !page.contains(&format!("| `{}` |", var.name)) {
+            missing.push(format!("docs/environment.md: {}", var.name));
         }
     }
     assert!(missing.is_empty(), "not named: {missing:?}");

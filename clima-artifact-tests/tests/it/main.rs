@@ -15,6 +15,7 @@ mod ci_scripts;
 mod concurrency;
 mod crash;
 mod disk;
+mod docs;
 mod hostile_depot;
 mod hostile_redirects;
 mod hostile_servers;

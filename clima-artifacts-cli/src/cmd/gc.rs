@@ -1,6 +1,6 @@
 //! `gc`: removes installed artifacts that no live manifest references, after a grace period.
 //!
-//! As the Pkg of Julia before 1.13 (our choice for shared depots; see the README): an
+//! As the Pkg of Julia before 1.13 (our choice for shared depots; see docs/depots.md): an
 //! unreferenced artifact is first only marked as orphaned, with the time, in the depot's
 //! `logs/orphaned.toml`; a later `gc` deletes it once it has been orphaned
 //! for longer than `--delay` (7 days by default; `--delay 0` deletes at once). An artifact that
