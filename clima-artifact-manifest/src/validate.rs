@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::location::{key_syntax, quote};
-use crate::{ArtifactEntry, ArtifactVariant, Manifest, metadata, provenance};
+use crate::{ArtifactEntry, ArtifactVariant, GitTreeSha1, Manifest, metadata, provenance};
 use clima_artifact_vars as vars;
 
 /// Largest download a model starts on first use unless `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE`
@@ -79,6 +79,9 @@ pub fn validate_with(manifest: &Manifest, overrides_file: &Path) -> Vec<Warning>
             } else {
                 String::new()
             };
+            if is_name_placeholder(name, &v.git_tree_sha1) {
+                warn(v.line, format!("{which}{}", placeholder_message(name)));
+            }
             if v.downloads.is_empty() {
                 warn(
                     v.line,
@@ -143,6 +146,23 @@ pub fn validate_with(manifest: &Manifest, overrides_file: &Path) -> Vec<Warning>
         }
     }
     out
+}
+
+/// Whether `hash` is the SHA-1 of the artifact's name rather than of any content: what
+/// CliMA's artifact helper records for a dataset too large to upload (it stays on a cluster
+/// and is reached through an override). Such a hash can never be verified.
+pub fn is_name_placeholder(name: &str, hash: &GitTreeSha1) -> bool {
+    use sha1::Digest;
+    sha1::Sha1::digest(name.as_bytes()).as_slice() == hash.0
+}
+
+/// What to tell the user about an artifact whose hash [`is_name_placeholder`].
+pub fn placeholder_message(name: &str) -> String {
+    format!(
+        "the git-tree-sha1 is the SHA-1 of the name `{name}`, not of content: an override of it \
+         cannot be verified, and no download can match it; run `clima-artifacts hash DIR` on \
+         the data and record the real hash"
+    )
 }
 
 /// Julia-compatibility checks of one `[[name]]` element.
@@ -288,6 +308,36 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    #[test]
+    fn a_hash_that_is_the_sha1_of_the_name_is_called_a_placeholder() {
+        // As CliMA's helper writes for data that stays on a cluster (fluxnet2015 in the corpus).
+        let text = "[fluxnet2015]\ngit-tree-sha1 = \"94d6eb8e3bc5fc361a43597ab4fb6941bdbe2850\"\n\
+                    license = \"CC-BY-4.0\"\n";
+        let w = warnings(text);
+        let placeholder: Vec<&String> = w
+            .iter()
+            .filter(|w| w.contains("SHA-1 of the name"))
+            .collect();
+        assert_eq!(placeholder.len(), 1, "{w:#?}");
+        assert!(
+            placeholder[0].contains(
+                "artifact `fluxnet2015`: the git-tree-sha1 is the SHA-1 of the name \
+                 `fluxnet2015`, not of content: an override of it cannot be verified"
+            ) && placeholder[0].contains("run `clima-artifacts hash DIR`"),
+            "{}",
+            placeholder[0]
+        );
+        // The same name with a content hash, or another name with this hash: no such warning.
+        let real = text.replace("94d6eb8e3bc5fc361a43597ab4fb6941bdbe2850", H1);
+        let renamed = text.replace("[fluxnet2015]", "[fluxnet2016]");
+        for t in [real, renamed] {
+            assert!(
+                !warnings(&t).iter().any(|w| w.contains("SHA-1 of the name")),
+                "{t}"
+            );
+        }
     }
 
     #[test]
