@@ -1439,3 +1439,58 @@ fn a_wrong_sha256_is_told_once_and_never_as_downloaded() {
     assert!(!stderr.contains("downloaded `era5`"), "{stderr}");
     assert_eq!(stderr.matches("sha256 mismatch").count(), 1, "{stderr}");
 }
+
+/// `doctor` diagnoses each depot (exists, writable, free space) and says where installs go;
+/// the package server's credentials are never printed.
+#[test]
+fn doctor_diagnoses_depots_and_hides_the_package_servers_token() {
+    let sb = Sandbox::new();
+    let blocker = sb.root.path().join("a-file");
+    fs::write(&blocker, "not a folder").unwrap();
+    let unusable = blocker.join("depot");
+    let missing = sb.root.path().join("new-depot");
+    let path = format!(
+        "{}:{}:{}",
+        unusable.display(),
+        missing.display(),
+        sb.depot.display()
+    );
+    let doctor = |json: bool| {
+        let mut cmd = sb.cli();
+        cmd.env("CLIMA_ARTIFACTS_DEPOT_PATH", &path)
+            .env(
+                "CLIMA_ARTIFACTS_PKG_SERVER",
+                "http://mirror:T0KEN-s3cret@127.0.0.1:9/pkg",
+            )
+            .arg("doctor");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert_ok(&out);
+        out
+    };
+    let text = String::from_utf8_lossy(&doctor(false).stdout).into_owned();
+    assert!(!text.contains("T0KEN-s3cret"), "{text}");
+    assert!(text.contains("http://mirror:***@127.0.0.1:9/pkg"), "{text}");
+    assert!(
+        text.contains(&format!("installs go to:       {}", missing.display())),
+        "{text}"
+    );
+    assert!(text.contains("not writable"), "{text}");
+    assert!(text.contains("does not exist"), "{text}");
+    assert!(text.contains(" free"), "{text}");
+    let report = json(&doctor(true));
+    assert!(!report.to_string().contains("T0KEN-s3cret"), "{report}");
+    assert_eq!(report["installs_go_to"], missing.display().to_string());
+    let checks = report["depot_checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 3);
+    assert_eq!(checks[0]["writable"], false);
+    assert_eq!(checks[1]["exists"], false);
+    assert_eq!(checks[1]["writable"], true);
+    assert_eq!(checks[2]["exists"], true);
+    assert!(checks[2]["free_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(checks[2]["read_only"], false);
+    // Nothing was written to diagnose them.
+    assert!(!missing.exists());
+}
