@@ -234,7 +234,20 @@ impl Config {
             let most = clima_artifact_net::ranged::MAX_CONNECTIONS;
             c.connections = match v.trim().parse::<usize>() {
                 Ok(k) if (1..=most).contains(&k) => k,
-                _ => {
+                // Out of range: the nearest allowed number, said once, so a command that
+                // downloads nothing (`list`) is not stopped by it.
+                Ok(k) => {
+                    let used = k.clamp(1, most);
+                    static TOLD: std::sync::Once = std::sync::Once::new();
+                    TOLD.call_once(|| {
+                        clima_comms::notice::warn(&format!(
+                            "{n}=`{}` is out of range (1 to {most}): using {used}",
+                            clima_artifact_fs::printable(&v)
+                        ));
+                    });
+                    used
+                }
+                Err(_) => {
                     return Err(Error::Config {
                         variable: n,
                         value: v,

@@ -408,6 +408,53 @@ impl Transfer for NotingTransfer {
     }
 }
 
+/// The end of a transfer whose bytes all arrived, held back until they are verified: the
+/// reporter's "downloaded" line is for a download that turned out to be the artifact.
+#[derive(Clone, Default)]
+struct EndLine(std::sync::Arc<std::sync::Mutex<Option<Ended>>>);
+
+/// A transfer that ended: it, its byte count and its time.
+type Ended = (Box<dyn Transfer>, u64, Duration);
+
+impl EndLine {
+    /// Tells the reporter the held end, if the transfer ended.
+    fn release(&self) {
+        let held = self.0.lock().ok().and_then(|mut h| h.take());
+        if let Some((transfer, bytes, elapsed)) = held {
+            transfer.done(bytes, elapsed);
+        }
+    }
+}
+
+/// Forwards progress, and hands the end of the transfer to its [`EndLine`].
+struct HeldEnd {
+    inner: Option<Box<dyn Transfer>>,
+    end: EndLine,
+}
+
+impl Transfer for HeldEnd {
+    fn received(&mut self, total: u64) {
+        if let Some(t) = self.inner.as_mut() {
+            t.received(total);
+        }
+    }
+    fn connections(&mut self, open: usize) {
+        if let Some(t) = self.inner.as_mut() {
+            t.connections(open);
+        }
+    }
+    fn done(mut self: Box<Self>, bytes: u64, elapsed: Duration) {
+        if let (Some(t), Ok(mut held)) = (self.inner.take(), self.end.0.lock()) {
+            *held = Some((t, bytes, elapsed));
+        }
+    }
+    fn failed(mut self: Box<Self>, reason: &str) {
+        if let Some(t) = self.inner.take() {
+            t.failed(reason);
+        }
+    }
+}
+
 /// Whether fetching `url` would use the network (`http(s)://`); local paths, `file://` URLs
 /// and unsupported schemes (which fail without any access) are not.
 fn is_network(url: &str, manifest_dir: &Path) -> bool {
@@ -606,7 +653,11 @@ fn download_and_install(
                          manifest's URLs"
                     ),
                     (true, true) => format!("{e}; trying the next URL"),
-                    (true, false) => e.to_string(),
+                    // The last source: its failure is told once, by the error returned.
+                    (true, false) => {
+                        failures.push(e);
+                        continue;
+                    }
                 });
                 failures.push(e);
             }
@@ -781,8 +832,15 @@ impl InstallRequest<'_> {
         kept: &mut Option<Kept>,
     ) -> Result<(PathBuf, u64), SourceFailure> {
         let tmp = self.new_temp_dir(&attempt.download.url)?;
-        let body = self.open(attempt, kept)?;
-        self.install_body(attempt, tmp, body)
+        let end = EndLine::default();
+        let body = self.open(attempt, kept, &end)?;
+        let installed = self.install_body(attempt, tmp, body);
+        // "downloaded" is said of a download that proved to be the artifact; a wrong one is
+        // told once, by its error.
+        if installed.is_ok() {
+            end.release();
+        }
+        installed
     }
 
     /// A new temp dir in the target depot for an install from `url`.
@@ -847,7 +905,12 @@ impl InstallRequest<'_> {
     /// Opens `dl` and starts reading its body on a thread of its own, with progress to the
     /// reporter (and the lock's holder line); refuses a `Content-Length` over the implicit
     /// download limit before any of the body is read.
-    fn open(&self, attempt: &Attempt, kept: &mut Option<Kept>) -> Result<Body, SourceFailure> {
+    fn open(
+        &self,
+        attempt: &Attempt,
+        kept: &mut Option<Kept>,
+        end: &EndLine,
+    ) -> Result<Body, SourceFailure> {
         let dl = &attempt.download;
         let (name, url, config) = (self.name, dl.url.as_str(), self.config);
         // Printed and logged without credentials (a package server's URL may carry a token).
@@ -877,11 +940,16 @@ impl InstallRequest<'_> {
             });
         }
         let size = source.length.or(dl.size);
-        let mut transfer = crate::progress::current(config.progress).start(&DownloadStart {
-            artifact: name,
-            url,
-            size,
-            resumed_at,
+        let mut transfer: Box<dyn Transfer> = Box::new(HeldEnd {
+            inner: Some(
+                crate::progress::current(config.progress).start(&DownloadStart {
+                    artifact: name,
+                    url,
+                    size,
+                    resumed_at,
+                }),
+            ),
+            end: end.clone(),
         });
         if let Some(note) = &self.target.note {
             transfer = Box::new(NotingTransfer {

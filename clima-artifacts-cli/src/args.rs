@@ -39,7 +39,7 @@ pub struct Cli {
 pub enum Command {
     /// Make an artifact from a folder (or a recipe's output): tree hash, deterministic .tar.gz,
     /// sha256, manifest entry.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// Scaffold `artifacts/NAME/` next to the manifest: a recipe template and a README template.
     New(NewArgs),
     /// Run artifacts' recipes into a temp folder and compare the result with the pinned content.
@@ -87,11 +87,12 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
-/// Where the manifest is: `--manifest PATH`, else `JuliaArtifacts.toml`/`Artifacts.toml` in the
-/// current folder.
+/// Where the manifest is: `--manifest PATH`, else `JuliaArtifacts.toml`/`Artifacts.toml` found
+/// from the current folder upwards.
 #[derive(Debug, Args, Clone)]
 pub struct ManifestArg {
-    /// The Artifacts.toml to use (default: JuliaArtifacts.toml or Artifacts.toml in the current folder).
+    /// The Artifacts.toml to use (default: JuliaArtifacts.toml or Artifacts.toml in the current
+    /// folder or the nearest parent folder that has one, up to the project root).
     #[arg(long, short = 'm', value_name = "PATH")]
     pub manifest: Option<PathBuf>,
 }
@@ -108,19 +109,15 @@ pub struct CreateArgs {
     pub name: Option<String>,
     /// Make the content by running the recipe of this folder (`artifacts/<name>`, inside the
     /// manifest's folder): its output plus its README.md, recorded as `recipe = "..."`.
-    #[arg(long, value_name = "FOLDER", conflicts_with_all = ["guided", "external"])]
+    #[arg(long, value_name = "FOLDER", conflicts_with = "external")]
     pub recipe: Option<PathBuf>,
     /// With --recipe: kill the recipe (its whole process group) after this long: `90s`, `30m`,
     /// `2h` (default: no limit).
     #[arg(long, value_name = "DURATION", requires = "recipe", value_parser = parse_delay)]
     pub timeout: Option<std::time::Duration>,
-    /// The Artifacts.toml to add the entry to (created if missing).
-    #[arg(
-        long,
-        short = 'm',
-        value_name = "PATH",
-        required_unless_present = "guided"
-    )]
+    /// The Artifacts.toml to add the entry to (default: the one found from the current folder
+    /// upwards, as every command does; with none found, `Artifacts.toml` here, created).
+    #[arg(long, short = 'm', value_name = "PATH")]
     pub manifest: Option<PathBuf>,
     /// URL the tarball will be downloadable from (written as the entry's download url).
     #[arg(long)]
@@ -150,6 +147,18 @@ pub struct CreateArgs {
     /// DOI of the dataset or its paper, e.g. 10.5194/essd-13-4349-2021.
     #[arg(long)]
     pub doi: Option<String>,
+    /// The dataset's own version or release, e.g. `v2.1` (the manifest's `version` key).
+    #[arg(long = "version", id = "dataset_version", value_name = "VERSION")]
+    pub dataset_version: Option<String>,
+    /// Text to paste into a paper's acknowledgements.
+    #[arg(long)]
+    pub acknowledgement: Option<String>,
+    /// URL of the original data.
+    #[arg(long, value_name = "URL")]
+    pub source: Option<String>,
+    /// Who to contact about this artifact (also the author of generated BibTeX entries).
+    #[arg(long)]
+    pub maintainer: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -321,7 +330,7 @@ pub struct OverrideUnsetArgs {
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct OverrideListArgs {
-    /// Manifest used to name hashes (default: one in the current folder, if any).
+    /// Manifest used to name hashes (default: one found from the current folder upwards, if any).
     #[arg(long, short = 'm', value_name = "PATH")]
     pub manifest: Option<PathBuf>,
     /// Print the result as JSON.

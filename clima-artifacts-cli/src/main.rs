@@ -2,8 +2,8 @@
 //! on Julia-compatible artifacts.
 //!
 //! ```text
-//! clima-artifacts create DIR --name N --manifest Artifacts.toml [--url URL] [--external] [--guided]
-//! clima-artifacts create --recipe artifacts/NAME --manifest Artifacts.toml [--url URL] [--timeout 30m]
+//! clima-artifacts create DIR --name N [--manifest PATH] [--url URL] [--external] [--guided]
+//! clima-artifacts create --recipe artifacts/NAME [--manifest PATH] [--guided] [--url URL] [--timeout 30m]
 //! clima-artifacts new NAME [--manifest PATH]
 //! clima-artifacts reproduce [NAMES...|--all] [--manifest PATH] [--timeout 30m]
 //! clima-artifacts hash DIR
@@ -12,10 +12,15 @@
 //! clima-artifacts list|status [--manifest PATH]
 //! clima-artifacts override set NAME PATH [--verify] | unset NAME | list
 //! clima-artifacts gc [--dry-run]
+//! clima-artifacts doctor [--json]
 //! clima-artifacts report FILE.json [--format md|bibtex|json]
 //! clima-artifacts publish TARBALL --to STORAGE_URL [--public-url URL] --manifest PATH --name N
 //! clima-artifacts sync push|pull RUN_DIR STORAGE_URL [--checkpoint DIR] [--no-artifacts] [--exclude GLOB]
 //! ```
+//!
+//! Without `--manifest`, every command (`create` too) uses the `JuliaArtifacts.toml` or
+//! `Artifacts.toml` of the current folder or of the nearest parent folder that has one, up to
+//! the project root; `create` makes `Artifacts.toml` in the current folder when there is none.
 //!
 //! Exit codes (also shown by `--help`):
 //! - `0`: success;

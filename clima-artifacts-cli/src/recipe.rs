@@ -85,7 +85,7 @@ pub fn from_folder(folder: &Path, manifest: &Path, name: &str) -> CliResult<Reci
             )));
         }
     };
-    check(name, dir, key)
+    check(name, dir, key, &base)
 }
 
 /// The recipe of artifact `name` whose manifest entry says `recipe = key`.
@@ -99,14 +99,38 @@ pub fn from_entry(name: &str, key: &str, manifest: &Path) -> CliResult<Recipe> {
             printable(key)
         )));
     }
-    let path = manifest_dir(manifest)?.join(rel);
+    let base = manifest_dir(manifest)?;
+    let path = base.join(rel);
+    // Resolved (symlinks followed): a folder committed as a link to elsewhere is refused below.
     let dir = crate::cmd::existing_dir(&path, &format!("recipe folder of artifact `{name}`"))?;
-    check(name, dir, key.to_owned())
+    if !dir.starts_with(&base) {
+        return Err(outside(name, &path, &dir, &base));
+    }
+    check(name, dir, key.to_owned(), &base)
 }
 
-/// Checks the folder's `recipe` (an executable file) and README.md (present, its sections).
-fn check(name: &str, dir: PathBuf, key: String) -> CliResult<Recipe> {
+/// The error for a recipe folder or file at `path` that resolves (through symlinks) to
+/// `resolved`, outside the manifest's folder `base`.
+fn outside(name: &str, path: &Path, resolved: &Path, base: &Path) -> CliError {
+    CliError::usage(format!(
+        "the recipe of artifact `{name}`, `{}`, resolves through a symlink to `{}`, outside the \
+         manifest's folder `{}`: a recipe must live in the manifest's tree, so that what runs is \
+         what the repository holds; replace the link with the recipe itself",
+        path.display(),
+        resolved.display(),
+        base.display()
+    ))
+}
+
+/// Checks the folder's `recipe` (an executable file inside `base`, the manifest's folder, once
+/// symlinks are resolved) and README.md (present, its sections).
+fn check(name: &str, dir: PathBuf, key: String, base: &Path) -> CliResult<Recipe> {
     let script = dir.join(RECIPE_FILE);
+    if let Ok(resolved) = fs::canonicalize(&script)
+        && !resolved.starts_with(base)
+    {
+        return Err(outside(name, &script, &resolved, base));
+    }
     match fs::metadata(&script) {
         Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {}
         Ok(m) if m.is_file() => {
@@ -419,6 +443,18 @@ fn check_output(recipe: &Recipe, out: &Path) -> CliResult {
                 )));
             }
         }
+    }
+    if !entries
+        .iter()
+        .any(|e| matches!(e.kind, EntryKind::File { .. } | EntryKind::Symlink(_)))
+    {
+        return Err(CliError::failure(format!(
+            "the recipe `{}` of artifact `{}` exited successfully but wrote nothing into its \
+             output folder (empty folders do not count); make it write the data into the folder \
+             given as its first argument and as $OUT",
+            recipe.dir.join(RECIPE_FILE).display(),
+            recipe.name
+        )));
     }
     if fs::symlink_metadata(out.join(README_FILE)).is_ok() {
         return Err(CliError::failure(format!(

@@ -655,7 +655,8 @@ fn guided_create_driven_by_piped_stdin() {
     // Answers: folder, name (invalid first, then valid), manifest (default), external? (no),
     // lazy? (yes), description, license, citation, doi, tarball path (default), url (base + /),
     // proceed (default yes).
-    let answers = "My Data\nbad/name\nmydata\n\nn\ny\nA test dataset\nCC-BY-4.0\nDoe et al. (2024)\n10.1234/abcd\n\nhttps://data.example.invalid/files/\n\n";
+    // Then version, acknowledgement, source, maintainer.
+    let answers = "My Data\nbad/name\nmydata\n\nn\ny\nA test dataset\nCC-BY-4.0\nDoe et al. (2024)\n10.1234/abcd\nv2\nThanks.\nhttps://src.example.invalid\nJane Doe\n\nhttps://data.example.invalid/files/\n\n";
     let out = sb
         .cli()
         .args(["create", "--guided"])
@@ -676,18 +677,21 @@ fn guided_create_driven_by_piped_stdin() {
         .select("mydata", &clima_artifact_manifest::Platform::host())
         .unwrap();
     assert!(v.lazy);
-    assert_eq!(
-        v.metadata.get("license").map(String::as_str),
-        Some("CC-BY-4.0")
-    );
-    assert_eq!(
-        v.metadata.get("citation").map(String::as_str),
-        Some("Doe et al. (2024)")
-    );
-    assert_eq!(
-        v.metadata.get("doi").map(String::as_str),
-        Some("10.1234/abcd")
-    );
+    for (key, value) in [
+        ("license", "CC-BY-4.0"),
+        ("citation", "Doe et al. (2024)"),
+        ("doi", "10.1234/abcd"),
+        ("version", "v2"),
+        ("acknowledgement", "Thanks."),
+        ("source", "https://src.example.invalid"),
+        ("maintainer", "Jane Doe"),
+    ] {
+        assert_eq!(
+            v.metadata.get(key).map(String::as_str),
+            Some(value),
+            "{key}"
+        );
+    }
     assert_eq!(
         v.downloads[0].url,
         "https://data.example.invalid/files/mydata.tar.gz"
@@ -706,7 +710,7 @@ fn guided_create_driven_by_piped_stdin() {
             "Other.toml",
             "My Data",
         ])
-        .write_stdin("\n\n\ny\n\n\n\n\n\nn\n")
+        .write_stdin("\n\n\ny\n\n\n\n\n\n\n\n\n\nn\n")
         .output()
         .unwrap();
     assert_eq!(
@@ -1233,4 +1237,256 @@ fn help_and_environment_page_name_every_environment_variable() {
         }
     }
     assert!(missing.is_empty(), "not named: {missing:?}");
+}
+
+/// `create` without `--manifest` finds the project's manifest from a subfolder, as every other
+/// command does (it used to require `--manifest`).
+#[test]
+fn create_finds_the_manifest_upwards_like_every_command() {
+    let sb = Sandbox::new();
+    fs::write(sb.work.join("Cargo.toml"), "[package]\nname = \"m\"\n").unwrap();
+    fs::write(sb.work.join("Artifacts.toml"), "").unwrap();
+    let sub = sb.work.join("src/deep");
+    sample_tree(&sub.join("era5"));
+    let out = cli(&sb.depot, &sub)
+        .args(["create", "era5", "--name", "era5", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let manifest =
+        clima_artifact_manifest::Manifest::load(&sb.work.join("Artifacts.toml")).unwrap();
+    assert!(manifest.get("era5").is_some());
+    assert!(!sub.join("Artifacts.toml").exists());
+}
+
+/// The help of `--manifest` says where the default is looked for: upwards, not "in the
+/// current folder" only.
+#[test]
+fn manifest_help_says_the_search_goes_upwards() {
+    let sb = Sandbox::new();
+    for sub in ["fetch", "list", "create", "reproduce"] {
+        let out = sb.cli().args([sub, "--help"]).output().unwrap();
+        assert_ok(&out);
+        let help = String::from_utf8_lossy(&out.stdout).replace('\n', " ");
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let at = help.find("--manifest").expect("a --manifest option");
+        let text = &help[at..(at + 300).min(help.len())];
+        assert!(
+            text.contains("parent folder") || text.contains("upwards"),
+            "{sub}: {text}"
+        );
+        assert!(
+            !text.contains("Artifacts.toml in the current folder)"),
+            "{sub}: {text}"
+        );
+    }
+}
+
+/// `create` writes every provenance key the report asks for: `version`, `acknowledgement`,
+/// `source` (and `maintainer`) have flags.
+#[test]
+fn create_takes_version_acknowledgement_source_and_maintainer() {
+    let sb = Sandbox::new();
+    sample_tree(&sb.work.join("era5"));
+    create_json(
+        &sb,
+        &[
+            "era5",
+            "--name",
+            "era5",
+            "--version",
+            "v5.1",
+            "--acknowledgement",
+            "ERA5 data were provided by ECMWF.",
+            "--source",
+            "https://cds.climate.copernicus.eu",
+            "--maintainer",
+            "Jane Doe",
+        ],
+    );
+    let metadata = common::entry_metadata(&sb.work.join("Artifacts.toml"), "era5");
+    let get = |k: &str| metadata.get(k).map(String::as_str);
+    assert_eq!(get("version"), Some("v5.1"));
+    assert_eq!(
+        get("acknowledgement"),
+        Some("ERA5 data were provided by ECMWF.")
+    );
+    assert_eq!(get("source"), Some("https://cds.climate.copernicus.eu"));
+    assert_eq!(get("maintainer"), Some("Jane Doe"));
+    // The top-level `--version` still prints the tool's version.
+    sb.cli()
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with("clima-artifacts "));
+}
+
+/// An out-of-range `CLIMA_ARTIFACTS_CONNECTIONS` does not stop a command that downloads
+/// nothing: it is clamped, with one warning.
+#[test]
+fn out_of_range_connections_is_clamped_with_a_warning() {
+    let sb = Sandbox::new();
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        format!("[other]\ngit-tree-sha1 = \"{OTHER_HASH}\"\n"),
+    )
+    .unwrap();
+    let out = sb
+        .cli()
+        .args(["list"])
+        .env("CLIMA_ARTIFACTS_CONNECTIONS", "16")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("CLIMA_ARTIFACTS_CONNECTIONS").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("using 8"), "{stderr}");
+    // Not a number at all is still refused.
+    sb.cli()
+        .args(["list"])
+        .env("CLIMA_ARTIFACTS_CONNECTIONS", "many")
+        .assert()
+        .code(2);
+}
+
+/// `gc --dry-run` lists what a depot without recorded manifests would lose, and exits 0: a dry
+/// run removes nothing, so there is nothing to refuse.
+#[test]
+fn gc_dry_run_lists_even_without_recorded_manifests() {
+    let sb = Sandbox::new();
+    let h = "7".repeat(40);
+    fs::create_dir_all(sb.depot.join("artifacts").join(&h)).unwrap();
+    fs::write(sb.depot.join("artifacts").join(&h).join("f"), "x").unwrap();
+    let out = sb
+        .cli()
+        .args(["gc", "--dry-run", "--delay", "0"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&h), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    assert!(sb.depot.join("artifacts").join(&h).is_dir());
+}
+
+/// A `file://` URL naming the tarball just written: nothing to upload, and no "upload it so
+/// that it is served at" where it already is.
+#[test]
+fn create_with_a_file_url_of_the_tarball_itself_says_nothing_to_upload() {
+    let sb = Sandbox::new();
+    sample_tree(&sb.work.join("era5"));
+    let tarball = sb.work.join("era5.tar.gz");
+    let url = format!("file://{}", tarball.display());
+    let out = sb
+        .cli()
+        .args(["create", "era5", "--name", "era5", "--url", &url])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("next: upload"), "{stdout}");
+    assert!(stdout.contains("nothing to upload"), "{stdout}");
+    // Elsewhere, the hint stays.
+    let out = sb
+        .cli()
+        .args([
+            "create",
+            "era5",
+            "--name",
+            "era5",
+            "--url",
+            "https://example.invalid/era5.tar.gz",
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("next: upload"));
+}
+
+/// A download whose sha256 is wrong is not "downloaded", and its error is printed once.
+#[test]
+fn a_wrong_sha256_is_told_once_and_never_as_downloaded() {
+    let sb = Sandbox::new();
+    sample_tree(&sb.work.join("era5"));
+    let tarball = sb.work.join("era5.tar.gz");
+    let url = format!("file://{}", tarball.display());
+    let created = create_json(&sb, &["era5", "--name", "era5", "--url", &url]);
+    let sha = created["sha256"].as_str().unwrap();
+    let wrong = format!(
+        "{}{}",
+        if sha.starts_with('0') { '1' } else { '0' },
+        &sha[1..]
+    );
+    let manifest = sb.work.join("Artifacts.toml");
+    let text = fs::read_to_string(&manifest).unwrap().replace(sha, &wrong);
+    fs::write(&manifest, text).unwrap();
+    let out = sb
+        .cli()
+        .args(["fetch", "era5"])
+        .env("CLIMA_ARTIFACTS_PROGRESS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("downloaded `era5`"), "{stderr}");
+    assert_eq!(stderr.matches("sha256 mismatch").count(), 1, "{stderr}");
+}
+
+/// `doctor` diagnoses each depot (exists, writable, free space) and says where installs go;
+/// the package server's credentials are never printed.
+#[test]
+fn doctor_diagnoses_depots_and_hides_the_package_servers_token() {
+    let sb = Sandbox::new();
+    let blocker = sb.root.path().join("a-file");
+    fs::write(&blocker, "not a folder").unwrap();
+    let unusable = blocker.join("depot");
+    let missing = sb.root.path().join("new-depot");
+    let path = format!(
+        "{}:{}:{}",
+        unusable.display(),
+        missing.display(),
+        sb.depot.display()
+    );
+    let doctor = |json: bool| {
+        let mut cmd = sb.cli();
+        cmd.env("CLIMA_ARTIFACTS_DEPOT_PATH", &path)
+            .env(
+                "CLIMA_ARTIFACTS_PKG_SERVER",
+                "http://mirror:T0KEN-s3cret@127.0.0.1:9/pkg",
+            )
+            .arg("doctor");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert_ok(&out);
+        out
+    };
+    let text = String::from_utf8_lossy(&doctor(false).stdout).into_owned();
+    assert!(!text.contains("T0KEN-s3cret"), "{text}");
+    assert!(text.contains("http://mirror:***@127.0.0.1:9/pkg"), "{text}");
+    assert!(
+        text.contains(&format!("installs go to:       {}", missing.display())),
+        "{text}"
+    );
+    assert!(text.contains("not writable"), "{text}");
+    assert!(text.contains("does not exist"), "{text}");
+    assert!(text.contains(" free"), "{text}");
+    let report = json(&doctor(true));
+    assert!(!report.to_string().contains("T0KEN-s3cret"), "{report}");
+    assert_eq!(report["installs_go_to"], missing.display().to_string());
+    let checks = report["depot_checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 3);
+    assert_eq!(checks[0]["writable"], false);
+    assert_eq!(checks[1]["exists"], false);
+    assert_eq!(checks[1]["writable"], true);
+    assert_eq!(checks[2]["exists"], true);
+    assert!(checks[2]["free_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(checks[2]["read_only"], false);
+    // Nothing was written to diagnose them.
+    assert!(!missing.exists());
 }

@@ -695,3 +695,87 @@ fn the_report_shows_the_recipe_and_the_readme_citation() {
         .unwrap_or_else(|| panic!("{md}"));
     assert!(!linked_line.contains("README"), "{linked_line}");
 }
+
+/// `create --guided --recipe`: the settings are asked for (no content folder: the recipe makes
+/// it), then the recipe runs and its entry records `recipe`.
+#[test]
+fn guided_create_takes_a_recipe() {
+    let sb = Sandbox::new();
+    write_recipe(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n");
+    // Answers: name (default era5), manifest (default), lazy? (no), description, license,
+    // citation, doi, version, acknowledgement, source, maintainer, tarball (default), url,
+    // proceed.
+    let answers = "\n\n\nERA5 sample\nCC-BY-4.0\n\n\nv1\n\n\n\n\nera5.tar.gz\n\n";
+    let out = sb
+        .cli()
+        .args(["create", "--guided", "--recipe", "artifacts/era5"])
+        .write_stdin(answers)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = stdout(&out);
+    assert!(
+        !text.contains("Folder with the artifact's content"),
+        "{text}"
+    );
+    let metadata = common::entry_metadata(&sb.work.join("Artifacts.toml"), "era5");
+    let get = |k: &str| metadata.get(k).map(String::as_str);
+    assert_eq!(get("recipe"), Some("artifacts/era5"));
+    assert_eq!(get("version"), Some("v1"));
+    assert_eq!(get("license"), Some("CC-BY-4.0"));
+    // And it reproduces.
+    let out = reproduce(&sb, &["era5", "--json"]);
+    assert_ok(&out);
+    assert_eq!(json(&out)[0]["status"], "reproduced");
+}
+
+/// A recipe that exits 0 but writes nothing is refused: an artifact of only the README is
+/// never what was meant.
+#[test]
+fn a_recipe_that_writes_nothing_is_refused() {
+    let sb = Sandbox::new();
+    write_recipe(&sb, "nothing", "mkdir \"$OUT/empty\"\necho working\n");
+    let err = create_fails(&sb, "nothing", &[], 1);
+    assert_has(&err, &["wrote nothing into its output folder", "$OUT"]);
+    assert!(!sb.work.join("Artifacts.toml").exists());
+    assert!(!sb.work.join("nothing.tar.gz").exists());
+}
+
+/// A recipe folder, or its `recipe` file, committed as a symlink out of the manifest's tree is
+/// refused by `reproduce --all`, and the program it points to never runs.
+#[test]
+fn a_recipe_linked_out_of_the_manifests_tree_is_refused_and_never_runs() {
+    let sb = Sandbox::new();
+    let marker = sb.root.path().join("ran");
+    let evil = sb.root.path().join("evil");
+    fs::create_dir_all(&evil).unwrap();
+    let script = format!(
+        "#!/bin/sh\ntouch '{}'\necho 1 > \"$OUT/u.csv\"\n",
+        marker.display()
+    );
+    fs::write(evil.join("recipe"), &script).unwrap();
+    fs::set_permissions(evil.join("recipe"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(evil.join("README.md"), README).unwrap();
+
+    write_recipe(&sb, "folder", "echo 1 > \"$OUT/u.csv\"\n");
+    create(&sb, "folder");
+    write_recipe(&sb, "file", "echo 2 > \"$OUT/u.csv\"\n");
+    create(&sb, "file");
+    // As a repository would hold them: the folder a link, and the file a link.
+    let folder = recipe_dir(&sb, "folder");
+    fs::remove_dir_all(&folder).unwrap();
+    std::os::unix::fs::symlink(&evil, &folder).unwrap();
+    let file = recipe_dir(&sb, "file").join("recipe");
+    fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(evil.join("recipe"), &file).unwrap();
+
+    let out = reproduce(&sb, &["--all", "--json"]);
+    assert_ne!(out.status.code(), Some(0));
+    let result = json(&out);
+    for r in result.as_array().unwrap() {
+        assert_eq!(r["status"], "failed", "{r}");
+        let error = r["error"].as_str().unwrap();
+        assert!(error.contains("outside the manifest's folder"), "{error}");
+    }
+    assert!(!marker.exists(), "the linked recipe ran");
+}

@@ -3,7 +3,9 @@
 //! Sources, per accessed artifact (in report order):
 //! 1. its `bibtex` value, which may hold several entries; text between entries is ignored, as
 //!    BibTeX itself does;
-//! 2. otherwise, when it has a `citation` or `doi`, a generated `@misc{artifact:<name>, ...}`.
+//! 2. otherwise, when it has a `citation` or `doi`, a generated `@misc{artifact:<name>, ...}`
+//!    whose `author` and `year` come from the citation's usual shape (`Authors (2020): ...` or
+//!    `Authors, 2020, ...`), the author from `maintainer` when the citation names none.
 //!
 //! Deduplication: an entry whose key was already emitted is dropped (a `%` note says so when its
 //! content differs); an entry whose content (type and fields, whitespace-normalised) equals an
@@ -233,7 +235,20 @@ impl Bibliography {
         }
         let title = meta(&record.metadata, keys::DESCRIPTION)
             .map_or_else(|| format!("Dataset {}", record.name), one_line);
-        let mut fields: Vec<(&str, String)> = vec![("title", format!("{{{}}}", latex(&title)))];
+        let (cited_authors, year) = citation.as_deref().map_or((None, None), authors_and_year);
+        let author = cited_authors.or_else(|| {
+            meta(&record.metadata, keys::MAINTAINER)
+                .map(maintainer_name)
+                .filter(|m| !m.is_empty())
+        });
+        let mut fields: Vec<(&str, String)> = Vec::new();
+        if let Some(author) = author {
+            fields.push(("author", latex(&author)));
+        }
+        fields.push(("title", format!("{{{}}}", latex(&title))));
+        if let Some(year) = year {
+            fields.push(("year", year));
+        }
         if let Some(citation) = &citation {
             fields.push(("note", latex(citation)));
         }
@@ -275,6 +290,40 @@ impl Bibliography {
     }
 }
 
+/// The authors and the year of a citation written as `Authors (2020): title`,
+/// `Authors (2020) title` or `Authors, 2020: title`: the year is the first number from 1800 to
+/// 2099 that stands alone after `(`, `[` or `,`; the authors are what comes before it (`et al.`
+/// and `&` as BibTeX writes them). Any other shape gives neither.
+fn authors_and_year(citation: &str) -> (Option<String>, Option<String>) {
+    let bytes = citation.as_bytes();
+    let is_year = |i: usize| {
+        bytes.get(i..i + 4).is_some_and(|y| {
+            y.iter().all(u8::is_ascii_digit)
+                && (b"1800".as_slice()..b"2100".as_slice()).contains(&y)
+        }) && bytes.get(i + 4).is_none_or(|b| !b.is_ascii_alphanumeric())
+            && citation[..i].trim_end().ends_with(['(', '[', ','])
+    };
+    let Some(at) = (0..bytes.len()).find(|&i| citation.is_char_boundary(i) && is_year(i)) else {
+        return (None, None);
+    };
+    let year = citation[at..at + 4].to_owned();
+    let before = citation[..at]
+        .trim_end()
+        .trim_end_matches(['(', '[', ',', ';', ':', '.'])
+        .trim();
+    let authors = before
+        .replace(" et al.", " and others")
+        .replace(" et al", " and others")
+        .replace(" & ", " and ");
+    let authors = authors.trim_end_matches([',', ';']).trim().to_owned();
+    ((!authors.is_empty()).then_some(authors), Some(year))
+}
+
+/// A maintainer's name without an e-mail address (`Data Team <data@example.org>`).
+fn maintainer_name(maintainer: &str) -> String {
+    one_line(maintainer.split('<').next().unwrap_or(maintainer))
+}
+
 /// An artifact name reduced to characters safe in a citation key.
 fn key_part(name: &str) -> String {
     name.chars()
@@ -310,9 +359,14 @@ pub(super) fn render(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "% References of the datasets used by this run ({} entries).\n\
+        "% References of the datasets used by this run ({} {}).\n\
          % Generated {} by {} (report schema {}).",
         bib.emitted.len(),
+        if bib.emitted.len() == 1 {
+            "entry"
+        } else {
+            "entries"
+        },
         report.generated_at,
         report.generator,
         report.schema

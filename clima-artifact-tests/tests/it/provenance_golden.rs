@@ -428,3 +428,47 @@ fn write_all_writes_the_three_files_atomically() {
     let err = report.write_all(blocker.join("sub/")).unwrap_err();
     assert!(err.to_string().contains("blocker"), "{err}");
 }
+
+/// A generated `@misc` carries `author` and `year` from the citation (the author from
+/// `maintainer` when the citation names none), and the header counts "1 entry".
+#[test]
+fn generated_entries_carry_author_and_year_and_the_count_is_singular() {
+    let depot = || RecordedOrigin::Depot;
+    let era5 = record(
+        "era5",
+        'a',
+        depot(),
+        &[(
+            "citation",
+            "Hersbach, H. et al. (2020): The ERA5 global reanalysis",
+        )],
+    );
+    let report = Report::from_parts([era5.clone()], Vec::new());
+    let bib = report.to_bibtex();
+    assert!(
+        bib.starts_with("% References of the datasets used by this run (1 entry)."),
+        "{bib}"
+    );
+    assert!(
+        bib.contains("  author = {Hersbach, H. and others},\n"),
+        "{bib}"
+    );
+    assert!(bib.contains("  year = {2020},\n"), "{bib}");
+
+    let mask = record(
+        "mask",
+        'b',
+        depot(),
+        &[
+            ("doi", "10.5281/zenodo.1234567"),
+            ("citation", "Land-sea mask, release 2019 of 2018 data"),
+            ("maintainer", "Data Team <data@example.org>"),
+        ],
+    );
+    let bib = Report::from_parts([era5, mask], Vec::new()).to_bibtex();
+    assert!(bib.contains("(2 entries)"), "{bib}");
+    assert!(bib.contains("  author = {Data Team},\n"), "{bib}");
+    // "release 2019" is not the shape of a citation's year.
+    assert_eq!(bib.matches("  year = ").count(), 1, "{bib}");
+    assert!(!bib.contains("data@example.org"), "{bib}");
+}

@@ -37,46 +37,90 @@ pub struct Plan {
     pub recipe: Option<String>,
 }
 
-/// Metadata keys from the flags, in the order they are written.
-pub fn metadata_from(
-    description: Option<String>,
-    license: Option<String>,
-    citation: Option<String>,
-    doi: Option<String>,
-) -> Vec<(&'static str, String)> {
-    [
-        (metadata::DESCRIPTION, description),
-        (metadata::LICENSE, license),
-        (metadata::CITATION, citation),
-        (metadata::DOI, doi),
-    ]
-    .into_iter()
-    .filter_map(|(k, v)| v.filter(|v| !v.trim().is_empty()).map(|v| (k, v)))
-    .collect()
+/// The provenance metadata `create` writes, from flags or guided answers.
+#[derive(Debug, Clone, Default)]
+pub struct MetadataArgs {
+    /// `description`.
+    pub description: Option<String>,
+    /// `version`.
+    pub version: Option<String>,
+    /// `license`.
+    pub license: Option<String>,
+    /// `acknowledgement`.
+    pub acknowledgement: Option<String>,
+    /// `citation`.
+    pub citation: Option<String>,
+    /// `doi`.
+    pub doi: Option<String>,
+    /// `source`.
+    pub source: Option<String>,
+    /// `maintainer`.
+    pub maintainer: Option<String>,
+}
+
+impl MetadataArgs {
+    /// The metadata flags of `create`.
+    pub fn from_args(args: &CreateArgs) -> MetadataArgs {
+        MetadataArgs {
+            description: args.description.clone(),
+            version: args.dataset_version.clone(),
+            license: args.license.clone(),
+            acknowledgement: args.acknowledgement.clone(),
+            citation: args.citation.clone(),
+            doi: args.doi.clone(),
+            source: args.source.clone(),
+            maintainer: args.maintainer.clone(),
+        }
+    }
+
+    /// Metadata keys that have a value, in the order they are written (that of
+    /// [`metadata::KEYS`]).
+    pub fn entries(self) -> Vec<(&'static str, String)> {
+        [
+            (metadata::DESCRIPTION, self.description),
+            (metadata::VERSION, self.version),
+            (metadata::LICENSE, self.license),
+            (metadata::ACKNOWLEDGEMENT, self.acknowledgement),
+            (metadata::CITATION, self.citation),
+            (metadata::DOI, self.doi),
+            (metadata::SOURCE, self.source),
+            (metadata::MAINTAINER, self.maintainer),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.filter(|v| !v.trim().is_empty()).map(|v| (k, v)))
+        .collect()
+    }
+}
+
+/// The manifest `create` edits: `--manifest`, else the one found from the current folder
+/// upwards (as every other command), else `Artifacts.toml` in the current folder (created).
+pub fn default_manifest(given: Option<PathBuf>) -> CliResult<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p);
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| crate::error::io_error("find", Path::new("the current folder"), &e))?;
+    Ok(Manifest::find_upwards(&cwd).unwrap_or_else(|_| PathBuf::from("Artifacts.toml")))
 }
 
 /// Entry point of `create`.
-pub fn run(args: CreateArgs) -> CliResult {
+pub fn run(mut args: CreateArgs) -> CliResult {
     if let Some(folder) = args.recipe.clone() {
         return run_recipe(&folder, args);
     }
     let plan = if args.guided {
-        let stdin = std::io::stdin();
-        let mut input = stdin.lock();
-        let mut output = std::io::stdout();
-        cmd::guided::ask(args, &mut input, &mut output)?
+        args.manifest = Some(default_manifest(args.manifest.take())?);
+        ask_guided(args, false)?
     } else {
         Plan {
+            metadata: MetadataArgs::from_args(&args).entries(),
             dir: args.dir.expect("clap requires DIR without --guided"),
             name: args.name.expect("clap requires --name without --guided"),
-            manifest: args
-                .manifest
-                .expect("clap requires --manifest without --guided"),
+            manifest: default_manifest(args.manifest)?,
             url: args.url,
             tarball_out: args.tarball_out,
             lazy: args.lazy,
             external: args.external,
-            metadata: metadata_from(args.description, args.license, args.citation, args.doi),
             json: args.json,
             recipe: None,
         }
@@ -84,41 +128,58 @@ pub fn run(args: CreateArgs) -> CliResult {
     execute(&plan)
 }
 
+/// The guided prompts on stdin and stdout; `from_recipe`: the content is a recipe's output.
+fn ask_guided(args: CreateArgs, from_recipe: bool) -> CliResult<Plan> {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let mut output = std::io::stdout();
+    cmd::guided::ask(args, from_recipe, &mut input, &mut output)
+}
+
 /// `create --recipe FOLDER`: runs the recipe into a temp folder, adds its README, and creates
 /// the artifact from that folder, recording `recipe = "<folder relative to the manifest>"`.
-fn run_recipe(folder: &Path, args: CreateArgs) -> CliResult {
-    let name = match args.name {
-        Some(n) => n,
-        None => folder
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| {
-                CliError::usage(format!(
-                    "cannot tell the artifact's name from `{}`; pass --name",
-                    folder.display()
-                ))
-            })?,
+/// With `--guided`, the settings are asked for first and the recipe runs after.
+fn run_recipe(folder: &Path, mut args: CreateArgs) -> CliResult {
+    if args.name.is_none() {
+        args.name = Some(
+            folder
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .ok_or_else(|| {
+                    CliError::usage(format!(
+                        "cannot tell the artifact's name from `{}`; pass --name",
+                        folder.display()
+                    ))
+                })?,
+        );
+    }
+    args.manifest = Some(default_manifest(args.manifest.take())?);
+    let timeout = args.timeout;
+    let mut plan = if args.guided {
+        args.dir = Some(folder.to_path_buf());
+        ask_guided(args, true)?
+    } else {
+        Plan {
+            metadata: MetadataArgs::from_args(&args).entries(),
+            dir: PathBuf::new(),
+            name: args.name.unwrap_or_default(),
+            manifest: args.manifest.unwrap_or_default(),
+            url: args.url,
+            tarball_out: args.tarball_out,
+            lazy: args.lazy,
+            external: false,
+            json: args.json,
+            recipe: None,
+        }
     };
-    check_name(&name)?;
-    let manifest = args
-        .manifest
-        .ok_or_else(|| CliError::usage("--recipe needs --manifest PATH"))?;
-    let recipe = recipe::from_folder(folder, &manifest, &name)?;
-    let output = recipe::run(&recipe, args.timeout)?;
-    let mut metadata = metadata_from(args.description, args.license, args.citation, args.doi);
-    metadata.push((recipe::RECIPE_KEY, recipe.key.clone()));
-    execute(&Plan {
-        dir: output.dir.clone(),
-        name,
-        manifest,
-        url: args.url,
-        tarball_out: args.tarball_out,
-        lazy: args.lazy,
-        external: false,
-        metadata,
-        json: args.json,
-        recipe: Some(recipe.key),
-    })
+    check_name(&plan.name)?;
+    let recipe = recipe::from_folder(folder, &plan.manifest, &plan.name)?;
+    let output = recipe::run(&recipe, timeout)?;
+    plan.metadata.push((recipe::RECIPE_KEY, recipe.key.clone()));
+    plan.dir = output.dir.clone();
+    plan.external = false;
+    plan.recipe = Some(recipe.key);
+    execute(&plan)
 }
 
 /// The JSON output of `create`.
@@ -322,9 +383,24 @@ fn print_summary(c: &Created, dir: &Path) {
         }
     } else if let (Some(t), Some(url)) = (&c.tarball, &c.url) {
         println!();
-        println!(
-            "next: upload `{}` so that it is served at {url}",
-            t.display()
-        );
+        if served_in_place(t, url) {
+            println!("the tarball is already where {url} points: nothing to upload");
+        } else {
+            println!(
+                "next: upload `{}` so that it is served at {url}",
+                t.display()
+            );
+        }
+    }
+}
+
+/// Whether `url` is a `file://` URL of the tarball `written` itself.
+fn served_in_place(written: &Path, url: &str) -> bool {
+    let Some(path) = url.strip_prefix("file://") else {
+        return false;
+    };
+    match (std::fs::canonicalize(path), std::fs::canonicalize(written)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
     }
 }

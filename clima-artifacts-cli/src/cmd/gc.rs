@@ -118,7 +118,7 @@ pub fn run(args: GcArgs) -> CliResult {
     }
     let live = manifests.iter().filter(|m| m.status != "missing").count();
     if live == 0 && !unreferenced.is_empty() && !args.force {
-        return Err(CliError::usage(format!(
+        let why = format!(
             "no manifest that still exists is recorded in {} and none was given, so gc would \
              remove all {} installed artifact(s); pass --manifest PATH for the manifests you use, \
              or --force to remove them all",
@@ -129,7 +129,12 @@ pub fn run(args: GcArgs) -> CliResult {
                 .collect::<Vec<_>>()
                 .join(", "),
             unreferenced.len()
-        )));
+        );
+        // A dry run removes nothing: it lists what a real run would refuse to remove.
+        if !args.dry_run {
+            return Err(CliError::usage(why));
+        }
+        eprintln!("warning: {why}");
     }
     if !args.dry_run {
         remove_due(&mut unreferenced);

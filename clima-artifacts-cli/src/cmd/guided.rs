@@ -7,7 +7,7 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use crate::args::CreateArgs;
-use crate::cmd::create::{Plan, metadata_from};
+use crate::cmd::create::{MetadataArgs, Plan};
 use crate::cmd::invalid_name;
 use crate::error::{CliError, CliResult};
 
@@ -127,18 +127,29 @@ fn check_url(s: &str) -> Result<(), String> {
 
 /// Walks through the settings of `create`, starting from whatever flags were given.
 // Long: the interactive questions in the order they are asked.
-pub fn ask(args: CreateArgs, input: &mut dyn BufRead, output: &mut dyn Write) -> CliResult<Plan> {
+/// With `from_recipe` (`create --guided --recipe`), the content is the recipe's output: the
+/// content folder and "external" are not asked for (`args.dir` is the recipe folder).
+pub fn ask(
+    args: CreateArgs,
+    from_recipe: bool,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> CliResult<Plan> {
     let mut p = Prompter {
         input,
         output,
         eof: false,
     };
     p.say("Creating an artifact. Press Enter to accept the value in [brackets].")?;
-    let dir = p.ask(
-        "Folder with the artifact's content",
-        args.dir.map(|d| d.display().to_string()),
-        &check_dir,
-    )?;
+    let given = MetadataArgs::from_args(&args);
+    let dir = match (&args.dir, from_recipe) {
+        (Some(d), true) => d.display().to_string(),
+        _ => p.ask(
+            "Folder with the artifact's content",
+            args.dir.as_ref().map(|d| d.display().to_string()),
+            &check_dir,
+        )?,
+    };
     let suggested_name = args.name.clone().or_else(|| {
         std::fs::canonicalize(&dir).ok().and_then(|d| {
             d.file_name()
@@ -156,24 +167,48 @@ pub fn ask(args: CreateArgs, input: &mut dyn BufRead, output: &mut dyn Write) ->
         ),
         &|_| Ok(()),
     )?;
-    let external = p.yes_no(
-        "Too large to distribute (external: no tarball, admins add an override)?",
-        args.external,
-    )?;
+    let external = !from_recipe
+        && p.yes_no(
+            "Too large to distribute (external: no tarball, admins add an override)?",
+            args.external,
+        )?;
     let lazy = p.yes_no("Install only when first used (lazy)?", args.lazy)?;
-    let description = p.optional("One-line description (empty: none)", args.description)?;
+    let description = p.optional("One-line description (empty: none)", given.description)?;
     let license = p.optional(
         "License, as an SPDX expression like CC-BY-4.0 (empty: none)",
-        args.license,
+        given.license,
     )?;
-    let citation = p.optional("Citation (empty: none)", args.citation)?;
+    let citation = p.optional("Citation (empty: none)", given.citation)?;
     let doi = p.optional(
         "DOI, like 10.5194/essd-13-4349-2021 (empty: none)",
-        args.doi,
+        given.doi,
     )?;
     if doi.as_deref().is_some_and(|d| !d.starts_with("10.")) {
         p.say("  note: DOIs start with `10.`; keeping the answer as written")?;
     }
+    let version = p.optional(
+        "The dataset's own version or release, like v2.1 (empty: none)",
+        given.version,
+    )?;
+    let acknowledgement = p.optional(
+        "Acknowledgement text for papers that use it (empty: none)",
+        given.acknowledgement,
+    )?;
+    let source = p.optional("URL of the original data (empty: none)", given.source)?;
+    let maintainer = p.optional(
+        "Maintainer: who to contact about it (empty: none)",
+        given.maintainer,
+    )?;
+    let metadata = MetadataArgs {
+        description,
+        version,
+        license,
+        acknowledgement,
+        citation,
+        doi,
+        source,
+        maintainer,
+    };
 
     let mut url = None;
     let mut tarball_out = None;
@@ -216,12 +251,16 @@ pub fn ask(args: CreateArgs, input: &mut dyn BufRead, output: &mut dyn Write) ->
         tarball_out,
         lazy,
         external,
-        metadata: metadata_from(description, license, citation, doi),
+        metadata: metadata.entries(),
         json: args.json,
         recipe: None,
     };
     p.say("")?;
-    p.say(&format!("  folder    {}", plan.dir.display()))?;
+    if from_recipe {
+        p.say(&format!("  recipe    {}", plan.dir.display()))?;
+    } else {
+        p.say(&format!("  folder    {}", plan.dir.display()))?;
+    }
     p.say(&format!("  name      {}", plan.name))?;
     p.say(&format!("  manifest  {}", plan.manifest.display()))?;
     if let Some(t) = &plan.tarball_out {
@@ -231,7 +270,7 @@ pub fn ask(args: CreateArgs, input: &mut dyn BufRead, output: &mut dyn Write) ->
         p.say(&format!("  url       {u}"))?;
     }
     for (k, v) in &plan.metadata {
-        p.say(&format!("  {k:<9} {v}"))?;
+        p.say(&format!("  {k:<9} {}", clima_artifact_fs::printable(v)))?;
     }
     if !p.yes_no("Proceed?", true)? {
         return Err(CliError::failure("cancelled; nothing was written"));

@@ -26,7 +26,7 @@ pub mod verify;
 /// Runs one subcommand.
 pub fn run(command: Command) -> CliResult {
     match command {
-        Command::Create(a) => create::run(a),
+        Command::Create(a) => create::run(*a),
         Command::New(a) => new::run(a),
         Command::Reproduce(a) => reproduce::run(a),
         Command::Hash(a) => hash::run(a),

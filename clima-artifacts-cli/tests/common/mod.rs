@@ -100,3 +100,15 @@ impl Sandbox {
         json(&out)
     }
 }
+
+/// The metadata keys of the host's variant of `name` in the manifest at `manifest`.
+pub fn entry_metadata(manifest: &Path, name: &str) -> std::collections::BTreeMap<String, String> {
+    let manifest = clima_artifact_manifest::Manifest::load(manifest).unwrap();
+    let v = manifest
+        .select(name, &clima_artifact_manifest::Platform::host())
+        .unwrap();
+    v.metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}

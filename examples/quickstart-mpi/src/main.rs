@@ -10,6 +10,9 @@
 //! data (one download however many ranks), and every rank gets the same path or the same error.
 //! At the end the provenance records of all ranks are gathered and rank 0 writes one report.
 //! Built without the `mpi` feature, the same program runs serially with the `Singleton` context.
+//!
+//! Like the serial quickstart, it installs into `target/quickstart-depot` unless
+//! `CLIMA_ARTIFACTS_DEPOT_PATH` names another depot, so trying it leaves nothing in `~/.cache`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -81,6 +84,8 @@ fn run(ctx: &dyn Context, settings: &Settings) -> Result<(), Box<dyn std::error:
         println!("serial run (build with `--features mpi` and start with `mpirun -n 4` for MPI)");
     }
 
+    choose_depot(rank)?;
+
     // Collective: every rank asks, rank 0 fetches, everyone gets the same path.
     let profile = clima_artifact!("column_forcing/equilibrium_profile.csv", ctx)?;
     let levels = read_levels(&profile)?;
@@ -140,6 +145,31 @@ fn run(ctx: &dyn Context, settings: &Settings) -> Result<(), Box<dyn std::error:
     if let Some(paths) = report::write_all_collective(ctx, &settings.report)? {
         println!("provenance report: {}", paths.markdown.display());
     }
+    Ok(())
+}
+
+/// The depot: `CLIMA_ARTIFACTS_DEPOT_PATH` if set, else `target/quickstart-depot` (`target/`
+/// of this build: the binary lives in `target/<profile>/`), set on every rank alike; rank 0
+/// says which.
+fn choose_depot(rank: usize) -> Result<(), Box<dyn std::error::Error>> {
+    if std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH").is_some() {
+        return Ok(());
+    }
+    let target = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent()?.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let depot = target.join("quickstart-depot");
+    if rank == 0 {
+        println!(
+            "depot: {} (the example's default, inside target/; set CLIMA_ARTIFACTS_DEPOT_PATH to use another)",
+            depot.display()
+        );
+    }
+    let mut config = clima_artifact_runtime::Config::from_env()?;
+    config.depots = vec![depot];
+    clima_artifact_runtime::set_macro_config(config)
+        .map_err(|_| "the artifact configuration was already set")?;
     Ok(())
 }
 

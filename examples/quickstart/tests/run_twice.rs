@@ -121,3 +121,61 @@ fn first_run_installs_second_run_finds_everything_installed() {
         assert!(md.contains(name), "{name} missing from the report:\n{md}");
     }
 }
+
+/// The build warning and the run name the same Overrides.toml: with no
+/// `CLIMA_ARTIFACTS_DEPOT_PATH`, the example's depot inside `target/`, never `~/.cache`.
+#[test]
+fn the_build_warning_names_the_overrides_file_the_run_uses() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_quickstart"));
+    let reports = tempfile::tempdir().unwrap();
+    let out = Command::new(exe)
+        .env_remove("CLIMA_ARTIFACTS_DEPOT_PATH")
+        .env_remove("CLIMA_ARTIFACTS_OFFLINE")
+        .arg("--report-dir")
+        .arg(reports.path())
+        .output()
+        .expect("run quickstart");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}");
+    // The run's hint: `echo '<line>' >> '<depot>/artifacts/Overrides.toml'`.
+    let used = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("echo ")?.split(" >> ").nth(1))
+        .unwrap_or_else(|| panic!("no override hint in:\n{stdout}"))
+        .trim_matches('\'')
+        .to_owned();
+    let target = exe.parent().and_then(Path::parent).unwrap();
+    assert_eq!(
+        Path::new(&used),
+        target.join("quickstart-depot/artifacts/Overrides.toml"),
+        "{stdout}"
+    );
+    // The build script's output for this binary: the newest of target/<profile>/build/quickstart-*.
+    let build = exe.parent().unwrap().join("build");
+    let newest = std::fs::read_dir(&build)
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let output = e.path().join("output");
+            let name = e.file_name().to_string_lossy().into_owned();
+            let modified = std::fs::metadata(&output).ok()?.modified().ok()?;
+            (name.starts_with("quickstart-") && !name.starts_with("quickstart-mpi"))
+                .then_some((modified, output))
+        })
+        .max()
+        .map(|(_, p)| p)
+        .expect("the build script's output");
+    let warnings = std::fs::read_to_string(newest).unwrap();
+    let named = match option_env!("CLIMA_ARTIFACTS_DEPOT_PATH") {
+        // Built with a depot set: the build names that one, as the run would with it set.
+        Some(depots) => Path::new(depots.split(':').next().unwrap())
+            .join("artifacts/Overrides.toml")
+            .display()
+            .to_string(),
+        None => used,
+    };
+    assert!(
+        warnings.contains(&format!("to `{named}`")),
+        "the build warning does not name `{named}`:\n{warnings}"
+    );
+}
