@@ -161,7 +161,12 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
     });
     let own = match (plan, found) {
         (Err(e), _) => Err(e),
-        (Ok(Plan::Done), Found::Have(have)) => Ok(have),
+        (Ok(Plan::Done), Found::Have(have)) => {
+            if leaders.rank() == 0 {
+                tell_found_shared(me, &have);
+            }
+            Ok(have)
+        }
         (Ok(Plan::Done), _) => Err(Error::from(CollectiveError::Undecodable {
             rank: me.world_rank,
             why: "the plan says every node has the artifact, and this one has not".into(),
@@ -212,6 +217,27 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
             }
         }
     })
+}
+
+/// Says once per job (on leader 0) that node-local mode had nothing to do because the
+/// artifact is installed in a shared depot, which every rank reads: otherwise the job is
+/// silent, and a user who expected node-local copies cannot tell why there are none.
+fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
+    if have.origin != Origin::Depot || have.path.starts_with(me.node_depot) {
+        return;
+    }
+    let depot = have
+        .path
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(&have.path);
+    clima_comms::notice::info(&format!(
+        "`{}` found in the shared depot `{}`: nothing copied to node depots (every rank reads \
+         `{}`; remove it from the shared depot to have node-local copies)",
+        me.name,
+        depot.display(),
+        have.path.display()
+    ));
 }
 
 /// Step 1 on one leader: the node depot exists, and the artifact is found or not.

@@ -697,6 +697,58 @@ fn mpi_node_local_a_node_that_has_it_sends_it() {
     }
 }
 
+/// After a plain MPI run (the README's first example) the artifact is in the shared depot:
+/// node-local mode then copies nothing, and says so once instead of staying silent.
+#[test]
+fn mpi_node_local_says_when_the_shared_depot_has_it() {
+    let Some((mpirun, tmp, server, manifest, served)) = job(
+        "mpi_node_local_says_when_the_shared_depot_has_it",
+        &["era5"],
+    ) else {
+        return;
+    };
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let env = [
+        (
+            "CLIMA_ARTIFACTS_DEPOT_PATH",
+            shared.to_str().expect("utf-8"),
+        ),
+        ("CLIMA_ARTIFACTS_PROGRESS", "1"),
+    ];
+    let run = run_bounded(mpirun.command(&[(2, argv.clone())]), &env);
+    assert!(run.status.success(), "{}", describe(&run));
+    let installed = shared.join("artifacts").join(&served[0].hash);
+    let run = run_bounded(
+        mpirun.command(&node_groups(4, 2, &node_depot, &|_| vec![], &argv)),
+        &env,
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    for o in outcomes(&run) {
+        assert_eq!(o.result.as_ref(), Ok(&installed), "rank {}", o.rank);
+    }
+    assert_eq!(server.gets(&served[0].url_path), 1, "no second download");
+    let line = format!(
+        "`era5` found in the shared depot `{}`: nothing copied to node depots",
+        shared.display()
+    );
+    assert_eq!(
+        run.stderr.matches(&line).count(),
+        1,
+        "said once for the job: {line}\n{}",
+        describe(&run)
+    );
+    for k in 0..2 {
+        assert!(
+            !node_depot(k)
+                .join("artifacts")
+                .join(&served[0].hash)
+                .exists()
+        );
+    }
+}
+
 /// An override on node 0 (the root) is that node's own data, not the artifact: node 0 uses
 /// it, and node 1 gets the artifact itself (one download), not a copy of node 0's folder.
 #[test]
