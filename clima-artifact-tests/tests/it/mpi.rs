@@ -1071,6 +1071,35 @@ fn mpi_node_local_a_node_without_room_stops_the_download_for_everyone() {
     );
 }
 
+/// Node 1's depot is a 40 MiB tmpfs with the default free-space reserve, and the tarball
+/// (24 MiB) fits, so nothing refuses up front; but it unpacks to 72 MiB (48 MiB of zeros
+/// first): the unpacking stops before node 1's disk fills up, and the error names the setting
+/// that put the depot there, CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT (not CLIMA_ARTIFACTS_DEPOT_PATH,
+/// which is not it).
+#[test]
+fn mpi_node_local_a_full_node_disk_names_the_node_local_setting() {
+    let zeros = (0..48).fold(TarballBuilder::new(), |b, i| {
+        b.file(&format!("zeros/{i:02}.bin"), vec![0u8; 1 << 20])
+    });
+    let tarball = zeros.file(
+        "data/big.bin",
+        incompressible(24 << 20, 0x9e37_79b9_7f4a_7c15),
+    );
+    every_rank_fails_the_same(
+        "mpi_node_local_a_full_node_disk_names_the_node_local_setting",
+        TestArtifact::gzip(tarball),
+        None,
+        true,
+        &|_, _| vec![],
+        Some("40m"),
+        &[
+            "node `node-1`",
+            "stopped unpacking",
+            "larger filesystem (CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT)",
+        ],
+    );
+}
+
 #[test]
 fn mpi_node_local_mode_shared_memory_split() {
     let Some((mpirun, tmp, server, manifest, served)) =
