@@ -56,8 +56,14 @@ const GO_ON: u8 = b'K';
 const STOP: u8 = b'X';
 const OUTCOME: u8 = b'O';
 
-/// This node's name in messages and records: `CLIMA_ARTIFACTS_NODE_ID`, else the host name.
+/// This node's name in messages and records: `CLIMA_ARTIFACTS_NODE_ID`, else the host name,
+/// with control characters escaped (it reaches every rank's error and the job's log).
 pub(crate) fn node_name(config: &Config) -> String {
+    clima_artifact_fs::printable(&node_key(config)).into_owned()
+}
+
+/// This node's name as set, which decides the node split.
+fn node_key(config: &Config) -> String {
     config
         .node_id
         .clone()
@@ -69,7 +75,7 @@ pub(crate) fn node_name(config: &Config) -> String {
 /// else those sharing a machine ([`Context::split_by_node`]).
 pub(crate) fn split_nodes(ctx: &dyn Context, config: &Config) -> Box<dyn Context> {
     let mine =
-        serde_json::to_vec(&(config.node_id.is_some(), node_name(config))).unwrap_or_default();
+        serde_json::to_vec(&(config.node_id.is_some(), node_key(config))).unwrap_or_default();
     let colors = ctx.gather_to_root(mine).map(|all| {
         let names: Vec<(bool, String)> = all
             .iter()

@@ -988,6 +988,35 @@ fn mpi_node_local_the_roots_depot_that_cannot_be_created_names_its_node() {
     );
 }
 
+/// A `CLIMA_ARTIFACTS_NODE_ID` with control characters (a terminal title and a screen clear)
+/// reaches every rank's error escaped, never raw.
+#[test]
+fn mpi_node_local_a_node_id_with_control_characters_is_escaped() {
+    let id = "node-1\u{1b}]0;pwned\u{7}\u{1b}[2J";
+    every_rank_fails_the_same(
+        "mpi_node_local_a_node_id_with_control_characters_is_escaped",
+        small_artifact(),
+        None,
+        true,
+        &|k, root| {
+            if k != 1 {
+                return vec![];
+            }
+            let file = root.join("not-a-folder");
+            std::fs::write(&file, b"x").expect("write");
+            vec![
+                format!("CLIMA_ARTIFACTS_NODE_ID={id}"),
+                format!(
+                    "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT={}",
+                    file.join("depot").display()
+                ),
+            ]
+        },
+        None,
+        &["node `node-1\\u{1b}]0;pwned\\u{7}\\u{1b}[2J`"],
+    );
+}
+
 /// Node 1 fails for want of room with `CLIMA_ARTIFACTS_MIN_FREE_SPACE=reserve` (and its depot
 /// on a tmpfs of `tmpfs` when given) while `mb` MiB stream to it: every rank fails with node
 /// 1's error, which contains each of `expected`, and the download stops at a checkpoint, before
