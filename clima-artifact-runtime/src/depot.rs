@@ -208,9 +208,30 @@ pub fn find_installed(depots: &[PathBuf], hash: &GitTreeSha1) -> Option<PathBuf>
 
 /// The first depot of [`Config::depots`] where a file can be created in `<depot>/artifacts`
 /// (created if missing). The error lists each depot and why it was refused.
+///
+/// A depot whose `artifacts` or `logs` folder is reached through another user's symlink
+/// ([`planted_link`]) is refused with [`Error::PlantedDepotLink`] before anything is created
+/// in it, and the search stops there (installing into a later depot instead would hide it).
 pub fn first_writable(config: &Config, name: &str) -> Result<PathBuf, Error> {
     let mut tried = Vec::new();
     for depot in &config.depots {
+        match planted_link(depot) {
+            Ok(Some(link)) => {
+                return Err(Error::PlantedDepotLink {
+                    name: name.to_owned(),
+                    depot: depot.clone(),
+                    link: clima_artifact_fs::printable(&link.to_string()).into_owned(),
+                });
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tried.push((
+                    depot.clone(),
+                    format!("cannot check `{}`: {e}", depot.display()),
+                ));
+                continue;
+            }
+        }
         match probe_writable(depot) {
             Ok(()) => return Ok(depot.clone()),
             Err(why) => tried.push((depot.clone(), why)),
@@ -220,6 +241,23 @@ pub fn first_writable(config: &Config, name: &str) -> Result<PathBuf, Error> {
         name: name.to_owned(),
         tried,
     })
+}
+
+/// The rule that keeps installs and `gc` out of a victim's folders: the first symlink on the
+/// way to `depot`'s `artifacts` or `logs` folder that neither this user nor root owns
+/// (`Ok(None)` when there is none; see [`clima_artifact_fs::foreign_link`]). Another user of a
+/// shared depot could point such a link at folders of the victim's (their
+/// `~/.julia/artifacts`), for an install to write its locks, partial downloads and temp dirs
+/// into, or for the cleanup of stale ones and `gc` to delete in. A user's own symlinks (a depot
+/// moved to a bigger disk) are followed.
+pub fn planted_link(depot: &Path) -> std::io::Result<Option<clima_artifact_fs::ForeignLink>> {
+    let d = Depot::new(depot);
+    for folder in [d.artifacts_dir(), d.logs_dir()] {
+        if let Some(link) = clima_artifact_fs::foreign_link(&folder)? {
+            return Ok(Some(link));
+        }
+    }
+    Ok(None)
 }
 
 /// Name prefix of the writability probe files `<depot>/artifacts/.probe-<pid>-<rand>`. A probe
@@ -594,6 +632,10 @@ impl Depot {
     /// [`reclaim_stale_temp_dirs`], called while this process holds the lock of `holding` (so that
     /// lock says nothing about other processes).
     pub(crate) fn reclaim_stale(&self, holding: Option<&GitTreeSha1>) -> usize {
+        // Never clean up through another user's link (see [`planted_link`]).
+        if !matches!(planted_link(&self.root), Ok(None)) {
+            return 0;
+        }
         let dir = self.artifacts_dir();
         let Ok(rd) = std::fs::read_dir(&dir) else {
             return 0;
