@@ -309,6 +309,22 @@ pub enum Error {
         #[source]
         cause: IoCause,
     },
+    /// The node-local depot (MPI node-local mode) is not private to this user: another user
+    /// could have planted what it holds (see [`crate::depot::private_node_depot`]).
+    #[error(
+        "not using the node-local depot `{}` (set by CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT): {why}; \
+         nothing was read or written there. A node depot must be yours and writable only by \
+         you: point CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT at a folder of your own that does not \
+         exist yet (the job creates it, e.g. `$TMPDIR/clima-depot`), or unset it to use the \
+         shared depot",
+        path.display()
+    )]
+    NodeLocalDepotNotPrivate {
+        /// The node depot.
+        path: PathBuf,
+        /// What makes it not private (escaped for printing).
+        why: String,
+    },
     /// A collective install failed on one node (node-local mode); every rank reports it.
     #[error("on node `{node}` (its installing rank is rank {rank} of {context}): {message}")]
     FailedOnNode {

@@ -246,16 +246,12 @@ fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
     ));
 }
 
-/// Step 1 on one leader: the node depot exists, and the artifact is found or not.
+/// Step 1 on one leader: the node depot exists and is private, and the artifact is found or
+/// not.
 fn look(me: &Leader<'_>) -> Found {
-    let looked = std::fs::create_dir_all(me.node_depot)
-        .map_err(|e| Error::NodeLocalDepot {
-            path: me.node_depot.to_path_buf(),
-            cause: e.into(),
-        })
-        .and_then(|()| {
-            install::lookup(&me.variant.git_tree_sha1, &depot::search_depots(me.config))
-        });
+    let looked = depot::private_node_depot(me.node_depot).and_then(|()| {
+        install::lookup(&me.variant.git_tree_sha1, &depot::search_depots(me.config))
+    });
     match looked {
         Ok(Some(have)) => Found::Have(have),
         Ok(None) => Found::Need,

@@ -988,6 +988,139 @@ fn mpi_node_local_the_roots_depot_that_cannot_be_created_names_its_node() {
     );
 }
 
+/// Makes node 1's depot in the scratch folder, with the planting function.
+type Prepare<'a> = dyn Fn(&Path, &dyn Fn(&Path)) -> PathBuf + 'a;
+
+/// Node 1's depot is `prepare(root, planted)` (given the scratch folder and a function that
+/// plants a fake `artifacts/<hash>/` of the artifact in a folder): every rank fails with node
+/// 1's refusal, which contains each of `expected`, and no rank is handed the planted content.
+/// Gives the server and the scratch folder (`None` when skipped).
+fn a_node_depot_that_is_not_private(
+    test: &str,
+    prepare: &Prepare<'_>,
+    expected: &[&str],
+) -> Option<(TestServer, tempfile::TempDir)> {
+    let artifact = small_artifact();
+    let hash = artifact.tree_hash.to_string();
+    let plant = |dir: &Path| {
+        let fake = dir.join("artifacts").join(&hash).join("data");
+        std::fs::create_dir_all(&fake).expect("planted folder");
+        std::fs::write(fake.join("readme.txt"), "planted\n").expect("planted file");
+    };
+    let expected = [
+        &[
+            "node `node-1`",
+            "not using the node-local depot",
+            "unset it",
+        ][..],
+        expected,
+    ]
+    .concat();
+    every_rank_fails_the_same(
+        test,
+        artifact,
+        None,
+        true,
+        &|k, root| match k {
+            1 => vec![format!(
+                "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT={}",
+                prepare(root, &plant).display()
+            )],
+            _ => vec![],
+        },
+        None,
+        &expected,
+    )
+}
+
+/// Whether this process is root (needed to make files of another user); says `skipped:`
+/// when not.
+fn root_or_skip(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        clima_artifact_tests::skip(&format!("{what} needs root"));
+    }
+    root
+}
+
+/// Node 1's depot path is another user's symlink to a victim's folder holding a planted
+/// artifact: refused before anything is read or written through it.
+#[test]
+fn mpi_node_local_a_node_depot_through_another_users_symlink_is_refused() {
+    if !root_or_skip("a symlink owned by another user") {
+        return;
+    }
+    let victim = std::cell::RefCell::new(PathBuf::new());
+    let Some(_scratch) = a_node_depot_that_is_not_private(
+        "mpi_node_local_a_node_depot_through_another_users_symlink_is_refused",
+        &|root, plant| {
+            let target = root.join("victims-folder");
+            plant(&target);
+            let link = root.join("node1-depot");
+            std::os::unix::fs::symlink(&target, &link).expect("symlink");
+            let other = clima_artifact_tests::OTHER_UID;
+            std::os::unix::fs::lchown(&link, Some(other), Some(other)).expect("lchown");
+            *victim.borrow_mut() = target;
+            link
+        },
+        &["node1-depot", "symbolic link owned by uid 65534"],
+    ) else {
+        return;
+    };
+    let victim = victim.into_inner();
+    let names: Vec<_> = std::fs::read_dir(victim.join("artifacts"))
+        .expect("victim's folder")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(
+        names.len(),
+        1,
+        "written into the victim's folder: {names:?}"
+    );
+}
+
+/// Node 1's depot was created first by another user (root only), or is writable by others,
+/// and holds a planted artifact: refused, and no rank uses the planted content.
+#[test]
+fn mpi_node_local_a_node_depot_not_private_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let test = "mpi_node_local_a_node_depot_not_private_is_refused";
+    if a_node_depot_that_is_not_private(
+        test,
+        &|root, plant| {
+            let open = root.join("open-depot");
+            plant(&open);
+            std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+            open
+        },
+        &[
+            "open-depot",
+            "can be written by its group or by others (mode 777)",
+        ],
+    )
+    .is_none()
+    {
+        return;
+    }
+    if !root_or_skip("a folder owned by another user") {
+        return;
+    }
+    a_node_depot_that_is_not_private(
+        test,
+        &|root, plant| {
+            let theirs = root.join("their-depot");
+            plant(&theirs);
+            let other = clima_artifact_tests::OTHER_UID;
+            for dir in [theirs.clone(), theirs.join("artifacts")] {
+                std::os::unix::fs::chown(&dir, Some(other), Some(other)).expect("chown");
+            }
+            theirs
+        },
+        &["their-depot", "belongs to uid 65534"],
+    );
+}
+
 /// A `CLIMA_ARTIFACTS_NODE_ID` with control characters (a terminal title and a screen clear)
 /// reaches every rank's error escaped, never raw.
 #[test]
