@@ -131,8 +131,7 @@ pub enum ExtractError {
     #[error(
         "stopped unpacking before `{}` fills up: {} free, {} needed for the next file, and a \
          reserve of {} is kept (CLIMA_ARTIFACTS_MIN_FREE_SPACE; default 1% of the filesystem or \
-         1 GiB); free space there or put the depot on a larger filesystem \
-         (CLIMA_ARTIFACTS_DEPOT_PATH)",
+         1 GiB); free space there or put the depot on a larger filesystem",
         path.display(),
         clima_artifact_fs::human_bytes(*free),
         clima_artifact_fs::human_bytes(*needed),
@@ -152,7 +151,7 @@ pub enum ExtractError {
     #[error(
         "stopped unpacking before `{}` runs out of inodes: {free} free, and a reserve of \
          {reserve} (1% of the filesystem's) is kept; free some files there or put the depot on \
-         a larger filesystem (CLIMA_ARTIFACTS_DEPOT_PATH)",
+         a larger filesystem",
         path.display()
     )]
     LowInodes {

@@ -502,6 +502,17 @@ impl Dir {
         }
     }
 
+    /// The metadata of this folder itself (`fstat` of its descriptor: the folder that was
+    /// opened, whatever its path names now).
+    pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
+        File::from(self.fd.try_clone()?).metadata().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot inspect `{}`: {e}", self.path.display()),
+            )
+        })
+    }
+
     /// A second handle on the same folder.
     pub fn try_clone(&self) -> io::Result<Dir> {
         Ok(Dir {

@@ -208,9 +208,30 @@ pub fn find_installed(depots: &[PathBuf], hash: &GitTreeSha1) -> Option<PathBuf>
 
 /// The first depot of [`Config::depots`] where a file can be created in `<depot>/artifacts`
 /// (created if missing). The error lists each depot and why it was refused.
+///
+/// A depot whose `artifacts` or `logs` folder is reached through another user's symlink
+/// ([`planted_link`]) is refused with [`Error::PlantedDepotLink`] before anything is created
+/// in it, and the search stops there (installing into a later depot instead would hide it).
 pub fn first_writable(config: &Config, name: &str) -> Result<PathBuf, Error> {
     let mut tried = Vec::new();
     for depot in &config.depots {
+        match planted_link(depot) {
+            Ok(Some(link)) => {
+                return Err(Error::PlantedDepotLink {
+                    name: name.to_owned(),
+                    depot: depot.clone(),
+                    link: clima_artifact_fs::printable(&link.to_string()).into_owned(),
+                });
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tried.push((
+                    depot.clone(),
+                    format!("cannot check `{}`: {e}", depot.display()),
+                ));
+                continue;
+            }
+        }
         match probe_writable(depot) {
             Ok(()) => return Ok(depot.clone()),
             Err(why) => tried.push((depot.clone(), why)),
@@ -220,6 +241,79 @@ pub fn first_writable(config: &Config, name: &str) -> Result<PathBuf, Error> {
         name: name.to_owned(),
         tried,
     })
+}
+
+/// The rule that keeps installs and `gc` out of a victim's folders: the first symlink on the
+/// way to `depot`'s `artifacts` or `logs` folder that neither this user nor root owns
+/// (`Ok(None)` when there is none; see [`clima_artifact_fs::foreign_link`]). Another user of a
+/// shared depot could point such a link at folders of the victim's (their
+/// `~/.julia/artifacts`), for an install to write its locks, partial downloads and temp dirs
+/// into, or for the cleanup of stale ones and `gc` to delete in. A user's own symlinks (a depot
+/// moved to a bigger disk) are followed.
+pub fn planted_link(depot: &Path) -> std::io::Result<Option<clima_artifact_fs::ForeignLink>> {
+    let d = Depot::new(depot);
+    for folder in [d.artifacts_dir(), d.logs_dir()] {
+        if let Some(link) = clima_artifact_fs::foreign_link(&folder)? {
+            return Ok(Some(link));
+        }
+    }
+    Ok(None)
+}
+
+/// Creates the node-local depot `path` if missing (mode 0o755, whatever the umask adds) and
+/// checks that it is private to this user before anything in it is used: no symlink of
+/// another user's on the way ([`clima_artifact_fs::foreign_link`]), the folder and its
+/// `artifacts` folder owned by this user and writable by nobody else, and `artifacts` no
+/// symlink at all (opened without following one). Node depots are trusted like the user's
+/// own files (what `artifacts/<hash>/` holds there is used without hashing), so a folder
+/// that another user created first, or one they could write to, is refused
+/// ([`Error::NodeLocalDepotNotPrivate`]).
+pub(crate) fn private_node_depot(path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let refuse = |why: String| Error::NodeLocalDepotNotPrivate {
+        path: path.to_path_buf(),
+        why: clima_artifact_fs::printable(&why).into_owned(),
+    };
+    let cannot = |e: std::io::Error| Error::NodeLocalDepot {
+        path: path.to_path_buf(),
+        cause: e.into(),
+    };
+    if let Some(link) = clima_artifact_fs::foreign_link(path).map_err(cannot)? {
+        return Err(refuse(link.to_string()));
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(path)
+        .map_err(cannot)?;
+    let root = clima_artifact_fs::Dir::open(path).map_err(cannot)?;
+    let artifacts =
+        root.create_dir("artifacts", 0o755).map_err(
+            |e| match clima_artifact_fs::Unexpected::of(&e) {
+                Some(planted) => refuse(planted.to_string()),
+                None => cannot(e),
+            },
+        )?;
+    let me = clima_artifact_fs::euid();
+    for dir in [&root, &artifacts] {
+        let meta = dir.metadata().map_err(cannot)?;
+        let shown = dir.path().display();
+        if meta.uid() != me {
+            return Err(refuse(format!(
+                "`{shown}` belongs to uid {}, not to you (uid {me}): its owner can put any \
+                 content under `artifacts/<hash>/` for the job to use",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(refuse(format!(
+                "`{shown}` can be written by its group or by others (mode {:o}): anyone who \
+                 can write there can put content under `artifacts/<hash>/` for the job to use",
+                meta.mode() & 0o7777
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Name prefix of the writability probe files `<depot>/artifacts/.probe-<pid>-<rand>`. A probe
@@ -594,6 +688,10 @@ impl Depot {
     /// [`reclaim_stale_temp_dirs`], called while this process holds the lock of `holding` (so that
     /// lock says nothing about other processes).
     pub(crate) fn reclaim_stale(&self, holding: Option<&GitTreeSha1>) -> usize {
+        // Never clean up through another user's link (see [`planted_link`]).
+        if !matches!(planted_link(&self.root), Ok(None)) {
+            return 0;
+        }
         let dir = self.artifacts_dir();
         let Ok(rd) = std::fs::read_dir(&dir) else {
             return 0;

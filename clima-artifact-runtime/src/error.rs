@@ -74,6 +74,23 @@ pub enum Error {
         /// Each depot tried and why it is not writable.
         tried: Vec<(PathBuf, String)>,
     },
+    /// A depot's `artifacts` or `logs` folder is reached through a symlink that another user
+    /// owns (see [`crate::depot::planted_link`]): installing there would write locks, partial
+    /// downloads and temp dirs into that user's target, and clean up there.
+    #[error(
+        "not installing artifact `{name}` into the depot `{}`: {link}; nothing was written or \
+         removed there. Remove the link (or have its owner remove it), or take this depot out \
+         of CLIMA_ARTIFACTS_DEPOT_PATH",
+        depot.display()
+    )]
+    PlantedDepotLink {
+        /// The artifact being installed.
+        name: String,
+        /// The depot.
+        depot: PathBuf,
+        /// The link, its owner and why it is refused (escaped for printing).
+        link: String,
+    },
     /// The artifact is not installed and offline mode forbids downloading it.
     #[error(
         "artifact `{name}` ({hash}) is not installed in any depot ({}) and CLIMA_ARTIFACTS_OFFLINE is set, so it cannot be downloaded from {}; run `clima-artifacts fetch` on a machine with network access (into a depot listed here), or unset CLIMA_ARTIFACTS_OFFLINE",
@@ -291,6 +308,22 @@ pub enum Error {
         /// The cause.
         #[source]
         cause: IoCause,
+    },
+    /// The node-local depot (MPI node-local mode) is not private to this user: another user
+    /// could have planted what it holds (see [`crate::depot::private_node_depot`]).
+    #[error(
+        "not using the node-local depot `{}` (set by CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT): {why}; \
+         nothing was read or written there. A node depot must be yours and writable only by \
+         you: point CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT at a folder of your own that does not \
+         exist yet (the job creates it, e.g. `$TMPDIR/clima-depot`), or unset it to use the \
+         shared depot",
+        path.display()
+    )]
+    NodeLocalDepotNotPrivate {
+        /// The node depot.
+        path: PathBuf,
+        /// What makes it not private (escaped for printing).
+        why: String,
     },
     /// A collective install failed on one node (node-local mode); every rank reports it.
     #[error("on node `{node}` (its installing rank is rank {rank} of {context}): {message}")]

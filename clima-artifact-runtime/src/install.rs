@@ -350,15 +350,21 @@ fn check_room(name: &str, size: u64, depot: &Path, config: &Config) -> Result<()
             depot: depot.to_path_buf(),
             free: free.saturating_sub(reserve),
             reserve,
-            setting: if config.node_local_depot.as_deref() == Some(depot) {
-                clima_artifact_vars::NODE_LOCAL_DEPOT
-            } else {
-                clima_artifact_vars::DEPOT_PATH
-            }
-            .to_owned(),
+            setting: depot_setting(config, depot).to_owned(),
         });
     }
     Ok(())
+}
+
+/// The setting that chose `depot` as the install's target, for messages that say where to
+/// move it: `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` for a node depot, else
+/// `CLIMA_ARTIFACTS_DEPOT_PATH`.
+fn depot_setting(config: &Config, depot: &Path) -> &'static str {
+    if config.node_local_depot.as_deref() == Some(depot) {
+        clima_artifact_vars::NODE_LOCAL_DEPOT
+    } else {
+        clima_artifact_vars::DEPOT_PATH
+    }
 }
 
 /// The depot an install goes to, and the lock's holder line to keep up to date.
@@ -1147,13 +1153,16 @@ impl InstallRequest<'_> {
                 }
             }
         }
+        // A full disk names the setting that put the depot there.
+        let text = match e {
+            ExtractError::LowDiskSpace { .. } | ExtractError::LowInodes { .. } => {
+                format!("{e} ({})", depot_setting(self.config, &self.target.dir))
+            }
+            _ => e.to_string(),
+        };
         SourceFailure::Install {
             url: dl.url.clone(),
-            error: Box::new(Error::io(
-                "unpack into",
-                tmp,
-                io::Error::other(e.to_string()),
-            )),
+            error: Box::new(Error::io("unpack into", tmp, io::Error::other(text))),
         }
     }
 

@@ -56,8 +56,14 @@ const GO_ON: u8 = b'K';
 const STOP: u8 = b'X';
 const OUTCOME: u8 = b'O';
 
-/// This node's name in messages and records: `CLIMA_ARTIFACTS_NODE_ID`, else the host name.
+/// This node's name in messages and records: `CLIMA_ARTIFACTS_NODE_ID`, else the host name,
+/// with control characters escaped (it reaches every rank's error and the job's log).
 pub(crate) fn node_name(config: &Config) -> String {
+    clima_artifact_fs::printable(&node_key(config)).into_owned()
+}
+
+/// This node's name as set, which decides the node split.
+fn node_key(config: &Config) -> String {
     config
         .node_id
         .clone()
@@ -69,7 +75,7 @@ pub(crate) fn node_name(config: &Config) -> String {
 /// else those sharing a machine ([`Context::split_by_node`]).
 pub(crate) fn split_nodes(ctx: &dyn Context, config: &Config) -> Box<dyn Context> {
     let mine =
-        serde_json::to_vec(&(config.node_id.is_some(), node_name(config))).unwrap_or_default();
+        serde_json::to_vec(&(config.node_id.is_some(), node_key(config))).unwrap_or_default();
     let colors = ctx.gather_to_root(mine).map(|all| {
         let names: Vec<(bool, String)> = all
             .iter()
@@ -161,7 +167,12 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
     });
     let own = match (plan, found) {
         (Err(e), _) => Err(e),
-        (Ok(Plan::Done), Found::Have(have)) => Ok(have),
+        (Ok(Plan::Done), Found::Have(have)) => {
+            if leaders.rank() == 0 {
+                tell_found_shared(me, &have);
+            }
+            Ok(have)
+        }
         (Ok(Plan::Done), _) => Err(Error::from(CollectiveError::Undecodable {
             rank: me.world_rank,
             why: "the plan says every node has the artifact, and this one has not".into(),
@@ -214,16 +225,33 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
     })
 }
 
-/// Step 1 on one leader: the node depot exists, and the artifact is found or not.
+/// Says once per job (on leader 0) that node-local mode had nothing to do because the
+/// artifact is installed in a shared depot, which every rank reads: otherwise the job is
+/// silent, and a user who expected node-local copies cannot tell why there are none.
+fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
+    if have.origin != Origin::Depot || have.path.starts_with(me.node_depot) {
+        return;
+    }
+    let depot = have
+        .path
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(&have.path);
+    clima_comms::notice::info(&format!(
+        "`{}` found in the shared depot `{}`: nothing copied to node depots (every rank reads \
+         `{}`; remove it from the shared depot to have node-local copies)",
+        me.name,
+        depot.display(),
+        have.path.display()
+    ));
+}
+
+/// Step 1 on one leader: the node depot exists and is private, and the artifact is found or
+/// not.
 fn look(me: &Leader<'_>) -> Found {
-    let looked = std::fs::create_dir_all(me.node_depot)
-        .map_err(|e| Error::NodeLocalDepot {
-            path: me.node_depot.to_path_buf(),
-            cause: e.into(),
-        })
-        .and_then(|()| {
-            install::lookup(&me.variant.git_tree_sha1, &depot::search_depots(me.config))
-        });
+    let looked = depot::private_node_depot(me.node_depot).and_then(|()| {
+        install::lookup(&me.variant.git_tree_sha1, &depot::search_depots(me.config))
+    });
     match looked {
         Ok(Some(have)) => Found::Have(have),
         Ok(None) => Found::Need,

@@ -25,14 +25,16 @@ pub(crate) struct Mount(PathBuf);
 
 impl Mount {
     /// A tmpfs of `size` (e.g. `16m`) at `at` (created), unmounted on drop; root only: `None`
-    /// after saying why it skips (a failure under CI=true).
+    /// after saying why it skips (a failure under CI=true). Its root folder has mode 0755 (not
+    /// tmpfs's default 1777), as a depot of one's own has: a node-local depot writable by
+    /// others is refused.
     pub(crate) fn small(at: &Path, size: &str) -> Option<Mount> {
         if !is_root() {
             assert!(!in_ci(), "mounting a small tmpfs needs root, and CI=true");
             clima_artifact_tests::skip("mounting a small tmpfs needs root");
             return None;
         }
-        Mount::tmpfs(at, &format!("size={size}"))
+        Mount::tmpfs(at, &format!("size={size},mode=0755"))
     }
 
     fn tmpfs(at: &Path, options: &str) -> Option<Mount> {

@@ -417,3 +417,80 @@ fn a_temp_dir_swapped_by_another_user_never_redirects_a_write() {
         }
     }
 }
+
+/// Every entry of `dir` with its size and modification time (what must not change).
+fn snapshot(dir: &Path) -> Vec<(std::ffi::OsString, u64, std::time::SystemTime)> {
+    let mut all: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let meta = e.path().symlink_metadata().unwrap();
+            (e.file_name(), meta.len(), meta.modified().unwrap())
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+/// A shared depot whose `artifacts` folder is another user's symlink to a folder of the
+/// victim's: the install refuses, naming the link and what to do, and writes nothing there
+/// (no lock, no temp dir, no artifact) and deletes nothing there (an old partial download
+/// and a dead process's temp dir, which the 7-day cleanup would remove in a depot of ours).
+/// The same rule as `gc`'s.
+#[test]
+fn a_depot_whose_artifacts_folder_is_another_users_symlink_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        clima_artifact_tests::skip("a symlink owned by another user needs root to make");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, art, manifest) = served_era5(dir.path(), 1402);
+    let victim = dir.path().join("victims-own-artifacts");
+    std::fs::create_dir(&victim).unwrap();
+    let secret = sentinel(&victim);
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
+    let partial = victim.join(format!(
+        "{}{}-0123456789abcdef-u0",
+        clima_artifact_runtime::depot::PARTIAL_PREFIX,
+        art.tree_hash
+    ));
+    std::fs::write(&partial, b"the victim's partial download").unwrap();
+    let f = std::fs::File::options().write(true).open(&partial).unwrap();
+    f.set_modified(old).unwrap();
+    drop(f);
+    let dead = victim.join(clima_artifact_tests::install_temp_name(
+        &art.tree_hash,
+        &clima_artifact_tests::host_tag(),
+        4_000_000,
+    ));
+    std::fs::create_dir(&dead).unwrap();
+    let before = snapshot(&victim);
+
+    let depot = dir.path().join("shared-depot");
+    std::fs::create_dir(&depot).unwrap();
+    let link = depot.join("artifacts");
+    symlink(&victim, &link).unwrap();
+    let other = clima_artifact_tests::OTHER_UID;
+    std::os::unix::fs::lchown(&link, Some(other), Some(other)).unwrap();
+
+    let artifacts = Artifacts::load(&manifest)
+        .unwrap()
+        .with_config(test_config(std::slice::from_ref(&depot)));
+    let e = artifacts.ensure_installed("era5").unwrap_err().to_string();
+    for part in [
+        format!("`{}`", link.display()),
+        format!("owned by uid {other}"),
+        "nothing was written or removed there".to_owned(),
+        "Remove the link".to_owned(),
+        "CLIMA_ARTIFACTS_DEPOT_PATH".to_owned(),
+    ] {
+        assert!(e.contains(&part), "`{part}` not in: {e}");
+    }
+    assert_unchanged(&secret);
+    assert_eq!(
+        snapshot(&victim),
+        before,
+        "the victim's folder changed: {e}"
+    );
+}

@@ -697,6 +697,58 @@ fn mpi_node_local_a_node_that_has_it_sends_it() {
     }
 }
 
+/// After a plain MPI run (the README's first example) the artifact is in the shared depot:
+/// node-local mode then copies nothing, and says so once instead of staying silent.
+#[test]
+fn mpi_node_local_says_when_the_shared_depot_has_it() {
+    let Some((mpirun, tmp, server, manifest, served)) = job(
+        "mpi_node_local_says_when_the_shared_depot_has_it",
+        &["era5"],
+    ) else {
+        return;
+    };
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let env = [
+        (
+            "CLIMA_ARTIFACTS_DEPOT_PATH",
+            shared.to_str().expect("utf-8"),
+        ),
+        ("CLIMA_ARTIFACTS_PROGRESS", "1"),
+    ];
+    let run = run_bounded(mpirun.command(&[(2, argv.clone())]), &env);
+    assert!(run.status.success(), "{}", describe(&run));
+    let installed = shared.join("artifacts").join(&served[0].hash);
+    let run = run_bounded(
+        mpirun.command(&node_groups(4, 2, &node_depot, &|_| vec![], &argv)),
+        &env,
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    for o in outcomes(&run) {
+        assert_eq!(o.result.as_ref(), Ok(&installed), "rank {}", o.rank);
+    }
+    assert_eq!(server.gets(&served[0].url_path), 1, "no second download");
+    let line = format!(
+        "`era5` found in the shared depot `{}`: nothing copied to node depots",
+        shared.display()
+    );
+    assert_eq!(
+        run.stderr.matches(&line).count(),
+        1,
+        "said once for the job: {line}\n{}",
+        describe(&run)
+    );
+    for k in 0..2 {
+        assert!(
+            !node_depot(k)
+                .join("artifacts")
+                .join(&served[0].hash)
+                .exists()
+        );
+    }
+}
+
 /// An override on node 0 (the root) is that node's own data, not the artifact: node 0 uses
 /// it, and node 1 gets the artifact itself (one download), not a copy of node 0's folder.
 #[test]
@@ -936,6 +988,168 @@ fn mpi_node_local_the_roots_depot_that_cannot_be_created_names_its_node() {
     );
 }
 
+/// Makes node 1's depot in the scratch folder, with the planting function.
+type Prepare<'a> = dyn Fn(&Path, &dyn Fn(&Path)) -> PathBuf + 'a;
+
+/// Node 1's depot is `prepare(root, planted)` (given the scratch folder and a function that
+/// plants a fake `artifacts/<hash>/` of the artifact in a folder): every rank fails with node
+/// 1's refusal, which contains each of `expected`, and no rank is handed the planted content.
+/// Gives the server and the scratch folder (`None` when skipped).
+fn a_node_depot_that_is_not_private(
+    test: &str,
+    prepare: &Prepare<'_>,
+    expected: &[&str],
+) -> Option<(TestServer, tempfile::TempDir)> {
+    let artifact = small_artifact();
+    let hash = artifact.tree_hash.to_string();
+    let plant = |dir: &Path| {
+        let fake = dir.join("artifacts").join(&hash).join("data");
+        std::fs::create_dir_all(&fake).expect("planted folder");
+        std::fs::write(fake.join("readme.txt"), "planted\n").expect("planted file");
+    };
+    let expected = [
+        &[
+            "node `node-1`",
+            "not using the node-local depot",
+            "unset it",
+        ][..],
+        expected,
+    ]
+    .concat();
+    every_rank_fails_the_same(
+        test,
+        artifact,
+        None,
+        true,
+        &|k, root| match k {
+            1 => vec![format!(
+                "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT={}",
+                prepare(root, &plant).display()
+            )],
+            _ => vec![],
+        },
+        None,
+        &expected,
+    )
+}
+
+/// Whether this process is root (needed to make files of another user); says `skipped:`
+/// when not.
+fn root_or_skip(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        clima_artifact_tests::skip(&format!("{what} needs root"));
+    }
+    root
+}
+
+/// Node 1's depot path is another user's symlink to a victim's folder holding a planted
+/// artifact: refused before anything is read or written through it.
+#[test]
+fn mpi_node_local_a_node_depot_through_another_users_symlink_is_refused() {
+    if !root_or_skip("a symlink owned by another user") {
+        return;
+    }
+    let victim = std::cell::RefCell::new(PathBuf::new());
+    let Some(_scratch) = a_node_depot_that_is_not_private(
+        "mpi_node_local_a_node_depot_through_another_users_symlink_is_refused",
+        &|root, plant| {
+            let target = root.join("victims-folder");
+            plant(&target);
+            let link = root.join("node1-depot");
+            std::os::unix::fs::symlink(&target, &link).expect("symlink");
+            let other = clima_artifact_tests::OTHER_UID;
+            std::os::unix::fs::lchown(&link, Some(other), Some(other)).expect("lchown");
+            *victim.borrow_mut() = target;
+            link
+        },
+        &["node1-depot", "symbolic link owned by uid 65534"],
+    ) else {
+        return;
+    };
+    let victim = victim.into_inner();
+    let names: Vec<_> = std::fs::read_dir(victim.join("artifacts"))
+        .expect("victim's folder")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(
+        names.len(),
+        1,
+        "written into the victim's folder: {names:?}"
+    );
+}
+
+/// Node 1's depot was created first by another user (root only), or is writable by others,
+/// and holds a planted artifact: refused, and no rank uses the planted content.
+#[test]
+fn mpi_node_local_a_node_depot_not_private_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let test = "mpi_node_local_a_node_depot_not_private_is_refused";
+    if a_node_depot_that_is_not_private(
+        test,
+        &|root, plant| {
+            let open = root.join("open-depot");
+            plant(&open);
+            std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+            open
+        },
+        &[
+            "open-depot",
+            "can be written by its group or by others (mode 777)",
+        ],
+    )
+    .is_none()
+    {
+        return;
+    }
+    if !root_or_skip("a folder owned by another user") {
+        return;
+    }
+    a_node_depot_that_is_not_private(
+        test,
+        &|root, plant| {
+            let theirs = root.join("their-depot");
+            plant(&theirs);
+            let other = clima_artifact_tests::OTHER_UID;
+            for dir in [theirs.clone(), theirs.join("artifacts")] {
+                std::os::unix::fs::chown(&dir, Some(other), Some(other)).expect("chown");
+            }
+            theirs
+        },
+        &["their-depot", "belongs to uid 65534"],
+    );
+}
+
+/// A `CLIMA_ARTIFACTS_NODE_ID` with control characters (a terminal title and a screen clear)
+/// reaches every rank's error escaped, never raw.
+#[test]
+fn mpi_node_local_a_node_id_with_control_characters_is_escaped() {
+    let id = "node-1\u{1b}]0;pwned\u{7}\u{1b}[2J";
+    every_rank_fails_the_same(
+        "mpi_node_local_a_node_id_with_control_characters_is_escaped",
+        small_artifact(),
+        None,
+        true,
+        &|k, root| {
+            if k != 1 {
+                return vec![];
+            }
+            let file = root.join("not-a-folder");
+            std::fs::write(&file, b"x").expect("write");
+            vec![
+                format!("CLIMA_ARTIFACTS_NODE_ID={id}"),
+                format!(
+                    "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT={}",
+                    file.join("depot").display()
+                ),
+            ]
+        },
+        None,
+        &["node `node-1\\u{1b}]0;pwned\\u{7}\\u{1b}[2J`"],
+    );
+}
+
 /// Node 1 fails for want of room with `CLIMA_ARTIFACTS_MIN_FREE_SPACE=reserve` (and its depot
 /// on a tmpfs of `tmpfs` when given) while `mb` MiB stream to it: every rank fails with node
 /// 1's error, which contains each of `expected`, and the download stops at a checkpoint, before
@@ -1016,6 +1230,35 @@ fn mpi_node_local_a_node_without_room_stops_the_download_for_everyone() {
             "CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT",
         ],
         false,
+    );
+}
+
+/// Node 1's depot is a 40 MiB tmpfs with the default free-space reserve, and the tarball
+/// (24 MiB) fits, so nothing refuses up front; but it unpacks to 72 MiB (48 MiB of zeros
+/// first): the unpacking stops before node 1's disk fills up, and the error names the setting
+/// that put the depot there, CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT (not CLIMA_ARTIFACTS_DEPOT_PATH,
+/// which is not it).
+#[test]
+fn mpi_node_local_a_full_node_disk_names_the_node_local_setting() {
+    let zeros = (0..48).fold(TarballBuilder::new(), |b, i| {
+        b.file(&format!("zeros/{i:02}.bin"), vec![0u8; 1 << 20])
+    });
+    let tarball = zeros.file(
+        "data/big.bin",
+        incompressible(24 << 20, 0x9e37_79b9_7f4a_7c15),
+    );
+    every_rank_fails_the_same(
+        "mpi_node_local_a_full_node_disk_names_the_node_local_setting",
+        TestArtifact::gzip(tarball),
+        None,
+        true,
+        &|_, _| vec![],
+        Some("40m"),
+        &[
+            "node `node-1`",
+            "stopped unpacking",
+            "larger filesystem (CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT)",
+        ],
     );
 }
 

@@ -233,19 +233,18 @@ fn protected_by_overrides(
 /// symlink that neither this user nor root owns: another user of a shared depot could point it
 /// at folders of the victim's (their `~/.julia/artifacts`, their `~/.julia/logs`) for gc to
 /// delete or rewrite. A user's own symlinks (a depot moved to a bigger disk) are followed.
+/// The rule is the runtime's, which installs apply too
+/// ([`clima_artifact_runtime::depot::planted_link`]).
 fn refuse_planted_links(depot: &Path) -> CliResult {
-    let d = Depot::new(depot);
-    for folder in [d.artifacts_dir(), d.logs_dir()] {
-        let found = clima_artifact_fs::foreign_link(&folder)
-            .map_err(|e| crate::error::io_error("check", &folder, &e))?;
-        if let Some(link) = found {
-            return Err(CliError::failure(format!(
-                "not collecting `{}`: {}; nothing was removed. Remove the link (or have its \
-                 owner remove it) and run gc again",
-                clima_comms::notice::printable(&depot.display().to_string()),
-                clima_comms::notice::printable(&link.to_string())
-            )));
-        }
+    let found = clima_artifact_runtime::depot::planted_link(depot)
+        .map_err(|e| crate::error::io_error("check", depot, &e))?;
+    if let Some(link) = found {
+        return Err(CliError::failure(format!(
+            "not collecting `{}`: {}; nothing was removed. Remove the link (or have its \
+             owner remove it) and run gc again",
+            clima_comms::notice::printable(&depot.display().to_string()),
+            clima_comms::notice::printable(&link.to_string())
+        )));
     }
     Ok(())
 }
