@@ -274,6 +274,8 @@ impl Body {
                             resumes += 1;
                             std::thread::sleep(rules.resume_pause * (1 << stuck.min(5)));
                             let resumer = resume.as_ref().expect("checked above");
+                            // The broken request ends (its connection closes) before the next.
+                            drop(std::mem::replace(&mut source, Box::new(io::empty())));
                             match resumer.reopen(total) {
                                 Ok(rest) => {
                                     if rules.tell_resumes {

@@ -32,7 +32,8 @@ pub struct NetConfig {
     /// The proxies requests go through.
     pub proxy: ProxySettings,
     /// Most connections of one large download (`CLIMA_ARTIFACTS_CONNECTIONS`, 1 to
-    /// [`MAX_CONNECTIONS`](crate::ranged::MAX_CONNECTIONS)); `1`: one stream.
+    /// [`MAX_CONNECTIONS`](crate::ranged::MAX_CONNECTIONS)); `1`: one stream. Also the most
+    /// requests the process has in flight to one server (scheme, host and port) at once.
     pub connections: usize,
     /// Smallest `Content-Length` downloaded as a large download (several connections, a
     /// partial file kept for resuming; `CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE`).

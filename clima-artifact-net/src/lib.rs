@@ -8,6 +8,7 @@
 //! | [`source`] | opening a download: `http(s)://` (ureq, rustls), `file://`, paths relative to the manifest; [`source::Resumer`] continues a broken transfer with `Range` + `If-Range`; which failures are worth a retry, and the backoff |
 //! | [`body`] | the body as a `BufRead`: read on a thread of its own, bounded by the manifest's `size`, abandoned by the low-speed rule, resumed after a break, SHA-256 of every byte; progress to a [`Transfer`] |
 //! | [`ranged`] | large downloads: several ranged connections into a partial file kept for the next process, read back in order |
+//! | `limit` (private) | at most [`NetConfig::connections`] requests in flight to one server, for the whole process |
 //! | `redirect` (private) | the redirect rule: never `https` to `http`, never into loopback, link-local or private addresses from outside them |
 //! | [`trust`] | TLS roots (variables, system bundle, bundled Mozilla roots), hosts without verification, credentials redacted from URLs |
 //! | `config` | [`NetConfig`], [`ProxySettings`] |
@@ -19,6 +20,7 @@
 
 mod config;
 mod error;
+mod limit;
 mod redirect;
 
 pub mod body;

@@ -21,6 +21,14 @@
 //! bytes are never trusted, only reused. A changed file (another validator, another size) is
 //! a restart, never a mixed tarball.
 //!
+//! Every request waits for a place among the [`NetConfig::connections`] allowed in flight to
+//! its server (for the whole process: the first request, every chunk, re-asked ones, a
+//! download of another artifact from the same server), and keeps it until its body is read
+//! or its connection closed. While the first response (the whole file from byte 0) fills
+//! the chunks from the start, the other connections take theirs from the end, so that it is
+//! cut short only when nothing is left to ask for: a response cut short stays in flight at
+//! the server until it notices.
+//!
 //! A server that answers a range request with `200` (same validator) or a wrong
 //! `Content-Range` gets one stream from then on; a chunk that breaks, stalls or meets a 5xx is
 //! retried where it stopped (at most [`MAX_CHUNK_FAILURES`] times in a row without progress);
@@ -39,8 +47,9 @@ use clima_artifact_fs::{Dir, human_bytes};
 use clima_comms::notice;
 use sha2::Digest;
 
+use crate::limit::Permit;
 use crate::source::{
-    CheckedLength, Location, ResumeRefused, Source, accepts_ranges, get_following_redirects,
+    CheckedLength, Location, Reply, ResumeRefused, Source, accepts_ranges, get_following_redirects,
     locate, plain_source, transport_at, validator_of,
 };
 use crate::{NetConfig, NetError};
@@ -196,6 +205,11 @@ struct State {
     single: bool,
     /// The worker that reads that stream.
     filler: Option<usize>,
+    /// The first response (the whole file from byte 0) is being read into the chunks from
+    /// the start: the other connections take chunks from the end, so that it is never cut
+    /// short while there is work left (a response cut short stays in flight at the server
+    /// until it notices, and the server would count one request too many).
+    leading: bool,
     fatal: Option<Failure>,
     /// Workers still running.
     workers: usize,
@@ -367,8 +381,8 @@ pub fn open_large(
         }
     };
     let Some(found) = found else {
-        let (resp, answered, agent) = get_following_redirects(agent, url, &u, config, &[])?;
-        return fresh(url, resp, answered, agent, config, large);
+        let reply = get_following_redirects(agent, url, &u, config, &[])?;
+        return fresh(url, reply, config, large);
     };
     room_for(large, url, found.unallocated, found.record.length)?;
     let record = found.record.clone();
@@ -384,8 +398,8 @@ pub fn open_large(
         ("Range", format!("bytes={from}-{to}")),
         ("If-Range", record.validator.clone()),
     ];
-    let (resp, answered, agent) = get_following_redirects(agent, url, &u, config, &headers)?;
-    let status = resp.status().as_u16();
+    let reply = get_following_redirects(agent, url, &u, config, &headers)?;
+    let status = reply.resp.status().as_u16();
     let path = large.dir.path().join(large.name);
     let drop_kept = |why: &str| {
         notice::warn(&format!(
@@ -394,11 +408,16 @@ pub fn open_large(
         ));
         let _ = large.dir.remove_file_if_same(large.name, &found.file);
     };
+    let validator = validator_of(&reply.resp);
     match status {
-        206 => match content_range(&resp) {
+        206 => match content_range(&reply.resp) {
             Some((a, b, total)) if (a, b, total) == (from, to, record.length) => {
-                let first = First::new(ranged_stream(resp, from), Some(first), false);
-                let via = Via::new(url, answered, agent);
+                let first = First::new(
+                    ranged_stream(reply.resp, from, reply.permit),
+                    Some(first),
+                    false,
+                );
+                let via = Via::new(url, reply.answered, reply.agent);
                 start(found, Some(first), via, config, large)
             }
             other => {
@@ -406,22 +425,24 @@ pub fn open_large(
                     "the server answered its range request with {}",
                     describe_range(other)
                 ));
-                let (resp, answered, agent) =
-                    get_following_redirects(&agent, url, &u, config, &[])?;
-                fresh(url, resp, answered, agent, config, large)
+                let agent = reply.agent.clone();
+                // This response ends before the next request is sent.
+                drop(reply);
+                let reply = get_following_redirects(&agent, url, &u, config, &[])?;
+                fresh(url, reply, config, large)
             }
         },
-        200 if validator_of(&resp).as_deref() == Some(record.validator.as_str()) => {
+        200 if validator.as_deref() == Some(record.validator.as_str()) => {
             // The same file, but the range is not served: one stream, skipping kept bytes.
-            let first = First::new(whole_stream(resp), None, true);
-            let via = Via::new(url, answered, agent);
+            let first = First::new(whole_stream(reply.resp, reply.permit), None, true);
+            let via = Via::new(url, reply.answered, reply.agent);
             start(found, Some(first), via, config, large)
         }
         200 => {
             drop_kept("the file on the server changed since (another ETag or Last-Modified)");
-            fresh(url, resp, answered, agent, config, large)
+            fresh(url, reply, config, large)
         }
-        _ => plain_source(url, resp, answered, agent),
+        _ => plain_source(url, reply, config),
     }
 }
 
@@ -452,20 +473,19 @@ fn describe_range(r: Option<(u64, u64, u64)>) -> String {
 /// The response to a fresh GET: a large download when it qualifies, else one stream.
 fn fresh(
     url: &str,
-    resp: ureq::http::Response<ureq::Body>,
-    answered: String,
-    agent: ureq::Agent,
+    reply: Reply,
     config: &NetConfig,
     large: &Large<'_>,
 ) -> Result<Source, NetError> {
+    let resp = &reply.resp;
     let length = resp.body().content_length();
-    let validator = validator_of(&resp).filter(|v| usable_validator(v));
+    let validator = validator_of(resp).filter(|v| usable_validator(v));
     let qualifies = resp.status().as_u16() == 200
-        && accepts_ranges(&resp)
+        && accepts_ranges(resp)
         && length.is_some_and(|n| n >= config.parallel_min_size.max(1))
         && length.is_some_and(|n| large.max_bytes.is_none_or(|max| n <= max));
     let (Some(length), Some(validator), true) = (length, validator, qualifies) else {
-        return plain_source(url, resp, answered, agent);
+        return plain_source(url, reply, config);
     };
     let record = Record {
         length,
@@ -481,7 +501,7 @@ fn fresh(
                 "the download of `{}` is not kept for resuming: {e}",
                 large.artifact
             ));
-            return plain_source(url, resp, answered, agent);
+            return plain_source(url, reply, config);
         }
     };
     let found = Found {
@@ -490,8 +510,8 @@ fn fresh(
         record,
         unallocated: 0,
     };
-    let first = First::new(whole_stream(resp), Some(0), false);
-    let via = Via::new(url, answered, agent);
+    let first = First::new(whole_stream(reply.resp, reply.permit), Some(0), false);
+    let via = Via::new(url, reply.answered, reply.agent);
     start(found, Some(first), via, config, large)
 }
 
@@ -544,28 +564,30 @@ struct Stream {
     whole: bool,
 }
 
-fn whole_stream(resp: ureq::http::Response<ureq::Body>) -> Stream {
+fn whole_stream(resp: ureq::http::Response<ureq::Body>, permit: Permit) -> Stream {
     Stream {
         pos: 0,
         whole: true,
-        reader: body_reader(resp),
+        reader: body_reader(resp, permit),
     }
 }
 
-fn ranged_stream(resp: ureq::http::Response<ureq::Body>, from: u64) -> Stream {
+fn ranged_stream(resp: ureq::http::Response<ureq::Body>, from: u64, permit: Permit) -> Stream {
     Stream {
         pos: from,
         whole: false,
-        reader: body_reader(resp),
+        reader: body_reader(resp, permit),
     }
 }
 
-fn body_reader(resp: ureq::http::Response<ureq::Body>) -> Box<dyn Read + Send> {
+/// The body of `resp`, holding `permit` until it is dropped.
+fn body_reader(resp: ureq::http::Response<ureq::Body>, permit: Permit) -> Box<dyn Read + Send> {
     let expected = resp.body().content_length();
     Box::new(CheckedLength {
         inner: resp.into_body().into_reader(),
         expected,
         seen: 0,
+        _permit: Some(permit),
     })
 }
 
@@ -620,6 +642,7 @@ fn start(
         agent,
     } = via;
     let single = first.as_ref().is_some_and(|f| f.single);
+    let leading = first.as_ref().is_some_and(|f| f.stream.whole && !f.single);
     let first = first.map(|f| (f.stream, f.chunk));
     let Found {
         file, record, done, ..
@@ -650,6 +673,7 @@ fn start(
         first: 0,
         single,
         filler: single.then_some(0),
+        leading,
         fatal: None,
         workers,
     };
@@ -785,8 +809,12 @@ impl Shared {
                 false => Next::Stop,
             };
         }
-        let found =
-            (st.first..st.done.len()).find(|&k| !st.taken[k] && st.done[k] < self.record.len(k));
+        let open = |k: &usize| !st.taken[*k] && st.done[*k] < self.record.len(*k);
+        let mut todo = st.first..st.done.len();
+        let found = match st.leading {
+            true => todo.rfind(open),
+            false => todo.find(open),
+        };
         match found {
             Some(k) => {
                 st.taken[k] = true;
@@ -822,7 +850,16 @@ impl Shared {
         let mut retired = false;
         while !self.stopping() {
             let (stream, held) = match first.take() {
-                Some(x) => x,
+                Some((stream, held)) => {
+                    let leading = stream.whole;
+                    let _conn = Conn::new(&self.open);
+                    self.pump(stream, held, &mut buf);
+                    if leading {
+                        self.state().leading = false;
+                        self.cond.notify_all();
+                    }
+                    continue;
+                }
                 None => match self.next_for(id) {
                     Next::Stop => break,
                     Next::Chunk(k) => match self.request_chunk(id, k) {
@@ -847,8 +884,21 @@ impl Shared {
         self.worker_exit(retired);
     }
 
+    /// A permit for a request of this download; `None` when the download stops first, or
+    /// (for a chunk: `chunk`) goes to one stream, which this connection does not read.
+    fn permit(&self, chunk: bool) -> Option<Permit> {
+        let limit = crate::limit::limit_of(&self.config);
+        crate::limit::acquire(&self.answered, limit, &|| {
+            self.stopping() || (chunk && self.state().single)
+        })
+    }
+
     /// Asks for the rest of chunk `k` (taken by worker `id`).
     fn request_chunk(&self, id: usize, k: usize) -> Got {
+        let Some(permit) = self.permit(true) else {
+            self.release(k);
+            return Got::Again;
+        };
         let from = self.record.start(k) + self.state().done[k];
         let to = self.record.start(k) + self.record.len(k) - 1;
         let _conn = Conn::new(&self.open);
@@ -883,7 +933,9 @@ impl Shared {
                     "it is now {total} bytes, not {}",
                     self.record.length
                 )),
-                Some((a, b, _)) if (a, b) == (from, to) => Got::Range(ranged_stream(resp, from)),
+                Some((a, b, _)) if (a, b) == (from, to) => {
+                    Got::Range(ranged_stream(resp, from, permit))
+                }
                 other => {
                     tracing::debug!(
                         "a range request was answered with {}; one stream from now on",
@@ -898,7 +950,7 @@ impl Shared {
                 // The server does not serve ranges after all: one stream from now on.
                 self.release(k);
                 match self.go_single(id) {
-                    true => Got::Whole(whole_stream(resp)),
+                    true => Got::Whole(whole_stream(resp, permit)),
                     false => Got::Leave,
                 }
             }
@@ -935,6 +987,7 @@ impl Shared {
             }
             None
         };
+        let permit = self.permit(false)?;
         let resp = match self.agent.get(&self.answered).call() {
             Ok(resp) => resp,
             Err(e) => {
@@ -953,7 +1006,7 @@ impl Shared {
             200 if validator_of(&resp).as_deref() == Some(self.record.validator.as_str())
                 && resp.body().content_length() == Some(self.record.length) =>
             {
-                Some(whole_stream(resp))
+                Some(whole_stream(resp, permit))
             }
             200 => {
                 self.fail(Failure::Changed(format!(

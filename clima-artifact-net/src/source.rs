@@ -70,6 +70,8 @@ pub struct Resumer {
     validator: String,
     /// The total size from the first response, if it said.
     total: Option<u64>,
+    /// The most requests in flight to the server (the broken one has ended).
+    limit: usize,
 }
 
 impl std::fmt::Debug for Resumer {
@@ -103,8 +105,11 @@ impl ResumeRefused {
 
 impl Resumer {
     /// The rest of the body from byte `offset`. A `206` whose `Content-Range` starts at
-    /// `offset` continues; anything else is [`ResumeRefused`] (or a transport error).
+    /// `offset` continues; anything else is [`ResumeRefused`] (or a transport error). Drop
+    /// the broken body first: the request waits while the server has as many requests of
+    /// this process in flight as `CLIMA_ARTIFACTS_CONNECTIONS` allows.
     pub fn reopen(&self, offset: u64) -> io::Result<Box<dyn Read + Send>> {
+        let permit = crate::limit::wait_for(&self.url, self.limit);
         let resp = self
             .agent
             .get(&self.url)
@@ -160,6 +165,7 @@ impl Resumer {
             inner: resp.into_body().into_reader(),
             expected: length,
             seen: 0,
+            _permit: Some(permit),
         }))
     }
 }
@@ -326,8 +332,8 @@ pub fn open(
             reason,
         }),
         Location::Http(u) => {
-            let (resp, answered, agent) = get_following_redirects(agent, url, &u, config, &[])?;
-            plain_source(url, resp, answered, agent)
+            let reply = get_following_redirects(agent, url, &u, config, &[])?;
+            plain_source(url, reply, config)
         }
     }
 }
@@ -353,14 +359,19 @@ pub(crate) fn accepts_ranges(resp: &ureq::http::Response<ureq::Body>) -> bool {
     header(resp, "accept-ranges").is_some_and(|v| v.eq_ignore_ascii_case("bytes"))
 }
 
-/// The body of the response `resp` to the GET of `url` (answered by `answered`, asked with
-/// `agent`) as one stream, resumable in process when the server allows it.
+/// The body of the response `reply` to the GET of `url` as one stream, resumable in process
+/// when the server allows it.
 pub(crate) fn plain_source(
     url: &str,
-    resp: ureq::http::Response<ureq::Body>,
-    answered: String,
-    agent: ureq::Agent,
+    reply: Reply,
+    config: &NetConfig,
 ) -> Result<Source, NetError> {
+    let Reply {
+        resp,
+        answered,
+        agent,
+        permit,
+    } = reply;
     let status = resp.status().as_u16();
     if !(200..300).contains(&status) {
         return Err(NetError::HttpStatus {
@@ -375,6 +386,7 @@ pub(crate) fn plain_source(
             url: answered,
             validator,
             total: length,
+            limit: crate::limit::limit_of(config),
         }),
         _ => None,
     };
@@ -384,6 +396,7 @@ pub(crate) fn plain_source(
             inner: reader,
             expected: length,
             seen: 0,
+            _permit: Some(permit),
         }),
         length,
         resume,
@@ -412,17 +425,28 @@ fn agent_for(agent: &ureq::Agent, url: &str, config: &NetConfig) -> Result<ureq:
     }
 }
 
+/// A response to a download's first request.
+pub(crate) struct Reply {
+    pub(crate) resp: ureq::http::Response<ureq::Body>,
+    /// The URL that gave it (after redirects).
+    pub(crate) answered: String,
+    /// The agent that asked it.
+    pub(crate) agent: ureq::Agent,
+    /// Its place among the requests in flight to its server, for as long as its body is read.
+    pub(crate) permit: crate::limit::Permit,
+}
+
 /// GETs `u` (the download `url`), following at most [`redirect::MAX_REDIRECTS`] redirects, each
 /// hop checked by [`redirect::check`] before anything connects to it, each with the agent its
-/// own URL calls for ([`agent_for`]). Returns the response, the URL that gave it and the agent
-/// that asked it.
+/// own URL calls for ([`agent_for`]), each sent when fewer requests to its server are in
+/// flight than [`NetConfig::connections`] allows.
 pub(crate) fn get_following_redirects(
     base: &ureq::Agent,
     url: &str,
     u: &str,
     config: &NetConfig,
     headers: &[(&str, String)],
-) -> Result<(ureq::http::Response<ureq::Body>, String, ureq::Agent), NetError> {
+) -> Result<Reply, NetError> {
     let refused = |reason: String| NetError::Transport {
         url: url.to_owned(),
         reason,
@@ -431,6 +455,7 @@ pub(crate) fn get_following_redirects(
     let mut current = u.to_owned();
     for hop in 0..=redirect::MAX_REDIRECTS {
         let agent = agent_for(base, &current, config)?;
+        let permit = crate::limit::wait_for(&current, crate::limit::limit_of(config));
         let mut request = agent.get(&current);
         for (name, value) in headers {
             request = request.header(*name, value);
@@ -439,16 +464,26 @@ pub(crate) fn get_following_redirects(
             .call()
             .map_err(|e| transport_at(url, &current, &e, config))?;
         let status = resp.status().as_u16();
+        let reply = |resp, current| Reply {
+            resp,
+            answered: current,
+            agent,
+            permit,
+        };
         if !matches!(status, 301 | 302 | 303 | 307 | 308) {
-            return Ok((resp, current, agent));
+            return Ok(reply(resp, current));
         }
         let Some(location) = resp.headers().get("location").and_then(|v| v.to_str().ok()) else {
-            return Ok((resp, current, agent));
+            return Ok(reply(resp, current));
         };
+        let location = location.to_owned();
+        // The redirect's own request ends here, before the next one is sent.
+        drop(resp);
+        drop(reply);
         if hop == redirect::MAX_REDIRECTS {
             break;
         }
-        let next = redirect::join(&current, location);
+        let next = redirect::join(&current, &location);
         redirect::check(u, &current, &next).map_err(|why| {
             refused(format!(
                 "refused to follow redirect {} from `{}` to `{}`: {why}",
@@ -655,6 +690,9 @@ pub(crate) struct CheckedLength<R> {
     pub(crate) inner: R,
     pub(crate) expected: Option<u64>,
     pub(crate) seen: u64,
+    /// The request's place among those in flight to its server: given back after `inner` is
+    /// dropped (its connection closed), fields dropping in order.
+    pub(crate) _permit: Option<crate::limit::Permit>,
 }
 
 impl<R: Read> Read for CheckedLength<R> {

@@ -16,7 +16,7 @@
 //! | `CLIMA_ARTIFACTS_NO_VERIFY_HOSTS` (and `JULIA_SSL_NO_VERIFY_HOSTS` under interop) | comma-separated hosts (`*.domain` for a domain) whose certificates are not verified, with a warning on each use; the hashes still check the data | unset |
 //! | `CLIMA_ARTIFACTS_PKG_SERVER` (else `JULIA_PKG_SERVER`) | a Julia package server, or any static host laid out by `publish --by-hash`: `<server>/artifact/<git-tree-sha1>` is tried before the manifest's URLs (verified by its tree hash; a failure falls through to them); a bare host gets `https://`; empty = off | unset |
 //! | `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE` | largest download a model may start on first use (`clima_artifact!`, `Artifacts::ensure_installed`); larger ones fail before any request (by the manifest's `size`) or right after the response headers (by `Content-Length`), saying how to fetch them explicitly (`clima-artifacts fetch NAME`, never limited) or override them; `K`/`M`/`G`/`T` suffixes; `0` = no limit | `4G` |
-//! | `CLIMA_ARTIFACTS_CONNECTIONS` | most connections of one large download (1 to 8): a download of at least `..._PARALLEL_MIN_SIZE` bytes from a server that serves byte ranges with an ETag or Last-Modified is fetched in chunks over this many ranged connections, fed in order to the same verification pass; `1` keeps one stream | `8` |
+//! | `CLIMA_ARTIFACTS_CONNECTIONS` | most connections of one large download (1 to 8): a download of at least `..._PARALLEL_MIN_SIZE` bytes from a server that serves byte ranges with an ETag or Last-Modified is fetched in chunks over this many ranged connections, fed in order to the same verification pass; `1` keeps one stream. Also the most requests this process has in flight to one server at once (first requests, chunks, retries and other downloads included) | `8` |
 //! | `CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE` | smallest `Content-Length` downloaded that way; such a download also keeps what it received in `<depot>/artifacts/.partial-*` so that the next attempt, of any process on any host sharing the depot, continues it; `K`/`M`/`G`/`T` suffixes | `64M` |
 //! | `CLIMA_ARTIFACTS_MIN_FREE_SPACE` | free space an install leaves on the depot's filesystem: unpacking stops with an error (and its temp dir is removed) before going below it; `K`/`M`/`G`/`T` suffixes; `0` turns it off | 1% of the filesystem or 1 GiB, whichever is smaller |
 //! | `CLIMA_ARTIFACTS_MAX_ENTRIES` | cap on one artifact's number of archive entries (files, directories, links) | `10000000` |
@@ -100,7 +100,8 @@ pub struct Config {
     /// Which node this process counts as in node-local mode (`CLIMA_ARTIFACTS_NODE_ID`): ranks
     /// with the same value form one node; `None` groups the ranks that share a machine.
     pub node_id: Option<String>,
-    /// Most connections of one large download (`CLIMA_ARTIFACTS_CONNECTIONS`, 1 to 8).
+    /// Most connections of one large download, and most requests in flight to one server
+    /// from this process (`CLIMA_ARTIFACTS_CONNECTIONS`, 1 to 8).
     pub connections: usize,
     /// Smallest download fetched over several connections and kept in a partial file for
     /// resuming (`CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE`).

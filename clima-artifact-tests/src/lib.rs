@@ -89,7 +89,8 @@ struct Route {
     sent: u64,
     /// Range requests received for this path (the `Range` header's start offsets).
     ranges: Vec<u64>,
-    /// Connections reading this path now, and the most there were at once.
+    /// Requests of this path in flight now (from the request to the last byte of its response
+    /// or the client's close), and the most there were at once.
     open: usize,
     most_open: usize,
 }
@@ -188,7 +189,9 @@ impl TestServer {
         self.state.rate.store(bytes_per_second, Ordering::Relaxed);
     }
 
-    /// The most connections that read `path` at the same time so far.
+    /// The most requests of `path` in flight at the same time so far, as a server limiting
+    /// connections per client counts them: from the request to the last byte of its response,
+    /// or until the client closed the connection.
     pub fn most_connections(&self, path: &str) -> usize {
         let routes = self.state.routes.lock().unwrap();
         routes.get(&key(path)).map_or(0, |r| r.most_open)
@@ -347,7 +350,11 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             }
         }
     };
-    let _open = OpenGuard { state, path: &path };
+    // The request is in flight until the last byte of its response leaves: `done` is called
+    // just before that byte is written (or the connection is reset or shut), so a client that
+    // read the whole response can never find it still counted.
+    let open = std::cell::RefCell::new(Some(OpenGuard { state, path: &path }));
+    let done = || drop(open.borrow_mut().take());
     // A range is honoured when asked for, not ignored by this route or fault, and the
     // If-Range validator (if any) is this body's ETag; otherwise the whole body is sent (as
     // HTTP says).
@@ -368,14 +375,22 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     let rate = state.rate.load(Ordering::Relaxed);
     let began = Instant::now();
     let mut paced = 0u64;
-    // Writes `bytes` at the route's rate, counting them as they go.
-    let mut send = |out: &mut TcpStream, bytes: &[u8]| -> std::io::Result<()> {
+    // Writes `bytes` at the route's rate, counting them as they go; `last`: they end the
+    // response (the request stops being counted as in flight before the last piece).
+    let mut send = |out: &mut TcpStream, bytes: &[u8], last: bool| -> std::io::Result<()> {
+        const PIECE: usize = 16 * 1024;
         if rate == 0 {
-            out.write_all(bytes)?;
+            let split = bytes.len().saturating_sub(PIECE);
+            out.write_all(&bytes[..split])?;
+            if last {
+                done();
+            }
+            out.write_all(&bytes[split..])?;
             count(bytes.len());
             return Ok(());
         }
-        for piece in bytes.chunks(16 * 1024) {
+        let pieces = bytes.len().div_ceil(PIECE);
+        for (i, piece) in bytes.chunks(PIECE).enumerate() {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -385,6 +400,9 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             let wait = due.saturating_sub(began.elapsed());
             if peer_closed_within(out, wait) {
                 return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            if last && i + 1 == pieces {
+                done();
             }
             out.write_all(piece)?;
             count(piece.len());
@@ -418,39 +436,52 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     match fault {
         None | Some(Fault::Pass | Fault::IgnoreRange | Fault::WrongRange | Fault::Replace(_)) => {
             ranged(&mut out)?;
-            send(&mut out, &body[start..end])?;
+            if start == end {
+                done();
+            }
+            send(&mut out, &body[start..end], true)?;
             out.flush()
         }
-        Some(Fault::Status(code)) => respond(&mut out, code, b"injected failure"),
+        Some(Fault::Status(code)) => {
+            done();
+            respond(&mut out, code, b"injected failure")
+        }
         Some(Fault::Body(other)) => {
             count(other.len());
+            done();
             respond(&mut out, 200, &other)
         }
         Some(Fault::Reset { after }) => {
             ranged(&mut out)?;
-            send(&mut out, &body[start..upto(after)])?;
+            send(&mut out, &body[start..upto(after)], false)?;
             out.flush()?;
             std::thread::sleep(Duration::from_millis(20));
+            done();
             reset(out);
             Ok(())
         }
         Some(Fault::Short { after }) => {
             ranged(&mut out)?;
-            send(&mut out, &body[start..upto(after)])?;
+            send(&mut out, &body[start..upto(after)], false)?;
             out.flush()?;
+            done();
             out.shutdown(std::net::Shutdown::Both)
         }
         Some(Fault::Stall { after }) => {
             ranged(&mut out)?;
-            send(&mut out, &body[start..upto(after)])?;
+            send(&mut out, &body[start..upto(after)], false)?;
             out.flush()?;
+            // Stalled until the client gives up (closes) or the server is dropped.
             let begun = Instant::now();
             while !stop.load(Ordering::Relaxed) && begun.elapsed() < Duration::from_secs(120) {
-                std::thread::sleep(Duration::from_millis(20));
+                if peer_closed_within(&out, Duration::from_millis(20)) {
+                    break;
+                }
             }
             Ok(())
         }
         Some(Fault::Redirect(location)) => {
+            done();
             write!(
                 out,
                 "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -474,9 +505,13 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         }
         Some(Fault::Trickle { chunk, delay }) => {
             ranged(&mut out)?;
-            for piece in body[start..end].chunks(chunk.max(1)) {
+            let pieces = (end - start).div_ceil(chunk.max(1));
+            for (i, piece) in body[start..end].chunks(chunk.max(1)).enumerate() {
                 if stop.load(Ordering::Relaxed) {
                     break;
+                }
+                if i + 1 == pieces {
+                    done();
                 }
                 out.write_all(piece)?;
                 count(piece.len());

@@ -210,7 +210,10 @@ fn short_stalled_and_failing_chunks_are_retried_where_they_stopped() {
 #[test]
 fn chunks_that_keep_failing_end_in_a_clear_error_within_the_bounds() {
     let Some(c) = case(2608) else { return };
-    c.server.fail_next(PATH, [Fault::Pass]);
+    // The first response breaks a quarter in (it would fill every chunk the others do not
+    // get otherwise), and every range request after it fails.
+    let quarter = c.art.tarball.len() / 4;
+    c.server.fail_next(PATH, [Fault::Short { after: quarter }]);
     c.server.always(PATH, Fault::Status(500));
     let started = Instant::now();
     let e = install(&c, &config(&c, 4)).unwrap_err();
@@ -363,4 +366,32 @@ fn a_symlink_planted_at_the_partial_name_is_never_written_through() {
             .is_symlink(),
         "the planted link is left alone, not removed"
     );
+}
+
+#[test]
+fn never_more_requests_in_flight_than_connections_allow() {
+    for (seed, connections) in [(2613, 8), (2614, 2)] {
+        let Some(c) = case(seed) else { return };
+        // Capped streams, so that every connection overlaps the others; a chunk cut short and
+        // one that fails are asked again.
+        c.server.cap_rate(1_000_000);
+        let third = c.art.tarball.len() / 3;
+        c.server.fail_next(
+            PATH,
+            [
+                Fault::Pass,
+                Fault::Short { after: third },
+                Fault::Status(500),
+            ],
+        );
+        install(&c, &config(&c, connections)).unwrap();
+        let at_server = c.server.most_connections(PATH);
+        assert!(
+            at_server <= connections,
+            "{at_server} requests at once at the server, {connections} allowed"
+        );
+        assert!(at_server >= 2, "{at_server} requests at once");
+        assert!(c.server.gets(PATH) > 3, "{} requests", c.server.gets(PATH));
+        assert_clean(&c.depot);
+    }
 }
