@@ -462,11 +462,6 @@ impl Dir {
         })
     }
 
-    /// The metadata of this folder itself (`fstat` of its descriptor).
-    pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
-        File::from(self.fd.try_clone()?).metadata()
-    }
-
     /// Whether this folder has no entries besides `.` and `..`.
     pub fn is_empty(&self) -> io::Result<bool> {
         Ok(self.names()?.is_empty())
