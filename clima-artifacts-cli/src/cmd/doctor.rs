@@ -60,6 +60,12 @@ pub fn run(args: DoctorArgs) -> CliResult {
         println!("  {}", c.path.display());
         println!("      {}", c.summary());
     }
+    for d in depots::search_depots(&config)
+        .iter()
+        .filter(|d| !config.depots.contains(d))
+    {
+        println!("  {} (Julia's depot: searched, never written)", d.display());
+    }
     match &installs_go_to {
         Some(d) => println!("installs go to:       {}", d.display()),
         None => println!(
