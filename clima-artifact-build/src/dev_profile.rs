@@ -134,7 +134,7 @@ pub(crate) fn warnings(found: &Unoptimised) -> Vec<String> {
         "clima-artifacts: this debug build compiles {} unoptimised, so installs will hash \
              and unpack data about 10x slower than a release build. Cargo takes profile \
              settings only from the root manifest, not from a dependency: add these lines to \
-             `{}` (README, \"Using it in a model\"; about 40 s more of first build):",
+             `{}` (README, \"Using it in a model\"; it adds a few seconds to the first build):",
         found
             .crates
             .iter()
