@@ -1490,3 +1490,65 @@ fn doctor_diagnoses_depots_and_hides_the_package_servers_token() {
     // Nothing was written to diagnose them.
     assert!(!missing.exists());
 }
+
+/// Issue 37, item 3: a hash that is the SHA-1 of the artifact's name (CliMA's placeholder for
+/// data that stays on a cluster) is named as such by `list`, refused by `override set
+/// --verify`, and warned about by a plain `override set`.
+#[test]
+fn a_placeholder_hash_is_named_by_list_and_refused_by_override_set_verify() {
+    let sb = Sandbox::new();
+    // sha1("fluxnet2015"), as in CliMA's ClimaArtifacts collection.
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        "[fluxnet2015]\ngit-tree-sha1 = \"94d6eb8e3bc5fc361a43597ab4fb6941bdbe2850\"\n\
+         license = \"CC-BY-4.0\"\n",
+    )
+    .unwrap();
+    let data = sb.root.path().join("fluxnet");
+    sample_tree(&data);
+    let data = data.to_str().unwrap();
+
+    let out = sb.cli().args(["list"]).output().unwrap();
+    assert_ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("placeholder hash: the SHA-1 of the name, not of content"),
+        "{stdout}"
+    );
+    let listed = sb.json_ok(&["list", "--json"]);
+    assert_eq!(listed[0]["placeholder_hash"], true, "{listed}");
+
+    let out = sb
+        .cli()
+        .args(["override", "set", "fluxnet2015", data, "--verify"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "the git-tree-sha1 is the SHA-1 of the name `fluxnet2015`, not of content: an \
+             override of it cannot be verified"
+        ) && stderr.contains("run `clima-artifacts hash DIR`")
+            && stderr.contains("the override was not written"),
+        "{stderr}"
+    );
+    assert!(!sb.depot.join("artifacts/Overrides.toml").exists());
+
+    // Without --verify it is written, with the same warning.
+    let out = sb
+        .cli()
+        .args(["override", "set", "fluxnet2015", data])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("SHA-1 of the name `fluxnet2015`"),
+        "{out:?}"
+    );
+    let overrides = fs::read_to_string(sb.depot.join("artifacts/Overrides.toml")).unwrap();
+    assert!(
+        overrides.contains("94d6eb8e3bc5fc361a43597ab4fb6941bdbe2850 = "),
+        "{overrides}"
+    );
+}

@@ -43,6 +43,9 @@ struct Status {
     error: Option<String>,
     /// The entry's `recipe` key: its recipe folder, relative to the manifest.
     recipe: Option<String>,
+    /// The hash is the SHA-1 of the name, not of content (see
+    /// [`clima_artifact_manifest::validate::is_name_placeholder`]): never verifiable.
+    placeholder_hash: bool,
 }
 
 /// Entry point of `list` / `status`.
@@ -73,6 +76,8 @@ pub fn run(args: ListArgs) -> CliResult {
                 s.downloadable = !v.downloads.is_empty();
                 s.declared_size = v.downloads.iter().find_map(|d| d.size);
                 s.recipe = v.metadata.get(crate::recipe::RECIPE_KEY).cloned();
+                s.placeholder_hash =
+                    clima_artifact_manifest::validate::is_name_placeholder(name, &v.git_tree_sha1);
                 match depots::resolve_override(&overrides, &v.git_tree_sha1) {
                     Ok(Some(o)) => {
                         s.override_path = Some(o.path);
@@ -167,6 +172,14 @@ fn print_rows(out: &mut impl Write, manifest: &Path, rows: &[Status]) -> std::io
             .as_deref()
             .map(|r| format!(" (recipe {})", clima_artifact_fs::printable(r)))
             .unwrap_or_default();
+        let recipe = if s.placeholder_hash {
+            format!(
+                "{recipe} (placeholder hash: the SHA-1 of the name, not of content; record the \
+                 real one with `clima-artifacts hash DIR`)"
+            )
+        } else {
+            recipe
+        };
         writeln!(
             out,
             "{:<24} {:<8} {:<5} {:<12} {:>10}  {where_}{recipe}",

@@ -52,6 +52,19 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
     } else {
         path
     };
+    let placeholder = name
+        .as_deref()
+        .filter(|n| clima_artifact_manifest::validate::is_name_placeholder(n, &hash));
+    if let Some(n) = placeholder {
+        let text = clima_artifact_manifest::validate::placeholder_message(n);
+        if args.verify {
+            return Err(CliError::failure(format!(
+                "artifact `{n}`: {text}; the override was not written (drop --verify to write \
+                 it unverified)"
+            )));
+        }
+        eprintln!("warning: artifact `{n}`: {text}");
+    }
     if args.verify {
         let actual = cmd::hash_dir(&path)?;
         if actual != hash {
