@@ -310,7 +310,8 @@ pub enum Error {
         cause: IoCause,
     },
     /// The node-local depot (MPI node-local mode) is not private to this user: another user
-    /// could have planted what it holds (see [`crate::depot::private_node_depot`]).
+    /// could have planted what it holds: the folder or its `artifacts` folder belongs to
+    /// someone else, others can write to it, or another user's symlink is on the way.
     #[error(
         "not using the node-local depot `{}` (set by CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT): {why}; \
          nothing was read or written there. A node depot must be yours and writable only by \

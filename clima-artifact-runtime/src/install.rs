@@ -159,10 +159,11 @@ pub(crate) fn ensure_variant_tapped(
             urls: skipped.iter().map(|d| d.url.clone()).collect(),
         });
     }
-    let (_lock, target) = match lock_target(name, &hash, &depots, config)? {
+    let (_lock, mut target) = match lock_target(name, &hash, &depots, config)? {
         Locked::Installed(found) => return Ok(found),
         Locked::Target(lock, target) => (lock, target),
     };
+    partials_depot(name, &hash, config, &mut target);
     download_and_install(name, variant, &allowed, manifest, config, target, taps)
 }
 
@@ -216,7 +217,48 @@ fn locked(lock: LockedFile, target: PathBuf, hash: &GitTreeSha1, depots: &[PathB
     }
     depot::Depot::new(&target).reclaim_stale(Some(hash));
     let note = lock.note();
-    Locked::Target(lock, InstallTarget { dir: target, note })
+    Locked::Target(
+        lock,
+        InstallTarget {
+            partials: target.clone(),
+            dir: target,
+            note,
+            _partials_lock: None,
+            partials_note: None,
+        },
+    )
+}
+
+/// In node-local mode (`target` is the node depot, which the end of a job may wipe), where the
+/// download's partial file goes so that the next job continues it: the first writable shared
+/// depot of `config`, with its lock of `hash` held for the download. Without one (or while
+/// another installer holds that lock) it stays in `target`, and the note says so.
+fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut InstallTarget) {
+    if config.node_local_depot.as_deref() != Some(target.dir.as_path()) {
+        return;
+    }
+    let mut shared = config.clone();
+    shared.depots.retain(|d| *d != target.dir);
+    let why = match depot::first_writable(&shared, name) {
+        Ok(depot) => match LockedFile::try_acquire(&depot::lock_path(&depot, hash)) {
+            Some(lock) => {
+                target.partials = depot;
+                target._partials_lock = Some(lock);
+                return;
+            }
+            None => format!(
+                "another installer holds its lock in the shared depot `{}`",
+                depot.display()
+            ),
+        },
+        Err(e) => format!("no shared depot can keep it ({e})"),
+    };
+    target.partials_note = Some(format!(
+        "the partial download of `{name}` is kept in the node-local depot `{}`, which the end \
+         of the job may wipe: {why}; a later job starts this download over. Set \
+         CLIMA_ARTIFACTS_DEPOT_PATH to a writable shared folder to continue it in the next job",
+        target.dir.display()
+    ));
 }
 
 /// What a node that receives an artifact's bytes over MPI is told about them.
@@ -371,6 +413,14 @@ fn depot_setting(config: &Config, depot: &Path) -> &'static str {
 struct InstallTarget {
     dir: PathBuf,
     note: Option<HolderNote>,
+    /// The depot whose `artifacts` folder keeps a large download's partial file: `dir`, or
+    /// in node-local mode the shared depot (see [`partials_depot`]).
+    partials: PathBuf,
+    /// That depot's lock of the artifact, held while its partial file is used (when it is
+    /// not `dir`, whose lock the install holds anyway).
+    _partials_lock: Option<LockedFile>,
+    /// Said once when a partial file is kept where the next job may not find it.
+    partials_note: Option<String>,
 }
 
 /// Forwards progress to the reporter and, every few seconds, to the lock's holder line.
@@ -807,7 +857,7 @@ impl InstallRequest<'_> {
         match (&result, kept) {
             (Ok(_), Some(kept)) => {
                 kept.remove();
-                depot::Depot::new(&self.target.dir).remove_partials(&self.hash);
+                depot::Depot::new(&self.target.partials).remove_partials(&self.hash);
             }
             (Err(e), Some(kept))
                 if !e.is_transient()
@@ -928,6 +978,11 @@ impl InstallRequest<'_> {
         );
         let mut source = self.open_source(dl)?;
         *kept = source.partial.take();
+        if kept.is_some()
+            && let Some(note) = &self.target.partials_note
+        {
+            notice::info(note);
+        }
         let resumed_at = kept.as_ref().map_or(0, Kept::resumed_at);
         // Without a declared size, the server's Content-Length is checked before the body.
         if dl.size.is_none()
@@ -995,7 +1050,7 @@ impl InstallRequest<'_> {
             }
             .into());
         };
-        let artifacts = depot::artifacts_dir(&self.target.dir);
+        let artifacts = depot::artifacts_dir(&self.target.partials);
         let Ok(dir) = clima_artifact_fs::Dir::open(&artifacts) else {
             return Ok(download::open(
                 agent,
@@ -1007,14 +1062,21 @@ impl InstallRequest<'_> {
         let partial = depot::partial_name(&self.hash, url);
         // The room a partial file needs is checked with the install's own rule and error.
         let no_room = std::cell::RefCell::new(None);
+        let (dir_of_install, dir_of_partial) = (&self.target.dir, &self.target.partials);
         let room = |partial: u64, length: u64| {
-            check_room(
-                self.name,
-                partial.saturating_add(length),
-                &self.target.dir,
-                config,
-            )
-            .map_err(|e| {
+            // The partial file and the unpacked artifact, on one filesystem or on two.
+            let checked = if dir_of_partial == dir_of_install {
+                check_room(
+                    self.name,
+                    partial.saturating_add(length),
+                    dir_of_install,
+                    config,
+                )
+            } else {
+                check_room(self.name, partial, dir_of_partial, config)
+                    .and_then(|()| check_room(self.name, length, dir_of_install, config))
+            };
+            checked.map_err(|e| {
                 let text = e.to_string();
                 *no_room.borrow_mut() = Some(e);
                 text

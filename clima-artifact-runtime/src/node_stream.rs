@@ -20,6 +20,10 @@
 //!  node ranks    get their leader's path, or the same error
 //! ```
 //!
+//! The source's partial download (a large download's `.partial-*` file) is kept in the first
+//! writable shared depot, not in its node depot, which the end of a job may wipe: a killed job's
+//! next run continues it. Without a shared depot that can keep it, the log says so.
+//!
 //! Memory stays bounded: the source's tap blocks when FRAMES_IN_FLIGHT frames wait for the
 //! broadcast, and a receiver's broadcast loop blocks when its install has that many frames
 //! unread, which holds the broadcast of every node (a slow disk slows the stream, it does not

@@ -1185,8 +1185,9 @@ fn node_1_without_room(
         sent < len,
         "the download went on to the end ({sent} of {len} bytes) after node 1 failed"
     );
-    // The sender's disk is fine: what it received is kept for the next run to continue.
-    let kept = std::fs::read_dir(tmp.path().join("node0/depot/artifacts"))
+    // The sender's disk is fine: what it received is kept for the next run to continue, in
+    // the shared depot (where the next job sees it).
+    let kept = std::fs::read_dir(tmp.path().join("shared-depot/artifacts"))
         .into_iter()
         .flatten()
         .flatten()
@@ -1197,7 +1198,7 @@ fn node_1_without_room(
         });
     assert_eq!(
         kept, keeps_partial,
-        "node 0 keeps its partial download: {keeps_partial}"
+        "node 0 keeps its partial download in the shared depot: {keeps_partial}"
     );
 }
 
@@ -1635,6 +1636,148 @@ fn process_with_env(vars: &[String]) -> Option<u32> {
             .all(|v| set.contains(&v.as_bytes()))
             .then_some(pid)
     })
+}
+
+/// SIGKILLs every process whose environment holds `var` (`NAME=value`): a whole job of the
+/// test's (mpirun, its daemons and the ranks). Returns how many it killed.
+fn kill_every_process_with(var: &str) -> usize {
+    let mut killed = 0;
+    let start = Instant::now();
+    // A killed process's environment reads empty as soon as it is a zombie.
+    while let Some(pid) = process_with_env(&[var.to_owned()]) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        killed += 1;
+        if start.elapsed() > Duration::from_secs(10) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    killed
+}
+
+/// A node-local job killed half way through its download, whose node depots are then wiped
+/// (as the end of a job does to `$TMPDIR`), and the next job: it continues the download from
+/// the partial file kept in the shared depot, so the server sends at most 1.2 times the
+/// tarball in all; the shared depot keeps no partial file and no artifact afterwards.
+#[test]
+fn mpi_node_local_a_killed_job_resumes_in_the_next_job() {
+    let Some((mpirun, tmp, server, artifact, manifest)) =
+        big_job("mpi_node_local_a_killed_job_resumes_in_the_next_job", 32)
+    else {
+        return;
+    };
+    let len = artifact.tarball.len() as u64;
+    // 1 MiB/s per connection: half the tarball arrives after about 2 s.
+    server.cap_rate(1 << 20);
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let groups = node_groups(4, 2, &node_depot, &|_| vec![], &argv);
+    let job = tmp.path().display().to_string();
+    let env = [
+        (
+            "CLIMA_ARTIFACTS_DEPOT_PATH",
+            shared.to_str().expect("utf-8"),
+        ),
+        ("CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE", "1M"),
+        ("CLIMA_TEST_JOB", job.as_str()),
+    ];
+    std::thread::scope(|s| {
+        let killer = s.spawn(|| {
+            let start = Instant::now();
+            while server.bytes_sent_for("/era5.tar.gz") < len / 2 {
+                if start.elapsed() > Duration::from_secs(60) {
+                    return 0;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            kill_every_process_with(&format!("CLIMA_TEST_JOB={job}"))
+        });
+        let run = run_bounded_within(mpirun.command(&groups), &env, Duration::from_secs(90));
+        assert!(killer.join().expect("killer") > 0, "{}", describe(&run));
+        assert!(!run.status.success(), "killed: {}", describe(&run));
+    });
+    let first = server.bytes_sent_for("/era5.tar.gz");
+    assert!(
+        first < len,
+        "the first job was killed after {first} of {len} bytes"
+    );
+    assert_eq!(
+        clima_artifact_tests::partial_entries(&shared).len(),
+        1,
+        "the partial download is kept in the shared depot"
+    );
+    for k in 0..2 {
+        std::fs::remove_dir_all(tmp.path().join(format!("node{k}"))).expect("wipe node depot");
+    }
+    server.cap_rate(0);
+    let run = run_bounded(mpirun.command(&groups), &env);
+    assert!(run.status.success(), "{}", describe(&run));
+    let hash = artifact.tree_hash.to_string();
+    for o in outcomes(&run) {
+        let expected = node_depot(o.rank / 2).join("artifacts").join(&hash);
+        assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+    }
+    artifact.assert_files(&node_depot(1).join("artifacts").join(&hash));
+    let sent = server.bytes_sent_for("/era5.tar.gz");
+    assert!(
+        sent as f64 <= 1.2 * len as f64,
+        "the server sent {sent} bytes in all for a {len}-byte tarball ({first} to the killed job)"
+    );
+    assert!(clima_artifact_tests::partial_entries(&shared).is_empty());
+    assert!(!shared.join("artifacts").join(&hash).exists());
+}
+
+/// When the shared depot cannot keep the partial download (here: another installer holds the
+/// artifact's lock there), it stays in the node depot, and the log says that a later job
+/// would start over and what to do.
+#[test]
+fn mpi_node_local_a_partial_download_the_next_job_cannot_see_is_said() {
+    let Some((mpirun, tmp, server, artifact, manifest)) = big_job(
+        "mpi_node_local_a_partial_download_the_next_job_cannot_see_is_said",
+        4,
+    ) else {
+        return;
+    };
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let held = clima_artifact_runtime::depot::LockedFile::acquire(
+        &clima_artifact_runtime::depot::lock_path(&shared, &artifact.tree_hash),
+        "era5 (the test's)",
+        Duration::from_secs(5),
+    )
+    .expect("lock");
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let run = run_bounded(
+        mpirun.command(&node_groups(4, 2, &node_depot, &|_| vec![], &argv)),
+        &[
+            (
+                "CLIMA_ARTIFACTS_DEPOT_PATH",
+                shared.to_str().expect("utf-8"),
+            ),
+            ("CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE", "1M"),
+            ("CLIMA_ARTIFACTS_PROGRESS", "1"),
+        ],
+    );
+    drop(held);
+    assert!(run.status.success(), "{}", describe(&run));
+    assert!(server.gets("/era5.tar.gz") > 0);
+    for line in [
+        format!(
+            "the partial download of `era5` is kept in the node-local depot `{}`",
+            node_depot(0).display()
+        ),
+        "another installer holds its lock in the shared depot".to_owned(),
+        "a later job starts this download over".to_owned(),
+        "CLIMA_ARTIFACTS_DEPOT_PATH".to_owned(),
+    ] {
+        assert!(
+            run.stderr.contains(&line),
+            "`{line}` not said: {}",
+            describe(&run)
+        );
+    }
 }
 
 /// A node leader killed in the middle of the copy: the job ends (mpirun fails), it does not
