@@ -99,7 +99,7 @@ vars! {
     CONNECTIONS = "CLIMA_ARTIFACTS_CONNECTIONS",
         "most connections of one large download, 1 to 8 (8; 1 = one stream)",
         default: "`8`",
-        "most connections of one large download, `1` to `8`; `1` keeps one stream (see [downloads.md](downloads.md#several-connections-and-downloads-that-continue-in-the-next-job))";
+        "most requests in flight to one server during one large download, `1` to `8` (a value out of range is clamped, with a warning); `1` keeps one stream (see [downloads.md](downloads.md#several-connections-and-downloads-that-continue-in-the-next-job))";
     /// Smallest download fetched over several connections and kept for resuming.
     PARALLEL_MIN_SIZE = "CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE",
         "downloads this large use several connections and resume across processes (64M)",
