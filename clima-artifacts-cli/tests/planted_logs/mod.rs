@@ -161,8 +161,8 @@ fn gc_never_deletes_through_an_artifacts_link_another_user_planted() {
 }
 
 /// Issue 25, 10: another user makes a shared depot's `logs` a symlink to the victim's
-/// `~/.julia/logs`: neither `fetch` (the usage log) nor `gc` (the orphan and usage logs)
-/// creates or rewrites anything there.
+/// `~/.julia/logs`: neither `fetch` (the usage log; it refuses the depot) nor `gc` (the
+/// orphan and usage logs) creates or rewrites anything there.
 #[test]
 fn a_logs_link_another_user_planted_is_never_written_through() {
     let sb = shared_depot();
@@ -197,7 +197,13 @@ fn a_logs_link_another_user_planted_is_never_written_through() {
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Installs apply gc's rule to the depot's own folders (issue 35, item 9): refused, named.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("logs` is a symbolic link owned by uid"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = sb
         .cli()
         .args(["gc", "--manifest"])
