@@ -67,8 +67,14 @@ pub enum Origin {
     Downloaded {
         /// The URL that succeeded.
         url: String,
-        /// Bytes read from the source.
+        /// The tarball's size: every byte of it verified
+        /// (`received_bytes + reused_bytes`).
         bytes: u64,
+        /// Bytes of it received from the source by this call.
+        received_bytes: u64,
+        /// Bytes of it reused: kept in a partial download by an earlier process (or an
+        /// earlier call) and verified again with the rest.
+        reused_bytes: u64,
         /// Wall time of the install in seconds.
         seconds: f64,
     },
@@ -279,6 +285,7 @@ pub(crate) fn install_received(
         config,
         target,
         taps: None,
+        carried: std::cell::Cell::new(None),
     };
     let attempt = Attempt {
         download: Download {
@@ -496,6 +503,10 @@ struct InstallRequest<'a> {
     target: InstallTarget,
     /// Where else the bytes of each attempt go.
     taps: Option<&'a dyn Taps>,
+    /// Bytes kept by an earlier process that the attempts of one URL so far carried on
+    /// (`None` before the first attempt opened): an attempt that starts over sets it to 0,
+    /// one that continues what an earlier attempt of this call received does not add to it.
+    carried: std::cell::Cell<Option<u64>>,
 }
 
 /// One source to try. In Pkg's order: the package server's copy first (no sha256 is known for
@@ -576,6 +587,7 @@ fn download_and_install(
         config,
         target,
         taps,
+        carried: std::cell::Cell::new(None),
     };
     let attempts = attempts(variant, allowed, config);
     let mut failures = Vec::new();
@@ -624,22 +636,34 @@ fn download_and_install(
 }
 
 /// Logs a finished download (`how`: where from, if not from the manifest's URL) and says what
-/// it installed.
+/// it installed: `(bytes, reused)`, the tarball's size and the bytes of it kept by an earlier
+/// attempt.
 fn downloaded(
     name: &str,
     how: &str,
     dl: &clima_artifact_manifest::Download,
     path: PathBuf,
-    bytes: u64,
+    (bytes, reused): (u64, u64),
     start: Instant,
 ) -> Installed {
     let seconds = start.elapsed().as_secs_f64();
+    let received = bytes - reused;
+    let kept = match reused {
+        0 => String::new(),
+        n => format!(
+            " ({} received, {} reused from an earlier partial download)",
+            human_bytes(received),
+            human_bytes(n)
+        ),
+    };
     tracing::info!(
         artifact = name,
         url = redact_url(&dl.url).as_str(),
         bytes,
+        received_bytes = received,
+        reused_bytes = reused,
         seconds,
-        "installed artifact `{name}`{how} into `{}`",
+        "installed artifact `{name}`{how} into `{}`{kept}",
         path.display()
     );
     Installed {
@@ -648,6 +672,8 @@ fn downloaded(
             // Recorded (access log, provenance report) without credentials.
             url: redact_url(&dl.url),
             bytes,
+            received_bytes: received,
+            reused_bytes: reused,
             seconds,
         },
     }
@@ -770,12 +796,15 @@ impl InstallRequest<'_> {
     /// delay.
     fn install_retrying(&self, attempt: &Attempt) -> Result<Installed, SourceFailure> {
         let mut n = 1;
+        self.carried.set(None);
         loop {
             let start = Instant::now();
             match self.install_from(attempt) {
                 Ok((path, bytes)) => {
                     let dl = &attempt.download;
-                    return Ok(downloaded(self.name, attempt.from, dl, path, bytes, start));
+                    let reused = self.carried.get().unwrap_or(0).min(bytes);
+                    let sizes = (bytes, reused);
+                    return Ok(downloaded(self.name, attempt.from, dl, path, sizes, start));
                 }
                 Err(e) if e.is_transient() && n < self.config.retries && !self.stopped() => {
                     let wait = download::backoff(self.config.retry_backoff, n);
@@ -951,6 +980,13 @@ impl InstallRequest<'_> {
         let mut source = self.open_source(dl)?;
         *kept = source.partial.take();
         let resumed_at = kept.as_ref().map_or(0, Kept::resumed_at);
+        // What an earlier process kept is carried on while the attempts continue it.
+        let carried = match (self.carried.get(), resumed_at) {
+            (_, 0) => 0,
+            (None, at) => at,
+            (Some(c), at) => c.min(at),
+        };
+        self.carried.set(Some(carried));
         // Without a declared size, the server's Content-Length is checked before the body.
         if dl.size.is_none()
             && let (Some(limit), Some(length)) = (config.max_download_size, source.length)

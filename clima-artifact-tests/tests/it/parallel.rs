@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use clima_artifact_runtime::progress::{self, DownloadStart, Reporter, Silent, Transfer};
 use clima_artifact_runtime::{Config, Origin, ensure_variant};
 use clima_artifact_tests::{
-    Fault, Served, TestArtifact, config_env, failure_reasons, have_git, partial_entries, served,
-    temp_entries, test_config,
+    Fault, ManifestEntry, Served, TestArtifact, config_env, failure_reasons, have_git,
+    partial_entries, served, temp_entries, test_config, write_manifest,
 };
 
 const PATH: &str = "large.tar.gz";
@@ -283,7 +283,7 @@ fn a_download_killed_half_way_continues_in_the_next_process() {
     assert!(out.status.success(), "{log}");
     assert!(log.contains("resuming at "), "{log}");
     assert!(log.contains(" connections"), "{log}");
-    assert!(log.contains("kept from an earlier attempt"), "{log}");
+    assert!(log.contains("reused from an earlier attempt"), "{log}");
     let again = c.server.bytes_sent_for(PATH) - before;
     assert!(
         again < len * 3 / 4,
@@ -394,4 +394,94 @@ fn never_more_requests_in_flight_than_connections_allow() {
         assert!(c.server.gets(PATH) > 3, "{} requests", c.server.gets(PATH));
         assert_clean(&c.depot);
     }
+}
+
+/// `1.9 MiB` (as the log prints sizes) in bytes.
+fn parse_size(text: &str) -> f64 {
+    let (n, unit) = text.split_once(' ').unwrap_or((text, "B"));
+    let scale = match unit {
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        _ => 1.0,
+    };
+    n.parse::<f64>()
+        .unwrap_or_else(|_| panic!("a size: {text}"))
+        * scale
+}
+
+#[test]
+fn a_resumed_download_reports_the_bytes_received_and_reused_apart() {
+    let Some(c) = case(2615) else { return };
+    let config = config(&c, 4);
+    let len = c.art.tarball.len() as u64;
+    kill_at_half(&c, &config);
+    assert_eq!(partial_entries(&c.depot).len(), 1);
+    // The rerun installs through a manifest (as a model does) and writes its report.
+    let manifest = write_manifest(
+        &c.dir.path().join("model"),
+        &[ManifestEntry {
+            name: "large",
+            hash: c.art.tree_hash,
+            downloads: vec![(c.server.url(PATH), c.art.sha256)],
+            extra: vec![],
+        }],
+    );
+    let report = c.dir.path().join("report");
+    let out = Command::new(env!("CARGO_BIN_EXE_install_one"))
+        .arg("manifest")
+        .arg(&manifest)
+        .arg("large")
+        .envs(config_env(&config))
+        .env("CLIMA_ARTIFACTS_PROGRESS", "1")
+        .env("INSTALL_ONE_REPORT", &report)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+
+    let json = std::fs::read_to_string(report.join("provenance.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let origin = &json["artifacts"][0]["origin"];
+    assert_eq!(origin["kind"], "downloaded", "{origin}");
+    let n = |k: &str| {
+        origin[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} in {origin}"))
+    };
+    assert_eq!(n("bytes"), len, "{origin}");
+    assert!(n("reused_bytes") > 0, "{origin}");
+    assert!(n("received_bytes") < len, "{origin}");
+    assert_eq!(n("received_bytes") + n("reused_bytes"), len, "{origin}");
+    let md = std::fs::read_to_string(report.join("provenance.md")).unwrap();
+    assert!(
+        md.contains("reused from an earlier partial download"),
+        "{md}"
+    );
+
+    // The end line: `downloaded `large`: 3.8 MiB in 0.9 s: 1.9 MiB received (...), 1.9 MiB
+    // reused from an earlier attempt`.
+    let end = log
+        .lines()
+        .find(|l| l.contains("downloaded `large`"))
+        .unwrap_or_else(|| panic!("no end line in {log}"));
+    let after = |word: &str| {
+        let at = end
+            .find(word)
+            .unwrap_or_else(|| panic!("no `{word}` in {end}"));
+        let before: Vec<&str> = end[..at].split_whitespace().rev().take(2).collect();
+        parse_size(&format!("{} {}", before[1], before[0]))
+    };
+    let (received, reused) = (
+        after(" received ("),
+        after(" reused from an earlier attempt"),
+    );
+    assert!(reused > 0.0, "{end}");
+    // Each printed to a tenth of its unit.
+    let off = (received + reused - len as f64).abs();
+    assert!(
+        off <= 0.1 * 1024.0 * 1024.0,
+        "{end}: {received} + {reused} for {len}"
+    );
+    assert_clean(&c.depot);
 }
