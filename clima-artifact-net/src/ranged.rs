@@ -19,7 +19,8 @@
 //! it is this user's, has one link and the size its header says, asks for the first missing
 //! bytes under `If-Range`, and feeds the kept bytes through the same verification pass: kept
 //! bytes are never trusted, only reused. A changed file (another validator, another size) is
-//! a restart, never a mixed tarball.
+//! a restart, never a mixed tarball: every `206` must carry the validator the partial file
+//! was started with (a server that ignores `If-Range` answers with another version's bytes).
 //!
 //! Every request waits for a place among the [`NetConfig::connections`] allowed in flight to
 //! its server (for the whole process: the first request, every chunk, re-asked ones, a
@@ -409,30 +410,38 @@ pub fn open_large(
         let _ = large.dir.remove_file_if_same(large.name, &found.file);
     };
     let validator = validator_of(&reply.resp);
+    let same = validator.as_deref() == Some(record.validator.as_str());
+    let range = content_range(&reply.resp);
     match status {
-        206 => match content_range(&reply.resp) {
-            Some((a, b, total)) if (a, b, total) == (from, to, record.length) => {
-                let first = First::new(
-                    ranged_stream(reply.resp, from, reply.permit),
-                    Some(first),
-                    false,
-                );
-                let via = Via::new(url, reply.answered, reply.agent);
-                start(found, Some(first), via, config, large)
-            }
-            other => {
-                drop_kept(&format!(
+        206 if same && range == Some((from, to, record.length)) => {
+            let first = First::new(
+                ranged_stream(reply.resp, from, reply.permit),
+                Some(first),
+                false,
+            );
+            let via = Via::new(url, reply.answered, reply.agent);
+            start(found, Some(first), via, config, large)
+        }
+        206 => {
+            // Bytes of another version of the file (a server that ignores If-Range), of one
+            // that cannot be told, or of another range: never spliced onto the kept ones.
+            drop_kept(&match same {
+                false => "the server answered its range request with another ETag or \
+                          Last-Modified, or none (the file changed, and the server ignores \
+                          If-Range)"
+                    .to_owned(),
+                true => format!(
                     "the server answered its range request with {}",
-                    describe_range(other)
-                ));
-                let agent = reply.agent.clone();
-                // This response ends before the next request is sent.
-                drop(reply);
-                let reply = get_following_redirects(&agent, url, &u, config, &[])?;
-                fresh(url, reply, config, large)
-            }
-        },
-        200 if validator.as_deref() == Some(record.validator.as_str()) => {
+                    describe_range(range)
+                ),
+            });
+            let agent = reply.agent.clone();
+            // This response ends before the next request is sent.
+            drop(reply);
+            let reply = get_following_redirects(&agent, url, &u, config, &[])?;
+            fresh(url, reply, config, large)
+        }
+        200 if same => {
             // The same file, but the range is not served: one stream, skipping kept bytes.
             let first = First::new(whole_stream(reply.resp, reply.permit), None, true);
             let via = Via::new(url, reply.answered, reply.agent);
@@ -928,6 +937,17 @@ impl Shared {
             Got::Again
         };
         match status {
+            // Every range's validator is the first response's: a server that ignores
+            // If-Range may answer with bytes of another version of the file.
+            206 if validator_of(&resp).is_some_and(|v| v != self.record.validator) => changed(
+                "a range came with another ETag or Last-Modified than the first response's".into(),
+            ),
+            206 if validator_of(&resp).is_none() => {
+                tracing::debug!("a range came without a validator; one stream from now on");
+                self.release(k);
+                self.go_single(id);
+                Got::Again
+            }
             206 => match content_range(&resp) {
                 Some((_, _, total)) if total != self.record.length => changed(format!(
                     "it is now {total} bytes, not {}",

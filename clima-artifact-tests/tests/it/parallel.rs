@@ -131,29 +131,34 @@ fn one_connection_or_a_server_without_ranges_is_exactly_one_request() {
     assert_clean(&d.depot);
 }
 
-#[test]
-fn a_file_replaced_between_chunks_is_never_installed_mixed() {
-    let Some(c) = case(2604) else { return };
-    // The same length, other bytes: its chunks would splice silently without a validator.
-    let mut other = c.art.tarball.clone();
+/// Another version of `tarball`: the same length, other bytes (its chunks would splice
+/// silently without a validator).
+fn other_version(tarball: &[u8]) -> Vec<u8> {
+    let mut other = tarball.to_vec();
     for b in other.iter_mut().skip(1000) {
         *b ^= 0x5a;
     }
+    other
+}
+
+/// Installs in a process while the third request meets another version of the file (served
+/// as `replace` says), every later one the original again: a download that took the third
+/// answer as a chunk would fail its sha256; one that sees the change starts over and
+/// installs. Returns the install's stderr.
+fn install_past_a_replaced_file(seed: u64, replace: fn(Vec<u8>) -> Fault) -> Option<String> {
+    let c = case(seed)?;
     c.server.cap_rate(4_000_000);
-    // The third request meets the other file, every later one the original again: a
-    // download that took the third answer as a chunk would fail its sha256; one that sees
-    // the change starts over and installs.
     c.server.fail_next(
         PATH,
         [
             Fault::Pass,
             Fault::Pass,
-            Fault::Replace(other),
+            replace(other_version(&c.art.tarball)),
             Fault::Replace(c.art.tarball.clone()),
         ],
     );
     let out = install_process(&c, &config(&c, 4)).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("changed on the server"), "{stderr}");
     assert!(
@@ -163,6 +168,12 @@ fn a_file_replaced_between_chunks_is_never_installed_mixed() {
             .is_dir()
     );
     assert_clean(&c.depot);
+    Some(stderr)
+}
+
+#[test]
+fn a_file_replaced_between_chunks_is_never_installed_mixed() {
+    install_past_a_replaced_file(2604, Fault::Replace);
 }
 
 #[test]
@@ -484,4 +495,35 @@ fn a_resumed_download_reports_the_bytes_received_and_reused_apart() {
         "{end}: {received} + {reused} for {len}"
     );
     assert_clean(&c.depot);
+}
+
+#[test]
+fn a_server_ignoring_if_range_never_gets_another_files_bytes_spliced_in() {
+    // The other version's range comes as a `206` under its own ETag: every 206's validator
+    // is checked.
+    let Some(stderr) = install_past_a_replaced_file(2616, Fault::ReplaceIgnoringIfRange) else {
+        return;
+    };
+    assert!(stderr.contains("another ETag or Last-Modified"), "{stderr}");
+    assert!(!stderr.contains("sha256"), "{stderr}");
+
+    // A kept partial file whose continuation comes from the other version: dropped, not
+    // continued (and found out only by the sha256).
+    let Some(d) = case(2617) else { return };
+    let config = config(&d, 4);
+    kill_at_half(&d, &config);
+    assert_eq!(partial_entries(&d.depot).len(), 1);
+    d.server.fail_next(
+        PATH,
+        [
+            Fault::ReplaceIgnoringIfRange(other_version(&d.art.tarball)),
+            Fault::Replace(d.art.tarball.clone()),
+        ],
+    );
+    let out = install_process(&d, &config).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot be continued"), "{stderr}");
+    assert!(!stderr.contains("failed verification"), "{stderr}");
+    assert_clean(&d.depot);
 }
