@@ -275,6 +275,10 @@ impl Watch {
     pub(crate) fn connections(&self) -> usize {
         self.0.open.load(Ordering::Relaxed)
     }
+    /// Whether every byte of the file was received.
+    pub(crate) fn complete(&self) -> bool {
+        self.received() >= self.0.record.length
+    }
 }
 
 /// Removes the partial file `name` of `dir` if it is this user's own regular file; returns

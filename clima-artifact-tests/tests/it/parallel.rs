@@ -527,3 +527,21 @@ fn a_server_ignoring_if_range_never_gets_another_files_bytes_spliced_in() {
     assert!(!stderr.contains("failed verification"), "{stderr}");
     assert_clean(&d.depot);
 }
+
+#[test]
+fn the_low_speed_rule_counts_the_bytes_of_every_connection() {
+    let Some(c) = case(2618) else { return };
+    // Eight streams capped at 160 kB/s each: 1.28 MB/s in all, each one below the rule's
+    // 512 KiB/s, and the bytes in order (one stream's) too.
+    c.server.cap_rate(160_000);
+    let config = Config {
+        low_speed_limit: 512 << 10,
+        low_speed_time: Duration::from_secs(1),
+        retries: 1,
+        ..config(&c, 8)
+    };
+    install(&c, &config).unwrap();
+    let at_server = c.server.most_connections(PATH);
+    assert!(at_server >= 4, "{at_server} connections at once");
+    assert_clean(&c.depot);
+}
