@@ -61,6 +61,9 @@ const FORMAT: &str = "clima-artifacts partial download 1";
 const HEADER: u64 = 4096;
 const MIN_CHUNK: u64 = 256 * 1024;
 const MAX_CHUNK: u64 = 16 * 1024 * 1024;
+/// Most chunks of one partial file (8 MiB of counters; 16 TiB at the largest chunks): a
+/// larger download is read as one stream, and a header claiming more is not one of ours.
+const MAX_CHUNKS: u64 = 1 << 20;
 /// Longest validator kept (ETags are short; a longer one is not kept, and the download is
 /// not resumable across processes).
 const MAX_VALIDATOR: usize = 1024;
@@ -134,7 +137,9 @@ impl Record {
         out
     }
 
-    /// The header in `bytes`, if it is one this version wrote and its values are sane.
+    /// The header in `bytes`, if it is one this version wrote and its values are sane: a
+    /// chunk size that [`chunk_for`] gives, at most [`MAX_CHUNKS`] chunks (what is read and
+    /// allocated for the counters is bounded whatever the header claims).
     fn decode(bytes: &[u8]) -> Option<Record> {
         let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
         let text = std::str::from_utf8(&bytes[..end]).ok()?;
@@ -147,8 +152,10 @@ impl Record {
         let chunk = field("chunk")?.parse::<u64>().ok()?;
         let validator = field("validator")?.to_owned();
         let url = field("url-sha256")?.to_owned();
-        let sane = (1..=1 << 50).contains(&length)
+        let sane = length >= 1
             && (MIN_CHUNK..=MAX_CHUNK).contains(&chunk)
+            && chunk % (64 * 1024) == 0
+            && length.div_ceil(chunk) <= MAX_CHUNKS
             && usable_validator(&validator);
         sane.then_some(Record {
             length,
@@ -335,8 +342,18 @@ fn find_kept(large: &Large<'_>, url: &str) -> Result<Option<Found>, String> {
         return unusable("is shorter than its header");
     }
     let Some(record) = Record::decode(&header) else {
-        return unusable("has no header this version can read");
+        return unusable("has no header this version can read, or one out of bounds");
     };
+    // Every field is bounded before anything is read or allocated by it: the length by the
+    // most the download may have, the file by the size its header implies.
+    if let Some(max) = large.max_bytes
+        && record.length > max
+    {
+        return unusable(&format!(
+            "claims a download of {} bytes, more than the {max} it may have",
+            record.length
+        ));
+    }
     if record.url != url_key(url) || meta.len() != record.file_len() {
         return unusable("does not match its header or this URL");
     }
@@ -506,6 +523,9 @@ fn fresh(
         validator,
         url: url_key(url),
     };
+    if record.chunks() as u64 > MAX_CHUNKS {
+        return plain_source(url, reply, config);
+    }
     room_for(large, url, record.file_len(), length)?;
     let file = match create_partial(large, &record) {
         Ok(file) => file,
@@ -1353,6 +1373,19 @@ mod tests {
         }
         .encode();
         assert_eq!(Record::decode(&huge), None, "chunks below the minimum");
+        // 1 PiB: 2^32 counters (32 GiB) if it were believed.
+        let pib = Record {
+            length: 1 << 50,
+            ..r.clone()
+        }
+        .encode();
+        assert_eq!(Record::decode(&pib), None, "more chunks than the maximum");
+        let odd = Record {
+            chunk: MIN_CHUNK + 1,
+            ..r.clone()
+        }
+        .encode();
+        assert_eq!(Record::decode(&odd), None, "a chunk size never written");
         let ctl = Record {
             validator: "a\nb".into(),
             ..r

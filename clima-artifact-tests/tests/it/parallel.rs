@@ -43,6 +43,13 @@ fn install(c: &Served, config: &Config) -> Result<std::path::PathBuf, String> {
     }
 }
 
+/// The case's artifact is installed, and nothing else is left in its depot.
+fn assert_installed_and_clean(c: &Served) {
+    let installed = c.depot.join("artifacts").join(c.art.tree_hash.to_hex());
+    assert!(installed.is_dir(), "{} is missing", installed.display());
+    assert_clean(&c.depot);
+}
+
 fn assert_clean(depot: &Path) {
     assert!(temp_entries(depot).is_empty(), "{:?}", temp_entries(depot));
     assert!(
@@ -161,13 +168,7 @@ fn install_past_a_replaced_file(seed: u64, replace: fn(Vec<u8>) -> Fault) -> Opt
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("changed on the server"), "{stderr}");
-    assert!(
-        c.depot
-            .join("artifacts")
-            .join(c.art.tree_hash.to_hex())
-            .is_dir()
-    );
-    assert_clean(&c.depot);
+    assert_installed_and_clean(&c);
     Some(stderr)
 }
 
@@ -544,4 +545,46 @@ fn the_low_speed_rule_counts_the_bytes_of_every_connection() {
     let at_server = c.server.most_connections(PATH);
     assert!(at_server >= 4, "{at_server} connections at once");
     assert_clean(&c.depot);
+}
+
+#[test]
+fn a_kept_partial_file_whose_header_claims_terabytes_is_a_warning_and_a_fresh_start() {
+    use sha2::Digest;
+    let Some(c) = case(2619) else { return };
+    let config = config(&c, 4);
+    let url = c.server.url(PATH);
+    // A partial file of this user's whose header claims 8 TiB in 256 KiB chunks (32 Mi
+    // counters, 256 MiB of them) and that has exactly the size that header implies, sparse
+    // (1 PiB, 32 GiB of counters, is past what ext4 takes). Believed, it asks for 8 TiB of
+    // free space on every install.
+    let length: u64 = 8 << 40;
+    let chunk: u64 = 256 << 10;
+    let key: String = sha2::Sha256::digest(url.as_bytes())[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut header = format!(
+        "clima-artifacts partial download 1\nlength {length}\nchunk {chunk}\nvalidator \"x\"\nurl-sha256 {key}\n"
+    )
+    .into_bytes();
+    header.resize(4096, 0);
+    let data_at = 4096 + (8 * length.div_ceil(chunk)).next_multiple_of(4096);
+    let artifacts = c.depot.join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let name = clima_artifact_runtime::depot::partial_name(&c.art.tree_hash, &url);
+    let path = artifacts.join(&name);
+    std::fs::write(&path, &header).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    if let Err(e) = f.set_len(data_at + length) {
+        clima_artifact_tests::skip(&format!("no sparse file of 8 TiB here: {e}"));
+        return;
+    }
+    drop(f);
+    let out = install_process(&c, &config).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("warning"), "{stderr}");
+    assert!(stderr.contains(&name), "{stderr}");
+    assert!(stderr.contains("starting over"), "{stderr}");
+    assert_installed_and_clean(&c);
 }
