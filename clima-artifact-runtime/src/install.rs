@@ -267,7 +267,8 @@ pub(crate) fn install_received(
         None => return Ok(None),
     };
     if let Some(length) = incoming.length {
-        check_room(name, length, &target.dir, config)?;
+        let from = format!("the length node `{}` announced", incoming.from_node);
+        check_room(name, (length, &from), &target.dir, config)?;
     }
     // The bytes arrive as fast as the sender reads them: no low-speed rule here.
     let mut net = config.net();
@@ -342,8 +343,14 @@ impl Transfer for Unreported {
 }
 
 /// Fails when the filesystem of `depot` cannot take `size` more bytes above its free-space
-/// reserve (the tarball's size: the unpacked content is at least about that large).
-fn check_room(name: &str, size: u64, depot: &Path, config: &Config) -> Result<(), Error> {
+/// reserve (the tarball's size: the unpacked content is at least about that large); `from`
+/// says where that size comes from.
+fn check_room(
+    name: &str,
+    (size, from): (u64, &str),
+    depot: &Path,
+    config: &Config,
+) -> Result<(), Error> {
     let Ok((free, total)) = crate::extract::free_space(&depot::artifacts_dir(depot)) else {
         return Ok(());
     };
@@ -356,6 +363,7 @@ fn check_room(name: &str, size: u64, depot: &Path, config: &Config) -> Result<()
         return Err(Error::NoRoom {
             name: name.to_owned(),
             size,
+            from: from.into(),
             depot: depot.to_path_buf(),
             free: free.saturating_sub(reserve),
             reserve,
@@ -575,7 +583,12 @@ fn download_and_install(
                 manifest: manifest.file,
             });
         }
-        check_room(name, size, &target.dir, config)?;
+        check_room(
+            name,
+            (size, "its size in the manifest"),
+            &target.dir,
+            config,
+        )?;
     }
     let net = config.net();
     let request = InstallRequest {
@@ -1061,13 +1074,14 @@ impl InstallRequest<'_> {
         // The room a partial file needs is checked with the install's own rule and error.
         let no_room = std::cell::RefCell::new(None);
         let room = |partial: u64, length: u64| {
-            check_room(
-                self.name,
-                partial.saturating_add(length),
-                &self.target.dir,
-                config,
-            )
-            .map_err(|e| {
+            let from = format!(
+                "the server's Content-Length of {}: {} more for the partial download it is kept \
+                 in, about as much again for the unpacked files",
+                human_bytes(length),
+                human_bytes(partial)
+            );
+            let size = partial.saturating_add(length);
+            check_room(self.name, (size, &from), &self.target.dir, config).map_err(|e| {
                 let text = e.to_string();
                 *no_room.borrow_mut() = Some(e);
                 text

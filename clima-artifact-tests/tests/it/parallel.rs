@@ -588,3 +588,18 @@ fn a_kept_partial_file_whose_header_claims_terabytes_is_a_warning_and_a_fresh_st
     assert!(stderr.contains("starting over"), "{stderr}");
     assert_installed_and_clean(&c);
 }
+
+#[test]
+fn no_room_for_a_large_download_names_the_servers_content_length() {
+    let Some(c) = case(2620) else { return };
+    // No `size` in the manifest: the room needed is known from the server's Content-Length.
+    let config = Config {
+        min_free_space: Some(1 << 60),
+        ..config(&c, 4)
+    };
+    let e = install(&c, &config).unwrap_err();
+    assert!(e.contains("free above the reserve"), "{e}");
+    assert!(e.contains("the server's Content-Length of"), "{e}");
+    assert!(!e.contains("declared size"), "{e}");
+    assert_clean(&c.depot);
+}
