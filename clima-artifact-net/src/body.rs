@@ -44,7 +44,7 @@ pub struct BodyRules {
     /// The manifest's `size`: reading byte `size + 1` is an error ([`RuleBroken::TooLong`]).
     pub max_bytes: Option<u64>,
     /// Bytes per second below which (averaged over `low_speed_time`) the source is abandoned;
-    /// `0` = never.
+    /// `0` = never. Over several connections, the bytes all of them received count.
     pub low_speed_limit: u64,
     /// The window of the low-speed rule.
     pub low_speed_time: Duration,
@@ -127,40 +127,53 @@ impl RuleBroken {
     }
 }
 
-/// The low-speed rule's window: bytes since the window started.
+/// The low-speed rule's window: bytes since the window started. Over several connections,
+/// the bytes any of them received count (`watch`) when they are more than the in-order part
+/// read (a chunk far ahead of the next one needed is progress too), and once every byte was
+/// received there is nothing left to be slow.
 struct SpeedWindow {
     start: Instant,
+    /// Bytes read in order.
     bytes: u64,
+    watch: Option<crate::ranged::Watch>,
+    /// `watch`'s count when the window started.
+    base: u64,
 }
 
 impl SpeedWindow {
-    fn new() -> SpeedWindow {
+    fn new(watch: Option<crate::ranged::Watch>) -> SpeedWindow {
         SpeedWindow {
             start: Instant::now(),
             bytes: 0,
+            base: watch.as_ref().map_or(0, |w| w.received()),
+            watch,
         }
     }
 
-    /// Counts `n` more bytes; an error when a full window passed below the limit.
+    /// Counts `n` more bytes read; an error when a full window passed below the limit.
     fn check(&mut self, n: usize, rules: &BodyRules) -> io::Result<()> {
         self.bytes += n as u64;
-        if rules.low_speed_limit == 0 {
+        if rules.low_speed_limit == 0 || self.watch.as_ref().is_some_and(|w| w.complete()) {
             return Ok(());
         }
+        let bytes = match &self.watch {
+            Some(w) => self.bytes.max(w.received().saturating_sub(self.base)),
+            None => self.bytes,
+        };
         let elapsed = self.start.elapsed();
         if elapsed < rules.low_speed_time {
             return Ok(());
         }
         let needed = (rules.low_speed_limit as f64 * elapsed.as_secs_f64()) as u64;
-        if self.bytes < needed {
+        if bytes < needed {
             return Err(RuleBroken::TooSlow {
-                bytes: self.bytes,
+                bytes,
                 seconds: elapsed.as_secs_f64(),
                 limit: rules.low_speed_limit,
             }
             .into_io());
         }
-        *self = SpeedWindow::new();
+        *self = SpeedWindow::new(self.watch.take());
         Ok(())
     }
 }
@@ -236,7 +249,7 @@ impl Body {
                 let mut sha = sha2::Sha256::new();
                 let mut total = 0u64;
                 let started = Instant::now();
-                let mut window = SpeedWindow::new();
+                let mut window = SpeedWindow::new(watch.clone());
                 let (mut resumes, mut stuck, mut opened_at) = (0u32, 0u32, 0u64);
                 let mut connections = 0;
                 loop {

@@ -19,7 +19,8 @@
 //! it is this user's, has one link and the size its header says, asks for the first missing
 //! bytes under `If-Range`, and feeds the kept bytes through the same verification pass: kept
 //! bytes are never trusted, only reused. A changed file (another validator, another size) is
-//! a restart, never a mixed tarball.
+//! a restart, never a mixed tarball: every `206` must carry the validator the partial file
+//! was started with (a server that ignores `If-Range` answers with another version's bytes).
 //!
 //! Every request waits for a place among the [`NetConfig::connections`] allowed in flight to
 //! its server (for the whole process: the first request, every chunk, re-asked ones, a
@@ -60,6 +61,9 @@ const FORMAT: &str = "clima-artifacts partial download 1";
 const HEADER: u64 = 4096;
 const MIN_CHUNK: u64 = 256 * 1024;
 const MAX_CHUNK: u64 = 16 * 1024 * 1024;
+/// Most chunks of one partial file (8 MiB of counters; 16 TiB at the largest chunks): a
+/// larger download is read as one stream, and a header claiming more is not one of ours.
+const MAX_CHUNKS: u64 = 1 << 20;
 /// Longest validator kept (ETags are short; a longer one is not kept, and the download is
 /// not resumable across processes).
 const MAX_VALIDATOR: usize = 1024;
@@ -133,7 +137,9 @@ impl Record {
         out
     }
 
-    /// The header in `bytes`, if it is one this version wrote and its values are sane.
+    /// The header in `bytes`, if it is one this version wrote and its values are sane: a
+    /// chunk size that [`chunk_for`] gives, at most [`MAX_CHUNKS`] chunks (what is read and
+    /// allocated for the counters is bounded whatever the header claims).
     fn decode(bytes: &[u8]) -> Option<Record> {
         let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
         let text = std::str::from_utf8(&bytes[..end]).ok()?;
@@ -146,8 +152,10 @@ impl Record {
         let chunk = field("chunk")?.parse::<u64>().ok()?;
         let validator = field("validator")?.to_owned();
         let url = field("url-sha256")?.to_owned();
-        let sane = (1..=1 << 50).contains(&length)
+        let sane = length >= 1
             && (MIN_CHUNK..=MAX_CHUNK).contains(&chunk)
+            && chunk % (64 * 1024) == 0
+            && length.div_ceil(chunk) <= MAX_CHUNKS
             && usable_validator(&validator);
         sane.then_some(Record {
             length,
@@ -274,6 +282,10 @@ impl Watch {
     pub(crate) fn connections(&self) -> usize {
         self.0.open.load(Ordering::Relaxed)
     }
+    /// Whether every byte of the file was received.
+    pub(crate) fn complete(&self) -> bool {
+        self.received() >= self.0.record.length
+    }
 }
 
 /// Removes the partial file `name` of `dir` if it is this user's own regular file; returns
@@ -330,8 +342,18 @@ fn find_kept(large: &Large<'_>, url: &str) -> Result<Option<Found>, String> {
         return unusable("is shorter than its header");
     }
     let Some(record) = Record::decode(&header) else {
-        return unusable("has no header this version can read");
+        return unusable("has no header this version can read, or one out of bounds");
     };
+    // Every field is bounded before anything is read or allocated by it: the length by the
+    // most the download may have, the file by the size its header implies.
+    if let Some(max) = large.max_bytes
+        && record.length > max
+    {
+        return unusable(&format!(
+            "claims a download of {} bytes, more than the {max} it may have",
+            record.length
+        ));
+    }
     if record.url != url_key(url) || meta.len() != record.file_len() {
         return unusable("does not match its header or this URL");
     }
@@ -409,30 +431,38 @@ pub fn open_large(
         let _ = large.dir.remove_file_if_same(large.name, &found.file);
     };
     let validator = validator_of(&reply.resp);
+    let same = validator.as_deref() == Some(record.validator.as_str());
+    let range = content_range(&reply.resp);
     match status {
-        206 => match content_range(&reply.resp) {
-            Some((a, b, total)) if (a, b, total) == (from, to, record.length) => {
-                let first = First::new(
-                    ranged_stream(reply.resp, from, reply.permit),
-                    Some(first),
-                    false,
-                );
-                let via = Via::new(url, reply.answered, reply.agent);
-                start(found, Some(first), via, config, large)
-            }
-            other => {
-                drop_kept(&format!(
+        206 if same && range == Some((from, to, record.length)) => {
+            let first = First::new(
+                ranged_stream(reply.resp, from, reply.permit),
+                Some(first),
+                false,
+            );
+            let via = Via::new(url, reply.answered, reply.agent);
+            start(found, Some(first), via, config, large)
+        }
+        206 => {
+            // Bytes of another version of the file (a server that ignores If-Range), of one
+            // that cannot be told, or of another range: never spliced onto the kept ones.
+            drop_kept(&match same {
+                false => "the server answered its range request with another ETag or \
+                          Last-Modified, or none (the file changed, and the server ignores \
+                          If-Range)"
+                    .to_owned(),
+                true => format!(
                     "the server answered its range request with {}",
-                    describe_range(other)
-                ));
-                let agent = reply.agent.clone();
-                // This response ends before the next request is sent.
-                drop(reply);
-                let reply = get_following_redirects(&agent, url, &u, config, &[])?;
-                fresh(url, reply, config, large)
-            }
-        },
-        200 if validator.as_deref() == Some(record.validator.as_str()) => {
+                    describe_range(range)
+                ),
+            });
+            let agent = reply.agent.clone();
+            // This response ends before the next request is sent.
+            drop(reply);
+            let reply = get_following_redirects(&agent, url, &u, config, &[])?;
+            fresh(url, reply, config, large)
+        }
+        200 if same => {
             // The same file, but the range is not served: one stream, skipping kept bytes.
             let first = First::new(whole_stream(reply.resp, reply.permit), None, true);
             let via = Via::new(url, reply.answered, reply.agent);
@@ -493,6 +523,9 @@ fn fresh(
         validator,
         url: url_key(url),
     };
+    if record.chunks() as u64 > MAX_CHUNKS {
+        return plain_source(url, reply, config);
+    }
     room_for(large, url, record.file_len(), length)?;
     let file = match create_partial(large, &record) {
         Ok(file) => file,
@@ -928,6 +961,17 @@ impl Shared {
             Got::Again
         };
         match status {
+            // Every range's validator is the first response's: a server that ignores
+            // If-Range may answer with bytes of another version of the file.
+            206 if validator_of(&resp).is_some_and(|v| v != self.record.validator) => changed(
+                "a range came with another ETag or Last-Modified than the first response's".into(),
+            ),
+            206 if validator_of(&resp).is_none() => {
+                tracing::debug!("a range came without a validator; one stream from now on");
+                self.release(k);
+                self.go_single(id);
+                Got::Again
+            }
             206 => match content_range(&resp) {
                 Some((_, _, total)) if total != self.record.length => changed(format!(
                     "it is now {total} bytes, not {}",
@@ -1329,6 +1373,19 @@ mod tests {
         }
         .encode();
         assert_eq!(Record::decode(&huge), None, "chunks below the minimum");
+        // 1 PiB: 2^32 counters (32 GiB) if it were believed.
+        let pib = Record {
+            length: 1 << 50,
+            ..r.clone()
+        }
+        .encode();
+        assert_eq!(Record::decode(&pib), None, "more chunks than the maximum");
+        let odd = Record {
+            chunk: MIN_CHUNK + 1,
+            ..r.clone()
+        }
+        .encode();
+        assert_eq!(Record::decode(&odd), None, "a chunk size never written");
         let ctl = Record {
             validator: "a\nb".into(),
             ..r

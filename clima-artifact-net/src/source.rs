@@ -129,6 +129,14 @@ impl Resumer {
             .to_owned();
         let refused = |why: String| io::Error::other(ResumeRefused(why));
         match status {
+            // A server that ignores If-Range may send bytes of another version of the file.
+            206 if validator_of(&resp).as_deref() != Some(self.validator.as_str()) => {
+                return Err(refused(format!(
+                    "the server answered the range request for byte {offset} with another \
+                     ETag or Last-Modified than the transfer began with, or none (the file \
+                     changed since)"
+                )));
+            }
             206 if content_range.starts_with(&format!("bytes {offset}-")) => {}
             206 => {
                 return Err(refused(format!(

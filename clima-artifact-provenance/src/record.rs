@@ -25,8 +25,16 @@ pub enum RecordedOrigin {
     Downloaded {
         /// The URL that succeeded.
         url: String,
-        /// Bytes read from the source.
+        /// The tarball's size: every byte of it verified.
         bytes: u64,
+        /// Bytes of it this run received from the source (absent in reports of versions
+        /// before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        received_bytes: Option<u64>,
+        /// Bytes of it reused from a partial download kept by an earlier attempt
+        /// (`received_bytes + reused_bytes == bytes`; absent like `received_bytes`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reused_bytes: Option<u64>,
         /// Wall time of the install in seconds.
         seconds: f64,
     },
@@ -162,4 +170,29 @@ pub fn merge_records(records: impl IntoIterator<Item = ArtifactRecord>) -> Vec<A
         }
     }
     merged.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn downloads_recorded_before_reused_bytes_were_still_read() {
+        let old = r#"{"kind": "downloaded", "url": "u", "bytes": 10, "seconds": 0.5}"#;
+        let read: RecordedOrigin = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            read,
+            RecordedOrigin::Downloaded {
+                url: "u".into(),
+                bytes: 10,
+                received_bytes: None,
+                reused_bytes: None,
+                seconds: 0.5
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&read).unwrap(),
+            old.replace(": ", ":").replace(", ", ",")
+        );
+    }
 }

@@ -94,10 +94,14 @@ impl From<&Origin> for RecordedOrigin {
             Origin::Downloaded {
                 url,
                 bytes,
+                received_bytes,
+                reused_bytes,
                 seconds,
             } => RecordedOrigin::Downloaded {
                 url: url.clone(),
                 bytes: *bytes,
+                received_bytes: Some(*received_bytes),
+                reused_bytes: Some(*reused_bytes),
                 seconds: *seconds,
             },
             Origin::Received {
@@ -332,6 +336,8 @@ mod tests {
         downloaded.origin = Origin::Downloaded {
             url: "https://example.org/b.tar.gz".into(),
             bytes: 10,
+            received_bytes: 10,
+            reused_bytes: 0,
             seconds: 0.5,
         };
         registry.record(&downloaded, 0);
@@ -380,6 +386,8 @@ mod tests {
         rank1.origin = RecordedOrigin::Downloaded {
             url: "u".into(),
             bytes: 1,
+            received_bytes: Some(1),
+            reused_bytes: Some(0),
             seconds: 1.0,
         };
         rank1.metadata.insert("doi".into(), "10.1/x".into());

@@ -162,10 +162,11 @@ pub enum Error {
         /// The manifest to pass to `fetch`.
         manifest: PathBuf,
     },
-    /// The depot's filesystem has no room for a download of the declared size (the manifest's
-    /// `size`, the server's `Content-Length`, or the length the sending node announced).
+    /// The depot's filesystem has no room for a download of the size `from` says (the
+    /// manifest's `size`, the server's `Content-Length`, or the length the sending node
+    /// announced).
     #[error(
-        "artifact `{name}` needs {} (its declared size) but `{}` has only {} free above the \
+        "artifact `{name}` needs {} ({from}) but `{}` has only {} free above the \
          reserve of {} (CLIMA_ARTIFACTS_MIN_FREE_SPACE); free space there or put the depot on a \
          larger filesystem ({setting})",
         clima_artifact_fs::human_bytes(*size),
@@ -176,8 +177,12 @@ pub enum Error {
     NoRoom {
         /// The artifact.
         name: String,
-        /// Its declared size.
+        /// The bytes it needs.
         size: u64,
+        /// What says so: `its size in the manifest`, the server's `Content-Length` (with the
+        /// partial download it is kept in), or the length the sending node announced (boxed:
+        /// errors stay small).
+        from: Box<str>,
         /// The depot it would go to.
         depot: PathBuf,
         /// Bytes free there (above nothing; the reserve is separate).

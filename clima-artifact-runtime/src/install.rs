@@ -65,8 +65,14 @@ pub enum Origin {
     Downloaded {
         /// The URL that succeeded.
         url: String,
-        /// Bytes read from the source.
+        /// The tarball's size: every byte of it verified
+        /// (`received_bytes + reused_bytes`).
         bytes: u64,
+        /// Bytes of it received from the source by this call.
+        received_bytes: u64,
+        /// Bytes of it reused: kept in a partial download by an earlier process (or an
+        /// earlier call) and verified again with the rest.
+        reused_bytes: u64,
         /// Wall time of the install in seconds.
         seconds: f64,
     },
@@ -301,7 +307,8 @@ pub(crate) fn install_received(
         None => return Ok(None),
     };
     if let Some(length) = incoming.length {
-        check_room(name, length, &target.dir, config)?;
+        let from = format!("the length node `{}` announced", incoming.from_node);
+        check_room(name, (length, &from), &target.dir, config)?;
     }
     // The bytes arrive as fast as the sender reads them: no low-speed rule here.
     let mut net = config.net();
@@ -319,6 +326,7 @@ pub(crate) fn install_received(
         config,
         target,
         taps: None,
+        carried: std::cell::Cell::new(None),
     };
     let attempt = Attempt {
         download: Download {
@@ -375,8 +383,14 @@ impl Transfer for Unreported {
 }
 
 /// Fails when the filesystem of `depot` cannot take `size` more bytes above its free-space
-/// reserve (the tarball's size: the unpacked content is at least about that large).
-fn check_room(name: &str, size: u64, depot: &Path, config: &Config) -> Result<(), Error> {
+/// reserve (the tarball's size: the unpacked content is at least about that large); `from`
+/// says where that size comes from.
+fn check_room(
+    name: &str,
+    (size, from): (u64, &str),
+    depot: &Path,
+    config: &Config,
+) -> Result<(), Error> {
     let Ok((free, total)) = crate::extract::free_space(&depot::artifacts_dir(depot)) else {
         return Ok(());
     };
@@ -389,6 +403,7 @@ fn check_room(name: &str, size: u64, depot: &Path, config: &Config) -> Result<()
         return Err(Error::NoRoom {
             name: name.to_owned(),
             size,
+            from: from.into(),
             depot: depot.to_path_buf(),
             free: free.saturating_sub(reserve),
             reserve,
@@ -597,6 +612,10 @@ struct InstallRequest<'a> {
     target: InstallTarget,
     /// Where else the bytes of each attempt go.
     taps: Option<&'a dyn Taps>,
+    /// Bytes kept by an earlier process that the attempts of one URL so far carried on
+    /// (`None` before the first attempt opened): an attempt that starts over sets it to 0,
+    /// one that continues what an earlier attempt of this call received does not add to it.
+    carried: std::cell::Cell<Option<u64>>,
 }
 
 /// One source to try. In Pkg's order: the package server's copy first (no sha256 is known for
@@ -665,7 +684,12 @@ fn download_and_install(
                 manifest: manifest.file,
             });
         }
-        check_room(name, size, &target.dir, config)?;
+        check_room(
+            name,
+            (size, "its size in the manifest"),
+            &target.dir,
+            config,
+        )?;
     }
     let net = config.net();
     let request = InstallRequest {
@@ -677,6 +701,7 @@ fn download_and_install(
         config,
         target,
         taps,
+        carried: std::cell::Cell::new(None),
     };
     let attempts = attempts(variant, allowed, config);
     let mut failures = Vec::new();
@@ -729,22 +754,34 @@ fn download_and_install(
 }
 
 /// Logs a finished download (`how`: where from, if not from the manifest's URL) and says what
-/// it installed.
+/// it installed: `(bytes, reused)`, the tarball's size and the bytes of it kept by an earlier
+/// attempt.
 fn downloaded(
     name: &str,
     how: &str,
     dl: &clima_artifact_manifest::Download,
     path: PathBuf,
-    bytes: u64,
+    (bytes, reused): (u64, u64),
     start: Instant,
 ) -> Installed {
     let seconds = start.elapsed().as_secs_f64();
+    let received = bytes - reused;
+    let kept = match reused {
+        0 => String::new(),
+        n => format!(
+            " ({} received, {} reused from an earlier partial download)",
+            human_bytes(received),
+            human_bytes(n)
+        ),
+    };
     tracing::info!(
         artifact = name,
         url = redact_url(&dl.url).as_str(),
         bytes,
+        received_bytes = received,
+        reused_bytes = reused,
         seconds,
-        "installed artifact `{name}`{how} into `{}`",
+        "installed artifact `{name}`{how} into `{}`{kept}",
         path.display()
     );
     crate::debug_speed::after_install(name, bytes, start.elapsed());
@@ -754,6 +791,8 @@ fn downloaded(
             // Recorded (access log, provenance report) without credentials.
             url: redact_url(&dl.url),
             bytes,
+            received_bytes: received,
+            reused_bytes: reused,
             seconds,
         },
     }
@@ -786,12 +825,15 @@ impl InstallRequest<'_> {
     /// delay.
     fn install_retrying(&self, attempt: &Attempt) -> Result<Installed, SourceFailure> {
         let mut n = 1;
+        self.carried.set(None);
         loop {
             let start = Instant::now();
             match self.install_from(attempt) {
                 Ok((path, bytes)) => {
                     let dl = &attempt.download;
-                    return Ok(downloaded(self.name, attempt.from, dl, path, bytes, start));
+                    let reused = self.carried.get().unwrap_or(0).min(bytes);
+                    let sizes = (bytes, reused);
+                    return Ok(downloaded(self.name, attempt.from, dl, path, sizes, start));
                 }
                 Err(e) if e.is_transient() && n < self.config.retries && !self.stopped() => {
                     let wait = download::backoff(self.config.retry_backoff, n);
@@ -984,6 +1026,13 @@ impl InstallRequest<'_> {
             notice::info(note);
         }
         let resumed_at = kept.as_ref().map_or(0, Kept::resumed_at);
+        // What an earlier process kept is carried on while the attempts continue it.
+        let carried = match (self.carried.get(), resumed_at) {
+            (_, 0) => 0,
+            (None, at) => at,
+            (Some(c), at) => c.min(at),
+        };
+        self.carried.set(Some(carried));
         // Without a declared size, the server's Content-Length is checked before the body.
         if dl.size.is_none()
             && let (Some(limit), Some(length)) = (config.max_download_size, source.length)
@@ -1064,17 +1113,19 @@ impl InstallRequest<'_> {
         let no_room = std::cell::RefCell::new(None);
         let (dir_of_install, dir_of_partial) = (&self.target.dir, &self.target.partials);
         let room = |partial: u64, length: u64| {
+            let from = format!(
+                "the server's Content-Length of {}: {} more for the partial download it is kept \
+                 in, about as much again for the unpacked files",
+                human_bytes(length),
+                human_bytes(partial)
+            );
             // The partial file and the unpacked artifact, on one filesystem or on two.
             let checked = if dir_of_partial == dir_of_install {
-                check_room(
-                    self.name,
-                    partial.saturating_add(length),
-                    dir_of_install,
-                    config,
-                )
+                let size = partial.saturating_add(length);
+                check_room(self.name, (size, &from), dir_of_install, config)
             } else {
-                check_room(self.name, partial, dir_of_partial, config)
-                    .and_then(|()| check_room(self.name, length, dir_of_install, config))
+                check_room(self.name, (partial, &from), dir_of_partial, config)
+                    .and_then(|()| check_room(self.name, (length, &from), dir_of_install, config))
             };
             checked.map_err(|e| {
                 let text = e.to_string();

@@ -227,12 +227,13 @@ impl Drop for Bar {
 /// ```
 ///
 /// A large download over several connections says how many are open, and one that continues
-/// bytes kept by an earlier attempt says where it resumes (the rate counts new bytes only):
+/// bytes kept by an earlier attempt says where it resumes, and at the end how many bytes it
+/// received and how many it reused (the rate counts received bytes only):
 ///
 /// ```text
 /// clima-artifacts: downloading `fluxnet` (41.0 GiB) from example.org, resuming at 20.5 GiB of 41.0 GiB
 /// clima-artifacts: `fluxnet`: 24.6 GiB of 41.0 GiB (60%), 78.2 MiB/s over 8 connections
-/// clima-artifacts: downloaded `fluxnet`: 41.0 GiB in 270.1 s (77.7 MiB/s over 8 connections, 20.5 GiB of it kept from an earlier attempt)
+/// clima-artifacts: downloaded `fluxnet`: 41.0 GiB in 270.1 s: 20.5 GiB received (77.7 MiB/s over 8 connections), 20.5 GiB reused from an earlier attempt
 /// ```
 ///
 /// A progress line is printed at most every `interval` (10 s by default) and at least every
@@ -340,20 +341,25 @@ impl Transfer for LogTransfer {
     }
 
     fn done(self: Box<Self>, bytes: u64, elapsed: Duration) {
-        let kept = match self.resumed_at {
-            0 => String::new(),
-            n => format!(", {} of it kept from an earlier attempt", human_bytes(n)),
-        };
         let over = match self.most {
             0 | 1 => String::new(),
             n => format!(" over {n} connections"),
         };
+        let received = bytes.saturating_sub(self.resumed_at);
+        let rate = rate(received, elapsed);
+        let how = match self.resumed_at.min(bytes) {
+            0 => format!(" ({rate}{over})"),
+            reused => format!(
+                ": {} received ({rate}{over}), {} reused from an earlier attempt",
+                human_bytes(received),
+                human_bytes(reused)
+            ),
+        };
         log_line(&format!(
-            "downloaded `{}`: {} in {:.1} s ({}{over}{kept})",
+            "downloaded `{}`: {} in {:.1} s{how}",
             self.artifact,
             human_bytes(bytes),
             elapsed.as_secs_f64(),
-            rate(bytes.saturating_sub(self.resumed_at), elapsed)
         ));
     }
 

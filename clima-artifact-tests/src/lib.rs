@@ -72,6 +72,10 @@ pub enum Fault {
     /// From this request on, the path's body is these bytes (another ETag): a file replaced on
     /// the server during a download.
     Replace(Vec<u8>),
+    /// [`Fault::Replace`] on a server that ignores `If-Range`: from this request on, a range
+    /// is answered `206` with the new body's bytes and ETag, whatever validator it was asked
+    /// under.
+    ReplaceIgnoringIfRange(Vec<u8>),
 }
 
 #[derive(Default)]
@@ -85,6 +89,8 @@ struct Route {
     always: Option<Fault>,
     /// Answer range requests with the whole body (200), as servers without range support do.
     ignore_ranges: bool,
+    /// Serve ranges whatever their `If-Range` says.
+    ignore_if_range: bool,
     /// Body bytes sent for this path.
     sent: u64,
     /// Range requests received for this path (the `Range` header's start offsets).
@@ -321,7 +327,7 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             };
             Some((start, end))
         });
-    let (body, etag, fault, ignore_ranges) = {
+    let (body, etag, fault, ignore_ranges, ignore_if_range) = {
         let mut routes = state.routes.lock().unwrap();
         match routes.get_mut(&path) {
             None => {
@@ -333,7 +339,8 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             }
             Some(r) => {
                 let mut f = r.next.pop_front().or_else(|| r.always.clone());
-                if let Some(Fault::Replace(new)) = &f {
+                if let Some(Fault::Replace(new) | Fault::ReplaceIgnoringIfRange(new)) = &f {
+                    r.ignore_if_range |= matches!(f, Some(Fault::ReplaceIgnoringIfRange(_)));
                     r.body = Arc::new(new.clone());
                     r.etag = etag_of(&r.body);
                     f = None;
@@ -346,7 +353,13 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
                 if r.etag.is_empty() {
                     r.etag = etag_of(&r.body);
                 }
-                (r.body.clone(), r.etag.clone(), f, r.ignore_ranges)
+                (
+                    r.body.clone(),
+                    r.etag.clone(),
+                    f,
+                    r.ignore_ranges,
+                    r.ignore_if_range,
+                )
             }
         }
     };
@@ -360,7 +373,7 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     // HTTP says).
     let honoured = range
         .filter(|_| !ignore_ranges && !matches!(fault, Some(Fault::IgnoreRange)))
-        .filter(|_| request_headers.get("if-range").is_none_or(|v| *v == etag))
+        .filter(|_| ignore_if_range || request_headers.get("if-range").is_none_or(|v| *v == etag))
         .filter(|&(s, _)| s <= body.len() as u64);
     let start = honoured.map_or(0, |(s, _)| s as usize);
     let end = honoured
@@ -434,7 +447,14 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     // nothing more before the fault strikes again.
     let upto = |after: usize| after.clamp(start, end);
     match fault {
-        None | Some(Fault::Pass | Fault::IgnoreRange | Fault::WrongRange | Fault::Replace(_)) => {
+        None
+        | Some(
+            Fault::Pass
+            | Fault::IgnoreRange
+            | Fault::WrongRange
+            | Fault::Replace(_)
+            | Fault::ReplaceIgnoringIfRange(_),
+        ) => {
             ranged(&mut out)?;
             if start == end {
                 done();

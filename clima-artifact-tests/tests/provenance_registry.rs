@@ -85,6 +85,8 @@ fn many_threads_count_exactly() {
                     downloaded.origin = Origin::Downloaded {
                         url: "https://example.org/shared.tar.gz".into(),
                         bytes: 1234,
+                        received_bytes: 1234,
+                        reused_bytes: 0,
                         seconds: 0.5,
                     };
                     access_log::record(downloaded);
@@ -112,6 +114,8 @@ fn many_threads_count_exactly() {
         RecordedOrigin::Downloaded {
             url: "https://example.org/shared.tar.gz".into(),
             bytes: 1234,
+            received_bytes: Some(1234),
+            reused_bytes: Some(0),
             seconds: 0.5
         }
     );
@@ -221,6 +225,8 @@ fn records_of(rank: usize) -> Vec<ArtifactRecord> {
             RecordedOrigin::Downloaded {
                 url: "https://example.org/s.tar.gz".into(),
                 bytes: 10,
+                received_bytes: Some(10),
+                reused_bytes: Some(0),
                 seconds: 0.25,
             }
         } else {

@@ -98,15 +98,26 @@ fn origin_text(record: &ArtifactRecord) -> String {
         RecordedOrigin::Downloaded {
             url,
             bytes,
+            reused_bytes,
             seconds,
-        } => format!(
-            "downloaded from {} ({} in {}) to {}{}",
-            link(url),
-            human_bytes(*bytes),
-            human_seconds(*seconds),
-            code(&record.path),
-            received_by(record)
-        ),
+            ..
+        } => {
+            let reused = match reused_bytes {
+                Some(n) if *n > 0 => format!(
+                    ", {} of it reused from an earlier partial download",
+                    human_bytes(*n)
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "downloaded from {} ({} in {}{reused}) to {}{}",
+                link(url),
+                human_bytes(*bytes),
+                human_seconds(*seconds),
+                code(&record.path),
+                received_by(record)
+            )
+        }
         RecordedOrigin::Received {
             node,
             from_node,

@@ -5,8 +5,10 @@
 //! install_one variant <name> <git-tree-sha1> <sha256> <url>...
 //! ```
 //!
-//! Configuration comes from the `CLIMA_ARTIFACTS_*` environment variables. On failure the error
-//! is printed on stderr and the exit code is 1 (2 for bad usage).
+//! Configuration comes from the `CLIMA_ARTIFACTS_*` environment variables. With
+//! `INSTALL_ONE_REPORT=<dir>`, the run's provenance report is written there after an install
+//! through the manifest. On failure the error is printed on stderr and the exit code is 1 (2
+//! for bad usage).
 
 use std::process::ExitCode;
 
@@ -19,7 +21,11 @@ fn run(args: &[String]) -> Result<String, Failure> {
     match args {
         [mode, manifest, spec] if mode == "manifest" => {
             let a = Artifacts::load(manifest)?;
-            Ok(a.ensure_installed(spec)?.display().to_string())
+            let path = a.ensure_installed(spec)?.display().to_string();
+            if let Some(dir) = std::env::var_os("INSTALL_ONE_REPORT") {
+                clima_artifact_runtime::report::write_all(dir)?;
+            }
+            Ok(path)
         }
         [mode, name, hash, sha, urls @ ..] if mode == "variant" && !urls.is_empty() => {
             let bad = |what: &str, e: String| -> Failure { format!("bad {what}: {e}").into() };

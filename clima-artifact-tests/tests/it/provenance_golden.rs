@@ -67,6 +67,8 @@ fn fixture() -> Report {
         RecordedOrigin::Downloaded {
             url: "https://data.example.org/era5-2008.tar.gz".into(),
             bytes: 12_582_912,
+            received_bytes: Some(8_388_608),
+            reused_bytes: Some(4_194_304),
             seconds: 3.25,
         },
         &[

@@ -113,3 +113,25 @@ fn a_server_that_breaks_every_time_at_the_same_byte_gives_up() {
         c.server.gets("big.tar.gz")
     );
 }
+
+#[test]
+fn a_resume_answered_with_another_files_bytes_is_a_clean_restart() {
+    let Some(c) = case(1504) else { return };
+    let half = c.art.tarball.len() / 2;
+    // The same length, other bytes, another ETag: the server ignores If-Range and answers
+    // the resume with a `206` of the other file, then serves the original again.
+    let mut other = c.art.tarball.clone();
+    for b in other.iter_mut().skip(1000) {
+        *b ^= 0x5a;
+    }
+    c.server.fail_next(
+        "big.tar.gz",
+        [
+            Fault::Reset { after: half },
+            Fault::ReplaceIgnoringIfRange(other),
+            Fault::Replace(c.art.tarball.clone()),
+        ],
+    );
+    c.install();
+    assert_eq!(c.server.gets("big.tar.gz"), 3);
+}

@@ -84,5 +84,6 @@ fn a_declared_size_larger_than_the_free_space_fails_before_any_request() {
         text.contains("free") && text.contains(&s.depot.display().to_string()),
         "{text}"
     );
+    assert!(text.contains("(its size in the manifest)"), "{text}");
     assert_eq!(s.server.total_gets(), 0);
 }

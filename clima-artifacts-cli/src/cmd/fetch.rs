@@ -185,6 +185,7 @@ fn fetch_one(
                     url,
                     bytes,
                     seconds,
+                    ..
                 } => {
                     f.status = "downloaded";
                     f.url = Some(url);
