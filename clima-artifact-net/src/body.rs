@@ -48,8 +48,8 @@ pub struct BodyRules {
     pub low_speed_limit: u64,
     /// The window of the low-speed rule.
     pub low_speed_time: Duration,
-    /// Pause before the first resume after a break without progress (doubles after each).
-    pub resume_pause: Duration,
+    /// When a broken transfer is resumed, and when it is given up ([`crate::retry`]).
+    pub retry: crate::retry::RetryPolicy,
     /// Whether resumes are told as info notices.
     pub tell_resumes: bool,
 }
@@ -61,15 +61,11 @@ impl BodyRules {
             max_bytes,
             low_speed_limit: config.low_speed_limit,
             low_speed_time: config.low_speed_time,
-            resume_pause: config.resume_pause,
+            retry: config.retry,
             tell_resumes,
         }
     }
 }
-
-/// Most resumes of one transfer, and most resumes in a row that received nothing.
-const MAX_RESUMES: u32 = 50;
-const MAX_RESUMES_WITHOUT_PROGRESS: u32 = 3;
 
 /// Why the reader thread stopped a source that was still sending, carried inside the
 /// `io::Error` it reports (so the consumer can name the rule).
@@ -278,14 +274,16 @@ impl Body {
                         // same sha256 and decompressor state (one pass over the bytes).
                         Err(e)
                             if resume.is_some()
-                                && crate::source::is_transient_io(&e)
+                                && crate::retry::is_transient_io(&e)
                                 && RuleBroken::of(&e).is_none()
-                                && resumes < MAX_RESUMES
-                                && (total > opened_at || stuck < MAX_RESUMES_WITHOUT_PROGRESS) =>
+                                && let Some(wait) = rules.retry.next_resume(
+                                    resumes,
+                                    if total > opened_at { 0 } else { stuck + 1 },
+                                ) =>
                         {
                             stuck = if total > opened_at { 0 } else { stuck + 1 };
                             resumes += 1;
-                            std::thread::sleep(rules.resume_pause * (1 << stuck.min(5)));
+                            std::thread::sleep(wait);
                             let resumer = resume.as_ref().expect("checked above");
                             // The broken request ends (its connection closes) before the next.
                             drop(std::mem::replace(&mut source, Box::new(io::empty())));

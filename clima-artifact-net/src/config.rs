@@ -21,9 +21,9 @@ pub struct NetConfig {
     pub low_speed_limit: u64,
     /// The window of the low-speed rule (`CLIMA_ARTIFACTS_LOW_SPEED_TIME`).
     pub low_speed_time: Duration,
-    /// Pause before the first resume of a broken transfer that received nothing since the last
-    /// one (doubles after each).
-    pub resume_pause: Duration,
+    /// How often and after how long a failed transfer, chunk or attempt is tried again
+    /// (`CLIMA_ARTIFACTS_RETRIES`, `CLIMA_ARTIFACTS_RETRY_BACKOFF`; see [`crate::retry`]).
+    pub retry: crate::retry::RetryPolicy,
     /// TLS roots named by a variable: (variable, PEM file or folder); `None`: the system's CA
     /// bundle, else the bundled Mozilla roots (see [`trust`](crate::trust)).
     pub ca_roots: Option<(String, PathBuf)>,
@@ -50,7 +50,7 @@ impl Default for NetConfig {
             stall_timeout: Duration::from_secs(60),
             low_speed_limit: 1024,
             low_speed_time: Duration::from_secs(60),
-            resume_pause: Duration::from_millis(500),
+            retry: crate::retry::RetryPolicy::default(),
             ca_roots: None,
             no_verify_hosts: Vec::new(),
             proxy: ProxySettings::default(),

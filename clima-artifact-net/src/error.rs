@@ -83,9 +83,7 @@ impl NetError {
     /// client errors, TLS certificate errors, invalid URLs or unknown hosts, local files.
     pub fn is_transient(&self) -> bool {
         match self {
-            NetError::HttpStatus { status, .. } => {
-                *status >= 500 || *status == 429 || *status == 408
-            }
+            NetError::HttpStatus { status, .. } => crate::retry::is_transient_status(*status),
             NetError::Transport { transient, .. } => *transient,
             _ => false,
         }

@@ -5,7 +5,8 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`source`] | opening a download: `http(s)://` (ureq, rustls), `file://`, paths relative to the manifest; [`source::Resumer`] continues a broken transfer with `Range` + `If-Range`; which failures are worth a retry, and the backoff |
+//! | [`source`] | opening a download: `http(s)://` (ureq, rustls), `file://`, paths relative to the manifest; [`source::Resumer`] continues a broken transfer with `Range` + `If-Range` |
+//! | [`retry`] | the retry policy, in one file: which failures are transient, how many tries, the backoff; asked by the install's attempts, the resumes of [`body`] and the chunks of [`ranged`] |
 //! | [`body`] | the body as a `BufRead`: read on a thread of its own, bounded by the manifest's `size`, abandoned by the low-speed rule, resumed after a break, SHA-256 of every byte; progress to a [`Transfer`] |
 //! | [`ranged`] | large downloads: several ranged connections into a partial file kept for the next process, read back in order |
 //! | `limit` (private) | at most [`NetConfig::connections`] requests in flight to one server, for the whole process |
@@ -22,6 +23,7 @@ mod config;
 mod error;
 mod limit;
 mod redirect;
+pub mod retry;
 
 pub mod body;
 pub mod ranged;

@@ -32,8 +32,8 @@
 //!
 //! A server that answers a range request with `200` (same validator) or a wrong
 //! `Content-Range` gets one stream from then on; a chunk that breaks, stalls or meets a 5xx is
-//! retried where it stopped (at most [`MAX_CHUNK_FAILURES`] times in a row without progress);
-//! a 429 or 503 while other connections run closes that connection instead.
+//! retried where it stopped, and a 429 or 503 while other connections run closes that
+//! connection instead, as [`crate::retry`] says (its policy, in one place).
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -67,8 +67,6 @@ const MAX_CHUNKS: u64 = 1 << 20;
 /// Longest validator kept (ETags are short; a longer one is not kept, and the download is
 /// not resumable across processes).
 const MAX_VALIDATOR: usize = 1024;
-/// Failures of one chunk in a row without a byte of progress before the download fails.
-pub const MAX_CHUNK_FAILURES: u32 = 5;
 const BUF: usize = 256 * 1024;
 
 /// The most connections one download opens (`CLIMA_ARTIFACTS_CONNECTIONS` is at most this).
@@ -867,14 +865,11 @@ impl Shared {
             st.failures[k]
         };
         self.cond.notify_all();
-        if failures >= MAX_CHUNK_FAILURES {
+        let Some(wait) = self.config.retry.next_chunk_try(failures) else {
             self.fail(failure);
             return false;
-        }
-        std::thread::sleep(crate::source::backoff(
-            self.config.resume_pause,
-            failures.max(1),
-        ));
+        };
+        std::thread::sleep(wait);
         true
     }
 
@@ -1005,7 +1000,7 @@ impl Shared {
                     url: self.url.clone(),
                     status,
                 };
-                if matches!(status, 429 | 503) && self.retire() {
+                if crate::retry::retires_connection(status) && self.retire() {
                     // The server limits connections: this one closes, the others go on.
                     tracing::debug!("connection {id} closed: HTTP {status} to a range request");
                     self.release(k);
@@ -1023,11 +1018,9 @@ impl Shared {
     /// A plain GET of the whole file, for one stream: the same validator, or it changed.
     fn request_whole(&self) -> Option<Stream> {
         let failed = |f: Failure| {
-            let n = self.whole_failure();
-            if n >= MAX_CHUNK_FAILURES {
-                self.fail(f);
-            } else {
-                std::thread::sleep(crate::source::backoff(self.config.resume_pause, n));
+            match self.config.retry.next_chunk_try(self.whole_failure()) {
+                Some(wait) => std::thread::sleep(wait),
+                None => self.fail(f),
             }
             None
         };
@@ -1207,7 +1200,7 @@ impl Shared {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     let failure = self.io_failure(&e);
-                    if crate::source::is_transient_io(&e) {
+                    if crate::retry::is_transient_io(&e) {
                         self.give_back(k, progressed, failure);
                     } else {
                         self.release(k);
@@ -1225,7 +1218,8 @@ impl Shared {
     /// The whole stream broke while skipping received bytes.
     fn broken_whole(&self, e: io::Error) {
         let n = self.whole_failure();
-        if n >= MAX_CHUNK_FAILURES || !crate::source::is_transient_io(&e) {
+        let retried = self.config.retry.next_chunk_try(n).is_some();
+        if !retried || !crate::retry::is_transient_io(&e) {
             self.fail(self.io_failure(&e));
         }
     }

@@ -13,13 +13,10 @@
 //!   `Range` + `If-Range` (a `200` or a wrong `Content-Range` is [`ResumeRefused`], and the
 //!   attempt starts over).
 //! - Retrying is the caller's job (the whole pipeline restarts); [`NetError::is_transient`] says which
-//!   failures deserve it (refused connections, resets, timeouts, stalls, 5xx, 429, 408; not TLS
-//!   errors, invalid URLs or unknown hosts, which fail the same way again) and [`backoff`] how long
-//!   to wait.
+//!   failures deserve it and [`crate::retry::RetryPolicy`] how often and after how long.
 
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use crate::{NetConfig, NetError, redirect};
 
@@ -548,7 +545,7 @@ pub(crate) fn transport_at(url: &str, hop: &str, e: &ureq::Error, config: &NetCo
             ),
             true,
         ),
-        ureq::Error::Io(io) => (describe_io(io, config), is_transient_io(io)),
+        ureq::Error::Io(io) => (describe_io(io, config), crate::retry::is_transient_io(io)),
         // No explanation from the connector: treat like a refused connection.
         ureq::Error::ConnectionFailed => (e.to_string(), true),
         ureq::Error::HostNotFound => (
@@ -618,7 +615,7 @@ fn through_proxy(
         ),
         ureq::Error::Io(io) => (
             format!("{which} failed: {}; {fix}", describe_io(io, config)),
-            is_transient_io(io),
+            crate::retry::is_transient_io(io),
         ),
         ureq::Error::ConnectionFailed => {
             (format!("could not connect to {which}: {e}; {fix}"), true)
@@ -644,33 +641,6 @@ fn through_proxy(
     }
 }
 
-/// Whether an I/O error met while connecting to or reading from a server may go away on
-/// retry: refused, reset, aborted or unreachable connections, timeouts and stalls, bodies cut
-/// short, temporary DNS failures. Not TLS failures (`InvalidData`, e.g. a bad certificate or
-/// a server that does not speak TLS) or DNS "no such host".
-pub fn is_transient_io(e: &io::Error) -> bool {
-    use io::ErrorKind as K;
-    match e.kind() {
-        K::ConnectionRefused
-        | K::ConnectionReset
-        | K::ConnectionAborted
-        | K::NotConnected
-        | K::BrokenPipe
-        | K::TimedOut
-        | K::WouldBlock
-        | K::UnexpectedEof
-        | K::Interrupted
-        | K::HostUnreachable
-        | K::NetworkUnreachable
-        | K::NetworkDown
-        | K::AddrNotAvailable => true,
-        // getaddrinfo failures have no kind of their own; only EAI_AGAIN is temporary.
-        _ => e
-            .to_string()
-            .contains("Temporary failure in name resolution"),
-    }
-}
-
 /// A human description of an I/O error met while reading a download.
 pub fn describe_io(e: &io::Error, config: &NetConfig) -> String {
     match e.kind() {
@@ -685,12 +655,6 @@ pub fn describe_io(e: &io::Error, config: &NetConfig) -> String {
         io::ErrorKind::InvalidData => format!("TLS or protocol error: {e}"),
         _ => e.to_string(),
     }
-}
-
-/// Delay before retry number `retry` (1-based): `base * 2^(retry-1)`, at most 30 s.
-pub fn backoff(base: Duration, retry: u32) -> Duration {
-    let factor = 1u32 << retry.saturating_sub(1).min(10);
-    (base * factor).min(Duration::from_secs(30))
 }
 
 /// Fails with `UnexpectedEof` when the body ends before its `Content-Length`.
@@ -798,16 +762,5 @@ mod tests {
                 "invalid peer certificate: UnknownIssuer"
             ))
         ));
-        assert!(!is_transient_io(&io::Error::other(
-            "failed to lookup address information: Name or service not known"
-        )));
-        assert!(is_transient_io(&io::Error::other(
-            "failed to lookup address information: Temporary failure in name resolution"
-        )));
-        assert_eq!(
-            backoff(Duration::from_millis(100), 3),
-            Duration::from_millis(400)
-        );
-        assert_eq!(backoff(Duration::from_secs(10), 9), Duration::from_secs(30));
     }
 }

@@ -110,14 +110,17 @@ pub struct Config {
 
 impl Config {
     /// What the network code (`clima-artifact-net`) needs of this configuration: timeouts, the
-    /// low-speed rule, TLS roots, hosts without verification, proxies.
+    /// low-speed rule, the retry policy, TLS roots, hosts without verification, proxies.
     pub fn net(&self) -> NetConfig {
         NetConfig {
             connect_timeout: self.connect_timeout,
             stall_timeout: self.stall_timeout,
             low_speed_limit: self.low_speed_limit,
             low_speed_time: self.low_speed_time,
-            resume_pause: self.retry_backoff,
+            retry: clima_artifact_net::retry::RetryPolicy {
+                attempts: self.retries,
+                base: self.retry_backoff,
+            },
             ca_roots: self.ca_roots.clone(),
             no_verify_hosts: self.no_verify_hosts.clone(),
             proxy: self.proxy.clone(),

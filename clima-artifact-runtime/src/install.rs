@@ -835,18 +835,21 @@ impl InstallRequest<'_> {
                     let sizes = (bytes, reused);
                     return Ok(downloaded(self.name, attempt.from, dl, path, sizes, start));
                 }
-                Err(e) if e.is_transient() && n < self.config.retries && !self.stopped() => {
-                    let wait = download::backoff(self.config.retry_backoff, n);
+                Err(e) => {
+                    let retry = self.net.retry;
+                    let next = retry.next_attempt(n, e.is_transient());
+                    let Some(wait) = next.filter(|_| !self.stopped()) else {
+                        return Err(e.after_attempts(n));
+                    };
                     notice::warn(&format!(
                         "{e}; retrying in {:.1} s (attempt {} of {}, CLIMA_ARTIFACTS_RETRIES)",
                         wait.as_secs_f64(),
                         n + 1,
-                        self.config.retries
+                        retry.attempts
                     ));
                     std::thread::sleep(wait);
                     n += 1;
                 }
-                Err(e) => return Err(e.after_attempts(n)),
             }
         }
     }
@@ -1328,7 +1331,7 @@ impl InstallRequest<'_> {
         NetError::Transport {
             url: url.to_owned(),
             reason,
-            transient: download::is_transient_io(e),
+            transient: clima_artifact_net::retry::is_transient_io(e),
         }
         .into()
     }
