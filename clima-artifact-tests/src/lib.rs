@@ -737,6 +737,14 @@ impl TarballBuilder {
         self.write_to(dir.path());
         git_tree_hash(dir.path())
     }
+
+    /// The git tree SHA-256 of the content, by real `git` in a SHA-256 repository (see
+    /// [`git_tree_hash_sha256`]).
+    pub fn git_tree_hash_sha256(&self) -> GitTreeSha256 {
+        let dir = tempfile::tempdir().unwrap();
+        self.write_to(dir.path());
+        git_tree_hash_sha256(dir.path())
+    }
 }
 
 /// SHA-256 of bytes.

@@ -1234,3 +1234,36 @@ fn help_and_environment_page_name_every_environment_variable() {
     }
     assert!(missing.is_empty(), "not named: {missing:?}");
 }
+
+/// `hash --sha256` prints both tree hashes as manifest lines (and in `--json`), equal to what
+/// real git computes in a SHA-1 and a SHA-256 repository; without it the output is unchanged.
+#[test]
+fn hash_prints_the_git_tree_sha256_on_request() {
+    if !clima_artifact_tests::have_git() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let data = sb.work.join("era5");
+    // Modes, a symlink, an empty folder and a `.git` folder: none may make us differ from git.
+    sample_tree(&data);
+    let sha1 = clima_artifact_tests::git_tree_hash(&data).to_hex();
+    let sha256 = clima_artifact_tests::git_tree_hash_sha256(&data).to_hex();
+    sb.cli()
+        .args(["hash", "era5", "--sha256"])
+        .assert()
+        .success()
+        .stdout(format!(
+            "git-tree-sha1 = \"{sha1}\"\ngit-tree-sha256 = \"{sha256}\"\n"
+        ));
+    let both = sb.json_ok(&["hash", "era5", "--sha256", "--json"]);
+    assert_eq!(both["git_tree_sha1"], sha1.as_str());
+    assert_eq!(both["git_tree_sha256"], sha256.as_str());
+    let one = sb.json_ok(&["hash", "era5", "--json"]);
+    assert_eq!(one["git_tree_sha1"], sha1.as_str());
+    assert!(one.get("git_tree_sha256").is_none(), "{one}");
+    sb.cli()
+        .args(["hash", "era5"])
+        .assert()
+        .success()
+        .stdout(format!("{sha1}\n"));
+}
