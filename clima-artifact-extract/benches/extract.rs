@@ -25,20 +25,28 @@ fn extraction(c: &mut Criterion) {
         max_unpacked_bytes: 1 << 34,
         ..ExtractLimits::default()
     };
+    // The same, also computing the git tree SHA-256 in the pass (an entry with a
+    // `git-tree-sha256`): what it costs on top of the SHA-1 alone.
+    let with_sha256 = ExtractLimits {
+        tree_hash_sha256: true,
+        ..limits.clone()
+    };
     let mut group = c.benchmark_group("extract");
     group.throughput(Throughput::Bytes(bytes));
     for (name, archive) in &archives {
-        group.bench_function(*name, |b| {
-            b.iter_batched(
-                || tempfile::tempdir_in(scratch.path()).unwrap(),
-                |dest| {
-                    let out = extract_archive(archive.as_slice(), dest.path(), &limits).unwrap();
-                    black_box(out);
-                    dest
-                },
-                BatchSize::PerIteration,
-            )
-        });
+        for (suffix, limits) in [("", &limits), ("_sha256_too", &with_sha256)] {
+            group.bench_function(format!("{name}{suffix}"), |b| {
+                b.iter_batched(
+                    || tempfile::tempdir_in(scratch.path()).unwrap(),
+                    |dest| {
+                        let out = extract_archive(archive.as_slice(), dest.path(), limits).unwrap();
+                        black_box(out);
+                        dest
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
     }
     // Baseline on the same bytes and disk: `tar -xf -` (no hashing, no checks).
     let system_tar = std::process::Command::new("tar")

@@ -1267,3 +1267,61 @@ fn hash_prints_the_git_tree_sha256_on_request() {
         .success()
         .stdout(format!("{sha1}\n"));
 }
+
+/// `verify` checks an installed copy by the entry's `git-tree-sha256` too: a right one passes,
+/// a wrong one (the SHA-1 matching) is reported as such, in text and JSON.
+#[test]
+fn verify_checks_the_git_tree_sha256_when_the_entry_has_one() {
+    if !clima_artifact_tests::have_git() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let data = sb.work.join("era5");
+    sample_tree(&data);
+    let sha1 = clima_artifact_tests::git_tree_hash(&data).to_hex();
+    let sha256 = clima_artifact_tests::git_tree_hash_sha256(&data).to_hex();
+    let installed = sb.depot.join("artifacts").join(&sha1);
+    fs::create_dir_all(installed.parent().unwrap()).unwrap();
+    let status = std::process::Command::new("cp")
+        .args(["-a"])
+        .arg(&data)
+        .arg(&installed)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let manifest = |sha256: &str| {
+        fs::write(
+            sb.work.join("Artifacts.toml"),
+            format!("[era5]\ngit-tree-sha1 = \"{sha1}\"\ngit-tree-sha256 = \"{sha256}\"\n"),
+        )
+        .unwrap()
+    };
+    manifest(&sha256);
+    let ok = sb.json_ok(&["verify", "era5", "--json"]);
+    assert_eq!(ok[0]["status"], "ok", "{ok}");
+    assert_eq!(ok[0]["expected_sha256"], sha256.as_str());
+    assert_eq!(ok[0]["actual_sha256"], sha256.as_str());
+
+    let wrong = "ab".repeat(32);
+    manifest(&wrong);
+    let out = sb
+        .cli()
+        .args(["verify", "era5", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let changed = json(&out);
+    assert_eq!(changed[0]["status"], "changed", "{changed}");
+    assert_eq!(changed[0]["actual"], sha1.as_str());
+    assert_eq!(changed[0]["actual_sha256"], sha256.as_str());
+    sb.cli()
+        .args(["verify", "era5"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("CHANGED"))
+        .stderr(predicate::str::contains(format!(
+            "artifact `era5` at `{}`: content changed (git-tree-sha256 {wrong} expected, \
+             {sha256} found, although its git-tree-sha1 matches",
+            installed.display()
+        )));
+}
