@@ -1235,19 +1235,28 @@ fn help_and_environment_page_name_every_environment_variable() {
     assert!(missing.is_empty(), "not named: {missing:?}");
 }
 
+/// A sandbox with [`sample_tree`] in `work/era5` and its git tree SHA-1 and SHA-256 by real git
+/// (modes, a symlink, an empty folder and a `.git` folder: none may make us differ from git);
+/// `None` without git.
+fn sample_with_git_hashes() -> Option<(Sandbox, std::path::PathBuf, String, String)> {
+    if !clima_artifact_tests::have_git() {
+        return None;
+    }
+    let sb = Sandbox::new();
+    let data = sb.work.join("era5");
+    sample_tree(&data);
+    let sha1 = clima_artifact_tests::git_tree_hash(&data).to_hex();
+    let sha256 = clima_artifact_tests::git_tree_hash_sha256(&data).to_hex();
+    Some((sb, data, sha1, sha256))
+}
+
 /// `hash --sha256` prints both tree hashes as manifest lines (and in `--json`), equal to what
 /// real git computes in a SHA-1 and a SHA-256 repository; without it the output is unchanged.
 #[test]
 fn hash_prints_the_git_tree_sha256_on_request() {
-    if !clima_artifact_tests::have_git() {
+    let Some((sb, _, sha1, sha256)) = sample_with_git_hashes() else {
         return;
-    }
-    let sb = Sandbox::new();
-    let data = sb.work.join("era5");
-    // Modes, a symlink, an empty folder and a `.git` folder: none may make us differ from git.
-    sample_tree(&data);
-    let sha1 = clima_artifact_tests::git_tree_hash(&data).to_hex();
-    let sha256 = clima_artifact_tests::git_tree_hash_sha256(&data).to_hex();
+    };
     sb.cli()
         .args(["hash", "era5", "--sha256"])
         .assert()
@@ -1272,14 +1281,9 @@ fn hash_prints_the_git_tree_sha256_on_request() {
 /// a wrong one (the SHA-1 matching) is reported as such, in text and JSON.
 #[test]
 fn verify_checks_the_git_tree_sha256_when_the_entry_has_one() {
-    if !clima_artifact_tests::have_git() {
+    let Some((sb, data, sha1, sha256)) = sample_with_git_hashes() else {
         return;
-    }
-    let sb = Sandbox::new();
-    let data = sb.work.join("era5");
-    sample_tree(&data);
-    let sha1 = clima_artifact_tests::git_tree_hash(&data).to_hex();
-    let sha256 = clima_artifact_tests::git_tree_hash_sha256(&data).to_hex();
+    };
     let installed = sb.depot.join("artifacts").join(&sha1);
     fs::create_dir_all(installed.parent().unwrap()).unwrap();
     let status = std::process::Command::new("cp")
