@@ -1329,3 +1329,39 @@ fn verify_checks_the_git_tree_sha256_when_the_entry_has_one() {
             installed.display()
         )));
 }
+
+/// `create` on an entry that carries a `git-tree-sha256` writes the new content's one (as real
+/// git computes it), so the entry never keeps a stale SHA-256 that would fail every install.
+#[test]
+fn create_updates_the_git_tree_sha256_of_an_entry_that_has_one() {
+    let Some((sb, _, sha1, sha256)) = sample_with_git_hashes() else {
+        return;
+    };
+    let manifest = sb.work.join("Artifacts.toml");
+    fs::write(
+        &manifest,
+        format!(
+            "[era5]\ngit-tree-sha1 = \"{OTHER_HASH}\"\ngit-tree-sha256 = \"{}\" # kept comment\n",
+            "ab".repeat(32)
+        ),
+    )
+    .unwrap();
+    let created = create_json(
+        &sb,
+        &["era5", "--name", "era5", "--manifest", "Artifacts.toml"],
+    );
+    assert_eq!(created["git_tree_sha1"], sha1.as_str());
+    assert_eq!(created["git_tree_sha256"], sha256.as_str());
+    let text = fs::read_to_string(&manifest).unwrap();
+    assert!(
+        text.contains(&format!("git-tree-sha1 = \"{sha1}\""))
+            && text.contains(&format!("git-tree-sha256 = \"{sha256}\" # kept comment")),
+        "{text}"
+    );
+    // An entry without one stays without.
+    let plain = create_json(
+        &sb,
+        &["era5", "--name", "plain", "--manifest", "Artifacts.toml"],
+    );
+    assert!(plain.get("git_tree_sha256").is_none(), "{plain}");
+}
