@@ -1303,6 +1303,8 @@ fn verify_checks_the_git_tree_sha256_when_the_entry_has_one() {
     manifest(&sha256);
     let ok = sb.json_ok(&["verify", "era5", "--json"]);
     assert_eq!(ok[0]["status"], "ok", "{ok}");
+    let listed = sb.json_ok(&["list", "--json"]);
+    assert_eq!(listed[0]["git_tree_sha256"], sha256.as_str(), "{listed}");
     assert_eq!(ok[0]["expected_sha256"], sha256.as_str());
     assert_eq!(ok[0]["actual_sha256"], sha256.as_str());
 
