@@ -5,7 +5,7 @@
 
 use clima_artifact_runtime::{Artifacts, Error, SourceFailure};
 use clima_artifact_tests::{
-    ManifestEntry, TestArtifact, TestServer, assert_depot_clean, have_git, test_config,
+    Fault, ManifestEntry, TestArtifact, TestServer, assert_depot_clean, have_git, test_config,
     write_manifest,
 };
 
@@ -125,4 +125,41 @@ fn a_wrong_git_tree_sha1_and_sha256_say_neither_matches() {
         "{text}"
     );
     assert_depot_clean(&s.depot);
+}
+
+/// A package server's tarball has no sha256 to check: with a `git-tree-sha256` in the entry,
+/// its content is checked by that too (good: installed; wrong: refused, naming the server's URL).
+#[test]
+fn a_package_servers_copy_is_checked_by_the_git_tree_sha256() {
+    if !have_git() {
+        return;
+    }
+    let art = TestArtifact::sample(76);
+    let sha256 = art.builder.git_tree_hash_sha256();
+    let wrong = TestArtifact::sample(77).builder.git_tree_hash_sha256();
+    for (expected, ok) in [(wrong, false), (sha256, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let depot = dir.path().join("depot");
+        let server = TestServer::start();
+        let path = format!("artifact/{}", art.tree_hash);
+        server.serve(&path, art.tarball.clone());
+        let mut config = test_config(std::slice::from_ref(&depot));
+        config.pkg_server = Some(server.base());
+        // The manifest's own URL answers 404: the package server's copy is what is checked.
+        server.always("gone.tar.gz", Fault::Status(404));
+        let mut variant = art.variant(&[server.url("gone.tar.gz")]);
+        variant.git_tree_sha256 = Some(expected);
+        let got = clima_artifact_runtime::ensure_variant("era5", &variant, dir.path(), &config);
+        assert_eq!(server.gets(&path), 1);
+        if ok {
+            art.assert_content(&got.unwrap().path);
+        } else {
+            let text = got.unwrap_err().to_string();
+            assert!(
+                text.contains("git-tree-sha256 mismatch") && text.contains(&server.url(&path)),
+                "{text}"
+            );
+            assert_depot_clean(&depot);
+        }
+    }
 }
