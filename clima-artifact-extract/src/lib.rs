@@ -1,7 +1,8 @@
 //! # clima-artifact-extract
 //!
 //! Safe extraction of artifact tarballs that computes the git tree SHA-1 of what it writes, and
-//! the git tree SHA-1 of a folder. No network code: the install pipeline
+//! the git tree SHA-1 of a folder; on request both give the git tree SHA-256 too, from the same
+//! pass ([`ExtractLimits::tree_hash_sha256`], [`tree_hash::tree_hashes`]). No network code: the install pipeline
 //! (`clima-artifact-runtime`) feeds it the downloaded bytes, and the CLI's `hash`, `verify` and
 //! `publish` use it on local files.
 //!
@@ -9,7 +10,7 @@
 //! |---|---|
 //! | crate root (module `unpack`) | [`extract_archive`], [`extract_buffered`]: tar entries written under the rules of the extraction (paths, links, modes), the limits ([`ExtractLimits`]: unpacked bytes, entries, free-space reserve) and the errors ([`ExtractError`]); [`free_space`] and [`default_free_reserve`] are `clima_artifact_fs`'s, re-exported |
 //! | `dirs` (private) | the cache of folder handles of one extraction; every file operation is a [`clima_artifact_fs::Dir`] method (the one descriptor walker of the workspace) |
-//! | [`tree_hash`] | the git tree SHA-1 of a folder ([`tree_hash::tree_hash`]), blob ids ([`tree_hash::BlobHasher`]) and trees built entry by entry ([`tree_hash::TreeBuilder`]), shared with the extraction |
+//! | [`tree_hash`] | the git tree SHA-1 (and SHA-256, [`tree_hash::Formats`]) of a folder ([`tree_hash::tree_hash`], [`tree_hash::tree_hashes`]), blob ids ([`tree_hash::BlobHasher`]) and trees built entry by entry ([`tree_hash::TreeBuilder`]), shared with the extraction |
 //!
 //! The runtime re-exports both as `clima_artifact_runtime::extract` and
 //! `clima_artifact_runtime::tree_hash`.

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::tree_hash::EntryMode;
+use crate::tree_hash::{EntryMode, ObjectId};
 
 /// The number of a folder the extraction created; [`ROOT`] is the destination itself.
 pub(crate) type DirId = u32;
@@ -25,7 +25,7 @@ pub(crate) enum Written {
 /// (the file's number).
 #[derive(Clone, Copy)]
 pub(crate) enum Blob {
-    Known([u8; 20]),
+    Known(ObjectId),
     Pending(usize),
 }
 

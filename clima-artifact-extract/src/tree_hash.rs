@@ -1,16 +1,23 @@
-//! Git tree SHA-1 of a directory: the name of an artifact (`artifacts/<git-tree-sha1>/`).
+//! Git tree SHA-1 of a directory: the name of an artifact (`artifacts/<git-tree-sha1>/`), and on
+//! request its git tree SHA-256 (the `git-tree-sha256` of a manifest entry) in the same pass.
 //!
 //! The hash is byte for byte what `git add -A && git write-tree` prints for the directory (with
 //! `core.fileMode=true` and `core.symlinks=true`), which is also what Julia's `Pkg` computes.
+//! The SHA-256 one is what the same commands print in a repository made with
+//! `git init --object-format=sha256`, and what `Tar.tree_hash(...; algorithm = "git-sha256",
+//! skip_empty = true)` computes.
 //!
 //! # Objects
 //!
-//! A *blob* id is `sha1("blob " <decimal length> "\0" <content>)` ([`BlobHasher`]).
-//! A *tree* id is `sha1("tree " <decimal length> "\0" <entries>)` where every entry is
+//! A *blob* id is `H("blob " <decimal length> "\0" <content>)` ([`BlobHasher`]).
+//! A *tree* id is `H("tree " <decimal length> "\0" <entries>)` where every entry is
 //!
 //! ```text
-//! <mode> SP <name bytes> NUL <20 raw bytes of the entry's blob or tree id>
+//! <mode> SP <name bytes> NUL <raw bytes of the entry's blob or tree id>
 //! ```
+//!
+//! with `H` SHA-1 (ids of 20 bytes) or SHA-256 (ids of 32 bytes, in the SHA-256 tree too):
+//! the two formats differ only in the digest ([`Formats`]).
 //!
 //! with `<mode>` in ASCII, no leading zeros ([`EntryMode`]):
 //!
@@ -39,7 +46,9 @@
 //! - A directory that contains no file or symlink, directly or in any subdirectory, is skipped
 //!   (git stores no empty trees). A directory holding only empty directories is empty too.
 //!   The root is the exception: an artifact with no files at all hashes to the empty tree
-//!   `4b825dc642cb6eb9a060e54bf8d69288fbee4904`.
+//!   `4b825dc642cb6eb9a060e54bf8d69288fbee4904` (SHA-256:
+//!   `6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321`). The same rule holds
+//!   for both formats.
 //! - Other file types (fifos, sockets, devices) are an error naming the path: they cannot come
 //!   from a verified download and git cannot store them.
 //!
@@ -49,6 +58,9 @@
 //! `120000` entry), then hashes all files in parallel on the rayon pool, streaming each through
 //! a 256 KiB buffer (constant memory, no mmap), then assembles the trees with a [`TreeBuilder`].
 //! The extractor feeds the same [`TreeBuilder`] while writing, so an install never re-reads a file.
+//! With [`Formats::Sha1AndSha256`] each buffer goes through both digests while it is in cache:
+//! one read of the bytes gives both tree hashes ([`tree_hashes`]). SHA-1 alone is the default,
+//! so the SHA-256 work is only done when an entry carries a `git-tree-sha256` or it is asked for.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -61,8 +73,9 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use sha1::{Digest, Sha1};
+use sha2::Sha256;
 
-use clima_artifact_manifest::GitTreeSha1;
+use clima_artifact_manifest::{GitTreeSha1, GitTreeSha256};
 
 /// Size of the read buffer used per hashing thread.
 const READ_BUFFER: usize = 256 * 1024;
@@ -102,33 +115,101 @@ impl EntryMode {
     }
 }
 
-/// Incremental git blob hash: `sha1("blob <len>\0" || bytes)`, fed while a file is written.
+/// Which git object formats to hash in: SHA-1 always, SHA-256 as well on request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Formats {
+    /// SHA-1 only (`git-tree-sha1`, what every manifest carries): the fast default.
+    #[default]
+    Sha1,
+    /// SHA-1 and SHA-256 (`git-tree-sha256`) from the same bytes, in the same pass.
+    Sha1AndSha256,
+}
+
+impl Formats {
+    /// [`Formats::Sha1AndSha256`] if `sha256`, else [`Formats::Sha1`].
+    pub fn with_sha256(sha256: bool) -> Formats {
+        if sha256 {
+            Formats::Sha1AndSha256
+        } else {
+            Formats::Sha1
+        }
+    }
+
+    fn sha256(self) -> bool {
+        self == Formats::Sha1AndSha256
+    }
+}
+
+/// The id of a blob in each format hashed: SHA-1 always, SHA-256 when it was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectId {
+    /// The SHA-1 object id.
+    pub sha1: [u8; 20],
+    /// The SHA-256 object id, if [`Formats::Sha1AndSha256`].
+    pub sha256: Option<[u8; 32]>,
+}
+
+impl From<[u8; 20]> for ObjectId {
+    /// A SHA-1 id alone.
+    fn from(sha1: [u8; 20]) -> ObjectId {
+        ObjectId { sha1, sha256: None }
+    }
+}
+
+/// The tree hashes of a folder or of what an extraction wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeHashes {
+    /// The git tree SHA-1 (`git-tree-sha1`).
+    pub sha1: GitTreeSha1,
+    /// The git tree SHA-256 (`git-tree-sha256`), if [`Formats::Sha1AndSha256`].
+    pub sha256: Option<GitTreeSha256>,
+}
+
+/// Incremental git blob hash: `H("blob <len>\0" || bytes)`, fed while a file is written, in
+/// SHA-1 and, if asked, SHA-256.
 pub struct BlobHasher {
     sha: Sha1,
+    sha256: Option<Sha256>,
     expected: u64,
     seen: u64,
 }
 
 impl BlobHasher {
-    /// Starts a blob of `len` bytes (the header needs the length up front, e.g. from a tar header).
+    /// Starts a blob of `len` bytes (the header needs the length up front, e.g. from a tar
+    /// header), hashed in SHA-1 only.
     pub fn new(len: u64) -> BlobHasher {
+        BlobHasher::with_formats(len, Formats::Sha1)
+    }
+
+    /// Starts a blob of `len` bytes hashed in `formats`.
+    pub fn with_formats(len: u64, formats: Formats) -> BlobHasher {
+        let header = format!("blob {len}\0");
         let mut sha = Sha1::new();
-        sha.update(format!("blob {len}\0").as_bytes());
+        sha.update(header.as_bytes());
+        let sha256 = formats.sha256().then(|| {
+            let mut sha256 = Sha256::new();
+            sha256.update(header.as_bytes());
+            sha256
+        });
         BlobHasher {
             sha,
+            sha256,
             expected: len,
             seen: 0,
         }
     }
 
-    /// Feeds bytes.
+    /// Feeds bytes (to both digests, one after the other, while they are in cache).
     pub fn update(&mut self, bytes: &[u8]) {
         self.seen += bytes.len() as u64;
         self.sha.update(bytes);
+        if let Some(sha256) = &mut self.sha256 {
+            sha256.update(bytes);
+        }
     }
 
     /// The blob id; errors if the number of bytes fed differs from `len`.
-    pub fn finish(self) -> io::Result<[u8; 20]> {
+    pub fn finish(self) -> io::Result<ObjectId> {
         if self.seen != self.expected {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -138,20 +219,32 @@ impl BlobHasher {
                 ),
             ));
         }
-        Ok(self.sha.finalize().into())
+        Ok(self.ids())
+    }
+
+    fn ids(self) -> ObjectId {
+        ObjectId {
+            sha1: self.sha.finalize().into(),
+            sha256: self.sha256.map(|sha| sha.finalize().into()),
+        }
     }
 }
 
 /// The git blob id of `bytes` (used for symlink targets and small contents).
 pub fn blob_id(bytes: &[u8]) -> [u8; 20] {
-    let mut hasher = BlobHasher::new(bytes.len() as u64);
+    blob_ids(bytes, Formats::Sha1).sha1
+}
+
+/// The git blob ids of `bytes` in `formats`.
+pub fn blob_ids(bytes: &[u8], formats: Formats) -> ObjectId {
+    let mut hasher = BlobHasher::with_formats(bytes.len() as u64, formats);
     hasher.update(bytes);
-    hasher.sha.finalize().into()
+    hasher.ids()
 }
 
 /// A node of the tree being built: a leaf (blob or precomputed tree) or a directory.
 enum Node {
-    Leaf(EntryMode, [u8; 20]),
+    Leaf(EntryMode, ObjectId),
     Dir(DirNode),
 }
 
@@ -161,15 +254,16 @@ struct DirNode {
 }
 
 impl DirNode {
-    /// The tree id of this directory, or `None` if it holds no file at any depth.
-    fn hash(&self) -> Option<[u8; 20]> {
-        let mut entries: Vec<(Vec<u8>, EntryMode, [u8; 20])> = Vec::new();
+    /// The tree id of this directory, or `None` if it holds no file at any depth. Its SHA-256
+    /// id is computed if `formats` asks for it and every blob below has one.
+    fn hash(&self, formats: Formats) -> Option<ObjectId> {
+        let mut entries: Vec<(&[u8], EntryMode, ObjectId)> = Vec::new();
         for (name, node) in &self.children {
             match node {
-                Node::Leaf(mode, id) => entries.push((name.clone(), *mode, *id)),
+                Node::Leaf(mode, id) => entries.push((name, *mode, *id)),
                 Node::Dir(dir) => {
-                    if let Some(id) = dir.hash() {
-                        entries.push((name.clone(), EntryMode::Directory, id));
+                    if let Some(id) = dir.hash(formats) {
+                        entries.push((name, EntryMode::Directory, id));
                     }
                 }
             }
@@ -177,13 +271,13 @@ impl DirNode {
         if entries.is_empty() {
             return None;
         }
-        Some(tree_object_id(&mut entries))
+        Some(tree_object_ids(&mut entries, formats))
     }
 }
 
-/// Sorts `entries` in git order and returns the id of the tree object they form.
-fn tree_object_id(entries: &mut [(Vec<u8>, EntryMode, [u8; 20])]) -> [u8; 20] {
-    fn key(e: &(Vec<u8>, EntryMode, [u8; 20])) -> impl Iterator<Item = &u8> {
+/// Sorts `entries` in git order and returns the ids of the tree object they form.
+fn tree_object_ids(entries: &mut [(&[u8], EntryMode, ObjectId)], formats: Formats) -> ObjectId {
+    fn key<'a>(e: &(&'a [u8], EntryMode, ObjectId)) -> impl Iterator<Item = &'a u8> {
         let slash: &[u8] = if e.1 == EntryMode::Directory {
             b"/"
         } else {
@@ -192,46 +286,78 @@ fn tree_object_id(entries: &mut [(Vec<u8>, EntryMode, [u8; 20])]) -> [u8; 20] {
         e.0.iter().chain(slash)
     }
     entries.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+    let sha1 = tree_object::<Sha1>(entries.iter().map(|(n, m, id)| (*n, *m, &id.sha1[..])));
+    let sha256 = if formats.sha256() {
+        entries
+            .iter()
+            .map(|(n, m, id)| id.sha256.as_ref().map(|h| (*n, *m, &h[..])))
+            .collect::<Option<Vec<_>>>()
+            .map(|entries| tree_object::<Sha256>(entries.into_iter()).into())
+    } else {
+        None
+    };
+    ObjectId {
+        sha1: sha1.into(),
+        sha256,
+    }
+}
+
+/// The id, in the digest `D`, of the tree object of `entries` (already in git order).
+fn tree_object<'a, D: Digest>(
+    entries: impl Iterator<Item = (&'a [u8], EntryMode, &'a [u8])> + Clone,
+) -> sha1::digest::Output<D> {
     let len: usize = entries
-        .iter()
-        .map(|(name, mode, _)| mode.as_git_str().len() + 1 + name.len() + 1 + 20)
+        .clone()
+        .map(|(name, mode, id)| mode.as_git_str().len() + 1 + name.len() + 1 + id.len())
         .sum();
-    let mut sha = Sha1::new();
+    let mut sha = D::new();
     sha.update(format!("tree {len}\0").as_bytes());
-    for (name, mode, id) in entries.iter() {
+    for (name, mode, id) in entries {
         sha.update(mode.as_git_str().as_bytes());
         sha.update(b" ");
         sha.update(name);
         sha.update(b"\0");
         sha.update(id);
     }
-    sha.finalize().into()
+    sha.finalize()
 }
 
 /// Builds a tree hash from `(relative path, mode, blob id)` entries gathered in any order
 /// (e.g. while extracting); empty directories are skipped as git does.
 ///
 /// Inserting [`EntryMode::Directory`] records a precomputed subtree id at that path.
+///
+/// A builder made [`TreeBuilder::with_formats`]`(`[`Formats::Sha1AndSha256`]`)` also gives the
+/// SHA-256 tree hash, if every blob inserted carries its SHA-256 id.
 #[derive(Default)]
 pub struct TreeBuilder {
     root: DirNode,
+    formats: Formats,
 }
 
 impl TreeBuilder {
-    /// An empty builder.
+    /// An empty builder of the SHA-1 tree hash.
     pub fn new() -> TreeBuilder {
         TreeBuilder::default()
     }
 
+    /// An empty builder of the tree hashes in `formats`.
+    pub fn with_formats(formats: Formats) -> TreeBuilder {
+        TreeBuilder {
+            root: DirNode::default(),
+            formats,
+        }
+    }
+
     /// Records a file or symlink at `path` (components separated by `/`). A later entry for the
     /// same path replaces the earlier one.
-    pub fn insert(&mut self, path: &str, mode: EntryMode, blob: [u8; 20]) {
+    pub fn insert(&mut self, path: &str, mode: EntryMode, blob: impl Into<ObjectId>) {
         self.insert_bytes(path.as_bytes(), mode, blob);
     }
 
     /// Like [`TreeBuilder::insert`] for a path given as raw bytes (names need not be UTF-8).
     /// Empty and `.` components are ignored.
-    pub fn insert_bytes(&mut self, path: &[u8], mode: EntryMode, blob: [u8; 20]) {
+    pub fn insert_bytes(&mut self, path: &[u8], mode: EntryMode, blob: impl Into<ObjectId>) {
         let components: Vec<&[u8]> = path
             .split(|&b| b == b'/')
             .filter(|c| !c.is_empty() && *c != b".")
@@ -241,7 +367,13 @@ impl TreeBuilder {
 
     /// Like [`TreeBuilder::insert`] for a path already split into its components.
     /// A component that was a file becomes a directory (and the reverse): later entries win.
-    pub fn insert_components(&mut self, components: &[&[u8]], mode: EntryMode, blob: [u8; 20]) {
+    pub fn insert_components(
+        &mut self,
+        components: &[&[u8]],
+        mode: EntryMode,
+        blob: impl Into<ObjectId>,
+    ) {
+        let blob = blob.into();
         let Some((last, parents)) = components.split_last() else {
             return;
         };
@@ -264,7 +396,21 @@ impl TreeBuilder {
 
     /// The root tree hash (the empty tree if nothing but empty directories was recorded).
     pub fn finish(self) -> GitTreeSha1 {
-        GitTreeSha1(self.root.hash().unwrap_or_else(|| tree_object_id(&mut [])))
+        self.finish_hashes().sha1
+    }
+
+    /// The root tree hashes in the builder's formats (the SHA-256 one `None` if a blob was
+    /// inserted without its SHA-256 id).
+    pub fn finish_hashes(self) -> TreeHashes {
+        let formats = self.formats;
+        let root = self
+            .root
+            .hash(formats)
+            .unwrap_or_else(|| tree_object_ids(&mut [], formats));
+        TreeHashes {
+            sha1: GitTreeSha1(root.sha1),
+            sha256: root.sha256.map(GitTreeSha256),
+        }
     }
 }
 
@@ -285,6 +431,12 @@ struct Found {
 /// The git tree hash of `dir` with every file added (`.git` skipped, empty dirs skipped),
 /// hashing files in parallel.
 pub fn tree_hash(dir: &Path) -> io::Result<GitTreeSha1> {
+    tree_hashes(dir, Formats::Sha1).map(|hashes| hashes.sha1)
+}
+
+/// [`tree_hash`] in `formats`: with [`Formats::Sha1AndSha256`], the SHA-1 and SHA-256 tree
+/// hashes from one read of every file.
+pub fn tree_hashes(dir: &Path, formats: Formats) -> io::Result<TreeHashes> {
     let meta = fs::symlink_metadata(dir).map_err(|e| path_error(dir, "cannot read", e))?;
     if !meta.is_dir() {
         return Err(io::Error::new(
@@ -332,34 +484,35 @@ pub fn tree_hash(dir: &Path) -> io::Result<GitTreeSha1> {
     }
 
     // 2. Hash every file and symlink in parallel.
-    let hashed: Vec<(EntryMode, [u8; 20])> = found
+    let hashed: Vec<(EntryMode, ObjectId)> = found
         .par_iter()
         .map(|f| {
             if f.symlink {
                 let target = fs::read_link(&f.path)
                     .map_err(|e| path_error(&f.path, "cannot read link", e))?;
-                Ok((EntryMode::Symlink, blob_id(target.as_os_str().as_bytes())))
+                let target = target.as_os_str().as_bytes();
+                Ok((EntryMode::Symlink, blob_ids(target, formats)))
             } else {
-                hash_file(&f.path)
+                hash_file(&f.path, formats)
             }
         })
         .collect::<io::Result<_>>()?;
 
     // 3. Assemble the trees.
-    let mut builder = TreeBuilder::new();
+    let mut builder = TreeBuilder::with_formats(formats);
     for (f, (mode, id)) in found.iter().zip(hashed) {
         let components: Vec<&[u8]> = f.rel.iter().map(Vec::as_slice).collect();
         builder.insert_components(&components, mode, id);
     }
-    Ok(builder.finish())
+    Ok(builder.finish_hashes())
 }
 
 thread_local! {
     static BUFFER: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_BUFFER]);
 }
 
-/// Hashes one regular file (opened without following symlinks), returning its mode and blob id.
-fn hash_file(path: &Path) -> io::Result<(EntryMode, [u8; 20])> {
+/// Hashes one regular file (opened without following symlinks), returning its mode and blob ids.
+fn hash_file(path: &Path, formats: Formats) -> io::Result<(EntryMode, ObjectId)> {
     let mut file: File = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
@@ -375,7 +528,7 @@ fn hash_file(path: &Path) -> io::Result<(EntryMode, [u8; 20])> {
         ));
     }
     let mode = EntryMode::for_file_mode(meta.mode());
-    let mut hasher = BlobHasher::new(meta.len());
+    let mut hasher = BlobHasher::with_formats(meta.len(), formats);
     BUFFER.with(|buffer| -> io::Result<()> {
         let mut buffer = buffer.borrow_mut();
         loop {
@@ -430,7 +583,7 @@ mod tests {
         let mut h = BlobHasher::new(2);
         h.update(b"a");
         h.update(b"b");
-        assert_eq!(h.finish().unwrap(), blob_id(b"ab"));
+        assert_eq!(h.finish().unwrap().sha1, blob_id(b"ab"));
     }
 
     #[test]
@@ -439,6 +592,31 @@ mod tests {
             TreeBuilder::new().finish().to_hex(),
             "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
         );
+        let both = TreeBuilder::with_formats(Formats::Sha1AndSha256).finish_hashes();
+        assert_eq!(
+            both.sha256.unwrap().to_hex(),
+            "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+        );
+        assert_eq!(TreeBuilder::new().finish_hashes().sha256, None);
+    }
+
+    #[test]
+    fn sha256_blob_ids_match_git() {
+        // `git hash-object --object-format=sha256 --stdin` in a SHA-256 repository.
+        let id = blob_ids(b"hello\n", Formats::Sha1AndSha256);
+        assert_eq!(id.sha1, blob_id(b"hello\n"));
+        assert_eq!(
+            GitTreeSha256(id.sha256.unwrap()).to_hex(),
+            "2cf8d83d9ee29543b34a87727421fdecb7e3f3a183d337639025de576db9ebb4"
+        );
+    }
+
+    #[test]
+    fn a_blob_without_its_sha256_leaves_the_sha256_tree_unknown() {
+        let mut b = TreeBuilder::with_formats(Formats::Sha1AndSha256);
+        b.insert("a", EntryMode::File, blob_ids(b"a", Formats::Sha1AndSha256));
+        b.insert("b/c", EntryMode::File, blob_id(b"c"));
+        assert_eq!(b.finish_hashes().sha256, None);
     }
 
     #[test]
@@ -455,14 +633,15 @@ mod tests {
 
     #[test]
     fn directories_sort_as_if_they_ended_in_a_slash() {
+        let id = ObjectId::from([0; 20]);
         let mut entries = vec![
-            (b"a0".to_vec(), EntryMode::File, [0; 20]),
-            (b"a".to_vec(), EntryMode::Directory, [0; 20]),
-            (b"a.b".to_vec(), EntryMode::File, [0; 20]),
-            (b"a-".to_vec(), EntryMode::File, [0; 20]),
+            (&b"a0"[..], EntryMode::File, id),
+            (b"a", EntryMode::Directory, id),
+            (b"a.b", EntryMode::File, id),
+            (b"a-", EntryMode::File, id),
         ];
-        tree_object_id(&mut entries);
-        let names: Vec<&[u8]> = entries.iter().map(|e| e.0.as_slice()).collect();
+        tree_object_ids(&mut entries, Formats::Sha1);
+        let names: Vec<&[u8]> = entries.iter().map(|e| e.0).collect();
         assert_eq!(names, [&b"a-"[..], b"a.b", b"a", b"a0"]);
     }
 }

@@ -18,8 +18,8 @@ use clima_artifact_fs::{Dir, read_full};
 
 use crate::dirs::Dirs;
 use crate::listing::{Blob, DirId, Listing, ROOT, Written};
-use crate::tree_hash::{BlobHasher, EntryMode, TreeBuilder, blob_id};
-use clima_artifact_manifest::GitTreeSha1;
+use crate::tree_hash::{BlobHasher, EntryMode, Formats, ObjectId, TreeBuilder, blob_ids};
+use clima_artifact_manifest::{GitTreeSha1, GitTreeSha256};
 
 /// Copy buffer size, also the buffer [`extract_archive`] puts in front of the decompressor.
 const BUFFER: usize = 256 * 1024;
@@ -59,6 +59,10 @@ pub struct ExtractLimits {
     /// end up without hashed content are dropped. For sources whose bytes are not checked
     /// against a sha256 (a package server), where nothing else vouches for them.
     pub only_hashed: bool,
+    /// Also compute the git tree SHA-256 ([`Extracted::tree_hash_sha256`]) from the same bytes
+    /// in the same pass, for an entry that carries a `git-tree-sha256`. Off by default: the
+    /// SHA-1 alone is cheaper.
+    pub tree_hash_sha256: bool,
 }
 
 /// How much content may be written between two free-space checks.
@@ -93,6 +97,7 @@ impl Default for ExtractLimits {
             max_entries: DEFAULT_MAX_ENTRIES,
             min_free_bytes: None,
             only_hashed: false,
+            tree_hash_sha256: false,
         }
     }
 }
@@ -178,6 +183,8 @@ pub enum ExtractError {
 pub struct Extracted {
     /// The git tree hash of what was written, computed while writing.
     pub tree_hash: GitTreeSha1,
+    /// Its git tree SHA-256, if [`ExtractLimits::tree_hash_sha256`] asked for it.
+    pub tree_hash_sha256: Option<GitTreeSha256>,
     /// Total bytes of file content written.
     pub unpacked_bytes: u64,
     /// Number of files and symlinks written.
@@ -401,7 +408,7 @@ enum Job {
 }
 
 /// What the writer thread answers for each file: its blob id, or the path and the error.
-type WriterResult = Result<[u8; 20], (PathBuf, io::Error)>;
+type WriterResult = Result<ObjectId, (PathBuf, io::Error)>;
 
 /// Small files handed over together: their contents are `data`, concatenated in the order
 /// of `files`, each with its length.
@@ -430,7 +437,7 @@ struct BlobWriter {
     free: Receiver<Vec<u8>>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// Blob ids received so far, by file number.
-    blobs: Vec<[u8; 20]>,
+    blobs: Vec<ObjectId>,
     /// Files handed to the thread so far (including those still in `batch`).
     files: usize,
     /// Small files not handed over yet.
@@ -441,7 +448,7 @@ struct BlobWriter {
 const IN_FLIGHT: usize = 4;
 
 impl BlobWriter {
-    fn spawn() -> io::Result<BlobWriter> {
+    fn spawn(formats: Formats) -> io::Result<BlobWriter> {
         let (jobs, rx) = sync_channel::<Job>(IN_FLIGHT);
         let (tx_results, results) = channel();
         let (recycle, free) = sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
@@ -456,7 +463,9 @@ impl BlobWriter {
                 for job in rx {
                     match job {
                         Job::Open { file, len } => match file.create() {
-                            Ok(f) => open = Some((f, file.path, BlobHasher::new(len))),
+                            Ok(f) => {
+                                open = Some((f, file.path, BlobHasher::with_formats(len, formats)))
+                            }
                             Err(e) => {
                                 let _ = tx_results.send(Err((file.path, e)));
                                 return;
@@ -489,7 +498,7 @@ impl BlobWriter {
                             for (file, len) in files {
                                 let bytes = &data[at..at + len];
                                 at += len;
-                                let mut hasher = BlobHasher::new(len as u64);
+                                let mut hasher = BlobHasher::with_formats(len as u64, formats);
                                 hasher.update(bytes);
                                 let result =
                                     match file.create().and_then(|mut f| f.write_all(bytes)) {
@@ -584,7 +593,7 @@ impl BlobWriter {
     }
 
     /// Waits for the blob id of file `n` (and every file before it).
-    fn wait(&mut self, n: usize) -> Result<[u8; 20], ExtractError> {
+    fn wait(&mut self, n: usize) -> Result<ObjectId, ExtractError> {
         self.flush()?;
         self.receive(n)
     }
@@ -607,7 +616,7 @@ impl BlobWriter {
     }
 
     /// Receives blob ids up to file `n` (which must have been handed over).
-    fn receive(&mut self, n: usize) -> Result<[u8; 20], ExtractError> {
+    fn receive(&mut self, n: usize) -> Result<ObjectId, ExtractError> {
         while self.blobs.len() <= n {
             match self.results.recv() {
                 Ok(result) => self.accept(result)?,
@@ -618,7 +627,7 @@ impl BlobWriter {
     }
 
     /// Waits for every file and returns all blob ids, by file number.
-    fn finish(mut self) -> Result<Vec<[u8; 20]>, ExtractError> {
+    fn finish(mut self) -> Result<Vec<ObjectId>, ExtractError> {
         if self.files > 0 {
             self.wait(self.files - 1)?;
         }
@@ -785,7 +794,7 @@ impl<'a> Extraction<'a> {
             dirs: Dirs::new(dir),
             limits,
             written: Listing::new(),
-            tree: TreeBuilder::new(),
+            tree: TreeBuilder::with_formats(Formats::with_sha256(limits.tree_hash_sha256)),
             writer: None,
             pending: Vec::new(),
             content_bytes: 0,
@@ -928,8 +937,10 @@ impl<'a> Extraction<'a> {
                 }
             }
         }
+        let hashes = self.tree.finish_hashes();
         Ok(Extracted {
-            tree_hash: self.tree.finish(),
+            tree_hash: hashes.sha1,
+            tree_hash_sha256: hashes.sha256,
             unpacked_bytes: self.content_bytes,
             entries: self.entries,
         })
@@ -1136,7 +1147,8 @@ impl<'a> Extraction<'a> {
     /// The writer thread, started on the first file.
     fn writer(&mut self) -> Result<&mut BlobWriter, ExtractError> {
         if self.writer.is_none() {
-            let writer = BlobWriter::spawn().map_err(|e| ExtractError::Io {
+            let formats = Formats::with_sha256(self.limits.tree_hash_sha256);
+            let writer = BlobWriter::spawn(formats).map_err(|e| ExtractError::Io {
                 path: self.dest.to_path_buf(),
                 source: io::Error::new(e.kind(), format!("cannot start a writer thread: {e}")),
             })?;
@@ -1235,7 +1247,7 @@ impl<'a> Extraction<'a> {
         parent_fd
             .symlink(OsStr::from_bytes(&target), &name)
             .map_err(|e| self.io_error(&key, e))?;
-        let id = blob_id(&target);
+        let id = blob_ids(&target, Formats::with_sha256(self.limits.tree_hash_sha256));
         if !path.components.iter().any(|c| c == b".git") {
             let components: Vec<&[u8]> = path.components.iter().map(Vec::as_slice).collect();
             self.tree
@@ -1549,7 +1561,7 @@ mod tests {
         assert!(dest.path().join(".git/config").exists());
         assert_eq!(got.tree_hash, tree_hash(dest.path()).unwrap());
         let mut only_a = TreeBuilder::new();
-        only_a.insert("a", EntryMode::File, blob_id(b"a"));
+        only_a.insert("a", EntryMode::File, crate::tree_hash::blob_id(b"a"));
         assert_eq!(got.tree_hash, only_a.finish());
     }
 

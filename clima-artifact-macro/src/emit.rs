@@ -122,6 +122,13 @@ fn artifact(krate: &TokenStream, name: &str, entry: &ArtifactEntry) -> TokenStre
 
 fn variant(krate: &TokenStream, v: &ArtifactVariant) -> TokenStream {
     let hash = v.git_tree_sha1.0;
+    let hash_sha256 = match v.git_tree_sha256 {
+        Some(h) => {
+            let h = h.0;
+            quote!(::core::option::Option::Some([#(#h),*]))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let lazy = v.lazy;
     let line = v.line;
     let downloads = v.downloads.iter().map(|d| {
@@ -141,6 +148,7 @@ fn variant(krate: &TokenStream, v: &ArtifactVariant) -> TokenStream {
     quote! {
         #krate::__private::StaticVariant {
             git_tree_sha1: [#(#hash),*],
+            git_tree_sha256: #hash_sha256,
             lazy: #lazy,
             downloads: &[#(#downloads),*],
             platform: &[#(#tags),*],

@@ -1,5 +1,5 @@
-//! Content hashes used by artifacts: the git tree SHA-1 that names an artifact and the SHA-256 of
-//! a download.
+//! Content hashes used by artifacts: the git tree SHA-1 that names an artifact, its git tree
+//! SHA-256 (git's SHA-256 object format, an optional second check) and the SHA-256 of a download.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,6 +10,16 @@ use std::str::FromStr;
 )]
 #[serde(into = "String", try_from = "String")]
 pub struct GitTreeSha1(pub [u8; 20]);
+
+/// A git tree SHA-256: the tree id of the artifact's content in a repository made with
+/// `git init --object-format=sha256` (what `Tar.tree_hash(...; algorithm = "git-sha256")`
+/// computes), written `git-tree-sha256` in a manifest. It does not name the depot folder:
+/// that stays `artifacts/<git-tree-sha1>/`.
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(into = "String", try_from = "String")]
+pub struct GitTreeSha256(pub [u8; 32]);
 
 /// The SHA-256 digest of a downloaded tarball.
 #[derive(
@@ -98,6 +108,7 @@ macro_rules! digest_impls {
 }
 
 digest_impls!(GitTreeSha1, 20);
+digest_impls!(GitTreeSha256, 32);
 digest_impls!(Sha256, 32);
 
 #[cfg(test)]

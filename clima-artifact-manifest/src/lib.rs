@@ -5,7 +5,7 @@
 //! on it cheaply.
 //!
 //! Module map:
-//! - [`hash`]: [`GitTreeSha1`] and [`Sha256`] digests.
+//! - [`hash`]: [`GitTreeSha1`], [`GitTreeSha256`] and [`Sha256`] digests.
 //! - [`manifest`]: [`Manifest`] (an `Artifacts.toml`) and its entries.
 //! - [`platform`]: [`Platform`] tags, the host platform, and selection among `[[name]]` entries.
 //! - [`overrides`]: one depot's `Overrides.toml`.
@@ -25,7 +25,7 @@ pub mod provenance;
 pub mod validate;
 
 pub use error::{ManifestError, ManifestErrorKind};
-pub use hash::{GitTreeSha1, HexError, Sha256};
+pub use hash::{GitTreeSha1, GitTreeSha256, HexError, Sha256};
 pub use location::quote as toml_string;
 pub use manifest::{
     ArtifactEntry, ArtifactVariant, Download, Manifest, SubPathError, split_name_and_subpath,

@@ -3,6 +3,7 @@
 //! ```toml
 //! [era5]                                  # a table entry: one artifact for every platform
 //! git-tree-sha1 = "<40 hex>"
+//! git-tree-sha256 = "<64 hex>"            # optional: git's SHA-256 tree hash, checked too
 //! lazy = true                             # optional
 //! license = "CC-BY-4.0"                   # any other key is kept as metadata
 //!     [[era5.download]]                   # zero or more, tried in order
@@ -28,7 +29,8 @@ use crate::location::{
     Locator, a_type, attribute_syntax_errors, entries_in_file_order, key_syntax, to_toml_syntax,
 };
 use crate::{
-    GitTreeSha1, ManifestError, ManifestErrorKind, Platform, SelectError, Sha256, metadata,
+    GitTreeSha1, GitTreeSha256, ManifestError, ManifestErrorKind, Platform, SelectError, Sha256,
+    metadata,
 };
 
 /// File names searched for a manifest, in order (Julia's rule).
@@ -51,6 +53,10 @@ pub struct Download {
 pub struct ArtifactVariant {
     /// The git tree SHA-1 of the artifact's content; names its depot directory.
     pub git_tree_sha1: GitTreeSha1,
+    /// `git-tree-sha256`: the git tree SHA-256 of the same content (git's SHA-256 object
+    /// format), if the manifest gives it. An install checks it as well as the SHA-1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_tree_sha256: Option<GitTreeSha256>,
     /// `lazy = true`: installed only when first used, never by an eager prefetch.
     pub lazy: bool,
     /// Download sources, tried in order. Empty: the artifact needs an override.
@@ -175,6 +181,8 @@ fn looks_like_drive(path: &str) -> bool {
 
 /// Keys of an entry that are not metadata or platform tags.
 const GIT_TREE_SHA1: &str = "git-tree-sha1";
+/// The key of Pkg's `git-tree-sha256-artifacts` branch.
+const GIT_TREE_SHA256: &str = "git-tree-sha256";
 const LAZY: &str = "lazy";
 const DOWNLOAD: &str = "download";
 
@@ -217,6 +225,7 @@ fn parse_variant(
 ) -> Result<ArtifactVariant, Vec<ManifestError>> {
     let mut errors = Vec::new();
     let mut git_tree_sha1 = None;
+    let mut git_tree_sha256 = None;
     let mut lazy = false;
     let mut downloads = Vec::new();
     let mut tags = BTreeMap::new();
@@ -241,6 +250,24 @@ fn parse_variant(
                 at,
                 format_args!(
                     "`git-tree-sha1` must be a string of 40 hex digits, found {}",
+                    a_type(other)
+                ),
+            )),
+            (GIT_TREE_SHA256, DeValue::String(s)) => match GitTreeSha256::from_hex(s) {
+                Ok(h) => git_tree_sha256 = Some(h),
+                Err(e) => errors.push(cx.err(
+                    at,
+                    format_args!(
+                        "`git-tree-sha256` is not a valid hash ({e}); it must be the 64 hex \
+                         digits of the git SHA-256 tree hash of the artifact's content (`clima-artifacts \
+                         hash --sha256 DIR` prints it), or be left out"
+                    ),
+                )),
+            },
+            (GIT_TREE_SHA256, other) => errors.push(cx.err(
+                at,
+                format_args!(
+                    "`git-tree-sha256` must be a string of 64 hex digits, found {}",
                     a_type(other)
                 ),
             )),
@@ -324,15 +351,24 @@ fn parse_variant(
         }
     }
     if git_tree_sha1.is_none() && !table.contains_key(GIT_TREE_SHA1) {
+        let sha256_alone = if table.contains_key(GIT_TREE_SHA256) {
+            " (a `git-tree-sha256` is checked in addition to it, never instead: the SHA-1 names \
+             the artifact's folder in a depot, as in Julia)"
+        } else {
+            ""
+        };
         errors.push(cx.err(
             cx.offset,
-            "missing `git-tree-sha1`; add `git-tree-sha1 = \"<40 hex digits>\"`, the git tree hash \
-             of the artifact's content",
+            format_args!(
+                "missing `git-tree-sha1`; add `git-tree-sha1 = \"<40 hex digits>\"`, the git tree \
+                 hash of the artifact's content{sha256_alone}"
+            ),
         ));
     }
     match git_tree_sha1 {
         Some(git_tree_sha1) if errors.is_empty() => Ok(ArtifactVariant {
             git_tree_sha1,
+            git_tree_sha256,
             lazy,
             downloads,
             platform: platform_specific.then_some(Platform::from_tags(tags)),
@@ -1073,6 +1109,55 @@ git-tree-sha1 = "{H1}"
             e.to_string(),
             "artifact `singel` is not defined in `dir/Artifacts.toml`; did you mean `single`? \
              defined: lib, single"
+        );
+    }
+
+    #[test]
+    fn reads_git_tree_sha256_beside_git_tree_sha1() {
+        let h256 = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321";
+        let m = parse(&format!(
+            "[a]\ngit-tree-sha1 = \"{H1}\"\ngit-tree-sha256 = \"{}\"\n[b]\ngit-tree-sha1 = \"{H2}\"\n",
+            h256.to_uppercase()
+        ))
+        .unwrap();
+        let Some(ArtifactEntry::Single(a)) = m.get("a") else {
+            panic!("a is a table")
+        };
+        assert_eq!(a.git_tree_sha256.unwrap().to_hex(), h256);
+        assert!(!a.metadata.contains_key("git-tree-sha256"), "not metadata");
+        let Some(ArtifactEntry::Single(b)) = m.get("b") else {
+            panic!("b is a table")
+        };
+        assert_eq!(b.git_tree_sha256, None);
+    }
+
+    #[test]
+    fn reports_bad_git_tree_sha256_with_position() {
+        assert_eq!(
+            err(&format!(
+                "[era5]\ngit-tree-sha1 = \"{H1}\"\ngit-tree-sha256 = \"{H1}\"\n"
+            )),
+            "`dir/Artifacts.toml`:3:19: artifact `era5`: `git-tree-sha256` is not a valid hash \
+             (expected 64 hex digits, found 40 characters); it must be the 64 hex digits of the git \
+             SHA-256 tree hash of the artifact's content (`clima-artifacts hash --sha256 DIR` \
+             prints it), or be left out"
+        );
+        assert_eq!(
+            err(&format!(
+                "[[lib]]\nos = \"linux\"\narch = \"x86_64\"\ngit-tree-sha1 = \"{H1}\"\ngit-tree-sha256 = 5\n"
+            )),
+            "`dir/Artifacts.toml`:5:19: artifact `lib`: platform variant 1 (`[[lib]]` on line 1): \
+             `git-tree-sha256` must be a string of 64 hex digits, found an integer"
+        );
+        assert_eq!(
+            err(&format!(
+                "[era5]\ngit-tree-sha256 = \"{}\"\n",
+                "a".repeat(64)
+            )),
+            "`dir/Artifacts.toml`:1:1: artifact `era5`: missing `git-tree-sha1`; add \
+             `git-tree-sha1 = \"<40 hex digits>\"`, the git tree hash of the artifact's content \
+             (a `git-tree-sha256` is checked in addition to it, never instead: the SHA-1 names the \
+             artifact's folder in a depot, as in Julia)"
         );
     }
 

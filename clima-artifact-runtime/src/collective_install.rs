@@ -205,6 +205,7 @@ mod tests {
     fn singleton_requests_always_agree() {
         let v = ArtifactVariant {
             git_tree_sha1: clima_artifact_manifest::GitTreeSha1([7; 20]),
+            git_tree_sha256: None,
             lazy: false,
             downloads: vec![],
             platform: None,

@@ -14,7 +14,7 @@ use clima_artifact_manifest::{ManifestError, SelectError, SubPathError};
 use clima_artifact_net::NetError;
 use clima_comms::{CollectiveError, WireError};
 
-use crate::{GitTreeSha1, Sha256};
+use crate::{GitTreeSha1, GitTreeSha256, Sha256};
 
 /// Everything that can go wrong when resolving, downloading or installing an artifact.
 ///
@@ -419,6 +419,30 @@ pub enum SourceFailure {
         /// Of the unpacked content.
         actual: GitTreeSha1,
     },
+    /// The unpacked content does not have the git tree SHA-256 the manifest promises
+    /// (`git-tree-sha256`, checked when the entry gives it: the stronger of the two checks).
+    #[error(
+        "`{}`: git-tree-sha256 mismatch: the manifest expects {expected}, the unpacked archive has {actual}; {}",
+        clima_artifact_net::trust::redact_url(url),
+        if *sha1_matches {
+            "its git-tree-sha1 matches the manifest's, so either the manifest's git-tree-sha256 is \
+             wrong (`clima-artifacts hash --sha256 DIR` of the intended content prints the right \
+             one) or the archive was made to collide in SHA-1: do not use it"
+        } else {
+            "its git-tree-sha1 does not match either: the manifest entry is wrong or the archive \
+             changed"
+        }
+    )]
+    TreeHashSha256Mismatch {
+        /// The URL.
+        url: String,
+        /// `git-tree-sha256` from the manifest.
+        expected: GitTreeSha256,
+        /// Of the unpacked content.
+        actual: GitTreeSha256,
+        /// Whether the content's git tree SHA-1 is the manifest's `git-tree-sha1`.
+        sha1_matches: bool,
+    },
     /// The archive is unsafe, corrupt or too large.
     #[error("`{}`: {reason}", clima_artifact_net::trust::redact_url(url))]
     Archive {
@@ -481,6 +505,7 @@ impl SourceFailure {
             SourceFailure::Net { error, .. } => error.url(),
             SourceFailure::Sha256Mismatch { url, .. }
             | SourceFailure::TreeHashMismatch { url, .. }
+            | SourceFailure::TreeHashSha256Mismatch { url, .. }
             | SourceFailure::Archive { url, .. }
             | SourceFailure::NotTried { url, .. }
             | SourceFailure::TooLarge { url, .. }

@@ -48,7 +48,7 @@ use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
 use crate::locked_file::{HolderNote, LockedFile};
 use crate::progress::{DownloadStart, Transfer};
 use crate::temp_dir::TempDir;
-use crate::{Config, Error, GitTreeSha1, Sha256, SourceFailure};
+use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
 use clima_comms::notice;
 
 /// How an artifact was made available.
@@ -320,6 +320,7 @@ pub(crate) fn install_received(
     let request = InstallRequest {
         name,
         hash,
+        hash_sha256: variant.git_tree_sha256,
         agent: None,
         net,
         manifest,
@@ -603,6 +604,8 @@ struct InstallRequest<'a> {
     /// The artifact's name, for messages.
     name: &'a str,
     hash: GitTreeSha1,
+    /// The entry's `git-tree-sha256`, checked as well when given.
+    hash_sha256: Option<GitTreeSha256>,
     manifest: ManifestPlace,
     config: &'a Config,
     /// What the network code takes of `config`.
@@ -695,6 +698,7 @@ fn download_and_install(
     let request = InstallRequest {
         name,
         hash,
+        hash_sha256: variant.git_tree_sha256,
         agent: Some(download::agent(&net)?),
         net,
         manifest,
@@ -868,6 +872,7 @@ impl InstallRequest<'_> {
             Err(
                 e @ (SourceFailure::Sha256Mismatch { .. }
                 | SourceFailure::TreeHashMismatch { .. }
+                | SourceFailure::TreeHashSha256Mismatch { .. }
                 | SourceFailure::Archive { .. }),
             ),
             Some(kept),
@@ -988,6 +993,18 @@ impl InstallRequest<'_> {
             url: url.clone(),
             reason: e.to_string(),
         })?;
+        // The SHA-256 tree hash, when the entry gives one, is the stronger check: first.
+        if let Some(expected) = self.hash_sha256
+            && extracted.tree_hash_sha256 != Some(expected)
+        {
+            return Err(SourceFailure::TreeHashSha256Mismatch {
+                url,
+                expected,
+                // Computed whenever the entry has one (see `limits`).
+                actual: extracted.tree_hash_sha256.unwrap_or(GitTreeSha256([0; 32])),
+                sha1_matches: extracted.tree_hash == self.hash,
+            });
+        }
         if extracted.tree_hash != self.hash {
             return Err(SourceFailure::TreeHashMismatch {
                 url,
@@ -1168,6 +1185,7 @@ impl InstallRequest<'_> {
         let config = self.config;
         ExtractLimits {
             only_hashed: !attempt.check_sha256,
+            tree_hash_sha256: self.hash_sha256.is_some(),
             max_unpacked_bytes: config.max_unpacked_bytes,
             max_entries: config.max_entries,
             min_free_bytes: match config.min_free_space {

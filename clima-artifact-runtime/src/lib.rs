@@ -80,7 +80,7 @@ pub mod __private;
 pub use access_log::{AccessEvent, ArtifactRecord};
 pub use artifacts::Artifacts;
 pub use clima_artifact_manifest as manifest;
-pub use clima_artifact_manifest::{GitTreeSha1, Platform, Sha256};
+pub use clima_artifact_manifest::{GitTreeSha1, GitTreeSha256, Platform, Sha256};
 pub use clima_artifact_net::NetError;
 pub use clima_artifact_net::ProxySettings;
 pub use clima_comms::{Context, Singleton};

@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, OnceLock, RwLock};
 
 use clima_artifact_manifest::{
-    ArtifactEntry, ArtifactVariant, Download, GitTreeSha1, Manifest, Platform, SelectError, Sha256,
-    split_name_and_subpath,
+    ArtifactEntry, ArtifactVariant, Download, GitTreeSha1, GitTreeSha256, Manifest, Platform,
+    SelectError, Sha256, split_name_and_subpath,
 };
 
 use crate::access_log::AccessEvent;
@@ -45,6 +45,8 @@ pub struct StaticDownload {
 pub struct StaticVariant {
     /// Git tree SHA-1 of the content.
     pub git_tree_sha1: [u8; 20],
+    /// Git tree SHA-256 of the content (`git-tree-sha256`), if the manifest gives it.
+    pub git_tree_sha256: Option<[u8; 32]>,
     /// `lazy = true` in the manifest.
     pub lazy: bool,
     /// Download sources in order.
@@ -183,6 +185,7 @@ impl StaticVariant {
     pub fn to_variant(&self, platform_specific: bool) -> ArtifactVariant {
         ArtifactVariant {
             git_tree_sha1: GitTreeSha1(self.git_tree_sha1),
+            git_tree_sha256: self.git_tree_sha256.map(GitTreeSha256),
             lazy: self.lazy,
             downloads: self
                 .downloads

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 pub use tls::TlsServer;
 
-use clima_artifact_manifest::{ArtifactVariant, Download, GitTreeSha1, Sha256};
+use clima_artifact_manifest::{ArtifactVariant, Download, GitTreeSha1, GitTreeSha256, Sha256};
 use clima_artifact_runtime::Config;
 use sha2::Digest;
 
@@ -792,6 +792,14 @@ impl TarballBuilder {
         self.write_to(dir.path());
         git_tree_hash(dir.path())
     }
+
+    /// The git tree SHA-256 of the content, by real `git` in a SHA-256 repository (see
+    /// [`git_tree_hash_sha256`]).
+    pub fn git_tree_hash_sha256(&self) -> GitTreeSha256 {
+        let dir = tempfile::tempdir().unwrap();
+        self.write_to(dir.path());
+        git_tree_hash_sha256(dir.path())
+    }
 }
 
 /// SHA-256 of bytes.
@@ -930,6 +938,17 @@ pub fn have_git() -> bool {
 /// The git tree hash of `dir` computed by real `git` (`add -A --force` into a scratch
 /// repository outside `dir`, then `write-tree`), ignoring user and system git configuration.
 pub fn git_tree_hash(dir: &Path) -> GitTreeSha1 {
+    GitTreeSha1::from_hex(&git_write_tree(dir, "sha1")).unwrap()
+}
+
+/// [`git_tree_hash`] in a repository made with `git init --object-format=sha256`: the git tree
+/// SHA-256 of `dir` (`git-tree-sha256`) as real `git` computes it.
+pub fn git_tree_hash_sha256(dir: &Path) -> GitTreeSha256 {
+    GitTreeSha256::from_hex(&git_write_tree(dir, "sha256")).unwrap()
+}
+
+/// `git write-tree` of `dir` added to a scratch repository of `object_format`.
+fn git_write_tree(dir: &Path, object_format: &str) -> String {
     let git_dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
         let out = Command::new("git")
@@ -952,10 +971,10 @@ pub fn git_tree_hash(dir: &Path) -> GitTreeSha1 {
         );
         String::from_utf8(out.stdout).unwrap()
     };
-    run(&["init", "-q"]);
+    let object_format = format!("--object-format={object_format}");
+    run(&["init", "-q", object_format.as_str()]);
     run(&["add", "-A", "--force", "."]);
-    let hex = run(&["write-tree"]);
-    GitTreeSha1::from_hex(hex.trim()).unwrap()
+    run(&["write-tree"]).trim().to_owned()
 }
 
 /// A test artifact ready to serve: its tarball bytes and hashes.
@@ -1071,6 +1090,7 @@ impl TestArtifact {
 pub fn variant(hash: GitTreeSha1, urls: &[String], sha256: Sha256) -> ArtifactVariant {
     ArtifactVariant {
         git_tree_sha1: hash,
+        git_tree_sha256: None,
         lazy: false,
         downloads: urls
             .iter()

@@ -207,6 +207,10 @@ pub struct HashArgs {
     /// The folder to hash (`.git` is skipped, empty folders do not count, as in git).
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+    /// Also compute the git tree SHA-256 (`git-tree-sha256`, git's SHA-256 object format) in
+    /// the same pass, and print both as manifest lines.
+    #[arg(long)]
+    pub sha256: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,

@@ -43,6 +43,9 @@ pub struct EntryUpdate {
     pub name: String,
     /// New `git-tree-sha1`, lower-case hex.
     pub tree_hash: String,
+    /// New `git-tree-sha256`, lower-case hex, if computed. `None` leaves the key alone when the
+    /// content is the same and removes it (stale) when the content changed.
+    pub tree_hash_sha256: Option<String>,
     /// Set `lazy = true` (an existing `lazy` key is otherwise left alone).
     pub lazy: bool,
     /// Metadata keys to set (others already present are kept).
@@ -69,6 +72,19 @@ pub enum EditOutcome {
         /// Downloads dropped because they no longer fit (or `--external`).
         removed_downloads: usize,
     },
+}
+
+/// The key of an entry's git tree SHA-256.
+const GIT_TREE_SHA256: &str = "git-tree-sha256";
+
+/// Whether the `[name]` entry of manifest text carries a `git-tree-sha256` (then `create`
+/// computes the new one too, so the entry never keeps a stale one).
+pub fn entry_has_sha256(text: &str, name: &str) -> bool {
+    text.parse::<DocumentMut>().is_ok_and(|doc| {
+        doc.get(name)
+            .and_then(Item::as_table)
+            .is_some_and(|t| t.contains_key(GIT_TREE_SHA256))
+    })
 }
 
 fn set_value(table: &mut Table, key: &str, new: Value) {
@@ -117,6 +133,9 @@ pub fn upsert_entry(
         None => {
             let mut t = Table::new();
             t.insert("git-tree-sha1", toml_edit::value(update.tree_hash.as_str()));
+            if let Some(sha256) = &update.tree_hash_sha256 {
+                t.insert(GIT_TREE_SHA256, toml_edit::value(sha256.as_str()));
+            }
             if update.lazy {
                 t.insert("lazy", toml_edit::value(true));
             }
@@ -149,6 +168,13 @@ pub fn upsert_entry(
                 .map(str::to_ascii_lowercase);
             let same_content = previous_hash.as_deref() == Some(update.tree_hash.as_str());
             set_value(t, "git-tree-sha1", Value::from(update.tree_hash.as_str()));
+            match &update.tree_hash_sha256 {
+                Some(sha256) => set_value(t, GIT_TREE_SHA256, Value::from(sha256.as_str())),
+                None if !same_content => {
+                    t.remove(GIT_TREE_SHA256);
+                }
+                None => {}
+            }
             if update.lazy {
                 set_value(t, "lazy", Value::from(true));
             }
@@ -227,6 +253,7 @@ mod tests {
         EntryUpdate {
             name: "era5".into(),
             tree_hash: hash.into(),
+            tree_hash_sha256: None,
             lazy: false,
             metadata: vec![("license", "CC-BY-4.0".into())],
             download: url.map(|u| NewDownload {
@@ -259,6 +286,41 @@ mod tests {
         assert_eq!(
             parsed["era5"]["download"][0]["url"].as_str(),
             Some("https://x/e.tar.gz")
+        );
+    }
+
+    #[test]
+    fn git_tree_sha256_is_written_kept_or_dropped_as_the_content_says() {
+        let s256 = |c: &str| c.repeat(64);
+        let text = format!(
+            "[era5]\ngit-tree-sha1 = \"{H2}\"\ngit-tree-sha256 = \"{}\"\n",
+            s256("b")
+        );
+        assert!(entry_has_sha256(&text, "era5"));
+        assert!(!entry_has_sha256(&text, "other"));
+        assert!(!entry_has_sha256("not toml [", "era5"));
+        // A new value replaces the old one in place.
+        let mut u = update(H1, None);
+        u.tree_hash_sha256 = Some(s256("c"));
+        let (out, _) = upsert_entry(&text, Path::new("A.toml"), &u).unwrap();
+        assert!(
+            out.contains(&format!("git-tree-sha256 = \"{}\"", s256("c")))
+                && !out.contains(&s256("b")),
+            "{out}"
+        );
+        // Without one, new content drops the stale value; the same content keeps it.
+        let (out, _) = upsert_entry(&text, Path::new("A.toml"), &update(H1, None)).unwrap();
+        assert!(!out.contains("git-tree-sha256"), "{out}");
+        let (out, _) = upsert_entry(&text, Path::new("A.toml"), &update(H2, None)).unwrap();
+        assert!(out.contains(&s256("b")), "{out}");
+        // A new entry gets it under its git-tree-sha1.
+        let (out, _) = upsert_entry("", Path::new("A.toml"), &u).unwrap();
+        assert!(
+            out.contains(&format!(
+                "git-tree-sha1 = \"{H1}\"\ngit-tree-sha256 = \"{}\"\n",
+                s256("c")
+            )),
+            "{out}"
         );
     }
 

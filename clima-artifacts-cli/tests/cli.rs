@@ -1524,3 +1524,136 @@ fn a_placeholder_hash_is_named_by_list_and_refused_by_override_set_verify() {
         "{overrides}"
     );
 }
+
+/// A sandbox with [`sample_tree`] in `work/era5` and its git tree SHA-1 and SHA-256 by real git
+/// (modes, a symlink, an empty folder and a `.git` folder: none may make us differ from git);
+/// `None` without git.
+fn sample_with_git_hashes() -> Option<(Sandbox, std::path::PathBuf, String, String)> {
+    if !clima_artifact_tests::have_git() {
+        return None;
+    }
+    let sb = Sandbox::new();
+    let data = sb.work.join("era5");
+    sample_tree(&data);
+    let sha1 = clima_artifact_tests::git_tree_hash(&data).to_hex();
+    let sha256 = clima_artifact_tests::git_tree_hash_sha256(&data).to_hex();
+    Some((sb, data, sha1, sha256))
+}
+
+/// `hash --sha256` prints both tree hashes as manifest lines (and in `--json`), equal to what
+/// real git computes in a SHA-1 and a SHA-256 repository; without it the output is unchanged.
+#[test]
+fn hash_prints_the_git_tree_sha256_on_request() {
+    let Some((sb, _, sha1, sha256)) = sample_with_git_hashes() else {
+        return;
+    };
+    sb.cli()
+        .args(["hash", "era5", "--sha256"])
+        .assert()
+        .success()
+        .stdout(format!(
+            "git-tree-sha1 = \"{sha1}\"\ngit-tree-sha256 = \"{sha256}\"\n"
+        ));
+    let both = sb.json_ok(&["hash", "era5", "--sha256", "--json"]);
+    assert_eq!(both["git_tree_sha1"], sha1.as_str());
+    assert_eq!(both["git_tree_sha256"], sha256.as_str());
+    let one = sb.json_ok(&["hash", "era5", "--json"]);
+    assert_eq!(one["git_tree_sha1"], sha1.as_str());
+    assert!(one.get("git_tree_sha256").is_none(), "{one}");
+    sb.cli()
+        .args(["hash", "era5"])
+        .assert()
+        .success()
+        .stdout(format!("{sha1}\n"));
+}
+
+/// `verify` checks an installed copy by the entry's `git-tree-sha256` too: a right one passes,
+/// a wrong one (the SHA-1 matching) is reported as such, in text and JSON.
+#[test]
+fn verify_checks_the_git_tree_sha256_when_the_entry_has_one() {
+    let Some((sb, data, sha1, sha256)) = sample_with_git_hashes() else {
+        return;
+    };
+    let installed = sb.depot.join("artifacts").join(&sha1);
+    fs::create_dir_all(installed.parent().unwrap()).unwrap();
+    let status = std::process::Command::new("cp")
+        .args(["-a"])
+        .arg(&data)
+        .arg(&installed)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let manifest = |sha256: &str| {
+        fs::write(
+            sb.work.join("Artifacts.toml"),
+            format!("[era5]\ngit-tree-sha1 = \"{sha1}\"\ngit-tree-sha256 = \"{sha256}\"\n"),
+        )
+        .unwrap()
+    };
+    manifest(&sha256);
+    let ok = sb.json_ok(&["verify", "era5", "--json"]);
+    assert_eq!(ok[0]["status"], "ok", "{ok}");
+    let listed = sb.json_ok(&["list", "--json"]);
+    assert_eq!(listed[0]["git_tree_sha256"], sha256.as_str(), "{listed}");
+    assert_eq!(ok[0]["expected_sha256"], sha256.as_str());
+    assert_eq!(ok[0]["actual_sha256"], sha256.as_str());
+
+    let wrong = "ab".repeat(32);
+    manifest(&wrong);
+    let out = sb
+        .cli()
+        .args(["verify", "era5", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let changed = json(&out);
+    assert_eq!(changed[0]["status"], "changed", "{changed}");
+    assert_eq!(changed[0]["actual"], sha1.as_str());
+    assert_eq!(changed[0]["actual_sha256"], sha256.as_str());
+    sb.cli()
+        .args(["verify", "era5"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("CHANGED"))
+        .stderr(predicate::str::contains(format!(
+            "artifact `era5` at `{}`: content changed (git-tree-sha256 {wrong} expected, \
+             {sha256} found, although its git-tree-sha1 matches",
+            installed.display()
+        )));
+}
+
+/// `create` on an entry that carries a `git-tree-sha256` writes the new content's one (as real
+/// git computes it), so the entry never keeps a stale SHA-256 that would fail every install.
+#[test]
+fn create_updates_the_git_tree_sha256_of_an_entry_that_has_one() {
+    let Some((sb, _, sha1, sha256)) = sample_with_git_hashes() else {
+        return;
+    };
+    let manifest = sb.work.join("Artifacts.toml");
+    fs::write(
+        &manifest,
+        format!(
+            "[era5]\ngit-tree-sha1 = \"{OTHER_HASH}\"\ngit-tree-sha256 = \"{}\" # kept comment\n",
+            "ab".repeat(32)
+        ),
+    )
+    .unwrap();
+    let created = create_json(
+        &sb,
+        &["era5", "--name", "era5", "--manifest", "Artifacts.toml"],
+    );
+    assert_eq!(created["git_tree_sha1"], sha1.as_str());
+    assert_eq!(created["git_tree_sha256"], sha256.as_str());
+    let text = fs::read_to_string(&manifest).unwrap();
+    assert!(
+        text.contains(&format!("git-tree-sha1 = \"{sha1}\""))
+            && text.contains(&format!("git-tree-sha256 = \"{sha256}\" # kept comment")),
+        "{text}"
+    );
+    // An entry without one stays without.
+    let plain = create_json(
+        &sb,
+        &["era5", "--name", "plain", "--manifest", "Artifacts.toml"],
+    );
+    assert!(plain.get("git_tree_sha256").is_none(), "{plain}");
+}

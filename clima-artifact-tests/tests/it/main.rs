@@ -24,6 +24,7 @@ mod independent_processes;
 mod install_api;
 mod install_basic;
 mod install_overrides;
+mod install_sha256;
 mod julia_interop;
 mod macro_renamed_dep;
 mod manifest_corpus;

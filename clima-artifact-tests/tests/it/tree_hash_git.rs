@@ -1,6 +1,10 @@
-//! `tree_hash` and the hash computed while extracting, compared with real `git write-tree`.
+//! `tree_hash` and the hash computed while extracting, compared with real `git write-tree`, in
+//! both of git's object formats: every case is checked against a SHA-1 repository and against a
+//! `git init --object-format=sha256` one (`git-tree-sha256`), the SHA-256 hash computed in the
+//! same pass as the SHA-1 one.
 //!
-//! Needs `git`: fails in CI (`CI=true`) if it is missing, skips with a message otherwise.
+//! Needs `git` (2.29 or later for SHA-256): fails in CI (`CI=true`) if it is missing, skips with
+//! a message otherwise.
 
 use std::fs;
 use std::io::Write;
@@ -9,8 +13,36 @@ use std::path::Path;
 use std::process::Command;
 
 use clima_artifact_runtime::extract::{ExtractLimits, extract_archive};
-use clima_artifact_runtime::tree_hash::tree_hash;
-use clima_artifact_tests::{git_tree_hash, have_git};
+use clima_artifact_runtime::tree_hash::{Formats, TreeHashes, tree_hash, tree_hashes};
+use clima_artifact_tests::{git_tree_hash, git_tree_hash_sha256, have_git};
+
+/// Both tree hashes of `dir` as real git computes them.
+fn git_hashes(dir: &Path) -> TreeHashes {
+    TreeHashes {
+        sha1: git_tree_hash(dir),
+        sha256: Some(git_tree_hash_sha256(dir)),
+    }
+}
+
+/// `dir` hashes as git does, in SHA-1 alone and in both formats in one pass; returns git's.
+fn assert_hashes_like_git(dir: &Path, case: &str) -> TreeHashes {
+    let expected = git_hashes(dir);
+    assert_eq!(tree_hash(dir).unwrap(), expected.sha1, "{case}");
+    assert_eq!(
+        tree_hashes(dir, Formats::Sha1AndSha256).unwrap(),
+        expected,
+        "{case}"
+    );
+    assert_eq!(
+        tree_hashes(dir, Formats::Sha1).unwrap(),
+        TreeHashes {
+            sha1: expected.sha1,
+            sha256: None
+        },
+        "{case}: SHA-256 only on request"
+    );
+    expected
+}
 
 /// Deterministic pseudo-random bytes (xorshift), so failures reproduce.
 struct Rng(u64);
@@ -161,8 +193,7 @@ fn fixed_tree_matches_git() {
     }
     let dir = tempfile::tempdir().unwrap();
     build_fixed_tree(dir.path(), true);
-    let expected = git_tree_hash(dir.path()).to_hex();
-    assert_eq!(tree_hash(dir.path()).unwrap().to_hex(), expected);
+    assert_hashes_like_git(dir.path(), "fixed tree");
 }
 
 #[test]
@@ -173,12 +204,7 @@ fn random_trees_match_git() {
     for seed in [1u64, 2, 3, 0xdead_beef, 0x1234_5678_9abc] {
         let dir = tempfile::tempdir().unwrap();
         build_random_tree(dir.path(), seed);
-        let expected = git_tree_hash(dir.path()).to_hex();
-        assert_eq!(
-            tree_hash(dir.path()).unwrap().to_hex(),
-            expected,
-            "seed {seed}"
-        );
+        assert_hashes_like_git(dir.path(), &format!("seed {seed}"));
     }
 }
 
@@ -199,12 +225,7 @@ fn slash_rule_orders_a_directory_after_dot_and_dash_but_before_zero() {
         } else {
             write(&dir.path().join("a"), b"x", 0o644);
         }
-        let expected = git_tree_hash(dir.path()).to_hex();
-        assert_eq!(
-            tree_hash(dir.path()).unwrap().to_hex(),
-            expected,
-            "a is a dir: {a_is_dir}"
-        );
+        assert_hashes_like_git(dir.path(), &format!("a is a dir: {a_is_dir}"));
     }
 }
 
@@ -216,9 +237,35 @@ fn only_empty_directories_give_the_empty_tree() {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir_all(dir.path().join("x/y/z")).unwrap();
     fs::create_dir_all(dir.path().join("w")).unwrap();
-    let expected = git_tree_hash(dir.path()).to_hex();
-    assert_eq!(expected, "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
-    assert_eq!(tree_hash(dir.path()).unwrap().to_hex(), expected);
+    let expected = assert_hashes_like_git(dir.path(), "only empty folders");
+    assert_eq!(
+        expected.sha1.to_hex(),
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    );
+    // git's empty tree in the SHA-256 format: the same rule (no empty trees below the root).
+    assert_eq!(
+        expected.sha256.unwrap().to_hex(),
+        "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+    );
+}
+
+/// Empty folders next to files leave both hashes unchanged (Tar.jl's `skip_empty = true`
+/// prunes them the same way for `git-sha1` and `git-sha256`).
+#[test]
+fn empty_folders_beside_files_do_not_change_either_hash() {
+    if !have_git() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write(&dir.path().join("data"), b"data", 0o644);
+    write(&dir.path().join("sub/file"), b"sub", 0o755);
+    let before = assert_hashes_like_git(dir.path(), "files only");
+    fs::create_dir_all(dir.path().join("empty")).unwrap();
+    fs::create_dir_all(dir.path().join("sub/empty/deeper")).unwrap();
+    assert_eq!(
+        assert_hashes_like_git(dir.path(), "with empty folders"),
+        before
+    );
 }
 
 #[test]
@@ -229,12 +276,11 @@ fn dot_git_is_skipped_at_every_depth() {
     let dir = tempfile::tempdir().unwrap();
     write(&dir.path().join("data"), b"data", 0o644);
     write(&dir.path().join("sub/file"), b"sub", 0o644);
-    let expected = git_tree_hash(dir.path()).to_hex();
+    let expected = git_hashes(dir.path());
     // Now add `.git` things that git ignores (not valid repositories, so not submodules).
     write(&dir.path().join(".git/junk"), b"junk", 0o644);
     write(&dir.path().join("sub/.git"), b"not a gitfile", 0o644);
-    assert_eq!(tree_hash(dir.path()).unwrap().to_hex(), expected);
-    assert_eq!(git_tree_hash(dir.path()).to_hex(), expected);
+    assert_eq!(assert_hashes_like_git(dir.path(), ".git added"), expected);
 }
 
 #[test]
@@ -251,6 +297,8 @@ fn errors_name_the_path() {
         .expect("cannot run mkfifo");
     assert!(status.success());
     let err = tree_hash(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("a-fifo"), "{err}");
+    let err = tree_hashes(dir.path(), Formats::Sha1AndSha256).unwrap_err();
     assert!(err.to_string().contains("a-fifo"), "{err}");
 }
 
@@ -276,21 +324,31 @@ fn extraction_hash_matches_git_and_tree_hash() {
             None => build_fixed_tree(source.path(), false),
             Some(seed) => build_random_tree(source.path(), seed),
         }
-        let expected = git_tree_hash(source.path()).to_hex();
+        let expected = git_hashes(source.path());
         let bytes = tarball(source.path());
-        let dest = tempfile::tempdir().unwrap();
-        let extracted = extract_archive(
-            bytes.as_slice(),
-            dest.path(),
-            &ExtractLimits {
-                max_unpacked_bytes: 1 << 30,
-                ..ExtractLimits::default()
-            },
-        )
-        .unwrap();
-        assert_eq!(extracted.tree_hash.to_hex(), expected, "seed {seed:?}");
-        assert_eq!(tree_hash(dest.path()).unwrap().to_hex(), expected);
-        assert_eq!(git_tree_hash(dest.path()).to_hex(), expected);
+        for sha256 in [false, true] {
+            let dest = tempfile::tempdir().unwrap();
+            let extracted = extract_archive(
+                bytes.as_slice(),
+                dest.path(),
+                &ExtractLimits {
+                    max_unpacked_bytes: 1 << 30,
+                    tree_hash_sha256: sha256,
+                    ..ExtractLimits::default()
+                },
+            )
+            .unwrap();
+            assert_eq!(extracted.tree_hash, expected.sha1, "seed {seed:?}");
+            assert_eq!(
+                extracted.tree_hash_sha256,
+                expected.sha256.filter(|_| sha256),
+                "seed {seed:?}, sha256 asked: {sha256}"
+            );
+            assert_eq!(
+                assert_hashes_like_git(dest.path(), &format!("seed {seed:?} extracted")),
+                expected
+            );
+        }
     }
 }
 
@@ -354,7 +412,7 @@ fn batched_small_files_land_and_hash_like_git() {
     for (name, data) in &files {
         write(&expected_dir.path().join(name), data, 0o644);
     }
-    let expected = git_tree_hash(expected_dir.path()).to_hex();
+    let expected = git_hashes(expected_dir.path());
     for compressed in [false, true] {
         let bytes = if compressed {
             let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -366,11 +424,13 @@ fn batched_small_files_land_and_hash_like_git() {
         let dest = tempfile::tempdir().unwrap();
         let limits = ExtractLimits {
             max_unpacked_bytes: 1 << 30,
+            tree_hash_sha256: true,
             ..ExtractLimits::default()
         };
         let extracted = extract_archive(bytes.as_slice(), dest.path(), &limits).unwrap();
-        assert_eq!(extracted.tree_hash.to_hex(), expected);
-        assert_eq!(git_tree_hash(dest.path()).to_hex(), expected);
+        assert_eq!(extracted.tree_hash, expected.sha1);
+        assert_eq!(extracted.tree_hash_sha256, expected.sha256);
+        assert_eq!(git_hashes(dest.path()), expected);
         for (name, data) in &files {
             assert_eq!(&fs::read(dest.path().join(name)).unwrap(), data, "{name}");
         }

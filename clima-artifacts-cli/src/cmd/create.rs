@@ -5,11 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::{Manifest, metadata};
+use clima_artifact_runtime::tree_hash::Formats;
 
 use crate::args::CreateArgs;
 use crate::cmd::{self, check_name, existing_dir};
 use crate::error::{CliError, CliResult};
-use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, upsert_entry};
+use crate::manifest_edit::{self, EditOutcome, EntryUpdate, NewDownload, upsert_entry};
 use crate::{depots, progress, recipe, tarball};
 
 /// Everything `create` needs, from flags or from the guided prompts.
@@ -187,6 +188,9 @@ fn run_recipe(folder: &Path, mut args: CreateArgs) -> CliResult {
 struct Created {
     name: String,
     git_tree_sha1: String,
+    /// The new `git-tree-sha256`, when the entry carries one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    git_tree_sha256: Option<String>,
     external: bool,
     tarball: Option<PathBuf>,
     sha256: Option<String>,
@@ -206,11 +210,16 @@ struct Created {
 pub fn execute(plan: &Plan) -> CliResult {
     check_name(&plan.name)?;
     let dir = existing_dir(&plan.dir, "artifact folder")?;
-    let hash = cmd::hash_dir(&dir)?;
+    // An entry that carries a git-tree-sha256 gets the new one (from the same read of the files).
+    let sha256 = manifest_edit::entry_has_sha256(&cmd::read_or_empty(&plan.manifest)?, &plan.name);
+    let hashes = cmd::hash_dir_in(&dir, Formats::with_sha256(sha256))?;
+    let hash = hashes.sha1;
+    let hash_sha256 = hashes.sha256.map(|h| h.to_hex());
 
     let mut created = Created {
         name: plan.name.clone(),
         git_tree_sha1: hash.to_hex(),
+        git_tree_sha256: hash_sha256.clone(),
         external: plan.external,
         tarball: None,
         sha256: None,
@@ -295,6 +304,7 @@ pub fn execute(plan: &Plan) -> CliResult {
     let update = EntryUpdate {
         name: plan.name.clone(),
         tree_hash: hash.to_hex(),
+        tree_hash_sha256: hash_sha256,
         lazy: plan.lazy,
         metadata: plan.metadata.clone(),
         download,
@@ -351,6 +361,9 @@ fn print_summary(c: &Created, dir: &Path) {
     };
     println!("artifact `{}`", c.name);
     println!("  git-tree-sha1  {}", c.git_tree_sha1);
+    if let Some(sha256) = &c.git_tree_sha256 {
+        println!("  git-tree-sha256 {sha256}");
+    }
     if let (Some(t), Some(sha), Some(size)) = (&c.tarball, &c.sha256, c.tarball_bytes) {
         println!(
             "  tarball        {} ({})",

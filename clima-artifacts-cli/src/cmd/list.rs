@@ -16,6 +16,9 @@ struct Status {
     name: String,
     /// The host variant's hash; `None` when no variant fits this platform.
     git_tree_sha1: Option<String>,
+    /// Its `git-tree-sha256`, if the entry gives one (installs check it too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    git_tree_sha256: Option<String>,
     /// Platform tags of the selected variant (`None` for `[name]` entries).
     platform: Option<String>,
     /// Why no variant fits, if none does.
@@ -71,6 +74,7 @@ pub fn run(args: ListArgs) -> CliResult {
             Err(e) => s.unavailable = Some(e.message),
             Ok(v) => {
                 s.git_tree_sha1 = Some(v.git_tree_sha1.to_hex());
+                s.git_tree_sha256 = v.git_tree_sha256.map(|h| h.to_hex());
                 s.platform = v.platform.as_ref().map(|p| p.to_string());
                 s.lazy = v.lazy;
                 s.downloadable = !v.downloads.is_empty();

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::{ArtifactVariant, GitTreeSha1, Manifest, Platform};
+use clima_artifact_runtime::tree_hash::{Formats, TreeHashes};
 
 use crate::args::{Command, OverrideCommand};
 use crate::error::{CliError, CliResult, io_error};
@@ -180,8 +181,13 @@ pub fn existing_dir(path: &Path, what: &str) -> CliResult<PathBuf> {
 
 /// Hashes a folder with a spinner on a terminal.
 pub fn hash_dir(dir: &Path) -> CliResult<GitTreeSha1> {
+    hash_dir_in(dir, Formats::Sha1).map(|hashes| hashes.sha1)
+}
+
+/// [`hash_dir`] in `formats` (SHA-1, or SHA-1 and SHA-256 from one read of every file).
+pub fn hash_dir_in(dir: &Path, formats: Formats) -> CliResult<TreeHashes> {
     let bar = crate::progress::spinner(&format!("hashing {}", dir.display()));
-    let result = clima_artifact_runtime::tree_hash::tree_hash(dir);
+    let result = clima_artifact_runtime::tree_hash::tree_hashes(dir, formats);
     bar.finish_and_clear();
     result.map_err(|e| io_error("hash", dir, &e))
 }

@@ -87,6 +87,7 @@ pub fn run(args: PublishArgs) -> CliResult {
     let update = EntryUpdate {
         name: args.name.clone(),
         tree_hash: tree_hash.clone(),
+        tree_hash_sha256: None,
         lazy: false,
         metadata: Vec::new(),
         download: Some(NewDownload {

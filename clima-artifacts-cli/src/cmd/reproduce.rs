@@ -312,6 +312,7 @@ fn hash_file(path: &Path, size: u64) -> CliResult<[u8; 20]> {
     }
     hasher
         .finish()
+        .map(|id| id.sha1)
         .map_err(|e| CliError::failure(format!("`{}` changed while read: {e}", path.display())))
 }
 

@@ -1,8 +1,11 @@
 //! `verify`: re-hashes installed copies and reports any whose content no longer matches its
-//! `git-tree-sha1`. Overridden artifacts are skipped unless `--include-overrides` (they can be
+//! `git-tree-sha1` (and its `git-tree-sha256`, when the entry gives one: both are computed in
+//! one pass). Overridden artifacts are skipped unless `--include-overrides` (they can be
 //! huge, and the admins who set them vouch for them).
 
 use std::path::{Path, PathBuf};
+
+use clima_artifact_runtime::tree_hash::Formats;
 
 use crate::args::VerifyArgs;
 use crate::cmd;
@@ -18,6 +21,12 @@ struct Checked {
     status: &'static str,
     path: Option<PathBuf>,
     actual: Option<String>,
+    /// The entry's `git-tree-sha256`, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected_sha256: Option<String>,
+    /// The copy's git tree SHA-256, when `expected_sha256` is set and the copy was hashed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    actual_sha256: Option<String>,
     /// Files modified after the copy was installed (a hint for where the change is).
     modified_files: Vec<PathBuf>,
     error: Option<String>,
@@ -101,12 +110,15 @@ fn check_one(
         Err(e) => return Err(e),
     };
     let hash = variant.git_tree_sha1;
+    let hash_sha256 = variant.git_tree_sha256;
     let base = |status, path: Option<PathBuf>| Checked {
         name: name.to_owned(),
         expected: hash.to_hex(),
         status,
         path,
         actual: None,
+        expected_sha256: hash_sha256.map(|h| h.to_hex()),
+        actual_sha256: None,
         modified_files: Vec::new(),
         error: None,
     };
@@ -125,12 +137,15 @@ fn check_one(
     }
     for path in targets {
         let mut c = base("ok", Some(path.clone()));
-        match clima_artifact_runtime::tree_hash::tree_hash(&path) {
-            Ok(actual) if actual == hash => {}
+        let formats = Formats::with_sha256(hash_sha256.is_some());
+        match clima_artifact_runtime::tree_hash::tree_hashes(&path, formats) {
             Ok(actual) => {
-                c.status = "changed";
-                c.actual = Some(actual.to_hex());
-                c.modified_files = modified_since_install(&path);
+                c.actual_sha256 = actual.sha256.map(|h| h.to_hex());
+                if actual.sha1 != hash || actual.sha256 != hash_sha256 {
+                    c.status = "changed";
+                    c.actual = Some(actual.sha1.to_hex());
+                    c.modified_files = modified_since_install(&path);
+                }
             }
             Err(e) => {
                 c.status = "error";
@@ -152,16 +167,33 @@ fn print_checked(checked: &[Checked]) {
             .unwrap_or_default();
         let status = match c.status {
             "ok" => "ok".to_string(),
-            "changed" => format!(
-                "CHANGED (expected {}, found {})",
-                c.expected,
-                c.actual.as_deref().unwrap_or("?")
-            ),
+            "changed" => format!("CHANGED ({})", mismatch(c)),
             "not_installed" => "not installed".to_string(),
             "overridden_skipped" => "overridden, not hashed (--include-overrides)".to_string(),
             _ => format!("ERROR {}", c.error.as_deref().unwrap_or("")),
         };
         println!("{:<24} {status} {where_}", c.name);
+    }
+}
+
+/// Which hash of a changed copy differs: its git-tree-sha1, or (the SHA-1 matching) its
+/// git-tree-sha256, which says the manifest's SHA-256 is wrong or the copy collides in SHA-1.
+fn mismatch(c: &Checked) -> String {
+    let found = |h: &Option<String>| h.clone().unwrap_or_else(|| "?".to_owned());
+    if c.actual.as_deref() == Some(c.expected.as_str())
+        && let Some(expected) = &c.expected_sha256
+    {
+        format!(
+            "git-tree-sha256 {expected} expected, {} found, although its git-tree-sha1 matches: \
+             the manifest's git-tree-sha256 is wrong or the copy was made to collide in SHA-1",
+            found(&c.actual_sha256)
+        )
+    } else {
+        format!(
+            "git-tree-sha1 {} expected, {} found",
+            c.expected,
+            found(&c.actual)
+        )
     }
 }
 
@@ -207,11 +239,10 @@ fn failures(checked: &[Checked], all: bool) -> CliResult {
                 )
             };
             lines.push(format!(
-                "  artifact `{}` at `{path}`: content changed (git-tree-sha1 {} expected, {} found){hint}; \
+                "  artifact `{}` at `{path}`: content changed ({}){hint}; \
                  delete that folder and run `clima-artifacts fetch {}` to reinstall it",
                 c.name,
-                c.expected,
-                c.actual.as_deref().unwrap_or("?"),
+                mismatch(c),
                 c.name
             ));
         } else {
