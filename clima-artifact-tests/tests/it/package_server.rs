@@ -191,3 +191,69 @@ fn credentials_in_the_package_server_url_are_never_printed() {
         "the token was printed: {all}"
     );
 }
+
+/// Issue 37, item 4: a package server answers `bytes=a-b` with 206 (as PkgServer.jl does), so
+/// its copy of a large artifact is fetched over several connections like any URL; with no
+/// sha256 known for it, the tree hash is the only check, and a copy whose content differs is
+/// refused however it arrived.
+#[test]
+fn a_package_servers_large_copy_comes_over_several_ranged_connections() {
+    if !have_git() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let art = TestArtifact::large(3704, 8, 500_000);
+    let path = format!("artifact/{}", art.tree_hash);
+    let server = TestServer::start();
+    server.serve(&path, art.tarball.clone());
+    server.always("gone.tar.gz", Fault::Status(404));
+    let depot = dir.path().join("depot");
+    let config = clima_artifact_runtime::Config {
+        connections: 4,
+        parallel_min_size: 1 << 20,
+        pkg_server: Some(server.base()),
+        ..test_config(std::slice::from_ref(&depot))
+    };
+    let variant = art.variant(&[server.url("gone.tar.gz")]);
+    let got = ensure_variant("large", &variant, dir.path(), &config).unwrap();
+    art.assert_content(&got.path);
+    assert!(
+        server.ranges_of(&path).len() >= 2,
+        "ranges asked: {:?}",
+        server.ranges_of(&path)
+    );
+    assert!(server.most_connections(&path) >= 2);
+    assert!(server.most_connections(&path) <= 4);
+    // Every chunk is asked for once: no range is repeated (what the server pushes into the
+    // socket of the first response before it is closed depends on loopback buffers, so its
+    // byte count is no measure here; parallel.rs bounds it for a slower first response).
+    let mut ranges = server.ranges_of(&path);
+    let asked = ranges.len();
+    ranges.sort_unstable();
+    ranges.dedup();
+    assert_eq!(
+        ranges.len(),
+        asked,
+        "a range asked twice: {:?}",
+        server.ranges_of(&path)
+    );
+
+    // Another content under the same name, over ranges too: refused by the tree hash alone
+    // (the manifest's sha256 is that of its own URL's tarball, never applied to this copy).
+    let other = TestArtifact::large(3705, 8, 500_000);
+    let fresh = dir.path().join("fresh");
+    server.serve(&path, other.tarball.clone());
+    let config = clima_artifact_runtime::Config {
+        depots: vec![fresh.clone()],
+        ..config
+    };
+    let e = ensure_variant("large", &variant, dir.path(), &config).unwrap_err();
+    let reasons = clima_artifact_tests::failure_reasons(&e);
+    assert!(reasons.contains("git-tree-sha1 mismatch"), "{reasons}");
+    assert!(
+        !fresh
+            .join("artifacts")
+            .join(art.tree_hash.to_hex())
+            .exists()
+    );
+}
