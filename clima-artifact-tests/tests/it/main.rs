@@ -14,6 +14,7 @@ mod bad_inputs;
 mod ci_scripts;
 mod concurrency;
 mod crash;
+mod deps;
 mod disk;
 mod docs;
 mod hostile_depot;
