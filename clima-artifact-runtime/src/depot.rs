@@ -581,6 +581,31 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
     }
 }
 
+/// Records that `manifest` used the artifact `installed` (see [`record_usage`]): in the first
+/// depot of `config`, and in the depot that holds the artifact when that is another one. Julia's
+/// `Pkg.gc()` reads only the usage logs of the depots it collects, and since Pkg 1.13 deletes
+/// an unreachable artifact at once: a Julia user whose first depot is the shared depot that
+/// holds this artifact must find its manifest in that depot's log.
+pub(crate) fn record_usage_of(config: &Config, installed: &crate::Installed, manifest: &Path) {
+    let first = config.depots.first();
+    if let Some(first) = first {
+        record_usage(first, manifest);
+    }
+    if matches!(installed.origin, crate::Origin::Override { .. }) {
+        return;
+    }
+    let holder = installed
+        .path
+        .parent()
+        .filter(|a| a.file_name() == Some(std::ffi::OsStr::new("artifacts")))
+        .and_then(Path::parent);
+    if let Some(holder) = holder
+        && Some(holder) != first.map(PathBuf::as_path)
+    {
+        record_usage(holder, manifest);
+    }
+}
+
 /// Whether the usage log at `path` has an entry of `manifest` with a `time` at or after `since`
 /// (both RFC 3339 UTC, which compare as text). The log is read without following a symlink, as
 /// a regular file only, and at most its last 16 MiB.

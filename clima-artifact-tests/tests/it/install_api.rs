@@ -340,3 +340,48 @@ fn a_broken_entry_fails_alone_and_the_others_stay_usable() {
     let errors = clima_artifact_manifest::Manifest::load_all(&s.manifest).unwrap_err();
     assert_eq!(errors.len(), 2, "{errors:?}");
 }
+
+/// What Pkg 1.13's `gc` reads of `<depot>/logs/artifact_usage.toml` (`reduce_usage!` in Pkg's
+/// `src/API.jl`): each key a manifest path, its value an array of tables whose `time` is a
+/// datetime `DateTime(info["time"])` takes (Base's TOML parser accepts no offset but `Z`).
+/// Returns the keys whose file exists (`filter(Pkg.isfile_nothrow, ...)`).
+fn julia_gc_reads(depot: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let text = std::fs::read_to_string(depot.join("logs/artifact_usage.toml")).unwrap();
+    let doc: toml::Table = text.parse().unwrap();
+    let mut files = Vec::new();
+    for (file, infos) in &doc {
+        for info in infos.as_array().unwrap_or_else(|| panic!("{text}")) {
+            let time = info["time"]
+                .as_datetime()
+                .unwrap_or_else(|| panic!("{text}"));
+            assert!(time.date.is_some() && time.time.is_some(), "{text}");
+            assert!(
+                matches!(time.offset, None | Some(toml::value::Offset::Z)),
+                "{text}"
+            );
+        }
+        let path = std::path::PathBuf::from(file);
+        if path.is_absolute() && path.is_file() {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn the_depot_holding_an_artifact_records_its_manifest_for_julias_gc() {
+    let Some(s) = setup_with(34) else { return };
+    // Our first depot is private; the artifact is in a shared depot further down the path,
+    // the first depot of a Julia user whose `Pkg.gc()` deletes what its logs do not reach.
+    let shared = s._dir.path().join("shared");
+    s.art
+        .builder
+        .write_to(&shared.join("artifacts").join(s.art.tree_hash.to_hex()));
+    let a = load(&s).with_config(test_config(&[s.depot.clone(), shared.clone()]));
+    let got = a.ensure_installed_detailed("era5").unwrap();
+    assert_eq!(got.origin, Origin::Depot);
+    assert!(got.path.starts_with(&shared));
+    assert_eq!(s.server.gets("era5.tar.gz"), 0);
+    assert_eq!(julia_gc_reads(&shared), vec![s.manifest.clone()]);
+    assert_eq!(julia_gc_reads(&s.depot), vec![s.manifest.clone()]);
+}
