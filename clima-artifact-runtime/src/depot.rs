@@ -570,6 +570,7 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
         tracing::debug!("cannot record usage in `{}`: {e}", path.display());
         return;
     }
+    let _julia = usage_log_pidlock(&logs);
     match append_to_regular_file(&path, entry.as_bytes()) {
         Ok(()) => {}
         Err(Append::Planted(what)) => clima_comms::notice::warn(&format!(
@@ -578,6 +579,31 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
             path.display()
         )),
         Err(Append::Io(e)) => tracing::debug!("cannot record usage in `{}`: {e}", path.display()),
+    }
+}
+
+/// Pkg's lock of the usage log (`write_env_usage`: `mkpidlock("<log>.pid", stale_age = 3)`),
+/// waited for at most 10 s (Julia holds it for a read and a rename); `None` when it cannot be
+/// had (the entry is appended anyway: usage records are best effort).
+fn usage_log_pidlock(logs: &Path) -> Option<crate::julia_lock::JuliaPidfile> {
+    use crate::julia_lock::{JuliaPidfile, Take};
+    let start = std::time::Instant::now();
+    loop {
+        match JuliaPidfile::try_take_file(logs, "artifact_usage.toml.pid", 3.0) {
+            Take::Held(pidfile) => return Some(pidfile),
+            Take::Unusable(why) => {
+                tracing::debug!("{why}; recording usage without it");
+                return None;
+            }
+            Take::Busy(holder) if start.elapsed() > std::time::Duration::from_secs(10) => {
+                tracing::debug!(
+                    "the usage log's lock is held by {}; recording usage without it",
+                    holder.describe()
+                );
+                return None;
+            }
+            Take::Busy(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
     }
 }
 

@@ -22,7 +22,7 @@
 //!   own file (`samefile`), and stops the refresh timer.
 //!
 //! [`JuliaPidfile`] takes part: while we install, it holds that pidfile in Julia's format and
-//! refreshes its mtime every 10 s from a thread, so a Julia process waits for us, and treats our
+//! refreshes its mtime every `stale_age / 2` (10 s) from a thread, so a Julia process waits for us, and treats our
 //! pidfile as stale exactly when it would treat its own as stale. We create it with its content
 //! already in place (written to a temp file in `.locks`, then hard-linked to the pidfile's name,
 //! which fails if anything is there), so ours is never seen empty. A pidfile in our way is
@@ -31,6 +31,11 @@
 //! died holding it (a killed Rust installer; its pidfile would otherwise stall the next install
 //! for 20 s). Removal checks that the name still is the file judged (device and inode), and
 //! nothing is ever followed through a symlink (the depot may be shared with hostile users).
+//!
+//! The same protocol guards Pkg's usage logs: `write_env_usage` (Pkg's `src/Types.jl`) reads
+//! `logs/artifact_usage.toml` and replaces it by an atomic rename inside
+//! `mkpidlock(usage_file * ".pid", stale_age = 3)`; our appends take that pidfile too
+//! ([`JuliaPidfile::try_take_file`]), so they never land in a file Julia is replacing.
 
 use std::fs::File;
 use std::io::Write;
@@ -46,9 +51,6 @@ use crate::GitTreeSha1;
 
 /// Pkg's `stale_age` for artifact installs (`mkpidlock(pidfile, stale_age = 20)`), in seconds.
 pub(crate) const STALE_AGE: f64 = 20.0;
-
-/// How often the holder refreshes the pidfile's mtime: `mkpidlock`'s default, `stale_age / 2`.
-pub(crate) const REFRESH: Duration = Duration::from_secs(10);
 
 /// How much of a pidfile is read (Julia reads it all; a host name is at most 255 bytes).
 const MAX_PIDFILE_BYTES: usize = 4096;
@@ -182,56 +184,96 @@ impl JuliaPidfile {
             Err(e) => return unusable(e),
         };
         let name = format!("{}.pid", hash.to_hex());
-        let mut last = None;
-        for _ in 0..3 {
-            match create_linked(&locks, &dir, &name) {
-                Ok(file) => return Take::Held(JuliaPidfile::held(dir, name, file)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return unusable(e),
-            }
-            let file = match dir.open_file(&name) {
-                Ok(Some(f)) => f,
-                Ok(None) => continue, // released meanwhile
-                Err(e) => return unusable(e),
-            };
-            let Some(holder) = read_holder(&file) else {
-                continue;
-            };
-            let ours_dead = dead_rust_holder.is_some_and(|(pid, host)| {
-                holder.pid == *pid && holder.host == *host && !holder.may_be_alive()
-            });
-            if !(holder.is_stale(STALE_AGE) || ours_dead) {
-                return Take::Busy(holder);
-            }
-            if let Ok(true) = dir.remove_file_if_same(&name, &file) {
-                let why = if holder.may_be_alive() {
-                    format!("not refreshed for {:.0} s", holder.age)
-                } else {
-                    "its process is gone".to_owned()
-                };
-                clima_comms::notice::info(&format!(
-                    "removed the stale pidfile `{}` of {} ({why})",
-                    path.display(),
-                    holder.describe()
-                ));
-            }
-            last = Some(holder);
-        }
-        match last {
-            Some(holder) => Take::Busy(holder),
-            None => Take::Unusable(format!(
-                "Julia's install lock `{}` keeps changing",
-                path.display()
-            )),
-        }
+        take_in(dir, &locks, name, &path, STALE_AGE, dead_rust_holder)
     }
 
-    fn held(dir: Dir, name: String, file: File) -> JuliaPidfile {
+    /// One attempt at the pidfile `name` in the folder `folder` (created if missing), with
+    /// Julia's `stale_age` in seconds (Pkg's usage logs: `<log>.pid` with `stale_age = 3`).
+    pub(crate) fn try_take_file(folder: &Path, name: &str, stale_age: f64) -> Take {
+        let path = folder.join(name);
+        let dir = std::fs::create_dir_all(folder).and_then(|()| Dir::open(folder));
+        let (dir, temps) = match dir.and_then(|d| Ok((d.try_clone()?, d))) {
+            Ok(pair) => pair,
+            Err(e) => {
+                return Take::Unusable(format!(
+                    "cannot take Julia's lock `{}` ({})",
+                    path.display(),
+                    clima_artifact_fs::printable(&e.to_string())
+                ));
+            }
+        };
+        take_in(dir, &temps, name.to_owned(), &path, stale_age, None)
+    }
+}
+
+/// [`JuliaPidfile::try_take`] of the pidfile `name` (at `path`) of `dir`, its temp file made
+/// in `temps`.
+fn take_in(
+    dir: Dir,
+    temps: &Dir,
+    name: String,
+    path: &Path,
+    stale_age: f64,
+    dead_rust_holder: Option<&(u32, String)>,
+) -> Take {
+    let unusable = |e: std::io::Error| {
+        Take::Unusable(format!(
+            "cannot take Julia's lock `{}` ({})",
+            path.display(),
+            clima_artifact_fs::printable(&e.to_string())
+        ))
+    };
+    let mut last = None;
+    for _ in 0..3 {
+        match create_linked(temps, &dir, &name) {
+            Ok(file) => {
+                let refresh = Duration::from_secs_f64(stale_age / 2.0);
+                return Take::Held(JuliaPidfile::held(dir, name, file, refresh));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return unusable(e),
+        }
+        let file = match dir.open_file(&name) {
+            Ok(Some(f)) => f,
+            Ok(None) => continue, // released meanwhile
+            Err(e) => return unusable(e),
+        };
+        let Some(holder) = read_holder(&file) else {
+            continue;
+        };
+        let ours_dead = dead_rust_holder.is_some_and(|(pid, host)| {
+            holder.pid == *pid && holder.host == *host && !holder.may_be_alive()
+        });
+        if !(holder.is_stale(stale_age) || ours_dead) {
+            return Take::Busy(holder);
+        }
+        if let Ok(true) = dir.remove_file_if_same(&name, &file) {
+            let why = if holder.may_be_alive() {
+                format!("not refreshed for {:.0} s", holder.age)
+            } else {
+                "its process is gone".to_owned()
+            };
+            clima_comms::notice::info(&format!(
+                "removed the stale pidfile `{}` of {} ({why})",
+                path.display(),
+                holder.describe()
+            ));
+        }
+        last = Some(holder);
+    }
+    match last {
+        Some(holder) => Take::Busy(holder),
+        None => Take::Unusable(format!("Julia's lock `{}` keeps changing", path.display())),
+    }
+}
+
+impl JuliaPidfile {
+    fn held(dir: Dir, name: String, file: File, refresh: Duration) -> JuliaPidfile {
         let (stop, stopped) = mpsc::channel::<()>();
         let refresher = file.try_clone().ok().map(|f| {
             std::thread::spawn(move || {
                 // Julia's `Timer(t -> touch(fd), refresh; interval = refresh)`.
-                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(REFRESH) {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(refresh) {
                     touch(&f);
                 }
             })

@@ -385,3 +385,51 @@ fn the_depot_holding_an_artifact_records_its_manifest_for_julias_gc() {
     assert_eq!(julia_gc_reads(&shared), vec![s.manifest.clone()]);
     assert_eq!(julia_gc_reads(&s.depot), vec![s.manifest.clone()]);
 }
+
+#[test]
+fn a_usage_entry_is_not_lost_while_julia_rewrites_the_usage_log() {
+    let Some(s) = setup_with(35) else { return };
+    let logs = s.depot.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let log = logs.join("artifact_usage.toml");
+    let pidfile = logs.join("artifact_usage.toml.pid");
+    let julia_manifest = s._dir.path().join("julia/Artifacts.toml");
+    std::fs::create_dir_all(julia_manifest.parent().unwrap()).unwrap();
+    std::fs::write(&julia_manifest, "").unwrap();
+    // Pkg's `write_env_usage`: under `mkpidlock("<log>.pid", stale_age = 3)` (O_EXCL, 0o444,
+    // "<pid> <host>"), read the log, add its entry, and replace the log by an atomic rename.
+    let script = r#"
+        umask 0222; set -C
+        printf '%s %s' "$$" "$HOST" > "$PIDFILE" || exit 3
+        umask 022; set +C
+        old=$(cat "$LOG" 2>/dev/null)
+        sleep 1
+        printf '%s\n[["%s"]]\ntime = 2026-01-02T03:04:05.678\n' "$old" "$MANIFEST" > "$LOG.tmp"
+        mv "$LOG.tmp" "$LOG"
+        rm -f "$PIDFILE"
+    "#;
+    let mut julia = std::process::Command::new("sh")
+        .args(["-c", script])
+        .env("HOST", clima_artifact_fs::hostname())
+        .env("PIDFILE", &pidfile)
+        .env("LOG", &log)
+        .env("MANIFEST", &julia_manifest)
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !pidfile.exists() {
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the Julia side never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    load(&s).ensure_installed("era5").unwrap();
+    assert!(julia.wait().unwrap().success());
+    let mut read = julia_gc_reads(&s.depot);
+    read.sort();
+    let mut want = vec![s.manifest.clone(), julia_manifest];
+    want.sort();
+    assert_eq!(read, want, "{}", std::fs::read_to_string(&log).unwrap());
+    assert!(!pidfile.exists());
+}
