@@ -225,3 +225,27 @@ fn while_we_install_we_hold_julias_pidfile_and_keep_it_fresh() {
     });
     assert!(!path.exists());
 }
+
+#[test]
+fn a_symlink_planted_as_the_pidfile_is_neither_followed_nor_removed() {
+    if !have_git() {
+        return;
+    }
+    let s = served(TestArtifact::sample(75), "a.tar.gz");
+    let config = test_config(std::slice::from_ref(&s.depot));
+    let variant = s.art.variant(&[s.server.url("a.tar.gz")]);
+    let secret = s.dir.path().join("secret");
+    fs::write(&secret, b"precious").unwrap();
+    let path = pidfile(&s.depot, &s.art);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&secret, &path).unwrap();
+    let got = ensure_variant("a", &variant, &s.depot, &config).unwrap();
+    s.art.assert_content(&got.path);
+    assert_eq!(fs::read(&secret).unwrap(), b"precious");
+    assert!(
+        fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
