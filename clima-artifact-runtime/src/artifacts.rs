@@ -118,9 +118,7 @@ impl Artifacts {
         let variant = self.variant(name)?;
         let installed = install::ensure_variant(name, variant, &self.manifest_path, &self.config)?;
         let full = with_subpath(name, &installed.path, sub)?;
-        if let Some(first) = self.config.depots.first() {
-            depot::record_usage(first, &self.manifest_path);
-        }
+        depot::record_usage_of(&self.config, &installed, &self.manifest_path);
         access_log::record(AccessEvent::of(
             name,
             variant,

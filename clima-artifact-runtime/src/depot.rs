@@ -570,6 +570,7 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
         tracing::debug!("cannot record usage in `{}`: {e}", path.display());
         return;
     }
+    let _julia = usage_log_pidlock(&logs);
     match append_to_regular_file(&path, entry.as_bytes()) {
         Ok(()) => {}
         Err(Append::Planted(what)) => clima_comms::notice::warn(&format!(
@@ -578,6 +579,56 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
             path.display()
         )),
         Err(Append::Io(e)) => tracing::debug!("cannot record usage in `{}`: {e}", path.display()),
+    }
+}
+
+/// Pkg's lock of the usage log (`write_env_usage`: `mkpidlock("<log>.pid", stale_age = 3)`),
+/// waited for at most 10 s (Julia holds it for a read and a rename); `None` when it cannot be
+/// had (the entry is appended anyway: usage records are best effort).
+fn usage_log_pidlock(logs: &Path) -> Option<crate::julia_lock::JuliaPidfile> {
+    use crate::julia_lock::{JuliaPidfile, Take};
+    let start = std::time::Instant::now();
+    loop {
+        match JuliaPidfile::try_take_file(logs, "artifact_usage.toml.pid", 3.0) {
+            Take::Held(pidfile) => return Some(pidfile),
+            Take::Unusable(why) => {
+                tracing::debug!("{why}; recording usage without it");
+                return None;
+            }
+            Take::Busy(holder) if start.elapsed() > std::time::Duration::from_secs(10) => {
+                tracing::debug!(
+                    "the usage log's lock is held by {}; recording usage without it",
+                    holder.describe()
+                );
+                return None;
+            }
+            Take::Busy(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Records that `manifest` used the artifact `installed` (see [`record_usage`]): in the first
+/// depot of `config`, and in the depot that holds the artifact when that is another one. Julia's
+/// `Pkg.gc()` reads only the usage logs of the depots it collects, and since Pkg 1.13 deletes
+/// an unreachable artifact at once: a Julia user whose first depot is the shared depot that
+/// holds this artifact must find its manifest in that depot's log.
+pub(crate) fn record_usage_of(config: &Config, installed: &crate::Installed, manifest: &Path) {
+    let first = config.depots.first();
+    if let Some(first) = first {
+        record_usage(first, manifest);
+    }
+    if matches!(installed.origin, crate::Origin::Override { .. }) {
+        return;
+    }
+    let holder = installed
+        .path
+        .parent()
+        .filter(|a| a.file_name() == Some(std::ffi::OsStr::new("artifacts")))
+        .and_then(Path::parent);
+    if let Some(holder) = holder
+        && Some(holder) != first.map(PathBuf::as_path)
+    {
+        record_usage(holder, manifest);
     }
 }
 

@@ -45,6 +45,7 @@ use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken, Tap};
 
 use crate::depot::{self, Overrides};
 use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
+use crate::julia_lock::{self, JuliaPidfile, Take};
 use crate::locked_file::{HolderNote, LockedFile};
 use crate::progress::{DownloadStart, Transfer};
 use crate::temp_dir::TempDir;
@@ -175,15 +176,21 @@ pub(crate) fn ensure_variant_tapped(
 
 /// What [`lock_target`] found.
 enum Locked {
-    /// Another process installed the artifact while this one waited for the lock.
+    /// Another process (ours or Julia's) installed the artifact while this one waited.
     Installed(Installed),
-    /// The lock, held until the install ends, and where the install goes.
-    Target(LockedFile, InstallTarget),
+    /// The locks, held until the install ends, and where the install goes.
+    Target(Box<InstallLocks>, InstallTarget),
 }
 
-/// Locks the artifact in the first writable depot (waiting for another holder), looks again
-/// in `depots` (another process may have installed it meanwhile) and reclaims the temp dirs
-/// of dead processes.
+/// The locks an install holds: Julia's pidfile (dropped, so released, first) and our own lock.
+struct InstallLocks {
+    _julia: Option<JuliaPidfile>,
+    _ours: LockedFile,
+}
+
+/// Locks the artifact in the first writable depot (waiting for another holder: our lock, then
+/// Julia's pidfile, see [`wait_for_julia`]), looks again in `depots` (another process may have
+/// installed it meanwhile) and reclaims the temp dirs of dead processes.
 fn lock_target(
     name: &str,
     hash: &GitTreeSha1,
@@ -197,10 +204,86 @@ fn lock_target(
         config.lock_timeout,
         config.progress,
     )?;
-    Ok(locked(lock, target, hash, depots))
+    let julia = match wait_for_julia(name, hash, &target, depots, config, &lock)? {
+        Ok(pidfile) => pidfile,
+        Err(found) => return Ok(Locked::Installed(found)),
+    };
+    Ok(locked(lock, julia, target, hash, depots))
 }
 
-/// [`lock_target`] without waiting: `None` when another holder has the lock.
+/// With our lock `lock` of `hash` in `target` held, takes Julia's pidfile of the artifact
+/// (Pkg 1.13's install lock, see [`crate::julia_lock`]): while a live Julia process holds it,
+/// waits (at most `CLIMA_ARTIFACTS_LOCK_TIMEOUT`, as for our lock), looking in `depots` for the
+/// artifact meanwhile: `Err` with it when that process installed it. `Ok(None)` when the
+/// pidfile cannot be used (logged; the install goes on under our lock alone).
+fn wait_for_julia(
+    name: &str,
+    hash: &GitTreeSha1,
+    target: &Path,
+    depots: &[PathBuf],
+    config: &Config,
+    lock: &LockedFile,
+) -> Result<Result<Option<JuliaPidfile>, Installed>, Error> {
+    let dead = lock
+        .left_by_dead_holder()
+        .and_then(julia_lock::parse_lock_record);
+    let path = julia_lock::pidfile_path(target, hash);
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(5);
+    let mut told: Option<julia_lock::Holder> = None;
+    loop {
+        let holder = match JuliaPidfile::try_take(target, hash, dead.as_ref()) {
+            Take::Held(pidfile) => {
+                if told.is_some() && config.progress {
+                    notice::info(&format!(
+                        "Julia's install lock of `{name}` is free after {:.1} s",
+                        start.elapsed().as_secs_f64()
+                    ));
+                }
+                return Ok(Ok(Some(pidfile)));
+            }
+            Take::Unusable(why) => {
+                notice::warn(&format!(
+                    "{why}; continuing without it (a Julia 1.13 process installing `{name}` at \
+                     the same time downloads it too)"
+                ));
+                return Ok(Ok(None));
+            }
+            Take::Busy(holder) => holder,
+        };
+        let changed = told
+            .as_ref()
+            .is_none_or(|t| (t.pid, &t.host) != (holder.pid, &holder.host));
+        if changed && config.progress {
+            notice::info(&format!(
+                "waiting for a Julia process ({}) installing `{name}`: it holds Pkg's install \
+                 lock `{}`; waiting at most {} s (CLIMA_ARTIFACTS_LOCK_TIMEOUT)",
+                holder.describe(),
+                path.display(),
+                config.lock_timeout.as_secs()
+            ));
+        }
+        if start.elapsed() >= config.lock_timeout {
+            return Err(Error::LockTimeout {
+                path,
+                seconds: config.lock_timeout.as_secs_f64().ceil() as u64,
+                holder: format!("held by a Julia process, {}", holder.describe()),
+            });
+        }
+        told = Some(holder);
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(200));
+        // The Julia process renames the artifact into place before it releases its pidfile.
+        if let Some(path) = depot::find_installed(depots, hash) {
+            return Ok(Err(Installed {
+                path,
+                origin: Origin::Depot,
+            }));
+        }
+    }
+}
+
+/// [`lock_target`] without waiting: `None` when another holder (ours or Julia's) has the lock.
 fn try_lock_target(
     name: &str,
     hash: &GitTreeSha1,
@@ -208,13 +291,32 @@ fn try_lock_target(
     config: &Config,
 ) -> Result<Option<Locked>, Error> {
     let target = depot::first_writable(config, name)?;
-    Ok(LockedFile::try_acquire(&depot::lock_path(&target, hash))
-        .map(|lock| locked(lock, target, hash, depots)))
+    let Some(lock) = LockedFile::try_acquire(&depot::lock_path(&target, hash)) else {
+        return Ok(None);
+    };
+    let dead = lock
+        .left_by_dead_holder()
+        .and_then(julia_lock::parse_lock_record);
+    let julia = match JuliaPidfile::try_take(&target, hash, dead.as_ref()) {
+        Take::Held(pidfile) => Some(pidfile),
+        Take::Busy(_) => return Ok(None),
+        Take::Unusable(why) => {
+            notice::warn(&format!("{why}; continuing without it"));
+            None
+        }
+    };
+    Ok(Some(locked(lock, julia, target, hash, depots)))
 }
 
-/// With the artifact's `lock` in `target` held: another look, else the stale temp dirs
-/// reclaimed and the install's target.
-fn locked(lock: LockedFile, target: PathBuf, hash: &GitTreeSha1, depots: &[PathBuf]) -> Locked {
+/// With the artifact's `lock` (and Julia's pidfile `julia`) in `target` held: another look,
+/// else the stale temp dirs reclaimed and the install's target.
+fn locked(
+    lock: LockedFile,
+    julia: Option<JuliaPidfile>,
+    target: PathBuf,
+    hash: &GitTreeSha1,
+    depots: &[PathBuf],
+) -> Locked {
     if let Some(path) = depot::find_installed(depots, hash) {
         return Locked::Installed(Installed {
             path,
@@ -224,7 +326,10 @@ fn locked(lock: LockedFile, target: PathBuf, hash: &GitTreeSha1, depots: &[PathB
     depot::Depot::new(&target).reclaim_stale(Some(hash));
     let note = lock.note();
     Locked::Target(
-        lock,
+        Box::new(InstallLocks {
+            _julia: julia,
+            _ours: lock,
+        }),
         InstallTarget {
             partials: target.clone(),
             dir: target,

@@ -57,6 +57,7 @@ mod config;
 mod debug_speed;
 mod error;
 mod install;
+mod julia_lock;
 mod locked_file;
 mod macros;
 mod node_stream;

@@ -38,6 +38,9 @@ pub struct LockedFile {
     /// `None` when the lock could not be taken at all (the caller proceeds unlocked).
     file: Option<File>,
     path: PathBuf,
+    /// The holder record found when the lock was taken: not blank when its last holder died
+    /// holding it (a release blanks it).
+    previous: Option<String>,
 }
 
 impl LockedFile {
@@ -144,11 +147,13 @@ impl LockedFile {
 
     fn held(file: File, path: &Path) -> LockedFile {
         // Best effort: who holds the lock, for the log of waiters (fails on a read-only open).
+        let previous = Some(read_record(&file)).filter(|r| !r.is_empty());
         let line = format!("pid {} on {}", std::process::id(), hostname());
         let _ = file.write_all_at(&holder_record(&line), 0);
         LockedFile {
             file: Some(file),
             path: path.to_owned(),
+            previous,
         }
     }
 
@@ -156,6 +161,7 @@ impl LockedFile {
         LockedFile {
             file: None,
             path: path.to_owned(),
+            previous: None,
         }
     }
 
@@ -163,6 +169,12 @@ impl LockedFile {
     /// caller proceeds without it).
     pub fn is_locked(&self) -> bool {
         self.file.is_some()
+    }
+
+    /// The holder record its last holder left when it died holding the lock (e.g.
+    /// `pid 1234 on node7: downloading ...`); `None` after a clean release.
+    pub(crate) fn left_by_dead_holder(&self) -> Option<&str> {
+        self.previous.as_deref()
     }
 
     /// The lock file's path.
@@ -287,11 +299,16 @@ fn planted(path: &Path, what: &str) -> String {
     )
 }
 
-fn read_holder(file: &File) -> String {
+/// The holder record at the start of a lock file, trimmed (empty when released).
+fn read_record(file: &File) -> String {
     let mut buf = [0u8; HOLDER_BYTES];
     let n = file.read_at(&mut buf, 0).unwrap_or(0);
-    let s = String::from_utf8_lossy(&buf[..n]);
-    let s = s.trim();
+    String::from_utf8_lossy(&buf[..n]).trim().to_owned()
+}
+
+fn read_holder(file: &File) -> String {
+    let s = read_record(file);
+    let s = s.as_str();
     if s.is_empty() {
         "another process".to_owned()
     } else {

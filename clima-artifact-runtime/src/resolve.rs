@@ -378,10 +378,8 @@ fn resolve(
             };
             // The model's manifest goes into the depot's usage log, so that `gc` run anywhere
             // keeps what this model uses (once per process, at most once a day; the root only).
-            if ctx.is_none_or(|c| c.rank() == 0)
-                && let Some(first) = config.depots.first()
-            {
-                crate::depot::record_usage(first, Path::new(site.manifest.path));
+            if ctx.is_none_or(|c| c.rank() == 0) {
+                crate::depot::record_usage_of(&config, &installed, Path::new(site.manifest.path));
             }
             installed
         }

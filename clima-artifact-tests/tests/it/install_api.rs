@@ -340,3 +340,96 @@ fn a_broken_entry_fails_alone_and_the_others_stay_usable() {
     let errors = clima_artifact_manifest::Manifest::load_all(&s.manifest).unwrap_err();
     assert_eq!(errors.len(), 2, "{errors:?}");
 }
+
+/// What Pkg 1.13's `gc` reads of `<depot>/logs/artifact_usage.toml` (`reduce_usage!` in Pkg's
+/// `src/API.jl`): each key a manifest path, its value an array of tables whose `time` is a
+/// datetime `DateTime(info["time"])` takes (Base's TOML parser accepts no offset but `Z`).
+/// Returns the keys whose file exists (`filter(Pkg.isfile_nothrow, ...)`).
+fn julia_gc_reads(depot: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let text = std::fs::read_to_string(depot.join("logs/artifact_usage.toml")).unwrap();
+    let doc: toml::Table = text.parse().unwrap();
+    let mut files = Vec::new();
+    for (file, infos) in &doc {
+        for info in infos.as_array().unwrap_or_else(|| panic!("{text}")) {
+            let time = info["time"]
+                .as_datetime()
+                .unwrap_or_else(|| panic!("{text}"));
+            assert!(time.date.is_some() && time.time.is_some(), "{text}");
+            assert!(
+                matches!(time.offset, None | Some(toml::value::Offset::Z)),
+                "{text}"
+            );
+        }
+        let path = std::path::PathBuf::from(file);
+        if path.is_absolute() && path.is_file() {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn the_depot_holding_an_artifact_records_its_manifest_for_julias_gc() {
+    let Some(s) = setup_with(34) else { return };
+    // Our first depot is private; the artifact is in a shared depot further down the path,
+    // the first depot of a Julia user whose `Pkg.gc()` deletes what its logs do not reach.
+    let shared = s._dir.path().join("shared");
+    s.art
+        .builder
+        .write_to(&shared.join("artifacts").join(s.art.tree_hash.to_hex()));
+    let a = load(&s).with_config(test_config(&[s.depot.clone(), shared.clone()]));
+    let got = a.ensure_installed_detailed("era5").unwrap();
+    assert_eq!(got.origin, Origin::Depot);
+    assert!(got.path.starts_with(&shared));
+    assert_eq!(s.server.gets("era5.tar.gz"), 0);
+    assert_eq!(julia_gc_reads(&shared), vec![s.manifest.clone()]);
+    assert_eq!(julia_gc_reads(&s.depot), vec![s.manifest.clone()]);
+}
+
+#[test]
+fn a_usage_entry_is_not_lost_while_julia_rewrites_the_usage_log() {
+    let Some(s) = setup_with(35) else { return };
+    let logs = s.depot.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let log = logs.join("artifact_usage.toml");
+    let pidfile = logs.join("artifact_usage.toml.pid");
+    let julia_manifest = s._dir.path().join("julia/Artifacts.toml");
+    std::fs::create_dir_all(julia_manifest.parent().unwrap()).unwrap();
+    std::fs::write(&julia_manifest, "").unwrap();
+    // Pkg's `write_env_usage`: under `mkpidlock("<log>.pid", stale_age = 3)` (O_EXCL, 0o444,
+    // "<pid> <host>"), read the log, add its entry, and replace the log by an atomic rename.
+    let script = r#"
+        umask 0222; set -C
+        printf '%s %s' "$$" "$HOST" > "$PIDFILE" || exit 3
+        umask 022; set +C
+        old=$(cat "$LOG" 2>/dev/null)
+        sleep 1
+        printf '%s\n[["%s"]]\ntime = 2026-01-02T03:04:05.678\n' "$old" "$MANIFEST" > "$LOG.tmp"
+        mv "$LOG.tmp" "$LOG"
+        rm -f "$PIDFILE"
+    "#;
+    let mut julia = std::process::Command::new("sh")
+        .args(["-c", script])
+        .env("HOST", clima_artifact_fs::hostname())
+        .env("PIDFILE", &pidfile)
+        .env("LOG", &log)
+        .env("MANIFEST", &julia_manifest)
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !pidfile.exists() {
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the Julia side never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    load(&s).ensure_installed("era5").unwrap();
+    assert!(julia.wait().unwrap().success());
+    let mut read = julia_gc_reads(&s.depot);
+    read.sort();
+    let mut want = vec![s.manifest.clone(), julia_manifest];
+    want.sort();
+    assert_eq!(read, want, "{}", std::fs::read_to_string(&log).unwrap());
+    assert!(!pidfile.exists());
+}
