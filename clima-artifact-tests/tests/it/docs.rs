@@ -57,7 +57,7 @@ fn the_readme_profile_block_is_dev_profile_toml() {
     let readme = read("README.md");
     let blocks: Vec<String> = code_blocks(section(&readme, "Using it in a model"))
         .into_iter()
-        .filter(|(info, body)| info == "toml" && body.contains("[profile.dev.package."))
+        .filter(|(info, body)| info == "toml" && body.contains("[profile.dev.package"))
         .map(|(_, body)| body)
         .collect();
     assert_eq!(
