@@ -582,6 +582,22 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
     }
 }
 
+/// Pkg's lock of a depot's usage log, held while this value lives (see [`lock_usage_log`]).
+#[must_use = "the lock is released when this value is dropped"]
+pub struct UsageLogLock {
+    _held: Option<crate::julia_lock::JuliaPidfile>,
+}
+
+/// Takes Pkg's lock of `depot`'s `logs/artifact_usage.toml` (the pidfile Julia 1.13's
+/// `write_env_usage` and `gc` take) before rewriting the log, as `clima-artifacts gc` does when
+/// it compacts it: waited for at most 10 s, then the caller goes on without it (a log that
+/// cannot be locked is still better compacted than never).
+pub fn lock_usage_log(depot: &Path) -> UsageLogLock {
+    UsageLogLock {
+        _held: usage_log_pidlock(&Depot::new(depot).logs_dir()),
+    }
+}
+
 /// Pkg's lock of the usage log (`write_env_usage`: `mkpidlock("<log>.pid", stale_age = 3)`),
 /// waited for at most 10 s (Julia holds it for a read and a rename); `None` when it cannot be
 /// had (the entry is appended anyway: usage records are best effort).

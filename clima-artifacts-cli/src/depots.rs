@@ -89,6 +89,8 @@ pub fn record_usage(config: &Config, manifest: &Path) {
 /// longer exist are kept: gc reports them, and a manifest on an unmounted filesystem may come
 /// back. A missing or unreadable log is left alone.
 pub fn compact_usage_log(depot: &Path) -> CliResult {
+    // Julia 1.13 rewrites this log under its pidfile: never at the same time as we do.
+    let _lock = clima_artifact_runtime::depot::lock_usage_log(depot);
     let log = Depot::new(depot).usage_log();
     let Ok(Some(text)) = read_log(&log) else {
         return Ok(());

@@ -1657,3 +1657,53 @@ fn create_updates_the_git_tree_sha256_of_an_entry_that_has_one() {
     );
     assert!(plain.get("git_tree_sha256").is_none(), "{plain}");
 }
+
+/// Julia 1.13 rewrites `logs/artifact_usage.toml` under `mkpidlock("<log>.pid", stale_age =
+/// 3)`: gc compacts the log only once that pidfile is gone, so neither rewrite loses the
+/// other's entries.
+#[test]
+fn gc_compacts_the_usage_log_only_under_julias_lock_of_it() {
+    let sb = Sandbox::new();
+    let manifest = sb.work.join("Artifacts.toml");
+    fs::write(
+        &manifest,
+        format!("[kept]\ngit-tree-sha1 = \"{}\"\n", "3".repeat(40)),
+    )
+    .unwrap();
+    let logs = sb.depot.join("logs");
+    fs::create_dir_all(&logs).unwrap();
+    let line = |t: &str| format!("[[{:?}]]\ntime = {t}\n", manifest.display().to_string());
+    let log = logs.join("artifact_usage.toml");
+    fs::write(
+        &log,
+        line("2024-01-01T00:00:00Z") + &line("2024-03-01T00:00:00Z"),
+    )
+    .unwrap();
+    // A live Julia holder: this test process's pid on this host, in Julia's format; kept fresh
+    // (touched) as Julia's refresh timer does, until it is released.
+    let pidfile = logs.join("artifact_usage.toml.pid");
+    let host = clima_artifact_fs::hostname();
+    fs::write(&pidfile, format!("{} {host}", std::process::id())).unwrap();
+    let gc = std::process::Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"))
+        .args(["gc", "--delay", "0", "--json"])
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
+        .env_remove("JULIA_DEPOT_PATH")
+        .current_dir(&sb.work)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let during = fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        during.matches("[[").count(),
+        2,
+        "compacted under Julia's lock: {during}"
+    );
+    fs::remove_file(&pidfile).unwrap();
+    let out = gc.wait_with_output().unwrap();
+    assert_ok(&out);
+    let after = fs::read_to_string(&log).unwrap();
+    assert_eq!(after.matches("[[").count(), 1, "{after}");
+    assert!(!pidfile.exists(), "gc left its own pidfile behind");
+}
