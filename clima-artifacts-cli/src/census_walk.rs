@@ -2,9 +2,10 @@
 //! files next to each ([`Surroundings`]), never following a symlink below a given path and
 //! reading every file with a size bound.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use clima_artifact_fs::{Dir, EntryKind};
 use clima_artifact_manifest::manifest::MAX_TOML_BYTES;
@@ -54,10 +55,27 @@ fn warn(e: &std::io::Error) {
     );
 }
 
-/// Depth-first, entries in name order, manifests of a folder before its sub-folders.
+/// Depth-first, entries in name order, manifests of a folder before its sub-folders. A
+/// sub-folder is opened only when its turn comes, so the descriptors open at once are those of
+/// the folders on the current path (not one per folder waiting in a wide tree).
 fn walk(census: &mut Census, root: Dir) {
-    let mut stack = vec![root];
-    while let Some(dir) = stack.pop() {
+    let mut stack: Vec<(Rc<Dir>, OsString)> = Vec::new();
+    let mut next = Some(root);
+    loop {
+        let dir = match next.take() {
+            Some(dir) => Rc::new(dir),
+            None => match stack.pop() {
+                Some((parent, name)) => match parent.open_dir(&name) {
+                    Ok(Some(dir)) => Rc::new(dir),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        warn(&e);
+                        continue;
+                    }
+                },
+                None => return,
+            },
+        };
         let mut entries = match dir.entries() {
             Ok(e) => e,
             Err(e) => {
@@ -69,18 +87,18 @@ fn walk(census: &mut Census, root: Dir) {
         let mut subdirs = Vec::new();
         for e in entries {
             let name = e.name.to_string_lossy();
-            let shown = dir.path().join(&e.name).display().to_string();
             match e.kind {
                 EntryKind::Dir if name.starts_with('.') || SKIPPED.contains(&name.as_ref()) => {}
-                EntryKind::Dir => match dir.open_dir(&e.name) {
-                    Ok(Some(sub)) => subdirs.push(sub),
-                    Ok(None) => {}
-                    Err(e) => warn(&e),
-                },
+                EntryKind::Dir => subdirs.push((Rc::clone(&dir), e.name.clone())),
                 _ if !is_manifest_name(&name) => {}
-                EntryKind::File => add(census, &dir, &e.name, &shown),
+                EntryKind::File => add(
+                    census,
+                    &dir,
+                    &e.name,
+                    &dir.path().join(&e.name).display().to_string(),
+                ),
                 other => census.add_unreadable(
-                    &shown,
+                    &dir.path().join(&e.name).display().to_string(),
                     &format!("is {}, not a regular file; not followed", other.described()),
                 ),
             }

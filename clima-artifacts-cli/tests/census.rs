@@ -446,3 +446,38 @@ fn census_prints_a_table_and_says_where_artifacts_are_installed() {
     let missing = sb.cli().args(["census", "nowhere"]).output().unwrap();
     assert_eq!(missing.status.code(), Some(2));
 }
+
+/// A wide tree does not hold a descriptor per folder waiting its turn: 300 folders census
+/// fine with 64 descriptors.
+#[test]
+fn census_of_a_wide_tree_stays_within_few_descriptors() {
+    let sb = Sandbox::new();
+    for i in 0..300 {
+        write(
+            &sb.work.join(format!("pkg{i:03}/Artifacts.toml")),
+            &format!("[a{i}]\ngit-tree-sha1 = \"{H1}\"\n"),
+        );
+    }
+    let bin = assert_cmd::cargo::cargo_bin("clima-artifacts");
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ulimit -n 64 && exec \"$0\" census --json ."])
+        .arg(bin)
+        .current_dir(&sb.work)
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let report = json(&out);
+    let manifests = report["manifests"].as_array().unwrap();
+    assert_eq!(manifests.len(), 300);
+    assert!(
+        manifests.iter().all(|m| m["error"].is_null()),
+        "{manifests:#?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(strings(&artifact(&report, H1)["names"]).len(), 300);
+}
