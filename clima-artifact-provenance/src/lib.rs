@@ -6,6 +6,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`record`] | [`ArtifactRecord`]: one accessed artifact (origin, accesses, call sites, ranks, metadata), merged across ranks ([`merge_records`]) |
+//! | [`census`] | the census of many manifests: per content hash its names, manifests, downloads, documentation and problems ([`census::PROBLEMS`]) |
 //! | [`readme`] | the sections of a recipe's README.md ([`readme::SECTIONS`]) and its citation section |
 //! | [`report`] | [`Report`]: the records plus the declared artifacts a run did not use; JSON ([`report::SCHEMA`], `docs/report-schema.md`), Markdown, BibTeX; the three files written atomically |
 //!
@@ -13,6 +14,7 @@
 //! re-exports both modules' types (`access_log::ArtifactRecord`, `report::Report`, ...); a
 //! tool that only reads and renders reports (the CLI's `report`) needs this crate alone.
 
+pub mod census;
 pub mod readme;
 pub mod record;
 pub mod report;

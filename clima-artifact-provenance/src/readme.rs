@@ -7,6 +7,10 @@
 //! section runs to the next heading of the same or a higher level. A section counts as present
 //! only if it has some text besides blank lines and HTML comments (`<!-- ... -->`), so the
 //! template written by `clima-artifacts new` is refused until it is filled in.
+//!
+//! Besides the names of the template, the names real collections use are accepted:
+//! `Description` or `Overview` for the contents, `Citation` or `References` for the citation,
+//! `Postprocessing` for the preprocessing.
 
 /// One required section: the name shown in messages and the heading texts accepted for it
 /// (lower case).
@@ -22,7 +26,7 @@ pub struct Section {
 pub const SECTIONS: [Section; 4] = [
     Section {
         name: "Contents",
-        headings: &["contents"],
+        headings: &["contents", "description", "overview"],
     },
     Section {
         name: "Sources",
@@ -31,14 +35,25 @@ pub const SECTIONS: [Section; 4] = [
     CITATION_SECTION,
     Section {
         name: "Preprocessing",
-        headings: &["preprocessing", "pre-processing"],
+        headings: &[
+            "preprocessing",
+            "pre-processing",
+            "postprocessing",
+            "post-processing",
+        ],
     },
 ];
 
 /// The section the provenance report quotes.
 pub const CITATION_SECTION: Section = Section {
     name: "Creators and citation",
-    headings: &["creators and citation", "creators & citation"],
+    headings: &[
+        "creators and citation",
+        "creators & citation",
+        "citation",
+        "citations",
+        "references",
+    ],
 };
 
 /// The manifest key naming an artifact's recipe folder, relative to the manifest's folder.
@@ -153,6 +168,19 @@ mod tests {
         assert_eq!(
             section_text(FULL, &CITATION_SECTION).as_deref(),
             Some("Hersbach et al. 2020\n#### note\nmore")
+        );
+    }
+
+    #[test]
+    fn the_section_names_of_real_collections_are_accepted() {
+        let readme = "# x\n## Overview\nu.nc\n## Source\nhttps://x\n## References\nA et al.\n\
+                      ## Postprocessing\nregridded\n";
+        assert!(missing_sections(readme).is_empty());
+        let readme = "## Description\nu.nc\n## Citation\nB\n";
+        assert_eq!(missing_sections(readme), ["Sources", "Preprocessing"]);
+        assert_eq!(
+            section_text(readme, &CITATION_SECTION).as_deref(),
+            Some("B")
         );
     }
 

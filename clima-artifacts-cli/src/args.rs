@@ -67,6 +67,9 @@ pub enum Command {
     Sync(SyncCommand),
     /// Say which depots, TLS roots, proxies and limits downloads use here (for support).
     Doctor(DoctorArgs),
+    /// Survey every Artifacts.toml under some folders: per content hash its names, manifests,
+    /// downloads, license, citation, README, recipe and problems (reads manifests only).
+    Census(CensusArgs),
     /// Print a shell completion script: `clima-artifacts completions bash > ~/.local/share/bash-completion/completions/clima-artifacts`.
     Completions(CompletionsArgs),
 }
@@ -75,6 +78,23 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `census`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct CensusArgs {
+    /// Folders to search (or manifest files): every `Artifacts.toml`, `JuliaArtifacts.toml` and
+    /// `*Artifacts.toml` below them, skipping `.git`, `target` and hidden folders and never
+    /// following a symlink.
+    #[arg(value_name = "PATH", required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Also say where each artifact is installed in this depot (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub depot: Vec<PathBuf>,
+    /// Print the result as JSON (`{"manifests", "artifacts", "summary"}`).
     #[arg(long)]
     pub json: bool,
 }

@@ -41,6 +41,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod args;
+mod census_walk;
 mod cmd;
 mod depots;
 mod error;

@@ -9,6 +9,7 @@ use clima_artifact_runtime::tree_hash::{Formats, TreeHashes};
 use crate::args::{Command, OverrideCommand};
 use crate::error::{CliError, CliResult, io_error};
 
+pub mod census;
 pub mod create;
 pub mod doctor;
 pub mod fetch;
@@ -42,6 +43,7 @@ pub fn run(command: Command) -> CliResult {
         Command::Publish(a) => publish::run(a),
         Command::Sync(c) => sync::run(c),
         Command::Doctor(a) => doctor::run(a),
+        Command::Census(a) => census::run(a),
         Command::Completions(a) => {
             use clap::CommandFactory;
             clap_complete::generate(

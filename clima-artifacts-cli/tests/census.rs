@@ -1,0 +1,483 @@
+//! `census` through the binary: the real manifest corpus laid out as its repositories hold it,
+//! and hand-made trees covering every problem code, hidden and symlinked folders, broken files,
+//! `--json` and `--depot`.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::{Sandbox, assert_ok, json};
+use serde_json::Value;
+
+/// Every problem code, as the JSON summary must list them.
+const CODES: [&str; 10] = [
+    "placeholder-hash",
+    "not-downloadable",
+    "no-license",
+    "no-citation",
+    "no-readme",
+    "no-recipe",
+    "share-link-host",
+    "http-url",
+    "name-conflict",
+    "same-content",
+];
+
+const S1: &str = "750ead63910729c349beaed2a5db79903cbf3a982d0e0578e02994b1e7191c48";
+const H1: &str = "b373f1887cff55850cbf76ec005f7d93726ae42e";
+const H2: &str = "c373f1887cff55850cbf76ec005f7d93726ae42e";
+const H3: &str = "d373f1887cff55850cbf76ec005f7d93726ae42e";
+const H4: &str = "e373f1887cff55850cbf76ec005f7d93726ae42e";
+/// SHA-1 of the name `placeholder`.
+const PLACEHOLDER: &str = "ff55435345834a3fe224936776c2aa15f6ed5358";
+
+fn corpus_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CLIMA_ARTIFACTS_CORPUS_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|a| a.join("shared/corpus/julia-artifacts"))
+        .find(|p| p.is_dir())
+}
+
+fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+/// Runs `census ARGS --json` in `sb`, asserting success.
+fn census_json(sb: &Sandbox, args: &[&str]) -> Value {
+    let out = sb
+        .cli()
+        .arg("census")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    json(&out)
+}
+
+/// The artifact with this hash.
+fn artifact<'a>(report: &'a Value, hash: &str) -> &'a Value {
+    report["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["git_tree_sha1"] == hash)
+        .unwrap_or_else(|| panic!("{hash} not in the census: {report:#}"))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The values of the array `field` of these artifacts, sorted, without repeats.
+fn union(artifacts: &[&Value], field: &str) -> Vec<String> {
+    let all: BTreeSet<String> = artifacts.iter().flat_map(|a| strings(&a[field])).collect();
+    all.into_iter().collect()
+}
+
+/// The corpus laid out as `<repo>/<path>` (SOURCES.tsv) under `root`.
+fn lay_out_corpus(corpus: &Path, root: &Path) {
+    let sources = fs::read_to_string(corpus.join("SOURCES.tsv")).unwrap();
+    for line in sources.lines().skip(1) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        let to = root.join(cols[1]).join(cols[2]);
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        fs::copy(corpus.join(cols[0]), to).unwrap();
+    }
+}
+
+/// The truth here was computed independently by `scripts/census_truth.py` from the corpus.
+#[test]
+fn census_of_the_corpus_names_its_conflicts_and_shared_contents() {
+    let Some(corpus) = corpus_dir() else {
+        eprintln!("manifest corpus not found; skipped");
+        return;
+    };
+    let sb = Sandbox::new();
+    let tree = sb.work.join("repos");
+    lay_out_corpus(&corpus, &tree);
+    // A file that is not TOML, and one with a broken entry: listed, the census goes on.
+    write(
+        &tree.join("broken/Artifacts.toml"),
+        "[x\u{1b}[31m\n= nope\n",
+    );
+    write(
+        &tree.join("half/Artifacts.toml"),
+        "[ok]\ngit-tree-sha1 = \"0123456789abcdef0123456789abcdef01234567\"\n[bad]\nlazy = 3\n",
+    );
+    let report = census_json(&sb, &["repos"]);
+
+    let manifests = report["manifests"].as_array().unwrap();
+    assert_eq!(manifests.len(), 54 + 2, "{manifests:#?}");
+    let broken = manifests
+        .iter()
+        .find(|m| m["path"] == "repos/broken/Artifacts.toml")
+        .unwrap();
+    let error = broken["error"].as_str().unwrap();
+    assert!(error.contains("repos/broken/Artifacts.toml"), "{error}");
+    assert!(!error.contains('\u{1b}'), "unescaped: {error:?}");
+    let half = manifests
+        .iter()
+        .find(|m| m["path"] == "repos/half/Artifacts.toml")
+        .unwrap();
+    assert_eq!(half["artifacts"], 1);
+    assert!(half["error"].is_null());
+    let bad = strings(&half["broken_entries"]);
+    assert!(bad.len() == 1 && bad[0].starts_with("bad: "), "{bad:?}");
+    // The singular `Artifact.toml` of Pkg's fixtures is not a manifest name the census reads.
+    assert!(
+        !manifests
+            .iter()
+            .any(|m| m["path"].as_str().unwrap().ends_with("/Artifact.toml"))
+    );
+
+    let artifacts = report["artifacts"].as_array().unwrap();
+    // 1122 hashes in the corpus, plus `ok` of the half-broken file.
+    assert_eq!(artifacts.len(), 1122 + 1);
+    let with = |code: &str| -> Vec<&Value> {
+        artifacts
+            .iter()
+            .filter(|a| strings(&a["problems"]).iter().any(|p| p == code))
+            .collect()
+    };
+    // The two names CliMA's packages give different content, and Tectonic's biber_bin,
+    // whose three platforms are each listed four times.
+    let conflicts = with("name-conflict");
+    assert_eq!(conflicts.len(), 16);
+    assert_eq!(
+        union(&conflicts, "names"),
+        [
+            "DYAMOND_SUMMER_ICS_p98deg",
+            "biber_bin",
+            "precipitation_obs"
+        ]
+    );
+    let dyamond: Vec<&Value> = conflicts
+        .iter()
+        .copied()
+        .filter(|a| a["names"][0] == "DYAMOND_SUMMER_ICS_p98deg")
+        .collect();
+    assert_eq!(
+        union(&dyamond, "manifests"),
+        [
+            "repos/CliMA/ClimaArtifacts/atmos_dyamond_summer/OutputArtifacts.toml",
+            "repos/CliMA/ClimaAtmos.jl/Artifacts.toml"
+        ]
+    );
+    // Content shared by several packages, each under one name.
+    let shared: Vec<(String, Vec<String>)> = artifacts
+        .iter()
+        .filter(|a| a["manifests"].as_array().unwrap().len() > 1)
+        .map(|a| {
+            (
+                a["git_tree_sha1"].as_str().unwrap().to_owned(),
+                strings(&a["names"]),
+            )
+        })
+        .collect();
+    let expected = [
+        ("43563e7631a7eafae1f9f8d9d332e3de44ad7239", "socrates"),
+        (
+            "517c925535981f9d17ac9e7a65e2c35c3ce9597d",
+            "landsea_mask_30arcseconds",
+        ),
+        (
+            "6cddb07eeee2dd46dc5a19e9b2f706302ddba2c9",
+            "era5_monthly_averages_surface_single_level_1979_2024",
+        ),
+        (
+            "789c8dd160b022a6c714a102c1495530c7a9d20c",
+            "DYAMOND_SUMMER_ICS_p14deg",
+        ),
+        (
+            "a3169bc6de42f7e3f4ca685654ae240dfbf560e3",
+            "era5_monthly_averages_atmos_single_level_1979_2024",
+        ),
+        ("e4044f4093e731021a3e62428f594ee7b5ea56e2", "laskar2004"),
+        (
+            "fe19d8dbe7a18ff39588e1f718014b0479d9c0f7",
+            "earth_orography_60arcseconds",
+        ),
+    ]
+    .map(|(h, n)| (h.to_owned(), vec![n.to_owned()]));
+    assert_eq!(shared, expected);
+    let summary = &report["summary"];
+    assert_eq!(summary["name-conflict"], 16);
+    assert_eq!(summary["same-content"], 0);
+    assert_eq!(summary["placeholder-hash"], 17);
+    assert_eq!(summary["not-downloadable"], 21 + 1);
+    assert_eq!(summary["no-license"], 1122 + 1);
+    assert_eq!(summary["http-url"], 0);
+    // CliMA's collection: every download on one share-link host.
+    let box_hosted = artifacts
+        .iter()
+        .filter(|a| strings(&a["hosts"]) == ["caltech.box.com"])
+        .count();
+    assert!(box_hosted > 0);
+    assert!(
+        artifacts
+            .iter()
+            .filter(|a| strings(&a["hosts"]) == ["caltech.box.com"])
+            .all(|a| strings(&a["problems"]).contains(&"share-link-host".to_owned()))
+    );
+}
+
+/// A hand-made collection with each problem code at least once, and artifacts without any.
+fn fixture(work: &Path) {
+    // a/: documented artifacts with a recipe folder.
+    write(
+        &work.join("a/Artifacts.toml"),
+        &format!(
+            r#"[clean]
+git-tree-sha1 = "{H1}"
+license = "CC-BY-4.0"
+doi = "10.5281/zenodo.1"
+[[clean.download]]
+url = "https://zenodo.org/records/1/files/clean.tar.gz"
+sha256 = "{S1}"
+size = 1234
+
+[era5]
+git-tree-sha1 = "{H2}"
+license = "CC-BY-4.0"
+citation = "Hersbach et al. (2020)"
+recipe = "recipes/era5"
+[[era5.download]]
+url = "https://pkg.julialang.org/artifact/{H2}"
+sha256 = "{S1}"
+
+[placeholder]
+git-tree-sha1 = "{PLACEHOLDER}"
+license = "MIT"
+citation = "c"
+"#
+        ),
+    );
+    write(
+        &work.join("a/artifacts/clean/README.md"),
+        "# clean\n## Overview\nfiles\n",
+    );
+    write(&work.join("a/recipes/era5/README.md"), "# era5\n");
+    // b/: CliMA's collection layout: create script and README with a References section.
+    write(
+        &work.join("b/OutputArtifacts.toml"),
+        &format!(
+            "[shared]\ngit-tree-sha1 = \"{H3}\"\nlicense = \"CC0-1.0\"\n[[shared.download]]\n\
+             url = \"https://caltech.box.com/shared/static/x.tar.gz\"\nsha256 = \"{S1}\"\n"
+        ),
+    );
+    write(&work.join("b/create_artifact.jl"), "# makes it\n");
+    write(
+        &work.join("b/README.md"),
+        "# Shared\n## Description\nx\n## References\nSomeone (2024)\n",
+    );
+    // c/: nothing documented; one name with another hash than in a/, one hash with two names.
+    write(
+        &work.join("c/JuliaArtifacts.toml"),
+        &format!(
+            "[era5]\ngit-tree-sha1 = \"{H4}\"\n[[era5.download]]\n\
+             url = \"http://example.org/era5.tar.gz\"\nsha256 = \"{S1}\"\n\
+             [alias]\ngit-tree-sha1 = \"{H3}\"\n"
+        ),
+    );
+    // Never searched: hidden folders, .git, target.
+    let other = format!("[hidden]\ngit-tree-sha1 = \"{H1}\"\n");
+    for d in [".hidden", ".git", "target", "a/.cache"] {
+        write(&work.join(d).join("Artifacts.toml"), &other);
+    }
+}
+
+#[test]
+fn census_fixtures_cover_every_problem_code() {
+    let sb = Sandbox::new();
+    fixture(&sb.work);
+    // A symlinked folder leading out of the tree, and a symlinked manifest: not followed.
+    let outside = sb.root.path().join("outside");
+    write(
+        &outside.join("Artifacts.toml"),
+        &format!("[far]\ngit-tree-sha1 = \"{H1}\"\n"),
+    );
+    std::os::unix::fs::symlink(&outside, sb.work.join("link")).unwrap();
+    fs::create_dir_all(sb.work.join("d")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("Artifacts.toml"),
+        sb.work.join("d/Artifacts.toml"),
+    )
+    .unwrap();
+
+    let report = census_json(&sb, &["."]);
+    let paths: Vec<String> = report["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "./a/Artifacts.toml",
+            "./b/OutputArtifacts.toml",
+            "./c/JuliaArtifacts.toml",
+            "./d/Artifacts.toml"
+        ]
+    );
+    let linked = &report["manifests"][3];
+    assert_eq!(linked["artifacts"], 0);
+    assert!(
+        linked["error"].as_str().unwrap().contains("symlink"),
+        "{linked}"
+    );
+
+    let problems = |hash: &str| strings(&artifact(&report, hash)["problems"]);
+    assert_eq!(problems(H1), Vec::<String>::new(), "clean");
+    assert_eq!(problems(H2), ["name-conflict"], "era5 of a/");
+    assert_eq!(
+        problems(PLACEHOLDER),
+        [
+            "placeholder-hash",
+            "not-downloadable",
+            "no-readme",
+            "no-recipe"
+        ]
+    );
+    assert_eq!(
+        problems(H3),
+        ["share-link-host", "same-content"],
+        "shared: cited by its README, made by create_artifact.jl, hosted on a share link"
+    );
+    // era5 of c/: every code but those about hashes and downloads it does not have.
+    let not_h4 = ["placeholder-hash", "not-downloadable", "same-content"];
+    assert_eq!(
+        problems(H4),
+        CODES
+            .into_iter()
+            .filter(|c| !not_h4.contains(c))
+            .collect::<Vec<_>>()
+    );
+    // Every code is in the summary, and every one occurs.
+    let summary = report["summary"].as_object().unwrap();
+    let keys: BTreeSet<&str> = summary.keys().map(String::as_str).collect();
+    assert_eq!(keys, CODES.into_iter().collect());
+    for code in CODES {
+        assert!(summary[code].as_u64().unwrap() >= 1, "{code}: {summary:?}");
+    }
+
+    // The --json schema of one artifact.
+    let clean = artifact(&report, H1);
+    let fields: BTreeSet<&str> = clean
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for f in ["git_tree_sha1", "names", "manifests", "urls", "problems"] {
+        assert!(fields.contains(f), "{f} missing: {clean}");
+    }
+    assert_eq!(strings(&clean["names"]), ["clean"]);
+    assert_eq!(strings(&clean["manifests"]), ["./a/Artifacts.toml"]);
+    assert_eq!(
+        strings(&clean["urls"]),
+        ["https://zenodo.org/records/1/files/clean.tar.gz"]
+    );
+    assert_eq!(strings(&clean["hosts"]), ["zenodo.org"]);
+    assert_eq!(clean["size"], 1234);
+    assert_eq!(strings(&clean["license"]), ["CC-BY-4.0"]);
+    assert_eq!(strings(&clean["citation"]), ["doi:10.5281/zenodo.1"]);
+    assert_eq!(strings(&clean["recipe"]), ["./a/artifacts/clean"]);
+    assert_eq!(strings(&clean["readme"]), ["./a/artifacts/clean/README.md"]);
+    assert!(clean.get("installed").is_none(), "only with --depot");
+    let shared = artifact(&report, H3);
+    assert_eq!(strings(&shared["names"]), ["alias", "shared"]);
+    assert_eq!(
+        strings(&shared["citation"]),
+        ["README citation section in ./b/README.md"]
+    );
+    assert_eq!(strings(&shared["recipe"]), ["./b/create_artifact.jl"]);
+    let era5 = artifact(&report, H2);
+    assert_eq!(
+        strings(&era5["recipe"]),
+        ["recipe = \"recipes/era5\" in ./a/Artifacts.toml"]
+    );
+    assert_eq!(strings(&era5["readme"]), ["./a/recipes/era5/README.md"]);
+}
+
+#[test]
+fn census_prints_a_table_and_says_where_artifacts_are_installed() {
+    let sb = Sandbox::new();
+    fixture(&sb.work);
+    fs::create_dir_all(sb.depot.join("artifacts").join(H1)).unwrap();
+    let depot = sb.depot.display().to_string();
+    let report = census_json(&sb, &["a", "b/OutputArtifacts.toml", "--depot", &depot]);
+    assert_eq!(report["manifests"].as_array().unwrap().len(), 2);
+    let installed = |h: &str| strings(&artifact(&report, h)["installed"]);
+    assert_eq!(
+        installed(H1),
+        [sb.depot.join("artifacts").join(H1).display().to_string()]
+    );
+    assert_eq!(installed(H2), Vec::<String>::new());
+
+    let out = sb.cli().args(["census", "."]).output().unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("# Artifact census\n\n3 manifest(s) (0 unreadable), 5 artifact(s).\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| git-tree-sha1 | names | manifests |"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("| {H4} | era5 | ./c/JuliaArtifacts.toml | example.org | - | - | - | - | - | no-license, no-citation, no-readme, no-recipe, share-link-host, http-url, name-conflict |")),
+        "{text}"
+    );
+    assert!(text.contains("| name-conflict | 2 |"), "{text}");
+
+    let missing = sb.cli().args(["census", "nowhere"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+/// A wide tree does not hold a descriptor per folder waiting its turn: 300 folders census
+/// fine with 64 descriptors.
+#[test]
+fn census_of_a_wide_tree_stays_within_few_descriptors() {
+    let sb = Sandbox::new();
+    for i in 0..300 {
+        write(
+            &sb.work.join(format!("pkg{i:03}/Artifacts.toml")),
+            &format!("[a{i}]\ngit-tree-sha1 = \"{H1}\"\n"),
+        );
+    }
+    let bin = assert_cmd::cargo::cargo_bin("clima-artifacts");
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ulimit -n 64 && exec \"$0\" census --json ."])
+        .arg(bin)
+        .current_dir(&sb.work)
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let report = json(&out);
+    let manifests = report["manifests"].as_array().unwrap();
+    assert_eq!(manifests.len(), 300);
+    assert!(
+        manifests.iter().all(|m| m["error"].is_null()),
+        "{manifests:#?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(strings(&artifact(&report, H1)["names"]).len(), 300);
+}
