@@ -12,29 +12,55 @@ use std::time::Duration;
 use clima_artifact_extract::{ExtractLimits, extract_archive};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 
-fn extraction(c: &mut Criterion) {
+/// What both benches extract: a 32 MiB tree as `.tar.gz` and `.tar`, the folder fresh
+/// destinations are made in, and the limits with and without the git tree SHA-256.
+struct Case {
+    _source: tempfile::TempDir,
+    bytes: u64,
+    archives: [(&'static str, Vec<u8>); 2],
+    /// Fresh destinations next to each other on the same filesystem.
+    scratch: tempfile::TempDir,
+    /// SHA-1 alone, and also the git tree SHA-256 in the same pass (an entry with a
+    /// `git-tree-sha256`): what it costs on top of the SHA-1 alone.
+    limits: [(&'static str, ExtractLimits); 2],
+}
+
+fn case() -> Case {
     let source = tempfile::tempdir().unwrap();
     let bytes = common::generate_tree(source.path(), 32 << 20);
     let archives = [
         ("tar_gz_32MiB", common::tar_gz(source.path())),
         ("tar_32MiB", common::tar_plain(source.path())),
     ];
-    // Extract into fresh directories next to each other on the same filesystem.
-    let scratch = tempfile::tempdir().unwrap();
-    let limits = ExtractLimits {
+    let sha1 = ExtractLimits {
         max_unpacked_bytes: 1 << 34,
         ..ExtractLimits::default()
     };
-    // The same, also computing the git tree SHA-256 in the pass (an entry with a
-    // `git-tree-sha256`): what it costs on top of the SHA-1 alone.
-    let with_sha256 = ExtractLimits {
+    let both = ExtractLimits {
         tree_hash_sha256: true,
-        ..limits.clone()
+        ..sha1.clone()
     };
+    Case {
+        _source: source,
+        bytes,
+        archives,
+        scratch: tempfile::tempdir().unwrap(),
+        limits: [("", sha1), ("_sha256_too", both)],
+    }
+}
+
+fn extraction(c: &mut Criterion) {
+    let Case {
+        bytes,
+        archives,
+        scratch,
+        limits: variants,
+        ..
+    } = &case();
     let mut group = c.benchmark_group("extract");
-    group.throughput(Throughput::Bytes(bytes));
-    for (name, archive) in &archives {
-        for (suffix, limits) in [("", &limits), ("_sha256_too", &with_sha256)] {
+    group.throughput(Throughput::Bytes(*bytes));
+    for (name, archive) in archives {
+        for (suffix, limits) in variants {
             group.bench_function(format!("{name}{suffix}"), |b| {
                 b.iter_batched(
                     || tempfile::tempdir_in(scratch.path()).unwrap(),
@@ -54,7 +80,7 @@ fn extraction(c: &mut Criterion) {
         .output()
         .is_ok_and(|o| o.status.success());
     if system_tar {
-        for (name, archive) in &archives {
+        for (name, archive) in archives {
             let flag = if name.starts_with("tar_gz") {
                 "-xzf"
             } else {
@@ -100,25 +126,17 @@ fn process_cpu() -> Duration {
 /// The CPU time of an extraction, SHA-1 alone and SHA-1 with SHA-256: on a shared machine, CPU
 /// time says what the SHA-256 tree hash costs better than wall time, which other processes move.
 fn extraction_cpu(c: &mut Criterion) {
-    let source = tempfile::tempdir().unwrap();
-    let bytes = common::generate_tree(source.path(), 32 << 20);
-    let archives = [
-        ("tar_gz_32MiB", common::tar_gz(source.path())),
-        ("tar_32MiB", common::tar_plain(source.path())),
-    ];
-    let scratch = tempfile::tempdir().unwrap();
-    let sha1 = ExtractLimits {
-        max_unpacked_bytes: 1 << 34,
-        ..ExtractLimits::default()
-    };
-    let both = ExtractLimits {
-        tree_hash_sha256: true,
-        ..sha1.clone()
-    };
+    let Case {
+        bytes,
+        archives,
+        scratch,
+        limits: variants,
+        ..
+    } = &case();
     let mut group = c.benchmark_group("extract_cpu");
-    group.throughput(Throughput::Bytes(bytes));
-    for (name, archive) in &archives {
-        for (suffix, limits) in [("", &sha1), ("_sha256_too", &both)] {
+    group.throughput(Throughput::Bytes(*bytes));
+    for (name, archive) in archives {
+        for (suffix, limits) in variants {
             group.bench_function(format!("{name}{suffix}"), |b| {
                 b.iter_custom(|iters| {
                     let mut cpu = Duration::ZERO;
