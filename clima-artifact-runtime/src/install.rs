@@ -224,9 +224,7 @@ fn wait_for_julia(
     config: &Config,
     lock: &LockedFile,
 ) -> Result<Result<Option<JuliaPidfile>, Installed>, Error> {
-    let dead = lock
-        .left_by_dead_holder()
-        .and_then(julia_lock::parse_lock_record);
+    let dead = lock.dead_holder();
     let path = julia_lock::pidfile_path(target, hash);
     let start = Instant::now();
     let mut pause = Duration::from_millis(5);
@@ -294,9 +292,7 @@ fn try_lock_target(
     let Some(lock) = LockedFile::try_acquire(&depot::lock_path(&target, hash)) else {
         return Ok(None);
     };
-    let dead = lock
-        .left_by_dead_holder()
-        .and_then(julia_lock::parse_lock_record);
+    let dead = lock.dead_holder();
     let julia = match JuliaPidfile::try_take(&target, hash, dead.as_ref()) {
         Take::Held(pidfile) => Some(pidfile),
         Take::Busy(_) => return Ok(None),

@@ -148,8 +148,7 @@ impl LockedFile {
     fn held(file: File, path: &Path) -> LockedFile {
         // Best effort: who holds the lock, for the log of waiters (fails on a read-only open).
         let previous = Some(read_record(&file)).filter(|r| !r.is_empty());
-        let line = format!("pid {} on {}", std::process::id(), hostname());
-        let _ = file.write_all_at(&holder_record(&line), 0);
+        let _ = file.write_all_at(&holder_record(&holder_head()), 0);
         LockedFile {
             file: Some(file),
             path: path.to_owned(),
@@ -171,10 +170,13 @@ impl LockedFile {
         self.file.is_some()
     }
 
-    /// The holder record its last holder left when it died holding the lock (e.g.
+    /// The pid and host of the last holder when it died holding the lock (its record was
     /// `pid 1234 on node7: downloading ...`); `None` after a clean release.
-    pub(crate) fn left_by_dead_holder(&self) -> Option<&str> {
-        self.previous.as_deref()
+    pub(crate) fn dead_holder(&self) -> Option<(u32, String)> {
+        let rest = self.previous.as_deref()?.trim().strip_prefix("pid ")?;
+        let (pid, host) = rest.split_once(" on ")?;
+        let host = host.split(':').next()?.trim();
+        Some((pid.parse().ok()?, host.to_owned()))
     }
 
     /// The lock file's path.
@@ -188,9 +190,15 @@ impl LockedFile {
         let file = self.file.as_ref()?.try_clone().ok()?;
         Some(HolderNote {
             file: std::sync::Arc::new(file),
-            head: format!("pid {} on {}", std::process::id(), hostname()),
+            head: holder_head(),
         })
     }
+}
+
+/// The start of this process's holder record: `pid 1234 on node7` (what [`LockedFile::dead_holder`]
+/// reads back).
+fn holder_head() -> String {
+    format!("pid {} on {}", std::process::id(), hostname())
 }
 
 /// Rewrites the holder record of a held lock, so that processes waiting for it can log what
@@ -324,6 +332,23 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_dead_holders_record_is_read_back() {
+        let left = |record: &str| LockedFile {
+            file: None,
+            path: PathBuf::from("x.lock"),
+            previous: Some(record.to_owned()),
+        };
+        assert_eq!(
+            left("pid 12 on n7: downloading `x`   \n").dead_holder(),
+            Some((12, "n7".to_owned()))
+        );
+        assert_eq!(left("   ").dead_holder(), None);
+        // What this process writes is what it reads back.
+        let me = left(&holder_head()).dead_holder().unwrap();
+        assert_eq!(me, (std::process::id(), hostname()));
+    }
 
     #[test]
     fn excludes_threads_and_releases_on_drop() {
