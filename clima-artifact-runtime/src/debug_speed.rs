@@ -51,7 +51,7 @@ fn judge(name: &str, bytes: u64, took: Duration, speed: f64) -> Option<String> {
             "artifact `{name}` ({:.0} MiB) took {:.1} s to install: this debug build hashes at \
              {:.0} MB/s, since its hashing and decompression crates are compiled unoptimised \
              (cargo applies the dev-profile settings of the model's own workspace only). Add \
-             the `[profile.dev.package.*]` block of the clima-artifacts README (\"Using it in a \
+             the `[profile.dev.package]` block of the clima-artifacts README (\"Using it in a \
              model\") to your workspace's root Cargo.toml, or use `cargo run --release`: \
              installs then run about 10x faster",
             bytes as f64 / f64::from(1 << 20),
@@ -73,6 +73,7 @@ mod tests {
             "artifact `era5` (200 MiB) took 26.6 s",
             "hashes at 35 MB/s",
             "\"Using it in a model\"",
+            "the `[profile.dev.package]` block",
             "cargo run --release",
         ] {
             assert!(text.contains(needle), "{needle}: {text}");
