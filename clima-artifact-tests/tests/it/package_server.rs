@@ -205,6 +205,9 @@ fn a_package_servers_large_copy_comes_over_several_ranged_connections() {
     let art = TestArtifact::large(3704, 8, 500_000);
     let path = format!("artifact/{}", art.tree_hash);
     let server = TestServer::start();
+    // Capped streams, so that the connections overlap as on a real link (uncapped, loopback
+    // can deliver the whole file over the first connection before a second one opens).
+    server.cap_rate(4_000_000);
     server.serve(&path, art.tarball.clone());
     server.always("gone.tar.gz", Fault::Status(404));
     let depot = dir.path().join("depot");
