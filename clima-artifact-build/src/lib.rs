@@ -45,9 +45,14 @@ use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::validate::validate_with;
 use clima_artifact_manifest::{ArtifactEntry, Manifest, ManifestError, Warning};
-use clima_artifact_vars as vars;
 
 mod dev_profile;
+
+/// The names of files and folders in a depot (`clima_artifact_manifest::layout`), for a build
+/// script that names a depot's `Overrides.toml`.
+pub use clima_artifact_manifest::layout;
+/// The names of the environment variables (the crate `clima-artifact-vars`).
+pub use clima_artifact_vars as vars;
 
 /// Environment variables whose value changes what the build script prints: the depot named in
 /// override hints, the host platform tags, and the cache directory of the default depot.
@@ -421,7 +426,7 @@ fn directive(out: &mut dyn Write, key: &str, value: &str) -> io::Result<()> {
 fn overrides_file_from(env: &dyn Env) -> PathBuf {
     match env.var(vars::DEPOT_PATH) {
         Some(v) => match std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()) {
-            Some(depot) => clima_artifact_manifest::overrides::depot_overrides_path(&depot),
+            Some(depot) => clima_artifact_manifest::layout::overrides_file(&depot),
             None => clima_artifact_manifest::validate::default_overrides_file(),
         },
         None => clima_artifact_manifest::validate::default_overrides_file(),

@@ -115,16 +115,16 @@ pub enum ExtractError {
     },
     /// More than [`ExtractLimits::max_unpacked_bytes`] of content.
     #[error(
-        "archive unpacks to more than {limit} bytes; raise CLIMA_ARTIFACTS_MAX_UNPACKED_BYTES if this artifact is really that large"
-    )]
+        "archive unpacks to more than {limit} bytes; raise {MAX_UNPACKED_BYTES} if this artifact is really that large"
+    , MAX_UNPACKED_BYTES = clima_artifact_vars::MAX_UNPACKED_BYTES)]
     TooLarge {
         /// The cap in bytes.
         limit: u64,
     },
     /// More than [`ExtractLimits::max_entries`] entries.
     #[error(
-        "archive has more than {limit} entries; raise CLIMA_ARTIFACTS_MAX_ENTRIES if this artifact really has that many files"
-    )]
+        "archive has more than {limit} entries; raise {MAX_ENTRIES} if this artifact really has that many files"
+    , MAX_ENTRIES = clima_artifact_vars::MAX_ENTRIES)]
     TooManyEntries {
         /// The cap on entries.
         limit: u64,
@@ -135,13 +135,13 @@ pub enum ExtractError {
     /// The destination's filesystem would fall below its free-space reserve.
     #[error(
         "stopped unpacking before `{}` fills up: {} free, {} needed for the next file, and a \
-         reserve of {} is kept (CLIMA_ARTIFACTS_MIN_FREE_SPACE; default 1% of the filesystem or \
+         reserve of {} is kept ({MIN_FREE_SPACE}; default 1% of the filesystem or \
          1 GiB); free space there or put the depot on a larger filesystem",
         path.display(),
         clima_artifact_fs::human_bytes(*free),
         clima_artifact_fs::human_bytes(*needed),
         clima_artifact_fs::human_bytes(*reserve)
-    )]
+    , MIN_FREE_SPACE = clima_artifact_vars::MIN_FREE_SPACE)]
     LowDiskSpace {
         /// The destination directory.
         path: PathBuf,

@@ -16,6 +16,7 @@
 
 pub mod error;
 pub mod hash;
+pub mod layout;
 mod location;
 pub mod manifest;
 pub mod metadata;

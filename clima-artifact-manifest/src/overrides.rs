@@ -30,11 +30,6 @@ pub enum OverrideTarget {
     Remove,
 }
 
-/// Where a depot keeps its overrides, in Julia's layout: `<depot>/artifacts/Overrides.toml`.
-pub fn depot_overrides_path(depot: &std::path::Path) -> std::path::PathBuf {
-    depot.join("artifacts").join("Overrides.toml")
-}
-
 /// One `hash = value` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OverrideEntry {

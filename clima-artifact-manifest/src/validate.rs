@@ -2,6 +2,7 @@
 //! without a download section, entries Julia would read differently, and the syntax of provenance
 //! metadata (SPDX license, DOI, BibTeX; see [`provenance`]).
 
+use clima_artifact_vars::MAX_DOWNLOAD_SIZE;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -101,7 +102,7 @@ pub fn validate_with(manifest: &Manifest, overrides_file: &Path) -> Vec<Warning>
                         v.line,
                         format!(
                             "{which}download {} is {:.1} GiB, more than the {} GiB a model downloads \
-                             on first use by default (CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE): users \
+                             on first use by default ({MAX_DOWNLOAD_SIZE}): users \
                              must fetch it ahead (`clima-artifacts fetch {name}`) or override it; \
                              say so in its description",
                             j + 1,
@@ -272,7 +273,7 @@ pub fn default_overrides_file() -> PathBuf {
     let from_env = std::env::var_os(vars::DEPOT_PATH)
         .and_then(|v| std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()));
     let depot = from_env.unwrap_or_else(|| default_cache_dir().join("clima-artifacts"));
-    crate::overrides::depot_overrides_path(&depot)
+    crate::layout::overrides_file(&depot)
 }
 
 fn default_cache_dir() -> PathBuf {

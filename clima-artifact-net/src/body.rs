@@ -7,6 +7,7 @@
 //!  on a transient break with a Resumer: Range + If-Range at the byte it broke, same SHA-256
 //! ```
 
+use clima_artifact_vars::{LOW_SPEED_LIMIT, LOW_SPEED_TIME};
 use std::io::{self, BufRead, Read};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
@@ -101,7 +102,7 @@ impl std::fmt::Display for RuleBroken {
             } => write!(
                 f,
                 "too slow: {} in the last {seconds:.0} s, below {}/s (the low-speed rule: \
-                 CLIMA_ARTIFACTS_LOW_SPEED_LIMIT and CLIMA_ARTIFACTS_LOW_SPEED_TIME; set the \
+                 {LOW_SPEED_LIMIT} and {LOW_SPEED_TIME}; set the \
                  limit to 0 to wait for any speed)",
                 human_bytes(*bytes),
                 human_bytes(*limit)

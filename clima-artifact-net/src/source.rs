@@ -15,6 +15,7 @@
 //! - Retrying is the caller's job (the whole pipeline restarts); [`NetError::is_transient`] says which
 //!   failures deserve it and [`crate::retry::RetryPolicy`] how often and after how long.
 
+use clima_artifact_vars::{CONNECT_TIMEOUT, NO_VERIFY_HOSTS, STALL_TIMEOUT};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
@@ -419,7 +420,7 @@ fn agent_for(agent: &ureq::Agent, url: &str, config: &NetConfig) -> Result<ureq:
     match redirect::parts(url).map(|p| p.host.to_owned()) {
         Some(host) if crate::trust::skips_verification(config, &host) => {
             clima_comms::notice::warn(&format!(
-                "not verifying the TLS certificate of `{}` (CLIMA_ARTIFACTS_NO_VERIFY_HOSTS); \
+                "not verifying the TLS certificate of `{}` ({NO_VERIFY_HOSTS}); \
                  the sha256 and the tree hash still check what is downloaded",
                 clima_comms::notice::printable(&host)
             ));
@@ -539,7 +540,7 @@ pub(crate) fn transport_at(url: &str, hop: &str, e: &ureq::Error, config: &NetCo
     let (reason, transient) = match e {
         ureq::Error::Timeout(_) => (
             format!(
-                "timed out ({e}); connect timeout {}s (CLIMA_ARTIFACTS_CONNECT_TIMEOUT), stall timeout {}s (CLIMA_ARTIFACTS_STALL_TIMEOUT)",
+                "timed out ({e}); connect timeout {}s ({CONNECT_TIMEOUT}), stall timeout {}s ({STALL_TIMEOUT})",
                 config.connect_timeout.as_secs_f64(),
                 config.stall_timeout.as_secs_f64()
             ),
@@ -627,7 +628,7 @@ fn through_proxy(
         ureq::Error::Timeout(_) => (
             format!(
                 "{which} did not answer in time ({e}; connect timeout {}s, \
-                 CLIMA_ARTIFACTS_CONNECT_TIMEOUT); {fix}",
+                 {CONNECT_TIMEOUT}); {fix}",
                 config.connect_timeout.as_secs_f64()
             ),
             true,
@@ -645,7 +646,7 @@ fn through_proxy(
 pub fn describe_io(e: &io::Error, config: &NetConfig) -> String {
     match e.kind() {
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => format!(
-            "stalled: no data for {}s (raise CLIMA_ARTIFACTS_STALL_TIMEOUT for slow servers)",
+            "stalled: no data for {}s (raise {STALL_TIMEOUT} for slow servers)",
             config.stall_timeout.as_secs_f64()
         ),
         io::ErrorKind::ConnectionReset => format!("connection reset by the server ({e})"),

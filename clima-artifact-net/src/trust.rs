@@ -12,6 +12,7 @@
 //! hosts whose certificates are not verified, with a warning each time; the sha256 and the tree
 //! hash still protect the content.
 
+use clima_artifact_vars::{CA_ROOTS, NO_VERIFY_HOSTS};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -182,9 +183,9 @@ pub fn redact_url(url: &str) -> String {
 pub(crate) fn certificate_hint(config: &NetConfig, host: &str) -> String {
     format!(
         "the certificate of `{host}` is not trusted by {}; if your network or institution uses \
-         its own CA (a TLS-inspecting proxy, an internal server), set CLIMA_ARTIFACTS_CA_ROOTS \
+         its own CA (a TLS-inspecting proxy, an internal server), set {CA_ROOTS} \
          (or SSL_CERT_FILE) to its PEM bundle, or, for this host only, \
-         CLIMA_ARTIFACTS_NO_VERIFY_HOSTS={host} (the sha256 and tree hash still check the data)",
+         {NO_VERIFY_HOSTS}={host} (the sha256 and tree hash still check the data)",
         roots_source(config)
     )
 }

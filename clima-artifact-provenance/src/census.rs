@@ -80,7 +80,7 @@ pub const ARCHIVE_HOSTS: [&str; 9] = [
 pub const CREATE_SCRIPT: &str = "create_artifact.jl";
 
 /// Folder of the conventional recipe folders (`artifacts/<name>/`) next to a manifest.
-const RECIPE_FOLDERS: &str = "artifacts";
+const RECIPE_FOLDERS: &str = clima_artifact_manifest::layout::PROJECT_RECIPES;
 
 /// Whether a file name is a manifest the census reads: `Artifacts.toml`, `JuliaArtifacts.toml`,
 /// or any `*Artifacts.toml` (CliMA's collection has an `OutputArtifacts.toml` per folder).

@@ -41,13 +41,7 @@ pub use crate::install::lookup;
 pub use crate::locked_file::{LockedFile, hostname};
 use clima_artifact_vars as vars;
 
-/// File name of a depot's overrides, inside `<depot>/artifacts/`.
-pub const OVERRIDES_FILE: &str = "Overrides.toml";
-
-/// The mark of install temp dirs, `<depot>/artifacts/.<hash>.clima-install-<host>.<pid>.<rand>`
-/// (the temp-name form of [`clima_artifact_fs::temp_name`], shared by every temp file of the
-/// project).
-pub const INSTALL_MARK: &str = ".clima-install-";
+use clima_artifact_manifest::layout::{self, INSTALL_MARK, PROBE_PREFIX};
 
 /// One depot folder and the layout inside it (see the [module docs](self)).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,12 +62,12 @@ impl Depot {
 
     /// `<depot>/artifacts`.
     pub fn artifacts_dir(&self) -> PathBuf {
-        self.root.join("artifacts")
+        layout::artifacts_dir(&self.root)
     }
 
     /// `<depot>/artifacts/<hash>`.
     pub fn artifact_dir(&self, hash: &GitTreeSha1) -> PathBuf {
-        self.artifacts_dir().join(hash.to_hex())
+        layout::artifact_dir(&self.root, hash)
     }
 
     /// The installed copy of `hash` here, if its folder exists (nothing is hashed).
@@ -83,29 +77,27 @@ impl Depot {
 
     /// `<depot>/artifacts/Overrides.toml`.
     pub fn overrides_path(&self) -> PathBuf {
-        clima_artifact_manifest::overrides::depot_overrides_path(&self.root)
+        layout::overrides_file(&self.root)
     }
 
     /// `<depot>/artifacts/.locks/<hash>.lock`.
     pub fn lock_path(&self, hash: &GitTreeSha1) -> PathBuf {
-        self.artifacts_dir()
-            .join(".locks")
-            .join(format!("{}.lock", hash.to_hex()))
+        layout::lock_file(&self.root, hash)
     }
 
     /// `<depot>/logs`.
     pub fn logs_dir(&self) -> PathBuf {
-        self.root.join("logs")
+        layout::logs_dir(&self.root)
     }
 
     /// `<depot>/logs/artifact_usage.toml`: the manifests that used this depot (Julia's format).
     pub fn usage_log(&self) -> PathBuf {
-        self.logs_dir().join("artifact_usage.toml")
+        layout::usage_log(&self.root)
     }
 
     /// `<depot>/logs/orphaned.toml`: artifacts that gc found unreferenced, and since when.
     pub fn orphan_log(&self) -> PathBuf {
-        self.logs_dir().join("orphaned.toml")
+        layout::orphan_log(&self.root)
     }
 
     /// A fresh temp dir path for an install of `hash` by this process (not created).
@@ -142,26 +134,6 @@ impl Depot {
     pub fn reclaim_stale_temp_dirs(&self) -> usize {
         self.reclaim_stale(None)
     }
-}
-
-/// `<depot>/artifacts` ([`Depot::artifacts_dir`]).
-pub fn artifacts_dir(depot: &Path) -> PathBuf {
-    Depot::new(depot).artifacts_dir()
-}
-
-/// `<depot>/artifacts/<hash>` ([`Depot::artifact_dir`]).
-pub fn artifact_dir(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
-    Depot::new(depot).artifact_dir(hash)
-}
-
-/// `<depot>/artifacts/Overrides.toml` ([`Depot::overrides_path`]).
-pub fn overrides_path(depot: &Path) -> PathBuf {
-    Depot::new(depot).overrides_path()
-}
-
-/// `<depot>/artifacts/.locks/<hash>.lock` ([`Depot::lock_path`]).
-pub fn lock_path(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
-    Depot::new(depot).lock_path(hash)
 }
 
 /// Julia's depots: `JULIA_DEPOT_PATH` (colon-separated; an empty entry means the default
@@ -287,13 +259,12 @@ pub(crate) fn private_node_depot(path: &Path) -> Result<(), Error> {
         .create(path)
         .map_err(cannot)?;
     let root = clima_artifact_fs::Dir::open(path).map_err(cannot)?;
-    let artifacts =
-        root.create_dir("artifacts", 0o755).map_err(
-            |e| match clima_artifact_fs::Unexpected::of(&e) {
-                Some(planted) => refuse(planted.to_string()),
-                None => cannot(e),
-            },
-        )?;
+    let artifacts = root.create_dir(layout::ARTIFACTS, 0o755).map_err(|e| {
+        match clima_artifact_fs::Unexpected::of(&e) {
+            Some(planted) => refuse(planted.to_string()),
+            None => cannot(e),
+        }
+    })?;
     let me = clima_artifact_fs::euid();
     for dir in [&root, &artifacts] {
         let meta = dir.metadata().map_err(cannot)?;
@@ -316,16 +287,6 @@ pub(crate) fn private_node_depot(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// Name prefix of the writability probe files `<depot>/artifacts/.probe-<pid>-<rand>`. A probe
-/// is removed right after it is created; only a process killed in between leaves one, and
-/// installs reclaim those older than [`PROBE_MAX_AGE`]
-/// ([`reclaim_stale_temp_dirs`]).
-pub const PROBE_PREFIX: &str = ".probe-";
-
-/// The start of the names of partial downloads in a depot's `artifacts` folder:
-/// `.partial-<git-tree-sha1>-<URL key>-u<uid>` (see [`partial_name`]).
-pub const PARTIAL_PREFIX: &str = ".partial-";
-
 /// How long a partial download nobody works on is kept for a later attempt to continue:
 /// 7 days since it last received a byte.
 pub const PARTIAL_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
@@ -335,26 +296,27 @@ pub const PARTIAL_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(
 /// process of the user, on any host sharing the depot, continues it, and users never write to
 /// each other's.
 pub fn partial_name(hash: &GitTreeSha1, url: &str) -> String {
-    format!(
-        "{PARTIAL_PREFIX}{hash}-{}-u{}",
-        clima_artifact_net::ranged::url_key(url),
-        clima_artifact_fs::euid()
-    )
+    layout::Entry::Partial {
+        artifact: *hash,
+        url_key: &clima_artifact_net::ranged::url_key(url),
+        uid: clima_artifact_fs::euid(),
+    }
+    .name()
 }
 
 /// The artifact and owner uid of the partial download named `name`, if it is one.
 fn partial_owner(name: &str) -> Option<(GitTreeSha1, u32)> {
-    let rest = name.strip_prefix(PARTIAL_PREFIX)?;
-    let (hash, rest) = rest.split_once('-')?;
-    let (_, uid) = rest.rsplit_once("-u")?;
-    Some((GitTreeSha1::from_hex(hash).ok()?, uid.parse().ok()?))
+    match layout::Entry::parse(name)? {
+        layout::Entry::Partial { artifact, uid, .. } => Some((artifact, uid)),
+        _ => None,
+    }
 }
 
 /// Age after which a leftover probe file is removed (a live probe exists for microseconds).
 pub const PROBE_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn probe_writable(depot: &Path) -> Result<(), String> {
-    let dir = artifacts_dir(depot);
+    let dir = layout::artifacts_dir(depot);
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
     // An unnamed file (O_TMPFILE) never appears in the directory, even if we are killed.
     // Where the filesystem does not support it, fall back to a named probe removed at once.
@@ -414,7 +376,7 @@ impl Overrides {
         for depot in depots {
             // A missing file is an empty set; anything else that is not a readable regular
             // file is an error naming it (never silence, or the artifact would be downloaded).
-            let file = OverridesFile::load(&overrides_path(depot))?;
+            let file = OverridesFile::load(&layout::overrides_file(depot))?;
             let path = file.path.clone();
             for e in file.entries {
                 entries
@@ -639,7 +601,7 @@ pub(crate) fn record_usage_of(config: &Config, installed: &crate::Installed, man
     let holder = installed
         .path
         .parent()
-        .filter(|a| a.file_name() == Some(std::ffi::OsStr::new("artifacts")))
+        .filter(|a| a.file_name() == Some(std::ffi::OsStr::new(layout::ARTIFACTS)))
         .and_then(Path::parent);
     if let Some(holder) = holder
         && Some(holder) != first.map(PathBuf::as_path)
@@ -740,7 +702,7 @@ fn append_to_regular_file(path: &Path, bytes: &[u8]) -> Result<(), Append> {
 
 /// Removes the install temp dirs (`<depot>/artifacts/.<hash>.clima-install-*`) left by dead
 /// processes of this host, and writability probe files (`.probe-*`, see [`PROBE_PREFIX`])
-/// older than [`PROBE_MAX_AGE`], and this user's partial downloads ([`PARTIAL_PREFIX`]) that
+/// older than [`PROBE_MAX_AGE`], and this user's partial downloads ([`PARTIAL_PREFIX`](layout::PARTIAL_PREFIX)) that
 /// received nothing for [`PARTIAL_MAX_AGE`] while nobody holds their artifact's lock. Returns
 /// how many temp dirs were removed.
 ///

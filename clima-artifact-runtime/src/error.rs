@@ -65,9 +65,9 @@ pub enum Error {
     },
     /// None of the depots can be written to.
     #[error(
-        "no writable depot to install artifact `{name}` into; tried {}. Set CLIMA_ARTIFACTS_DEPOT_PATH to a writable directory (colon-separated list)",
+        "no writable depot to install artifact `{name}` into; tried {}. Set {DEPOT_PATH} to a writable directory (colon-separated list)",
         render_tried(tried)
-    )]
+    , DEPOT_PATH = clima_artifact_vars::DEPOT_PATH)]
     NoWritableDepot {
         /// The artifact being installed.
         name: String,
@@ -80,9 +80,9 @@ pub enum Error {
     #[error(
         "not installing artifact `{name}` into the depot `{}`: {link}; nothing was written or \
          removed there. Remove the link (or have its owner remove it), or take this depot out \
-         of CLIMA_ARTIFACTS_DEPOT_PATH",
+         of {DEPOT_PATH}",
         depot.display()
-    )]
+    , DEPOT_PATH = clima_artifact_vars::DEPOT_PATH)]
     PlantedDepotLink {
         /// The artifact being installed.
         name: String,
@@ -93,10 +93,10 @@ pub enum Error {
     },
     /// The artifact is not installed and offline mode forbids downloading it.
     #[error(
-        "artifact `{name}` ({hash}) is not installed in any depot ({}) and CLIMA_ARTIFACTS_OFFLINE is set, so it cannot be downloaded from {}; run `clima-artifacts fetch` on a machine with network access (into a depot listed here), or unset CLIMA_ARTIFACTS_OFFLINE",
+        "artifact `{name}` ({hash}) is not installed in any depot ({}) and {OFFLINE} is set, so it cannot be downloaded from {}; run `clima-artifacts fetch` on a machine with network access (into a depot listed here), or unset {OFFLINE}",
         render_paths(depots),
         render_urls(urls)
-    )]
+    , OFFLINE = clima_artifact_vars::OFFLINE)]
     Offline {
         /// The artifact.
         name: String,
@@ -142,14 +142,14 @@ pub enum Error {
     /// A model's first use would download more than `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE`.
     #[error(
         "artifact `{name}` is a {} download (by {from}), more than the {} a model may \
-         download on first use (CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE); fetch it ahead with \
+         download on first use ({MAX_DOWNLOAD_SIZE}); fetch it ahead with \
          `clima-artifacts fetch {name} --manifest {}` (explicit fetches are not limited), raise \
          the limit, or override it with a copy that already exists (`clima-artifacts override \
          set {name} /path/to/copy`)",
         clima_artifact_fs::human_bytes(*size),
         clima_artifact_fs::human_bytes(*limit),
         manifest.display()
-    )]
+    , MAX_DOWNLOAD_SIZE = clima_artifact_vars::MAX_DOWNLOAD_SIZE)]
     DownloadTooLarge {
         /// The artifact.
         name: String,
@@ -167,13 +167,13 @@ pub enum Error {
     /// announced).
     #[error(
         "artifact `{name}` needs {} ({from}) but `{}` has only {} free above the \
-         reserve of {} (CLIMA_ARTIFACTS_MIN_FREE_SPACE); free space there or put the depot on a \
+         reserve of {} ({MIN_FREE_SPACE}); free space there or put the depot on a \
          larger filesystem ({setting})",
         clima_artifact_fs::human_bytes(*size),
         depot.display(),
         clima_artifact_fs::human_bytes(*free),
         clima_artifact_fs::human_bytes(*reserve)
-    )]
+    , MIN_FREE_SPACE = clima_artifact_vars::MIN_FREE_SPACE)]
     NoRoom {
         /// The artifact.
         name: String,
@@ -263,9 +263,9 @@ pub enum Error {
     },
     /// Another process held the artifact's lock for too long.
     #[error(
-        "timed out after {seconds}s waiting for `{}` ({holder}); if that process is stuck, stop it, or raise CLIMA_ARTIFACTS_LOCK_TIMEOUT (seconds)",
+        "timed out after {seconds}s waiting for `{}` ({holder}); if that process is stuck, stop it, or raise {LOCK_TIMEOUT} (seconds)",
         path.display()
-    )]
+    , LOCK_TIMEOUT = clima_artifact_vars::LOCK_TIMEOUT)]
     LockTimeout {
         /// The lock file.
         path: PathBuf,
@@ -304,9 +304,9 @@ pub enum Error {
     },
     /// The node-local depot (MPI node-local mode) cannot be created.
     #[error(
-        "cannot create the node-local depot `{}` (set by CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT): {cause}; point CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT at a writable folder on each node, or unset it to install into the shared depot",
+        "cannot create the node-local depot `{}` (set by {NODE_LOCAL_DEPOT}): {cause}; point {NODE_LOCAL_DEPOT} at a writable folder on each node, or unset it to install into the shared depot",
         path.display()
-    )]
+    , NODE_LOCAL_DEPOT = clima_artifact_vars::NODE_LOCAL_DEPOT)]
     NodeLocalDepot {
         /// The node depot.
         path: PathBuf,
@@ -318,13 +318,13 @@ pub enum Error {
     /// could have planted what it holds: the folder or its `artifacts` folder belongs to
     /// someone else, others can write to it, or another user's symlink is on the way.
     #[error(
-        "not using the node-local depot `{}` (set by CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT): {why}; \
+        "not using the node-local depot `{}` (set by {NODE_LOCAL_DEPOT}): {why}; \
          nothing was read or written there. A node depot must be yours and writable only by \
-         you: point CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT at a folder of your own that does not \
+         you: point {NODE_LOCAL_DEPOT} at a folder of your own that does not \
          exist yet (the job creates it, e.g. `$TMPDIR/clima-depot`), or unset it to use the \
          shared depot",
         path.display()
-    )]
+    , NODE_LOCAL_DEPOT = clima_artifact_vars::NODE_LOCAL_DEPOT)]
     NodeLocalDepotNotPrivate {
         /// The node depot.
         path: PathBuf,

@@ -31,13 +31,14 @@
 //! artifact's lock; only temp dirs of this host are considered). If the final path already exists
 //! when renaming, another process won the race: that is success.
 
+use clima_artifact_vars::{DEPOT_PATH, LOCK_TIMEOUT, RETRIES};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
 
-use clima_artifact_manifest::{ArtifactVariant, Download};
+use clima_artifact_manifest::{ArtifactVariant, Download, layout};
 use clima_artifact_net::ranged::{self, Kept, Large};
 use clima_artifact_net::source::{self as download, ResumeRefused};
 use clima_artifact_net::trust::redact_url;
@@ -199,7 +200,7 @@ fn lock_target(
 ) -> Result<Locked, Error> {
     let target = depot::first_writable(config, name)?;
     let lock = LockedFile::acquire_telling(
-        &depot::lock_path(&target, hash),
+        &layout::lock_file(&target, hash),
         &format!("artifact `{name}` ({hash})"),
         config.lock_timeout,
         config.progress,
@@ -255,7 +256,7 @@ fn wait_for_julia(
         if changed && config.progress {
             notice::info(&format!(
                 "waiting for a Julia process ({}) installing `{name}`: it holds Pkg's install \
-                 lock `{}`; waiting at most {} s (CLIMA_ARTIFACTS_LOCK_TIMEOUT)",
+                 lock `{}`; waiting at most {} s ({LOCK_TIMEOUT})",
                 holder.describe(),
                 path.display(),
                 config.lock_timeout.as_secs()
@@ -289,7 +290,7 @@ fn try_lock_target(
     config: &Config,
 ) -> Result<Option<Locked>, Error> {
     let target = depot::first_writable(config, name)?;
-    let Some(lock) = LockedFile::try_acquire(&depot::lock_path(&target, hash)) else {
+    let Some(lock) = LockedFile::try_acquire(&layout::lock_file(&target, hash)) else {
         return Ok(None);
     };
     let dead = lock.dead_holder();
@@ -347,7 +348,7 @@ fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut 
     let mut shared = config.clone();
     shared.depots.retain(|d| *d != target.dir);
     let why = match depot::first_writable(&shared, name) {
-        Ok(depot) => match LockedFile::try_acquire(&depot::lock_path(&depot, hash)) {
+        Ok(depot) => match LockedFile::try_acquire(&layout::lock_file(&depot, hash)) {
             Some(lock) => {
                 target.partials = depot;
                 target._partials_lock = Some(lock);
@@ -363,7 +364,7 @@ fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut 
     target.partials_note = Some(format!(
         "the partial download of `{name}` is kept in the node-local depot `{}`, which the end \
          of the job may wipe: {why}; a later job starts this download over. Set \
-         CLIMA_ARTIFACTS_DEPOT_PATH to a writable shared folder to continue it in the next job",
+         {DEPOT_PATH} to a writable shared folder to continue it in the next job",
         target.dir.display()
     ));
 }
@@ -493,7 +494,7 @@ fn check_room(
     depot: &Path,
     config: &Config,
 ) -> Result<(), Error> {
-    let Ok((free, total)) = crate::extract::free_space(&depot::artifacts_dir(depot)) else {
+    let Ok((free, total)) = crate::extract::free_space(&layout::artifacts_dir(depot)) else {
         return Ok(());
     };
     let reserve = match config.min_free_space {
@@ -664,7 +665,7 @@ fn suggested_overrides_file(config: &Config) -> PathBuf {
         .cloned()
         .or_else(crate::config::default_depot)
         .unwrap_or_else(|| PathBuf::from("<depot>"));
-    depot::overrides_path(&first)
+    layout::overrides_file(&first)
 }
 
 /// Where the manifest of a variant is, decided once: the file that messages name, and the
@@ -754,8 +755,12 @@ fn attempts(variant: &ArtifactVariant, allowed: &[&Download], config: &Config) -
         download: dl.clone(),
         check_sha256: true,
         from: "",
-        not_tried: (!allowed.iter().any(|a| std::ptr::eq(*a, dl)))
-            .then(|| "CLIMA_ARTIFACTS_OFFLINE is set and this is a network URL".to_owned()),
+        not_tried: (!allowed.iter().any(|a| std::ptr::eq(*a, dl))).then(|| {
+            format!(
+                "{} is set and this is a network URL",
+                clima_artifact_vars::OFFLINE
+            )
+        }),
         checked_by_sender: false,
     });
     from_server.into_iter().chain(from_manifest).collect()
@@ -947,7 +952,7 @@ impl InstallRequest<'_> {
                         return Err(e.after_attempts(n));
                     };
                     notice::warn(&format!(
-                        "{e}; retrying in {:.1} s (attempt {} of {}, CLIMA_ARTIFACTS_RETRIES)",
+                        "{e}; retrying in {:.1} s (attempt {} of {}, {RETRIES})",
                         wait.as_secs_f64(),
                         n + 1,
                         retry.attempts
@@ -1220,7 +1225,7 @@ impl InstallRequest<'_> {
             }
             .into());
         };
-        let artifacts = depot::artifacts_dir(&self.target.partials);
+        let artifacts = layout::artifacts_dir(&self.target.partials);
         let Ok(dir) = clima_artifact_fs::Dir::open(&artifacts) else {
             return Ok(download::open(
                 agent,
@@ -1457,7 +1462,7 @@ impl InstallRequest<'_> {
 
     /// Renames the verified `tmp` to `<depot>/artifacts/<hash>`.
     fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
-        let dest = depot::artifact_dir(&self.target.dir, &self.hash);
+        let dest = layout::artifact_dir(&self.target.dir, &self.hash);
         // The artifact's own folder is 0o755 like every folder inside it, whatever the umask.
         tmp.dir()
             .set_mode(0o755)

@@ -47,6 +47,7 @@ use std::time::{Duration, SystemTime};
 use clima_artifact_fs::Dir;
 
 use crate::GitTreeSha1;
+use clima_artifact_manifest::layout;
 
 /// Pkg's `stale_age` for artifact installs (`mkpidlock(pidfile, stale_age = 20)`), in seconds.
 pub(crate) const STALE_AGE: f64 = 20.0;
@@ -149,7 +150,7 @@ pub(crate) enum Take {
 
 /// `<depot>/artifacts/<hash>.pid`, Pkg's pidfile of `hash` in `depot`.
 pub(crate) fn pidfile_path(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
-    crate::depot::artifacts_dir(depot).join(format!("{}.pid", hash.to_hex()))
+    layout::julia_pidfile(depot, hash)
 }
 
 impl JuliaPidfile {
@@ -162,7 +163,7 @@ impl JuliaPidfile {
         dead_rust_holder: Option<&(u32, String)>,
     ) -> Take {
         let path = pidfile_path(depot, hash);
-        let artifacts = crate::depot::artifacts_dir(depot);
+        let artifacts = layout::artifacts_dir(depot);
         let unusable = |e: std::io::Error| {
             Take::Unusable(format!(
                 "cannot take Julia's install lock `{}` ({})",
@@ -170,14 +171,14 @@ impl JuliaPidfile {
                 clima_artifact_fs::printable(&e.to_string())
             ))
         };
-        if let Err(e) = std::fs::create_dir_all(artifacts.join(".locks")) {
+        if let Err(e) = std::fs::create_dir_all(artifacts.join(layout::LOCKS)) {
             return unusable(e);
         }
         let dir = match Dir::open(&artifacts) {
             Ok(d) => d,
             Err(e) => return unusable(e),
         };
-        let locks = match dir.open_dir(".locks") {
+        let locks = match dir.open_dir(layout::LOCKS) {
             Ok(Some(d)) => d,
             Ok(None) => return unusable(std::io::ErrorKind::NotFound.into()),
             Err(e) => return unusable(e),

@@ -74,6 +74,9 @@ pub mod progress;
 pub mod report;
 pub use clima_artifact_extract::tree_hash;
 pub use clima_artifact_net::trust;
+/// The names of the environment variables this crate reads (the crate `clima-artifact-vars`),
+/// for a model that sets or reports them.
+pub use clima_artifact_vars as vars;
 
 #[doc(hidden)]
 pub mod __private;

@@ -23,6 +23,7 @@
 //! that cannot be taken at all (no permission to create or open the lock file in a shared depot,
 //! `flock` refused) is logged and the install proceeds without it.
 
+use clima_artifact_vars::LOCK_TIMEOUT;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -75,7 +76,7 @@ impl LockedFile {
         let holder = read_holder(&file);
         info(format!(
             "waiting for {what}: another process holds its lock `{}`: {holder}; waiting at most \
-             {} s (CLIMA_ARTIFACTS_LOCK_TIMEOUT)",
+             {} s ({LOCK_TIMEOUT})",
             path.display(),
             timeout.as_secs()
         ));
@@ -92,7 +93,7 @@ impl LockedFile {
                 if holder != last_holder || last_log.elapsed() >= 4 * WAIT_LOG_EVERY {
                     info(format!(
                         "still waiting for {what} after {:.0} s (at most {} s, \
-                         CLIMA_ARTIFACTS_LOCK_TIMEOUT): `{}` is held by {holder}",
+                         {LOCK_TIMEOUT}): `{}` is held by {holder}",
                         start.elapsed().as_secs_f64(),
                         timeout.as_secs(),
                         path.display()

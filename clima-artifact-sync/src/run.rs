@@ -1,5 +1,6 @@
 //! [`RunSync`]: push a run folder to storage at checkpoints, pull it back on restore.
 
+use clima_artifact_vars::{SYNC_ARTIFACTS, SYNC_EXCLUDE, SYNC_WARN_AFTER};
 use std::fs;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -258,9 +259,9 @@ impl SlowWatch {
             .join(", ");
         let message = format!(
             "{} has taken {:.1} s (more than the {:.1} s set by slow_warning_after / \
-             CLIMA_SYNC_WARN_AFTER); the biggest files are {biggest}. If another component \
-             already uploads them, add exclude globs for them (CLIMA_SYNC_EXCLUDE), or turn \
-             sync_artifacts off (CLIMA_SYNC_ARTIFACTS=0) to move only checkpoints",
+             {SYNC_WARN_AFTER}); the biggest files are {biggest}. If another component \
+             already uploads them, add exclude globs for them ({SYNC_EXCLUDE}), or turn \
+             sync_artifacts off ({SYNC_ARTIFACTS}=0) to move only checkpoints",
             self.what,
             elapsed.as_secs_f64(),
             self.after.as_secs_f64()

@@ -1245,7 +1245,7 @@ pub fn write_overrides(depot: &Path, text: &str) -> PathBuf {
 pub fn partial_entries(depot: &Path) -> Vec<String> {
     names_in(&depot.join("artifacts"))
         .into_iter()
-        .filter(|n| n.starts_with(clima_artifact_runtime::depot::PARTIAL_PREFIX))
+        .filter(|n| n.starts_with(clima_artifact_runtime::manifest::layout::PARTIAL_PREFIX))
         .collect()
 }
 
@@ -1262,7 +1262,7 @@ pub fn temp_entries(depot: &Path) -> Vec<String> {
 pub fn install_temp_name(hash: &GitTreeSha1, host: &str, pid: u32) -> String {
     format!(
         ".{hash}{}{host}.{pid}.00000000000000ff",
-        clima_artifact_runtime::depot::INSTALL_MARK
+        clima_artifact_runtime::manifest::layout::INSTALL_MARK
     )
 }
 

@@ -10,7 +10,7 @@ Exit codes:
   1  the command ran and found or hit a problem (verify mismatch, failed download, ...)
   2  bad usage or bad input (unknown flag or artifact, missing/malformed manifest, missing path)
 
-Environment: `clima-artifacts --help` lists every variable (CLIMA_ARTIFACTS_DEPOT_PATH, ...)";
+Environment: `clima-artifacts --help` lists every environment variable the tools read";
 
 /// The exit codes and every environment variable (from `clima-artifact-vars`), for `--help`.
 fn long_help() -> String {

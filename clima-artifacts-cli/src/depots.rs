@@ -24,7 +24,7 @@ pub fn config() -> CliResult<Config> {
     Config::from_env().map_err(|e| CliError::usage(e.to_string()))
 }
 
-pub use clima_artifact_runtime::depot::overrides_path;
+pub use clima_artifact_runtime::manifest::layout::overrides_file as overrides_path;
 
 /// Every depot lookups search (the configured ones, then Julia's with interop on).
 pub fn search_depots(config: &Config) -> Vec<PathBuf> {

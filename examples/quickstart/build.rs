@@ -9,15 +9,12 @@ use std::path::{Path, PathBuf};
 
 fn main() {
     let mut builder = clima_artifact_build::Builder::new();
-    if std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH").is_none()
+    if std::env::var_os(clima_artifact_build::vars::DEPOT_PATH).is_none()
         && let Some(target) = target_dir()
     {
-        builder = builder.overrides_file(
-            target
-                .join("quickstart-depot")
-                .join("artifacts")
-                .join("Overrides.toml"),
-        );
+        builder = builder.overrides_file(clima_artifact_build::layout::overrides_file(
+            &target.join("quickstart-depot"),
+        ));
     }
     builder.run_or_panic();
 }

@@ -158,6 +158,17 @@ fn the_troubleshooting_errors_quote_the_code() {
             sources(&src, &mut code);
         }
     }
+    // Messages name environment variables through clima-artifact-vars' constants
+    // (`{OFFLINE}` for `CLIMA_ARTIFACTS_OFFLINE`): read them as the user does.
+    let vars = read("clima-artifact-vars/src/lib.rs");
+    for line in vars.lines() {
+        if let Some((ident, rest)) = line.trim().split_once(" = \"")
+            && let Some((name, _)) = rest.split_once('"')
+            && ident.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+        {
+            code = code.replace(&format!("{{{ident}}}"), name);
+        }
+    }
     let mut unquoted = Vec::new();
     for entry in entries {
         // The quoted messages are the code spans before the first `**: `.

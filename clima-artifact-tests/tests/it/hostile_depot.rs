@@ -452,7 +452,7 @@ fn a_depot_whose_artifacts_folder_is_another_users_symlink_is_refused() {
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
     let partial = victim.join(format!(
         "{}{}-0123456789abcdef-u0",
-        clima_artifact_runtime::depot::PARTIAL_PREFIX,
+        clima_artifact_runtime::manifest::layout::PARTIAL_PREFIX,
         art.tree_hash
     ));
     std::fs::write(&partial, b"the victim's partial download").unwrap();

@@ -28,6 +28,7 @@ mod install_overrides;
 mod install_sha256;
 mod julia_interop;
 mod julia_pidlock;
+mod literals;
 mod macro_renamed_dep;
 mod manifest_corpus;
 mod mpi;

@@ -467,7 +467,7 @@ fn assert_nothing_unverified(depot: &Path, allowed: &[&str]) {
                 || name == ".locks"
                 || name == "Overrides.toml"
                 // Received bytes kept for the next attempt to continue, never an artifact.
-                || name.starts_with(clima_artifact_runtime::depot::PARTIAL_PREFIX),
+                || name.starts_with(clima_artifact_runtime::manifest::layout::PARTIAL_PREFIX),
             "`{name}` left in `{}`",
             depot.display()
         );
@@ -610,7 +610,7 @@ fn mpi_node_local_a_lock_holder_that_installs_nothing_is_outlived() {
     let shared = tmp.path().join("shared-depot");
     let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
     let hash: clima_artifact_runtime::GitTreeSha1 = served[0].hash.parse().expect("hash");
-    let lock = clima_artifact_runtime::depot::lock_path(&node_depot(1), &hash);
+    let lock = clima_artifact_runtime::manifest::layout::lock_file(&node_depot(1), &hash);
     let held = clima_artifact_runtime::depot::LockedFile::acquire(
         &lock,
         "era5 (the test's)",
@@ -1194,7 +1194,7 @@ fn node_1_without_room(
         .any(|e| {
             let name = e.file_name();
             name.to_string_lossy()
-                .starts_with(clima_artifact_runtime::depot::PARTIAL_PREFIX)
+                .starts_with(clima_artifact_runtime::manifest::layout::PARTIAL_PREFIX)
         });
     assert_eq!(
         kept, keeps_partial,
@@ -1743,7 +1743,7 @@ fn mpi_node_local_a_partial_download_the_next_job_cannot_see_is_said() {
     let shared = tmp.path().join("shared-depot");
     let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
     let held = clima_artifact_runtime::depot::LockedFile::acquire(
-        &clima_artifact_runtime::depot::lock_path(&shared, &artifact.tree_hash),
+        &clima_artifact_runtime::manifest::layout::lock_file(&shared, &artifact.tree_hash),
         "era5 (the test's)",
         Duration::from_secs(5),
     )

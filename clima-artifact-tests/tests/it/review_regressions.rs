@@ -134,7 +134,7 @@ fn a_temp_dir_whose_artifact_lock_is_held_is_not_reclaimed() {
 
     // The "other namespace" installer: holds the artifact's lock while it works.
     let held = LockedFile::acquire(
-        &clima_artifact_runtime::depot::lock_path(&depot, &hash),
+        &clima_artifact_runtime::manifest::layout::lock_file(&depot, &hash),
         "artifact in another container",
         std::time::Duration::from_secs(1),
     )

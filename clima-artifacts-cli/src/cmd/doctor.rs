@@ -4,11 +4,12 @@
 //! exists, whether installs can write there, whether its filesystem is read-only, its free
 //! space, and which one installs go to.
 
+use clima_artifact_vars::DEPOT_PATH;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use clima_artifact_runtime::depot::artifacts_dir;
+use clima_artifact_runtime::manifest::layout::artifacts_dir;
 use clima_artifact_runtime::trust::redact_url;
 
 use crate::args::DoctorArgs;
@@ -70,7 +71,7 @@ pub fn run(args: DoctorArgs) -> CliResult {
         Some(d) => println!("installs go to:       {}", d.display()),
         None => println!(
             "installs go to:       nowhere: no depot can be written; put a writable folder \
-             first in CLIMA_ARTIFACTS_DEPOT_PATH"
+             first in {DEPOT_PATH}"
         ),
     }
     println!("TLS roots:            {roots}");

@@ -82,7 +82,7 @@ fn canonical(p: &Path) -> PathBuf {
 
 /// Marks the folder an artifact is renamed to before it is deleted
 /// (`.<hash>.gc-<host>.<pid>.<random>`); a killed gc leaves it, the next gc removes it.
-const GC_MARK: &str = ".gc-";
+use clima_artifact_runtime::manifest::layout::GC_MARK;
 
 /// Entry point of `gc`.
 pub fn run(args: GcArgs) -> CliResult {

@@ -67,7 +67,9 @@ pub fn run(args: NewArgs) -> CliResult {
             }
         }
     };
-    let dir = base.join("artifacts").join(&args.name);
+    let dir = base
+        .join(clima_artifact_runtime::manifest::layout::PROJECT_RECIPES)
+        .join(&args.name);
     let files = [
         (dir.join(RECIPE_FILE), recipe_template(&args.name), 0o755),
         (dir.join(README_FILE), readme_template(&args.name), 0o644),

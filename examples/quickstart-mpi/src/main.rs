@@ -152,7 +152,7 @@ fn run(ctx: &dyn Context, settings: &Settings) -> Result<(), Box<dyn std::error:
 /// of this build: the binary lives in `target/<profile>/`), set on every rank alike; rank 0
 /// says which.
 fn choose_depot(rank: usize) -> Result<(), Box<dyn std::error::Error>> {
-    if std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH").is_some() {
+    if std::env::var_os(clima_artifact_runtime::vars::DEPOT_PATH).is_some() {
         return Ok(());
     }
     let target = std::env::current_exe()
@@ -162,8 +162,9 @@ fn choose_depot(rank: usize) -> Result<(), Box<dyn std::error::Error>> {
     let depot = target.join("quickstart-depot");
     if rank == 0 {
         println!(
-            "depot: {} (the example's default, inside target/; set CLIMA_ARTIFACTS_DEPOT_PATH to use another)",
-            depot.display()
+            "depot: {} (the example's default, inside target/; set {} to use another)",
+            depot.display(),
+            clima_artifact_runtime::vars::DEPOT_PATH
         );
     }
     let mut config = clima_artifact_runtime::Config::from_env()?;

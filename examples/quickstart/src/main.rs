@@ -32,6 +32,7 @@ use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
 
 use clima_artifact_runtime::access_log::{self, RecordedOrigin};
+use clima_artifact_runtime::vars::DEPOT_PATH;
 use clima_artifact_runtime::{Config, Singleton, clima_artifact, inventory};
 
 /// Stefan-Boltzmann constant (W m-2 K-4).
@@ -153,7 +154,7 @@ fn run() -> Result<()> {
             }
             let copy = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/site-observations");
             if let Some(line) = override_line(&optional, &copy) {
-                let overrides = depot.join("artifacts").join("Overrides.toml");
+                let overrides = clima_artifact_runtime::manifest::layout::overrides_file(&depot);
                 println!(
                     "      This example ships a copy of the data. To use it, run this, then run \
                      the model again:"
@@ -205,15 +206,12 @@ fn target_dir() -> PathBuf {
 /// first depot (the one whose `artifacts/Overrides.toml` the error messages name).
 fn choose_depot(target: &Path) -> Result<PathBuf> {
     let mut config = Config::from_env()?;
-    if std::env::var_os("CLIMA_ARTIFACTS_DEPOT_PATH").is_some() {
-        println!(
-            "depot: {} (from CLIMA_ARTIFACTS_DEPOT_PATH)",
-            join_paths(&config.depots)
-        );
+    if std::env::var_os(DEPOT_PATH).is_some() {
+        println!("depot: {} (from {DEPOT_PATH})", join_paths(&config.depots));
     } else {
         let depot = target.join("quickstart-depot");
         println!(
-            "depot: {} (the example's default, inside target/; set CLIMA_ARTIFACTS_DEPOT_PATH to use another)",
+            "depot: {} (the example's default, inside target/; set {DEPOT_PATH} to use another)",
             depot.display()
         );
         config.depots = vec![depot.clone()];
@@ -225,7 +223,7 @@ fn choose_depot(target: &Path) -> Result<PathBuf> {
         .depots
         .first()
         .cloned()
-        .ok_or_else(|| "CLIMA_ARTIFACTS_DEPOT_PATH names no depot".into())
+        .ok_or_else(|| format!("{DEPOT_PATH} names no depot").into())
 }
 
 /// The `Overrides.toml` line pointing artifact `name` (declared in this binary) at `dir`.

@@ -1,0 +1,272 @@
+//! The layout of a depot: the name of every file and folder in it, spelled here and nowhere
+//! else (pure names and paths, no I/O; the runtime, the build helper and the CLI all take them
+//! from here, and a test fails on a second spelling in non-test code).
+//!
+//! ```text
+//! <depot>/
+//!   artifacts/
+//!     <git-tree-sha1>/                 an installed artifact (Julia's layout)
+//!     <git-tree-sha1>.pid              Julia 1.13's install pidfile for it
+//!     Overrides.toml                   the depot's overrides (Julia's format)
+//!     .locks/<git-tree-sha1>.lock      our install lock
+//!     .<hash>.clima-install-<owner>    an install in progress (renamed into place when verified)
+//!     .<hash>.gc-<owner>               an artifact gc is deleting (renamed out of the way first)
+//!     .partial-<hash>-<url key>-u<uid> the kept bytes of a large download, for resuming
+//!     .probe-<pid>-<rand>              a writability probe (removed at once)
+//!   logs/
+//!     artifact_usage.toml              which manifests used this depot (Julia's format)
+//!     artifact_usage.toml.pid          Pkg 1.13's lock of that log
+//!     orphaned.toml                    what gc found unreferenced, and since when
+//! ```
+//!
+//! `<owner>` is the `<host>.<pid>.<random>` tail every temp name of the project carries (made
+//! and read by `clima_artifact_fs::temp_name`/`temp_owner`).
+
+use std::path::{Path, PathBuf};
+
+use crate::GitTreeSha1;
+
+/// `<depot>/artifacts`: installed artifacts, their locks and temp entries, `Overrides.toml`.
+pub const ARTIFACTS: &str = "artifacts";
+/// `<depot>/logs`: the usage and orphan logs.
+pub const LOGS: &str = "logs";
+/// `<depot>/artifacts/Overrides.toml`.
+pub const OVERRIDES: &str = "Overrides.toml";
+/// `<depot>/logs/artifact_usage.toml`.
+pub const USAGE_LOG: &str = "artifact_usage.toml";
+/// `<depot>/logs/orphaned.toml`.
+pub const ORPHAN_LOG: &str = "orphaned.toml";
+/// `<depot>/artifacts/.locks`: one install lock file per artifact.
+pub const LOCKS: &str = ".locks";
+/// The mark of install temp dirs: `.<hash>.clima-install-<owner>`.
+pub const INSTALL_MARK: &str = ".clima-install-";
+/// The mark of what gc renamed out of the way before deleting it: `.<hash>.gc-<owner>`.
+pub const GC_MARK: &str = ".gc-";
+/// The start of partial-download names: `.partial-<hash>-<url key>-u<uid>`.
+pub const PARTIAL_PREFIX: &str = ".partial-";
+/// The start of writability probe names: `.probe-<pid>-<random>`.
+pub const PROBE_PREFIX: &str = ".probe-";
+/// In a project (not a depot): the folder of per-artifact recipe folders,
+/// `artifacts/<name>/` next to the manifest, as CliMA's collection keeps them.
+pub const PROJECT_RECIPES: &str = "artifacts";
+
+/// `<depot>/artifacts`.
+pub fn artifacts_dir(depot: &Path) -> PathBuf {
+    depot.join(ARTIFACTS)
+}
+
+/// `<depot>/artifacts/<hash>`.
+pub fn artifact_dir(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
+    artifacts_dir(depot).join(hash.to_hex())
+}
+
+/// `<depot>/artifacts/Overrides.toml`.
+pub fn overrides_file(depot: &Path) -> PathBuf {
+    artifacts_dir(depot).join(OVERRIDES)
+}
+
+/// `<depot>/logs`.
+pub fn logs_dir(depot: &Path) -> PathBuf {
+    depot.join(LOGS)
+}
+
+/// `<depot>/logs/artifact_usage.toml`.
+pub fn usage_log(depot: &Path) -> PathBuf {
+    logs_dir(depot).join(USAGE_LOG)
+}
+
+/// `<depot>/logs/orphaned.toml`.
+pub fn orphan_log(depot: &Path) -> PathBuf {
+    logs_dir(depot).join(ORPHAN_LOG)
+}
+
+/// The file name of Pkg 1.13's pidfile beside `file` (an artifact folder's or the usage
+/// log's name): `<file>.pid`.
+pub fn pidfile_name(file: &str) -> String {
+    format!("{file}.pid")
+}
+
+/// The name of an entry of `<depot>/artifacts`, parsed: what [`Entry::parse`] returns and
+/// [`Entry::name`] writes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry<'a> {
+    /// `<hash>`: an installed artifact.
+    Artifact(GitTreeSha1),
+    /// `<hash>.pid`: Julia's install pidfile of an artifact.
+    JuliaPidfile(GitTreeSha1),
+    /// `Overrides.toml`.
+    Overrides,
+    /// `.locks`, the folder of install locks.
+    Locks,
+    /// `.<hash>.clima-install-<owner>`: an install in progress (or left by a dead process).
+    InstallTemp {
+        /// The artifact being installed.
+        artifact: GitTreeSha1,
+        /// `<host>.<pid>.<random>`, see `clima_artifact_fs::temp_owner`.
+        owner: &'a str,
+    },
+    /// `.<hash>.gc-<owner>`: an artifact gc renamed out of the way to delete it.
+    GcTemp {
+        /// The artifact being deleted.
+        artifact: GitTreeSha1,
+        /// `<host>.<pid>.<random>`.
+        owner: &'a str,
+    },
+    /// `.partial-<hash>-<url key>-u<uid>`: the kept bytes of a download.
+    Partial {
+        /// The artifact downloaded.
+        artifact: GitTreeSha1,
+        /// The key of the URL it comes from.
+        url_key: &'a str,
+        /// The user it belongs to.
+        uid: u32,
+    },
+    /// `.probe-<pid>-<random>`: a writability probe.
+    Probe {
+        /// `<pid>-<random>`.
+        owner: &'a str,
+    },
+}
+
+impl<'a> Entry<'a> {
+    /// What the name `name` of an entry of `<depot>/artifacts` is, if it is one of ours or
+    /// Julia's; `None` for anything else (which nothing of ours touches).
+    pub fn parse(name: &'a str) -> Option<Entry<'a>> {
+        let hash = |h: &str| GitTreeSha1::from_hex(h).ok();
+        match name {
+            OVERRIDES => return Some(Entry::Overrides),
+            LOCKS => return Some(Entry::Locks),
+            _ => {}
+        }
+        if let Some(rest) = name.strip_prefix(PARTIAL_PREFIX) {
+            let (h, rest) = rest.split_once('-')?;
+            let (url_key, uid) = rest.rsplit_once("-u")?;
+            return Some(Entry::Partial {
+                artifact: hash(h)?,
+                url_key,
+                uid: uid.parse().ok()?,
+            });
+        }
+        if let Some(owner) = name.strip_prefix(PROBE_PREFIX) {
+            return Some(Entry::Probe { owner });
+        }
+        if let Some(rest) = name.strip_prefix('.') {
+            let (h, tail) = rest.split_at_checked(40)?;
+            let artifact = hash(h)?;
+            if let Some(owner) = tail.strip_prefix(INSTALL_MARK) {
+                return Some(Entry::InstallTemp { artifact, owner });
+            }
+            if let Some(owner) = tail.strip_prefix(GC_MARK) {
+                return Some(Entry::GcTemp { artifact, owner });
+            }
+            return None;
+        }
+        if let Some(h) = name.strip_suffix(".pid") {
+            return Some(Entry::JuliaPidfile(hash(h)?));
+        }
+        (name.len() == 40)
+            .then(|| hash(name))
+            .flatten()
+            .map(Entry::Artifact)
+    }
+
+    /// The file name this entry has in `<depot>/artifacts`.
+    pub fn name(&self) -> String {
+        match self {
+            Entry::Artifact(h) => h.to_hex(),
+            Entry::JuliaPidfile(h) => pidfile_name(&h.to_hex()),
+            Entry::Overrides => OVERRIDES.to_owned(),
+            Entry::Locks => LOCKS.to_owned(),
+            Entry::InstallTemp { artifact, owner } => format!(".{artifact}{INSTALL_MARK}{owner}"),
+            Entry::GcTemp { artifact, owner } => format!(".{artifact}{GC_MARK}{owner}"),
+            Entry::Partial {
+                artifact,
+                url_key,
+                uid,
+            } => format!("{PARTIAL_PREFIX}{artifact}-{url_key}-u{uid}"),
+            Entry::Probe { owner } => format!("{PROBE_PREFIX}{owner}"),
+        }
+    }
+
+    /// The artifact this entry belongs to, if any.
+    pub fn artifact(&self) -> Option<GitTreeSha1> {
+        match *self {
+            Entry::Artifact(h)
+            | Entry::JuliaPidfile(h)
+            | Entry::InstallTemp { artifact: h, .. }
+            | Entry::GcTemp { artifact: h, .. }
+            | Entry::Partial { artifact: h, .. } => Some(h),
+            Entry::Overrides | Entry::Locks | Entry::Probe { .. } => None,
+        }
+    }
+}
+
+/// `<depot>/artifacts/.locks/<hash>.lock`.
+pub fn lock_file(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
+    artifacts_dir(depot)
+        .join(LOCKS)
+        .join(format!("{}.lock", hash.to_hex()))
+}
+
+/// `<depot>/artifacts/<hash>.pid`: Julia 1.13's install pidfile of `hash`.
+pub fn julia_pidfile(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
+    artifacts_dir(depot).join(Entry::JuliaPidfile(*hash).name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_parses_back_from_its_name() {
+        let h = GitTreeSha1::from_hex(&"ab".repeat(20)).unwrap();
+        let all = [
+            Entry::Artifact(h),
+            Entry::JuliaPidfile(h),
+            Entry::Overrides,
+            Entry::Locks,
+            Entry::InstallTemp {
+                artifact: h,
+                owner: "node7.4242.00000000000000ff",
+            },
+            Entry::GcTemp {
+                artifact: h,
+                owner: "n.1.2",
+            },
+            Entry::Partial {
+                artifact: h,
+                url_key: "44573502db60dd3c",
+                uid: 1000,
+            },
+            Entry::Probe { owner: "12-34" },
+        ];
+        for e in all {
+            let name = e.name();
+            assert_eq!(Entry::parse(&name), Some(e), "{name}");
+        }
+        assert_eq!(
+            all[4].name(),
+            format!(
+                ".{}.clima-install-node7.4242.00000000000000ff",
+                "ab".repeat(20)
+            )
+        );
+    }
+
+    #[test]
+    fn names_that_are_not_ours_are_none() {
+        for name in [
+            "",
+            "README",
+            "zz",
+            &"ab".repeat(21),
+            &format!("{}.lock", "ab".repeat(20)),
+            &format!(".{}.other-x", "ab".repeat(20)),
+            ".partial-zz-1-u2",
+            &format!(".partial-{}-k-uX", "ab".repeat(20)),
+            ".hidden",
+        ] {
+            assert_eq!(Entry::parse(name), None, "{name}");
+        }
+    }
+}
