@@ -41,15 +41,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod args;
-mod census_walk;
 mod cmd;
-mod depots;
-mod error;
-mod manifest_edit;
-mod overrides_edit;
 mod progress;
-mod recipe;
-mod tarball;
+
+use clima_artifact_ops::{
+    census_walk, depots, error, manifest_edit, overrides_edit, recipe, tarball,
+};
 
 fn main() -> ExitCode {
     // Output piped into `head` and similar: stop quietly when the reader goes away, as other

@@ -168,18 +168,7 @@ pub fn check_name(name: &str) -> CliResult {
     }
 }
 
-/// A folder given on the command line: must exist and be a directory; returned absolute.
-pub fn existing_dir(path: &Path, what: &str) -> CliResult<PathBuf> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| CliError::usage(format!("{what} `{}` cannot be used: {e}", path.display())))?;
-    if !meta.is_dir() {
-        return Err(CliError::usage(format!(
-            "{what} `{}` is not a folder",
-            path.display()
-        )));
-    }
-    std::fs::canonicalize(path).map_err(|e| io_error("resolve", path, &e))
-}
+pub use crate::error::existing_dir;
 
 /// Hashes a folder with a spinner on a terminal.
 pub fn hash_dir(dir: &Path) -> CliResult<GitTreeSha1> {

@@ -71,3 +71,16 @@ pub type CliResult<T = ()> = Result<T, CliError>;
 pub fn io_error(action: &str, path: &std::path::Path, e: &std::io::Error) -> CliError {
     CliError::failure(format!("cannot {action} `{}`: {e}", path.display()))
 }
+
+/// A folder given by the user: must exist and be a directory; returned absolute.
+pub fn existing_dir(path: &std::path::Path, what: &str) -> CliResult<std::path::PathBuf> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| CliError::usage(format!("{what} `{}` cannot be used: {e}", path.display())))?;
+    if !meta.is_dir() {
+        return Err(CliError::usage(format!(
+            "{what} `{}` is not a folder",
+            path.display()
+        )));
+    }
+    std::fs::canonicalize(path).map_err(|e| io_error("resolve", path, &e))
+}

@@ -66,7 +66,7 @@ pub fn manifest_dir(manifest: &Path) -> CliResult<PathBuf> {
 /// The recipe folder given to `create --recipe`: it must be inside the manifest's folder, so the
 /// recorded key works in every clone.
 pub fn from_folder(folder: &Path, manifest: &Path, name: &str) -> CliResult<Recipe> {
-    let dir = crate::cmd::existing_dir(folder, "recipe folder")?;
+    let dir = crate::error::existing_dir(folder, "recipe folder")?;
     let base = manifest_dir(manifest)?;
     let key = match dir.strip_prefix(&base) {
         Ok(rel) if !rel.as_os_str().is_empty() => rel
@@ -102,7 +102,7 @@ pub fn from_entry(name: &str, key: &str, manifest: &Path) -> CliResult<Recipe> {
     let base = manifest_dir(manifest)?;
     let path = base.join(rel);
     // Resolved (symlinks followed): a folder committed as a link to elsewhere is refused below.
-    let dir = crate::cmd::existing_dir(&path, &format!("recipe folder of artifact `{name}`"))?;
+    let dir = crate::error::existing_dir(&path, &format!("recipe folder of artifact `{name}`"))?;
     if !dir.starts_with(&base) {
         return Err(outside(name, &path, &dir, &base));
     }

@@ -1,0 +1,27 @@
+//! # clima-artifact-ops
+//!
+//! The operations of the `clima-artifacts` command as library functions, so that a program
+//! (a cluster's mirror job, a notebook, a test) does what the CLI does without running it; the
+//! CLI parses arguments and prints, and calls these for the work (as `cargo` calls its `ops`).
+//!
+//! Where things live:
+//! - [`manifest_edit`]: add or update an `Artifacts.toml` entry, keeping every other byte.
+//! - [`overrides_edit`]: set or remove one line of an `Overrides.toml`, keeping the rest.
+//! - [`tarball`]: the deterministic `.tar.gz` of a folder, and its sha256.
+//! - [`recipe`]: run an artifact's recipe into a temp folder and check what it wrote.
+//! - [`census_walk`]: find every `*Artifacts.toml` below some folders for the census.
+//! - [`gc`]: collect a depot's unreferenced artifacts after Pkg's grace period.
+//! - [`depots`]: the depots of the environment, their overrides, and the usage log.
+//! - [`error`]: the error every operation returns: a message that says what to do, and
+//!   whether the input was bad or the work failed (the CLI's exit codes 2 and 1).
+
+pub mod census_walk;
+pub mod depots;
+pub mod error;
+pub mod gc;
+pub mod manifest_edit;
+pub mod overrides_edit;
+pub mod recipe;
+pub mod tarball;
+
+pub use error::{CliError as Error, CliResult as Result};
