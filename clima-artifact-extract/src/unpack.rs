@@ -115,16 +115,18 @@ pub enum ExtractError {
     },
     /// More than [`ExtractLimits::max_unpacked_bytes`] of content.
     #[error(
-        "archive unpacks to more than {limit} bytes; raise {MAX_UNPACKED_BYTES} if this artifact is really that large"
-    , MAX_UNPACKED_BYTES = clima_artifact_vars::MAX_UNPACKED_BYTES)]
+        "archive unpacks to more than {limit} bytes; raise {MAX_UNPACKED_BYTES} if this artifact is really that large",
+        MAX_UNPACKED_BYTES = clima_artifact_vars::MAX_UNPACKED_BYTES
+    )]
     TooLarge {
         /// The cap in bytes.
         limit: u64,
     },
     /// More than [`ExtractLimits::max_entries`] entries.
     #[error(
-        "archive has more than {limit} entries; raise {MAX_ENTRIES} if this artifact really has that many files"
-    , MAX_ENTRIES = clima_artifact_vars::MAX_ENTRIES)]
+        "archive has more than {limit} entries; raise {MAX_ENTRIES} if this artifact really has that many files",
+        MAX_ENTRIES = clima_artifact_vars::MAX_ENTRIES
+    )]
     TooManyEntries {
         /// The cap on entries.
         limit: u64,
@@ -140,8 +142,9 @@ pub enum ExtractError {
         path.display(),
         clima_artifact_fs::human_bytes(*free),
         clima_artifact_fs::human_bytes(*needed),
-        clima_artifact_fs::human_bytes(*reserve)
-    , MIN_FREE_SPACE = clima_artifact_vars::MIN_FREE_SPACE)]
+        clima_artifact_fs::human_bytes(*reserve),
+        MIN_FREE_SPACE = clima_artifact_vars::MIN_FREE_SPACE
+    )]
     LowDiskSpace {
         /// The destination directory.
         path: PathBuf,

@@ -2,13 +2,13 @@
 //! without a download section, entries Julia would read differently, and the syntax of provenance
 //! metadata (SPDX license, DOI, BibTeX; see [`provenance`]).
 
-use clima_artifact_vars::MAX_DOWNLOAD_SIZE;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::location::{key_syntax, quote};
 use crate::{ArtifactEntry, ArtifactVariant, GitTreeSha1, Manifest, metadata, provenance};
 use clima_artifact_vars as vars;
+use clima_artifact_vars::MAX_DOWNLOAD_SIZE;
 
 /// Largest download a model starts on first use unless `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE`
 /// says otherwise (4 GiB); `validate` warns about larger downloads.

@@ -7,13 +7,13 @@
 //!  on a transient break with a Resumer: Range + If-Range at the byte it broke, same SHA-256
 //! ```
 
-use clima_artifact_vars::{LOW_SPEED_LIMIT, LOW_SPEED_TIME};
 use std::io::{self, BufRead, Read};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
 use clima_artifact_manifest::Sha256;
+use clima_artifact_vars::{LOW_SPEED_LIMIT, LOW_SPEED_TIME};
 use clima_comms::notice;
 use sha2::Digest;
 

@@ -15,13 +15,13 @@
 //! - Retrying is the caller's job (the whole pipeline restarts); [`NetError::is_transient`] says which
 //!   failures deserve it and [`crate::retry::RetryPolicy`] how often and after how long.
 
-use clima_artifact_vars::{CONNECT_TIMEOUT, NO_VERIFY_HOSTS, STALL_TIMEOUT};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::{NetConfig, NetError, redirect};
 
 use clima_artifact_vars as vars;
+use clima_artifact_vars::{CONNECT_TIMEOUT, NO_VERIFY_HOSTS, STALL_TIMEOUT};
 /// The HTTP client that [`open`] takes (made by [`agent`]): connection pool, timeouts, TLS.
 pub use ureq::Agent;
 

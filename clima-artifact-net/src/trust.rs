@@ -12,7 +12,6 @@
 //! hosts whose certificates are not verified, with a warning each time; the sha256 and the tree
 //! hash still protect the content.
 
-use clima_artifact_vars::{CA_ROOTS, NO_VERIFY_HOSTS};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +19,7 @@ use ureq::tls::{Certificate, PemItem, RootCerts};
 
 use crate::NetConfig;
 use clima_artifact_vars as vars;
+use clima_artifact_vars::{CA_ROOTS, NO_VERIFY_HOSTS};
 
 /// System CA bundle locations, first existing wins (as NetworkOptions' list).
 const SYSTEM_BUNDLES: [&str; 6] = [

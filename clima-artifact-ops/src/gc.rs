@@ -117,10 +117,9 @@ use clima_artifact_manifest::layout::GC_MARK;
 /// and abandoned downloads left, and compacts the usage logs. Folders that could not be
 /// deleted are listed in the report ([`Report::removal_failures`]), not an error.
 pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> CliResult<Report> {
-    let args = options;
-    let (manifests, mut referenced) = referencing_manifests(config, &args.manifests)?;
+    let (manifests, mut referenced) = referencing_manifests(config, &options.manifests)?;
     let protected_paths = protected_by_overrides(config, &mut referenced)?;
-    let collected: Vec<PathBuf> = if args.all_depots {
+    let collected: Vec<PathBuf> = if options.all_depots {
         config.depots.clone()
     } else {
         config.depots.iter().take(1).cloned().collect()
@@ -132,14 +131,14 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
         referenced,
         protected_paths,
         now: std::time::SystemTime::now(),
-        delay: args.delay,
+        delay: options.delay,
     };
     let (mut installed, mut reclaimed) = (0usize, 0usize);
     let mut unreferenced = Vec::new();
     let mut orphanages = Vec::new();
     for depot in &collected {
         let mut orphanage = Orphanage::load(depot)?;
-        if !args.dry_run {
+        if !options.dry_run {
             reclaimed += reclaim_killed_gcs(depot);
             reclaimed += clima_artifact_runtime::depot::reclaim_stale_partials(depot);
         }
@@ -149,7 +148,7 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
     }
     let mut refusal = None;
     let live = manifests.iter().filter(|m| m.status != "missing").count();
-    if live == 0 && !unreferenced.is_empty() && !args.force {
+    if live == 0 && !unreferenced.is_empty() && !options.force {
         let why = format!(
             "no manifest that still exists is recorded in {} and none was given, so gc would \
              remove all {} installed artifact(s); pass --manifest PATH for the manifests you use, \
@@ -163,12 +162,12 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
             unreferenced.len()
         );
         // A dry run removes nothing: it lists what a real run would refuse to remove.
-        if !args.dry_run {
+        if !options.dry_run {
             return Err(CliError::usage(why));
         }
         refusal = Some(why);
     }
-    if !args.dry_run {
+    if !options.dry_run {
         remove_due(&mut unreferenced);
         for mut orphanage in orphanages {
             for u in unreferenced.iter().filter(|u| u.removed) {
@@ -181,10 +180,10 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
         }
     }
     Ok(Report {
-        dry_run: args.dry_run,
+        dry_run: options.dry_run,
         kept: installed - unreferenced.len(),
         reclaimed,
-        delay_seconds: args.delay.as_secs_f64(),
+        delay_seconds: options.delay.as_secs_f64(),
         collected,
         manifests,
         unreferenced,

@@ -287,6 +287,14 @@ pub(crate) fn private_node_depot(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// The artifact and owner uid of the partial download named `name`, if it is one.
+fn partial_owner(name: &str) -> Option<(GitTreeSha1, u32)> {
+    match layout::Entry::parse(name)? {
+        layout::Entry::Partial { artifact, uid, .. } => Some((artifact, uid)),
+        _ => None,
+    }
+}
+
 /// How long a partial download nobody works on is kept for a later attempt to continue:
 /// 7 days since it last received a byte.
 pub const PARTIAL_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
@@ -302,14 +310,6 @@ pub fn partial_name(hash: &GitTreeSha1, url: &str) -> String {
         uid: clima_artifact_fs::euid(),
     }
     .name()
-}
-
-/// The artifact and owner uid of the partial download named `name`, if it is one.
-fn partial_owner(name: &str) -> Option<(GitTreeSha1, u32)> {
-    match layout::Entry::parse(name)? {
-        layout::Entry::Partial { artifact, uid, .. } => Some((artifact, uid)),
-        _ => None,
-    }
 }
 
 /// Age after which a leftover probe file is removed (a live probe exists for microseconds).
@@ -730,13 +730,16 @@ impl Depot {
         for entry in rd.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            if name.starts_with(PROBE_PREFIX) {
-                remove_if_older(&entry.path(), PROBE_MAX_AGE);
-                continue;
-            }
-            if let Some((hash, uid)) = partial_owner(name) {
-                let _ = self.reclaim_partial(name, &hash, uid, holding);
-                continue;
+            match layout::Entry::parse(name) {
+                Some(layout::Entry::Probe { .. }) => {
+                    remove_if_older(&entry.path(), PROBE_MAX_AGE);
+                    continue;
+                }
+                Some(layout::Entry::Partial { artifact, uid, .. }) => {
+                    let _ = self.reclaim_partial(name, &artifact, uid, holding);
+                    continue;
+                }
+                _ => {}
             }
             let Some((hash, tmp_host, pid)) = Depot::temp_dir_owner(name) else {
                 continue;

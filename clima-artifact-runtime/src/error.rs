@@ -66,8 +66,9 @@ pub enum Error {
     /// None of the depots can be written to.
     #[error(
         "no writable depot to install artifact `{name}` into; tried {}. Set {DEPOT_PATH} to a writable directory (colon-separated list)",
-        render_tried(tried)
-    , DEPOT_PATH = clima_artifact_vars::DEPOT_PATH)]
+        render_tried(tried),
+        DEPOT_PATH = clima_artifact_vars::DEPOT_PATH
+    )]
     NoWritableDepot {
         /// The artifact being installed.
         name: String,
@@ -81,8 +82,9 @@ pub enum Error {
         "not installing artifact `{name}` into the depot `{}`: {link}; nothing was written or \
          removed there. Remove the link (or have its owner remove it), or take this depot out \
          of {DEPOT_PATH}",
-        depot.display()
-    , DEPOT_PATH = clima_artifact_vars::DEPOT_PATH)]
+        depot.display(),
+        DEPOT_PATH = clima_artifact_vars::DEPOT_PATH
+    )]
     PlantedDepotLink {
         /// The artifact being installed.
         name: String,
@@ -95,8 +97,9 @@ pub enum Error {
     #[error(
         "artifact `{name}` ({hash}) is not installed in any depot ({}) and {OFFLINE} is set, so it cannot be downloaded from {}; run `clima-artifacts fetch` on a machine with network access (into a depot listed here), or unset {OFFLINE}",
         render_paths(depots),
-        render_urls(urls)
-    , OFFLINE = clima_artifact_vars::OFFLINE)]
+        render_urls(urls),
+        OFFLINE = clima_artifact_vars::OFFLINE
+    )]
     Offline {
         /// The artifact.
         name: String,
@@ -148,8 +151,9 @@ pub enum Error {
          set {name} /path/to/copy`)",
         clima_artifact_fs::human_bytes(*size),
         clima_artifact_fs::human_bytes(*limit),
-        manifest.display()
-    , MAX_DOWNLOAD_SIZE = clima_artifact_vars::MAX_DOWNLOAD_SIZE)]
+        manifest.display(),
+        MAX_DOWNLOAD_SIZE = clima_artifact_vars::MAX_DOWNLOAD_SIZE
+    )]
     DownloadTooLarge {
         /// The artifact.
         name: String,
@@ -172,8 +176,9 @@ pub enum Error {
         clima_artifact_fs::human_bytes(*size),
         depot.display(),
         clima_artifact_fs::human_bytes(*free),
-        clima_artifact_fs::human_bytes(*reserve)
-    , MIN_FREE_SPACE = clima_artifact_vars::MIN_FREE_SPACE)]
+        clima_artifact_fs::human_bytes(*reserve),
+        MIN_FREE_SPACE = clima_artifact_vars::MIN_FREE_SPACE
+    )]
     NoRoom {
         /// The artifact.
         name: String,
@@ -264,8 +269,9 @@ pub enum Error {
     /// Another process held the artifact's lock for too long.
     #[error(
         "timed out after {seconds}s waiting for `{}` ({holder}); if that process is stuck, stop it, or raise {LOCK_TIMEOUT} (seconds)",
-        path.display()
-    , LOCK_TIMEOUT = clima_artifact_vars::LOCK_TIMEOUT)]
+        path.display(),
+        LOCK_TIMEOUT = clima_artifact_vars::LOCK_TIMEOUT
+    )]
     LockTimeout {
         /// The lock file.
         path: PathBuf,
@@ -305,8 +311,9 @@ pub enum Error {
     /// The node-local depot (MPI node-local mode) cannot be created.
     #[error(
         "cannot create the node-local depot `{}` (set by {NODE_LOCAL_DEPOT}): {cause}; point {NODE_LOCAL_DEPOT} at a writable folder on each node, or unset it to install into the shared depot",
-        path.display()
-    , NODE_LOCAL_DEPOT = clima_artifact_vars::NODE_LOCAL_DEPOT)]
+        path.display(),
+        NODE_LOCAL_DEPOT = clima_artifact_vars::NODE_LOCAL_DEPOT
+    )]
     NodeLocalDepot {
         /// The node depot.
         path: PathBuf,
@@ -323,8 +330,9 @@ pub enum Error {
          you: point {NODE_LOCAL_DEPOT} at a folder of your own that does not \
          exist yet (the job creates it, e.g. `$TMPDIR/clima-depot`), or unset it to use the \
          shared depot",
-        path.display()
-    , NODE_LOCAL_DEPOT = clima_artifact_vars::NODE_LOCAL_DEPOT)]
+        path.display(),
+        NODE_LOCAL_DEPOT = clima_artifact_vars::NODE_LOCAL_DEPOT
+    )]
     NodeLocalDepotNotPrivate {
         /// The node depot.
         path: PathBuf,

@@ -31,12 +31,12 @@
 //! artifact's lock; only temp dirs of this host are considered). If the final path already exists
 //! when renaming, another process won the race: that is success.
 
-use clima_artifact_vars::{DEPOT_PATH, LOCK_TIMEOUT, RETRIES};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
+use clima_artifact_vars::{DEPOT_PATH, LOCK_TIMEOUT, RETRIES};
 
 use clima_artifact_manifest::{ArtifactVariant, Download, layout};
 use clima_artifact_net::ranged::{self, Kept, Large};

@@ -23,12 +23,12 @@
 //! that cannot be taken at all (no permission to create or open the lock file in a shared depot,
 //! `flock` refused) is logged and the install proceeds without it.
 
-use clima_artifact_vars::LOCK_TIMEOUT;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use clima_artifact_vars::LOCK_TIMEOUT;
 use clima_comms::notice;
 
 use crate::Error;

@@ -1,6 +1,5 @@
 //! [`RunSync`]: push a run folder to storage at checkpoints, pull it back on restore.
 
-use clima_artifact_vars::{SYNC_ARTIFACTS, SYNC_EXCLUDE, SYNC_WARN_AFTER};
 use std::fs;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -15,6 +14,7 @@ use crate::index::{
     sha256_file,
 };
 use crate::storage::{Prefixed, Storage, check_key};
+use clima_artifact_vars::{SYNC_ARTIFACTS, SYNC_EXCLUDE, SYNC_WARN_AFTER};
 use clima_comms::Context;
 
 use crate::SyncError;

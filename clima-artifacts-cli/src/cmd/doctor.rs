@@ -4,13 +4,13 @@
 //! exists, whether installs can write there, whether its filesystem is read-only, its free
 //! space, and which one installs go to.
 
-use clima_artifact_vars::DEPOT_PATH;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use clima_artifact_runtime::manifest::layout::artifacts_dir;
 use clima_artifact_runtime::trust::redact_url;
+use clima_artifact_vars::DEPOT_PATH;
 
 use crate::args::DoctorArgs;
 use crate::cmd;
