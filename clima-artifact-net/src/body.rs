@@ -13,29 +13,12 @@ use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
 use clima_artifact_manifest::Sha256;
+use clima_artifact_progress::{Transfer, notice};
 use clima_artifact_vars::{LOW_SPEED_LIMIT, LOW_SPEED_TIME};
-use clima_comms::notice;
 use sha2::Digest;
 
 use crate::NetConfig;
 use crate::source::Source;
-
-/// The events of one download after its start, as a progress display receives them.
-pub trait Transfer: Send {
-    /// `total` bytes have been received so far (with several connections: by all of them,
-    /// bytes kept from an earlier attempt included).
-    fn received(&mut self, total: u64);
-    /// `open` connections are fetching the download now (called when the number changes,
-    /// only for downloads over several connections).
-    fn connections(&mut self, open: usize) {
-        let _ = open;
-    }
-    /// The download finished: `bytes` read in `elapsed`. (Verification follows.)
-    fn done(self: Box<Self>, bytes: u64, elapsed: Duration);
-    /// The download failed; `reason` is the error's message. A transfer dropped without
-    /// `done` or `failed` was abandoned.
-    fn failed(self: Box<Self>, reason: &str);
-}
 
 const CHUNK: usize = 256 * 1024;
 

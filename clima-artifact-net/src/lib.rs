@@ -30,6 +30,7 @@ pub mod ranged;
 pub mod source;
 pub mod trust;
 
-pub use body::{Body, BodyRules, RuleBroken, Tap, Transfer};
+pub use body::{Body, BodyRules, RuleBroken, Tap};
+pub use clima_artifact_progress::Transfer;
 pub use config::{DEFAULT_PARALLEL_MIN_SIZE, NetConfig, ProxySettings};
 pub use error::NetError;

@@ -45,7 +45,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use clima_artifact_fs::{Dir, human_bytes};
-use clima_comms::notice;
+use clima_artifact_progress::notice;
 use sha2::Digest;
 
 use crate::limit::Permit;
@@ -962,7 +962,7 @@ impl Shared {
                 "a range came with another ETag or Last-Modified than the first response's".into(),
             ),
             206 if validator_of(&resp).is_none() => {
-                tracing::debug!("a range came without a validator; one stream from now on");
+                notice::detail("a range came without a validator; one stream from now on");
                 self.release(k);
                 self.go_single(id);
                 Got::Again
@@ -976,10 +976,10 @@ impl Shared {
                     Got::Range(ranged_stream(resp, from, permit))
                 }
                 other => {
-                    tracing::debug!(
+                    notice::detail(&format!(
                         "a range request was answered with {}; one stream from now on",
                         describe_range(other)
-                    );
+                    ));
                     self.release(k);
                     self.go_single(id);
                     Got::Again
@@ -1002,7 +1002,9 @@ impl Shared {
                 };
                 if crate::retry::retires_connection(status) && self.retire() {
                     // The server limits connections: this one closes, the others go on.
-                    tracing::debug!("connection {id} closed: HTTP {status} to a range request");
+                    notice::detail(&format!(
+                        "connection {id} closed: HTTP {status} to a range request"
+                    ));
                     self.release(k);
                     return Got::Retire;
                 }

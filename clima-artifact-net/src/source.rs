@@ -419,10 +419,10 @@ fn agent_for(agent: &ureq::Agent, url: &str, config: &NetConfig) -> Result<ureq:
     let proxy = config.proxy.for_url(url);
     match redirect::parts(url).map(|p| p.host.to_owned()) {
         Some(host) if crate::trust::skips_verification(config, &host) => {
-            clima_comms::notice::warn(&format!(
+            clima_artifact_progress::notice::warn(&format!(
                 "not verifying the TLS certificate of `{}` ({NO_VERIFY_HOSTS}); \
                  the sha256 and the tree hash still check what is downloaded",
-                clima_comms::notice::printable(&host)
+                clima_artifact_progress::notice::printable(&host)
             ));
             agent_verifying(config, false, proxy)
         }
@@ -498,7 +498,11 @@ pub(crate) fn get_following_redirects(
                 crate::trust::redact_url(&next)
             ))
         })?;
-        tracing::debug!("redirected from `{current}` to `{next}`");
+        clima_artifact_progress::notice::detail(&format!(
+            "redirected from `{}` to `{}`",
+            clima_artifact_fs::printable(&crate::trust::redact_url(&current)),
+            clima_artifact_fs::printable(&crate::trust::redact_url(&next))
+        ));
         current = next;
     }
     Err(refused(format!(

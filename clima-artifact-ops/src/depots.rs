@@ -144,7 +144,7 @@ pub fn recorded_manifests(depot: &Path) -> CliResult<Vec<PathBuf>> {
         CliError::failure(format!(
             "`{}` is not valid TOML ({}); remove it and let the next runs record manifest usage again",
             log.display(),
-            clima_comms::notice::printable(e.to_string().trim_end())
+            clima_artifact_fs::printable(e.to_string().trim_end())
         ))
     })?;
     Ok(doc
@@ -164,7 +164,7 @@ pub fn read_log(path: &Path) -> std::io::Result<Option<String>> {
     clima_artifact_fs::read_shared_text(path, MAX_LOG_BYTES).map_err(|e| {
         std::io::Error::new(
             e.kind(),
-            clima_comms::notice::printable(&e.to_string()).into_owned(),
+            clima_artifact_fs::printable(&e.to_string()).into_owned(),
         )
     })
 }

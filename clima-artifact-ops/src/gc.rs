@@ -267,8 +267,8 @@ fn refuse_planted_links(depot: &Path) -> CliResult {
         return Err(CliError::failure(format!(
             "not collecting `{}`: {}; nothing was removed. Remove the link (or have its \
              owner remove it) and run gc again",
-            clima_comms::notice::printable(&depot.display().to_string()),
-            clima_comms::notice::printable(&link.to_string())
+            clima_artifact_fs::printable(&depot.display().to_string()),
+            clima_artifact_fs::printable(&link.to_string())
         )));
     }
     Ok(())
@@ -398,7 +398,7 @@ impl Orphanage {
                             "`{}` is not valid TOML ({}); remove it (orphans are then marked \
                              again and deleted one delay later)",
                             path.display(),
-                            clima_comms::notice::printable(e.to_string().trim_end())
+                            clima_artifact_fs::printable(e.to_string().trim_end())
                         ))
                     })?;
                 for (k, v) in doc.as_table() {

@@ -244,7 +244,7 @@ impl Config {
                     let used = k.clamp(1, most);
                     static TOLD: std::sync::Once = std::sync::Once::new();
                     TOLD.call_once(|| {
-                        clima_comms::notice::warn(&format!(
+                        clima_artifact_progress::notice::warn(&format!(
                             "{n}=`{}` is out of range (1 to {most}): using {used}",
                             clima_artifact_fs::printable(&v)
                         ));

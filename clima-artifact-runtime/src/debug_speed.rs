@@ -31,7 +31,7 @@ pub(crate) fn after_install(name: &str, bytes: u64, took: Duration) {
         return;
     }
     if let Some(text) = judge(name, bytes, took, probe()) {
-        clima_comms::notice::warn(&text);
+        clima_artifact_progress::notice::warn(&text);
     }
 }
 

@@ -522,25 +522,31 @@ pub fn record_usage(depot: &Path, manifest: &Path) {
     // Through another user's symlink the entry would land in their target (say, the
     // victim's own `~/.julia/logs`): not written, and said once.
     if let Ok(Some(link)) = clima_artifact_fs::foreign_link(&logs) {
-        clima_comms::notice::warn(&format!(
+        clima_artifact_progress::notice::warn(&format!(
             "not recording usage in `{}`: {link}; remove the link",
             path.display()
         ));
         return;
     }
     if let Err(e) = std::fs::create_dir_all(&logs) {
-        tracing::debug!("cannot record usage in `{}`: {e}", path.display());
+        clima_artifact_progress::notice::detail(&format!(
+            "cannot record usage in `{}`: {e}",
+            path.display()
+        ));
         return;
     }
     let _julia = usage_log_pidlock(&logs);
     match append_to_regular_file(&path, entry.as_bytes()) {
         Ok(()) => {}
-        Err(Append::Planted(what)) => clima_comms::notice::warn(&format!(
+        Err(Append::Planted(what)) => clima_artifact_progress::notice::warn(&format!(
             "not recording usage in `{}`: it is {what}, not a regular file (planted by someone \
              with write access to the depot?); left alone and not followed: remove it",
             path.display()
         )),
-        Err(Append::Io(e)) => tracing::debug!("cannot record usage in `{}`: {e}", path.display()),
+        Err(Append::Io(e)) => clima_artifact_progress::notice::detail(&format!(
+            "cannot record usage in `{}`: {e}",
+            path.display()
+        )),
     }
 }
 
@@ -570,14 +576,16 @@ fn usage_log_pidlock(logs: &Path) -> Option<crate::julia_lock::JuliaPidfile> {
         match JuliaPidfile::try_take_file(logs, "artifact_usage.toml.pid", 3.0) {
             Take::Held(pidfile) => return Some(pidfile),
             Take::Unusable(why) => {
-                tracing::debug!("{why}; recording usage without it");
+                clima_artifact_progress::notice::detail(&format!(
+                    "{why}; recording usage without it"
+                ));
                 return None;
             }
             Take::Busy(holder) if start.elapsed() > std::time::Duration::from_secs(10) => {
-                tracing::debug!(
+                clima_artifact_progress::notice::detail(&format!(
                     "the usage log's lock is held by {}; recording usage without it",
                     holder.describe()
-                );
+                ));
                 return None;
             }
             Take::Busy(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
@@ -753,18 +761,18 @@ impl Depot {
             } else {
                 match try_lock_existing(&self.lock_path(&hash)) {
                     LockProbe::Held => {
-                        tracing::debug!(
+                        clima_artifact_progress::notice::detail(&format!(
                             "keeping `{}`: its artifact's lock is held (pid {pid} may live in \
                          another PID namespace)",
                             entry.path().display()
-                        );
+                        ));
                         continue;
                     }
                     LockProbe::Free(file) => Some(file),
                     LockProbe::Unknown => None,
                 }
             };
-            clima_comms::notice::info(&format!(
+            clima_artifact_progress::notice::info(&format!(
                 "removing `{}` left by dead process {pid}",
                 entry.path().display()
             ));
@@ -808,7 +816,7 @@ impl Depot {
         };
         let removed = clima_artifact_net::ranged::remove_kept(&dir, name);
         if removed {
-            clima_comms::notice::info(&format!(
+            clima_artifact_progress::notice::info(&format!(
                 "removed the partial download `{}`: nothing was added to it for {} days",
                 path.display(),
                 PARTIAL_MAX_AGE.as_secs() / 86400
@@ -848,7 +856,7 @@ fn remove_if_older(path: &Path, age: std::time::Duration) {
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|elapsed| elapsed > age);
     if old {
-        clima_comms::notice::info(&format!(
+        clima_artifact_progress::notice::info(&format!(
             "removing leftover probe file `{}`",
             path.display()
         ));

@@ -51,7 +51,7 @@ use crate::locked_file::{HolderNote, LockedFile};
 use crate::progress::{DownloadStart, Transfer};
 use crate::temp_dir::TempDir;
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
-use clima_comms::notice;
+use clima_artifact_progress::notice;
 
 /// How an artifact was made available.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -455,15 +455,11 @@ pub(crate) fn install_received(
     let body = Body::spawn(source, Box::new(Unreported), rules, name.to_owned());
     let (path, bytes) = request.install_body(&attempt, tmp, body).map_err(failed)?;
     let seconds = start.elapsed().as_secs_f64();
-    tracing::info!(
-        artifact = name,
-        from_node = incoming.from_node.as_str(),
-        bytes,
-        seconds,
-        "installed artifact `{name}` received over MPI from node `{}` into `{}`",
-        incoming.from_node,
-        path.display()
-    );
+    notice::detail(&format!(
+        "installed `{name}` received over MPI from node `{}` into `{}`",
+        notice::printable(&incoming.from_node),
+        notice::printable(&path.display().to_string())
+    ));
     Ok(Some(Installed {
         path,
         origin: Origin::Received {
@@ -884,16 +880,10 @@ fn downloaded(
             human_bytes(n)
         ),
     };
-    tracing::info!(
-        artifact = name,
-        url = redact_url(&dl.url).as_str(),
-        bytes,
-        received_bytes = received,
-        reused_bytes = reused,
-        seconds,
-        "installed artifact `{name}`{how} into `{}`{kept}",
-        path.display()
-    );
+    notice::detail(&format!(
+        "installed `{name}`{how} into `{}`{kept}",
+        notice::printable(&path.display().to_string())
+    ));
     crate::debug_speed::after_install(name, bytes, start.elapsed());
     Installed {
         path,
@@ -1139,11 +1129,10 @@ impl InstallRequest<'_> {
         let (name, url, config) = (self.name, dl.url.as_str(), self.config);
         // Printed and logged without credentials (a package server's URL may carry a token).
         let shown = redact_url(url);
-        tracing::info!(
-            artifact = name,
-            url = shown.as_str(),
-            "downloading artifact `{name}` from `{shown}`"
-        );
+        notice::detail(&format!(
+            "downloading `{name}` from `{}`",
+            notice::printable(&shown)
+        ));
         let mut source = self.open_source(dl)?;
         *kept = source.partial.take();
         if kept.is_some()
@@ -1178,12 +1167,8 @@ impl InstallRequest<'_> {
         let size = source.length.or(dl.size);
         let mut transfer: Box<dyn Transfer> = Box::new(HeldEnd {
             inner: Some(
-                crate::progress::current(config.progress).start(&DownloadStart {
-                    artifact: name,
-                    url,
-                    size,
-                    resumed_at,
-                }),
+                crate::progress::reporter(config.progress)
+                    .start(&DownloadStart::new(name, url, size, resumed_at)),
             ),
             end: end.clone(),
         });

@@ -253,7 +253,7 @@ fn take_in(
             } else {
                 "its process is gone".to_owned()
             };
-            clima_comms::notice::info(&format!(
+            clima_artifact_progress::notice::info(&format!(
                 "removed the stale pidfile `{}` of {} ({why})",
                 path.display(),
                 holder.describe()

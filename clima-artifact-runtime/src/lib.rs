@@ -70,7 +70,7 @@ pub mod depot;
 /// `clima-artifact-extract`).
 pub use clima_artifact_extract as extract;
 pub mod inventory;
-pub mod progress;
+pub use clima_artifact_progress as progress;
 pub mod report;
 pub use clima_artifact_extract::tree_hash;
 pub use clima_artifact_net::trust;

@@ -28,8 +28,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use clima_artifact_progress::notice;
 use clima_artifact_vars::LOCK_TIMEOUT;
-use clima_comms::notice;
 
 use crate::Error;
 
@@ -322,7 +322,7 @@ fn read_holder(file: &File) -> String {
         "another process".to_owned()
     } else {
         // Anyone who can write to the depot can write this record: escaped before printing.
-        clima_comms::notice::printable(s).into_owned()
+        clima_artifact_progress::notice::printable(s).into_owned()
     }
 }
 

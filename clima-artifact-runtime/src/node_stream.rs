@@ -241,7 +241,7 @@ fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
         .parent()
         .and_then(Path::parent)
         .unwrap_or(&have.path);
-    clima_comms::notice::info(&format!(
+    clima_artifact_progress::notice::info(&format!(
         "`{}` found in the shared depot `{}`: nothing copied to node depots (every rank reads \
          `{}`; remove it from the shared depot to have node-local copies)",
         me.name,

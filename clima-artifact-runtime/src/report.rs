@@ -122,7 +122,7 @@ pub fn gather_records(ctx: &dyn Context, local: &[ArtifactRecord]) -> Option<Vec
     for (rank, bytes) in gathered.iter().enumerate() {
         match serde_json::from_slice::<Vec<ArtifactRecord>>(bytes) {
             Ok(records) => all.extend(records),
-            Err(err) => clima_comms::notice::warn(&format!(
+            Err(err) => clima_artifact_progress::notice::warn(&format!(
                 "provenance records from rank {rank} are unreadable and left out of the report: {err}"
             )),
         }

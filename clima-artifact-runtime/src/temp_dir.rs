@@ -5,7 +5,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use clima_artifact_fs::{Dir, euid};
-use clima_comms::notice;
+use clima_artifact_progress::notice;
 
 use crate::install::remove_tree;
 

@@ -188,7 +188,7 @@ fn reclaim_once(dir: &Dir) {
     {
         let n = dir.reclaim_stale_temps(UPLOAD_MARK);
         if n > 0 {
-            clima_comms::notice::info(&format!(
+            clima_artifact_progress::notice::info(&format!(
                 "removed {n} upload temp file(s) of killed syncs in `{}`",
                 dir.path().display()
             ));

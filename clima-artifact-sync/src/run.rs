@@ -266,7 +266,7 @@ impl SlowWatch {
             elapsed.as_secs_f64(),
             self.after.as_secs_f64()
         );
-        clima_comms::notice::warn(&message);
+        clima_artifact_progress::notice::warn(&message);
         self.warned = Some(message);
     }
 }
@@ -359,7 +359,7 @@ impl Local<'_> {
             for entry in entries {
                 let entry = entry.map_err(|e| SyncError::io("list", &dir, e))?;
                 let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                    clima_comms::notice::warn(&format!(
+                    clima_artifact_progress::notice::warn(&format!(
                         "not syncing `{}`: its name is not UTF-8; rename it to sync it",
                         entry.path().display()
                     ));
@@ -377,7 +377,7 @@ impl Local<'_> {
                     Ok(meta) => meta,
                     // Deleted since it was listed (a model removing a temp file): not an output.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        clima_comms::notice::warn(&format!(
+                        clima_artifact_progress::notice::warn(&format!(
                             "not syncing `{}`: it vanished while listing",
                             child
                         ));
@@ -462,7 +462,7 @@ impl Local<'_> {
             let sha256 = match sha256_file(&c.path) {
                 Ok(sha) => sha,
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
-                    clima_comms::notice::warn(&format!(
+                    clima_artifact_progress::notice::warn(&format!(
                         "not syncing `{}`: it vanished during the sync",
                         c.rel
                     ));
@@ -504,7 +504,7 @@ impl Local<'_> {
             let sent = match self.storage.put_file(&c.rel, &c.path) {
                 Ok(sent) => sent,
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
-                    clima_comms::notice::warn(&format!(
+                    clima_artifact_progress::notice::warn(&format!(
                         "not syncing `{}`: it vanished during the sync",
                         c.rel
                     ));
@@ -567,7 +567,7 @@ impl Local<'_> {
                     if meta.len() == entry.size && local_mtime == entry.mtime_ns {
                         restored.up_to_date += 1;
                     } else if local_mtime > entry.mtime_ns {
-                        clima_comms::notice::warn(&format!(
+                        clima_artifact_progress::notice::warn(&format!(
                             "not restoring `{}`: the local file is newer than the stored copy in \
                              `{}`; kept as it is",
                             path.display(),
@@ -622,7 +622,7 @@ impl Local<'_> {
                 Ok((n, sha)) if sha == entry.sha256 => n,
                 Ok((_, sha)) => {
                     let _ = fs::remove_file(&tmp);
-                    clima_comms::notice::warn(&format!(
+                    clima_artifact_progress::notice::warn(&format!(
                         "not restoring `{rel}` from `{}`: its content (sha256 {sha}) is not what \
                          the sync index records ({}); it was changed or only half uploaded",
                         self.storage.url(),
@@ -637,7 +637,7 @@ impl Local<'_> {
                     | SyncError::LargerThanRecorded { .. }),
                 ) => {
                     let _ = fs::remove_file(&tmp);
-                    clima_comms::notice::warn(&format!("not restoring `{rel}`: {e}"));
+                    clima_artifact_progress::notice::warn(&format!("not restoring `{rel}`: {e}"));
                     restored.skipped.push(rel);
                     continue;
                 }

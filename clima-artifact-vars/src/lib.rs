@@ -134,6 +134,11 @@ vars! {
         "0: no download progress or informational notices (warnings still show)",
         default: "`1`",
         "`0` hides download progress and informational notices, keeping warnings: by default a bar per download when stderr is a terminal, otherwise plain log lines (start with size and host, progress at most every 10 s or 10 %, end with bytes, time and rate) for batch logs, in models and in the CLI alike (the CLI's `--json` is quiet the same way); lock waits (naming the holder, its progress and `CLIMA_ARTIFACTS_LOCK_TIMEOUT`), retries (cause and next delay), fall-throughs to the next source and skipped restores are printed in the same style, `clima-artifacts: warning: ...` for warnings, with no `tracing` subscriber needed; a program can report all of it its own way (`progress::set_reporter`)";
+    /// `1`: details of how downloads went (redirects, ranges refused) as notices.
+    VERBOSE = "CLIMA_ARTIFACTS_VERBOSE",
+        "1: also print details of how the work went (redirects, refused ranges)",
+        default: "`0`",
+        "`1` also prints `clima-artifacts: detail: ...` lines: redirects followed, a server that answered a range request with the whole file, usage records that could not be written (the CLI's `--verbose` does the same)";
     /// TLS roots: a PEM bundle or a folder of PEM files.
     CA_ROOTS = "CLIMA_ARTIFACTS_CA_ROOTS", "TLS roots: a PEM bundle or a folder of PEM files",
         default: "system bundle",

@@ -32,6 +32,10 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Also print details of how the work went (redirects followed, refused ranges, usage
+    /// records that could not be written) as `clima-artifacts: detail: ...` lines.
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
 }
 
 /// The subcommands.

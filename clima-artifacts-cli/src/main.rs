@@ -56,6 +56,9 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = args::Cli::parse();
+    if cli.verbose {
+        clima_artifact_runtime::progress::notice::set_verbose(true);
+    }
     match cmd::run(cli.command) {
         Ok(()) => ExitCode::from(error::EXIT_OK),
         Err(e) => {

@@ -17,7 +17,8 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Whether bars should be drawn.
 pub fn enabled() -> bool {
-    !clima_comms::notice::quiet_by_environment() && std::io::stderr().is_terminal()
+    !clima_artifact_runtime::progress::notice::quiet_by_environment()
+        && std::io::stderr().is_terminal()
 }
 
 /// Sets how the runtime reports downloads and notices for this command, and returns whether
@@ -25,7 +26,7 @@ pub fn enabled() -> bool {
 /// [`multi`] on a terminal, plain lines otherwise, warnings only when `quiet` (`--json`) or
 /// `CLIMA_ARTIFACTS_PROGRESS=0`.
 pub fn report_to_user(quiet: bool) -> bool {
-    if quiet || clima_comms::notice::quiet_by_environment() {
+    if quiet || clima_artifact_runtime::progress::notice::quiet_by_environment() {
         set_reporter(Arc::new(Silent));
         false
     } else if enabled() {

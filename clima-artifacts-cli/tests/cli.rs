@@ -1151,6 +1151,56 @@ fn fetch_all_skips_entries_that_need_an_override() {
     sb.cli().args(["fetch", "local_only"]).assert().code(1);
 }
 
+/// Details of how a download went (here: a redirect, with the user info of the URL redacted)
+/// are printed only with `--verbose`, in the notices' style.
+#[test]
+fn verbose_shows_the_redirect_a_download_followed() {
+    if !clima_artifact_tests::have_git() {
+        return;
+    }
+    let server = TestServer::start();
+    let art = clima_artifact_tests::TestArtifact::sample(1543);
+    server.serve("real.tar.gz", art.tarball.clone());
+    server.always(
+        "hop.tar.gz",
+        clima_artifact_tests::Fault::Redirect("/real.tar.gz".to_owned()),
+    );
+    let url = server
+        .url("hop.tar.gz")
+        .replace("http://", "http://someone:s3cret@");
+    let fetch = |verbose: bool| {
+        let sb = Sandbox::new();
+        fs::write(
+            sb.work.join("Artifacts.toml"),
+            format!(
+                "[era5]\ngit-tree-sha1 = \"{}\"\n[[era5.download]]\nurl = \"{url}\"\nsha256 = \"{}\"\n",
+                art.tree_hash, art.sha256
+            ),
+        )
+        .unwrap();
+        let mut cmd = sb.cli();
+        if verbose {
+            cmd.arg("--verbose");
+        }
+        let out = cmd.args(["fetch", "era5"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let quiet = fetch(false);
+    assert!(!quiet.contains("detail:"), "{quiet}");
+    let stderr = fetch(true);
+    assert!(
+        stderr.contains("clima-artifacts: detail: redirected from `http://")
+            && stderr.contains("/real.tar.gz`"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("s3cret"),
+        "the password was printed: {stderr}"
+    );
+}
+
 /// `list` shows every entry, broken ones with their error, and exits 0 (listing is not using);
 /// fetching or verifying a broken entry fails.
 #[test]

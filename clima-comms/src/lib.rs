@@ -14,8 +14,6 @@
 //!   same thing. Artifact installs and run sync both use these, with one wire framing, and
 //!   their errors travel in one JSON wire form ([`json_to_wire`], [`json_from_wire`]).
 //! - [`on_thread_ranks`]: a multi-rank context of threads, to test collective code without MPI.
-//! - [`notice`]: messages for the person running the program (lock waits, retries, skipped
-//!   files), one sink per process, plain stderr lines by default.
 //!
 //! # Calls with a context are COLLECTIVE
 //!
@@ -29,7 +27,6 @@ use std::sync::Arc;
 mod collective;
 #[cfg(feature = "mpi")]
 mod mpi_context;
-pub mod notice;
 mod threads;
 
 /// The rsmpi crate this crate was built with (initialise MPI with `mpi::initialize()`).

@@ -54,7 +54,8 @@ pub(super) fn write_collective(ctx: &dyn Context, dir: &Path) -> io::Result<Opti
 }
 
 /// Writes the provenance report when dropped (for example at the end of `main`, or while
-/// unwinding from a panic). Errors are logged with `tracing`, never raised in `drop`; call
+/// unwinding from a panic). Errors are printed as warnings (notices), never raised in `drop`;
+/// call
 /// [`ReportGuard::finish`] to get them instead.
 ///
 /// The collective form ([`ReportGuard::collective`]) must be dropped on every rank, like any
@@ -128,7 +129,7 @@ impl Drop for ReportGuard<'_> {
         let result = match self.ctx {
             Some(ctx) if std::thread::panicking() && ctx.size() > 1 => {
                 let rank = ctx.rank();
-                clima_comms::notice::warn(&format!(
+                clima_artifact_progress::notice::warn(&format!(
                     "panicking: writing rank {rank}'s own provenance records without gathering"
                 ));
                 let mut local = report();
@@ -138,16 +139,16 @@ impl Drop for ReportGuard<'_> {
             _ => self.write(),
         };
         match result {
-            Ok(Some(paths)) => clima_comms::notice::info(&format!(
+            Ok(Some(paths)) => clima_artifact_progress::notice::info(&format!(
                 "provenance report written to `{}`, `{}` and `{}`",
                 paths.markdown.display(),
                 paths.json.display(),
                 paths.bibtex.display()
             )),
             Ok(None) => {}
-            Err(err) => {
-                clima_comms::notice::warn(&format!("could not write the provenance report: {err}"))
-            }
+            Err(err) => clima_artifact_progress::notice::warn(&format!(
+                "could not write the provenance report: {err}"
+            )),
         }
     }
 }

@@ -110,3 +110,26 @@ fn crate_names_are_matched_as_whole_identifiers() {
     assert!(!names("use sha2x::Digest;", "sha2"));
     assert!(!names("my_sha2::x", "sha2"));
 }
+
+/// The crates below the communication layer never depend on it (issue 36, item 5): the network,
+/// extraction, file-system, format and progress crates are usable without an MPI-capable
+/// crate in their tree, and report to the user through `clima-artifact-progress`.
+#[test]
+fn the_lower_crates_do_not_depend_on_the_communication_crate() {
+    let root = repo();
+    let mut problems = Vec::new();
+    for member in [
+        "clima-artifact-vars",
+        "clima-artifact-manifest",
+        "clima-artifact-fs",
+        "clima-artifact-progress",
+        "clima-artifact-extract",
+        "clima-artifact-net",
+    ] {
+        let deps = declared(&toml_of(&root.join(member).join("Cargo.toml")));
+        if deps.iter().any(|d| d == "clima-comms") {
+            problems.push(format!("{member} depends on clima-comms"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

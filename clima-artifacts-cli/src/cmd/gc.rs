@@ -44,7 +44,7 @@ fn print_report(report: &Report, delay: std::time::Duration) {
             println!(
                 "manifest {} no longer exists; it stops counting",
                 // Recorded by anyone who can write to the depot: escaped.
-                clima_comms::notice::printable(&m.path.display().to_string())
+                clima_artifact_fs::printable(&m.path.display().to_string())
             );
         }
     }

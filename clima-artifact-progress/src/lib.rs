@@ -1,10 +1,11 @@
-//! Download progress as events, drawn by a [`Reporter`] (as rustup's download crate reports
-//! progress events to whoever draws them).
+//! What the user sees while clima-artifacts works: download progress as events, drawn by a
+//! [`Reporter`] (as rustup's download crate reports progress events to whoever draws them), and
+//! the process's [`notice`]s, sent to the same reporter.
 //!
 //! Each download calls [`Reporter::start`] with its [`DownloadStart`] (artifact, URL, size if
 //! known) and then reports to the returned [`Transfer`]: bytes received so far, then `done` or
-//! `failed`. Three reporters ship with the runtime, chosen by [`default_reporter`] unless a
-//! program sets its own with [`set_reporter`]:
+//! `failed`. Three reporters ship here, chosen by [`default_reporter`] unless a program sets its
+//! own with [`set_reporter`]:
 //!
 //! | reporter | when | what it prints on stderr |
 //! |---|---|---|
@@ -16,17 +17,21 @@
 //! waits, retries, fall-throughs to the next source, resumed downloads, skipped restores and
 //! other warnings. They are events of the reporter, not `tracing` events, so that they reach
 //! the user's stderr without the model's author installing a subscriber, and a program that
-//! draws its own progress gets them in the same place as its bars.
+//! draws its own progress gets them in the same place as its bars. The network layer, the
+//! runtime and run sync all report here; this crate depends on nothing but the ground floor
+//! (`clima-artifact-vars`, `clima-artifact-fs`), so none of them needs the others for it.
 //!
 //! Events come from the thread that reads the download, so implementations are `Send + Sync`
 //! and should be cheap (`received` is called for every buffer read, about every 256 KiB).
+
+pub mod notice;
 
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
-use clima_comms::notice::{Level, Notice, plain_line, print_plain};
+use notice::{Level, Notice, plain_line, print_plain};
 
 /// What is known when a download starts.
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +48,20 @@ pub struct DownloadStart<'a> {
     pub resumed_at: u64,
 }
 
-/// Receives the progress events of downloads; see the [module docs](self).
+impl<'a> DownloadStart<'a> {
+    /// The start of a download of `artifact` from `url`, of `size` bytes if known, continuing
+    /// from byte `resumed_at` (`0`: from the start).
+    pub fn new(artifact: &'a str, url: &'a str, size: Option<u64>, resumed_at: u64) -> Self {
+        DownloadStart {
+            artifact,
+            url,
+            size,
+            resumed_at,
+        }
+    }
+}
+
+/// Receives the progress events of downloads; see the [crate docs](crate).
 pub trait Reporter: Send + Sync {
     /// A download begins; the returned [`Transfer`] receives its further events.
     fn start(&self, download: &DownloadStart<'_>) -> Box<dyn Transfer>;
@@ -51,14 +69,29 @@ pub trait Reporter: Send + Sync {
     /// A message for the user that is not a download's progress: waiting for another
     /// process's lock, a retry (with its cause and the next delay), a source that failed and
     /// the next one tried, a resumed download, a skipped restore, a warning. See
-    /// [`clima_comms::notice`]. The default prints it as a plain line on stderr
-    /// ([`clima_comms::notice::print_plain`]).
+    /// [`notice`]. The default prints it as a plain line on stderr
+    /// ([`notice::print_plain`]).
     fn notice(&self, notice: &Notice<'_>) {
         print_plain(notice);
     }
 }
 
-pub use clima_artifact_net::Transfer;
+/// Receives the progress of one download (from [`Reporter::start`]).
+pub trait Transfer: Send {
+    /// `total` bytes have been received so far (with several connections: by all of them,
+    /// bytes kept from an earlier attempt included).
+    fn received(&mut self, total: u64);
+    /// `open` connections are fetching the download now (called when the number changes,
+    /// only for downloads over several connections).
+    fn connections(&mut self, open: usize) {
+        let _ = open;
+    }
+    /// The download finished: `bytes` read in `elapsed`. (Verification follows.)
+    fn done(self: Box<Self>, bytes: u64, elapsed: Duration);
+    /// The download failed; `reason` is the error's message. A transfer dropped without
+    /// `done` or `failed` was abandoned.
+    fn failed(self: Box<Self>, reason: &str);
+}
 
 static REPORTER: RwLock<Option<Arc<dyn Reporter>>> = RwLock::new(None);
 
@@ -66,8 +99,12 @@ static REPORTER: RwLock<Option<Arc<dyn Reporter>>> = RwLock::new(None);
 /// or a reporter set before), and that receives every notice ([`Reporter::notice`]) of this
 /// process, the run sync's included. The CLI sets [`TerminalBars::within`] its own display.
 pub fn set_reporter(reporter: Arc<dyn Reporter>) {
-    *REPORTER.write().unwrap_or_else(|e| e.into_inner()) = Some(reporter.clone());
-    clima_comms::notice::set_sink(Arc::new(move |n: &Notice<'_>| reporter.notice(n)));
+    *REPORTER.write().unwrap_or_else(|e| e.into_inner()) = Some(reporter);
+}
+
+/// The reporter a program set, if any.
+fn installed() -> Option<Arc<dyn Reporter>> {
+    REPORTER.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// The reporter used when none was set: [`Silent`] if `progress` is off, [`TerminalBars`] if
@@ -82,10 +119,10 @@ pub fn default_reporter(progress: bool) -> Arc<dyn Reporter> {
     }
 }
 
-/// The reporter in force for a download (the one set, else [`default_reporter`]).
-pub(crate) fn current(progress: bool) -> Arc<dyn Reporter> {
-    let set = REPORTER.read().unwrap_or_else(|e| e.into_inner()).clone();
-    match set {
+/// The reporter in force for a download whose progress is on (`progress`) or off: the one
+/// set with [`set_reporter`], else [`default_reporter`]; off always means [`Silent`].
+pub fn reporter(progress: bool) -> Arc<dyn Reporter> {
+    match installed() {
         Some(r) if progress => r,
         _ => default_reporter(progress),
     }
@@ -99,9 +136,10 @@ impl Reporter for Silent {
     fn start(&self, _: &DownloadStart<'_>) -> Box<dyn Transfer> {
         Box::new(Silent)
     }
-    /// Warnings still reach stderr (quiet means no progress, not no warnings).
+    /// Warnings still reach stderr (quiet means no progress, not no warnings), and so do
+    /// details when they were asked for ([`notice::verbose`]).
     fn notice(&self, notice: &Notice<'_>) {
-        if notice.level == Level::Warning {
+        if notice.level != Level::Info {
             print_plain(notice);
         }
     }
@@ -373,8 +411,9 @@ fn rate(bytes: u64, elapsed: Duration) -> String {
     format!("{}/s", human_bytes((bytes as f64 / secs) as u64))
 }
 
-/// The host of a URL (`https://host:port/path` -> `host:port`), or the URL itself for paths.
-pub(crate) fn host_of(url: &str) -> &str {
+/// The host of a URL (`https://host:port/path` -> `host:port`), or the URL itself for paths;
+/// never the user info (`user:token@`).
+pub fn host_of(url: &str) -> &str {
     match url.split_once("://") {
         // Without the user info: `user:token@host` names only `host`.
         Some((_, rest)) if !rest.starts_with('/') => {
