@@ -9,6 +9,7 @@
 //!     <git-tree-sha1>.pid              Julia 1.13's install pidfile for it
 //!     Overrides.toml                   the depot's overrides (Julia's format)
 //!     .locks/<git-tree-sha1>.lock      our install lock
+//!     .locks/Overrides.toml.lock       our lock of Overrides.toml (held while a mirror edits it)
 //!     .<hash>.clima-install-<owner>    an install in progress (renamed into place when verified)
 //!     .<hash>.gc-<owner>               an artifact gc is deleting (renamed out of the way first)
 //!     .partial-<hash>-<url key>-u<uid> the kept bytes of a large download, for resuming
@@ -206,6 +207,14 @@ pub fn lock_file(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
     artifacts_dir(depot)
         .join(LOCKS)
         .join(format!("{}.lock", hash.to_hex()))
+}
+
+/// `<depot>/artifacts/.locks/Overrides.toml.lock`: the lock `clima-artifacts mirror` holds
+/// while it rewrites its section of the depot's `Overrides.toml`.
+pub fn overrides_lock_file(depot: &Path) -> PathBuf {
+    artifacts_dir(depot)
+        .join(LOCKS)
+        .join(format!("{OVERRIDES}.lock"))
 }
 
 /// `<depot>/artifacts/<hash>.pid`: Julia 1.13's install pidfile of `hash`.

@@ -10,6 +10,8 @@
 //! - [`tarball`]: the deterministic `.tar.gz` of a folder, and its sha256.
 //! - [`recipe`]: run an artifact's recipe into a temp folder and check what it wrote.
 //! - [`census_walk`]: find every `*Artifacts.toml` below some folders for the census.
+//! - [`mirror`]: install every downloadable artifact of some manifests into one depot, several
+//!   at once, with the overrides it manages in a section of its own of `Overrides.toml`.
 //! - [`gc`]: collect a depot's unreferenced artifacts after Pkg's grace period.
 //! - [`depots`]: the depots of the environment, their overrides, and the usage log.
 //! - [`error`]: the error every operation returns: a message that says what to do, and
@@ -20,6 +22,7 @@ pub mod depots;
 pub mod error;
 pub mod gc;
 pub mod manifest_edit;
+pub mod mirror;
 pub mod overrides_edit;
 pub mod recipe;
 pub mod tarball;

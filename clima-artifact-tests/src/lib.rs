@@ -2,7 +2,7 @@
 //!
 //! - [`TestServer`]: a real HTTP/1.1 server on `127.0.0.1:0` (one thread per connection) serving
 //!   registered bodies by path, honouring `Range` (`bytes=a-` and `bytes=a-b`) under `If-Range`,
-//!   optionally capping each connection's rate, counting GETs per path (also readable over
+//!   optionally capping each connection's rate and delaying each response (latency), counting GETs per path (also readable over
 //!   HTTP at `/__count/<path>`, and body bytes sent and most connections at once at
 //!   `/__sent/<path>`, for multi-process tests and benchmarks), with per-path [`Fault`]
 //!   injection.
@@ -111,6 +111,8 @@ struct State {
     dir: Mutex<Option<PathBuf>>,
     /// Body bytes per second per connection (`0`: as fast as the socket takes them).
     rate: std::sync::atomic::AtomicU64,
+    /// Microseconds every GET waits before its response starts (a distant server's latency).
+    latency_us: std::sync::atomic::AtomicU64,
 }
 
 /// A loopback HTTP/1.1 server for tests. Dropping it stops it (stalled responses end too).
@@ -193,6 +195,14 @@ impl TestServer {
     /// are capped, as archival servers and object stores do).
     pub fn cap_rate(&self, bytes_per_second: u64) {
         self.state.rate.store(bytes_per_second, Ordering::Relaxed);
+    }
+
+    /// Delays the start of every response to a GET by `latency` (the round trips to a distant
+    /// server; the `/__count` and `/__sent` endpoints answer at once).
+    pub fn set_latency(&self, latency: Duration) {
+        self.state
+            .latency_us
+            .store(latency.as_micros() as u64, Ordering::Relaxed);
     }
 
     /// The most requests of `path` in flight at the same time so far, as a server limiting
@@ -314,6 +324,10 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         return respond(&mut out, 200, format!("{sent} {most}").as_bytes());
     }
     *state.gets.lock().unwrap().entry(path.clone()).or_default() += 1;
+    let latency = state.latency_us.load(Ordering::Relaxed);
+    if latency > 0 {
+        std::thread::sleep(Duration::from_micros(latency));
+    }
     // `bytes=a-` or `bytes=a-b` (inclusive).
     let range = request_headers
         .get("range")

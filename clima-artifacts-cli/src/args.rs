@@ -74,6 +74,9 @@ pub enum Command {
     /// Survey every Artifacts.toml under some folders: per content hash its names, manifests,
     /// downloads, license, citation, README, recipe and problems (reads manifests only).
     Census(CensusArgs),
+    /// Install every downloadable artifact of some manifests into one depot (a cluster's shared
+    /// depot), several at once; list the overrides the others need.
+    Mirror(MirrorArgs),
     /// Print a shell completion script: `clima-artifacts completions bash > ~/.local/share/bash-completion/completions/clima-artifacts`.
     Completions(CompletionsArgs),
 }
@@ -99,6 +102,39 @@ pub struct CensusArgs {
     #[arg(long, value_name = "DIR")]
     pub depot: Vec<PathBuf>,
     /// Print the result as JSON (`{"manifests", "artifacts", "summary"}`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mirror`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct MirrorArgs {
+    /// The manifests whose artifacts to install (this machine's variants, lazy ones included).
+    #[arg(value_name = "MANIFEST", required = true)]
+    pub manifests: Vec<PathBuf>,
+    /// The depot to install into (it must exist); only it is searched and written.
+    #[arg(long, value_name = "DIR")]
+    pub depot: PathBuf,
+    /// How many artifacts to install at once (1 to 64; Julia's Pkg uses 8).
+    #[arg(long, short = 'j', default_value_t = 8)]
+    pub jobs: u64,
+    /// Set an override in this mirror's section of the depot's Overrides.toml: an artifact
+    /// name (or git-tree-sha1) of the manifests, `=`, a folder (repeatable). Given at all, the
+    /// section holds exactly these (and --overrides-from's); not given, it is left as it is.
+    #[arg(long = "override", value_name = "NAME=PATH")]
+    pub overrides: Vec<String>,
+    /// Read the overrides from a TOML file of `NAME = "/path"` lines (relative paths are
+    /// relative to the file); an empty file removes the section.
+    #[arg(long, value_name = "FILE")]
+    pub overrides_from: Option<PathBuf>,
+    /// The id of this mirror's section of Overrides.toml (default: made from the manifests'
+    /// paths); two mirrors of one depot need different ids.
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    #[command(flatten)]
+    pub platform: PlatformArg,
+    /// Print the summary as JSON (the per-artifact lines go to stderr).
     #[arg(long)]
     pub json: bool,
 }

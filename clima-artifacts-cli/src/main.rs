@@ -12,6 +12,7 @@
 //! clima-artifacts list|status [--manifest PATH]
 //! clima-artifacts override set NAME PATH [--verify] | unset NAME | list
 //! clima-artifacts gc [--dry-run]
+//! clima-artifacts mirror MANIFEST... --depot DIR [--jobs 8] [--override NAME=PATH] [--overrides-from FILE] [--id ID]
 //! clima-artifacts doctor [--json]
 //! clima-artifacts report FILE.json [--format md|bibtex|json]
 //! clima-artifacts publish TARBALL --to STORAGE_URL [--public-url URL] --manifest PATH --name N

@@ -17,6 +17,7 @@ pub mod gc;
 pub mod guided;
 pub mod hash;
 pub mod list;
+pub mod mirror;
 pub mod new;
 pub mod overrides;
 pub mod publish;
@@ -44,6 +45,7 @@ pub fn run(command: Command) -> CliResult {
         Command::Sync(c) => sync::run(c),
         Command::Doctor(a) => doctor::run(a),
         Command::Census(a) => census::run(a),
+        Command::Mirror(a) => mirror::run(a),
         Command::Completions(a) => {
             use clap::CommandFactory;
             clap_complete::generate(

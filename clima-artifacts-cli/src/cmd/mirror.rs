@@ -1,0 +1,227 @@
+//! `mirror`: parses the arguments, runs [`crate::mirror::mirror`], and prints one line per
+//! artifact as it finishes, then the table, the overrides still needed and the section written.
+
+use std::sync::Mutex;
+
+use clima_artifact_fs::printable;
+use clima_artifact_ops::mirror::{self, MirrorOptions, OverrideRequest, Status, Summary};
+
+use crate::args::MirrorArgs;
+use crate::cmd;
+use crate::depots;
+use crate::error::{CliError, CliResult};
+
+/// Entry point of `mirror`.
+pub fn run(args: MirrorArgs) -> CliResult {
+    let (jobs, warning) = mirror::clamp_jobs(args.jobs);
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
+    for m in &args.manifests {
+        if !m.is_file() {
+            return Err(CliError::usage(format!(
+                "manifest `{}` does not exist or is not a file",
+                m.display()
+            )));
+        }
+    }
+    let mut requests: Vec<OverrideRequest> = args
+        .overrides
+        .iter()
+        .map(|s| OverrideRequest::parse(s))
+        .collect::<CliResult<_>>()?;
+    if let Some(file) = &args.overrides_from {
+        requests.extend(OverrideRequest::load_file(file)?);
+    }
+    let given = !args.overrides.is_empty() || args.overrides_from.is_some();
+    let mut config = crate::cmd::fetch::install_config(true)?;
+    config.max_download_size = None;
+    let options = MirrorOptions {
+        manifests: args.manifests.clone(),
+        depot: args.depot.clone(),
+        jobs,
+        platform: args
+            .platform
+            .platform
+            .clone()
+            .unwrap_or_else(clima_artifact_manifest::Platform::host),
+        overrides: given.then_some(requests),
+        section_id: args.id.clone(),
+        config,
+    };
+    let out = Mutex::new(());
+    let json = args.json;
+    let summary = mirror::mirror(&options, &|o| {
+        let _one_at_a_time = out.lock();
+        let line = line_of(o);
+        // In a log, one line per artifact as it finishes; with --json they go to stderr.
+        if json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    })?;
+    if json {
+        cmd::print_json(&summary)?;
+    } else {
+        print_summary(&summary);
+    }
+    if summary.failed() {
+        let failed: Vec<String> = summary
+            .outcomes
+            .iter()
+            .filter(|o| o.status == Status::Failed)
+            .map(|o| {
+                format!(
+                    "  {}: {}",
+                    names(o),
+                    printable(o.error.as_deref().unwrap_or(""))
+                )
+            })
+            .chain(summary.problems.iter().map(|p| {
+                format!(
+                    "  {}{}: {}",
+                    p.manifest.display(),
+                    p.name
+                        .as_deref()
+                        .map_or(String::new(), |n| format!(" [{}]", printable(n))),
+                    printable(&p.message)
+                )
+            }))
+            .collect();
+        return Err(CliError::failure(format!(
+            "{} of {} could not be mirrored:\n{}",
+            failed.len(),
+            summary.outcomes.len() + summary.problems.len(),
+            failed.join("\n")
+        )));
+    }
+    Ok(())
+}
+
+fn names(o: &mirror::Outcome) -> String {
+    printable(&o.names.join(", ")).into_owned()
+}
+
+fn size(o: &mirror::Outcome) -> String {
+    o.bytes.map_or("-".to_owned(), depots::human_bytes)
+}
+
+/// The line of one artifact, as it finishes.
+fn line_of(o: &mirror::Outcome) -> String {
+    let hash = &o.git_tree_sha1.to_hex()[..12];
+    match o.status {
+        Status::Failed => format!(
+            "failed          {} ({hash}) after {:.1} s: {}",
+            names(o),
+            o.seconds,
+            printable(o.error.as_deref().unwrap_or(""))
+        ),
+        Status::NeedsOverride => format!(
+            "needs-override  {} ({hash}): {}",
+            names(o),
+            o.fix.as_ref().map_or("", |f| f.reason.as_str())
+        ),
+        status => format!(
+            "{:<15} {} ({hash}, {}, {:.1} s)",
+            status.word(),
+            names(o),
+            size(o),
+            o.seconds
+        ),
+    }
+}
+
+/// The table, the overrides still needed, the section written, the last line.
+fn print_summary(s: &Summary) {
+    let (have, of) = s.installed_of();
+    let needs: Vec<&mirror::Outcome> = s
+        .outcomes
+        .iter()
+        .filter(|o| o.status == Status::NeedsOverride)
+        .collect();
+    if !s.nothing_to_do() {
+        println!();
+        let width = s
+            .outcomes
+            .iter()
+            .map(|o| names(o).chars().count())
+            .max()
+            .unwrap_or(8)
+            .clamp(8, 48);
+        println!(
+            "{:<width$}  {:<12}  {:>10}  {:<14}  {:>7}",
+            "artifact", "hash", "size", "status", "seconds"
+        );
+        for o in &s.outcomes {
+            println!(
+                "{:<width$}  {:<12}  {:>10}  {:<14}  {:>7.1}",
+                names(o),
+                &o.git_tree_sha1.to_hex()[..12],
+                size(o),
+                o.status.word(),
+                o.seconds
+            );
+        }
+        println!();
+    }
+    if !needs.is_empty() {
+        println!(
+            "{} artifact(s) cannot be downloaded; set an override for each (a folder holding \
+             its content), e.g.:",
+            needs.len()
+        );
+        for o in &needs {
+            if let Some(f) = &o.fix {
+                println!("  {}  ({})", names(o), f.reason);
+                println!("    {}", f.command);
+                println!(
+                    "    or the line `{}` in {}",
+                    f.line,
+                    f.overrides_file.display()
+                );
+            }
+        }
+    }
+    if let Some(sec) = &s.overrides {
+        println!(
+            "overrides: {} line(s) in the section `{}` of {}{}",
+            sec.written.len(),
+            sec.id,
+            sec.file.display(),
+            if sec.changed { "" } else { " (unchanged)" }
+        );
+        for (hash, set_by, line) in &sec.conflicts {
+            eprintln!(
+                "warning: override of {hash} not written: it is already set {set_by} (line \
+                 {line} of {}); change or remove that line first",
+                sec.file.display()
+            );
+        }
+    }
+    if s.other_platform > 0 {
+        println!(
+            "{} entr{} for other platforms skipped",
+            s.other_platform,
+            if s.other_platform == 1 { "y" } else { "ies" }
+        );
+    }
+    let overridden = s.count(Status::Overridden);
+    let extra = match (overridden, needs.len()) {
+        (0, 0) => String::new(),
+        (o, 0) => format!(", {o} overridden"),
+        (0, n) => format!(", {n} need an override"),
+        (o, n) => format!(", {o} overridden, {n} need an override"),
+    };
+    if s.nothing_to_do() {
+        println!("nothing to do: {have} of {of} installed{extra}");
+    } else {
+        println!(
+            "{have} of {of} installed ({} now, {} failed){extra} in {}, {:.1} s",
+            s.count(Status::Installed),
+            s.count(Status::Failed) + s.problems.len(),
+            s.depot.display(),
+            s.seconds
+        );
+    }
+}

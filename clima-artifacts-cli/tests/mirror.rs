@@ -1,0 +1,421 @@
+//! `clima-artifacts mirror` end to end: the real binary against the loopback server, two
+//! manifests of 20 artifacts, failures, a `kill -9` and a rerun, two mirrors at once on one
+//! depot, and the overrides section it keeps in `Overrides.toml`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use clima_artifact_manifest::layout;
+use clima_artifact_tests::{
+    Fault, ManifestEntry, TestArtifact, TestServer, config_env, git_tree_hash, temp_entries,
+    test_config, write_manifest,
+};
+
+/// The binary with the environment of a test (the depot is given with `--depot`).
+fn mirror_cmd(depot: &Path) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"));
+    for (k, v) in config_env(&test_config(&[depot.to_path_buf()])) {
+        cmd.env(k, v);
+    }
+    cmd.env_remove(clima_artifact_runtime::vars::JULIA_INTEROP)
+        .env_remove("JULIA_DEPOT_PATH")
+        .env(clima_artifact_runtime::vars::RETRIES, "1")
+        .arg("mirror")
+        .arg("--depot")
+        .arg(depot);
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null()).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// 20 artifacts in two manifests (`a00`..`a09` in `one/`, `b10`..`b19` in `two/`, and `two/`
+/// also names `a00`'s content as `a00_again`), served at `<name>.tar.gz`.
+struct Collection {
+    server: TestServer,
+    arts: Vec<(String, TestArtifact)>,
+    manifests: Vec<PathBuf>,
+    _dir: tempfile::TempDir,
+    depot: PathBuf,
+}
+
+fn collection(make: impl Fn(u32) -> TestArtifact) -> Collection {
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    std::fs::create_dir_all(&depot).unwrap();
+    let server = TestServer::start();
+    let arts: Vec<(String, TestArtifact)> = (0..20u32)
+        .map(|i| {
+            let name = format!("{}{i:02}", if i < 10 { 'a' } else { 'b' });
+            let art = make(i);
+            server.serve(&format!("{name}.tar.gz"), art.tarball.clone());
+            (name, art)
+        })
+        .collect();
+    fn entry<'a>(
+        server: &TestServer,
+        (name, art): &'a (String, TestArtifact),
+    ) -> ManifestEntry<'a> {
+        ManifestEntry {
+            name: name.as_str(),
+            hash: art.tree_hash,
+            downloads: vec![(server.url(&format!("{name}.tar.gz")), art.sha256)],
+            extra: vec![],
+        }
+    }
+    let one: Vec<ManifestEntry<'_>> = arts[..10].iter().map(|a| entry(&server, a)).collect();
+    let mut two: Vec<ManifestEntry<'_>> = arts[10..].iter().map(|a| entry(&server, a)).collect();
+    let mut again = entry(&server, &arts[0]);
+    again.name = "a00_again";
+    two.push(again);
+    let manifests = vec![
+        write_manifest(&dir.path().join("one"), &one),
+        write_manifest(&dir.path().join("two"), &two),
+    ];
+    Collection {
+        server,
+        arts,
+        manifests,
+        _dir: dir,
+        depot,
+    }
+}
+
+/// Every entry of the depot's `artifacts/` is a verified artifact of `expected` (its folder
+/// hashes, by real git, to its name), a lock folder, or the overrides file: nothing unverified
+/// (no install temp dir, no artifact folder with other content), and returns the artifacts.
+fn assert_only_verified(depot: &Path, expected: &[&TestArtifact]) -> usize {
+    let mut artifacts = 0;
+    for e in std::fs::read_dir(layout::artifacts_dir(depot)).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        match layout::Entry::parse(&name) {
+            Some(layout::Entry::Artifact(h)) => {
+                assert!(
+                    expected.iter().any(|a| a.tree_hash == h),
+                    "{name} is not an artifact of the manifests"
+                );
+                let dir = layout::artifacts_dir(depot).join(&name);
+                assert_eq!(git_tree_hash(&dir), h, "{name} holds other content");
+                artifacts += 1;
+            }
+            Some(layout::Entry::Locks | layout::Entry::Overrides) => {}
+            // Kept bytes of an unfinished download: verified when resumed, never installed as
+            // they are.
+            Some(layout::Entry::Partial { .. }) => {}
+            _ => panic!("unexpected entry `{name}` in the depot"),
+        }
+    }
+    assert_eq!(temp_entries(depot), Vec::<String>::new());
+    artifacts
+}
+
+#[test]
+fn mirror_installs_18_of_20_names_the_2_that_failed_then_reruns_with_nothing_to_do() {
+    let c = collection(TestArtifact::sample);
+    // b13 is missing on the server, b17 is other bytes than the manifest's sha256.
+    c.server.always("b13.tar.gz", Fault::Status(404));
+    c.server
+        .serve("b17.tar.gz", TestArtifact::sample(99).tarball.clone());
+    let out = run(mirror_cmd(&c.depot).args(&c.manifests));
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{so}\n{se}");
+    for failed in ["b13", "b17"] {
+        assert!(
+            so.lines()
+                .any(|l| l.starts_with("failed") && l.contains(failed)),
+            "{so}"
+        );
+        assert!(se.contains(&format!("  {failed}: ")), "{se}");
+    }
+    assert!(se.contains("2 of 20 could not be mirrored"), "{se}");
+    assert!(so.contains("18 of 20 installed (18 now, 2 failed)"), "{so}");
+    // a00 and a00_again are one artifact, downloaded once.
+    assert!(so.contains("a00, a00_again"), "{so}");
+    assert_eq!(c.server.gets("a00.tar.gz"), 1);
+    let all: Vec<&TestArtifact> = c.arts.iter().map(|(_, a)| a).collect();
+    assert_eq!(assert_only_verified(&c.depot, &all), 18);
+    for (name, art) in &c.arts {
+        let there = layout::artifact_dir(&c.depot, &art.tree_hash).is_dir();
+        assert_eq!(there, name != "b13" && name != "b17", "{name}");
+    }
+    // The usage log records both manifests, so that gc of the depot keeps their artifacts.
+    let log = std::fs::read_to_string(layout::usage_log(&c.depot)).unwrap();
+    assert!(log.contains("one/Artifacts.toml") && log.contains("two/Artifacts.toml"));
+
+    // Fixed on the server: the rerun installs the two, and only downloads those.
+    let before = c.server.total_gets();
+    c.server.always("b13.tar.gz", Fault::Pass);
+    c.server.serve("b17.tar.gz", c.arts[17].1.tarball.clone());
+    let out = run(mirror_cmd(&c.depot).args(&c.manifests));
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("20 of 20 installed (2 now, 0 failed)"));
+    assert_eq!(c.server.total_gets() - before, 2);
+
+    // Everything is there: nothing to do, nothing asked of the server.
+    let before = c.server.total_gets();
+    let out = run(mirror_cmd(&c.depot).args(&c.manifests));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).lines().last(),
+        Some("nothing to do: 20 of 20 installed"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(c.server.total_gets(), before);
+    assert_eq!(assert_only_verified(&c.depot, &all), 20);
+}
+
+#[test]
+fn a_mirror_killed_mid_download_completes_on_rerun_with_fewer_gets() {
+    // 300 kB of incompressible bytes each, at 600 kB/s per connection: half a second each.
+    let c = collection(|i| TestArtifact::large(u64::from(i) + 1, 3, 100_000));
+    c.server.cap_rate(600_000);
+    let size = c.arts[0].1.tarball.len() as u64;
+    let mut child = mirror_cmd(&c.depot)
+        .args(&c.manifests)
+        .args(["--jobs", "4"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once some artifacts are installed and the next ones are part way through.
+    let mut waited = 0;
+    loop {
+        let installed = clima_artifact_tests::installed_entries(&c.depot).len() as u64;
+        if installed >= 4 && c.server.bytes_sent() > installed * size + size / 2 {
+            break;
+        }
+        assert!(waited < 6000, "the mirror made no progress");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the mirror ended early"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        waited += 1;
+    }
+    // SAFETY: kill(2) of our own child by its pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let after_kill = clima_artifact_tests::installed_entries(&c.depot).len();
+    assert!(after_kill < 20, "the kill came too late to test anything");
+    let all: Vec<&TestArtifact> = c.arts.iter().map(|(_, a)| a).collect();
+    // What the killed run installed is verified; its temp folders are left for the next run.
+    let gets_first = c.server.total_gets();
+
+    c.server.cap_rate(0);
+    let out = run(mirror_cmd(&c.depot).args(&c.manifests));
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let gets_rerun = c.server.total_gets() - gets_first;
+    assert!(
+        gets_rerun < 20,
+        "the rerun made {gets_rerun} GETs: it downloaded again what was installed"
+    );
+    assert!(
+        stdout(&out).contains("20 of 20 installed"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(assert_only_verified(&c.depot, &all), 20);
+}
+
+#[test]
+fn two_mirrors_at_once_on_one_depot_download_each_artifact_once() {
+    let c = collection(|i| TestArtifact::large(u64::from(i) + 100, 2, 50_000));
+    c.server.cap_rate(500_000);
+    let spawn = || {
+        mirror_cmd(&c.depot)
+            .args(&c.manifests)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (one, two) = (spawn(), spawn());
+    let (one, two) = (
+        one.wait_with_output().unwrap(),
+        two.wait_with_output().unwrap(),
+    );
+    for o in [&one, &two] {
+        assert!(o.status.success(), "{}\n{}", stdout(o), stderr(o));
+        assert!(stdout(o).contains("20 of 20 installed"), "{}", stdout(o));
+    }
+    for (name, _) in &c.arts {
+        assert_eq!(c.server.gets(&format!("{name}.tar.gz")), 1, "{name}");
+    }
+    let all: Vec<&TestArtifact> = c.arts.iter().map(|(_, a)| a).collect();
+    assert_eq!(assert_only_verified(&c.depot, &all), 20);
+}
+
+const UUID_TABLE: &str = "# Julia's package overrides\n[d6f4376e-aef5-505a-96c1-9c027394607a]\nlibfoo = \"/opt/libfoo\"\n";
+
+#[test]
+fn the_overrides_section_keeps_hand_edits_and_a_second_mirrors_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    std::fs::create_dir_all(&depot).unwrap();
+    let server = TestServer::start();
+    let art = TestArtifact::sample(1);
+    server.serve("era5.tar.gz", art.tarball.clone());
+    // `ocean_ics` has the SHA-1 of its name as its hash (a placeholder); `land` no downloads.
+    let placeholder =
+        clima_artifact_manifest::GitTreeSha1::from_hex("d5162b9d8d4d4ba52b315ab121f017fd8c65f964")
+            .unwrap();
+    let land = TestArtifact::sample(2).tree_hash;
+    let manifest = write_manifest(
+        &dir.path().join("proj"),
+        &[
+            ManifestEntry {
+                name: "era5",
+                hash: art.tree_hash,
+                downloads: vec![(server.url("era5.tar.gz"), art.sha256)],
+                extra: vec![],
+            },
+            ManifestEntry {
+                name: "ocean_ics",
+                hash: placeholder,
+                downloads: vec![(server.url("ocean.tar.gz"), art.sha256)],
+                extra: vec![],
+            },
+            ManifestEntry {
+                name: "land",
+                hash: land,
+                downloads: vec![],
+                extra: vec![],
+            },
+        ],
+    );
+    let folder = |n: &str| {
+        let p = dir.path().join(n);
+        std::fs::create_dir_all(&p).unwrap();
+        p.display().to_string()
+    };
+    let hand_hash = "ab".repeat(20);
+    let hand = format!("# set by hand\n{hand_hash} = \"/by/hand\"\n\n{UUID_TABLE}");
+    let file = clima_artifact_tests::write_overrides(&depot, &hand);
+
+    // Without overrides: both are listed with what to set, nothing is written.
+    let out = run(mirror_cmd(&depot).arg(&manifest));
+    let so = stdout(&out);
+    assert!(out.status.success(), "{so}\n{}", stderr(&out));
+    assert!(so.contains("2 artifact(s) cannot be downloaded"), "{so}");
+    assert!(so.contains("clima-artifacts override set ocean_ics /path/to/ocean_ics --manifest"));
+    assert!(so.contains(&format!(
+        "{placeholder} = \"/path/to/ocean_ics\" # ocean_ics"
+    )));
+    assert!(
+        so.contains("clima-artifacts override set land /path/to/land"),
+        "{so}"
+    );
+    assert!(so.contains("SHA-1 of the name `ocean_ics`"), "{so}");
+    assert!(
+        so.contains("1 of 1 installed") && so.contains("2 need an override"),
+        "{so}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), hand);
+    assert_eq!(
+        server.gets("ocean.tar.gz"),
+        0,
+        "a placeholder hash is never downloaded"
+    );
+
+    // Mirror `one` manages `land`, mirror `two` manages `ocean_ics`.
+    let land_dir = folder("land-v1");
+    let out = run(mirror_cmd(&depot).arg(&manifest).args([
+        "--id",
+        "one",
+        "--override",
+        &format!("land={land_dir}"),
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("1 overridden, 1 need an override"),
+        "{}",
+        stdout(&out)
+    );
+    let from = dir.path().join("ocean-overrides.toml");
+    std::fs::write(&from, "ocean_ics = \"ocean-v1\"\n").unwrap();
+    let ocean_dir = folder("ocean-v1");
+    let out = run(mirror_cmd(&depot)
+        .arg(&manifest)
+        .args(["--id", "two", "--overrides-from"])
+        .arg(&from));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("nothing to do: 1 of 1 installed, 2 overridden"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.starts_with(&format!("# set by hand\n{hand_hash} = \"/by/hand\"\n")));
+    assert!(text.ends_with(UUID_TABLE), "{text}");
+    let parsed = clima_artifact_manifest::OverridesFile::load(&file).unwrap();
+    let target = |h| match &parsed.get(&h).unwrap().target {
+        clima_artifact_manifest::OverrideTarget::Path(p) => p.display().to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(target(land), land_dir);
+    assert_eq!(target(placeholder), ocean_dir);
+
+    // A hand edit, then mirror `one` again with another folder: only its own line changes.
+    let edited = text.replace("# set by hand\n", "# set by hand, and edited\n");
+    std::fs::write(&file, &edited).unwrap();
+    let land_v2 = folder("land-v2");
+    let out = run(mirror_cmd(&depot).arg(&manifest).args([
+        "--id",
+        "one",
+        "--override",
+        &format!("land={land_v2}"),
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        edited.replace(&land_dir, &land_v2)
+    );
+    // Mirror `one` asked for what mirror `two` manages: left alone, said.
+    let out = run(mirror_cmd(&depot).arg(&manifest).args([
+        "--id",
+        "one",
+        "--override",
+        &format!("ocean_ics={land_v2}"),
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("already set by the section of mirror two"),
+        "{}",
+        stderr(&out)
+    );
+    let now = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        now.contains(&ocean_dir) && !now.contains("mirror one"),
+        "{now}"
+    );
+    assert!(now.contains("# set by hand, and edited\n") && now.ends_with(UUID_TABLE));
+}
+
+#[test]
+fn jobs_outside_1_to_64_are_clamped_with_a_warning() {
+    let c = collection(TestArtifact::sample);
+    for (jobs, used) in [("0", "using 1 "), ("65", "using 64 ")] {
+        let out = run(mirror_cmd(&c.depot)
+            .arg(&c.manifests[0])
+            .args(["--jobs", jobs]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("warning: --jobs {jobs} is outside 1..=64; {used}")),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = run(mirror_cmd(&c.depot)
+        .arg(&c.manifests[0])
+        .args(["--jobs", "8"]));
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+}
