@@ -1,7 +1,8 @@
 //! Node-local mode: one download per job, copied over MPI into every node's depot.
 //!
 //! ```text
-//!  every rank    node split (by CLIMA_ARTIFACTS_NODE_ID, else by machine), leaders' split
+//!  every rank    node split (by CLIMA_ARTIFACTS_NODE_ID, else by machine: the distinct node
+//!                names merged in a tree), leaders' split
 //!  node ranks    wait in a broadcast of their node (no file operations)
 //!  leaders  1.   create the node depot, look for the artifact (overrides, node depot, shared
 //!                depots) --gather--> leader 0: a plan, broadcast to every leader:
@@ -12,7 +13,7 @@
 //!                on the verified byte stream, or sends a tar of its installed copy
 //!           -->  broadcast in frames of at most FRAME bytes to the nodes that need it:
 //!                S attempt starts (URL, SHA-256, length) | D bytes | Z end | A attempt broke
-//!                C checkpoint every CHECK_BYTES: gather who failed -> K go on | X stop, error
+//!                C checkpoint every CHECK_BYTES: reduce, the first who failed -> K go on | X stop, error
 //!                O the source's outcome
 //!  receivers     a bounded channel -> Body (SHA-256) -> extraction -> tree hash -> rename into
 //!                the node depot, while the next frames arrive
@@ -78,39 +79,39 @@ fn node_key(config: &Config) -> String {
 /// `CLIMA_ARTIFACTS_NODE_ID` when any rank sets it (ranks without it are grouped by host name),
 /// else those sharing a machine ([`Context::split_by_node`]).
 pub(crate) fn split_nodes(ctx: &dyn Context, config: &Config) -> Box<dyn Context> {
-    let mine =
-        serde_json::to_vec(&(config.node_id.is_some(), node_key(config))).unwrap_or_default();
-    let colors = ctx.gather_to_root(mine).map(|all| {
-        let names: Vec<(bool, String)> = all
-            .iter()
-            .map(|b| serde_json::from_slice(b).unwrap_or((true, String::new())))
-            .collect();
-        if names.iter().all(|(by_id, _)| !by_id) {
+    // Every distinct node key once (sorted), merged in a tree: what rank 0 receives and
+    // broadcasts grows with the number of nodes, not of ranks.
+    let me = (config.node_id.is_some(), node_key(config));
+    let mine = serde_json::to_vec(&[&me]).unwrap_or_default();
+    let keys = ctx.reduce_to_root(mine, &merge_node_keys).map(|merged| {
+        let keys: Vec<(bool, String)> = serde_json::from_slice(&merged).unwrap_or_default();
+        if keys.iter().all(|(by_id, _)| !by_id) {
             return Vec::new();
         }
-        // An id and a host name that happen to be spelled alike are different nodes.
-        let mut seen: Vec<&(bool, String)> = Vec::new();
-        let colors: Vec<u32> = names
-            .iter()
-            .map(|node| {
-                let at = seen.iter().position(|s| *s == node).unwrap_or_else(|| {
-                    seen.push(node);
-                    seen.len() - 1
-                });
-                at as u32
-            })
-            .collect();
-        serde_json::to_vec(&colors).unwrap_or_default()
+        merged
     });
-    let colors: Vec<u32> =
-        serde_json::from_slice(&ctx.broadcast_from_root(colors)).unwrap_or_default();
-    match colors.get(ctx.rank()) {
-        // Every rank decodes the same bytes, so every rank takes the same branch.
-        Some(&color) => ctx
-            .split(Some(color), 0)
-            .unwrap_or_else(|| Box::new(clima_comms::Singleton)),
-        None => ctx.split_by_node(),
+    let keys: Vec<(bool, String)> =
+        serde_json::from_slice(&ctx.broadcast_from_root(keys)).unwrap_or_default();
+    if keys.is_empty() {
+        return ctx.split_by_node();
     }
+    // Every rank decodes the same bytes, so every rank takes this branch. An id and a host name
+    // that happen to be spelled alike are different keys, so different nodes. (A key not found,
+    // which the merge cannot cause, gets a color of its own.)
+    let color = keys.binary_search(&me).map_or(u32::MAX >> 1, |at| {
+        u32::try_from(at).unwrap_or(u32::MAX >> 1)
+    });
+    ctx.split(Some(color), 0)
+        .unwrap_or_else(|| Box::new(clima_comms::Singleton))
+}
+
+/// The merge of the node split: the sorted union of two sorted lists of node keys.
+fn merge_node_keys(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
+    let mut keys: Vec<(bool, String)> = serde_json::from_slice(&lower).unwrap_or_default();
+    keys.extend(serde_json::from_slice::<Vec<(bool, String)>>(&higher).unwrap_or_default());
+    keys.sort();
+    keys.dedup();
+    serde_json::to_vec(&keys).unwrap_or_default()
 }
 
 /// What a node leader found before anything moves.
@@ -613,19 +614,20 @@ fn broadcast_loop(
 /// failure stops the stream on every rank.
 fn checkpoint(stream: &dyn Context, receivers: &[&(String, usize)], world: &str) -> Option<Error> {
     stream.broadcast_from_root(Some(vec![CHECK]));
-    let all = stream.gather_to_root(Vec::new()).unwrap_or_default();
-    let failed = all.iter().enumerate().skip(1).find_map(|(r, b)| {
-        b.split_first().map(|(_, wire)| {
-            let (node, rank) = receivers
-                .get(r - 1)
-                .map_or((String::new(), 0), |n| (*n).clone());
-            Error::FailedOnNode {
-                node,
-                rank,
-                context: world.to_owned(),
-                message: Error::from_wire(wire).to_string(),
-            }
-        })
+    let first = stream
+        .reduce_to_root(Vec::new(), &first_failure)
+        .unwrap_or_default();
+    let failed = first.split_first_chunk::<8>().map(|(r, wire)| {
+        let r = usize::try_from(u64::from_le_bytes(*r)).unwrap_or(usize::MAX);
+        let (node, rank) = receivers
+            .get(r.wrapping_sub(1))
+            .map_or((String::new(), 0), |n| (*n).clone());
+        Error::FailedOnNode {
+            node,
+            rank,
+            context: world.to_owned(),
+            message: Error::from_wire(wire).to_string(),
+        }
     });
     let verdict = match &failed {
         None => vec![GO_ON],
@@ -633,6 +635,12 @@ fn checkpoint(stream: &dyn Context, receivers: &[&(String, usize)], world: &str)
     };
     stream.broadcast_from_root(Some(verdict));
     failed
+}
+
+/// The merge of a checkpoint: empty when every receiver of the range is fine, else the lowest
+/// failing one's stream rank (`u64`, little endian) and error.
+fn first_failure(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
+    if lower.is_empty() { higher } else { lower }
 }
 
 /// Bytes for a receiver's install, as they arrive.
@@ -791,10 +799,12 @@ fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Ins
                     finished = Some(finish(r));
                 }
                 let status = match &finished {
-                    Some((Err(e), true)) => [&[1][..], &e.to_wire()].concat(),
+                    Some((Err(e), true)) => {
+                        [&(stream.rank() as u64).to_le_bytes()[..], &e.to_wire()].concat()
+                    }
                     _ => Vec::new(),
                 };
-                stream.gather_to_root(status);
+                stream.reduce_to_root(status, &first_failure);
                 let verdict = stream.broadcast_from_root(None);
                 if let Some((&STOP, wire)) = verdict.split_first() {
                     if let Some(r) = current.take() {

@@ -12,8 +12,8 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! Under MPI, [`write_all_collective`] gathers the records of every rank to rank 0, which writes
-//! the files once.
+//! Under MPI, [`write_all_collective`] brings the records of every rank to rank 0 (merged in a
+//! tree on the way, see [`gather_records`]), which writes the files once.
 
 mod guard;
 
@@ -109,25 +109,100 @@ pub fn write_all(dir: impl AsRef<Path>) -> io::Result<ReportPaths> {
     report().write_all(dir)
 }
 
-/// Gathers `local` records of every rank of `ctx` to rank 0 and merges them there (accesses
+/// Brings the `local` records of every rank of `ctx` to rank 0 and merges them there (accesses
 /// summed, call sites and ranks united). Collective; rank 0 gets `Some`, the others `None`.
+///
+/// The records merge on the way, in the tree of [`Context::reduce_to_root`], with their ranks
+/// as ranges: when every rank accessed the same artifacts, rank 0 receives `ceil(log2 P)`
+/// messages of about one rank's records each, whatever the number of ranks. Records that
+/// arrive unreadable are left out, with a warning that names their ranks.
 ///
 /// [`report_collective`] calls this with [`access_log::snapshot`]; it is public for contexts whose
 /// ranks do not each have their own registry (tests with threads as ranks).
 pub fn gather_records(ctx: &dyn Context, local: &[ArtifactRecord]) -> Option<Vec<ArtifactRecord>> {
-    let bytes = serde_json::to_vec(local)
-        .expect("records hold only strings, integers, floats and lists, which always serialise");
-    let gathered = ctx.gather_to_root(bytes)?;
-    let mut all = Vec::new();
-    for (rank, bytes) in gathered.iter().enumerate() {
-        match serde_json::from_slice::<Vec<ArtifactRecord>>(bytes) {
-            Ok(records) => all.extend(records),
-            Err(err) => clima_artifact_progress::notice::warn(&format!(
-                "provenance records from rank {rank} are unreadable and left out of the report: {err}"
-            )),
+    let mine = Part::of(ctx.rank(), local);
+    let merged = ctx.reduce_to_root(mine.to_bytes(), &merge_parts)?;
+    let part = Part::from_bytes(&merged);
+    let mut next = 0;
+    for &[a, b] in part.from.iter().chain(&[[ctx.size(), ctx.size()]]) {
+        let missing = next..a.min(ctx.size());
+        if !missing.is_empty() {
+            let ranks = if missing.len() == 1 {
+                format!("rank {}", missing.start)
+            } else {
+                format!("ranks {}-{}", missing.start, missing.end - 1)
+            };
+            clima_artifact_progress::notice::warn(&format!(
+                "provenance records from {ranks} are unreadable and left out of the report"
+            ));
+        }
+        next = next.max(b.saturating_add(1));
+    }
+    Some(part.into_records())
+}
+
+/// The records of some ranks as they travel to rank 0: each record's ranks as ranges (its
+/// `ranks` list left empty), and the ranks whose records the part holds.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Part {
+    from: Vec<[usize; 2]>,
+    records: Vec<(ArtifactRecord, Vec<[usize; 2]>)>,
+}
+
+impl Part {
+    fn of(rank: usize, local: &[ArtifactRecord]) -> Part {
+        Part {
+            from: vec![[rank, rank]],
+            records: local
+                .iter()
+                .map(|r| {
+                    let ranges = clima_comms::rank_ranges(&r.ranks);
+                    let mut r = r.clone();
+                    r.ranks.clear();
+                    (r, ranges)
+                })
+                .collect(),
         }
     }
-    Some(access_log::merge_records(all))
+
+    fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self)
+            .expect("records hold only strings, integers, floats and lists, which always serialise")
+    }
+
+    /// Bytes that do not decode are an empty part (their ranks then count as unreadable).
+    fn from_bytes(bytes: &[u8]) -> Part {
+        serde_json::from_slice(bytes).unwrap_or_default()
+    }
+
+    fn into_records(self) -> Vec<ArtifactRecord> {
+        let records = self.records.into_iter().map(|(mut r, ranges)| {
+            r.ranks = clima_comms::ranks_of(&ranges);
+            r
+        });
+        access_log::merge_records(records)
+    }
+}
+
+/// The merge of [`gather_records`]: records of the same artifact merged, ranks united.
+fn merge_parts(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
+    let mut part = Part::from_bytes(&lower);
+    let theirs = Part::from_bytes(&higher);
+    part.from = clima_comms::union_ranges(&part.from, &theirs.from);
+    for (record, ranges) in theirs.records {
+        match part
+            .records
+            .iter_mut()
+            .find(|(r, _)| r.key() == record.key())
+        {
+            Some((mine, my_ranges)) => {
+                mine.merge(&record);
+                *my_ranges = clima_comms::union_ranges(my_ranges, &ranges);
+            }
+            None => part.records.push((record, ranges)),
+        }
+    }
+    part.to_bytes()
 }
 
 /// Collective [`report`]: gathers every rank's records to rank 0 of `ctx`, which gets the merged

@@ -392,3 +392,41 @@ fn unreadable_records_from_one_rank_are_left_out_not_fatal() {
     assert_eq!(find(merged, "shared").ranks, [0, 2]);
     assert_eq!(find(merged, "shared").accesses, 1 + 3);
 }
+
+/// 64 thread ranks that accessed the same artifact from the same call site: the records merge in
+/// a tree on the way to the root, which receives log2(64) = 6 messages of about one rank's
+/// records each (ranks travel as ranges), not 63 (issue 40).
+#[test]
+fn gathering_64_ranks_brings_the_root_log_p_messages_of_one_ranks_size() {
+    let _serial = exclusive();
+    let same = |rank: usize| {
+        let mut records = records_of(rank % 32);
+        records.retain(|r| r.name == "shared");
+        records[0].ranks = vec![rank];
+        records[0].accesses = rank as u64 + 1;
+        records[0].call_sites[0].line = 100;
+        records[0].origin = RecordedOrigin::Depot;
+        records
+    };
+    let one_rank = serde_json::to_vec(&same(0)).unwrap().len() as u64;
+    let results = on_thread_ranks(64, |ctx| {
+        let before = clima_comms::traffic::this_thread();
+        let merged = report::gather_records(ctx, &same(ctx.rank()));
+        (merged, clima_comms::traffic::this_thread().since(&before))
+    });
+    let (merged, root) = &results[0];
+    let merged = merged.as_ref().unwrap();
+    assert_eq!(merged.len(), 1);
+    assert_eq!(merged[0].ranks, (0..64).collect::<Vec<_>>());
+    assert_eq!(merged[0].accesses, (1..=64).sum::<u64>());
+    assert_eq!(root.received_messages, 6, "{root}");
+    assert!(
+        root.received_bytes <= 6 * 2 * one_rank,
+        "{root}; one rank's records are {one_rank} bytes"
+    );
+    assert!(
+        results[1..]
+            .iter()
+            .all(|(m, t)| m.is_none() && t.sent_messages == 1)
+    );
+}

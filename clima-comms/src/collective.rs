@@ -3,10 +3,15 @@
 //!
 //! ```text
 //!  root_decides    rank 0: run op (panics caught)   --bcast-->  every rank: same Ok / same Err
-//!  all_succeed     every rank: own outcome  --gather-->  rank 0: first failure
+//!  all_succeed     every rank: own outcome  --reduce-->  rank 0: first failure
 //!                                                     --bcast-->  every rank: Ok only if all Ok
-//!  requests_agree  every rank: request  --gather-->  rank 0: who asked for something else
+//!  requests_agree  every rank: request  --reduce-->  rank 0: who asked for something else
 //! ```
+//!
+//! The reduces ([`Context::reduce_to_root`]) merge in a tree and carry what does not grow with
+//! the number of ranks when they agree: the lowest failing rank and its error; each distinct
+//! request once, with its ranks as ranges. Rank 0 receives `ceil(log2 P)` messages of a size
+//! that depends on how many ranks differ, not on how many there are.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -182,19 +187,30 @@ where
     if ctx.size() <= 1 {
         return own;
     }
+    // Empty: every rank of the range succeeded; else the lowest failing rank (u64, little
+    // endian) and its error's wire bytes.
     let mine = match &own {
-        Ok(_) => encode::<(), E>(&Ok(())),
-        Err(e) => [&[ERR_TAG][..], &e.to_wire()].concat(),
+        Ok(_) => Vec::new(),
+        Err(e) => [&(ctx.rank() as u64).to_le_bytes()[..], &e.to_wire()].concat(),
     };
-    let verdict = ctx.gather_to_root(mine).map(|all| {
-        let failed = all
-            .iter()
-            .enumerate()
-            .find_map(|(rank, bytes)| decode::<(), E>(bytes, rank).err().map(|e| (rank, e)));
-        match failed {
-            None => encode::<(), E>(&Ok(())),
-            Some((rank, e)) => encode::<(), E>(&Err(on_rank(rank, e))),
+    let lowest_failure = |lower: Vec<u8>, higher: Vec<u8>| {
+        if lower.is_empty() { higher } else { lower }
+    };
+    let verdict = ctx.reduce_to_root(mine, &lowest_failure).map(|first| {
+        if first.is_empty() {
+            return encode::<(), E>(&Ok(()));
         }
+        let failed = match first.split_first_chunk::<8>() {
+            Some((rank, wire)) => {
+                let rank = usize::try_from(u64::from_le_bytes(*rank)).unwrap_or(usize::MAX);
+                on_rank(rank, E::from_wire(wire))
+            }
+            None => E::from(CollectiveError::Undecodable {
+                rank: 0,
+                why: format!("a failure of {} bytes, too short", first.len()),
+            }),
+        };
+        encode::<(), E>(&Err(failed))
     });
     match decode::<(), E>(&ctx.broadcast_from_root(verdict), 0) {
         Ok(()) => own,
@@ -202,9 +218,12 @@ where
     }
 }
 
-/// **Collective.** Gathers every rank's `request` to the root, which compares them with its
+/// **Collective.** Brings every rank's `request` to the root, which compares them with its
 /// own. On the root: `Some(mismatches)`, each the rank and what it asked for (`None` if its
-/// request could not be read), empty when all agree. On the other ranks: `None`.
+/// request could not be read), in rank order, empty when all agree. On the other ranks: `None`.
+///
+/// The requests travel in a tree reduce, each distinct request once with its ranks as ranges,
+/// so when every rank agrees the root receives a few messages of one request's size.
 ///
 /// Callers turn a non-empty list into an error and hand it to every rank (for example with
 /// [`root_decides`]), so that ranks out of step all fail instead of hanging.
@@ -212,18 +231,53 @@ pub fn requests_agree<R>(ctx: &dyn Context, request: &R) -> Option<Vec<(usize, O
 where
     R: Serialize + DeserializeOwned + PartialEq,
 {
-    let bytes = serde_json::to_vec(request).unwrap_or_default();
-    let all = ctx.gather_to_root(bytes)?;
-    Some(
-        all.iter()
-            .enumerate()
-            .filter_map(|(rank, bytes)| match serde_json::from_slice::<R>(bytes) {
-                Ok(theirs) if &theirs == request => None,
-                Ok(theirs) => Some((rank, Some(theirs))),
-                Err(_) => Some((rank, None)),
-            })
-            .collect(),
-    )
+    let json = serde_json::to_vec(request)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_default();
+    let mine: Groups = vec![(json, vec![[ctx.rank(), ctx.rank()]])];
+    let merged =
+        ctx.reduce_to_root(serde_json::to_vec(&mine).unwrap_or_default(), &merge_groups)?;
+    let groups: Groups = serde_json::from_slice(&merged).unwrap_or_default();
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for (json, ranges) in &groups {
+        seen = crate::union_ranges(&seen, ranges);
+        match serde_json::from_str::<R>(json) {
+            Ok(theirs) if &theirs == request => {}
+            Ok(_) => out.extend(
+                crate::ranks_of(ranges)
+                    .into_iter()
+                    .map(|rank| (rank, serde_json::from_str(json).ok())),
+            ),
+            Err(_) => out.extend(crate::ranks_of(ranges).into_iter().map(|rank| (rank, None))),
+        }
+    }
+    // Ranks whose part was lost on the way (bytes that did not decode): unreadable.
+    let mut next = 0;
+    for &[a, b] in seen.iter().chain([[ctx.size(), ctx.size()]].iter()) {
+        out.extend((next..a.min(ctx.size())).map(|rank| (rank, None)));
+        next = next.max(b.saturating_add(1));
+    }
+    out.sort_by_key(|(rank, _)| *rank);
+    Some(out)
+}
+
+/// Distinct requests (their JSON text) and the ranks that made each.
+type Groups = Vec<(String, Vec<[usize; 2]>)>;
+
+/// The merge of [`requests_agree`]: the groups of both sides, equal requests united. A side
+/// that does not decode is left out (its ranks count as unreadable on the root).
+fn merge_groups(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
+    let mut groups: Groups = serde_json::from_slice(&lower).unwrap_or_default();
+    let theirs: Groups = serde_json::from_slice(&higher).unwrap_or_default();
+    for (json, ranges) in theirs {
+        match groups.iter_mut().find(|(j, _)| *j == json) {
+            Some((_, mine)) => *mine = crate::union_ranges(mine, &ranges),
+            None => groups.push((json, ranges)),
+        }
+    }
+    serde_json::to_vec(&groups).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -340,6 +394,50 @@ mod tests {
         assert_eq!(out[0], Some(vec![(2, Some("b".to_owned()))]));
         assert_eq!(out[1], None);
         assert_eq!(requests_agree(&Singleton, &1_u8), Some(vec![]));
+
+        // Many ranks, two of them out of step: the root hears ceil(log2 P) messages whose
+        // size does not depend on P.
+        for size in [8, 32] {
+            let out = on_thread_ranks(size, |ctx| {
+                let before = crate::traffic::this_thread();
+                let asked = match ctx.rank() {
+                    3 => "b",
+                    5 => "c",
+                    _ => "a",
+                };
+                let verdict = requests_agree(ctx, &asked.to_owned());
+                (verdict, crate::traffic::this_thread().since(&before))
+            });
+            let (verdict, root) = &out[0];
+            assert_eq!(
+                verdict.as_deref(),
+                Some(&[(3, Some("b".to_owned())), (5, Some("c".to_owned()))][..])
+            );
+            assert_eq!(root.received_messages, size.trailing_zeros() as u64);
+            assert!(root.received_bytes < 100 * root.received_messages, "{root}");
+        }
+    }
+
+    #[test]
+    fn all_succeed_carries_only_the_first_failure() {
+        let out = on_thread_ranks(32, |ctx| {
+            let own: Result<(), TestError> = if ctx.rank() % 7 == 6 {
+                Err(TestError::Own(format!("rank {} broke", ctx.rank())))
+            } else {
+                Ok(())
+            };
+            let before = crate::traffic::this_thread();
+            let verdict = all_succeed(ctx, own, |r, e| TestError::Own(format!("{r}: {e:?}")));
+            (verdict, crate::traffic::this_thread().since(&before))
+        });
+        for (verdict, _) in &out {
+            assert_eq!(
+                verdict,
+                &Err(TestError::Own("6: Own(\"rank 6 broke\")".into()))
+            );
+        }
+        assert_eq!(out[0].1.received_messages, 5);
+        assert!(out[0].1.received_bytes < 5 * 64, "{}", out[0].1);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! every user of a context shares.
 //!
 //! - [`Context`]: the trait (rank, size, byte broadcast from the root, byte gather to the root,
-//!   a node split, a split by color). [`Singleton`] is the serial context; with the `mpi` feature, [`MpiContext`]
+//!   a byte reduce to the root in a binomial tree, a node split, a split by color). [`Singleton`] is the serial context; with the `mpi` feature, [`MpiContext`]
 //!   wraps an rsmpi communicator, and rsmpi's own `SimpleCommunicator` (what
 //!   `universe.world()` returns) can be passed where a context is expected ([`AsContext`]).
 //! - [`root_decides`]: rank 0 runs an operation (panic-safe) and every rank returns the same
@@ -14,6 +14,8 @@
 //!   same thing. Artifact installs and run sync both use these, with one wire framing, and
 //!   their errors travel in one JSON wire form ([`json_to_wire`], [`json_from_wire`]).
 //! - [`on_thread_ranks`]: a multi-rank context of threads, to test collective code without MPI.
+//! - [`traffic`]: what the byte primitives sent and received (messages and bytes), per process
+//!   and per thread, for tests and benchmarks of how a step scales with the number of ranks.
 //!
 //! # Calls with a context are COLLECTIVE
 //!
@@ -28,6 +30,8 @@ mod collective;
 #[cfg(feature = "mpi")]
 mod mpi_context;
 mod threads;
+pub mod traffic;
+mod tree;
 
 /// The rsmpi crate this crate was built with (initialise MPI with `mpi::initialize()`).
 #[cfg(feature = "mpi")]
@@ -37,8 +41,10 @@ pub use collective::{
     requests_agree, root_decides,
 };
 #[cfg(feature = "mpi")]
-pub use mpi_context::MpiContext;
+pub use mpi_context::{MpiContext, REDUCE_TAG};
 pub use threads::on_thread_ranks;
+pub use traffic::Traffic;
+pub use tree::{rank_ranges, ranks_of, union_ranges};
 
 /// A communicator over which operations are collective.
 ///
@@ -61,7 +67,27 @@ pub trait Context {
     /// Non-root ranks ignore what they pass (only the root's bytes count).
     fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8>;
     /// Every rank passes its bytes; rank 0 gets all of them in rank order, the others `None`.
+    ///
+    /// Rank 0 receives the bytes of every rank: linear in the number of ranks. Collective steps
+    /// whose values can be merged use [`Context::reduce_to_root`] instead.
     fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>>;
+    /// Every rank passes its bytes; rank 0 gets them all merged, the others `None`.
+    ///
+    /// `merge(lower, higher)` combines the values of two adjacent ranges of ranks (the lower
+    /// ranks first), so it must be associative; every rank must pass the same function. The
+    /// contexts of this crate merge in a binomial tree over point-to-point messages: rank 0
+    /// receives `ceil(log2 size)` messages, and when merged values do not grow (ranks that
+    /// agree), neither do the bytes it receives. The default (for contexts that implement only
+    /// the other primitives) gathers every value to rank 0 and merges there, in rank order.
+    fn reduce_to_root(
+        &self,
+        data: Vec<u8>,
+        merge: &dyn Fn(Vec<u8>, Vec<u8>) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
+        let mut all = self.gather_to_root(data)?.into_iter();
+        let first = all.next().unwrap_or_default();
+        Some(all.fold(first, merge))
+    }
     /// A context over the ranks that share this node (shared-memory split).
     fn split_by_node(&self) -> Box<dyn Context>;
     /// Splits the context (`MPI_Comm_split`): ranks passing the same `Some(color)` form one new
@@ -122,6 +148,13 @@ impl Context for Singleton {
     fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
         Some(vec![data])
     }
+    fn reduce_to_root(
+        &self,
+        data: Vec<u8>,
+        _merge: &dyn Fn(Vec<u8>, Vec<u8>) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
+        Some(data)
+    }
     fn split_by_node(&self) -> Box<dyn Context> {
         Box::new(Singleton)
     }
@@ -150,6 +183,13 @@ macro_rules! forward_context {
             }
             fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
                 (**self).gather_to_root(data)
+            }
+            fn reduce_to_root(
+                &self,
+                data: Vec<u8>,
+                merge: &dyn Fn(Vec<u8>, Vec<u8>) -> Vec<u8>,
+            ) -> Option<Vec<u8>> {
+                (**self).reduce_to_root(data, merge)
             }
             fn split_by_node(&self) -> Box<dyn Context> {
                 (**self).split_by_node()

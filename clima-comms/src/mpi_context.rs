@@ -27,6 +27,11 @@
 //! - gather: every length as `u64` to every rank (`MPI_Allgather`), so all ranks know how many
 //!   rounds are needed; then rounds of `MPI_Gatherv` in which each rank sends the next piece of at
 //!   most `max_message_bytes / size` bytes.
+//! - reduce: the binomial tree of [`Context::reduce_to_root`], each message a `u64` length then
+//!   the payload in chunks of at most `max_message_bytes`, point-to-point (`MPI_Send`, and
+//!   `MPI_Irecv` waited for with short sleeps) with the tag [`REDUCE_TAG`] on the context's
+//!   communicator; MPI keeps messages of one sender and tag in order, so reduces in a row never
+//!   mix.
 //!
 //! # Threads
 //!
@@ -59,6 +64,11 @@ const MAX_NAP: Duration = Duration::from_millis(10);
 
 /// The largest number of elements one MPI call may carry (`int` counts).
 const MPI_MAX_COUNT: usize = i32::MAX as usize;
+
+/// The tag of the reduce's point-to-point messages (below 32767, the least `MPI_TAG_UB` MPI
+/// allows). A program that receives with `MPI_ANY_TAG` on a communicator it also passes to
+/// this crate could take them: use a duplicate of the communicator for your own messages.
+pub const REDUCE_TAG: i32 = 31_417;
 
 /// [`Context::communicator_id`] of `MPI_COMM_WORLD`, however many contexts wrap it.
 const WORLD_ID: u64 = 1;
@@ -244,6 +254,22 @@ impl Context for MpiContext {
         )
     }
 
+    fn reduce_to_root(
+        &self,
+        data: Vec<u8>,
+        merge: &dyn Fn(Vec<u8>, Vec<u8>) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
+        let _guard = self.enter();
+        reduce(
+            &self.comm,
+            self.rank,
+            self.size,
+            self.max_message_bytes,
+            data,
+            merge,
+        )
+    }
+
     fn split_by_node(&self) -> Box<dyn Context> {
         let node = {
             let _guard = self.enter();
@@ -331,6 +357,16 @@ impl Context for RsmpiComm {
         let _guard = lock_unless_multiple();
         let (rank, size) = (self.0.rank() as usize, self.0.size() as usize);
         gather(&self.0, rank, size, MPI_MAX_COUNT, data)
+    }
+
+    fn reduce_to_root(
+        &self,
+        data: Vec<u8>,
+        merge: &dyn Fn(Vec<u8>, Vec<u8>) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
+        let _guard = lock_unless_multiple();
+        let (rank, size) = (self.0.rank() as usize, self.0.size() as usize);
+        reduce(&self.0, rank, size, MPI_MAX_COUNT, data, merge)
     }
 
     fn split_by_node(&self) -> Box<dyn Context> {
@@ -427,7 +463,57 @@ fn broadcast(
     for chunk in buf.chunks_mut(max_message_bytes) {
         root.broadcast_into(chunk);
     }
+    crate::traffic::broadcast(rank, comm.size() as usize, buf.len());
     buf
+}
+
+/// Waits for `request` with growing naps instead of spinning (see [`broadcast`]).
+fn wait_napping<'a, S: mpi::request::Scope<'a>>(mut request: mpi::request::Request<'a, u64, S>) {
+    let mut nap = Duration::from_micros(50);
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(pending) => {
+                request = pending;
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(MAX_NAP);
+            }
+        }
+    }
+}
+
+/// The byte reduce of the module docs over `comm`.
+fn reduce(
+    comm: &SimpleCommunicator,
+    rank: usize,
+    size: usize,
+    max_message_bytes: usize,
+    data: Vec<u8>,
+    merge: &dyn Fn(Vec<u8>, Vec<u8>) -> Vec<u8>,
+) -> Option<Vec<u8>> {
+    let mut send = |to: usize, bytes: Vec<u8>| {
+        let dest = comm.process_at_rank(to as i32);
+        dest.send_with_tag(&(bytes.len() as u64), REDUCE_TAG);
+        for chunk in bytes.chunks(max_message_bytes) {
+            dest.send_with_tag(chunk, REDUCE_TAG);
+        }
+        crate::traffic::sent(1, bytes.len());
+    };
+    let mut recv = |from: usize| {
+        let source = comm.process_at_rank(from as i32);
+        let mut len = 0_u64;
+        // The sender may still be busy (merging its own subtree): wait without spinning.
+        mpi::request::scope(|scope| {
+            wait_napping(source.immediate_receive_into_with_tag(scope, &mut len, REDUCE_TAG));
+        });
+        let mut bytes = vec![0_u8; usize::try_from(len).expect("a message larger than memory")];
+        for chunk in bytes.chunks_mut(max_message_bytes) {
+            source.receive_into_with_tag(chunk, REDUCE_TAG);
+        }
+        crate::traffic::received(1, bytes.len());
+        bytes
+    };
+    crate::tree::binomial_reduce(rank, size, data, merge, &mut send, &mut recv)
 }
 
 /// The byte gather of the module docs over `comm`.
@@ -481,5 +567,6 @@ fn gather(
             None => root.gather_varcount_into(mine),
         }
     }
+    crate::traffic::gather(rank, data.len(), out.as_deref());
     out
 }

@@ -1,17 +1,21 @@
 //! [`on_thread_ranks`]: a real multi-rank [`Context`] without MPI, each rank a thread, for
 //! testing collective code (a model's, or this workspace's) without `mpirun`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 
 use crate::{Context, Singleton};
 
 /// What the ranks of one [`on_thread_ranks`] call (or of one part of a split) share: a
-/// barrier, one slot per rank, and the parts of the splits made of it so far.
+/// barrier, one slot per rank, point-to-point mailboxes, and the parts of the splits made of it
+/// so far.
 struct Shared {
     barrier: Barrier,
     slots: Mutex<Vec<Vec<u8>>>,
+    /// Messages sent and not yet received, by (from, to), in the order sent.
+    mail: Mutex<HashMap<(usize, usize), VecDeque<Vec<u8>>>>,
+    delivered: Condvar,
     /// By (number of the split, color): every rank makes the same splits in the same order.
     parts: Mutex<HashMap<(u64, u32), Arc<Shared>>>,
 }
@@ -21,6 +25,8 @@ impl Shared {
         Arc::new(Shared {
             barrier: Barrier::new(size),
             slots: Mutex::new(vec![Vec::new(); size]),
+            mail: Mutex::new(HashMap::new()),
+            delivered: Condvar::new(),
             parts: Mutex::new(HashMap::new()),
         })
     }
@@ -38,6 +44,31 @@ struct ThreadRank {
 impl ThreadRank {
     fn slots(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
         self.shared.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send(&self, to: usize, bytes: Vec<u8>) {
+        crate::traffic::sent(1, bytes.len());
+        let mut mail = self.shared.mail.lock().unwrap_or_else(|e| e.into_inner());
+        mail.entry((self.rank, to)).or_default().push_back(bytes);
+        self.shared.delivered.notify_all();
+    }
+
+    fn recv(&self, from: usize) -> Vec<u8> {
+        let mut mail = self.shared.mail.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(bytes) = mail
+                .get_mut(&(from, self.rank))
+                .and_then(VecDeque::pop_front)
+            {
+                crate::traffic::received(1, bytes.len());
+                return bytes;
+            }
+            mail = self
+                .shared
+                .delivered
+                .wait(mail)
+                .unwrap_or_else(|e| e.into_inner());
+        }
     }
 }
 
@@ -59,15 +90,32 @@ impl Context for ThreadRank {
         self.barrier();
         let out = self.slots()[0].clone();
         self.barrier();
+        crate::traffic::broadcast(self.rank, self.size, out.len());
         out
     }
     fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
+        let len = data.len();
         self.barrier();
         self.slots()[self.rank] = data;
         self.barrier();
         let out = (self.rank == 0).then(|| self.slots().clone());
         self.barrier();
+        crate::traffic::gather(self.rank, len, out.as_deref());
         out
+    }
+    fn reduce_to_root(
+        &self,
+        data: Vec<u8>,
+        merge: &dyn Fn(Vec<u8>, Vec<u8>) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
+        crate::tree::binomial_reduce(
+            self.rank,
+            self.size,
+            data,
+            merge,
+            &mut |to, bytes| self.send(to, bytes),
+            &mut |from| self.recv(from),
+        )
     }
     fn split_by_node(&self) -> Box<dyn Context> {
         // Every thread rank is its own node.
@@ -153,6 +201,37 @@ pub fn on_thread_ranks<T: Send>(size: usize, f: impl Fn(&dyn Context) -> T + Syn
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reduce_merges_in_rank_order_and_the_root_gets_log_messages() {
+        for size in [1, 2, 5, 8, 13] {
+            let out = on_thread_ranks(size, |ctx| {
+                let before = crate::traffic::this_thread();
+                // Twice in a row: messages of two reduces never mix.
+                let merge = |a: Vec<u8>, b: Vec<u8>| [a, b].concat();
+                let first = ctx.reduce_to_root(vec![ctx.rank() as u8], &merge);
+                let second = ctx.reduce_to_root(vec![100 + ctx.rank() as u8], &merge);
+                (first, second, crate::traffic::this_thread().since(&before))
+            });
+            let (first, second, root) = &out[0];
+            assert_eq!(
+                first.as_deref(),
+                Some(&(0..size as u8).collect::<Vec<_>>()[..])
+            );
+            assert_eq!(
+                second.as_deref(),
+                Some(&(100..100 + size as u8).collect::<Vec<_>>()[..])
+            );
+            let rounds = size.next_power_of_two().trailing_zeros() as u64;
+            assert_eq!(root.received_messages, 2 * rounds, "size {size}");
+            assert_eq!(root.sent_messages, 0);
+            assert!(
+                out[1..]
+                    .iter()
+                    .all(|(f, s, t)| f.is_none() && s.is_none() && t.sent_messages == 2)
+            );
+        }
+    }
 
     #[test]
     fn splits_group_by_color_and_order_by_key() {

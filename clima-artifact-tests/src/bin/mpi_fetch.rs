@@ -15,6 +15,15 @@
 //! collective calls it looks up the paths `/MPI_FETCH_BEGIN_<rank>` and `/MPI_FETCH_END_<rank>`
 //! (markers to find in an `strace -e trace=%file` log). Exits 1 if any artifact failed
 //! on this rank.
+//!
+//! For the scale tests and `scripts/bench-scale.sh`, every rank also prints what its
+//! collective steps cost (the `clima_comms::traffic` counts of the step, and its wall time), and
+//! rank 0 its peak resident memory at the end:
+//!
+//! ```text
+//! STEP rank=<r> step=install|report seconds=<s> sent_messages=.. sent_bytes=.. received_messages=.. received_bytes=..
+//! PEAK rank=0 vmhwm_kb=<k>
+//! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -71,6 +80,7 @@ fn main() -> ExitCode {
     let manifest = Manifest::load(&args.manifest);
     let config = Config::from_env();
     let mut failed = false;
+    let step = Step::start();
     marker(&format!("MPI_FETCH_BEGIN_{rank}"));
     for (i, name) in args.names.iter().enumerate() {
         let name = match &args.other_on_rank {
@@ -91,8 +101,14 @@ fn main() -> ExitCode {
         failed |= !print_result(rank, size, name, path);
     }
     marker(&format!("MPI_FETCH_END_{rank}"));
+    if !args.names.is_empty() {
+        step.print(rank, "install");
+    }
     if let Some(dir) = &args.report {
-        match clima_artifact_runtime::report::write_all_collective(ctx.as_ref(), dir) {
+        let step = Step::start();
+        let written = clima_artifact_runtime::report::write_all_collective(ctx.as_ref(), dir);
+        step.print(rank, "report");
+        match written {
             Ok(Some(paths)) => println!("REPORT rank={rank} wrote={}", paths.json.display()),
             Ok(None) => println!("REPORT rank={rank} wrote=none"),
             Err(e) => {
@@ -100,6 +116,9 @@ fn main() -> ExitCode {
                 println!("REPORT rank={rank} err={e}");
             }
         }
+    }
+    if rank == 0 {
+        println!("PEAK rank=0 vmhwm_kb={}", peak_kb().unwrap_or(0));
     }
     drop(ctx);
     drop(universe);
@@ -113,4 +132,34 @@ fn main() -> ExitCode {
 /// A system call on a path named `what`, to find in an `strace` log.
 fn marker(what: &str) {
     let _ = std::path::Path::new(&format!("/{what}")).try_exists();
+}
+
+/// The traffic counts and the clock at the start of a collective step.
+struct Step {
+    traffic: clima_comms::Traffic,
+    start: std::time::Instant,
+}
+
+impl Step {
+    fn start() -> Step {
+        Step {
+            traffic: clima_comms::traffic::process(),
+            start: std::time::Instant::now(),
+        }
+    }
+
+    fn print(&self, rank: usize, step: &str) {
+        let traffic = clima_comms::traffic::process().since(&self.traffic);
+        println!(
+            "STEP rank={rank} step={step} seconds={:.6} {traffic}",
+            self.start.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// This process's peak resident set (`VmHWM` of `/proc/self/status`), in kB.
+fn peak_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }

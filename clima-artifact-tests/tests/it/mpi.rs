@@ -1923,3 +1923,106 @@ fn mpi_node_local_only_leaders_touch_the_depots() {
     }
     assert_eq!(server.gets(&served[0].url_path), 1);
 }
+
+/// What rank `rank` of an `mpi_fetch` run said its collective step `step` cost (its `STEP` line:
+/// `clima_comms::traffic` counts, see `mpi_fetch`'s docs), by field.
+fn step_counts(run: &Run, rank: usize, step: &str) -> std::collections::HashMap<String, u64> {
+    let prefix = format!("STEP rank={rank} step={step} ");
+    let line = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line\n{}", describe(run)));
+    line.split(' ')
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_owned(), v.parse().ok()?)))
+        .collect()
+}
+
+/// 32 ranks (issue 40, the size CI affords of "hundreds of ranks without hundreds of requests"),
+/// under `strace`, shared depot: one GET; the ranks other than 0 make no file operation on the
+/// depot or the manifest; and what rank 0 receives in the install and in the collective report
+/// is O(log2 P): at most log2(P) messages of a size that does not grow with P. (Before the tree
+/// reduce, rank 0 received 31 messages in each step, 1.6 kB / 15 kB; now 5, 0.35 kB / 2.6 kB.) Counts only,
+/// never times.
+#[test]
+fn mpi_32_ranks_one_get_no_file_operations_and_log_p_bytes_at_the_root() {
+    const P: usize = 32;
+    let test = "mpi_32_ranks_one_get_no_file_operations_and_log_p_bytes_at_the_root";
+    let Some((mpirun, tmp, server, manifest, served)) = job(test, &["era5"]) else {
+        return;
+    };
+    if Command::new("strace").arg("-V").output().is_err() {
+        let required = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(!required, "strace not found but CI=true: install strace");
+        clima_artifact_tests::skip("`strace` not found");
+        return;
+    }
+    let root = tmp.path().to_str().expect("utf-8").to_owned();
+    let depot = tmp.path().join("depot");
+    let report = tmp.path().join("report");
+    let traces = tmp.path().join("traces");
+    std::fs::create_dir_all(&traces).expect("traces");
+    let mut argv = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!(
+            "exec strace -f -qq -e trace=%file,%desc -o {}/trace.$OMPI_COMM_WORLD_RANK$PMI_RANK \"$@\"",
+            traces.display()
+        ),
+        "sh".to_owned(),
+    ];
+    let report_arg = report.display().to_string();
+    argv.extend(fetch_argv(&manifest, &["era5"], &["--report", &report_arg]));
+    let run = run_bounded(
+        mpirun.command(&[(P, argv)]),
+        &[("CLIMA_ARTIFACTS_DEPOT_PATH", depot.to_str().expect("utf-8"))],
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    assert_eq!(server.gets(&served[0].url_path), 1);
+    let expected = depot.join("artifacts").join(&served[0].hash);
+    let all = outcomes(&run);
+    assert_eq!(all.len(), P, "{}", describe(&run));
+    assert!(all.iter().all(|o| o.result.as_ref() == Ok(&expected)));
+    assert_one_report(&report);
+
+    for rank in 0..P {
+        let log = std::fs::read_to_string(traces.join(format!("trace.{rank}")))
+            .expect("a trace per rank");
+        let touched = traced_paths_between_markers(&log, rank, &root);
+        if rank == 0 {
+            assert!(
+                !touched.is_empty(),
+                "rank 0's file operations were not seen"
+            );
+        } else {
+            assert!(
+                touched.is_empty(),
+                "rank {rank} is not the root, yet:\n{}",
+                touched.join("\n")
+            );
+        }
+    }
+
+    let log2_p = P.trailing_zeros() as u64;
+    for (step, bytes_per_message) in [("install", 256), ("report", 2048)] {
+        let root_got = step_counts(&run, 0, step);
+        eprintln!("rank 0, {step}: {root_got:?}");
+        assert!(
+            root_got["received_messages"] <= log2_p,
+            "{step}: rank 0 received more than log2(P) = {log2_p} messages: {root_got:?}"
+        );
+        assert!(
+            root_got["received_bytes"] <= bytes_per_message * log2_p,
+            "{step}: rank 0 received more than {bytes_per_message} x log2(P) bytes: {root_got:?}"
+        );
+        // Every other rank sends its part once, and receives at most log2(P) parts.
+        for rank in 1..P {
+            let got = step_counts(&run, rank, step);
+            assert!(
+                got["received_messages"] <= log2_p + 1,
+                "rank {rank}: {got:?}"
+            );
+        }
+    }
+}
