@@ -610,7 +610,7 @@ fn resolve_request(r: &OverrideRequest, jobs: &[Job]) -> CliResult<(GitTreeSha1,
     }
     let hits: Vec<&Job> = jobs
         .iter()
-        .filter(|j| j.names.iter().any(|n| *n == r.artifact))
+        .filter(|j| j.names.contains(&r.artifact))
         .collect();
     match hits.as_slice() {
         [one] => Ok((one.variant.git_tree_sha1, Some(one.names.join(", ")))),
