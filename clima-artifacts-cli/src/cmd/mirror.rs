@@ -1,4 +1,4 @@
-//! `mirror`: parses the arguments, runs [`crate::mirror::mirror`], and prints one line per
+//! `mirror`: parses the arguments, runs [`clima_artifact_ops::mirror::mirror`], and prints one line per
 //! artifact as it finishes, then the table, the overrides still needed and the section written.
 
 use std::sync::Mutex;
