@@ -483,6 +483,8 @@ fn fix_for(job: &Job, depot: &Path, reason: String) -> OverrideFix {
     let name = &job.names[0];
     let folder = format!("/path/to/{}", clima_artifact_fs::printable(name));
     let file = layout::overrides_file(depot);
+    // Absolute, so that the command works from any folder.
+    let manifest = std::fs::canonicalize(&job.manifest).unwrap_or_else(|_| job.manifest.clone());
     OverrideFix {
         command: format!(
             "{}={} clima-artifacts override set {} {} --manifest {}   # or: mirror --override {}={}",
@@ -490,7 +492,7 @@ fn fix_for(job: &Job, depot: &Path, reason: String) -> OverrideFix {
             shell_word(&depot.to_string_lossy()),
             shell_word(name),
             shell_word(&folder),
-            shell_word(&job.manifest.to_string_lossy()),
+            shell_word(&manifest.to_string_lossy()),
             shell_word(name),
             shell_word(&folder),
         ),
@@ -610,7 +612,7 @@ fn resolve_request(r: &OverrideRequest, jobs: &[Job]) -> CliResult<(GitTreeSha1,
     }
     let hits: Vec<&Job> = jobs
         .iter()
-        .filter(|j| j.names.iter().any(|n| *n == r.artifact))
+        .filter(|j| j.names.contains(&r.artifact))
         .collect();
     match hits.as_slice() {
         [one] => Ok((one.variant.git_tree_sha1, Some(one.names.join(", ")))),

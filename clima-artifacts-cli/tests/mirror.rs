@@ -419,3 +419,28 @@ fn jobs_outside_1_to_64_are_clamped_with_a_warning() {
         .args(["--jobs", "8"]));
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
 }
+
+#[test]
+fn unreadable_manifests_and_broken_entries_fail_the_run_but_not_the_rest() {
+    let c = collection(TestArtifact::sample);
+    let bad = c.depot.parent().unwrap().join("bad/Artifacts.toml");
+    std::fs::create_dir_all(bad.parent().unwrap()).unwrap();
+    std::fs::write(&bad, "[broken]\nsha = 1\n").unwrap();
+    let not_toml = c.depot.parent().unwrap().join("not-toml.toml");
+    std::fs::write(&not_toml, "[[[").unwrap();
+    let out = run(mirror_cmd(&c.depot)
+        .arg(&c.manifests[0])
+        .arg(&bad)
+        .arg(&not_toml));
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{so}\n{se}");
+    assert!(
+        so.contains("10 of 10 installed (10 now, 0 failed), 2 manifest(s) or entries unreadable"),
+        "{so}"
+    );
+    assert!(
+        se.contains("[broken]: ") && se.contains("missing `git-tree-sha1`"),
+        "{se}"
+    );
+    assert!(se.contains("not-toml.toml"), "{se}");
+}

@@ -1,4 +1,4 @@
-//! `mirror`: parses the arguments, runs [`crate::mirror::mirror`], and prints one line per
+//! `mirror`: parses the arguments, runs [`clima_artifact_ops::mirror::mirror`], and prints one line per
 //! artifact as it finishes, then the table, the overrides still needed and the section written.
 
 use std::sync::Mutex;
@@ -213,13 +213,17 @@ fn print_summary(s: &Summary) {
         (0, n) => format!(", {n} need an override"),
         (o, n) => format!(", {o} overridden, {n} need an override"),
     };
+    let extra = match s.problems.len() {
+        0 => extra,
+        n => format!("{extra}, {n} manifest(s) or entries unreadable"),
+    };
     if s.nothing_to_do() {
         println!("nothing to do: {have} of {of} installed{extra}");
     } else {
         println!(
             "{have} of {of} installed ({} now, {} failed){extra} in {}, {:.1} s",
             s.count(Status::Installed),
-            s.count(Status::Failed) + s.problems.len(),
+            s.count(Status::Failed),
             s.depot.display(),
             s.seconds
         );
