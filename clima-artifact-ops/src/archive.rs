@@ -1671,7 +1671,7 @@ mod tests {
     fn record_ids_of_download_urls() {
         let d = |url: &str| clima_artifact_manifest::Download {
             url: url.into(),
-            sha256: clima_artifact_manifest::Sha256::parse(&"a".repeat(64)).unwrap(),
+            sha256: clima_artifact_manifest::Sha256::from_hex(&"a".repeat(64)).unwrap(),
             size: None,
         };
         let a = "https://zenodo.org";

@@ -177,9 +177,9 @@ fn a_recipe_artifact_is_published_with_a_doi_and_fetched_from_the_archive() {
     assert_eq!(
         e.downloads
             .iter()
-            .map(|d| d.url.clone())
+            .map(|d| d.url.as_str())
             .collect::<Vec<_>>(),
-        [url.clone()]
+        [url.as_str()]
     );
     let expected = before.replace("doi = \"10.1002/qj.3803\"", &format!("doi = \"{doi}\""));
     let block = format!(

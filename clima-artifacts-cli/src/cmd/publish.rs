@@ -121,8 +121,8 @@ fn run_storage(
     };
     clima_artifact_sync::check_key(&key).map_err(|e| CliError::usage(e.to_string()))?;
 
-    let text = cmd::read_or_empty(&manifest)?;
-    if let Some(existing) = existing_hash(&text, &name)
+    let text = cmd::read_or_empty(manifest)?;
+    if let Some(existing) = existing_hash(&text, name)
         && existing != tree_hash
     {
         return Err(CliError::usage(format!(
@@ -169,8 +169,8 @@ fn run_storage(
         replace_downloads: false,
         download_last: false,
     };
-    let (new_text, outcome) = upsert_entry(&text, &manifest, &update)?;
-    cmd::write_atomically(&manifest, &new_text)?;
+    let (new_text, outcome) = upsert_entry(&text, manifest, &update)?;
+    cmd::write_atomically(manifest, &new_text)?;
     if args.json {
         return cmd::print_json(&serde_json::json!({
             "name": name,
