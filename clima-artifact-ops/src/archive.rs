@@ -41,6 +41,17 @@ use sha2::Digest as _;
 use crate::error::CliError;
 use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, upsert_entry};
 
+/// What a line given to `notify` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line {
+    /// Progress of an upload (start, every 10 % or 10 s, end): for a terminal or a batch log,
+    /// hidden where progress is off.
+    Progress,
+    /// Something the user should know: a resumed draft, a wait for `Retry-After`, a retry, a
+    /// checksum checked.
+    Notice,
+}
+
 /// The variable holding the archive's personal access token.
 pub const TOKEN_VAR: &str = clima_artifact_vars::ARCHIVE_TOKEN;
 
@@ -405,10 +416,10 @@ fn save_state(path: &Path, state: &State) -> Result<(), ArchiveError> {
         .map_err(|e| ArchiveError::Io(format!("cannot write `{}`: {e}", path.display())))
 }
 
-/// Publishes artifact `req.name` to `req.archive`; `notify` receives progress lines (for a
+/// Publishes artifact `req.name` to `req.archive`; `notify` receives [`Line`]s (for a
 /// terminal or a batch log).
 // Long: the steps of the module's list, in order; each is a call or a few lines.
-pub fn publish(req: &PublishRequest, notify: &dyn Fn(&str)) -> Result<Published, ArchiveError> {
+pub fn publish(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Published, ArchiveError> {
     // 1. Checks without a request.
     if let Some(why) = invalid_name(&req.name) {
         return Err(ArchiveError::Input(format!(
@@ -425,6 +436,13 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(&str)) -> Result<Published,
              https://data.caltech.edu or https://zenodo.org (sandboxes: \
              https://data.caltechlibrary.dev, https://sandbox.zenodo.org)",
             printable(&archive)
+        )));
+    }
+    if archive.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("").contains('@') {
+        return Err(ArchiveError::Input(format!(
+            "--archive `{}` carries credentials; pass the archive's plain address and the token \
+             in {TOKEN_VAR}",
+            clima_artifact_net::trust::redact_url(&archive)
         )));
     }
     let text = std::fs::read_to_string(&req.manifest).map_err(|e| {
@@ -551,7 +569,7 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(&str)) -> Result<Published,
     if let Some(d) = st.draft.clone() {
         let (status, body) = client.call("GET", &format!("/api/records/{}/draft", d.id), None)?;
         if status == 200 {
-            notify(&format!(
+            notify(Line::Notice, &format!(
                 "continuing draft {} of an earlier run",
                 printable(&d.id)
             ));
@@ -562,7 +580,7 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(&str)) -> Result<Published,
             let (status, body) = client.call("GET", &format!("/api/records/{}", d.id), None)?;
             if status == 200 && body["is_published"].as_bool() == Some(true) {
                 if d.sha256 == verified.sha256 {
-                    notify(&format!(
+                    notify(Line::Notice, &format!(
                         "draft {} was published by an earlier run",
                         printable(&d.id)
                     ));
@@ -638,7 +656,7 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(&str)) -> Result<Published,
             st.draft = Some(d.clone());
             state.archives.insert(archive.clone(), st.clone());
             save_state(&state_file, &state)?;
-            notify(&format!(
+            notify(Line::Notice, &format!(
                 "{} {} on {archive}",
                 if new_version {
                     "new version draft"
@@ -735,7 +753,7 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(&str)) -> Result<Published,
     }
     for (k, upload) in &files {
         if draft.done.get(k).is_some_and(|m| *m == upload.md5()) {
-            notify(&format!("`{}` is already in the draft", printable(k)));
+            notify(Line::Notice, &format!("`{}` is already in the draft", printable(k)));
             continue;
         }
         let (status, body) = client.call(
@@ -778,7 +796,7 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(&str)) -> Result<Published,
                 draft: draft.id.clone(),
             });
         }
-        notify(&format!(
+        notify(Line::Notice, &format!(
             "`{}` committed, checksum {ours} matches",
             printable(k)
         ));
@@ -903,6 +921,20 @@ fn record_in_manifest(
     };
     // Re-read: the manifest may have changed while the upload ran.
     let now = std::fs::read_to_string(&req.manifest).unwrap_or_else(|_| text.to_owned());
+    // Already recorded (a rerun): leave the file, and the downloads' order, as they are.
+    if let Ok(m) = Manifest::parse(&now, &req.manifest)
+        && let Some(ArtifactEntry::Single(v)) = m.get(&req.name)
+        && v.git_tree_sha1.to_hex() == tree
+        && v.metadata.get(metadata::DOI) == published.doi.as_ref()
+        && v.downloads.iter().any(|d| {
+            Some(&d.url) == published.url.as_ref() && d.sha256.to_hex() == published.sha256
+        })
+    {
+        return Ok(EditOutcome::Updated {
+            previous_hash: Some(tree.to_owned()),
+            removed_downloads: 0,
+        });
+    }
     let (new_text, outcome) = upsert_entry(&now, &req.manifest, &update).map_err(from_cli)?;
     if new_text != now {
         clima_artifact_fs::write_atomically(&req.manifest, new_text.as_bytes()).map_err(|e| {
@@ -1160,7 +1192,7 @@ fn find_or_pack(
     req: &PublishRequest,
     manifest_dir: &Path,
     variant: &clima_artifact_manifest::ArtifactVariant,
-    notify: &dyn Fn(&str),
+    notify: &dyn Fn(Line, &str),
 ) -> Result<PathBuf, ArchiveError> {
     let regular = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
     if let Some(t) = &req.tarball {
@@ -1194,7 +1226,7 @@ fn find_or_pack(
         )));
     };
     let out = cwd.join(&file);
-    notify(&format!(
+    notify(Line::Notice, &format!(
         "packing `{}` from {} into {}",
         req.name,
         dir.display(),
@@ -1245,7 +1277,7 @@ fn verify_tarball(
     size: u64,
     tree: &str,
     known: Option<&Verified>,
-    notify: &dyn Fn(&str),
+    notify: &dyn Fn(Line, &str),
 ) -> Result<Verified, ArchiveError> {
     let path = std::path::absolute(tarball).unwrap_or_else(|_| tarball.to_path_buf());
     let meta = std::fs::metadata(&path)
@@ -1259,7 +1291,7 @@ fn verify_tarball(
     {
         return Ok(k.clone());
     }
-    notify(&format!(
+    notify(Line::Notice, &format!(
         "checking that `{}` holds artifact content {tree}",
         path.display()
     ));
@@ -1344,7 +1376,7 @@ struct Client<'a> {
     token: String,
     agent: ureq::Agent,
     retry: RetryPolicy,
-    notify: &'a dyn Fn(&str),
+    notify: &'a dyn Fn(Line, &str),
 }
 
 /// One request's outcome before classification.
@@ -1354,7 +1386,7 @@ enum Outcome {
 }
 
 impl<'a> Client<'a> {
-    fn new(base: &str, token: &str, notify: &'a dyn Fn(&str)) -> Result<Client<'a>, ArchiveError> {
+    fn new(base: &str, token: &str, notify: &'a dyn Fn(Line, &str)) -> Result<Client<'a>, ArchiveError> {
         let config = crate::depots::config().map_err(from_cli)?;
         let net = config.net();
         let agent = clima_artifact_net::source::agent(&net)
@@ -1387,7 +1419,7 @@ impl<'a> Client<'a> {
                     let wait = retry_after
                         .unwrap_or_else(|| self.retry.backoff(throttled))
                         .min(MAX_RETRY_AFTER);
-                    (self.notify)(&format!(
+                    (self.notify)(Line::Notice, &format!(
                         "{} answered 429 Too Many Requests to {what}: waiting {} s (Retry-After) \
                          before trying again",
                         self.base,
@@ -1417,7 +1449,7 @@ impl<'a> Client<'a> {
             let reason = printable(reason.trim()).into_owned();
             match self.retry.next_attempt(failed, transient) {
                 Some(wait) => {
-                    (self.notify)(&format!(
+                    (self.notify)(Line::Notice, &format!(
                         "{what} failed ({reason}); trying again in {:.1} s (try {} of {})",
                         wait.as_secs_f64(),
                         failed + 1,
@@ -1589,12 +1621,12 @@ struct Progress<'n> {
     started: Instant,
     last: Instant,
     last_tenth: u64,
-    notify: &'n dyn Fn(&str),
+    notify: &'n dyn Fn(Line, &str),
 }
 
 impl<'n> Progress<'n> {
-    fn new(key: &str, size: u64, notify: &'n dyn Fn(&str)) -> Progress<'n> {
-        notify(&format!(
+    fn new(key: &str, size: u64, notify: &'n dyn Fn(Line, &str)) -> Progress<'n> {
+        notify(Line::Progress, &format!(
             "uploading `{}` ({})",
             printable(key),
             clima_artifact_fs::human_bytes(size)
@@ -1619,7 +1651,7 @@ impl<'n> Progress<'n> {
         {
             self.last_tenth = tenth;
             self.last = Instant::now();
-            (self.notify)(&format!(
+            (self.notify)(Line::Progress, &format!(
                 "uploading `{}`: {} % ({} of {})",
                 self.key,
                 self.sent * 100 / self.size.max(1),
@@ -1631,7 +1663,7 @@ impl<'n> Progress<'n> {
 
     fn done(&self) {
         let secs = self.started.elapsed().as_secs_f64();
-        (self.notify)(&format!(
+        (self.notify)(Line::Progress, &format!(
             "uploaded `{}`: {} in {secs:.1} s ({}/s)",
             self.key,
             clima_artifact_fs::human_bytes(self.sent),

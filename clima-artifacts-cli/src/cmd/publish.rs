@@ -43,8 +43,11 @@ fn run_archive(args: PublishArgs) -> CliResult {
         creators: args.creator,
     };
     let quiet = args.json;
-    let notify = |line: &str| {
-        if !quiet {
+    // As downloads: progress lines only where progress is on (CLIMA_ARTIFACTS_PROGRESS), notices
+    // (resumes, waits, retries, checksums) always, unless the output is JSON.
+    let progress = crate::depots::config()?.progress;
+    let notify = |kind: archive::Line, line: &str| {
+        if !quiet && (progress || kind == archive::Line::Notice) {
             eprintln!("clima-artifacts: {line}");
         }
     };
