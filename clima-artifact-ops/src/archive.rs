@@ -12,9 +12,9 @@
 //!    (from the state file or the entry's download URL), else a new record.
 //! 4. Metadata (`PUT /api/records/{id}/draft`), from the entry and the recipe README: a
 //!    rejected field is reported before any upload.
-//! 5. Files: the tarball and the recipe README, each initialised, streamed (MD5 computed while
-//!    sending), committed; the server's `md5:` checksum must equal ours, otherwise the file is
-//!    removed from the draft and nothing is published.
+//! 5. Files: the tarball and the recipe README, each initialised, streamed, committed; the
+//!    server's `md5:` checksum must equal the MD5 of the checked content (computed in step 2's
+//!    streaming pass), otherwise the file is removed from the draft and nothing is published.
 //! 6. Publish (unless `--draft`), then the manifest edit: a `[[NAME.download]]` with the
 //!    record's file URL (after the existing mirrors, or first) and `doi`.
 //!
@@ -419,7 +419,10 @@ fn save_state(path: &Path, state: &State) -> Result<(), ArchiveError> {
 /// Publishes artifact `req.name` to `req.archive`; `notify` receives [`Line`]s (for a
 /// terminal or a batch log).
 // Long: the steps of the module's list, in order; each is a call or a few lines.
-pub fn publish(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Published, ArchiveError> {
+pub fn publish(
+    req: &PublishRequest,
+    notify: &dyn Fn(Line, &str),
+) -> Result<Published, ArchiveError> {
     // 1. Checks without a request.
     if let Some(why) = invalid_name(&req.name) {
         return Err(ArchiveError::Input(format!(
@@ -438,7 +441,15 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Publ
             printable(&archive)
         )));
     }
-    if archive.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("").contains('@') {
+    if archive
+        .split("://")
+        .nth(1)
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .contains('@')
+    {
         return Err(ArchiveError::Input(format!(
             "--archive `{}` carries credentials; pass the archive's plain address and the token \
              in {TOKEN_VAR}",
@@ -569,10 +580,10 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Publ
     if let Some(d) = st.draft.clone() {
         let (status, body) = client.call("GET", &format!("/api/records/{}/draft", d.id), None)?;
         if status == 200 {
-            notify(Line::Notice, &format!(
-                "continuing draft {} of an earlier run",
-                printable(&d.id)
-            ));
+            notify(
+                Line::Notice,
+                &format!("continuing draft {} of an earlier run", printable(&d.id)),
+            );
             published.resumed = true;
             draft = Some((d, body));
         } else if status == 404 {
@@ -580,10 +591,10 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Publ
             let (status, body) = client.call("GET", &format!("/api/records/{}", d.id), None)?;
             if status == 200 && body["is_published"].as_bool() == Some(true) {
                 if d.sha256 == verified.sha256 {
-                    notify(Line::Notice, &format!(
-                        "draft {} was published by an earlier run",
-                        printable(&d.id)
-                    ));
+                    notify(
+                        Line::Notice,
+                        &format!("draft {} was published by an earlier run", printable(&d.id)),
+                    );
                     return finish_published(
                         req,
                         &text,
@@ -656,15 +667,18 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Publ
             st.draft = Some(d.clone());
             state.archives.insert(archive.clone(), st.clone());
             save_state(&state_file, &state)?;
-            notify(Line::Notice, &format!(
-                "{} {} on {archive}",
-                if new_version {
-                    "new version draft"
-                } else {
-                    "new draft"
-                },
-                printable(&d.id)
-            ));
+            notify(
+                Line::Notice,
+                &format!(
+                    "{} {} on {archive}",
+                    if new_version {
+                        "new version draft"
+                    } else {
+                        "new draft"
+                    },
+                    printable(&d.id)
+                ),
+            );
             (d, body)
         }
     };
@@ -753,7 +767,10 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Publ
     }
     for (k, upload) in &files {
         if draft.done.get(k).is_some_and(|m| *m == upload.md5()) {
-            notify(Line::Notice, &format!("`{}` is already in the draft", printable(k)));
+            notify(
+                Line::Notice,
+                &format!("`{}` is already in the draft", printable(k)),
+            );
             continue;
         }
         let (status, body) = client.call(
@@ -768,7 +785,8 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Publ
                 &body,
             ));
         }
-        let sent_md5 = client.upload(&draft.id, k, upload)?;
+        client.upload(&draft.id, k, upload)?;
+        let sent_md5 = upload.md5();
         let (status, body) = client.call(
             "POST",
             &format!("/api/records/{}/draft/files/{k}/commit", draft.id),
@@ -783,7 +801,7 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Publ
         }
         let theirs = body["checksum"].as_str().unwrap_or("").to_owned();
         let ours = format!("md5:{sent_md5}");
-        if theirs != ours || sent_md5 != upload.md5() {
+        if theirs != ours {
             client.delete_file(&draft.id, k)?;
             draft.done.remove(k);
             st.draft = Some(draft.clone());
@@ -796,10 +814,10 @@ pub fn publish(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Publ
                 draft: draft.id.clone(),
             });
         }
-        notify(Line::Notice, &format!(
-            "`{}` committed, checksum {ours} matches",
-            printable(k)
-        ));
+        notify(
+            Line::Notice,
+            &format!("`{}` committed, checksum {ours} matches", printable(k)),
+        );
         draft.done.insert(k.clone(), sent_md5);
         published.uploaded.push(k.clone());
         st.draft = Some(draft.clone());
@@ -1226,12 +1244,15 @@ fn find_or_pack(
         )));
     };
     let out = cwd.join(&file);
-    notify(Line::Notice, &format!(
-        "packing `{}` from {} into {}",
-        req.name,
-        dir.display(),
-        out.display()
-    ));
+    notify(
+        Line::Notice,
+        &format!(
+            "packing `{}` from {} into {}",
+            req.name,
+            dir.display(),
+            out.display()
+        ),
+    );
     let entries = crate::tarball::collect_entries(&dir).map_err(from_cli)?;
     crate::tarball::check_symlinks(&dir, &entries).map_err(from_cli)?;
     let made = crate::tarball::write_tarball(&dir, &entries, &out, &|_| {}).map_err(from_cli)?;
@@ -1291,10 +1312,13 @@ fn verify_tarball(
     {
         return Ok(k.clone());
     }
-    notify(Line::Notice, &format!(
-        "checking that `{}` holds artifact content {tree}",
-        path.display()
-    ));
+    notify(
+        Line::Notice,
+        &format!(
+            "checking that `{}` holds artifact content {tree}",
+            path.display()
+        ),
+    );
     let tmp = tempfile::tempdir()
         .map_err(|e| ArchiveError::Io(format!("cannot create a temporary folder: {e}")))?;
     let dest = tmp.path().join("content");
@@ -1386,7 +1410,11 @@ enum Outcome {
 }
 
 impl<'a> Client<'a> {
-    fn new(base: &str, token: &str, notify: &'a dyn Fn(Line, &str)) -> Result<Client<'a>, ArchiveError> {
+    fn new(
+        base: &str,
+        token: &str,
+        notify: &'a dyn Fn(Line, &str),
+    ) -> Result<Client<'a>, ArchiveError> {
         let config = crate::depots::config().map_err(from_cli)?;
         let net = config.net();
         let agent = clima_artifact_net::source::agent(&net)
@@ -1419,12 +1447,15 @@ impl<'a> Client<'a> {
                     let wait = retry_after
                         .unwrap_or_else(|| self.retry.backoff(throttled))
                         .min(MAX_RETRY_AFTER);
-                    (self.notify)(Line::Notice, &format!(
-                        "{} answered 429 Too Many Requests to {what}: waiting {} s (Retry-After) \
+                    (self.notify)(
+                        Line::Notice,
+                        &format!(
+                            "{} answered 429 Too Many Requests to {what}: waiting {} s (Retry-After) \
                          before trying again",
-                        self.base,
-                        wait.as_secs_f64().ceil() as u64
-                    ));
+                            self.base,
+                            wait.as_secs_f64().ceil() as u64
+                        ),
+                    );
                     std::thread::sleep(wait);
                     continue;
                 }
@@ -1449,12 +1480,15 @@ impl<'a> Client<'a> {
             let reason = printable(reason.trim()).into_owned();
             match self.retry.next_attempt(failed, transient) {
                 Some(wait) => {
-                    (self.notify)(Line::Notice, &format!(
-                        "{what} failed ({reason}); trying again in {:.1} s (try {} of {})",
-                        wait.as_secs_f64(),
-                        failed + 1,
-                        self.retry.attempts
-                    ));
+                    (self.notify)(
+                        Line::Notice,
+                        &format!(
+                            "{what} failed ({reason}); trying again in {:.1} s (try {} of {})",
+                            wait.as_secs_f64(),
+                            failed + 1,
+                            self.retry.attempts
+                        ),
+                    );
                     std::thread::sleep(wait);
                 }
                 None => {
@@ -1519,11 +1553,10 @@ impl<'a> Client<'a> {
         }
     }
 
-    /// Streams a file's content; returns the MD5 of the bytes sent by the try that succeeded.
-    fn upload(&self, id: &str, key: &str, upload: &Upload) -> Result<String, ArchiveError> {
+    /// Streams a file's content (the whole file again on each try: the API has no ranges).
+    fn upload(&self, id: &str, key: &str, upload: &Upload) -> Result<(), ArchiveError> {
         let url = format!("{}/api/records/{id}/draft/files/{key}/content", self.base);
         let what = format!("uploading `{key}` to draft {id}");
-        let mut sent_md5 = String::new();
         let (status, body) = self.send(&what, &mut || {
             let (reader, size): (Box<dyn Read>, u64) = match upload {
                 Upload::File { path, size, .. } => match std::fs::File::open(path) {
@@ -1533,9 +1566,8 @@ impl<'a> Client<'a> {
                 Upload::Bytes(b) => (Box::new(io::Cursor::new(b.clone())), b.len() as u64),
             };
             let mut progress = Progress::new(key, size, self.notify);
-            let mut body = Md5Reader {
+            let mut body = Counted {
                 inner: reader,
-                md5: md5::Md5::new(),
                 progress: &mut progress,
             };
             let request = ureq::http::Request::builder()
@@ -1548,13 +1580,11 @@ impl<'a> Client<'a> {
             let result = request
                 .map_err(io::Error::other)
                 .and_then(|r| self.agent.run(r).map_err(into_io));
-            let md5 = hex::encode(body.md5.finalize_reset());
             match result {
                 Ok(resp) => {
                     let outcome = answer_of(resp);
                     if matches!(outcome, Outcome::Answer(200..=299, ..)) {
                         progress.done();
-                        sent_md5 = md5;
                     }
                     outcome
                 }
@@ -1564,7 +1594,7 @@ impl<'a> Client<'a> {
         if !(200..300).contains(&status) {
             return Err(http_error(&what, status, &body));
         }
-        Ok(sent_md5)
+        Ok(())
     }
 }
 
@@ -1597,17 +1627,19 @@ fn answer_of(mut resp: ureq::http::Response<ureq::Body>) -> Outcome {
     Outcome::Answer(status, retry_after, body)
 }
 
-/// The body of an upload: MD5 of the bytes as they are sent, and progress lines.
-struct Md5Reader<'p, 'n> {
+/// The body of an upload, counted for the progress lines. No hash here: the file's MD5 and
+/// SHA-256 come from the one pass that checked its tree hash, and the archive's MD5 of what it
+/// received is compared with that MD5, so a file that changed after the check (or bytes
+/// changed on the way) fails the comparison; hashing again while sending would only take a
+/// core from the transfer.
+struct Counted<'p, 'n> {
     inner: Box<dyn Read>,
-    md5: md5::Md5,
     progress: &'p mut Progress<'n>,
 }
 
-impl Read for Md5Reader<'_, '_> {
+impl Read for Counted<'_, '_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        md5::Digest::update(&mut self.md5, &buf[..n]);
         self.progress.add(n as u64);
         Ok(n)
     }
@@ -1626,11 +1658,14 @@ struct Progress<'n> {
 
 impl<'n> Progress<'n> {
     fn new(key: &str, size: u64, notify: &'n dyn Fn(Line, &str)) -> Progress<'n> {
-        notify(Line::Progress, &format!(
-            "uploading `{}` ({})",
-            printable(key),
-            clima_artifact_fs::human_bytes(size)
-        ));
+        notify(
+            Line::Progress,
+            &format!(
+                "uploading `{}` ({})",
+                printable(key),
+                clima_artifact_fs::human_bytes(size)
+            ),
+        );
         let now = Instant::now();
         Progress {
             key: printable(key).into_owned(),
@@ -1651,24 +1686,30 @@ impl<'n> Progress<'n> {
         {
             self.last_tenth = tenth;
             self.last = Instant::now();
-            (self.notify)(Line::Progress, &format!(
-                "uploading `{}`: {} % ({} of {})",
-                self.key,
-                self.sent * 100 / self.size.max(1),
-                clima_artifact_fs::human_bytes(self.sent),
-                clima_artifact_fs::human_bytes(self.size)
-            ));
+            (self.notify)(
+                Line::Progress,
+                &format!(
+                    "uploading `{}`: {} % ({} of {})",
+                    self.key,
+                    self.sent * 100 / self.size.max(1),
+                    clima_artifact_fs::human_bytes(self.sent),
+                    clima_artifact_fs::human_bytes(self.size)
+                ),
+            );
         }
     }
 
     fn done(&self) {
         let secs = self.started.elapsed().as_secs_f64();
-        (self.notify)(Line::Progress, &format!(
-            "uploaded `{}`: {} in {secs:.1} s ({}/s)",
-            self.key,
-            clima_artifact_fs::human_bytes(self.sent),
-            clima_artifact_fs::human_bytes((self.sent as f64 / secs.max(1e-3)) as u64)
-        ));
+        (self.notify)(
+            Line::Progress,
+            &format!(
+                "uploaded `{}`: {} in {secs:.1} s ({}/s)",
+                self.key,
+                clima_artifact_fs::human_bytes(self.sent),
+                clima_artifact_fs::human_bytes((self.sent as f64 / secs.max(1e-3)) as u64)
+            ),
+        );
     }
 }
 
