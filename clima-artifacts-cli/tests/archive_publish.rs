@@ -606,3 +606,36 @@ fn the_parallel_downloader_fetches_ranges_from_the_archive() {
         .ranges_of(&InvenioServer::file_path(&r.id, "big.tar.gz"));
     assert!(ranges.len() > 1, "ranges asked: {ranges:?}");
 }
+
+#[test]
+fn a_run_stopped_right_after_publishing_records_that_record_on_rerun() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    let manifest = sb.work.join("Artifacts.toml");
+    let before = fs::read_to_string(&manifest).unwrap();
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    let r = published(&server)[0].clone();
+    // As if killed between the archive's answer to publish and the writes of the state file
+    // and the manifest: the state still names the draft, the manifest has nothing.
+    fs::write(&manifest, &before).unwrap();
+    let state_file = sb.work.join(".era5.publish-state.json");
+    let mut state: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&state_file).unwrap()).unwrap();
+    let archive = &mut state["archives"][server.base()];
+    let sha256 = archive["published_sha256"].clone();
+    *archive = serde_json::json!({"draft": {"id": r.id, "sha256": sha256, "new_version": false}});
+    fs::write(&state_file, state.to_string()).unwrap();
+    let out = publish(&sb, &server, "era5", &["--json"]);
+    assert_ok(&out);
+    let result = common::json(&out);
+    assert_eq!(result["doi"], r.doi.clone().unwrap());
+    assert_eq!(result["record"], r.id);
+    assert!(
+        stderr(&out).is_empty(),
+        "--json prints no progress: {}",
+        stderr(&out)
+    );
+    assert_eq!(server.records().len(), 1, "no second record");
+    assert_eq!(entry(&sb, "era5").metadata["doi"], r.doi.unwrap());
+}
