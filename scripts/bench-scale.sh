@@ -4,7 +4,7 @@
 # the tables of BENCHMARKS.md's "Scale" section. Oversubscribed on one machine (`mpirun
 # --oversubscribe`, MPI's shared-memory transport).
 #
-#   scripts/bench-scale.sh [part...]     parts: ranks failures arrays (default: all three)
+#   scripts/bench-scale.sh [part...]     parts: ranks nodelocal failures arrays (default: all)
 #   RANKS="2 8 32 64 128 256" SIZE_MB=4 FAIL_RANKS="8 64" ARRAY=200 ARTIFACTS=20 \
 #     scripts/bench-scale.sh
 #   PROFILE=dev scripts/bench-scale.sh   # skip the release build (numbers less meaningful)
@@ -15,6 +15,9 @@
 #           report; per step the wall time on rank 0 and what every rank sent and received
 #           (`clima_comms::traffic`, printed by mpi_fetch), rank 0's peak RSS, the GETs the
 #           server saw. A size that takes longer than LIMIT seconds (default 180) is stopped.
+# nodelocal: at each NL_RANKS size, node-local mode with the ranks as P/8 "nodes" of 8 (by
+#           CLIMA_ARTIFACTS_NODE_ID): what rank 0 (leader 0, the source) received in the install,
+#           the GETs, the whole job against the start-up of the same size.
 # failures: at each FAIL_RANKS size: one rank asks for another artifact, one node's depot
 #           cannot be created (node-local mode, 8 "nodes" by CLIMA_ARTIFACTS_NODE_ID), a 404;
 #           every rank must print the same error. Then one rank is SIGKILLed while the others
@@ -25,7 +28,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(ranks failures arrays)
+parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(ranks nodelocal failures arrays)
+nl_ranks="${NL_RANKS:-64 128}"
 ranks_list="${RANKS:-2 8 32 64 128 256}"
 fail_ranks="${FAIL_RANKS:-8 64}"
 size_mb="${SIZE_MB:-4}"
@@ -132,6 +136,34 @@ part_ranks() {
             "$(step "$f" report received_messages)" "$(step "$f" report received_bytes)" \
             "$sent" "$(calc "${rss:-0} / 1024")" "$(( $(gets bench) - before ))"
         rm -rf "$depot"
+    done
+}
+
+part_nodelocal() {
+    echo
+    echo "### Node-local mode by rank count (nodes of 8 ranks, $size_mb MiB artifact)"
+    echo
+    echo "| P | nodes | start-up s | whole job s | rank 0 received in install: msgs / bytes | most bytes one rank received | GETs | every rank's path |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for p in $nl_ranks; do
+        local nodes=$((p / 8)) groups=() up s e before
+        up="$(run_mpi "$p" "$work/nlup-$p")"
+        for k in $(seq 0 $((nodes - 1))); do
+            [ ${#groups[@]} -gt 0 ] && groups+=(":")
+            groups+=(-n 8 env CLIMA_ARTIFACTS_NODE_ID="node$k" CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT="$work/nl$k-$p/depot" \
+                "$bin/mpi_fetch" "$manifest" bench)
+        done
+        before="$(gets bench)"
+        s="$(now)"
+        CLIMA_ARTIFACTS_DEPOT_PATH="$work/nlshared-$p" timeout "$limit" mpirun "${mpirun_flags[@]}" "${groups[@]}" \
+            > "$work/nl-$p" 2> "$work/nl-$p.err" || echo "exit=$?" >> "$work/nl-$p"
+        e="$(now)"
+        local f="$work/nl-$p" most
+        most="$(max_of "$f" install received_bytes)"
+        printf '| %s | %s | %s | %s | %s / %s | %s | %s | %s/%s |\n' "$p" "$nodes" "$up" "$(calc "$e - $s")" \
+            "$(step "$f" install received_messages)" "$(step "$f" install received_bytes)" "$most" \
+            "$(( $(gets bench) - before ))" "$(grep -c ' ok path=' "$f" || true)" "$p"
+        rm -rf "$work"/nl*-"$p"
     done
 }
 
@@ -266,8 +298,9 @@ part_arrays() {
 for part in "${parts[@]}"; do
     case "$part" in
         ranks) part_ranks ;;
+        nodelocal) part_nodelocal ;;
         failures) part_failures ;;
         arrays) part_arrays ;;
-        *) echo "unknown part $part (ranks, failures, arrays)" >&2; exit 2 ;;
+        *) echo "unknown part $part (ranks, nodelocal, failures, arrays)" >&2; exit 2 ;;
     esac
 done
