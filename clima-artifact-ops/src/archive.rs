@@ -349,6 +349,24 @@ fn host_of(url: &str) -> String {
         .to_ascii_lowercase()
 }
 
+/// Why the token must not go to `archive`: a plain `http://` address of a host other than this
+/// machine (loopback) would send it, and the upload, in the clear.
+fn token_in_the_clear(archive: &str) -> Option<String> {
+    let host = host_of(archive);
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback())
+        || archive.starts_with("http://[::1]");
+    (archive.starts_with("http://") && !loopback).then(|| {
+        format!(
+            "--archive `{}` is plain http: the token in {TOKEN_VAR} would cross the network \
+             unencrypted; use the archive's https:// address",
+            printable(archive)
+        )
+    })
+}
+
 /// The state file of artifact `name` next to `manifest`.
 pub fn state_path(manifest: &Path, name: &str) -> PathBuf {
     let dir = match manifest.parent() {
@@ -455,6 +473,9 @@ pub fn publish(
              in {TOKEN_VAR}",
             clima_artifact_net::trust::redact_url(&archive)
         )));
+    }
+    if let Some(why) = token_in_the_clear(&archive) {
+        return Err(ArchiveError::Input(why));
     }
     let text = std::fs::read_to_string(&req.manifest).map_err(|e| {
         ArchiveError::Input(format!("cannot read `{}`: {e}", req.manifest.display()))
@@ -1731,6 +1752,17 @@ impl<'n> Progress<'n> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_token_never_goes_over_plain_http_except_to_this_machine() {
+        assert!(token_in_the_clear("http://zenodo.org").is_some());
+        assert!(token_in_the_clear("http://data.caltech.edu:80/x").is_some());
+        assert!(token_in_the_clear("https://zenodo.org").is_none());
+        assert!(token_in_the_clear("http://127.0.0.1:8080").is_none());
+        assert!(token_in_the_clear("http://localhost:8080").is_none());
+        assert!(token_in_the_clear("http://[::1]:8080").is_none());
+    }
+
     use super::*;
 
     #[test]
