@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 
 use crate::error::CliError;
-use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, upsert_entry};
+use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, invalid_name, upsert_entry};
 
 /// What a line given to `notify` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1005,20 +1005,6 @@ fn record_of_urls(
         let (id, tail) = rest.split_once('/')?;
         (tail.starts_with("files/") && !id.is_empty()).then(|| id.to_owned())
     })
-}
-
-fn invalid_name(name: &str) -> Option<&'static str> {
-    if name.trim().is_empty() {
-        Some("the name is empty")
-    } else if name.contains('/') || name.contains('\\') {
-        Some("the name must not contain `/` or `\\`")
-    } else if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        Some("the name must not contain spaces or control characters")
-    } else if name.starts_with('.') {
-        Some("the name must not start with `.`")
-    } else {
-        None
-    }
 }
 
 /// The creators, as InvenioRDM's `person_or_org` objects.

@@ -248,6 +248,21 @@ pub fn upsert_entry(
     Ok((doc.to_string(), outcome))
 }
 
+/// Why `name` cannot be an artifact name, if it cannot (`/` would clash with `name/sub/path`).
+pub fn invalid_name(name: &str) -> Option<&'static str> {
+    if name.trim().is_empty() {
+        Some("the name is empty")
+    } else if name.contains('/') || name.contains('\\') {
+        Some("the name must not contain `/` or `\\` (they separate sub-paths)")
+    } else if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        Some("the name must not contain spaces or control characters")
+    } else if name.starts_with('.') {
+        Some("the name must not start with `.`")
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

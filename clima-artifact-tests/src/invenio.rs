@@ -368,26 +368,6 @@ fn error(code: u16, message: &str) -> (u16, Value) {
     (code, json!({"status": code, "message": message}))
 }
 
-/// Closes with RST (SO_LINGER 0): a connection cut mid-upload.
-fn reset(stream: TcpStream) {
-    use std::os::fd::AsRawFd;
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: valid socket fd owned by `stream`; the option value is a properly sized linger.
-    unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
-    drop(stream);
-}
-
 /// Takes the first queued fault that `pick` accepts.
 fn take_fault<T>(inner: &mut Inner, pick: impl Fn(&ArchiveFault) -> Option<T>) -> Option<T> {
     let i = inner.faults.iter().position(|f| pick(f).is_some())?;
@@ -853,7 +833,7 @@ fn upload(
     });
     match whole {
         Ok(false) => {
-            reset(out);
+            crate::reset(out);
             return Ok(());
         }
         Err(e) => return Err(e),

@@ -632,8 +632,8 @@ fn respond(out: &mut TcpStream, code: u16, body: &[u8]) -> std::io::Result<()> {
     out.flush()
 }
 
-/// Closes with RST instead of FIN (SO_LINGER 0).
-fn reset(stream: TcpStream) {
+/// Closes with RST instead of FIN (SO_LINGER 0): a connection cut mid-transfer.
+pub(crate) fn reset(stream: TcpStream) {
     use std::os::fd::AsRawFd;
     let linger = libc::linger {
         l_onoff: 1,

@@ -145,20 +145,7 @@ pub fn check_names(manifest: &Manifest, names: &[String]) -> CliResult {
     )))
 }
 
-/// Why `name` cannot be an artifact name, if it cannot (`/` would clash with `name/sub/path`).
-pub fn invalid_name(name: &str) -> Option<&'static str> {
-    if name.trim().is_empty() {
-        Some("the name is empty")
-    } else if name.contains('/') || name.contains('\\') {
-        Some("the name must not contain `/` or `\\` (they separate sub-paths)")
-    } else if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        Some("the name must not contain spaces or control characters")
-    } else if name.starts_with('.') {
-        Some("the name must not start with `.`")
-    } else {
-        None
-    }
-}
+pub use clima_artifact_ops::manifest_edit::invalid_name;
 
 /// Refuses a name that cannot be an artifact name ([`invalid_name`]), as bad usage.
 pub fn check_name(name: &str) -> CliResult {
