@@ -84,9 +84,12 @@ pub(crate) fn acquire(url: &str, limit: usize, give_up: &dyn Fn() -> bool) -> Op
     }
 }
 
+/// The most connections one download opens (`CLIMA_ARTIFACTS_CONNECTIONS` is at most this).
+pub const MAX_CONNECTIONS: usize = 8;
+
 /// The most requests in flight to one server under `config` (`CLIMA_ARTIFACTS_CONNECTIONS`).
 pub(crate) fn limit_of(config: &crate::NetConfig) -> usize {
-    config.connections.clamp(1, crate::ranged::MAX_CONNECTIONS)
+    config.connections.clamp(1, MAX_CONNECTIONS)
 }
 
 /// [`acquire`] without giving up.

@@ -69,8 +69,7 @@ const MAX_CHUNKS: u64 = 1 << 20;
 const MAX_VALIDATOR: usize = 1024;
 const BUF: usize = 256 * 1024;
 
-/// The most connections one download opens (`CLIMA_ARTIFACTS_CONNECTIONS` is at most this).
-pub const MAX_CONNECTIONS: usize = 8;
+pub use crate::limit::MAX_CONNECTIONS;
 
 /// Where and how a large download keeps its bytes.
 pub struct Large<'a> {

@@ -32,7 +32,7 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use crate::GitTreeSha1;
-use crate::install::Origin;
+use crate::installed::Origin;
 
 pub use clima_artifact_provenance::record::{
     ArtifactRecord, CallSite, RecordedOrigin, merge_records,

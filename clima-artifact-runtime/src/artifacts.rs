@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use clima_artifact_manifest::{ArtifactVariant, Manifest, Platform, split_name_and_subpath};
 
 use crate::access_log::{self, AccessEvent};
-use crate::install::{self, Installed};
+use crate::install;
+use crate::installed::Installed;
 use crate::resolve::with_subpath;
 use crate::{Config, Error, GitTreeSha1, depot};
 
@@ -139,7 +140,7 @@ impl Artifacts {
         let (name, sub) = split_name_and_subpath(spec)?;
         let variant = self.variant(name)?;
         let depots = depot::search_depots(&self.config);
-        match install::lookup(&variant.git_tree_sha1, &depots)? {
+        match depot::lookup(&variant.git_tree_sha1, &depots)? {
             Some(found) => Ok(Some(with_subpath(name, &found.path, sub)?)),
             None => Ok(None),
         }
@@ -151,6 +152,6 @@ impl Artifacts {
         let (name, _) = split_name_and_subpath(spec)?;
         let variant = self.variant(name)?;
         let depots = depot::search_depots(&self.config);
-        Ok(install::lookup(&variant.git_tree_sha1, &depots)?.is_some())
+        Ok(depot::lookup(&variant.git_tree_sha1, &depots)?.is_some())
     }
 }

@@ -45,7 +45,7 @@ use clima_artifact_manifest::ArtifactVariant;
 use clima_comms::{Context, requests_agree, root_decides};
 
 use crate::access_log::{self, AccessEvent};
-use crate::install::Installed;
+use crate::installed::Installed;
 use crate::{Config, Error};
 
 /// Collective install: rank 0 of `ctx` calls [`crate::ensure_variant`] and broadcasts the

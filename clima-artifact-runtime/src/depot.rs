@@ -35,9 +35,9 @@ use std::sync::{LazyLock, Mutex};
 
 use clima_artifact_manifest::{OverrideTarget, OverridesFile};
 
+use crate::installed::{Installed, Origin};
 use crate::{Config, Error, GitTreeSha1};
 
-pub use crate::install::lookup;
 pub use crate::locked_file::{LockedFile, hostname};
 use clima_artifact_vars as vars;
 
@@ -176,6 +176,24 @@ pub fn search_depots(config: &Config) -> Vec<PathBuf> {
 /// hashing).
 pub fn find_installed(depots: &[PathBuf], hash: &GitTreeSha1) -> Option<PathBuf> {
     depots.iter().find_map(|d| Depot::new(d).installed(hash))
+}
+
+/// Overrides, then installed copies; `None` when the artifact must be downloaded. Never
+/// downloads, never hashes.
+pub fn lookup(hash: &GitTreeSha1, depots: &[PathBuf]) -> Result<Option<Installed>, Error> {
+    let overrides = Overrides::load(depots)?;
+    if let Some(r) = overrides.resolve(hash)? {
+        return Ok(Some(Installed {
+            path: r.path,
+            origin: Origin::Override {
+                overrides_file: r.overrides_file,
+            },
+        }));
+    }
+    Ok(find_installed(depots, hash).map(|path| Installed {
+        path,
+        origin: Origin::Depot,
+    }))
 }
 
 /// The first depot of [`Config::depots`] where a file can be created in `<depot>/artifacts`
@@ -776,7 +794,7 @@ impl Depot {
                 "removing `{}` left by dead process {pid}",
                 entry.path().display()
             ));
-            crate::install::remove_tree(&entry.path());
+            crate::temp_dir::remove_tree(&entry.path());
             removed += 1;
         }
         removed

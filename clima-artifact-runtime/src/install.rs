@@ -44,64 +44,15 @@ use clima_artifact_net::source::{self as download, ResumeRefused};
 use clima_artifact_net::trust::redact_url;
 use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken, Tap};
 
-use crate::depot::{self, Overrides};
+use crate::depot::{self, lookup};
 use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
+use crate::installed::{Installed, Origin};
 use crate::julia_lock::{self, JuliaPidfile, Take};
 use crate::locked_file::{HolderNote, LockedFile};
 use crate::progress::{DownloadStart, Transfer};
 use crate::temp_dir::TempDir;
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
 use clima_artifact_progress::notice;
-
-/// How an artifact was made available.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum Origin {
-    /// An `Overrides.toml` entry points here (never hashed, never downloaded).
-    Override {
-        /// The overrides file that set it.
-        overrides_file: PathBuf,
-    },
-    /// Already installed in a depot.
-    Depot,
-    /// Downloaded and installed by this call.
-    Downloaded {
-        /// The URL that succeeded.
-        url: String,
-        /// The tarball's size: every byte of it verified
-        /// (`received_bytes + reused_bytes`).
-        bytes: u64,
-        /// Bytes of it received from the source by this call.
-        received_bytes: u64,
-        /// Bytes of it reused: kept in a partial download by an earlier process (or an
-        /// earlier call) and verified again with the rest.
-        reused_bytes: u64,
-        /// Wall time of the install in seconds.
-        seconds: f64,
-    },
-    /// Installed by this call into this node's depot from bytes received over MPI (node-local
-    /// mode): another node downloaded them once for the whole job, or had them installed.
-    Received {
-        /// This node (`CLIMA_ARTIFACTS_NODE_ID`, else its host name).
-        node: String,
-        /// The node that sent them.
-        from_node: String,
-        /// The URL the sender downloaded them from, or `None` when it sent its installed copy.
-        url: Option<String>,
-        /// Bytes received.
-        bytes: u64,
-        /// Wall time of the install in seconds.
-        seconds: f64,
-    },
-}
-
-/// The result of making one artifact available.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Installed {
-    /// The artifact's directory (or override target).
-    pub path: PathBuf,
-    /// Where it came from.
-    pub origin: Origin,
-}
 
 /// Makes one artifact variant available: override, else an installed copy in any depot, else a
 /// verified download into the first writable depot. The core every higher-level API calls
@@ -634,24 +585,6 @@ fn is_network(url: &str, manifest_dir: &Path) -> bool {
     )
 }
 
-/// Overrides, then installed copies; `None` when the artifact must be downloaded. Never
-/// downloads, never hashes.
-pub fn lookup(hash: &GitTreeSha1, depots: &[PathBuf]) -> Result<Option<Installed>, Error> {
-    let overrides = Overrides::load(depots)?;
-    if let Some(r) = overrides.resolve(hash)? {
-        return Ok(Some(Installed {
-            path: r.path,
-            origin: Origin::Override {
-                overrides_file: r.overrides_file,
-            },
-        }));
-    }
-    Ok(depot::find_installed(depots, hash).map(|path| Installed {
-        path,
-        origin: Origin::Depot,
-    }))
-}
-
 /// The `Overrides.toml` that error messages suggest adding a line to: the first depot's, whose
 /// entries win over all others.
 fn suggested_overrides_file(config: &Config) -> PathBuf {
@@ -906,13 +839,6 @@ const DRAIN_CAP: u64 = 1 << 20;
 /// Most bytes hashed after the depot refused an unpacking, to tell a wrong download from a
 /// full disk (see `InstallRequest::depot_trouble`).
 const DEPOT_TROUBLE_READ: u64 = 64 << 20;
-
-/// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
-pub(crate) fn remove_tree(path: &Path) {
-    if let Err(e) = clima_artifact_fs::remove_tree(path) {
-        notice::warn(&format!("cannot remove `{}`: {e}", path.display()));
-    }
-}
 
 impl InstallRequest<'_> {
     /// Whether the nodes receiving this download over MPI stopped it (see [`Taps::stopped`]).

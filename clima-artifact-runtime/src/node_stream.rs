@@ -42,7 +42,8 @@ use clima_comms::{
     CollectiveError, Context, all_succeed, gather_values, reduce_values, root_decides,
 };
 
-use crate::install::{self, Incoming, Installed, Origin, Taps};
+use crate::install::{self, Incoming, Taps};
+use crate::installed::{Installed, Origin};
 use crate::{Config, Error, depot};
 
 /// This node's name in messages and records: `CLIMA_ARTIFACTS_NODE_ID`, else the host name,
@@ -250,9 +251,8 @@ fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
 /// Step 1 on one leader: the node depot exists and is private, and the artifact is found or
 /// not.
 fn look(me: &Leader<'_>) -> Found {
-    let looked = depot::private_node_depot(me.node_depot).and_then(|()| {
-        install::lookup(&me.variant.git_tree_sha1, &depot::search_depots(me.config))
-    });
+    let looked = depot::private_node_depot(me.node_depot)
+        .and_then(|()| depot::lookup(&me.variant.git_tree_sha1, &depot::search_depots(me.config)));
     match looked {
         Ok(Some(have)) => Found::Have(have),
         Ok(None) => Found::Need,

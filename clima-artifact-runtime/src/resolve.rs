@@ -26,7 +26,7 @@ use clima_artifact_manifest::{
 };
 
 use crate::access_log::AccessEvent;
-use crate::install::{Installed, Origin};
+use crate::installed::{Installed, Origin};
 use crate::{Config, Context, Error};
 
 /// One `[[name.download]]` source, embedded at compile time.

@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 use clima_artifact_fs::{Dir, euid};
 use clima_artifact_progress::notice;
 
-use crate::install::remove_tree;
-
 /// An install's temp dir, open since it was created: the extraction writes through its
 /// [`Dir`], and `path` is checked to still name that folder before it is renamed or removed.
 /// Removes itself unless [`TempDir::keep`] is called.
@@ -87,5 +85,12 @@ impl Drop for TempDir {
         if let Some(p) = self.path.take() {
             remove_tree(&p);
         }
+    }
+}
+
+/// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
+pub(crate) fn remove_tree(path: &Path) {
+    if let Err(e) = clima_artifact_fs::remove_tree(path) {
+        notice::warn(&format!("cannot remove `{}`: {e}", path.display()));
     }
 }

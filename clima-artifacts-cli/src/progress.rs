@@ -11,7 +11,9 @@ use std::io::IsTerminal;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use clima_artifact_runtime::progress::{LogLines, Silent, TerminalBars, set_reporter};
+use clima_artifact_runtime::progress::{
+    DownloadStart, LogLines, Reporter, Silent, TerminalBars, Transfer, set_reporter,
+};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -35,6 +37,30 @@ pub fn report_to_user(quiet: bool) -> bool {
     } else {
         set_reporter(Arc::new(LogLines::default()));
         true
+    }
+}
+
+/// Reports the runtime's notices (lock waits naming the holder, retries, resumed downloads,
+/// warnings) as plain lines and downloads without progress, and returns the runtime's
+/// `Config::progress` to use: for `mirror`, whose own line per artifact says when each is done
+/// and whose parallel downloads' progress lines would bury them. Warnings only when `quiet`
+/// (`--json`) or `CLIMA_ARTIFACTS_PROGRESS=0`.
+pub fn notices_only(quiet: bool) -> bool {
+    if quiet || clima_artifact_runtime::progress::notice::quiet_by_environment() {
+        set_reporter(Arc::new(Silent));
+        false
+    } else {
+        set_reporter(Arc::new(NoticeLines));
+        true
+    }
+}
+
+/// See [`notices_only`]: notices are printed by the trait's default, downloads are silent.
+struct NoticeLines;
+
+impl Reporter for NoticeLines {
+    fn start(&self, _: &DownloadStart<'_>) -> Box<dyn Transfer> {
+        Box::new(Silent)
     }
 }
 

@@ -235,6 +235,7 @@ fn two_mirrors_at_once_on_one_depot_download_each_artifact_once() {
     c.server.cap_rate(500_000);
     let spawn = || {
         mirror_cmd(&c.depot)
+            .env(clima_artifact_runtime::vars::PROGRESS, "1")
             .args(&c.manifests)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -254,6 +255,12 @@ fn two_mirrors_at_once_on_one_depot_download_each_artifact_once() {
     for (name, _) in &c.arts {
         assert_eq!(c.server.gets(&format!("{name}.tar.gz")), 1, "{name}");
     }
+    // The mirror that waits for the other's lock says so, naming the holder's process.
+    let both = format!("{}\n{}", stderr(&one), stderr(&two));
+    assert!(
+        both.contains("waiting for") && both.contains("another process holds its lock"),
+        "{both}"
+    );
     let all: Vec<&TestArtifact> = c.arts.iter().map(|(_, a)| a).collect();
     assert_eq!(assert_only_verified(&c.depot, &all), 20);
 }

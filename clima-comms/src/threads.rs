@@ -7,14 +7,17 @@ use std::sync::{Arc, Barrier, Condvar, Mutex};
 
 use crate::{Context, Singleton};
 
+/// Messages sent and not yet received, by (from, to), in the order sent.
+type Mailboxes = HashMap<(usize, usize), VecDeque<Vec<u8>>>;
+
 /// What the ranks of one [`on_thread_ranks`] call (or of one part of a split) share: a
 /// barrier, one slot per rank, point-to-point mailboxes, and the parts of the splits made of it
 /// so far.
 struct Shared {
     barrier: Barrier,
     slots: Mutex<Vec<Vec<u8>>>,
-    /// Messages sent and not yet received, by (from, to), in the order sent.
-    mail: Mutex<HashMap<(usize, usize), VecDeque<Vec<u8>>>>,
+    /// Point-to-point messages in flight.
+    mail: Mutex<Mailboxes>,
     delivered: Condvar,
     /// By (number of the split, color): every rank makes the same splits in the same order.
     parts: Mutex<HashMap<(u64, u32), Arc<Shared>>>,

@@ -31,6 +31,7 @@ mod julia_pidlock;
 mod literals;
 mod macro_renamed_dep;
 mod manifest_corpus;
+mod modules;
 mod mpi;
 mod network_faults;
 mod package_server;

@@ -36,6 +36,9 @@ pub fn run(args: MirrorArgs) -> CliResult {
     let given = !args.overrides.is_empty() || args.overrides_from.is_some();
     let mut config = crate::cmd::fetch::install_config(true)?;
     config.max_download_size = None;
+    // Lock waits (another mirror, or a job, installing the same artifact) and retries are
+    // shown; eight downloads' progress lines are not.
+    config.progress = crate::progress::notices_only(args.json);
     let options = MirrorOptions {
         manifests: args.manifests.clone(),
         depot: args.depot.clone(),
