@@ -31,7 +31,7 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::thread::JoinHandle;
 
-use clima_artifact_manifest::{ArtifactVariant, Download};
+use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_net::Tap;
 use clima_artifact_net::trust::redact_url;
 use clima_comms::stream::{
@@ -42,7 +42,7 @@ use clima_comms::{
     CollectiveError, Context, all_succeed, gather_values, reduce_values, root_decides,
 };
 
-use crate::install::{self, Incoming, Taps};
+use crate::install::{self, Fetch, Incoming, Taps};
 use crate::installed::{Installed, Origin};
 use crate::{Config, Error, depot};
 
@@ -318,11 +318,11 @@ impl ToBroadcast<'_> {
 }
 
 impl Taps for ToBroadcast<'_> {
-    fn start(&self, download: &Download, check_sha256: bool, length: Option<u64>) -> Box<dyn Tap> {
+    fn start(&self, download: &Fetch, length: Option<u64>) -> Box<dyn Tap> {
         Box::new(self.attempt(&Incoming {
             from_node: self.from_node.clone(),
             url: Some(redact_url(&download.url)),
-            sha256: check_sha256.then_some(download.sha256),
+            sha256: download.sha256,
             length,
         }))
     }
