@@ -5,6 +5,8 @@
 //! CLI parses arguments and prints, and calls these for the work (as `cargo` calls its `ops`).
 //!
 //! Where things live:
+//! - [`archive`]: publish an artifact to an InvenioRDM archive (CaltechDATA, Zenodo) and record
+//!   its DOI and file URL in the manifest (resumable, checksummed).
 //! - [`manifest_edit`]: add or update an `Artifacts.toml` entry, keeping every other byte.
 //! - [`overrides_edit`]: set or remove one line of an `Overrides.toml`, keeping the rest.
 //! - [`tarball`]: the deterministic `.tar.gz` of a folder, and its sha256.
@@ -17,6 +19,7 @@
 //! - [`error`]: the error every operation returns: a message that says what to do, and
 //!   whether the input was bad or the work failed (the CLI's exit codes 2 and 1).
 
+pub mod archive;
 pub mod census_walk;
 pub mod depots;
 pub mod error;

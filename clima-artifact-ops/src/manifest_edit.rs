@@ -16,7 +16,8 @@
 //!
 //! Download rules when the entry exists: if the tree hash changed, every old download is removed
 //! (its tarball holds the old content); if it is unchanged, old downloads stay valid and are kept,
-//! except one with the same URL, which the new download replaces. The new download comes first.
+//! except one with the same URL, which the new download replaces. The new download comes first,
+//! or last with [`EntryUpdate::download_last`].
 
 use std::path::Path;
 
@@ -57,6 +58,9 @@ pub struct EntryUpdate {
     /// With a new download: drop the entry's other downloads (re-running `create` with a
     /// corrected URL replaces the old one; `publish` adds a mirror and keeps them).
     pub replace_downloads: bool,
+    /// With a new download kept alongside the old ones: put it after them (`publish
+    /// --archive` adds a mirror after the existing ones) instead of first.
+    pub download_last: bool,
 }
 
 /// What happened to the entry.
@@ -207,11 +211,14 @@ pub fn upsert_entry(
                 }
             }
             let mut aot = ArrayOfTables::new();
-            if let Some(d) = &update.download {
+            if let Some(d) = update.download.as_ref().filter(|_| !update.download_last) {
                 aot.push(download_table(d));
             }
             for d in kept {
                 aot.push(d);
+            }
+            if let Some(d) = update.download.as_ref().filter(|_| update.download_last) {
+                aot.push(download_table(d));
             }
             if aot.is_empty() {
                 t.remove("download");
@@ -263,6 +270,7 @@ mod tests {
             }),
             remove_downloads: false,
             replace_downloads: false,
+            download_last: false,
         }
     }
 

@@ -38,9 +38,7 @@ use clima_comms::stream::{
     BroadcastReader, BroadcastWriter, StreamLimits, StreamReceiver, StreamSender, broadcast_stream,
     receive_stream,
 };
-use clima_comms::{
-    CollectiveError, Context, all_succeed, gather_values, reduce_values, root_decides,
-};
+use clima_comms::{CollectiveError, Context, all_succeed, reduce_values, root_decides};
 
 use crate::install::{self, Fetch, Incoming, Taps};
 use crate::installed::{Installed, Origin};
@@ -113,19 +111,86 @@ enum Found {
     Failed(Vec<u8>),
 }
 
-/// Each leader's node name and rank in the whole context, by leader rank.
-type Nodes = Vec<(String, usize)>;
+/// What the leaders found, merged on the way to leader 0 (a tree reduce): only the first of
+/// each kind, and the leaders that need the artifact as ranges, so it does not grow with the
+/// number of nodes when they agree.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Survey {
+    /// The leaders whose look-up this holds.
+    from: Vec<[usize; 2]>,
+    /// The lowest leader that failed: its leader rank, node, world rank and error (wire).
+    failed: Option<(usize, String, usize, Vec<u8>)>,
+    /// The lowest leader that has it installed in a depot (not an override): rank and node.
+    installed: Option<(usize, String)>,
+    /// The lowest leader that needs it: rank and node.
+    first_need: Option<(usize, String)>,
+    /// Every leader that needs it.
+    need: Vec<[usize; 2]>,
+}
+
+impl Survey {
+    /// One leader's look-up.
+    fn of(rank: usize, me: &Leader<'_>, found: &Found) -> Survey {
+        let mut survey = Survey {
+            from: vec![[rank, rank]],
+            ..Survey::default()
+        };
+        match found {
+            Found::Have(Installed {
+                origin: Origin::Depot,
+                ..
+            }) => survey.installed = Some((rank, me.node.clone())),
+            Found::Have(_) => {}
+            Found::Need => {
+                survey.first_need = Some((rank, me.node.clone()));
+                survey.need = vec![[rank, rank]];
+            }
+            Found::Failed(wire) => {
+                survey.failed = Some((rank, me.node.clone(), me.world_rank, wire.clone()))
+            }
+        }
+        survey
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Bytes that do not decode are an empty survey (leader 0 then names the missing leaders).
+    fn from_bytes(bytes: &[u8]) -> Survey {
+        serde_json::from_slice(bytes).unwrap_or_default()
+    }
+}
+
+/// The merge of the leaders' look-up: the lower ranks' first of each kind, ranges united.
+fn merge_surveys(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
+    let lower = Survey::from_bytes(&lower);
+    let higher = Survey::from_bytes(&higher);
+    Survey {
+        from: clima_comms::union_ranges(&lower.from, &higher.from),
+        failed: lower.failed.or(higher.failed),
+        installed: lower.installed.or(higher.installed),
+        first_need: lower.first_need.or(higher.first_need),
+        need: clima_comms::union_ranges(&lower.need, &higher.need),
+    }
+    .to_bytes()
+}
+
+/// Whether `rank` is in `ranges`.
+fn in_ranges(ranges: &[[usize; 2]], rank: usize) -> bool {
+    ranges.iter().any(|&[a, b]| a <= rank && rank <= b)
+}
 
 /// What every leader is told after the look-up.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 enum Plan {
     /// Every node has the artifact.
     Done,
-    /// `source` (a leader rank) sends it to every leader that needs it.
+    /// `source` (a leader rank, on node `source_node`) sends it to every leader in `need`.
     Stream {
         source: usize,
-        need: Vec<bool>,
-        nodes: Nodes,
+        source_node: String,
+        need: Vec<[usize; 2]>,
     },
 }
 
@@ -148,24 +213,17 @@ pub(crate) struct Leader<'a> {
 /// makes the artifact available in every node's depot with at most one download, and returns
 /// this node's outcome, or on every leader the same error.
 pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, Error> {
-    let mine = (me.node.clone(), me.world_rank, look(me));
-    // On leader 0: every leader's node and world rank (to name a failing node), and what it
-    // found.
-    let reports = gather_values(leaders, &mine).map(|all| {
-        all.map(|all| {
-            all.into_iter()
-                .map(|(node, rank, found)| ((node, rank), found))
-                .unzip::<_, _, Nodes, Vec<Found>>()
-        })
-    });
-    let found = mine.2;
-    let nodes = match &reports {
-        Some(Ok((nodes, _))) => nodes.clone(),
-        _ => Vec::new(),
-    };
+    let found = look(me);
+    // On leader 0: what the leaders found, merged on the way (the first failure names its
+    // node and world rank).
+    let survey = leaders
+        .reduce_to_root(
+            Survey::of(leaders.rank(), me, &found).to_bytes(),
+            &merge_surveys,
+        )
+        .map(|bytes| Survey::from_bytes(&bytes));
     let plan = root_decides::<Plan, Error>(leaders, "planning the copies over MPI", || {
-        let (nodes, found) = reports.unwrap_or_else(|| Ok(Default::default()))?;
-        plan(nodes, found, &me.world)
+        plan(survey.unwrap_or_default(), leaders.size(), &me.world)
     });
     let own = match (plan, found) {
         (Err(e), _) => Err(e),
@@ -182,13 +240,13 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
         (
             Ok(Plan::Stream {
                 source,
+                source_node,
                 need,
-                nodes,
             }),
             found,
         ) => {
             let rank = leaders.rank();
-            let takes_part = rank == source || need.get(rank).copied().unwrap_or(false);
+            let takes_part = rank == source || in_ranges(&need, rank);
             let key = if rank == source { 0 } else { rank as u32 + 1 };
             let stream = leaders.split(takes_part.then_some(0), key);
             match (stream, found) {
@@ -197,12 +255,9 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
                         Found::Have(have) => Some(have),
                         _ => None,
                     };
-                    send(&*stream, me, have, &nodes, &need, source)
+                    send(&*stream, me, have)
                 }
-                (Some(stream), _) => {
-                    let from = nodes.get(source).map_or("", |(n, _)| n.as_str());
-                    receive(&*stream, me, from)
-                }
+                (Some(stream), _) => receive(&*stream, me, &source_node),
                 (None, Found::Have(have)) => Ok(have),
                 (None, _) => Err(Error::from(CollectiveError::Undecodable {
                     rank: me.world_rank,
@@ -211,20 +266,24 @@ pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, 
             }
         }
     };
-    let world = &me.world;
-    all_succeed(leaders, own, |rank, e| match (rank, e) {
-        // Leader 0's own, and one that names its node already (the stream's verdict).
-        (0, e) | (_, e @ Error::FailedOnNode { .. }) => e,
-        (_, e) => {
-            let (node, world_rank) = nodes.get(rank).cloned().unwrap_or_default();
-            Error::FailedOnNode {
-                node,
-                rank: world_rank,
-                context: world.clone(),
-                message: e.to_string(),
-            }
-        }
-    })
+    // Each leader names its own node in its failure (leader 0's own, and one that names its
+    // node already, the stream's verdict, as they are), so that only the first failure travels.
+    let own = own.map_err(|e| match e {
+        e @ Error::FailedOnNode { .. } => e,
+        e if leaders.rank() == 0 => e,
+        e => on_node(me, &e),
+    });
+    all_succeed(leaders, own, |_, e| e)
+}
+
+/// `e` on this leader's node, as every rank reports it.
+fn on_node(me: &Leader<'_>, e: &Error) -> Error {
+    Error::FailedOnNode {
+        node: me.node.clone(),
+        rank: me.world_rank,
+        context: me.world.clone(),
+        message: e.to_string(),
+    }
 }
 
 /// Says once per job (on leader 0) that node-local mode had nothing to do because the
@@ -260,42 +319,41 @@ fn look(me: &Leader<'_>) -> Found {
     }
 }
 
-/// Leader 0's plan from every leader's node and world rank (`nodes`) and what it `found`.
-fn plan(nodes: Nodes, found: Vec<Found>, world: &str) -> Result<Plan, Error> {
-    if let Some((rank, wire)) = found.iter().enumerate().find_map(|(r, f)| match f {
-        Found::Failed(wire) => Some((r, wire)),
-        _ => None,
-    }) {
+/// Leader 0's plan from what the `leaders` leaders found (`survey`).
+fn plan(survey: Survey, leaders: usize, world: &str) -> Result<Plan, Error> {
+    // A leader whose look-up did not arrive (bytes that did not decode).
+    let mut next = 0;
+    for &[a, b] in survey.from.iter().chain(&[[leaders, leaders]]) {
+        if next < a.min(leaders) {
+            return Err(Error::from(CollectiveError::Undecodable {
+                rank: next,
+                why: "its look-up of the artifact did not arrive whole".into(),
+            }));
+        }
+        next = next.max(b.saturating_add(1));
+    }
+    if let Some((_, node, world_rank, wire)) = survey.failed {
         // The node's own trouble (its depot), named after it, the root's node included.
         return Err(Error::FailedOnNode {
-            node: nodes[rank].0.clone(),
-            rank: nodes[rank].1,
+            node,
+            rank: world_rank,
             context: world.to_owned(),
-            message: Error::from_wire(wire).to_string(),
+            message: Error::from_wire(&wire).to_string(),
         });
-    }
-    let need: Vec<bool> = found.iter().map(|f| matches!(f, Found::Need)).collect();
-    if !need.contains(&true) {
-        return Ok(Plan::Done);
     }
     // A node that has it installed sends it (no download at all); an override is not sent
     // (it is that node's own data, not necessarily the artifact): else the first node that
     // needs it downloads it, the root when it does.
-    let installed = found.iter().position(|f| {
-        matches!(
-            f,
-            Found::Have(Installed {
-                origin: Origin::Depot,
-                ..
-            })
-        )
-    });
-    let first_in_need = need.iter().position(|&n| n).unwrap_or(0);
-    let source = installed.unwrap_or(first_in_need);
+    let Some((source, source_node)) = survey.installed.or(survey.first_need.clone()) else {
+        return Ok(Plan::Done);
+    };
+    if survey.first_need.is_none() {
+        return Ok(Plan::Done);
+    }
     Ok(Plan::Stream {
         source,
-        need,
-        nodes,
+        source_node,
+        need: survey.need,
     })
 }
 
@@ -369,14 +427,11 @@ fn send_installed(taps: &ToBroadcast<'_>, dir: &Path) -> io::Result<()> {
 }
 
 /// The source: downloads (or has) the artifact and broadcasts its bytes to the stream's other
-/// ranks. `nodes` and `need` are the plan's, indexed by leader rank; `source` is this leader's.
+/// ranks (the leaders that need it).
 fn send(
     stream: &dyn Context,
     me: &Leader<'_>,
     have: Option<Installed>,
-    nodes: &[(String, usize)],
-    need: &[bool],
-    source: usize,
 ) -> Result<Installed, Error> {
     if stream.size() == 1 {
         // Nobody to send to (one node): the install as without MPI.
@@ -385,25 +440,6 @@ fn send(
             None => install::ensure_variant(me.name, me.variant, me.manifest_dir, me.config),
         };
     }
-    // The stream's ranks in order: this source, then the leaders that need it.
-    let receivers: Vec<&(String, usize)> = nodes
-        .iter()
-        .enumerate()
-        .filter(|&(r, _)| r != source && need.get(r).copied().unwrap_or(false))
-        .map(|(_, n)| n)
-        .collect();
-    // A receiver's failure, named after its node.
-    let on_failure = |r: usize, e: Error| {
-        let (node, rank) = receivers
-            .get(r.wrapping_sub(1))
-            .map_or((String::new(), 0), |n| (*n).clone());
-        Error::FailedOnNode {
-            node,
-            rank,
-            context: me.world.clone(),
-            message: e.to_string(),
-        }
-    };
     broadcast_stream(
         stream,
         StreamLimits::default(),
@@ -415,7 +451,8 @@ fn send(
             };
             produce(me, have, &taps)
         },
-        &on_failure,
+        // A receiver's failure is named after its node already.
+        &|_, e| e,
         |e| Error::io("start a thread to send over MPI into", me.node_depot, e),
     )
 }
@@ -533,12 +570,13 @@ impl StreamReceiver<Incoming> for Installs<'_, '_> {
         }
     }
 
-    fn failed(&mut self) -> Option<&Error> {
+    /// This node's failure for good, named after it.
+    fn failed(&mut self) -> Option<Error> {
         if self.current.as_ref().is_some_and(JoinHandle::is_finished) {
             self.settle();
         }
         match &self.finished {
-            Some((Err(e), true)) => Some(e),
+            Some((Err(e), true)) => Some(on_node(self.me, e)),
             _ => None,
         }
     }
@@ -576,12 +614,7 @@ fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Ins
     // This node's own failure, named after it (leader 0's too).
     own.map_err(|e| match e {
         e @ Error::FailedOnNode { .. } => e,
-        e => Error::FailedOnNode {
-            node: me.node.clone(),
-            rank: me.world_rank,
-            context: me.world.clone(),
-            message: e.to_string(),
-        },
+        e => on_node(me, &e),
     })
 }
 

@@ -6,11 +6,14 @@
 //!   HTTP at `/__count/<path>`, and body bytes sent and most connections at once at
 //!   `/__sent/<path>`, for multi-process tests and benchmarks), with per-path [`Fault`]
 //!   injection.
+//! - [`invenio::InvenioServer`]: a loopback InvenioRDM archive (CaltechDATA, Zenodo) for
+//!   `publish --archive`, its downloads served by a [`TestServer`].
 //! - [`TarballBuilder`]: tarballs (plain, gzip, zstd) from an in-memory file list, with their
 //!   SHA-256 and git tree hash (computed by real `git`, see [`git_tree_hash`]).
 //! - [`artifacts_toml`] / [`write_manifest`]: an `Artifacts.toml` for test artifacts.
 //! - [`test_config`], [`variant`], [`tree_files`], [`temp_entries`]: small helpers.
 
+pub mod invenio;
 mod proxy;
 mod tls;
 pub use proxy::{ConnectProxy, ProxyRules};

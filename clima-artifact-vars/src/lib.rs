@@ -148,6 +148,11 @@ vars! {
         "hosts (*.domain too) whose TLS certificates are not verified (the hashes still are)",
         default: "unset",
         "hosts (`*.domain` too) whose certificates are not verified, with a warning each time; the hashes still check the data";
+    /// The personal access token of an InvenioRDM archive (CaltechDATA, Zenodo) for `publish --archive`.
+    ARCHIVE_TOKEN = "CLIMA_ARTIFACTS_ARCHIVE_TOKEN",
+        "publish --archive: personal access token of the InvenioRDM archive (never printed)",
+        default: "unset",
+        "`publish NAME --archive URL`: the personal access token of the InvenioRDM archive (CaltechDATA, Zenodo or their sandboxes), sent as a bearer header and never printed; see [archive.md](archive.md)";
     /// `1`: the build helper's warnings fail the build.
     BUILD_DENY_WARNINGS = "CLIMA_ARTIFACTS_BUILD_DENY_WARNINGS",
         "1: clima_artifact_build::validate() fails the build on warnings",

@@ -64,7 +64,8 @@ pub enum Command {
     Gc(GcArgs),
     /// Render a run's provenance report (JSON written by the runtime) as Markdown, BibTeX or JSON.
     Report(ReportArgs),
-    /// Upload a tarball made by `create` to storage and record its URL and sha256 in the manifest.
+    /// Upload a tarball made by `create` to storage, or publish an artifact to an archive
+    /// (CaltechDATA, Zenodo) with a DOI, and record its URL and sha256 in the manifest.
     Publish(PublishArgs),
     /// Push a run folder to storage, or pull it back (checkpoints and output artifacts).
     #[command(subcommand)]
@@ -484,31 +485,67 @@ pub struct ReportArgs {
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct PublishArgs {
-    /// The .tar.gz written by `create`.
-    #[arg(value_name = "TARBALL")]
-    pub tarball: PathBuf,
+    /// With --to: the .tar.gz written by `create`. With --archive: the artifact's NAME.
+    #[arg(value_name = "TARBALL|NAME")]
+    pub target: PathBuf,
     /// Storage to upload to: a folder, `file:///path` or `s3://bucket/prefix` (S3 needs the `s3`
     /// build feature; endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
-    #[arg(long, value_name = "STORAGE_URL")]
-    pub to: String,
+    #[arg(
+        long,
+        value_name = "STORAGE_URL",
+        required_unless_present = "archive",
+        conflicts_with = "archive"
+    )]
+    pub to: Option<String>,
+    /// Publish to this InvenioRDM archive instead, as a record with a DOI:
+    /// https://data.caltech.edu, https://zenodo.org, or a sandbox (token in
+    /// CLIMA_ARTIFACTS_ARCHIVE_TOKEN; see docs/archive.md).
+    #[arg(long, value_name = "URL")]
+    pub archive: Option<String>,
+    /// With --archive: stop before publishing and print the draft's address for review.
+    #[arg(long, requires = "archive")]
+    pub draft: bool,
+    /// With --archive: record the archive's URL before the entry's other downloads (default:
+    /// after them).
+    #[arg(long, requires = "archive")]
+    pub first: bool,
+    /// With --archive: a creator of the record, "Family, Given" (or an organisation's name);
+    /// repeatable; default: the entry's `maintainer`.
+    #[arg(long, value_name = "NAME", requires = "archive")]
+    pub creator: Vec<String>,
+    /// With --archive: the tarball to upload (default: `NAME.tar.gz` next to the manifest or
+    /// here, else packed from the installed copy).
+    #[arg(long, value_name = "PATH", requires = "archive")]
+    pub tarball: Option<PathBuf>,
     /// The URL the uploaded tarball is downloadable from (ending in `/`: the key is appended).
     /// Default: the storage's own URL (`file://` for folders); required for S3.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "archive")]
     pub public_url: Option<String>,
-    /// The Artifacts.toml whose entry gets the download (created if missing).
-    #[arg(long, short = 'm', value_name = "PATH")]
-    pub manifest: PathBuf,
-    /// Artifact name in the manifest.
-    #[arg(long, short = 'n')]
-    pub name: String,
+    /// The Artifacts.toml whose entry gets the download (with --to: created if missing; with
+    /// --archive: default, the one found from the current folder upwards).
+    #[arg(
+        long,
+        short = 'm',
+        value_name = "PATH",
+        required_unless_present = "archive"
+    )]
+    pub manifest: Option<PathBuf>,
+    /// Artifact name in the manifest (with --to).
+    #[arg(
+        long,
+        short = 'n',
+        required_unless_present = "archive",
+        conflicts_with = "archive"
+    )]
+    pub name: Option<String>,
     /// Object key in the storage (default: the tarball's file name).
-    #[arg(long, conflicts_with = "by_hash")]
+    #[arg(long, conflicts_with_all = ["by_hash", "archive"])]
     pub key: Option<String>,
     /// Store the tarball at `artifact/<git-tree-sha1>`, the layout of a Julia package server:
     /// a static host (nginx, S3) serving that folder or bucket is then an artifact mirror that
     /// Julia (`JULIA_PKG_SERVER`) and clima-artifacts (`CLIMA_ARTIFACTS_PKG_SERVER`) use
     /// before the manifest's URLs.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "archive")]
     pub by_hash: bool,
     /// Print the result as JSON.
     #[arg(long)]

@@ -16,6 +16,7 @@
 //! clima-artifacts doctor [--json]
 //! clima-artifacts report FILE.json [--format md|bibtex|json]
 //! clima-artifacts publish TARBALL --to STORAGE_URL [--public-url URL] --manifest PATH --name N
+//! clima-artifacts publish NAME --archive URL [--draft] [--first] [--creator "Family, Given"]... [--tarball PATH]
 //! clima-artifacts sync push|pull RUN_DIR STORAGE_URL [--checkpoint DIR] [--no-artifacts] [--exclude GLOB]
 //! ```
 //!
@@ -46,7 +47,7 @@ mod cmd;
 mod progress;
 
 use clima_artifact_ops::{
-    census_walk, depots, error, manifest_edit, overrides_edit, recipe, tarball,
+    archive, census_walk, depots, error, manifest_edit, overrides_edit, recipe, tarball,
 };
 
 fn main() -> ExitCode {

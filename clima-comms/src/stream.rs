@@ -472,7 +472,7 @@ pub trait StreamReceiver<H> {
     fn undecodable(&mut self, error: CollectiveError);
     /// At a checkpoint: this rank's failure for good, if any, which stops the stream on
     /// every rank.
-    fn failed(&mut self) -> Option<&Self::Error>;
+    fn failed(&mut self) -> Option<Self::Error>;
 }
 
 /// Bytes for a reader, as they arrive.
@@ -706,9 +706,9 @@ mod tests {
         fn undecodable(&mut self, error: CollectiveError) {
             self.undecodable.push(error);
         }
-        fn failed(&mut self) -> Option<&TestError> {
+        fn failed(&mut self) -> Option<TestError> {
             self.checks += 1;
-            self.fails.as_ref()
+            self.fails.clone()
         }
     }
 

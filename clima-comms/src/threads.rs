@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier, Condvar, Mutex};
 
 use crate::{Context, Singleton};
 
-/// Messages sent and not yet received, by (from, to), in the order sent.
+/// Point-to-point messages sent and not yet received, by (from, to), in the order sent.
 type Mailboxes = HashMap<(usize, usize), VecDeque<Vec<u8>>>;
 
 /// What the ranks of one [`on_thread_ranks`] call (or of one part of a split) share: a
@@ -16,7 +16,7 @@ type Mailboxes = HashMap<(usize, usize), VecDeque<Vec<u8>>>;
 struct Shared {
     barrier: Barrier,
     slots: Mutex<Vec<Vec<u8>>>,
-    /// Point-to-point messages in flight.
+    /// Messages sent and not yet received.
     mail: Mutex<Mailboxes>,
     delivered: Condvar,
     /// By (number of the split, color): every rank makes the same splits in the same order.

@@ -310,6 +310,7 @@ pub fn execute(plan: &Plan) -> CliResult {
         download,
         remove_downloads: plan.external,
         replace_downloads: true,
+        download_last: false,
     };
     (created.manifest_change, created.downloads) = write_manifest(&plan.manifest, &update)?;
 

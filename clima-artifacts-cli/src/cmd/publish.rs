@@ -10,38 +10,111 @@ use std::path::Path;
 use clima_artifact_runtime::extract::{ExtractLimits, extract_archive};
 use clima_artifact_sync::{open_storage, sha256_file};
 
+use crate::archive;
 use crate::args::PublishArgs;
 use crate::cmd::{self, invalid_name};
 use crate::error::{CliError, CliResult, io_error};
 use crate::manifest_edit::{EntryUpdate, NewDownload, upsert_entry};
 
 /// Entry point of `publish`.
-// Long: the steps of `publish` in order (check, upload, verify, record), each a few lines.
 pub fn run(args: PublishArgs) -> CliResult {
-    if let Some(why) = invalid_name(&args.name) {
-        return Err(CliError::usage(format!(
-            "artifact name `{}`: {why}",
-            args.name
-        )));
+    if args.archive.is_some() {
+        return run_archive(args);
     }
-    let meta = std::fs::metadata(&args.tarball).map_err(|e| {
+    let name = args.name.clone().unwrap_or_default();
+    let manifest = args.manifest.clone().unwrap_or_default();
+    let to = args.to.clone().unwrap_or_default();
+    let tarball = args.target.clone();
+    run_storage(args, &name, &manifest, &to, &tarball)
+}
+
+/// `publish NAME --archive URL`: the work is [`archive::publish`]; progress lines go to stderr.
+fn run_archive(args: PublishArgs) -> CliResult {
+    let name = args.target.to_string_lossy().into_owned();
+    let manifest = cmd::load_manifest(args.manifest.as_deref())?.path;
+    let request = archive::PublishRequest {
+        name,
+        manifest,
+        archive: args.archive.unwrap_or_default(),
+        token: std::env::var(archive::TOKEN_VAR).ok(),
+        tarball: args.tarball,
+        draft_only: args.draft,
+        first: args.first,
+        creators: args.creator,
+    };
+    let quiet = args.json;
+    // As downloads: progress lines only where progress is on (CLIMA_ARTIFACTS_PROGRESS), notices
+    // (resumes, waits, retries, checksums) always, unless the output is JSON.
+    let progress = crate::depots::config()?.progress;
+    let notify = |kind: archive::Line, line: &str| {
+        if !quiet && (progress || kind == archive::Line::Notice) {
+            eprintln!("clima-artifacts: {line}");
+        }
+    };
+    let done = archive::publish(&request, &notify)?;
+    if args.json {
+        return cmd::print_json(&done);
+    }
+    if done.draft {
+        println!(
+            "draft {} of `{}` is ready for review (not published): {}\n  run the same command \
+             without --draft to publish it",
+            done.record,
+            done.name,
+            done.draft_url.as_deref().unwrap_or("")
+        );
+        return Ok(());
+    }
+    let what = if done.unchanged {
+        "already published"
+    } else if done.new_version {
+        "published a new version of"
+    } else {
+        "published"
+    };
+    println!(
+        "{what} `{}` ({} bytes) on {}\n  record = {}\n  doi = {}\n  url = {}\n  sha256 = {}\n  recorded in {}",
+        done.name,
+        done.bytes,
+        done.archive,
+        done.record,
+        done.doi.as_deref().unwrap_or("(none)"),
+        done.url.as_deref().unwrap_or(""),
+        done.sha256,
+        done.manifest.display()
+    );
+    Ok(())
+}
+
+/// `publish TARBALL --to STORAGE_URL`.
+// Long: the steps of `publish` in order (check, upload, verify, record), each a few lines.
+fn run_storage(
+    args: PublishArgs,
+    name: &str,
+    manifest: &Path,
+    to: &str,
+    tarball: &Path,
+) -> CliResult {
+    if let Some(why) = invalid_name(name) {
+        return Err(CliError::usage(format!("artifact name `{}`: {why}", name)));
+    }
+    let meta = std::fs::metadata(tarball).map_err(|e| {
         CliError::usage(format!(
             "tarball `{}` cannot be used: {e}",
-            args.tarball.display()
+            tarball.display()
         ))
     })?;
     if !meta.is_file() {
         return Err(CliError::usage(format!(
             "tarball `{}` is not a file; pass the .tar.gz written by `create`",
-            args.tarball.display()
+            tarball.display()
         )));
     }
-    let tree_hash = tree_hash_of(&args.tarball)?;
+    let tree_hash = tree_hash_of(tarball)?;
     let key = match &args.key {
         Some(k) => k.clone(),
         None if args.by_hash => format!("artifact/{tree_hash}"),
-        None => args
-            .tarball
+        None => tarball
             .file_name()
             .and_then(|n| n.to_str())
             .map(str::to_owned)
@@ -51,21 +124,21 @@ pub fn run(args: PublishArgs) -> CliResult {
     };
     clima_artifact_sync::check_key(&key).map_err(|e| CliError::usage(e.to_string()))?;
 
-    let text = cmd::read_or_empty(&args.manifest)?;
-    if let Some(existing) = existing_hash(&text, &args.name)
+    let text = cmd::read_or_empty(manifest)?;
+    if let Some(existing) = existing_hash(&text, name)
         && existing != tree_hash
     {
         return Err(CliError::usage(format!(
             "`{}` holds artifact content {tree_hash}, but `{}` says `{}` is {existing}; \
                  nothing was uploaded. Publish the tarball `create` wrote for `{}`, or run \
                  `create` again",
-            args.tarball.display(),
-            args.manifest.display(),
-            args.name,
-            args.name
+            tarball.display(),
+            manifest.display(),
+            name,
+            name
         )));
     }
-    let storage = open_storage(&args.to).map_err(|e| CliError::usage(e.to_string()))?;
+    let storage = open_storage(to).map_err(|e| CliError::usage(e.to_string()))?;
     let url = match &args.public_url {
         Some(u) if u.ends_with('/') => format!("{u}{key}"),
         Some(u) => u.clone(),
@@ -78,14 +151,14 @@ pub fn run(args: PublishArgs) -> CliResult {
             ))
         })?,
     };
-    let sha256 = sha256_file(&args.tarball).map_err(|e| CliError::failure(e.to_string()))?;
+    let sha256 = sha256_file(tarball).map_err(|e| CliError::failure(e.to_string()))?;
     let bar = crate::progress::spinner(&format!("uploading {key} to {}", storage.url()));
-    let sent = storage.put_file(&key, &args.tarball);
+    let sent = storage.put_file(&key, tarball);
     bar.finish_and_clear();
     let sent = sent.map_err(|e| CliError::failure(e.to_string()))?;
 
     let update = EntryUpdate {
-        name: args.name.clone(),
+        name: name.to_owned(),
         tree_hash: tree_hash.clone(),
         tree_hash_sha256: None,
         lazy: false,
@@ -97,26 +170,27 @@ pub fn run(args: PublishArgs) -> CliResult {
         }),
         remove_downloads: false,
         replace_downloads: false,
+        download_last: false,
     };
-    let (new_text, outcome) = upsert_entry(&text, &args.manifest, &update)?;
-    cmd::write_atomically(&args.manifest, &new_text)?;
+    let (new_text, outcome) = upsert_entry(&text, manifest, &update)?;
+    cmd::write_atomically(manifest, &new_text)?;
     if args.json {
         return cmd::print_json(&serde_json::json!({
-            "name": args.name,
+            "name": name,
             "uploaded_to": format!("{}/{key}", storage.url().trim_end_matches('/')),
             "bytes": sent,
             "url": url,
             "sha256": sha256,
             "git_tree_sha1": tree_hash,
-            "manifest": args.manifest,
+            "manifest": manifest,
             "edit": outcome,
         }));
     }
     println!(
         "published `{}` ({sent} bytes) to {}/{key}\n  url = {url}\n  sha256 = {sha256}\n  recorded in {}",
-        args.name,
+        name,
         storage.url().trim_end_matches('/'),
-        args.manifest.display()
+        manifest.display()
     );
     Ok(())
 }

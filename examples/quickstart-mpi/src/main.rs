@@ -110,17 +110,26 @@ fn run(ctx: &dyn Context, settings: &Settings) -> Result<(), Box<dyn std::error:
     }
     let after = departure(&columns, &levels);
 
-    // Global diagnostics: sums of squared departures gathered to the root.
+    // Global diagnostics: sums of squared departures, summed on the way to the root (a tree:
+    // the root receives about log2(ranks) messages of 24 bytes, however many ranks there are).
     let local = [before.0, after.0, before.1 as f64]
         .iter()
         .flat_map(|x| x.to_le_bytes())
         .collect();
-    if let Some(all) = ctx.gather_to_root(local) {
+    let add = |a: Vec<u8>, b: Vec<u8>| -> Vec<u8> {
+        a.chunks_exact(8)
+            .zip(b.chunks_exact(8))
+            .flat_map(|(x, y)| {
+                let x = f64::from_le_bytes(x.try_into().expect("8 bytes"));
+                let y = f64::from_le_bytes(y.try_into().expect("8 bytes"));
+                (x + y).to_le_bytes()
+            })
+            .collect()
+    };
+    if let Some(total) = ctx.reduce_to_root(local, &add) {
         let mut sums = [0.0_f64; 3];
-        for bytes in all {
-            for (sum, chunk) in sums.iter_mut().zip(bytes.chunks_exact(8)) {
-                *sum += f64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-            }
+        for (sum, chunk) in sums.iter_mut().zip(total.chunks_exact(8)) {
+            *sum = f64::from_le_bytes(chunk.try_into().expect("8 bytes"));
         }
         let rms = |s: f64| (s / sums[2].max(1.0)).sqrt();
         println!(

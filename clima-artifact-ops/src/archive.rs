@@ -1,0 +1,1808 @@
+//! `publish NAME --archive URL`: publish an artifact to an InvenioRDM archive (CaltechDATA,
+//! Zenodo, their sandboxes) and record the record's file URL and DOI in `Artifacts.toml`.
+//!
+//! The steps, each safe to repeat ([`publish`]):
+//!
+//! 1. Checks that need no request: the entry exists and has a `license`, creators are known,
+//!    a token is set ([`TOKEN_VAR`]), the tarball (found, or packed from the installed copy) is
+//!    within the archive's limits ([`Limits::for_archive`]).
+//! 2. The tarball's git tree hash is checked against the entry (one pass, which also gives
+//!    its SHA-256 and MD5; remembered in the state file for reruns).
+//! 3. A draft: the one of the state file, else a new version of the record published before
+//!    (from the state file or the entry's download URL), else a new record.
+//! 4. Metadata (`PUT /api/records/{id}/draft`), from the entry and the recipe README: a
+//!    rejected field is reported before any upload.
+//! 5. Files: the tarball and the recipe README, each initialised, streamed, committed; the
+//!    server's `md5:` checksum must equal the MD5 of the checked content (computed in step 2's
+//!    streaming pass), otherwise the file is removed from the draft and nothing is published.
+//! 6. Publish (unless `--draft`), then the manifest edit: a `[[NAME.download]]` with the
+//!    record's file URL (after the existing mirrors, or first) and `doi`.
+//!
+//! The state file `.<NAME>.publish-state.json` next to the manifest keeps, per archive, the
+//! draft id and the published record, so a rerun continues the same draft and a changed
+//! artifact becomes a new version of the same record. HTTP failures: `429` waits for
+//! `Retry-After` (saying so), `5xx` and broken connections are retried with the download retry
+//! policy ([`clima_artifact_net::retry`]), `401`/`403` name the token variable.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use clima_artifact_fs::printable;
+use clima_artifact_manifest::{ArtifactEntry, Manifest, metadata};
+use clima_artifact_net::retry::{RetryPolicy, is_transient_io, is_transient_status};
+use md5::Digest as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::Digest as _;
+
+use crate::error::CliError;
+use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, upsert_entry};
+
+/// What a line given to `notify` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line {
+    /// Progress of an upload (start, every 10 % or 10 s, end): for a terminal or a batch log,
+    /// hidden where progress is off.
+    Progress,
+    /// Something the user should know: a resumed draft, a wait for `Retry-After`, a retry, a
+    /// checksum checked.
+    Notice,
+}
+
+/// The variable holding the archive's personal access token.
+pub const TOKEN_VAR: &str = clima_artifact_vars::ARCHIVE_TOKEN;
+
+/// Most `429` answers waited out for one request before giving up.
+const MAX_THROTTLED: u32 = 20;
+
+/// Longest `Retry-After` honoured (a longer one is waited this long).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
+
+/// What to publish, and how.
+#[derive(Debug, Clone)]
+pub struct PublishRequest {
+    /// Artifact name in the manifest.
+    pub name: String,
+    /// The manifest.
+    pub manifest: PathBuf,
+    /// The archive, e.g. `https://data.caltech.edu`.
+    pub archive: String,
+    /// The personal access token (from [`TOKEN_VAR`]); `None` or empty is an error before any
+    /// request.
+    pub token: Option<String>,
+    /// The tarball to upload; default: `<NAME>.tar.gz` in the manifest's folder or the current
+    /// folder, else packed from the installed copy into the current folder.
+    pub tarball: Option<PathBuf>,
+    /// Stop before publishing (the draft stays for review).
+    pub draft_only: bool,
+    /// Record the new download before the existing ones.
+    pub first: bool,
+    /// Creators as `Family, Given` (or an organisation's name); default: the entry's
+    /// `maintainer`.
+    pub creators: Vec<String>,
+}
+
+/// What [`publish`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Published {
+    /// Artifact name.
+    pub name: String,
+    /// The archive.
+    pub archive: String,
+    /// The record (or draft) id.
+    pub record: String,
+    /// The parent (concept) id shared by every version.
+    pub parent: Option<String>,
+    /// The DOI, once published.
+    pub doi: Option<String>,
+    /// The download URL recorded (once published).
+    pub url: Option<String>,
+    /// Where to review the draft in a browser (with `--draft`).
+    pub draft_url: Option<String>,
+    /// Whether it stopped at the draft.
+    pub draft: bool,
+    /// Whether this is a new version of a record published before.
+    pub new_version: bool,
+    /// Whether an earlier, interrupted run's draft was continued.
+    pub resumed: bool,
+    /// Whether it was already published with this content (nothing was sent).
+    pub unchanged: bool,
+    /// The tarball.
+    pub tarball: PathBuf,
+    /// Its size.
+    pub bytes: u64,
+    /// Its SHA-256 (the manifest's `sha256`).
+    pub sha256: String,
+    /// Its MD5 (the archive's checksum).
+    pub md5: String,
+    /// The files uploaded by this run (keys); files already in the draft are skipped.
+    pub uploaded: Vec<String>,
+    /// The manifest edited.
+    pub manifest: PathBuf,
+    /// The manifest edit, once published.
+    pub edit: Option<EditOutcome>,
+    /// The state file.
+    pub state_file: PathBuf,
+}
+
+/// Why [`publish`] stopped.
+#[derive(Debug, Clone)]
+pub enum ArchiveError {
+    /// Bad input found before any request (no entry, no creators, bad URL, a tarball that does
+    /// not hold the artifact, ...).
+    Input(String),
+    /// The entry has no `license`: an archive record needs its rights.
+    NoLicense {
+        /// Artifact name.
+        name: String,
+        /// The manifest.
+        manifest: PathBuf,
+    },
+    /// No token in [`TOKEN_VAR`].
+    NoToken {
+        /// The archive.
+        archive: String,
+    },
+    /// `401` or `403`.
+    Unauthorized {
+        /// The status.
+        status: u16,
+        /// The archive.
+        archive: String,
+        /// The server's message (escaped).
+        message: String,
+    },
+    /// A file larger than the archive takes.
+    TooLarge {
+        /// The file.
+        file: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit it exceeds.
+        limit: u64,
+        /// What the limit is (`per file`, `per record`).
+        what: &'static str,
+        /// The archive.
+        archive: String,
+    },
+    /// Metadata the archive rejected: (field, message), escaped.
+    Rejected {
+        /// The archive.
+        archive: String,
+        /// Each field and its messages.
+        errors: Vec<(String, String)>,
+    },
+    /// The checksum the archive computed differs from ours; the file was removed from the
+    /// draft and nothing was published.
+    Checksum {
+        /// The file key.
+        key: String,
+        /// Ours, `md5:<hex>`.
+        ours: String,
+        /// The archive's (escaped).
+        theirs: String,
+        /// The draft id.
+        draft: String,
+    },
+    /// Any other failed request (after the retries): method, URL, status (0: no answer),
+    /// message (escaped).
+    Http {
+        /// What was asked.
+        what: String,
+        /// The status, 0 when there was no answer.
+        status: u16,
+        /// The server's message or the I/O error.
+        message: String,
+    },
+    /// A local file could not be read or written.
+    Io(String),
+}
+
+impl fmt::Display for ArchiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArchiveError::Input(m) | ArchiveError::Io(m) => f.write_str(m),
+            ArchiveError::NoLicense { name, manifest } => write!(
+                f,
+                "artifact `{name}` in `{}` has no `license`, which an archive record needs as \
+                 its rights; add one (an SPDX id such as `license = \"CC-BY-4.0\"`) and run \
+                 again; nothing was sent",
+                manifest.display()
+            ),
+            ArchiveError::NoToken { archive } => write!(
+                f,
+                "no token for {archive}: set {TOKEN_VAR} to a personal access token of that \
+                 archive ({}); nothing was sent",
+                token_hint(archive)
+            ),
+            ArchiveError::Unauthorized {
+                status,
+                archive,
+                message,
+            } => write!(
+                f,
+                "{archive} refused the token in {TOKEN_VAR} ({status}: {message}); it is \
+                 missing, expired or lacks the deposit scope: make a new one ({}) and set \
+                 {TOKEN_VAR} to it",
+                token_hint(archive)
+            ),
+            ArchiveError::TooLarge {
+                file,
+                size,
+                limit,
+                what,
+                archive,
+            } => write!(
+                f,
+                "`{}` is {} ({size} bytes), over the limit of {} ({limit} bytes) {what} of \
+                 {archive}; nothing was uploaded: split the artifact, or ask the archive for a \
+                 larger quota",
+                file.display(),
+                clima_artifact_fs::human_bytes(*size),
+                clima_artifact_fs::human_bytes(*limit)
+            ),
+            ArchiveError::Rejected { archive, errors } => {
+                write!(f, "{archive} rejected the record's metadata:")?;
+                for (field, message) in errors {
+                    write!(f, " `{field}`: {message};")?;
+                }
+                f.write_str(
+                    " fix the entry's keys (license, description, ...), the recipe README or \
+                     --creator, and run again (the draft is kept)",
+                )
+            }
+            ArchiveError::Checksum {
+                key,
+                ours,
+                theirs,
+                draft,
+            } => write!(
+                f,
+                "checksum mismatch for `{key}` in draft {draft}: we sent {ours}, the archive \
+                 has {theirs}; the file was removed from the draft and nothing was published: \
+                 run again to upload it anew"
+            ),
+            ArchiveError::Http {
+                what,
+                status: 0,
+                message,
+            } => write!(f, "{what} failed: {message}"),
+            ArchiveError::Http {
+                what,
+                status,
+                message,
+            } => write!(f, "{what} failed: {status} {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ArchiveError {}
+
+impl From<ArchiveError> for CliError {
+    fn from(e: ArchiveError) -> CliError {
+        match e {
+            ArchiveError::Input(_)
+            | ArchiveError::NoLicense { .. }
+            | ArchiveError::NoToken { .. }
+            | ArchiveError::TooLarge { .. } => CliError::usage(e.to_string()),
+            _ => CliError::failure(e.to_string()),
+        }
+    }
+}
+
+fn from_cli(e: CliError) -> ArchiveError {
+    ArchiveError::Input(e.message)
+}
+
+/// Where a token of `archive` is made.
+pub fn token_hint(archive: &str) -> &'static str {
+    if host_of(archive).ends_with("zenodo.org") {
+        "on Zenodo: Account settings > Applications > Personal access tokens > New token, \
+         scopes deposit:write and deposit:actions"
+    } else {
+        "in the archive's web page (InvenioRDM, e.g. CaltechDATA): your account menu > \
+         Applications > Personal access tokens > New token, scope user:email is not needed"
+    }
+}
+
+/// An archive's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    /// Largest file, bytes.
+    pub max_file_size: u64,
+    /// Most bytes in one record.
+    pub quota: u64,
+    /// Most files in one record.
+    pub max_files: usize,
+}
+
+impl Limits {
+    /// Zenodo's (50 GB per record, 100 files) or InvenioRDM's defaults (10 GB per file, 30 GB
+    /// per record; CaltechDATA's), by the archive's host.
+    pub fn for_archive(archive: &str) -> Limits {
+        if host_of(archive).ends_with("zenodo.org") {
+            Limits {
+                max_file_size: 50_000_000_000,
+                quota: 50_000_000_000,
+                max_files: 100,
+            }
+        } else {
+            Limits {
+                max_file_size: 10_000_000_000,
+                quota: 30_000_000_000,
+                max_files: 100,
+            }
+        }
+    }
+}
+
+fn host_of(url: &str) -> String {
+    url.split("://")
+        .nth(1)
+        .unwrap_or("")
+        .split(['/', ':'])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase()
+}
+
+/// The state file of artifact `name` next to `manifest`.
+pub fn state_path(manifest: &Path, name: &str) -> PathBuf {
+    let dir = match manifest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    dir.join(format!(".{name}.publish-state.json"))
+}
+
+/// The state file: per archive URL.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct State {
+    #[serde(default)]
+    archives: BTreeMap<String, ArchiveState>,
+    /// The last verified tarball (path, size, mtime) and its hashes.
+    #[serde(default)]
+    verified: Option<Verified>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct ArchiveState {
+    /// The last published record.
+    record: Option<String>,
+    parent: Option<String>,
+    doi: Option<String>,
+    /// SHA-256 of the tarball last published.
+    published_sha256: Option<String>,
+    /// The draft in progress.
+    draft: Option<DraftState>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct DraftState {
+    id: String,
+    /// SHA-256 of the tarball it is for.
+    sha256: String,
+    new_version: bool,
+    /// Files committed with the right checksum: key -> md5.
+    #[serde(default)]
+    done: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Verified {
+    path: PathBuf,
+    size: u64,
+    mtime_ns: u128,
+    tree: String,
+    sha256: String,
+    md5: String,
+}
+
+fn load_state(path: &Path) -> State {
+    clima_artifact_fs::read_shared_text(path, 1 << 20)
+        .ok()
+        .flatten()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+fn save_state(path: &Path, state: &State) -> Result<(), ArchiveError> {
+    let text = serde_json::to_string_pretty(state)
+        .map_err(|e| ArchiveError::Io(format!("cannot encode the publish state: {e}")))?;
+    clima_artifact_fs::write_atomically(path, format!("{text}\n").as_bytes())
+        .map_err(|e| ArchiveError::Io(format!("cannot write `{}`: {e}", path.display())))
+}
+
+/// Publishes artifact `req.name` to `req.archive`; `notify` receives [`Line`]s (for a
+/// terminal or a batch log).
+// Long: the steps of the module's list, in order; each is a call or a few lines.
+pub fn publish(
+    req: &PublishRequest,
+    notify: &dyn Fn(Line, &str),
+) -> Result<Published, ArchiveError> {
+    // 1. Checks without a request.
+    if let Some(why) = invalid_name(&req.name) {
+        return Err(ArchiveError::Input(format!(
+            "artifact name `{}`: {why}",
+            printable(&req.name)
+        )));
+    }
+    let archive = req.archive.trim_end_matches('/').to_owned();
+    if !(archive.starts_with("https://") || archive.starts_with("http://"))
+        || host_of(&archive).is_empty()
+    {
+        return Err(ArchiveError::Input(format!(
+            "--archive `{}` is not an http(s) URL; pass the archive's address, e.g. \
+             https://data.caltech.edu or https://zenodo.org (sandboxes: \
+             https://data.caltechlibrary.dev, https://sandbox.zenodo.org)",
+            printable(&archive)
+        )));
+    }
+    if archive
+        .split("://")
+        .nth(1)
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .contains('@')
+    {
+        return Err(ArchiveError::Input(format!(
+            "--archive `{}` carries credentials; pass the archive's plain address and the token \
+             in {TOKEN_VAR}",
+            clima_artifact_net::trust::redact_url(&archive)
+        )));
+    }
+    let text = std::fs::read_to_string(&req.manifest).map_err(|e| {
+        ArchiveError::Input(format!("cannot read `{}`: {e}", req.manifest.display()))
+    })?;
+    let manifest =
+        Manifest::parse(&text, &req.manifest).map_err(|e| ArchiveError::Input(e.to_string()))?;
+    let variant = match manifest.get(&req.name) {
+        Some(ArtifactEntry::Single(v)) => v.clone(),
+        Some(_) => {
+            return Err(ArchiveError::Input(format!(
+                "artifact `{}` is platform-specific ([[{}]]); publish each platform's tarball \
+                 with `publish TARBALL --to ...` instead",
+                req.name, req.name
+            )));
+        }
+        None => {
+            return Err(ArchiveError::Input(format!(
+                "`{}` has no artifact `{}`; make it first with `clima-artifacts create`",
+                req.manifest.display(),
+                req.name
+            )));
+        }
+    };
+    let Some(license) = variant
+        .metadata
+        .get(metadata::LICENSE)
+        .filter(|l| !l.trim().is_empty())
+        .cloned()
+    else {
+        return Err(ArchiveError::NoLicense {
+            name: req.name.clone(),
+            manifest: req.manifest.clone(),
+        });
+    };
+    let creators = creators(req, &variant.metadata)?;
+    let token = match req.token.as_deref().map(str::trim) {
+        Some(t) if !t.is_empty() => t.to_owned(),
+        _ => return Err(ArchiveError::NoToken { archive }),
+    };
+    let tree = variant.git_tree_sha1.to_hex();
+    let manifest_dir = crate::recipe::manifest_dir(&req.manifest).map_err(from_cli)?;
+    let readme = recipe_readme(&variant.metadata, &manifest_dir);
+    let tarball = find_or_pack(req, &manifest_dir, &variant, notify)?;
+    let size = std::fs::metadata(&tarball)
+        .map_err(|e| ArchiveError::Io(format!("cannot read `{}`: {e}", tarball.display())))?
+        .len();
+    let limits = Limits::for_archive(&archive);
+    let readme_size = readme.as_ref().map_or(0, |(_, t)| t.len() as u64);
+    if size > limits.max_file_size {
+        return Err(ArchiveError::TooLarge {
+            file: tarball,
+            size,
+            limit: limits.max_file_size,
+            what: "per file",
+            archive,
+        });
+    }
+    if size + readme_size > limits.quota {
+        return Err(ArchiveError::TooLarge {
+            file: tarball,
+            size: size + readme_size,
+            limit: limits.quota,
+            what: "per record (all its files)",
+            archive,
+        });
+    }
+
+    // 2. The tarball holds the artifact (and its hashes), remembered across runs.
+    let state_file = state_path(&req.manifest, &req.name);
+    let mut state = load_state(&state_file);
+    let verified = verify_tarball(&tarball, size, &tree, state.verified.as_ref(), notify)?;
+    state.verified = Some(verified.clone());
+    let mut st = state.archives.get(&archive).cloned().unwrap_or_default();
+
+    let key = tarball
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|k| !k.is_empty() && !k.contains('/'))
+        .unwrap_or_else(|| format!("{}.tar.gz", req.name));
+    let mut published = Published {
+        name: req.name.clone(),
+        archive: archive.clone(),
+        record: String::new(),
+        parent: st.parent.clone(),
+        doi: st.doi.clone(),
+        url: None,
+        draft_url: None,
+        draft: req.draft_only,
+        new_version: false,
+        resumed: false,
+        unchanged: false,
+        tarball: tarball.clone(),
+        bytes: size,
+        sha256: verified.sha256.clone(),
+        md5: verified.md5.clone(),
+        uploaded: Vec::new(),
+        manifest: req.manifest.clone(),
+        edit: None,
+        state_file: state_file.clone(),
+    };
+    let client = Client::new(&archive, &token, notify)?;
+
+    // Already published with this content: only the manifest may need the record.
+    if st.published_sha256.as_deref() == Some(verified.sha256.as_str())
+        && let Some(record) = st.record.clone()
+        && !req.draft_only
+    {
+        published.record = record.clone();
+        published.unchanged = true;
+        published.url = Some(file_url(&archive, &record, &key));
+        published.edit = Some(record_in_manifest(req, &text, &tree, &published)?);
+        save_state(&state_file, &state)?;
+        return Ok(published);
+    }
+
+    // 3. The draft.
+    let previous = st
+        .record
+        .clone()
+        .or_else(|| record_of_urls(&archive, &variant.downloads));
+    let own_dois: Vec<String> = st.doi.iter().cloned().collect();
+    let mut draft: Option<(DraftState, Value)> = None;
+    if let Some(d) = st.draft.clone() {
+        let (status, body) = client.call("GET", &format!("/api/records/{}/draft", d.id), None)?;
+        if status == 200 {
+            notify(
+                Line::Notice,
+                &format!("continuing draft {} of an earlier run", printable(&d.id)),
+            );
+            published.resumed = true;
+            draft = Some((d, body));
+        } else if status == 404 {
+            // Published by the earlier run just before it stopped?
+            let (status, body) = client.call("GET", &format!("/api/records/{}", d.id), None)?;
+            if status == 200 && body["is_published"].as_bool() == Some(true) {
+                if d.sha256 == verified.sha256 {
+                    notify(
+                        Line::Notice,
+                        &format!("draft {} was published by an earlier run", printable(&d.id)),
+                    );
+                    return finish_published(
+                        req,
+                        &text,
+                        &tree,
+                        &client,
+                        body,
+                        &key,
+                        published,
+                        state,
+                        st,
+                        &state_file,
+                    );
+                }
+                st.record = Some(d.id.clone());
+            }
+            st.draft = None;
+        } else {
+            return Err(http_error(
+                &format!("GET {archive}/api/records/{}/draft", d.id),
+                status,
+                &body,
+            ));
+        }
+    }
+    let record_meta = record_metadata(
+        req,
+        &variant.metadata,
+        &license,
+        &creators,
+        readme.as_ref().map(|(_, t)| t.as_str()),
+        &own_dois,
+    );
+    let (mut draft, draft_body) = match draft {
+        Some(d) => d,
+        None => {
+            let (status, body, new_version) = match &previous {
+                Some(prev) => {
+                    let (s, b) = client.call(
+                        "POST",
+                        &format!("/api/records/{prev}/versions"),
+                        Some(&json!({})),
+                    )?;
+                    (s, b, true)
+                }
+                None => {
+                    let (s, b) = client.call("POST", "/api/records", Some(&record_meta))?;
+                    (s, b, false)
+                }
+            };
+            if status != 201 && status != 200 {
+                return Err(http_error(
+                    &format!("creating a draft on {archive}"),
+                    status,
+                    &body,
+                ));
+            }
+            let Some(id) = body["id"].as_str().map(str::to_owned) else {
+                return Err(ArchiveError::Http {
+                    what: format!("creating a draft on {archive}"),
+                    status,
+                    message: "the answer has no record id".into(),
+                });
+            };
+            let d = DraftState {
+                id,
+                sha256: verified.sha256.clone(),
+                new_version,
+                done: BTreeMap::new(),
+            };
+            st.draft = Some(d.clone());
+            state.archives.insert(archive.clone(), st.clone());
+            save_state(&state_file, &state)?;
+            notify(
+                Line::Notice,
+                &format!(
+                    "{} {} on {archive}",
+                    if new_version {
+                        "new version draft"
+                    } else {
+                        "new draft"
+                    },
+                    printable(&d.id)
+                ),
+            );
+            (d, body)
+        }
+    };
+    published.record = draft.id.clone();
+    published.new_version = draft.new_version;
+    published.parent = draft_body["parent"]["id"]
+        .as_str()
+        .map(str::to_owned)
+        .or(published.parent);
+    if draft.sha256 != verified.sha256 {
+        // The artifact changed since the draft was started: its files are stale.
+        draft.sha256 = verified.sha256.clone();
+        draft.done.clear();
+    }
+
+    // 4. Metadata, checked before any upload.
+    let (status, body) = client.call(
+        "PUT",
+        &format!("/api/records/{}/draft", draft.id),
+        Some(&record_meta),
+    )?;
+    if status != 200 {
+        return Err(http_error(
+            &format!("setting the metadata of draft {}", draft.id),
+            status,
+            &body,
+        ));
+    }
+    let errors = field_errors(&body);
+    if !errors.is_empty() {
+        return Err(ArchiveError::Rejected { archive, errors });
+    }
+
+    // 5. Files.
+    let mut files: Vec<(String, Upload)> = vec![(
+        key.clone(),
+        Upload::File {
+            path: tarball.clone(),
+            size,
+            md5: verified.md5.clone(),
+        },
+    )];
+    if let Some((_, text)) = &readme {
+        files.push((
+            crate::recipe::README_FILE.to_owned(),
+            Upload::Bytes(text.clone().into_bytes()),
+        ));
+    }
+    let (status, listing) = client.call(
+        "GET",
+        &format!("/api/records/{}/draft/files", draft.id),
+        None,
+    )?;
+    if status != 200 {
+        return Err(http_error(
+            &format!("listing the files of draft {}", draft.id),
+            status,
+            &listing,
+        ));
+    }
+    let present: BTreeMap<String, (String, Option<String>)> = listing["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some((
+                e["key"].as_str()?.to_owned(),
+                (
+                    e["status"].as_str().unwrap_or("").to_owned(),
+                    e["checksum"].as_str().map(str::to_owned),
+                ),
+            ))
+        })
+        .collect();
+    for (k, (status, checksum)) in &present {
+        let wanted = files.iter().find(|(w, _)| w == k);
+        let good = wanted.is_some_and(|(_, u)| {
+            status == "completed" && checksum.as_deref() == Some(&format!("md5:{}", u.md5()))
+        });
+        if good {
+            draft.done.insert(k.clone(), files_md5(&files, k));
+        } else {
+            client.delete_file(&draft.id, k)?;
+            draft.done.remove(k);
+        }
+    }
+    for (k, upload) in &files {
+        if draft.done.get(k).is_some_and(|m| *m == upload.md5()) {
+            notify(
+                Line::Notice,
+                &format!("`{}` is already in the draft", printable(k)),
+            );
+            continue;
+        }
+        let (status, body) = client.call(
+            "POST",
+            &format!("/api/records/{}/draft/files", draft.id),
+            Some(&json!([{ "key": k }])),
+        )?;
+        if status != 201 && status != 200 {
+            return Err(http_error(
+                &format!("starting the upload of `{k}`"),
+                status,
+                &body,
+            ));
+        }
+        client.upload(&draft.id, k, upload)?;
+        let sent_md5 = upload.md5();
+        let (status, body) = client.call(
+            "POST",
+            &format!("/api/records/{}/draft/files/{k}/commit", draft.id),
+            None,
+        )?;
+        if status != 200 && status != 201 {
+            return Err(http_error(
+                &format!("committing `{k}` to draft {}", draft.id),
+                status,
+                &body,
+            ));
+        }
+        let theirs = body["checksum"].as_str().unwrap_or("").to_owned();
+        let ours = format!("md5:{sent_md5}");
+        if theirs != ours {
+            client.delete_file(&draft.id, k)?;
+            draft.done.remove(k);
+            st.draft = Some(draft.clone());
+            state.archives.insert(archive.clone(), st.clone());
+            save_state(&state_file, &state)?;
+            return Err(ArchiveError::Checksum {
+                key: k.clone(),
+                ours: format!("md5:{}", upload.md5()),
+                theirs: printable(&theirs).into_owned(),
+                draft: draft.id.clone(),
+            });
+        }
+        notify(
+            Line::Notice,
+            &format!("`{}` committed, checksum {ours} matches", printable(k)),
+        );
+        draft.done.insert(k.clone(), sent_md5);
+        published.uploaded.push(k.clone());
+        st.draft = Some(draft.clone());
+        state.archives.insert(archive.clone(), st.clone());
+        save_state(&state_file, &state)?;
+    }
+
+    // 6. Publish.
+    if req.draft_only {
+        published.draft_url = draft_body["links"]["self_html"]
+            .as_str()
+            .map(|u| printable(u).into_owned())
+            .or_else(|| Some(format!("{archive}/uploads/{}", draft.id)));
+        st.draft = Some(draft);
+        state.archives.insert(archive.clone(), st);
+        save_state(&state_file, &state)?;
+        return Ok(published);
+    }
+    let (status, body) = client.call(
+        "POST",
+        &format!("/api/records/{}/draft/actions/publish", draft.id),
+        None,
+    )?;
+    if status == 400 {
+        let errors = field_errors(&body);
+        if !errors.is_empty() {
+            return Err(ArchiveError::Rejected { archive, errors });
+        }
+    }
+    if status != 202 && status != 200 {
+        return Err(http_error(
+            &format!("publishing draft {}", draft.id),
+            status,
+            &body,
+        ));
+    }
+    st.draft = Some(draft);
+    finish_published(
+        req,
+        &text,
+        &tree,
+        &client,
+        body,
+        &key,
+        published,
+        state,
+        st,
+        &state_file,
+    )
+}
+
+/// After a publish answered (now or by an earlier run): state, manifest.
+#[allow(clippy::too_many_arguments)]
+fn finish_published(
+    req: &PublishRequest,
+    text: &str,
+    tree: &str,
+    client: &Client<'_>,
+    body: Value,
+    key: &str,
+    mut published: Published,
+    mut state: State,
+    mut st: ArchiveState,
+    state_file: &Path,
+) -> Result<Published, ArchiveError> {
+    let id = body["id"].as_str().unwrap_or("").to_owned();
+    let doi = body["pids"]["doi"]["identifier"]
+        .as_str()
+        .map(|d| printable(d).into_owned());
+    let files = body["links"]["files"]
+        .as_str()
+        .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+        .map(|u| format!("{}/{key}/content", u.trim_end_matches('/')))
+        .unwrap_or_else(|| file_url(&client.base, &id, key));
+    published.record = id.clone();
+    published.doi = doi.clone();
+    published.parent = body["parent"]["id"]
+        .as_str()
+        .map(str::to_owned)
+        .or(published.parent);
+    published.url = Some(files);
+    published.draft = false;
+    st.record = Some(id);
+    st.parent = published.parent.clone();
+    st.doi = doi;
+    st.published_sha256 = Some(published.sha256.clone());
+    st.draft = None;
+    state.archives.insert(published.archive.clone(), st);
+    save_state(state_file, &state)?;
+    published.edit = Some(record_in_manifest(req, text, tree, &published)?);
+    Ok(published)
+}
+
+/// The manifest edit: the download and `doi`.
+fn record_in_manifest(
+    req: &PublishRequest,
+    text: &str,
+    tree: &str,
+    published: &Published,
+) -> Result<EditOutcome, ArchiveError> {
+    let mut meta = Vec::new();
+    if let Some(doi) = &published.doi {
+        meta.push((metadata::DOI, doi.clone()));
+    }
+    let update = EntryUpdate {
+        name: req.name.clone(),
+        tree_hash: tree.to_owned(),
+        tree_hash_sha256: None,
+        lazy: false,
+        metadata: meta,
+        download: published.url.clone().map(|url| NewDownload {
+            url,
+            sha256: published.sha256.clone(),
+            size: published.bytes,
+        }),
+        remove_downloads: false,
+        replace_downloads: false,
+        download_last: !req.first,
+    };
+    // Re-read: the manifest may have changed while the upload ran.
+    let now = std::fs::read_to_string(&req.manifest).unwrap_or_else(|_| text.to_owned());
+    // Already recorded (a rerun): leave the file, and the downloads' order, as they are.
+    if let Ok(m) = Manifest::parse(&now, &req.manifest)
+        && let Some(ArtifactEntry::Single(v)) = m.get(&req.name)
+        && v.git_tree_sha1.to_hex() == tree
+        && v.metadata.get(metadata::DOI) == published.doi.as_ref()
+        && v.downloads.iter().any(|d| {
+            Some(&d.url) == published.url.as_ref() && d.sha256.to_hex() == published.sha256
+        })
+    {
+        return Ok(EditOutcome::Updated {
+            previous_hash: Some(tree.to_owned()),
+            removed_downloads: 0,
+        });
+    }
+    let (new_text, outcome) = upsert_entry(&now, &req.manifest, &update).map_err(from_cli)?;
+    if new_text != now {
+        clima_artifact_fs::write_atomically(&req.manifest, new_text.as_bytes()).map_err(|e| {
+            ArchiveError::Io(format!("cannot write `{}`: {e}", req.manifest.display()))
+        })?;
+    }
+    Ok(outcome)
+}
+
+/// `{archive}/api/records/{id}/files/{key}/content`.
+pub fn file_url(archive: &str, id: &str, key: &str) -> String {
+    format!(
+        "{}/api/records/{id}/files/{key}/content",
+        archive.trim_end_matches('/')
+    )
+}
+
+/// The record id of a download URL of this archive (`/api/records/{id}/files/...` or
+/// `/records/{id}/files/...`), the record a new version continues.
+fn record_of_urls(
+    archive: &str,
+    downloads: &[clima_artifact_manifest::Download],
+) -> Option<String> {
+    downloads.iter().find_map(|d| {
+        let rest = d.url.strip_prefix(archive)?;
+        let rest = rest
+            .strip_prefix("/api/records/")
+            .or_else(|| rest.strip_prefix("/records/"))?;
+        let (id, tail) = rest.split_once('/')?;
+        (tail.starts_with("files/") && !id.is_empty()).then(|| id.to_owned())
+    })
+}
+
+fn invalid_name(name: &str) -> Option<&'static str> {
+    if name.trim().is_empty() {
+        Some("the name is empty")
+    } else if name.contains('/') || name.contains('\\') {
+        Some("the name must not contain `/` or `\\`")
+    } else if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        Some("the name must not contain spaces or control characters")
+    } else if name.starts_with('.') {
+        Some("the name must not start with `.`")
+    } else {
+        None
+    }
+}
+
+/// The creators, as InvenioRDM's `person_or_org` objects.
+fn creators(
+    req: &PublishRequest,
+    meta: &BTreeMap<String, String>,
+) -> Result<Vec<Value>, ArchiveError> {
+    let given: Vec<String> = if req.creators.is_empty() {
+        meta.get(metadata::MAINTAINER)
+            .map(|m| {
+                // "Name <email>" or "Name (email)": the name part.
+                m.split(['<', '(']).next().unwrap_or("").trim().to_owned()
+            })
+            .filter(|m| !m.is_empty())
+            .into_iter()
+            .collect()
+    } else {
+        req.creators.clone()
+    };
+    if given.is_empty() {
+        return Err(ArchiveError::Input(format!(
+            "artifact `{}` has no `maintainer` and no --creator was given; an archive record \
+             needs its creators: pass --creator \"Family, Given\" (repeatable)",
+            req.name
+        )));
+    }
+    given
+        .iter()
+        .map(|c| {
+            let c = c.trim();
+            if c.is_empty() || c.chars().any(char::is_control) {
+                return Err(ArchiveError::Input(format!(
+                    "--creator `{}` is empty or has control characters; write \"Family, Given\"",
+                    printable(c)
+                )));
+            }
+            Ok(match c.split_once(',') {
+                Some((family, given)) => json!({"person_or_org": {
+                    "type": "personal",
+                    "family_name": family.trim(),
+                    "given_name": given.trim(),
+                }}),
+                None => json!({"person_or_org": {"type": "organizational", "name": c}}),
+            })
+        })
+        .collect()
+}
+
+/// The recipe README (key and text), when the entry has a recipe folder with one.
+fn recipe_readme(
+    meta: &BTreeMap<String, String>,
+    manifest_dir: &Path,
+) -> Option<(PathBuf, String)> {
+    let key = meta.get(metadata::RECIPE)?;
+    let rel = Path::new(key);
+    if !rel
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)))
+    {
+        return None;
+    }
+    let path = manifest_dir.join(rel).join(crate::recipe::README_FILE);
+    let text = clima_artifact_fs::read_shared_text(&path, 1 << 20).ok()??;
+    Some((path, text))
+}
+
+/// The first paragraph of the README's Contents section (or the first paragraph of text).
+fn readme_description(readme: &str) -> Option<String> {
+    let contents = clima_artifact_provenance::readme::section_text(
+        readme,
+        &clima_artifact_provenance::readme::SECTIONS[0],
+    )?;
+    let para: Vec<&str> = contents
+        .lines()
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    let para = para.join(" ").trim().to_owned();
+    (!para.is_empty()).then_some(para)
+}
+
+/// The README's first `# ` heading.
+fn readme_title(readme: &str) -> Option<String> {
+    readme
+        .lines()
+        .find_map(|l| l.strip_prefix("# "))
+        .map(|t| t.trim().trim_end_matches('#').trim().to_owned())
+        .filter(|t| !t.is_empty())
+}
+
+/// The record's metadata (InvenioRDM's schema).
+fn record_metadata(
+    req: &PublishRequest,
+    meta: &BTreeMap<String, String>,
+    license: &str,
+    creators: &[Value],
+    readme: Option<&str>,
+    own_dois: &[String],
+) -> Value {
+    let title = readme
+        .and_then(readme_title)
+        .or_else(|| meta.get(metadata::DESCRIPTION).cloned())
+        .unwrap_or_else(|| req.name.clone());
+    let mut description = meta.get(metadata::DESCRIPTION).cloned().unwrap_or_default();
+    if let Some(d) = readme.and_then(readme_description)
+        && d != description
+    {
+        if !description.is_empty() {
+            description.push_str("\n\n");
+        }
+        description.push_str(&d);
+    }
+    if description.is_empty() {
+        description = format!("The artifact `{}` of a clima-artifacts manifest.", req.name);
+    }
+    let mut related = Vec::new();
+    if let Some(doi) = meta.get(metadata::DOI)
+        && !own_dois.contains(doi)
+    {
+        related.push(json!({"identifier": doi, "scheme": "doi",
+            "relation_type": {"id": "isderivedfrom"}}));
+    }
+    if let Some(src) = meta.get(metadata::SOURCE)
+        && (src.starts_with("https://") || src.starts_with("http://"))
+    {
+        related.push(json!({"identifier": src, "scheme": "url",
+            "relation_type": {"id": "isderivedfrom"}}));
+    }
+    let mut m = json!({
+        "resource_type": {"id": "dataset"},
+        "title": title,
+        "publication_date": today(),
+        "creators": creators,
+        "description": description,
+        "rights": [{"id": license.trim().to_ascii_lowercase()}],
+    });
+    if !related.is_empty() {
+        m["related_identifiers"] = Value::Array(related);
+    }
+    if let Some(v) = meta.get(metadata::VERSION) {
+        m["version"] = json!(v);
+    }
+    // DataCite needs a publisher; recent InvenioRDM versions ask for it as a field.
+    if let Some(publisher) = publisher_of(&req.archive) {
+        m["publisher"] = json!(publisher);
+    }
+    json!({
+        "metadata": m,
+        "access": {"record": "public", "files": "public"},
+        "files": {"enabled": true},
+    })
+}
+
+/// The `publisher` of the known archives (their own name), by host.
+fn publisher_of(archive: &str) -> Option<&'static str> {
+    let host = host_of(archive);
+    if host.ends_with("zenodo.org") {
+        Some("Zenodo")
+    } else if host.ends_with("caltech.edu") || host.ends_with("caltechlibrary.dev") {
+        Some("CaltechDATA")
+    } else {
+        None
+    }
+}
+
+/// Today's date, UTC, `YYYY-MM-DD`.
+fn today() -> String {
+    let days = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Days since 1970-01-01 to a civil date (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// `(field, message)` of an InvenioRDM error list, escaped.
+fn field_errors(body: &Value) -> Vec<(String, String)> {
+    body["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let field = e["field"].as_str().unwrap_or("?");
+            let messages: Vec<String> = match &e["messages"] {
+                Value::Array(a) => a
+                    .iter()
+                    .map(|m| m.as_str().map_or_else(|| m.to_string(), str::to_owned))
+                    .collect(),
+                Value::String(s) => vec![s.clone()],
+                other => vec![other.to_string()],
+            };
+            (
+                printable(field).into_owned(),
+                printable(&messages.join(" ")).into_owned(),
+            )
+        })
+        .collect()
+}
+
+fn http_error(what: &str, status: u16, body: &Value) -> ArchiveError {
+    let errors = field_errors(body);
+    let mut message = body["message"]
+        .as_str()
+        .map(|m| printable(m).into_owned())
+        .unwrap_or_default();
+    for (f, m) in errors {
+        message.push_str(&format!(" `{f}`: {m};"));
+    }
+    ArchiveError::Http {
+        what: what.to_owned(),
+        status,
+        message,
+    }
+}
+
+/// The tarball to upload: given, found, or packed from the installed copy.
+fn find_or_pack(
+    req: &PublishRequest,
+    manifest_dir: &Path,
+    variant: &clima_artifact_manifest::ArtifactVariant,
+    notify: &dyn Fn(Line, &str),
+) -> Result<PathBuf, ArchiveError> {
+    let regular = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
+    if let Some(t) = &req.tarball {
+        if !regular(t) {
+            return Err(ArchiveError::Input(format!(
+                "tarball `{}` is not a file; pass the .tar.gz written by `create`",
+                t.display()
+            )));
+        }
+        return Ok(t.clone());
+    }
+    let file = format!("{}.tar.gz", req.name);
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    for dir in [manifest_dir, cwd.as_path()] {
+        let p = dir.join(&file);
+        if regular(&p) {
+            return Ok(p);
+        }
+    }
+    // Pack the installed copy, as `create` would.
+    let config = crate::depots::config().map_err(from_cli)?;
+    let depots = crate::depots::search_depots(&config);
+    let Some((_, dir)) = crate::depots::installed_in(&depots, &variant.git_tree_sha1) else {
+        return Err(ArchiveError::Input(format!(
+            "no tarball of `{}`: found no `{file}` in `{}` or the current folder, and the \
+             artifact is not installed; run `clima-artifacts create` (or `fetch {}`) first, or \
+             pass --tarball",
+            req.name,
+            manifest_dir.display(),
+            req.name
+        )));
+    };
+    let out = cwd.join(&file);
+    notify(
+        Line::Notice,
+        &format!(
+            "packing `{}` from {} into {}",
+            req.name,
+            dir.display(),
+            out.display()
+        ),
+    );
+    let entries = crate::tarball::collect_entries(&dir).map_err(from_cli)?;
+    crate::tarball::check_symlinks(&dir, &entries).map_err(from_cli)?;
+    let made = crate::tarball::write_tarball(&dir, &entries, &out, &|_| {}).map_err(from_cli)?;
+    if made.tree_hash != variant.git_tree_sha1 {
+        return Err(ArchiveError::Input(format!(
+            "the installed copy `{}` has content {}, not {}; run `clima-artifacts verify {}`",
+            dir.display(),
+            made.tree_hash,
+            variant.git_tree_sha1,
+            req.name
+        )));
+    }
+    Ok(made.path)
+}
+
+/// A reader computing SHA-256 and MD5 of what passes.
+struct Hashing<R> {
+    inner: R,
+    sha256: sha2::Sha256,
+    md5: md5::Md5,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        sha2::Digest::update(&mut self.sha256, &buf[..n]);
+        md5::Digest::update(&mut self.md5, &buf[..n]);
+        Ok(n)
+    }
+}
+
+fn mtime_ns(meta: &std::fs::Metadata) -> u128 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// Checks that the tarball holds `tree` (unpacking it into a temp folder) and returns its
+/// hashes; a tarball verified before (same path, size and mtime) is not read again.
+fn verify_tarball(
+    tarball: &Path,
+    size: u64,
+    tree: &str,
+    known: Option<&Verified>,
+    notify: &dyn Fn(Line, &str),
+) -> Result<Verified, ArchiveError> {
+    let path = std::path::absolute(tarball).unwrap_or_else(|_| tarball.to_path_buf());
+    let meta = std::fs::metadata(&path)
+        .map_err(|e| ArchiveError::Io(format!("cannot read `{}`: {e}", path.display())))?;
+    let mtime = mtime_ns(&meta);
+    if let Some(k) = known
+        && k.path == path
+        && k.size == size
+        && k.mtime_ns == mtime
+        && k.tree == tree
+    {
+        return Ok(k.clone());
+    }
+    notify(
+        Line::Notice,
+        &format!(
+            "checking that `{}` holds artifact content {tree}",
+            path.display()
+        ),
+    );
+    let tmp = tempfile::tempdir()
+        .map_err(|e| ArchiveError::Io(format!("cannot create a temporary folder: {e}")))?;
+    let dest = tmp.path().join("content");
+    std::fs::create_dir(&dest)
+        .map_err(|e| ArchiveError::Io(format!("cannot create `{}`: {e}", dest.display())))?;
+    let file = std::fs::File::open(&path)
+        .map_err(|e| ArchiveError::Io(format!("cannot open `{}`: {e}", path.display())))?;
+    let mut reader = Hashing {
+        inner: file,
+        sha256: sha2::Sha256::new(),
+        md5: md5::Md5::new(),
+    };
+    let extracted = clima_artifact_runtime::extract::extract_archive(
+        io::BufReader::with_capacity(1 << 20, &mut reader),
+        &dest,
+        &clima_artifact_runtime::extract::ExtractLimits {
+            max_unpacked_bytes: 1 << 40,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| {
+        ArchiveError::Input(format!(
+            "`{}` is not a usable artifact tarball: {e}; pass the .tar.gz written by `create`",
+            path.display()
+        ))
+    })?;
+    // Trailing bytes after the archive's end count in the file's hashes too.
+    io::copy(&mut reader, &mut io::sink())
+        .map_err(|e| ArchiveError::Io(format!("cannot read `{}`: {e}", path.display())))?;
+    let got = extracted.tree_hash.to_hex();
+    if got != tree {
+        return Err(ArchiveError::Input(format!(
+            "`{}` holds artifact content {got}, but the manifest's entry is {tree}; nothing was \
+             sent: publish the tarball `create` wrote for this entry, or run `create` again",
+            path.display()
+        )));
+    }
+    Ok(Verified {
+        path,
+        size,
+        mtime_ns: mtime,
+        tree: got,
+        sha256: hex::encode(reader.sha256.finalize()),
+        md5: hex::encode(reader.md5.finalize()),
+    })
+}
+
+/// A file to upload.
+enum Upload {
+    /// A file on disk, streamed, with its MD5 from the verification pass.
+    File {
+        path: PathBuf,
+        size: u64,
+        md5: String,
+    },
+    /// Small bytes (the README).
+    Bytes(Vec<u8>),
+}
+
+impl Upload {
+    fn md5(&self) -> String {
+        match self {
+            Upload::File { md5, .. } => md5.clone(),
+            Upload::Bytes(b) => hex::encode(md5::Md5::digest(b)),
+        }
+    }
+}
+
+fn files_md5(files: &[(String, Upload)], key: &str) -> String {
+    files
+        .iter()
+        .find(|(k, _)| k == key)
+        .map_or_else(String::new, |(_, u)| u.md5())
+}
+
+/// The archive's HTTP client: bearer token, retries, `Retry-After`.
+struct Client<'a> {
+    base: String,
+    token: String,
+    agent: ureq::Agent,
+    retry: RetryPolicy,
+    notify: &'a dyn Fn(Line, &str),
+}
+
+/// One request's outcome before classification.
+enum Outcome {
+    Answer(u16, Option<Duration>, Value),
+    Broken(io::Error),
+}
+
+impl<'a> Client<'a> {
+    fn new(
+        base: &str,
+        token: &str,
+        notify: &'a dyn Fn(Line, &str),
+    ) -> Result<Client<'a>, ArchiveError> {
+        let config = crate::depots::config().map_err(from_cli)?;
+        let net = config.net();
+        let agent = clima_artifact_net::source::agent(&net)
+            .map_err(|e| ArchiveError::Input(e.to_string()))?;
+        Ok(Client {
+            base: base.to_owned(),
+            token: token.to_owned(),
+            agent,
+            retry: net.retry,
+            notify,
+        })
+    }
+
+    /// Sends one request, `body` made fresh for each try; retries transient failures and
+    /// waits out `429`; `401`/`403` are errors naming the token variable.
+    fn send(
+        &self,
+        what: &str,
+        attempt: &mut dyn FnMut() -> Outcome,
+    ) -> Result<(u16, Value), ArchiveError> {
+        let mut failed = 0u32;
+        let mut throttled = 0u32;
+        loop {
+            let (transient, reason) = match attempt() {
+                Outcome::Answer(429, retry_after, body) => {
+                    throttled += 1;
+                    if throttled > MAX_THROTTLED {
+                        return Err(http_error(what, 429, &body));
+                    }
+                    let wait = retry_after
+                        .unwrap_or_else(|| self.retry.backoff(throttled))
+                        .min(MAX_RETRY_AFTER);
+                    (self.notify)(
+                        Line::Notice,
+                        &format!(
+                            "{} answered 429 Too Many Requests to {what}: waiting {} s (Retry-After) \
+                         before trying again",
+                            self.base,
+                            wait.as_secs_f64().ceil() as u64
+                        ),
+                    );
+                    std::thread::sleep(wait);
+                    continue;
+                }
+                Outcome::Answer(status @ (401 | 403), _, body) => {
+                    return Err(ArchiveError::Unauthorized {
+                        status,
+                        archive: self.base.clone(),
+                        message: body["message"]
+                            .as_str()
+                            .map(|m| printable(m).into_owned())
+                            .unwrap_or_default(),
+                    });
+                }
+                Outcome::Answer(status, _, body) if is_transient_status(status) => (
+                    true,
+                    format!("{status} {}", body["message"].as_str().unwrap_or("")),
+                ),
+                Outcome::Answer(status, _, body) => return Ok((status, body)),
+                Outcome::Broken(e) => (is_transient_io(&e), e.to_string()),
+            };
+            failed += 1;
+            let reason = printable(reason.trim()).into_owned();
+            match self.retry.next_attempt(failed, transient) {
+                Some(wait) => {
+                    (self.notify)(
+                        Line::Notice,
+                        &format!(
+                            "{what} failed ({reason}); trying again in {:.1} s (try {} of {})",
+                            wait.as_secs_f64(),
+                            failed + 1,
+                            self.retry.attempts
+                        ),
+                    );
+                    std::thread::sleep(wait);
+                }
+                None => {
+                    return Err(ArchiveError::Http {
+                        what: what.to_owned(),
+                        status: 0,
+                        message: format!("{reason} (after {failed} tries)"),
+                    });
+                }
+            }
+        }
+    }
+
+    /// A JSON request to `path` (under the archive's URL).
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), ArchiveError> {
+        let url = format!("{}{path}", self.base);
+        let what = format!("{method} {url}");
+        let text = body.map(Value::to_string);
+        self.send(&what, &mut || {
+            let builder = ureq::http::Request::builder()
+                .method(method)
+                .uri(&url)
+                .header("Authorization", format!("Bearer {}", self.token))
+                .header("Accept", "application/json");
+            let result = match &text {
+                Some(t) => builder
+                    .header("Content-Type", "application/json")
+                    .body(t.clone())
+                    .map_err(io::Error::other)
+                    .and_then(|r| self.agent.run(r).map_err(into_io)),
+                None => builder
+                    .body(())
+                    .map_err(io::Error::other)
+                    .and_then(|r| self.agent.run(r).map_err(into_io)),
+            };
+            match result {
+                Ok(resp) => answer_of(resp),
+                Err(e) => Outcome::Broken(e),
+            }
+        })
+    }
+
+    fn delete_file(&self, id: &str, key: &str) -> Result<(), ArchiveError> {
+        let (status, body) = self.call(
+            "DELETE",
+            &format!("/api/records/{id}/draft/files/{key}"),
+            None,
+        )?;
+        if status == 204 || status == 200 || status == 404 {
+            Ok(())
+        } else {
+            Err(http_error(
+                &format!("removing `{key}` from draft {id}"),
+                status,
+                &body,
+            ))
+        }
+    }
+
+    /// Streams a file's content (the whole file again on each try: the API has no ranges).
+    fn upload(&self, id: &str, key: &str, upload: &Upload) -> Result<(), ArchiveError> {
+        let url = format!("{}/api/records/{id}/draft/files/{key}/content", self.base);
+        let what = format!("uploading `{key}` to draft {id}");
+        let (status, body) = self.send(&what, &mut || {
+            let (reader, size): (Box<dyn Read>, u64) = match upload {
+                Upload::File { path, size, .. } => match std::fs::File::open(path) {
+                    Ok(f) => (Box::new(f), *size),
+                    Err(e) => return Outcome::Broken(io::Error::new(io::ErrorKind::NotFound, e)),
+                },
+                Upload::Bytes(b) => (Box::new(io::Cursor::new(b.clone())), b.len() as u64),
+            };
+            let mut progress = Progress::new(key, size, self.notify);
+            let mut body = Counted {
+                inner: reader,
+                progress: &mut progress,
+            };
+            let request = ureq::http::Request::builder()
+                .method("PUT")
+                .uri(&url)
+                .header("Authorization", format!("Bearer {}", self.token))
+                .header("Content-Type", "application/octet-stream")
+                .header("Content-Length", size.to_string())
+                .body(ureq::SendBody::from_reader(&mut body));
+            let result = request
+                .map_err(io::Error::other)
+                .and_then(|r| self.agent.run(r).map_err(into_io));
+            match result {
+                Ok(resp) => {
+                    let outcome = answer_of(resp);
+                    if matches!(outcome, Outcome::Answer(200..=299, ..)) {
+                        progress.done();
+                    }
+                    outcome
+                }
+                Err(e) => Outcome::Broken(e),
+            }
+        })?;
+        if !(200..300).contains(&status) {
+            return Err(http_error(&what, status, &body));
+        }
+        Ok(())
+    }
+}
+
+fn into_io(e: ureq::Error) -> io::Error {
+    match e {
+        ureq::Error::Io(e) => e,
+        ureq::Error::Timeout(_) => io::Error::new(io::ErrorKind::TimedOut, e.to_string()),
+        ureq::Error::ConnectionFailed => {
+            io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string())
+        }
+        other => io::Error::other(other.to_string()),
+    }
+}
+
+fn answer_of(mut resp: ureq::http::Response<ureq::Body>) -> Outcome {
+    let status = resp.status().as_u16();
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(8 << 20)
+        .read_to_string()
+        .unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Outcome::Answer(status, retry_after, body)
+}
+
+/// The body of an upload, counted for the progress lines. No hash here: the file's MD5 and
+/// SHA-256 come from the one pass that checked its tree hash, and the archive's MD5 of what it
+/// received is compared with that MD5, so a file that changed after the check (or bytes
+/// changed on the way) fails the comparison; hashing again while sending would only take a
+/// core from the transfer.
+struct Counted<'p, 'n> {
+    inner: Box<dyn Read>,
+    progress: &'p mut Progress<'n>,
+}
+
+impl Read for Counted<'_, '_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.add(n as u64);
+        Ok(n)
+    }
+}
+
+/// Progress lines of one upload: at the start, every 10 % or 10 s, and at the end.
+struct Progress<'n> {
+    key: String,
+    size: u64,
+    sent: u64,
+    started: Instant,
+    last: Instant,
+    last_tenth: u64,
+    notify: &'n dyn Fn(Line, &str),
+}
+
+impl<'n> Progress<'n> {
+    fn new(key: &str, size: u64, notify: &'n dyn Fn(Line, &str)) -> Progress<'n> {
+        notify(
+            Line::Progress,
+            &format!(
+                "uploading `{}` ({})",
+                printable(key),
+                clima_artifact_fs::human_bytes(size)
+            ),
+        );
+        let now = Instant::now();
+        Progress {
+            key: printable(key).into_owned(),
+            size,
+            sent: 0,
+            started: now,
+            last: now,
+            last_tenth: 0,
+            notify,
+        }
+    }
+
+    fn add(&mut self, n: u64) {
+        self.sent += n;
+        let tenth = (self.sent * 10).checked_div(self.size).unwrap_or(10);
+        if self.sent < self.size
+            && (tenth > self.last_tenth || self.last.elapsed() >= Duration::from_secs(10))
+        {
+            self.last_tenth = tenth;
+            self.last = Instant::now();
+            (self.notify)(
+                Line::Progress,
+                &format!(
+                    "uploading `{}`: {} % ({} of {})",
+                    self.key,
+                    self.sent * 100 / self.size.max(1),
+                    clima_artifact_fs::human_bytes(self.sent),
+                    clima_artifact_fs::human_bytes(self.size)
+                ),
+            );
+        }
+    }
+
+    fn done(&self) {
+        let secs = self.started.elapsed().as_secs_f64();
+        (self.notify)(
+            Line::Progress,
+            &format!(
+                "uploaded `{}`: {} in {secs:.1} s ({}/s)",
+                self.key,
+                clima_artifact_fs::human_bytes(self.sent),
+                clima_artifact_fs::human_bytes((self.sent as f64 / secs.max(1e-3)) as u64)
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_by_host() {
+        assert_eq!(
+            Limits::for_archive("https://sandbox.zenodo.org").max_file_size,
+            50_000_000_000
+        );
+        assert_eq!(
+            Limits::for_archive("https://data.caltech.edu/").max_file_size,
+            10_000_000_000
+        );
+        assert_eq!(
+            Limits::for_archive("https://data.caltech.edu").quota,
+            30_000_000_000
+        );
+    }
+
+    #[test]
+    fn publishers_by_host() {
+        assert_eq!(publisher_of("https://sandbox.zenodo.org"), Some("Zenodo"));
+        assert_eq!(
+            publisher_of("https://data.caltech.edu"),
+            Some("CaltechDATA")
+        );
+        assert_eq!(
+            publisher_of("https://data.caltechlibrary.dev/"),
+            Some("CaltechDATA")
+        );
+        assert_eq!(publisher_of("http://127.0.0.1:8080"), None);
+    }
+
+    #[test]
+    fn dates_are_civil() {
+        let t = today();
+        assert_eq!(t.len(), 10, "{t}");
+        assert!(t.starts_with("20"), "{t}");
+    }
+
+    #[test]
+    fn record_ids_of_download_urls() {
+        let d = |url: &str| clima_artifact_manifest::Download {
+            url: url.into(),
+            sha256: clima_artifact_manifest::Sha256::from_hex(&"a".repeat(64)).unwrap(),
+            size: None,
+        };
+        let a = "https://zenodo.org";
+        assert_eq!(
+            record_of_urls(
+                a,
+                &[d(
+                    "https://zenodo.org/records/123/files/x.tar.gz?download=1"
+                )]
+            ),
+            Some("123".into())
+        );
+        assert_eq!(
+            record_of_urls(a, &[d("https://zenodo.org/api/records/9/files/x/content")]),
+            Some("9".into())
+        );
+        assert_eq!(
+            record_of_urls(a, &[d("https://example.org/records/9/files/x")]),
+            None
+        );
+    }
+
+    #[test]
+    fn field_errors_are_escaped() {
+        let body = json!({"errors": [{"field": "metadata.title", "messages": ["bad\u{1b}[31m"]}]});
+        assert_eq!(
+            field_errors(&body),
+            vec![("metadata.title".to_owned(), "bad\\u{1b}[31m".to_owned())]
+        );
+    }
+}

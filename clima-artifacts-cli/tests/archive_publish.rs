@@ -1,0 +1,641 @@
+//! `publish NAME --archive URL` through the binary, against the loopback InvenioRDM archive of
+//! the test crate (`clima_artifact_tests::invenio`): records, versions, resumed drafts,
+//! checksums, token and limit errors, and `fetch` of the published file into a fresh depot.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use clima_artifact_tests::invenio::{ArchiveFault, InvenioServer, Limits};
+use common::{Sandbox, assert_ok};
+
+const TOKEN: &str = "s3cr3t-token-for-the-loopback-archive";
+
+/// A README with every required section, a title and a Contents paragraph.
+const README: &str = "# ERA5 sample for tests\n\n## Contents\nMonthly means of u, one CSV.\n\n\
+                      ## Sources\nhttps://example.invalid/era5\n\n\
+                      ## Creators and citation\nHersbach et al. (2020), doi:10.1002/qj.3803\n\n\
+                      ## Preprocessing\nnone\n";
+
+/// What the manifest holds before `create` adds the artifact: other bytes to keep.
+const PREAMBLE: &str = "# Inputs of the model; keep this comment.\n\n[other]   # hand-written\n\
+                        git-tree-sha1 = \"4b825dc642cb6eb9a060e54bf8d69288fbee4904\"\n\
+                        lazy = true\n";
+
+/// Writes `artifacts/<name>/` (recipe writing `script`'s output, and the README) and runs
+/// `create --recipe` with a license, maintainer and source DOI.
+fn make_artifact(sb: &Sandbox, name: &str, script: &str, license: Option<&str>) {
+    let dir = sb.work.join("artifacts").join(name);
+    fs::create_dir_all(&dir).unwrap();
+    let recipe = dir.join("recipe");
+    fs::write(&recipe, format!("#!/bin/sh\nset -eu\n{script}")).unwrap();
+    fs::set_permissions(&recipe, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(dir.join("README.md"), README).unwrap();
+    let manifest = sb.work.join("Artifacts.toml");
+    if !manifest.exists() {
+        fs::write(&manifest, PREAMBLE).unwrap();
+    }
+    let mut cmd = sb.cli();
+    cmd.args(["create", "--recipe", &format!("artifacts/{name}")])
+        .args(["-m", "Artifacts.toml", "--maintainer", "Doe, Jane"])
+        .args([
+            "--doi",
+            "10.1002/qj.3803",
+            "--source",
+            "https://example.invalid/era5",
+        ]);
+    if let Some(l) = license {
+        cmd.args(["--license", l]);
+    }
+    assert_ok(&cmd.output().unwrap());
+}
+
+/// `publish NAME --archive BASE EXTRA...` with the token set.
+fn publish(
+    sb: &Sandbox,
+    server: &InvenioServer,
+    name: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    sb.cli()
+        .env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
+        .args(["publish", name, "--archive", &server.base()])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The single `[name]` entry of the sandbox's manifest.
+fn entry(sb: &Sandbox, name: &str) -> clima_artifact_manifest::ArtifactVariant {
+    let m = clima_artifact_manifest::Manifest::load(&sb.work.join("Artifacts.toml")).unwrap();
+    m.select(name, &clima_artifact_manifest::Platform::host())
+        .unwrap()
+        .clone()
+}
+
+fn published(server: &InvenioServer) -> Vec<clima_artifact_tests::invenio::ArchiveRecord> {
+    server
+        .records()
+        .into_iter()
+        .filter(|r| r.published)
+        .collect()
+}
+
+fn uploads(server: &InvenioServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("PUT ") && r.ends_with("/content"))
+        .count()
+}
+
+/// `fetch NAME` into a fresh depot, with extra environment; returns the depot.
+fn fetch_fresh(sb: &Sandbox, name: &str, env: &[(&str, &str)]) -> PathBuf {
+    let depot = sb.root.path().join("fresh-depot");
+    let mut cmd = common::cli(&depot, &sb.work);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .args(["fetch", name, "-m", "Artifacts.toml"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    depot
+}
+
+#[test]
+fn a_recipe_artifact_is_published_with_a_doi_and_fetched_from_the_archive() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(
+        &sb,
+        "era5",
+        "echo 1,2,3 > \"$OUT/u.csv\"\n",
+        Some("CC-BY-4.0"),
+    );
+    let before = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    assert!(!stderr(&out).contains(TOKEN) && !stdout(&out).contains(TOKEN));
+    assert!(stderr(&out).contains("checksum md5:"), "{}", stderr(&out));
+
+    // One record, published, with the tarball and the README as files, and the metadata.
+    let records = server.records();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert!(r.published);
+    assert_eq!(
+        r.files.keys().collect::<Vec<_>>(),
+        ["README.md", "era5.tar.gz"]
+    );
+    assert_eq!(*r.files["README.md"].bytes, README.as_bytes());
+    assert_eq!(r.metadata["metadata"], serde_json::Value::Null);
+    assert_eq!(r.metadata["title"], "ERA5 sample for tests");
+    assert_eq!(r.metadata["resource_type"]["id"], "dataset");
+    assert_eq!(r.metadata["rights"][0]["id"], "cc-by-4.0");
+    assert_eq!(
+        r.metadata["creators"][0]["person_or_org"]["family_name"],
+        "Doe"
+    );
+    assert_eq!(
+        r.metadata["creators"][0]["person_or_org"]["given_name"],
+        "Jane"
+    );
+    assert!(
+        r.metadata["description"]
+            .as_str()
+            .unwrap()
+            .contains("Monthly means of u"),
+        "{}",
+        r.metadata
+    );
+    let related = r.metadata["related_identifiers"].to_string();
+    assert!(related.contains("10.1002/qj.3803"), "{related}");
+
+    // The manifest: doi and the download, every other byte as it was.
+    let doi = r.doi.clone().unwrap();
+    assert!(doi.starts_with("10."), "{doi}");
+    let after = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
+    let url = format!(
+        "{}/api/records/{}/files/era5.tar.gz/content",
+        server.base(),
+        r.id
+    );
+    let e = entry(&sb, "era5");
+    assert_eq!(e.metadata["doi"], doi);
+    assert_eq!(
+        e.downloads
+            .iter()
+            .map(|d| d.url.as_str())
+            .collect::<Vec<_>>(),
+        [url.as_str()]
+    );
+    let expected = before.replace("doi = \"10.1002/qj.3803\"", &format!("doi = \"{doi}\""));
+    let block = format!(
+        "\n    [[era5.download]]\n    sha256 = \"{}\"\n    size = {}\n    url = \"{url}\"\n",
+        e.downloads[0].sha256.to_hex(),
+        r.files["era5.tar.gz"].size
+    );
+    assert_eq!(after, format!("{expected}{block}"));
+
+    // A fresh depot installs it from the archive, hashes checked.
+    let depot = fetch_fresh(&sb, "era5", &[]);
+    let installed = depot
+        .join("artifacts")
+        .join(e.git_tree_sha1.to_hex())
+        .join("u.csv");
+    assert_eq!(fs::read_to_string(installed).unwrap(), "1,2,3\n");
+    let path = InvenioServer::file_path(&r.id, "era5.tar.gz");
+    assert!(server.file_server().gets(&path) >= 1);
+
+    // The provenance report of a run using it cites the DOI.
+    use clima_artifact_runtime::access_log::{self, AccessEvent};
+    access_log::record(AccessEvent {
+        name: "era5".into(),
+        hash: e.git_tree_sha1,
+        path: depot.join("artifacts").join(e.git_tree_sha1.to_hex()),
+        origin: clima_artifact_runtime::Origin::Depot,
+        call_site: None,
+        manifest: sb.work.join("Artifacts.toml"),
+        metadata: e.metadata.clone(),
+        rank: 0,
+    });
+    let report = clima_artifact_runtime::report::report();
+    fs::write(sb.work.join("provenance.json"), report.to_json()).unwrap();
+    let out = sb
+        .cli()
+        .args(["report", "provenance.json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(stdout(&out).contains(&doi), "{}", stdout(&out));
+
+    // Again: nothing sent, nothing changed.
+    let requests = server.requests().len();
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    assert!(
+        stdout(&out).contains("already published"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(server.requests().len(), requests);
+    assert_eq!(
+        fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap(),
+        after
+    );
+}
+
+#[test]
+fn a_cut_upload_resumes_the_same_draft_without_a_duplicate() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    // More cuts than the run's tries: the first run gives up with a draft left.
+    for _ in 0..3 {
+        server.fault(ArchiveFault::CutUpload { after: 10 });
+    }
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("trying again"), "{}", stderr(&out));
+    assert!(published(&server).is_empty());
+    assert!(sb.work.join(".era5.publish-state.json").is_file());
+    // The rerun continues it.
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("continuing draft"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(server.records_created(), 1);
+    assert_eq!(server.records().len(), 1);
+    assert_eq!(published(&server).len(), 1);
+}
+
+#[test]
+fn a_server_error_and_a_429_are_waited_out_and_retried() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    server.fault(ArchiveFault::TooManyRequests { retry_after: 1 });
+    server.fault(ArchiveFault::UploadStatus(503));
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.contains("answered 429 Too Many Requests") && err.contains("waiting 1 s (Retry-After)"),
+        "{err}"
+    );
+    assert!(err.contains("503") && err.contains("trying again"), "{err}");
+    assert_eq!(published(&server).len(), 1);
+    assert_eq!(server.records_created(), 1);
+}
+
+#[test]
+fn a_wrong_checksum_is_never_published() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    server.fault(ArchiveFault::WrongChecksum);
+    let before = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("checksum mismatch"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.ends_with("/actions/publish"))
+    );
+    let drafts = server.records();
+    assert_eq!(drafts.len(), 1);
+    assert!(!drafts[0].published && !drafts[0].files.contains_key("era5.tar.gz"));
+    assert_eq!(
+        fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap(),
+        before
+    );
+    // The rerun uploads it again into the same draft.
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    assert_eq!(server.records_created(), 1);
+    assert_eq!(published(&server).len(), 1);
+}
+
+#[test]
+fn a_missing_or_refused_token_names_the_variable() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    server.add_read_only_token("read-only-token");
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    let var = clima_artifact_vars::ARCHIVE_TOKEN;
+    let out = sb
+        .cli()
+        .env_remove(var)
+        .args(["publish", "era5", "--archive", &server.base()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(var), "{}", stderr(&out));
+    assert!(server.requests().is_empty());
+    for (token, status) in [("expired-token", "401"), ("read-only-token", "403")] {
+        let out = sb
+            .cli()
+            .env(var, token)
+            .args(["publish", "era5", "--archive", &server.base()])
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(var) && err.contains(status), "{err}");
+        assert!(err.contains("Personal access tokens"), "{err}");
+        assert!(!err.contains(token), "the token is printed: {err}");
+    }
+    assert!(server.records().is_empty());
+}
+
+#[test]
+fn a_file_over_the_limit_is_refused() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    // Over InvenioRDM's 10 GB per file: refused before any request (a sparse file).
+    let big = sb.work.join("big.tar.gz");
+    fs::File::create(&big)
+        .unwrap()
+        .set_len(10_000_000_001)
+        .unwrap();
+    let out = publish(&sb, &server, "era5", &["--tarball", big.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("over the limit")
+            && err.contains("10000000000 bytes")
+            && err.contains("per file"),
+        "{err}"
+    );
+    assert!(server.requests().is_empty());
+    // A server with a lower limit than the client knows: its answer, and nothing published.
+    server.set_limits(Limits {
+        max_file_size: 100,
+        ..Limits::default()
+    });
+    let out = publish(&sb, &server, "era5", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("File size exceeds the maximum of 100 bytes"),
+        "{err}"
+    );
+    assert!(published(&server).is_empty());
+}
+
+#[test]
+fn rejected_metadata_names_the_field_and_the_escaped_message() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    server.fault(ArchiveFault::RejectField {
+        field: "metadata.creators.0.person_or_org.family_name".into(),
+        message: "Family name must be filled.\u{1b}[2J".into(),
+    });
+    let out = publish(&sb, &server, "era5", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "`metadata.creators.0.person_or_org.family_name`: Family name must be filled.\\u{1b}[2J"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains('\u{1b}'));
+    assert_eq!(
+        uploads(&server),
+        0,
+        "nothing is uploaded after rejected metadata"
+    );
+    // A license the archive's vocabulary does not have.
+    make_artifact(
+        &sb,
+        "odd",
+        "echo 2 > \"$OUT/u.csv\"\n",
+        Some("LicenseRef-Custom"),
+    );
+    let out = publish(&sb, &server, "odd", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("`metadata.rights.0.id`: Invalid value licenseref-custom."),
+        "{err}"
+    );
+    assert!(published(&server).is_empty());
+}
+
+#[test]
+fn an_entry_without_a_license_is_refused_before_any_request() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", None);
+    let out = publish(&sb, &server, "era5", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("has no `license`"), "{err}");
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn draft_stops_before_publishing_and_the_next_run_publishes_that_draft() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    let before = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
+    let out = publish(&sb, &server, "era5", &["--draft"]);
+    assert_ok(&out);
+    let records = server.records();
+    assert_eq!(records.len(), 1);
+    assert!(!records[0].published);
+    assert!(
+        stdout(&out).contains(&format!("{}/uploads/{}", server.base(), records[0].id)),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap(),
+        before
+    );
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("already in the draft"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(uploads(&server), 2, "tarball and README once each");
+    assert_eq!(server.records_created(), 1);
+    assert_eq!(published(&server)[0].id, records[0].id);
+}
+
+#[test]
+fn changed_content_becomes_a_new_version_of_the_same_record() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    let first = published(&server)[0].clone();
+    make_artifact(&sb, "era5", "echo 2 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    // Also without the state file: the record is found from the entry's download URL... which
+    // `create` removed with the old content; the state file keeps it.
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    assert!(stdout(&out).contains("new version"), "{}", stdout(&out));
+    let all = published(&server);
+    assert_eq!(all.len(), 2);
+    assert_eq!(
+        server.records_created(),
+        1,
+        "a version, not a second record"
+    );
+    let second = all.iter().find(|r| r.id != first.id).unwrap();
+    assert_eq!(second.parent, first.parent);
+    assert_eq!(second.index, 2);
+    let e = entry(&sb, "era5");
+    assert_eq!(e.metadata["doi"], second.doi.clone().unwrap());
+    assert_eq!(e.downloads.len(), 1);
+    assert!(e.downloads[0].url.contains(&second.id));
+    let related = second.metadata["related_identifiers"].to_string();
+    assert!(
+        !related.contains(first.doi.as_deref().unwrap()),
+        "the previous version's DOI is not a source: {related}"
+    );
+}
+
+#[test]
+fn a_new_version_is_found_from_the_download_url_without_the_state_file() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    fs::remove_file(sb.work.join(".era5.publish-state.json")).unwrap();
+    // Another tarball of the same content under a new name: a new upload, same record.
+    fs::rename(sb.work.join("era5.tar.gz"), sb.work.join("era5-v1b.tar.gz")).unwrap();
+    let out = publish(&sb, &server, "era5", &["--tarball", "era5-v1b.tar.gz"]);
+    assert_ok(&out);
+    assert_eq!(server.records_created(), 1);
+    assert_eq!(published(&server).len(), 2);
+}
+
+#[test]
+fn the_archive_url_goes_after_existing_mirrors_or_first() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    for (name, flags) in [("after", &[][..]), ("before", &["--first"][..])] {
+        let dir = sb.work.join("artifacts").join(name);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("recipe"),
+            format!("#!/bin/sh\necho {name} > \"$OUT/x\"\n"),
+        )
+        .unwrap();
+        fs::set_permissions(dir.join("recipe"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(dir.join("README.md"), README).unwrap();
+        let mirror = format!("{name}.tar.gz");
+        assert_ok(
+            &sb.cli()
+                .args(["create", "--recipe", &format!("artifacts/{name}")])
+                .args([
+                    "-m",
+                    "Artifacts.toml",
+                    "--license",
+                    "CC0-1.0",
+                    "--url",
+                    &mirror,
+                ])
+                .output()
+                .unwrap(),
+        );
+        let out = publish(
+            &sb,
+            &server,
+            name,
+            &[&["--creator", "Roe, Richard"][..], flags].concat(),
+        );
+        assert_ok(&out);
+        let urls: Vec<String> = entry(&sb, name)
+            .downloads
+            .iter()
+            .map(|d| d.url.clone())
+            .collect();
+        assert_eq!(urls.len(), 2, "{urls:?}");
+        let archive_at = urls
+            .iter()
+            .position(|u| u.starts_with(&server.base()))
+            .unwrap();
+        assert_eq!(archive_at, if flags.is_empty() { 1 } else { 0 }, "{urls:?}");
+        assert!(urls.contains(&mirror));
+    }
+    let creators: Vec<String> = published(&server)
+        .iter()
+        .map(|r| r.metadata["creators"][0]["person_or_org"]["family_name"].to_string())
+        .collect();
+    assert_eq!(creators, ["\"Roe\"", "\"Roe\""]);
+}
+
+#[test]
+fn the_parallel_downloader_fetches_ranges_from_the_archive() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    // About 3 MB of incompressible bytes: several ranged chunks.
+    make_artifact(
+        &sb,
+        "big",
+        "head -c 3000000 /dev/urandom > \"$OUT/big.bin\"\n",
+        Some("CC-BY-4.0"),
+    );
+    assert_ok(&publish(&sb, &server, "big", &[]));
+    let r = published(&server)[0].clone();
+    let depot = fetch_fresh(
+        &sb,
+        "big",
+        &[
+            (clima_artifact_vars::PARALLEL_MIN_SIZE, "1"),
+            (clima_artifact_vars::CONNECTIONS, "4"),
+        ],
+    );
+    let e = entry(&sb, "big");
+    let installed = depot.join("artifacts").join(e.git_tree_sha1.to_hex());
+    assert_eq!(
+        fs::metadata(installed.join("big.bin")).unwrap().len(),
+        3_000_000
+    );
+    let ranges = server
+        .file_server()
+        .ranges_of(&InvenioServer::file_path(&r.id, "big.tar.gz"));
+    assert!(ranges.len() > 1, "ranges asked: {ranges:?}");
+}
+
+#[test]
+fn a_run_stopped_right_after_publishing_records_that_record_on_rerun() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    let manifest = sb.work.join("Artifacts.toml");
+    let before = fs::read_to_string(&manifest).unwrap();
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    let r = published(&server)[0].clone();
+    // As if killed between the archive's answer to publish and the writes of the state file
+    // and the manifest: the state still names the draft, the manifest has nothing.
+    fs::write(&manifest, &before).unwrap();
+    let state_file = sb.work.join(".era5.publish-state.json");
+    let mut state: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&state_file).unwrap()).unwrap();
+    let archive = &mut state["archives"][server.base()];
+    let sha256 = archive["published_sha256"].clone();
+    *archive = serde_json::json!({"draft": {"id": r.id, "sha256": sha256, "new_version": false}});
+    fs::write(&state_file, state.to_string()).unwrap();
+    let out = publish(&sb, &server, "era5", &["--json"]);
+    assert_ok(&out);
+    let result = common::json(&out);
+    assert_eq!(result["doi"], r.doi.clone().unwrap());
+    assert_eq!(result["record"], r.id);
+    assert!(
+        stderr(&out).is_empty(),
+        "--json prints no progress: {}",
+        stderr(&out)
+    );
+    assert_eq!(server.records().len(), 1, "no second record");
+    assert_eq!(entry(&sb, "era5").metadata["doi"], r.doi.unwrap());
+}
