@@ -138,7 +138,7 @@ fn ensure_node_local(
     })?;
 
     // 2. The nodes, and one leader per node (rank 0 of the context leads its node).
-    let node = crate::node_stream::split_nodes(ctx, config);
+    let node = crate::node_stream::split_nodes(ctx, config)?;
     let leaders = ctx.split((node.rank() == 0).then_some(0), 0);
 
     // 3. The leaders make the artifact available on every node with one download at most;

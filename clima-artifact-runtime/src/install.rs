@@ -75,9 +75,9 @@ pub fn ensure_variant(
 /// MPI): every attempt that opens a source starts a [`Tap`], which sees every byte the
 /// SHA-256 sees, in order.
 pub(crate) trait Taps: Sync {
-    /// An attempt starts reading `download` (`check_sha256`: whether its SHA-256 is checked;
+    /// An attempt starts reading `download` (its `sha256`: the one checked, if any;
     /// `length`: the byte count the source announced or the manifest declared).
-    fn start(&self, download: &Download, check_sha256: bool, length: Option<u64>) -> Box<dyn Tap>;
+    fn start(&self, download: &Fetch, length: Option<u64>) -> Box<dyn Tap>;
     /// Whether the receivers stopped the stream: no further attempt or retry is made.
     fn stopped(&self) -> bool;
 }
@@ -383,12 +383,11 @@ pub(crate) fn install_received(
         carried: std::cell::Cell::new(None),
     };
     let attempt = Attempt {
-        download: Download {
+        download: Fetch {
             url: url.clone(),
-            sha256: incoming.sha256.unwrap_or(Sha256([0; 32])),
+            sha256: incoming.sha256,
             size: incoming.length,
         },
-        check_sha256: incoming.sha256.is_some(),
         from: " over MPI",
         not_tried: None,
         checked_by_sender: true,
@@ -656,8 +655,7 @@ struct InstallRequest<'a> {
 /// it: the tree hash alone verifies it), then the manifest's URLs (sha256 checked); a URL that
 /// may not be used now (a network URL while offline) is listed with why it is not tried.
 struct Attempt {
-    download: Download,
-    check_sha256: bool,
+    download: Fetch,
     /// Where from, for the log: `" from the package server"`, or empty for a manifest URL.
     from: &'static str,
     not_tried: Option<String>,
@@ -666,23 +664,41 @@ struct Attempt {
     checked_by_sender: bool,
 }
 
+/// What an attempt reads: a URL, the SHA-256 its bytes must have when one is known (a manifest
+/// URL's; not the package server's, nor an installed copy's sent over MPI, which the tree
+/// hash alone verifies), and the size declared.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Fetch {
+    pub(crate) url: String,
+    pub(crate) sha256: Option<Sha256>,
+    pub(crate) size: Option<u64>,
+}
+
+impl From<&Download> for Fetch {
+    fn from(dl: &Download) -> Fetch {
+        Fetch {
+            url: dl.url.clone(),
+            sha256: Some(dl.sha256),
+            size: dl.size,
+        }
+    }
+}
+
 /// The sources of `variant` to try, in order; `allowed` are its downloads usable now.
 fn attempts(variant: &ArtifactVariant, allowed: &[&Download], config: &Config) -> Vec<Attempt> {
     let server = config.pkg_server.as_ref().filter(|_| !config.offline);
     let from_server = server.map(|server| Attempt {
-        download: Download {
+        download: Fetch {
             url: format!("{server}/artifact/{}", variant.git_tree_sha1),
-            sha256: Sha256([0; 32]),
+            sha256: None,
             size: None,
         },
-        check_sha256: false,
         from: " from the package server",
         not_tried: None,
         checked_by_sender: false,
     });
     let from_manifest = variant.downloads.iter().map(|dl| Attempt {
-        download: dl.clone(),
-        check_sha256: true,
+        download: Fetch::from(dl),
         from: "",
         not_tried: (!allowed.iter().any(|a| std::ptr::eq(*a, dl))).then(|| {
             format!(
@@ -767,7 +783,7 @@ fn download_and_install(
             }
             Err(e) => {
                 let more = attempts[i + 1..].iter().any(|a| a.not_tried.is_none());
-                notice::warn(&match (attempt.check_sha256, more) {
+                notice::warn(&match (attempt.download.sha256.is_some(), more) {
                     (false, _) => format!(
                         "the package server could not provide `{name}` ({e}); trying the \
                          manifest's URLs"
@@ -798,7 +814,7 @@ fn download_and_install(
 fn downloaded(
     name: &str,
     how: &str,
-    dl: &clima_artifact_manifest::Download,
+    dl: &Fetch,
     path: PathBuf,
     (bytes, reused): (u64, u64),
     start: Instant,
@@ -1003,10 +1019,12 @@ impl InstallRequest<'_> {
         let (actual, bytes) = self.finish_body(body, &attempt.download, &extracted)?;
         let url = url.clone();
         // A wrong download is reported as such even when it also fails to unpack.
-        if attempt.check_sha256 && actual != attempt.download.sha256 {
+        if let Some(expected) = attempt.download.sha256
+            && actual != expected
+        {
             return Err(SourceFailure::Sha256Mismatch {
                 url,
-                expected: attempt.download.sha256,
+                expected,
                 actual,
                 bytes,
             });
@@ -1112,9 +1130,7 @@ impl InstallRequest<'_> {
         // without a `Content-Length`, or longer than it said, stops past the download limit.
         let max_bytes = dl.size.or(config.max_download_size);
         let rules = BodyRules::new(&self.net, max_bytes, config.progress);
-        let tap = self
-            .taps
-            .map(|taps| taps.start(dl, attempt.check_sha256, size));
+        let tap = self.taps.map(|taps| taps.start(dl, size));
         Ok(Body::spawn_tapped(
             source,
             transfer,
@@ -1126,7 +1142,7 @@ impl InstallRequest<'_> {
 
     /// Opens `dl`: a large download (several connections, a partial file in the depot's
     /// `artifacts` folder kept for resuming) where it qualifies, else one stream.
-    fn open_source(&self, dl: &Download) -> Result<download::Source, SourceFailure> {
+    fn open_source(&self, dl: &Fetch) -> Result<download::Source, SourceFailure> {
         let (url, config) = (dl.url.as_str(), self.config);
         let Some(agent) = &self.agent else {
             return Err(NetError::Transport {
@@ -1201,7 +1217,7 @@ impl InstallRequest<'_> {
     fn limits(&self, tmp: &Path, attempt: &Attempt) -> ExtractLimits {
         let config = self.config;
         ExtractLimits {
-            only_hashed: !attempt.check_sha256,
+            only_hashed: attempt.download.sha256.is_none(),
             tree_hash_sha256: self.hash_sha256.is_some(),
             max_unpacked_bytes: config.max_unpacked_bytes,
             max_entries: config.max_entries,
@@ -1226,7 +1242,7 @@ impl InstallRequest<'_> {
     fn finish_body<T, E: std::fmt::Display>(
         &self,
         mut body: Body,
-        dl: &Download,
+        dl: &Fetch,
         extracted: &Result<T, E>,
     ) -> Result<(Sha256, u64), SourceFailure> {
         let url = dl.url.as_str();
@@ -1279,7 +1295,7 @@ impl InstallRequest<'_> {
         if let Some(failure) = self.source_failure(&body, dl) {
             return failure;
         }
-        if attempt.check_sha256 && !attempt.checked_by_sender {
+        if let Some(expected) = dl.sha256.filter(|_| !attempt.checked_by_sender) {
             let before = body.consumed();
             let read = io::copy(
                 &mut (&mut body).take(DEPOT_TROUBLE_READ + 1),
@@ -1294,10 +1310,10 @@ impl InstallRequest<'_> {
             }
             if at_end && body.failure().is_none() {
                 let (actual, bytes) = body.finish();
-                if actual != dl.sha256 {
+                if actual != expected {
                     return SourceFailure::Sha256Mismatch {
                         url: dl.url.clone(),
-                        expected: dl.sha256,
+                        expected,
                         actual,
                         bytes,
                     };
@@ -1318,7 +1334,7 @@ impl InstallRequest<'_> {
     }
 
     /// Why the source of `body` stopped early, as the install reports it.
-    fn source_failure(&self, body: &Body, dl: &Download) -> Option<SourceFailure> {
+    fn source_failure(&self, body: &Body, dl: &Fetch) -> Option<SourceFailure> {
         let url = dl.url.as_str();
         body.failure().map(|e| match RuleBroken::of(e) {
             // Without a declared size the bound was CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE.

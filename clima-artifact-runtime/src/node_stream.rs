@@ -5,19 +5,16 @@
 //!                names merged in a tree), leaders' split
 //!  node ranks    wait in a broadcast of their node (no file operations)
 //!  leaders  1.   create the node depot, look for the artifact (overrides, node depot, shared
-//!                depots) --reduce--> leader 0 (the first failure, the first node that has it,
-//!                the first that needs it, the ranges of those that need it): a plan,
-//!                broadcast to every leader:
+//!                depots) --gather--> leader 0: a plan, broadcast to every leader:
 //!                  a node failed -> that error everywhere; every node has it -> done;
 //!                  else a source (the first node that has it installed, else the first
 //!                  node that needs it)
 //!  source   2.   downloads (ensure_variant: retries, several connections, resume) with a tap
 //!                on the verified byte stream, or sends a tar of its installed copy
-//!           -->  broadcast in frames of at most FRAME bytes to the nodes that need it:
-//!                S attempt starts (URL, SHA-256, length) | D bytes | Z end | A attempt broke
-//!                C checkpoint every CHECK_BYTES: reduce, the first who failed -> K go on | X stop, error
-//!                O the source's outcome
-//!  receivers     a bounded channel -> Body (SHA-256) -> extraction -> tree hash -> rename into
+//!           -->  clima_comms::stream: the attempts broadcast in frames to the nodes that
+//!                need it (header: URL, SHA-256, length), checkpoints at which a receiving
+//!                node that failed stops the stream for all, the source's outcome
+//!  receivers     a BroadcastReader -> Body (SHA-256) -> extraction -> tree hash -> rename into
 //!                the node depot, while the next frames arrive
 //!  leaders  3.   all_succeed: every node's outcome; a failure names its node
 //!  node ranks    get their leader's path, or the same error
@@ -27,42 +24,25 @@
 //! writable shared depot, not in its node depot, which the end of a job may wipe: a killed job's
 //! next run continues it. Without a shared depot that can keep it, the log says so.
 //!
-//! Memory stays bounded: the source's tap blocks when FRAMES_IN_FLIGHT frames wait for the
-//! broadcast, and a receiver's broadcast loop blocks when its install has that many frames
-//! unread, which holds the broadcast of every node (a slow disk slows the stream, it does not
-//! fill memory).
+//! Memory stays bounded, by the stream's limits (see [`clima_comms::stream`]): a slow disk
+//! slows the stream, it does not fill memory.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::thread::JoinHandle;
 
-use clima_artifact_manifest::{ArtifactVariant, Download};
+use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_net::Tap;
 use clima_artifact_net::trust::redact_url;
-use clima_comms::{CollectiveError, Context, all_succeed, root_decides};
+use clima_comms::stream::{
+    BroadcastReader, BroadcastWriter, StreamLimits, StreamReceiver, StreamSender, broadcast_stream,
+    receive_stream,
+};
+use clima_comms::{CollectiveError, Context, all_succeed, reduce_values, root_decides};
 
-use crate::install::{self, Incoming, Taps};
+use crate::install::{self, Fetch, Incoming, Taps};
 use crate::installed::{Installed, Origin};
 use crate::{Config, Error, depot};
-
-/// Largest frame broadcast at once.
-const FRAME: usize = 1 << 20;
-/// Frames (of at most FRAME bytes, or tap buffers) waiting between a thread and the broadcast.
-const FRAMES_IN_FLIGHT: usize = 16;
-/// Bytes between two checks that no receiving node failed.
-const CHECK_BYTES: u64 = 16 << 20;
-
-const START: u8 = b'S';
-const DATA: u8 = b'D';
-const END: u8 = b'Z';
-const BROKE: u8 = b'A';
-const CHECK: u8 = b'C';
-const GO_ON: u8 = b'K';
-const STOP: u8 = b'X';
-const OUTCOME: u8 = b'O';
 
 /// This node's name in messages and records: `CLIMA_ARTIFACTS_NODE_ID`, else the host name,
 /// with control characters escaped (it reaches every rank's error and the job's log).
@@ -80,41 +60,47 @@ fn node_key(config: &Config) -> String {
 
 /// **Collective over `ctx`.** The ranks of this node: those with the same
 /// `CLIMA_ARTIFACTS_NODE_ID` when any rank sets it (ranks without it are grouped by host name),
-/// else those sharing a machine ([`Context::split_by_node`]).
-pub(crate) fn split_nodes(ctx: &dyn Context, config: &Config) -> Box<dyn Context> {
+/// else those sharing a machine ([`Context::split_by_node`]). A node key that does not arrive
+/// intact is the same error on every rank.
+pub(crate) fn split_nodes(ctx: &dyn Context, config: &Config) -> Result<Box<dyn Context>, Error> {
     // Every distinct node key once (sorted), merged in a tree: what rank 0 receives and
     // broadcasts grows with the number of nodes, not of ranks.
     let me = (config.node_id.is_some(), node_key(config));
-    let mine = serde_json::to_vec(&[&me]).unwrap_or_default();
-    let keys = ctx.reduce_to_root(mine, &merge_node_keys).map(|merged| {
-        let keys: Vec<(bool, String)> = serde_json::from_slice(&merged).unwrap_or_default();
-        if keys.iter().all(|(by_id, _)| !by_id) {
-            return Vec::new();
-        }
-        merged
+    let merged = reduce_values(ctx, vec![me.clone()], merge_node_keys).map(|keys| {
+        keys.map(|keys| {
+            if keys.iter().all(|(by_id, _)| !by_id) {
+                Vec::new()
+            } else {
+                keys
+            }
+        })
     });
-    let keys: Vec<(bool, String)> =
-        serde_json::from_slice(&ctx.broadcast_from_root(keys)).unwrap_or_default();
+    let keys = root_decides::<_, CollectiveError>(ctx, "finding the nodes of the job", || {
+        merged.unwrap_or_else(|| Ok(Vec::new()))
+    })?;
     if keys.is_empty() {
-        return ctx.split_by_node();
+        return Ok(ctx.split_by_node());
     }
-    // Every rank decodes the same bytes, so every rank takes this branch. An id and a host name
+    // Every rank has the same keys, so every rank takes this branch. An id and a host name
     // that happen to be spelled alike are different keys, so different nodes. (A key not found,
     // which the merge cannot cause, gets a color of its own.)
     let color = keys.binary_search(&me).map_or(u32::MAX >> 1, |at| {
         u32::try_from(at).unwrap_or(u32::MAX >> 1)
     });
-    ctx.split(Some(color), 0)
-        .unwrap_or_else(|| Box::new(clima_comms::Singleton))
+    Ok(ctx
+        .split(Some(color), 0)
+        .unwrap_or_else(|| Box::new(clima_comms::Singleton)))
 }
 
+/// A node's key: whether it is a `CLIMA_ARTIFACTS_NODE_ID` (else a host name), and the name.
+type NodeKey = (bool, String);
+
 /// The merge of the node split: the sorted union of two sorted lists of node keys.
-fn merge_node_keys(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
-    let mut keys: Vec<(bool, String)> = serde_json::from_slice(&lower).unwrap_or_default();
-    keys.extend(serde_json::from_slice::<Vec<(bool, String)>>(&higher).unwrap_or_default());
+fn merge_node_keys(mut keys: Vec<NodeKey>, theirs: Vec<NodeKey>) -> Vec<NodeKey> {
+    keys.extend(theirs);
     keys.sort();
     keys.dedup();
-    serde_json::to_vec(&keys).unwrap_or_default()
+    keys
 }
 
 /// What a node leader found before anything moves.
@@ -371,114 +357,55 @@ fn plan(survey: Survey, leaders: usize, world: &str) -> Result<Plan, Error> {
     })
 }
 
-/// What the source's install thread hands its broadcast loop. Each attempt has a number: a
-/// failed attempt's reader may still hand over a last piece, or its end, after the next
-/// attempt started, and the loop drops what is not the current attempt's.
-enum Up {
-    Start(u32, Incoming),
-    Data(u32, Vec<u8>),
-    End(u32),
-    Broke(u32),
-    Outcome(Result<Installed, Error>),
-}
-
-/// The source's [`Taps`]: every attempt's bytes go to the broadcast loop.
-struct ToBroadcast {
-    tx: SyncSender<Up>,
-    stop: Arc<AtomicBool>,
+/// The source's [`Taps`]: every attempt's bytes go to the broadcast.
+struct ToBroadcast<'a> {
+    tx: &'a StreamSender,
     from_node: String,
-    /// Attempts started so far.
-    attempts: AtomicU32,
 }
 
-impl ToBroadcast {
+impl ToBroadcast<'_> {
     /// Starts an attempt that sends `incoming`'s bytes.
-    fn attempt(&self, incoming: Incoming) -> AttemptTap {
-        let id = self.attempts.fetch_add(1, Ordering::Relaxed) + 1;
-        let _ = self.tx.send(Up::Start(id, incoming));
-        AttemptTap {
-            id,
-            tx: self.tx.clone(),
-            stop: Arc::clone(&self.stop),
-            ended: false,
-        }
+    fn attempt(&self, incoming: &Incoming) -> AttemptTap {
+        AttemptTap(self.tx.attempt(incoming))
     }
 
     /// Whether a download was broadcast (rather than found installed by this call).
     fn tapped(&self) -> bool {
-        self.attempts.load(Ordering::Relaxed) > 0
+        self.tx.attempts() > 0
     }
 }
 
-impl Taps for ToBroadcast {
-    fn start(&self, download: &Download, check_sha256: bool, length: Option<u64>) -> Box<dyn Tap> {
-        Box::new(self.attempt(Incoming {
+impl Taps for ToBroadcast<'_> {
+    fn start(&self, download: &Fetch, length: Option<u64>) -> Box<dyn Tap> {
+        Box::new(self.attempt(&Incoming {
             from_node: self.from_node.clone(),
             url: Some(redact_url(&download.url)),
-            sha256: check_sha256.then_some(download.sha256),
+            sha256: download.sha256,
             length,
         }))
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.tx.stopped()
     }
 }
 
-/// One attempt's bytes, to the broadcast loop; dropped before its end, it says the attempt
-/// broke. Once the stream stopped, it refuses bytes, so the download stops.
-struct AttemptTap {
-    id: u32,
-    tx: SyncSender<Up>,
-    stop: Arc<AtomicBool>,
-    ended: bool,
-}
-
-impl AttemptTap {
-    fn send(&self, bytes: &[u8]) -> io::Result<()> {
-        if self.stop.load(Ordering::Relaxed) {
-            return Err(io::Error::other(
-                "stopped: a node that receives this download over MPI failed",
-            ));
-        }
-        self.tx
-            .send(Up::Data(self.id, bytes.to_vec()))
-            .map_err(|_| io::Error::other("the MPI broadcast of this download stopped"))
-    }
-}
+/// One attempt's bytes, to the broadcast: a download's [`Tap`].
+struct AttemptTap(BroadcastWriter);
 
 impl Tap for AttemptTap {
     fn bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.send(bytes)
+        self.0.write_all(bytes)
     }
     fn end(&mut self) {
-        self.ended = true;
-        let _ = self.tx.send(Up::End(self.id));
-    }
-}
-
-impl Drop for AttemptTap {
-    fn drop(&mut self) {
-        if !self.ended {
-            let _ = self.tx.send(Up::Broke(self.id));
-        }
-    }
-}
-
-impl Write for AttemptTap {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.send(bytes)?;
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        self.0.end();
     }
 }
 
 /// Sends `dir` (an installed artifact) as an uncompressed tarball through `taps`: the
 /// receivers check its tree hash, which is all that names the content.
-fn send_installed(taps: &ToBroadcast, dir: &Path) -> io::Result<()> {
-    let mut tap = taps.attempt(Incoming {
+fn send_installed(taps: &ToBroadcast<'_>, dir: &Path) -> io::Result<()> {
+    let mut tap = taps.attempt(&Incoming {
         from_node: taps.from_node.clone(),
         url: None,
         sha256: None,
@@ -486,7 +413,7 @@ fn send_installed(taps: &ToBroadcast, dir: &Path) -> io::Result<()> {
     });
     {
         // Whole frames, not the tar writer's small pieces.
-        let mut out = io::BufWriter::with_capacity(FRAME, &mut tap);
+        let mut out = io::BufWriter::with_capacity(StreamLimits::default().frame, &mut tap.0);
         let mut tar = tar::Builder::new(&mut out);
         tar.follow_symlinks(false);
         tar.mode(tar::HeaderMode::Deterministic);
@@ -513,369 +440,182 @@ fn send(
             None => install::ensure_variant(me.name, me.variant, me.manifest_dir, me.config),
         };
     }
-    let (tx, rx) = sync_channel::<Up>(FRAMES_IN_FLIGHT);
-    let stop = Arc::new(AtomicBool::new(false));
-    let taps = ToBroadcast {
-        tx,
-        stop: Arc::clone(&stop),
-        from_node: me.node.clone(),
-        attempts: AtomicU32::new(0),
-    };
-    std::thread::scope(|scope| {
-        let outcome_tx = taps.tx.clone();
-        let spawned = std::thread::Builder::new()
-            .name("clima-artifacts-sender".into())
-            .spawn_scoped(scope, move || {
-                let outcome = match have {
-                    Some(have) => send_installed(&taps, &have.path)
-                        .map_err(|e| Error::io("send over MPI the installed copy", &have.path, e))
-                        .map(|()| have),
-                    None => {
-                        let got = install::ensure_variant_tapped(
-                            me.name,
-                            me.variant,
-                            me.manifest_dir,
-                            me.config,
-                            Some(&taps),
-                        );
-                        match got {
-                            // Installed meanwhile by another process: send that copy.
-                            Ok(got) if !taps.tapped() => send_installed(&taps, &got.path)
-                                .map_err(|e| {
-                                    Error::io("send over MPI the installed copy", &got.path, e)
-                                })
-                                .map(|()| got),
-                            other => other,
-                        }
-                    }
-                };
-                let _ = taps.tx.send(Up::Outcome(outcome));
-            });
-        // Without its thread the install fails, and the stream still ends the same way.
-        let worker = spawned
-            .map_err(|e| {
-                let e = Error::io("start a thread to send over MPI into", me.node_depot, e);
-                let _ = outcome_tx.send(Up::Outcome(Err(e)));
-            })
-            .ok();
-        drop(outcome_tx);
-        let result = broadcast_loop(stream, &rx, &stop);
-        if result.is_err() {
-            // A stopped stream: the install thread's tap now fails; let it end.
-            while let Ok(up) = rx.recv() {
-                if matches!(up, Up::Outcome(_)) {
-                    break;
-                }
-            }
-        }
-        if let Some(worker) = worker {
-            let _ = worker.join();
-        }
-        result.and_then(|outcome| outcome)
-    })
+    broadcast_stream(
+        stream,
+        StreamLimits::default(),
+        "sending an artifact over MPI",
+        |tx| {
+            let taps = ToBroadcast {
+                tx,
+                from_node: me.node.clone(),
+            };
+            produce(me, have, &taps)
+        },
+        // A receiver's failure is named after its node already.
+        &|_, e| e,
+        |e| Error::io("start a thread to send over MPI into", me.node_depot, e),
+    )
 }
 
-/// The source's broadcast loop: frames out of `rx` until the install's outcome, which it
-/// broadcasts and returns; `Err` when a checkpoint stopped the stream (then `stop` is set).
-fn broadcast_loop(
-    stream: &dyn Context,
-    rx: &Receiver<Up>,
-    stop: &AtomicBool,
-) -> Result<Result<Installed, Error>, Error> {
-    let mut since_check = 0u64;
-    let mut pending: Option<Up> = None;
-    let mut current = 0u32;
-    loop {
-        let up = match pending.take() {
-            Some(up) => up,
-            None => match rx.recv() {
-                Ok(up) => up,
-                Err(_) => Up::Outcome(Err(Error::from(CollectiveError::RootPanicked {
-                    what: "sending an artifact over MPI".into(),
-                    message: "the install thread stopped".into(),
-                }))),
-            },
-        };
-        let frame = match up {
-            Up::Start(id, incoming) => {
-                current = id;
-                [
-                    &[START][..],
-                    &serde_json::to_vec(&incoming).unwrap_or_default(),
-                ]
-                .concat()
-            }
-            // What an earlier attempt's reader handed over late: not part of the stream.
-            Up::Data(id, _) | Up::End(id) | Up::Broke(id) if id != current => continue,
-            Up::Data(_, mut bytes) => {
-                // Coalesce what is already waiting, up to one frame.
-                while bytes.len() < FRAME {
-                    match rx.try_recv() {
-                        Ok(Up::Data(id, more)) if id == current => bytes.extend_from_slice(&more),
-                        Ok(other) => {
-                            pending = Some(other);
-                            break;
-                        }
-                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                    }
-                }
-                since_check += bytes.len() as u64;
-                let mut frame = Vec::with_capacity(bytes.len() + 1);
-                frame.push(DATA);
-                frame.extend_from_slice(&bytes);
-                frame
-            }
-            Up::End(_) => vec![END],
-            Up::Broke(_) => vec![BROKE],
-            Up::Outcome(outcome) => {
-                let frame = match &outcome {
-                    Ok(_) => vec![OUTCOME, 0],
-                    Err(e) => [&[OUTCOME, 1][..], &e.to_wire()].concat(),
-                };
-                stream.broadcast_from_root(Some(frame));
-                return Ok(outcome);
-            }
-        };
-        stream.broadcast_from_root(Some(frame));
-        if since_check >= CHECK_BYTES {
-            since_check = 0;
-            if let Some(e) = checkpoint(stream) {
-                stop.store(true, Ordering::Relaxed);
-                return Err(e);
+/// The source's install, in the sending thread: its copy sent as a tarball, else a download
+/// whose every attempt is broadcast (or, installed meanwhile by another process, that copy).
+fn produce(
+    me: &Leader<'_>,
+    have: Option<Installed>,
+    taps: &ToBroadcast<'_>,
+) -> Result<Installed, Error> {
+    let sent = |got: Installed| {
+        send_installed(taps, &got.path)
+            .map_err(|e| Error::io("send over MPI the installed copy", &got.path, e))
+            .map(|()| got)
+    };
+    match have {
+        Some(have) => sent(have),
+        None => {
+            let got = install::ensure_variant_tapped(
+                me.name,
+                me.variant,
+                me.manifest_dir,
+                me.config,
+                Some(taps),
+            );
+            match got {
+                // Installed meanwhile by another process: send that copy.
+                Ok(got) if !taps.tapped() => sent(got),
+                other => other,
             }
         }
     }
-}
-
-/// A checkpoint on the source: every receiver says whether it failed for good (its failure
-/// already named after its node); the first failure stops the stream on every rank.
-fn checkpoint(stream: &dyn Context) -> Option<Error> {
-    stream.broadcast_from_root(Some(vec![CHECK]));
-    let first = stream
-        .reduce_to_root(Vec::new(), &first_failure)
-        .unwrap_or_default();
-    let failed = (!first.is_empty()).then(|| Error::from_wire(&first));
-    let verdict = match &failed {
-        None => vec![GO_ON],
-        Some(e) => [&[STOP][..], &e.to_wire()].concat(),
-    };
-    stream.broadcast_from_root(Some(verdict));
-    failed
-}
-
-/// The merge of a checkpoint: empty when every receiver of the range is fine, else the lowest
-/// failing one's error, on its node (wire form).
-fn first_failure(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
-    if lower.is_empty() { higher } else { lower }
-}
-
-/// Bytes for a receiver's install, as they arrive.
-enum Down {
-    Data(Vec<u8>),
-    End,
-    Broke,
-}
-
-/// The install's side of the channel: the bytes of one attempt.
-struct FromBroadcast {
-    rx: Receiver<Down>,
-    current: Vec<u8>,
-    pos: usize,
-    ended: bool,
-}
-
-impl Read for FromBroadcast {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        while self.pos >= self.current.len() {
-            if self.ended {
-                return Ok(0);
-            }
-            match self.rx.recv() {
-                Ok(Down::Data(bytes)) => {
-                    self.current = bytes;
-                    self.pos = 0;
-                }
-                Ok(Down::End) => self.ended = true,
-                Ok(Down::Broke) | Err(_) => {
-                    return Err(io::Error::other(
-                        "the sending node's attempt broke off (it tries again, or says why it \
-                         failed)",
-                    ));
-                }
-            }
-        }
-        let n = out.len().min(self.current.len() - self.pos);
-        out[..n].copy_from_slice(&self.current[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
-    }
-}
-
-/// One attempt's install on a receiver.
-struct Receiving {
-    tx: Option<SyncSender<Down>>,
-    worker: JoinHandle<Received>,
 }
 
 /// A receiver's attempt: installed (or found installed), or `None` when another installer
 /// holds the artifact's lock in this node's depot (see [`install::install_received`]).
 type Received = Result<Option<Installed>, Error>;
 
-/// A receiver: installs what the source broadcasts into this node's depot.
-fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Installed, Error> {
-    let mut current: Option<Receiving> = None;
-    // The last finished attempt's outcome, and whether it ended for good.
-    let mut finished: Option<(Received, bool)> = None;
-    let finish = |r: Receiving| -> (Received, bool) {
-        drop(r.tx);
-        let outcome = r.worker.join().unwrap_or_else(|p| {
+/// A receiver's installs into this node's depot: one ordinary install per attempt of the
+/// sender, whose source is the attempt's [`BroadcastReader`].
+struct Installs<'a, 'b> {
+    me: &'a Leader<'b>,
+    current: Option<JoinHandle<Received>>,
+    /// The last finished attempt's outcome, and whether it ended for good.
+    finished: Option<(Received, bool)>,
+}
+
+impl Installs<'_, '_> {
+    /// Waits for the current attempt (its reader ended or was cut off) and keeps its outcome.
+    fn settle(&mut self) {
+        let Some(worker) = self.current.take() else {
+            return;
+        };
+        let outcome = worker.join().unwrap_or_else(|p| {
             Err(Error::from(CollectiveError::RootPanicked {
-                what: format!("installing artifact `{}` received over MPI", me.name),
+                what: format!("installing artifact `{}` received over MPI", self.me.name),
                 message: clima_comms::panic_message(&*p),
             }))
         });
         let for_good = for_good(&outcome);
-        (outcome, for_good)
-    };
-    loop {
-        let frame = stream.broadcast_from_root(None);
-        let Some((&tag, rest)) = frame.split_first() else {
-            continue;
-        };
-        match tag {
-            START => {
-                if let Some(r) = current.take() {
-                    finished = Some(finish(r));
-                }
-                if finished.as_ref().is_some_and(|(_, for_good)| *for_good) {
-                    continue; // installed, or this node cannot: later attempts change nothing
-                }
-                let incoming: Incoming = match serde_json::from_slice(rest) {
-                    Ok(i) => i,
-                    Err(e) => {
-                        finished = Some((
-                            Err(Error::from(CollectiveError::Undecodable {
-                                rank: 0,
-                                why: e.to_string(),
-                            })),
-                            true,
-                        ));
-                        continue;
-                    }
-                };
-                let (tx, rx) = sync_channel(FRAMES_IN_FLIGHT);
-                let reader = FromBroadcast {
-                    rx,
-                    current: Vec::new(),
-                    pos: 0,
-                    ended: false,
-                };
-                let (name, variant, manifest) = (
-                    me.name.to_owned(),
-                    me.variant.clone(),
-                    me.manifest_dir.to_path_buf(),
-                );
-                let (config, node) = (me.config.clone(), me.node.clone());
-                let spawned = std::thread::Builder::new()
-                    .name("clima-artifacts-receiver".into())
-                    .spawn(move || {
-                        install::install_received(
-                            &name,
-                            &variant,
-                            &manifest,
-                            &config,
-                            &node,
-                            &incoming,
-                            Box::new(reader),
-                        )
-                    });
-                match spawned {
-                    Ok(worker) => {
-                        current = Some(Receiving {
-                            tx: Some(tx),
-                            worker,
-                        });
-                    }
-                    // This node cannot install: it says so at the next check.
-                    Err(e) => {
-                        let e = Error::io("start a thread to install into", me.node_depot, e);
-                        finished = Some((Err(e), true));
-                    }
-                }
+        self.finished = Some((outcome, for_good));
+    }
+
+    /// Installed, or this node cannot: later attempts change nothing.
+    fn done(&self) -> bool {
+        self.finished
+            .as_ref()
+            .is_some_and(|(_, for_good)| *for_good)
+    }
+}
+
+impl StreamReceiver<Incoming> for Installs<'_, '_> {
+    type Error = Error;
+
+    fn start(&mut self, incoming: Incoming, reader: BroadcastReader) {
+        self.settle();
+        if self.done() {
+            return;
+        }
+        let me = self.me;
+        let (name, variant, manifest) = (
+            me.name.to_owned(),
+            me.variant.clone(),
+            me.manifest_dir.to_path_buf(),
+        );
+        let (config, node) = (me.config.clone(), me.node.clone());
+        let spawned = std::thread::Builder::new()
+            .name("clima-artifacts-receiver".into())
+            .spawn(move || {
+                install::install_received(
+                    &name,
+                    &variant,
+                    &manifest,
+                    &config,
+                    &node,
+                    &incoming,
+                    Box::new(reader),
+                )
+            });
+        match spawned {
+            Ok(worker) => self.current = Some(worker),
+            // This node cannot install: it says so at the next check.
+            Err(e) => {
+                let e = Error::io("start a thread to install into", me.node_depot, e);
+                self.finished = Some((Err(e), true));
             }
-            DATA | END | BROKE => {
-                if let Some(r) = current.as_mut() {
-                    let down = match tag {
-                        DATA => Down::Data(rest.to_vec()),
-                        END => Down::End,
-                        _ => Down::Broke,
-                    };
-                    // An install that stopped reading has its outcome waiting: nothing to do.
-                    if let Some(tx) = &r.tx
-                        && tx.send(down).is_err()
-                    {
-                        r.tx = None;
-                    }
-                }
-            }
-            CHECK => {
-                if current.as_ref().is_some_and(|r| r.worker.is_finished())
-                    && let Some(r) = current.take()
-                {
-                    finished = Some(finish(r));
-                }
-                let status = match &finished {
-                    Some((Err(e), true)) => on_node(me, e).to_wire(),
-                    _ => Vec::new(),
-                };
-                stream.reduce_to_root(status, &first_failure);
-                let verdict = stream.broadcast_from_root(None);
-                if let Some((&STOP, wire)) = verdict.split_first() {
-                    if let Some(r) = current.take() {
-                        let _ = finish(r);
-                    }
-                    return Err(Error::from_wire(wire));
-                }
-            }
-            OUTCOME => {
-                if let Some(r) = current.take() {
-                    finished = Some(finish(r));
-                }
-                if let Some((&1, wire)) = rest.split_first() {
-                    return Err(Error::from_wire(wire));
-                }
-                let own = match finished {
-                    Some((Ok(Some(installed)), _)) => Ok(installed),
-                    // The depot's other installer had it: its copy once it let go (or, if it
-                    // failed, a download of this node's own).
-                    Some((Ok(None), _)) => {
-                        install::ensure_variant(me.name, me.variant, me.manifest_dir, me.config)
-                    }
-                    Some((Err(e), _)) => Err(e),
-                    None => Err(Error::ReceiveFailed {
-                        name: me.name.to_owned(),
-                        hash: me.variant.git_tree_sha1,
-                        from_node: from_node.to_owned(),
-                        failure: Box::new(crate::SourceFailure::Archive {
-                            url: format!("the broadcast of node `{from_node}`"),
-                            reason: "the sending node finished without sending anything".into(),
-                        }),
-                    }),
-                };
-                // This node's own failure, named after it (leader 0's too).
-                return own.map_err(|e| match e {
-                    e @ Error::FailedOnNode { .. } => e,
-                    e => Error::FailedOnNode {
-                        node: me.node.clone(),
-                        rank: me.world_rank,
-                        context: me.world.clone(),
-                        message: e.to_string(),
-                    },
-                });
-            }
-            _ => {}
         }
     }
+
+    fn undecodable(&mut self, error: CollectiveError) {
+        self.settle();
+        if !self.done() {
+            self.finished = Some((Err(Error::from(error)), true));
+        }
+    }
+
+    /// This node's failure for good, named after it.
+    fn failed(&mut self) -> Option<Error> {
+        if self.current.as_ref().is_some_and(JoinHandle::is_finished) {
+            self.settle();
+        }
+        match &self.finished {
+            Some((Err(e), true)) => Some(on_node(self.me, e)),
+            _ => None,
+        }
+    }
+}
+
+/// A receiver: installs what the source broadcasts into this node's depot.
+fn receive(stream: &dyn Context, me: &Leader<'_>, from_node: &str) -> Result<Installed, Error> {
+    let mut installs = Installs {
+        me,
+        current: None,
+        finished: None,
+    };
+    let sent = receive_stream(stream, StreamLimits::default(), &mut installs);
+    installs.settle();
+    // The sender's failure, or the checkpoint's that stopped the stream: as every rank has it.
+    sent?;
+    let own = match installs.finished {
+        Some((Ok(Some(installed)), _)) => Ok(installed),
+        // The depot's other installer had it: its copy once it let go (or, if it failed, a
+        // download of this node's own).
+        Some((Ok(None), _)) => {
+            install::ensure_variant(me.name, me.variant, me.manifest_dir, me.config)
+        }
+        Some((Err(e), _)) => Err(e),
+        None => Err(Error::ReceiveFailed {
+            name: me.name.to_owned(),
+            hash: me.variant.git_tree_sha1,
+            from_node: from_node.to_owned(),
+            failure: Box::new(crate::SourceFailure::Archive {
+                url: format!("the broadcast of node `{from_node}`"),
+                reason: "the sending node finished without sending anything".into(),
+            }),
+        }),
+    };
+    // This node's own failure, named after it (leader 0's too).
+    own.map_err(|e| match e {
+        e @ Error::FailedOnNode { .. } => e,
+        e => on_node(me, &e),
+    })
 }
 
 /// Whether a receiver's attempt ended for good: installed, or failed for a reason of this
@@ -902,15 +642,11 @@ mod tests {
                 node_id: ids[ctx.rank()].map(str::to_owned),
                 ..Config::default()
             };
-            let node = split_nodes(ctx, &config);
+            let node = split_nodes(ctx, &config).unwrap();
             // The world rank of the node's first rank, broadcast within the node.
-            let first = node.broadcast_from_root(
-                (node.rank() == 0).then(|| serde_json::to_vec(&ctx.rank()).unwrap_or_default()),
-            );
-            (
-                serde_json::from_slice(&first).unwrap_or(usize::MAX),
-                node.size(),
-            )
+            let first =
+                clima_comms::broadcast_value(&*node, (node.rank() == 0).then(|| ctx.rank()));
+            (first.unwrap(), node.size())
         })
     }
 

@@ -95,10 +95,23 @@ pub enum CollectiveError {
     },
 }
 
+/// [`CollectiveError`] travels in the JSON form of [`json_to_wire`], so the typed value steps
+/// ([`crate::broadcast_value`], ...) can hand one rank's failure to the others.
+impl WireError for CollectiveError {
+    fn to_wire(&self) -> Vec<u8> {
+        json_to_wire(self)
+    }
+    fn from_wire(bytes: &[u8]) -> Self {
+        json_from_wire(bytes)
+    }
+}
+
 const OK_TAG: u8 = b'O';
 const ERR_TAG: u8 = b'E';
 
-fn encode<T: Serialize, E: WireError + From<CollectiveError>>(outcome: &Result<T, E>) -> Vec<u8> {
+pub(crate) fn encode<T: Serialize, E: WireError + From<CollectiveError>>(
+    outcome: &Result<T, E>,
+) -> Vec<u8> {
     match outcome {
         Ok(value) => match serde_json::to_vec(value) {
             Ok(json) => [&[OK_TAG][..], &json].concat(),
@@ -111,7 +124,7 @@ fn encode<T: Serialize, E: WireError + From<CollectiveError>>(outcome: &Result<T
     }
 }
 
-fn decode<T: DeserializeOwned, E: WireError + From<CollectiveError>>(
+pub(crate) fn decode<T: DeserializeOwned, E: WireError + From<CollectiveError>>(
     bytes: &[u8],
     rank: usize,
 ) -> Result<T, E> {

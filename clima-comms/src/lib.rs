@@ -13,6 +13,11 @@
 //!   error if any rank failed. [`requests_agree`]: the root checks that every rank asked for the
 //!   same thing. Artifact installs and run sync both use these, with one wire framing, and
 //!   their errors travel in one JSON wire form ([`json_to_wire`], [`json_from_wire`]).
+//! - [`broadcast_value`], [`gather_values`], [`reduce_values`]: typed values between ranks, a
+//!   value that does not decode the same [`CollectiveError`] on every rank, never a default.
+//! - [`stream`]: a broadcast stream of bytes from the root (a [`stream::BroadcastWriter`]) to
+//!   every other rank (a [`stream::BroadcastReader`]), in typed frames with checkpoints at which
+//!   any rank can stop it for all; node-local mode copies artifacts with it.
 //! - [`on_thread_ranks`]: a multi-rank context of threads, to test collective code without MPI.
 //! - [`traffic`]: what the byte primitives sent and received (messages and bytes), per process
 //!   and per thread, for tests and benchmarks of how a step scales with the number of ranks.
@@ -29,9 +34,11 @@ use std::sync::Arc;
 mod collective;
 #[cfg(feature = "mpi")]
 mod mpi_context;
+pub mod stream;
 mod threads;
 pub mod traffic;
 mod tree;
+mod values;
 
 /// The rsmpi crate this crate was built with (initialise MPI with `mpi::initialize()`).
 #[cfg(feature = "mpi")]
@@ -45,6 +52,7 @@ pub use mpi_context::{MpiContext, REDUCE_TAG};
 pub use threads::on_thread_ranks;
 pub use traffic::Traffic;
 pub use tree::{rank_ranges, ranks_of, union_ranges};
+pub use values::{broadcast_value, gather_values, reduce_values};
 
 /// A communicator over which operations are collective.
 ///
