@@ -151,21 +151,10 @@ impl Survey {
         }
         survey
     }
-
-    fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-
-    /// Bytes that do not decode are an empty survey (leader 0 then names the missing leaders).
-    fn from_bytes(bytes: &[u8]) -> Survey {
-        serde_json::from_slice(bytes).unwrap_or_default()
-    }
 }
 
 /// The merge of the leaders' look-up: the lower ranks' first of each kind, ranges united.
-fn merge_surveys(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
-    let lower = Survey::from_bytes(&lower);
-    let higher = Survey::from_bytes(&higher);
+fn merge_surveys(lower: Survey, higher: Survey) -> Survey {
     Survey {
         from: clima_comms::union_ranges(&lower.from, &higher.from),
         failed: lower.failed.or(higher.failed),
@@ -173,7 +162,6 @@ fn merge_surveys(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
         first_need: lower.first_need.or(higher.first_need),
         need: clima_comms::union_ranges(&lower.need, &higher.need),
     }
-    .to_bytes()
 }
 
 /// Whether `rank` is in `ranges`.
@@ -215,15 +203,15 @@ pub(crate) struct Leader<'a> {
 pub(crate) fn lead(leaders: &dyn Context, me: &Leader<'_>) -> Result<Installed, Error> {
     let found = look(me);
     // On leader 0: what the leaders found, merged on the way (the first failure names its
-    // node and world rank).
-    let survey = leaders
-        .reduce_to_root(
-            Survey::of(leaders.rank(), me, &found).to_bytes(),
-            &merge_surveys,
-        )
-        .map(|bytes| Survey::from_bytes(&bytes));
+    // node and world rank); a part that does not decode is the same error on every leader.
+    let survey = reduce_values(
+        leaders,
+        Survey::of(leaders.rank(), me, &found),
+        merge_surveys,
+    );
     let plan = root_decides::<Plan, Error>(leaders, "planning the copies over MPI", || {
-        plan(survey.unwrap_or_default(), leaders.size(), &me.world)
+        let survey = survey.unwrap_or_else(|| Ok(Survey::default()))?;
+        plan(survey, leaders.size(), &me.world)
     });
     let own = match (plan, found) {
         (Err(e), _) => Err(e),
@@ -321,7 +309,7 @@ fn look(me: &Leader<'_>) -> Found {
 
 /// Leader 0's plan from what the `leaders` leaders found (`survey`).
 fn plan(survey: Survey, leaders: usize, world: &str) -> Result<Plan, Error> {
-    // A leader whose look-up did not arrive (bytes that did not decode).
+    // A leader whose look-up is missing (which the merge cannot cause).
     let mut next = 0;
     for &[a, b] in survey.from.iter().chain(&[[leaders, leaders]]) {
         if next < a.min(leaders) {
