@@ -498,7 +498,7 @@ pub struct PublishArgs {
     )]
     pub to: Option<String>,
     /// Publish to this InvenioRDM archive instead, as a record with a DOI:
-    /// https://data.caltech.edu, https://zenodo.org, or a sandbox (token in
+    /// <https://data.caltech.edu>, <https://zenodo.org>, or a sandbox (token in
     /// CLIMA_ARTIFACTS_ARCHIVE_TOKEN; see docs/archive.md).
     #[arg(long, value_name = "URL")]
     pub archive: Option<String>,
