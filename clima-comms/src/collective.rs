@@ -296,32 +296,9 @@ fn merge_groups(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_error::TestError;
     use crate::{Singleton, on_thread_ranks};
     use std::sync::Mutex;
-
-    #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-    enum TestError {
-        Own(String),
-        Collective(CollectiveError),
-    }
-    impl From<CollectiveError> for TestError {
-        fn from(e: CollectiveError) -> Self {
-            TestError::Collective(e)
-        }
-    }
-    impl WireError for TestError {
-        fn to_wire(&self) -> Vec<u8> {
-            serde_json::to_vec(self).unwrap()
-        }
-        fn from_wire(bytes: &[u8]) -> Self {
-            serde_json::from_slice(bytes).unwrap_or_else(|e| {
-                TestError::Collective(CollectiveError::Undecodable {
-                    rank: 0,
-                    why: e.to_string(),
-                })
-            })
-        }
-    }
 
     #[test]
     fn the_root_decides_for_everyone() {

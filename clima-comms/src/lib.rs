@@ -234,3 +234,6 @@ mod tests {
         assert_eq!(by_ref.communicator_id(), None);
     }
 }
+
+#[cfg(test)]
+mod test_error;

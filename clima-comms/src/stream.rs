@@ -605,36 +605,8 @@ impl Read for BroadcastReader {
 mod tests {
     use super::*;
     use crate::on_thread_ranks;
+    use crate::test_error::TestError;
     use std::thread::JoinHandle;
-
-    #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-    enum TestError {
-        Own(String),
-        Collective(CollectiveError),
-    }
-    impl From<CollectiveError> for TestError {
-        fn from(e: CollectiveError) -> Self {
-            TestError::Collective(e)
-        }
-    }
-    impl WireError for TestError {
-        fn to_wire(&self) -> Vec<u8> {
-            crate::json_to_wire(self)
-        }
-        fn from_wire(bytes: &[u8]) -> Self {
-            crate::json_from_wire(bytes)
-        }
-    }
-    impl From<io::Error> for TestError {
-        fn from(e: io::Error) -> Self {
-            TestError::Own(e.to_string())
-        }
-    }
-    impl std::fmt::Display for TestError {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "{self:?}")
-        }
-    }
 
     #[test]
     fn frames_round_trip() {
