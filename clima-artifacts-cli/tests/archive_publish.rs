@@ -437,6 +437,27 @@ fn an_entry_without_a_license_is_refused_before_any_request() {
     assert!(server.requests().is_empty());
 }
 
+/// A plain-http archive that is not this machine would get the token unencrypted: refused
+/// before any request, with the message asking for the https:// address.
+#[test]
+fn a_plain_http_archive_elsewhere_is_refused_before_the_token_is_sent() {
+    let sb = Sandbox::new();
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    let out = sb
+        .cli()
+        .env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
+        .args(["publish", "era5", "--archive", "http://archive.invalid"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--archive `http://archive.invalid` is plain http: the token in CLIMA_ARTIFACTS_ARCHIVE_TOKEN would cross the network unencrypted; use the archive's https:// address"),
+        "{err}"
+    );
+    assert!(!err.contains(TOKEN), "{err}");
+}
+
 #[test]
 fn draft_stops_before_publishing_and_the_next_run_publishes_that_draft() {
     let sb = Sandbox::new();
