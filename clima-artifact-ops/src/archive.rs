@@ -1255,7 +1255,7 @@ fn find_or_pack(
     }
     // Pack the installed copy, as `create` would.
     let config = crate::depots::config().map_err(from_cli)?;
-    let depots = crate::depots::search_depots(&config);
+    let depots = config.search_depots();
     let Some((_, dir)) = crate::depots::installed_in(&depots, &variant.git_tree_sha1) else {
         return Err(ArchiveError::Input(format!(
             "no tarball of `{}`: found no `{file}` in `{}` or the current folder, and the \

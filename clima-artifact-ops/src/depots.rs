@@ -26,43 +26,40 @@ pub fn config() -> CliResult<Config> {
 
 pub use clima_artifact_runtime::manifest::layout::overrides_file as overrides_path;
 
-/// Every depot lookups search (the configured ones, then Julia's with interop on).
-pub fn search_depots(config: &Config) -> Vec<PathBuf> {
-    depot::search_depots(config)
-}
-
 /// The first configured depot in which `artifacts/` exists or can be created and written to.
-pub fn first_writable_depot(config: &Config) -> CliResult<PathBuf> {
-    depot::first_writable(config, "overrides").map_err(|e| CliError::failure(e.to_string()))
+pub fn first_writable_depot(config: &Config) -> CliResult<Depot> {
+    depot::first_writable(&config.depots, "overrides").map_err(|e| CliError::failure(e.to_string()))
 }
 
 /// The depot and directory of the first installed copy of `hash` among `depots` (the
-/// [`search_depots`], computed once by a caller that looks many hashes up).
-pub fn installed_in(depots: &[PathBuf], hash: &GitTreeSha1) -> Option<(PathBuf, PathBuf)> {
+/// [`Config::search_depots`], computed once by a caller that looks many hashes up).
+pub fn installed_in(depots: &[Depot], hash: &GitTreeSha1) -> Option<(Depot, PathBuf)> {
     depots
         .iter()
-        .find_map(|d| Depot::new(d).installed(hash).map(|dir| (d.clone(), dir)))
+        .find_map(|d| d.installed(hash).map(|dir| (d.clone(), dir)))
 }
 
 /// Every depot directory holding `hash` (a copy may sit in several depots).
 pub fn installed_everywhere(config: &Config, hash: &GitTreeSha1) -> Vec<PathBuf> {
-    search_depots(config)
+    config
+        .search_depots()
         .iter()
-        .filter_map(|d| Depot::new(d).installed(hash))
+        .filter_map(|d| d.installed(hash))
         .collect()
 }
 
 /// Every searched depot's parsed `Overrides.toml`, in depot order (missing files are empty).
 pub fn overrides_files(config: &Config) -> CliResult<Vec<OverridesFile>> {
-    search_depots(config)
+    config
+        .search_depots()
         .iter()
-        .map(|d| OverridesFile::load(&overrides_path(d)).map_err(CliError::from))
+        .map(|d| OverridesFile::load(&d.overrides_path()).map_err(CliError::from))
         .collect()
 }
 
 /// The merged overrides of every searched depot (Julia's rules: earlier depots win).
 pub fn overrides(config: &Config) -> CliResult<Overrides> {
-    Overrides::load(&search_depots(config)).map_err(|e| CliError::usage(e.to_string()))
+    Overrides::load(&config.search_depots()).map_err(|e| CliError::usage(e.to_string()))
 }
 
 /// Resolves the override of `hash`, if any (chains followed; broken ones are errors that name
@@ -80,7 +77,7 @@ pub fn resolve_override(
 pub fn record_usage(config: &Config, manifest: &Path) {
     if let Some(first) = config.depots.first() {
         let manifest = fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_path_buf());
-        depot::record_usage(first, &manifest);
+        first.record_usage(&manifest);
     }
 }
 
@@ -90,8 +87,9 @@ pub fn record_usage(config: &Config, manifest: &Path) {
 /// back. A missing or unreadable log is left alone.
 pub fn compact_usage_log(depot: &Path) -> CliResult {
     // Julia 1.13 rewrites this log under its pidfile: never at the same time as we do.
-    let _lock = clima_artifact_runtime::depot::lock_usage_log(depot);
-    let log = Depot::new(depot).usage_log();
+    let depot = Depot::new(depot);
+    let _lock = depot.lock_usage_log();
+    let log = depot.usage_log();
     let Ok(Some(text)) = read_log(&log) else {
         return Ok(());
     };

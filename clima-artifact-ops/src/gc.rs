@@ -119,11 +119,13 @@ use clima_artifact_manifest::layout::GC_MARK;
 pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> CliResult<Report> {
     let (manifests, mut referenced) = referencing_manifests(config, &options.manifests)?;
     let protected_paths = protected_by_overrides(config, &mut referenced)?;
-    let collected: Vec<PathBuf> = if options.all_depots {
-        config.depots.clone()
-    } else {
-        config.depots.iter().take(1).cloned().collect()
-    };
+    let take = if options.all_depots { usize::MAX } else { 1 };
+    let collected: Vec<PathBuf> = config
+        .depots
+        .iter()
+        .take(take)
+        .map(|d| d.root().to_path_buf())
+        .collect();
     for depot in &collected {
         refuse_planted_links(depot)?;
     }
@@ -140,7 +142,7 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
         let mut orphanage = Orphanage::load(depot)?;
         if !options.dry_run {
             reclaimed += reclaim_killed_gcs(depot);
-            reclaimed += clima_artifact_runtime::depot::reclaim_stale_partials(depot);
+            reclaimed += Depot::new(depot).reclaim_stale_partials();
         }
         installed += keep.scan(depot, &mut orphanage, &mut unreferenced);
         orphanage.keep_only_marked();
@@ -156,7 +158,7 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
             config
                 .depots
                 .iter()
-                .map(|d| format!("`{}`", Depot::new(d).usage_log().display()))
+                .map(|d| format!("`{}`", d.usage_log().display()))
                 .collect::<Vec<_>>()
                 .join(", "),
             unreferenced.len()
@@ -200,8 +202,8 @@ fn referencing_manifests(
     let mut manifests = Vec::new();
     let mut referenced = BTreeSet::new();
     let mut recorded = BTreeSet::new();
-    for depot in depots::search_depots(config) {
-        recorded.extend(depots::recorded_manifests(&depot)?);
+    for depot in config.search_depots() {
+        recorded.extend(depots::recorded_manifests(depot.root())?);
     }
     for path in recorded {
         if !path.is_file() {
@@ -259,9 +261,10 @@ fn protected_by_overrides(
 /// at folders of the victim's (their `~/.julia/artifacts`, their `~/.julia/logs`) for gc to
 /// delete or rewrite. A user's own symlinks (a depot moved to a bigger disk) are followed.
 /// The rule is the runtime's, which installs apply too
-/// ([`clima_artifact_runtime::depot::planted_link`]).
+/// ([`clima_artifact_runtime::depot::Depot::planted_link`]).
 fn refuse_planted_links(depot: &Path) -> CliResult {
-    let found = clima_artifact_runtime::depot::planted_link(depot)
+    let found = Depot::new(depot)
+        .planted_link()
         .map_err(|e| crate::error::io_error("check", depot, &e))?;
     if let Some(link) = found {
         return Err(CliError::failure(format!(

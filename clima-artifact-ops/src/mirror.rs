@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use clima_artifact_manifest::validate::is_name_placeholder;
 use clima_artifact_manifest::{ArtifactVariant, GitTreeSha1, Manifest, Platform, layout};
-use clima_artifact_runtime::depot::{self, LockedFile, Overrides};
+use clima_artifact_runtime::depot::{self, Depot, LockedFile, Overrides};
 use clima_artifact_runtime::{Config, Origin, ensure_variant};
 
 use crate::error::{CliError, CliResult};
@@ -366,11 +366,12 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
     let start = Instant::now();
     let depot_dir = crate::error::existing_dir(&options.depot, "depot")?;
     let mut config = options.config.clone();
-    config.depots = vec![depot_dir.clone()];
+    let depot = Depot::new(&depot_dir);
+    config.depots = vec![depot.clone()];
     config.julia_interop = false;
     config.julia_depots = Some(Vec::new());
     config.node_local_depot = None;
-    depot::first_writable(&config, "mirror").map_err(|e| CliError::usage(e.to_string()))?;
+    depot::first_writable(&config.depots, "mirror").map_err(|e| CliError::usage(e.to_string()))?;
 
     let (jobs, problems, other_platform, loaded) = plan(&options.manifests, &options.platform);
     let overrides = match &options.overrides {
@@ -383,7 +384,7 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
         }
         None => None,
     };
-    let existing = Overrides::load(std::slice::from_ref(&depot_dir))
+    let existing = Overrides::load(std::slice::from_ref(&depot))
         .map_err(|e| CliError::usage(e.to_string()))?;
 
     let queue = Mutex::new(jobs.iter().enumerate());
@@ -409,7 +410,7 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
     // `gc` of the depot keeps what a recorded manifest names: record every manifest mirrored.
     for manifest in &loaded {
         let m = std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.clone());
-        depot::record_usage(&depot_dir, &m);
+        depot.record_usage(&m);
     }
     Ok(Summary {
         depot: depot_dir,

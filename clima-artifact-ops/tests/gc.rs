@@ -26,7 +26,7 @@ fn collect_keeps_what_a_manifest_names_and_deletes_the_rest_after_the_delay() {
     std::fs::write(&manifest_path, &text).unwrap();
     let manifest = Manifest::parse(&text, &manifest_path).unwrap();
     let config = Config {
-        depots: vec![depot.clone()],
+        depots: vec![depot.clone().into()],
         julia_interop: false,
         ..Config::default()
     };

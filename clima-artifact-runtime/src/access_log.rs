@@ -32,7 +32,7 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use crate::GitTreeSha1;
-use crate::installed::Origin;
+use crate::Origin;
 
 pub use clima_artifact_provenance::record::{
     ArtifactRecord, CallSite, RecordedOrigin, merge_records,
@@ -84,40 +84,39 @@ impl AccessEvent {
     }
 }
 
-impl From<&Origin> for RecordedOrigin {
-    fn from(origin: &Origin) -> Self {
-        match origin {
-            Origin::Override { overrides_file } => RecordedOrigin::Override {
-                overrides_file: overrides_file.to_string_lossy().into_owned(),
-            },
-            Origin::Depot => RecordedOrigin::Depot,
-            Origin::Downloaded {
-                url,
-                bytes,
-                received_bytes,
-                reused_bytes,
-                seconds,
-            } => RecordedOrigin::Downloaded {
-                url: url.clone(),
-                bytes: *bytes,
-                received_bytes: Some(*received_bytes),
-                reused_bytes: Some(*reused_bytes),
-                seconds: *seconds,
-            },
-            Origin::Received {
-                node,
-                from_node,
-                url,
-                bytes,
-                seconds,
-            } => RecordedOrigin::Received {
-                node: node.clone(),
-                from_node: from_node.clone(),
-                url: url.clone(),
-                bytes: *bytes,
-                seconds: *seconds,
-            },
-        }
+/// How an access is recorded: the depot crate's origin in the provenance schema.
+fn recorded_origin(origin: &Origin) -> RecordedOrigin {
+    match origin {
+        Origin::Override { overrides_file } => RecordedOrigin::Override {
+            overrides_file: overrides_file.to_string_lossy().into_owned(),
+        },
+        Origin::Depot => RecordedOrigin::Depot,
+        Origin::Downloaded {
+            url,
+            bytes,
+            received_bytes,
+            reused_bytes,
+            seconds,
+        } => RecordedOrigin::Downloaded {
+            url: url.clone(),
+            bytes: *bytes,
+            received_bytes: Some(*received_bytes),
+            reused_bytes: Some(*reused_bytes),
+            seconds: *seconds,
+        },
+        Origin::Received {
+            node,
+            from_node,
+            url,
+            bytes,
+            seconds,
+        } => RecordedOrigin::Received {
+            node: node.clone(),
+            from_node: from_node.clone(),
+            url: url.clone(),
+            bytes: *bytes,
+            seconds: *seconds,
+        },
     }
 }
 
@@ -155,7 +154,7 @@ impl Entry {
             git_tree_sha1: hash,
             manifest: self.manifest.to_string_lossy().into_owned(),
             path: self.path.to_string_lossy().into_owned(),
-            origin: RecordedOrigin::from(&self.origin),
+            origin: recorded_origin(&self.origin),
             accesses: self.accesses,
             first_access: clima_artifact_fs::utc_timestamp(self.first_access),
             call_sites,

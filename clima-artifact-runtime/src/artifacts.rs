@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::{ArtifactVariant, Manifest, Platform, split_name_and_subpath};
 
+use crate::Installed;
 use crate::access_log::{self, AccessEvent};
 use crate::install;
-use crate::installed::Installed;
 use crate::resolve::with_subpath;
 use crate::{Config, Error, GitTreeSha1, depot};
 
@@ -119,7 +119,7 @@ impl Artifacts {
         let variant = self.variant(name)?;
         let installed = install::ensure_variant(name, variant, &self.manifest_path, &self.config)?;
         let full = with_subpath(name, &installed.path, sub)?;
-        depot::record_usage_of(&self.config, &installed, &self.manifest_path);
+        depot::record_usage_of(self.config.depots.first(), &installed, &self.manifest_path);
         access_log::record(AccessEvent::of(
             name,
             variant,
@@ -139,7 +139,7 @@ impl Artifacts {
     pub fn artifact_path(&self, spec: &str) -> Result<Option<PathBuf>, Error> {
         let (name, sub) = split_name_and_subpath(spec)?;
         let variant = self.variant(name)?;
-        let depots = depot::search_depots(&self.config);
+        let depots = self.config.search_depots();
         match depot::lookup(&variant.git_tree_sha1, &depots)? {
             Some(found) => Ok(Some(with_subpath(name, &found.path, sub)?)),
             None => Ok(None),
@@ -151,7 +151,7 @@ impl Artifacts {
     pub fn is_installed(&self, spec: &str) -> Result<bool, Error> {
         let (name, _) = split_name_and_subpath(spec)?;
         let variant = self.variant(name)?;
-        let depots = depot::search_depots(&self.config);
+        let depots = self.config.search_depots();
         Ok(depot::lookup(&variant.git_tree_sha1, &depots)?.is_some())
     }
 }

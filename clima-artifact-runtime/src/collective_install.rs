@@ -44,8 +44,9 @@ use std::path::{Path, PathBuf};
 use clima_artifact_manifest::ArtifactVariant;
 use clima_comms::{Context, requests_agree, root_decides};
 
+use crate::Installed;
 use crate::access_log::{self, AccessEvent};
-use crate::installed::Installed;
+use crate::depot::Depot;
 use crate::{Config, Error};
 
 /// Collective install: rank 0 of `ctx` calls [`crate::ensure_variant`] and broadcasts the
@@ -144,8 +145,8 @@ fn ensure_node_local(
     // 3. The leaders make the artifact available on every node with one download at most;
     //    the other ranks wait for their leader's outcome (an error is the same everywhere).
     let mut node_config = config.clone();
-    node_config.depots.retain(|d| d != node_depot);
-    node_config.depots.insert(0, node_depot.to_path_buf());
+    node_config.depots.retain(|d| d.root() != node_depot);
+    node_config.depots.insert(0, Depot::new(node_depot));
     root_decides(&*node, &format!("installing artifact `{name}`"), || {
         let Some(leaders) = leaders.as_deref() else {
             return Err(Error::from(clima_comms::CollectiveError::Undecodable {

@@ -34,15 +34,16 @@ use std::time::Duration;
 use clima_artifact_net::{NetConfig, ProxySettings};
 
 use crate::Error;
+use clima_artifact_depot::Depot;
 use clima_artifact_vars as vars;
 
 /// Settings of the install pipeline and lookups. [`Config::from_env`] reads the `CLIMA_ARTIFACTS_*`
 /// variables (the table of docs/environment.md); fields are public so tests and tools can build one
-/// directly, e.g. `Config { depots: vec![dir], ..Config::default() }`.
+/// directly, e.g. `Config { depots: vec![Depot::new(dir)], ..Config::default() }`.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Depots searched in order; installs go to the first writable one.
-    pub depots: Vec<PathBuf>,
+    pub depots: Vec<Depot>,
     /// Never touch the network (`CLIMA_ARTIFACTS_OFFLINE=1`); local-path and `file://`
     /// download sources are still used.
     pub offline: bool,
@@ -51,7 +52,7 @@ pub struct Config {
     /// Julia's depots to search when [`Config::julia_interop`] is set; `None` reads
     /// `JULIA_DEPOT_PATH` (default `~/.julia`) at lookup time (see
     /// [`julia_depots`](crate::depot::julia_depots)).
-    pub julia_depots: Option<Vec<PathBuf>>,
+    pub julia_depots: Option<Vec<Depot>>,
     /// TCP connect timeout.
     pub connect_timeout: Duration,
     /// Longest time without receiving a byte before a download is abandoned.
@@ -146,7 +147,7 @@ impl Default for Config {
     /// progress on.
     fn default() -> Config {
         Config {
-            depots: default_depot().into_iter().collect(),
+            depots: default_depot().into_iter().map(Depot::new).collect(),
             offline: false,
             julia_interop: false,
             julia_depots: None,
@@ -180,6 +181,18 @@ pub fn default_depot() -> Option<PathBuf> {
 }
 
 impl Config {
+    /// Every depot lookups search, in order: [`Config::depots`], then Julia's depots
+    /// ([`Config::julia_depots`], else [`julia_depots`](crate::depot::julia_depots)) when
+    /// [`Config::julia_interop`] is set.
+    pub fn search_depots(&self) -> Vec<Depot> {
+        let julia = self.julia_interop.then(|| {
+            self.julia_depots
+                .clone()
+                .unwrap_or_else(clima_artifact_depot::julia_depots)
+        });
+        clima_artifact_depot::search_order(&self.depots, julia)
+    }
+
     /// Reads the `CLIMA_ARTIFACTS_*` environment variables (the table of docs/environment.md); unset
     /// variables keep their [`Default`]. A bad value is an [`Error::Config`] naming the variable.
     pub fn from_env() -> Result<Config, Error> {
@@ -309,7 +322,7 @@ impl Config {
 
 /// `CLIMA_ARTIFACTS_DEPOT_PATH`: as Julia reads `JULIA_DEPOT_PATH`, an empty entry is the
 /// default depot at that position (`/scratch/depot:` = that depot, then the default one).
-fn parse_depots(v: &str) -> Result<Vec<PathBuf>, Error> {
+fn parse_depots(v: &str) -> Result<Vec<Depot>, Error> {
     let mut depots: Vec<PathBuf> = Vec::new();
     for part in v.split(':') {
         let depot = if part.is_empty() {
@@ -335,7 +348,7 @@ fn parse_depots(v: &str) -> Result<Vec<PathBuf>, Error> {
             &format!("`{}` is a relative path; use absolute paths", rel.display()),
         ));
     }
-    Ok(depots)
+    Ok(depots.into_iter().map(Depot::new).collect())
 }
 
 /// A whole number of `what`, at least 1.
@@ -434,7 +447,7 @@ mod tests {
         let default = default_depot().unwrap();
         assert_eq!(
             c.depots,
-            vec![PathBuf::from("/a"), PathBuf::from("/b"), default]
+            vec![Depot::new("/a"), Depot::new("/b"), Depot::new(default)]
         );
         assert!(c.offline && c.julia_interop && !c.progress);
         assert_eq!(c.connect_timeout, Duration::from_millis(2500));
@@ -450,7 +463,10 @@ mod tests {
     #[test]
     fn empty_depot_path_entries_are_the_default_depot_in_place() {
         let default = default_depot().unwrap();
-        let depots = |v: &str| cfg(&[("CLIMA_ARTIFACTS_DEPOT_PATH", v)]).unwrap().depots;
+        let depots = |v: &str| -> Vec<PathBuf> {
+            let c = cfg(&[("CLIMA_ARTIFACTS_DEPOT_PATH", v)]).unwrap();
+            c.depots.iter().map(|d| d.root().to_path_buf()).collect()
+        };
         let p = |s: &str| PathBuf::from(s);
         assert_eq!(depots("/a::/b"), vec![p("/a"), default.clone(), p("/b")]);
         assert_eq!(depots(":/a"), vec![default.clone(), p("/a")]);
@@ -458,7 +474,12 @@ mod tests {
         assert_eq!(depots(":"), vec![default.clone()]);
         assert_eq!(depots("/a:/a:"), vec![p("/a"), default.clone()]);
         // Set but empty: the same as unset.
-        assert_eq!(depots(""), Config::default().depots);
+        let defaults: Vec<PathBuf> = Config::default()
+            .depots
+            .iter()
+            .map(|d| d.root().to_path_buf())
+            .collect();
+        assert_eq!(depots(""), defaults);
     }
 
     #[test]

@@ -63,40 +63,10 @@ pub enum Error {
         #[source]
         cause: IoCause,
     },
-    /// None of the depots can be written to.
-    #[error(
-        "no writable depot to install artifact `{name}` into; tried {}. Set {DEPOT_PATH} to a writable directory (colon-separated list)",
-        render_tried(tried),
-        DEPOT_PATH = clima_artifact_vars::DEPOT_PATH
-    )]
-    NoWritableDepot {
-        /// The artifact being installed.
-        name: String,
-        /// Each depot tried and why it is not writable.
-        tried: Vec<(PathBuf, String)>,
-    },
-    /// A depot's `artifacts` or `logs` folder is reached through a symlink that another user
-    /// owns (see [`crate::depot::planted_link`]): installing there would write locks, partial
-    /// downloads and temp dirs into that user's target, and clean up there.
-    #[error(
-        "not installing artifact `{name}` into the depot `{}`: {link}; nothing was written or \
-         removed there. Remove the link (or have its owner remove it), or take this depot out \
-         of {DEPOT_PATH}",
-        depot.display(),
-        DEPOT_PATH = clima_artifact_vars::DEPOT_PATH
-    )]
-    PlantedDepotLink {
-        /// The artifact being installed.
-        name: String,
-        /// The depot.
-        depot: PathBuf,
-        /// The link, its owner and why it is refused (escaped for printing).
-        link: String,
-    },
     /// The artifact is not installed and offline mode forbids downloading it.
     #[error(
         "artifact `{name}` ({hash}) is not installed in any depot ({}) and {OFFLINE} is set, so it cannot be downloaded from {}; run `clima-artifacts fetch` on a machine with network access (into a depot listed here), or unset {OFFLINE}",
-        render_paths(depots),
+        clima_artifact_depot::render_paths(depots),
         render_urls(urls),
         OFFLINE = clima_artifact_vars::OFFLINE
     )]
@@ -125,22 +95,6 @@ pub enum Error {
         manifest: PathBuf,
         /// The `Overrides.toml` to add the line to (in the first depot).
         overrides_file: PathBuf,
-    },
-    /// An override points to a path that does not exist.
-    #[error(
-        "`{}` line {line} overrides {hash} with `{}`, which does not exist; fix or remove that line",
-        overrides_file.display(),
-        target.display()
-    )]
-    OverrideTargetMissing {
-        /// The overrides file holding the entry.
-        overrides_file: PathBuf,
-        /// Line of the entry.
-        line: u32,
-        /// The overridden hash.
-        hash: GitTreeSha1,
-        /// The missing target.
-        target: PathBuf,
     },
     /// A model's first use would download more than `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE`.
     #[error(
@@ -198,53 +152,6 @@ pub enum Error {
         /// `CLIMA_ARTIFACTS_DEPOT_PATH`.
         setting: String,
     },
-    /// An override points to something that exists but is not a directory (artifacts are
-    /// directories).
-    #[error(
-        "`{}` line {line} overrides {hash} with `{}`, which is {found}, not a directory; an \
-         override must name the folder that holds the artifact's files: fix or remove that line",
-        overrides_file.display(),
-        target.display()
-    )]
-    OverrideTargetNotADirectory {
-        /// The overrides file holding the entry.
-        overrides_file: PathBuf,
-        /// Line of the entry.
-        line: u32,
-        /// The overridden hash.
-        hash: GitTreeSha1,
-        /// The target that is not a directory.
-        target: PathBuf,
-        /// What it is instead.
-        found: String,
-    },
-    /// Overrides map a hash to another hash that is not installed anywhere.
-    #[error(
-        "`{}` line {line} overrides {hash} with artifact {target}, which is not installed in any depot ({}); install {target} or fix that line",
-        overrides_file.display(),
-        render_paths(depots)
-    )]
-    OverrideTargetNotInstalled {
-        /// The overrides file holding the entry.
-        overrides_file: PathBuf,
-        /// Line of the entry.
-        line: u32,
-        /// The overridden hash.
-        hash: GitTreeSha1,
-        /// The hash it points to.
-        target: GitTreeSha1,
-        /// Depots that were searched.
-        depots: Vec<PathBuf>,
-    },
-    /// Hash-to-hash overrides form a cycle.
-    #[error(
-        "override cycle: {}; break the cycle by editing one of these files",
-        render_cycle(chain)
-    )]
-    OverrideCycle {
-        /// Each step: the hash, and the overrides file and line that redirects it.
-        chain: Vec<(GitTreeSha1, PathBuf, u32)>,
-    },
     /// Every download source failed; lists each URL and why, then what to do next.
     #[error(
         "could not install artifact `{name}` ({hash}): {}:{}\ncheck the {} in `{}` for artifact `{name}`, or make the data available locally: {}",
@@ -265,20 +172,6 @@ pub enum Error {
         manifest: PathBuf,
         /// The `Overrides.toml` where a line pointing at a local copy would go (first depot).
         overrides_file: PathBuf,
-    },
-    /// Another process held the artifact's lock for too long.
-    #[error(
-        "timed out after {seconds}s waiting for `{}` ({holder}); if that process is stuck, stop it, or raise {LOCK_TIMEOUT} (seconds)",
-        path.display(),
-        LOCK_TIMEOUT = clima_artifact_vars::LOCK_TIMEOUT
-    )]
-    LockTimeout {
-        /// The lock file.
-        path: PathBuf,
-        /// The timeout in seconds.
-        seconds: u64,
-        /// Who holds it, as written in the lock file (e.g. `pid 1234 on node7`).
-        holder: String,
     },
     /// A `name/sub/path` points inside an artifact where nothing exists.
     #[error(
@@ -307,37 +200,6 @@ pub enum Error {
         root_request: String,
         /// Each other rank that asked for something else, and what.
         mismatches: Vec<(usize, String)>,
-    },
-    /// The node-local depot (MPI node-local mode) cannot be created.
-    #[error(
-        "cannot create the node-local depot `{}` (set by {NODE_LOCAL_DEPOT}): {cause}; point {NODE_LOCAL_DEPOT} at a writable folder on each node, or unset it to install into the shared depot",
-        path.display(),
-        NODE_LOCAL_DEPOT = clima_artifact_vars::NODE_LOCAL_DEPOT
-    )]
-    NodeLocalDepot {
-        /// The node depot.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        cause: IoCause,
-    },
-    /// The node-local depot (MPI node-local mode) is not private to this user: another user
-    /// could have planted what it holds: the folder or its `artifacts` folder belongs to
-    /// someone else, others can write to it, or another user's symlink is on the way.
-    #[error(
-        "not using the node-local depot `{}` (set by {NODE_LOCAL_DEPOT}): {why}; \
-         nothing was read or written there. A node depot must be yours and writable only by \
-         you: point {NODE_LOCAL_DEPOT} at a folder of your own that does not \
-         exist yet (the job creates it, e.g. `$TMPDIR/clima-depot`), or unset it to use the \
-         shared depot",
-        path.display(),
-        NODE_LOCAL_DEPOT = clima_artifact_vars::NODE_LOCAL_DEPOT
-    )]
-    NodeLocalDepotNotPrivate {
-        /// The node depot.
-        path: PathBuf,
-        /// What makes it not private (escaped for printing).
-        why: String,
     },
     /// A collective install failed on one node (node-local mode); every rank reports it.
     #[error("on node `{node}` (its installing rank is rank {rank} of {context}): {message}")]
@@ -378,6 +240,11 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A depot refused the operation: no writable depot, a planted link, an override that
+    /// cannot be followed, a lock held too long, a node-local depot that is not private (the
+    /// crate `clima-artifact-depot`).
+    #[error(transparent)]
+    Depot(clima_artifact_depot::Error),
     /// The collective step itself failed (an undecodable answer from another rank, a panic on
     /// the root).
     #[error(transparent)]
@@ -559,17 +426,6 @@ impl fmt::Debug for Error {
     }
 }
 
-fn render_paths(paths: &[PathBuf]) -> String {
-    if paths.is_empty() {
-        return "none configured".to_owned();
-    }
-    paths
-        .iter()
-        .map(|p| format!("`{}`", p.display()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The next step shared by errors that end with "use a local copy instead": the exact
 /// `Overrides.toml` line and the file to add it to.
 fn render_override_hint(
@@ -588,31 +444,6 @@ fn render_urls(urls: &[String]) -> String {
         .map(|u| format!("`{u}`"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn render_tried(tried: &[(PathBuf, String)]) -> String {
-    if tried.is_empty() {
-        return "none (no depot is configured)".to_owned();
-    }
-    tried
-        .iter()
-        .map(|(p, why)| format!("`{}` ({why})", p.display()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn render_cycle(chain: &[(GitTreeSha1, PathBuf, u32)]) -> String {
-    let mut s = String::new();
-    for (i, (hash, file, line)) in chain.iter().enumerate() {
-        if i > 0 {
-            s.push_str(" -> ");
-        }
-        let _ = write!(s, "{hash} (`{}` line {line})", file.display());
-    }
-    if let Some((first, _, _)) = chain.first() {
-        let _ = write!(s, " -> {first}");
-    }
-    s
 }
 
 fn render_attempts(attempts: u32) -> String {
@@ -661,6 +492,17 @@ impl From<clima_artifact_net::NetError> for Error {
     }
 }
 
+/// A depot's error: its manifest errors (a malformed `Overrides.toml`) stay
+/// [`Error::Manifest`], the rest is [`Error::Depot`].
+impl From<clima_artifact_depot::Error> for Error {
+    fn from(e: clima_artifact_depot::Error) -> Error {
+        match e {
+            clima_artifact_depot::Error::Manifest(m) => Error::Manifest(m),
+            other => Error::Depot(other),
+        }
+    }
+}
+
 impl Error {
     /// An [`Error::Io`] for `action` on `path`.
     pub fn io(action: impl Into<String>, path: impl Into<PathBuf>, source: io::Error) -> Error {
@@ -674,7 +516,10 @@ impl Error {
     /// The kind of the underlying I/O error, if this is an I/O failure.
     pub fn io_kind(&self) -> Option<io::ErrorKind> {
         match self {
-            Error::Io { cause, .. } | Error::NodeLocalDepot { cause, .. } => Some(cause.kind()),
+            Error::Io { cause, .. }
+            | Error::Depot(clima_artifact_depot::Error::NodeLocalDepot { cause, .. }) => {
+                Some(cause.kind())
+            }
             _ => None,
         }
     }
@@ -704,6 +549,7 @@ impl WireError for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clima_artifact_depot::Error as DepotError;
     use clima_artifact_manifest::ManifestErrorKind;
 
     fn h(c: char) -> GitTreeSha1 {
@@ -768,17 +614,17 @@ mod tests {
                     )),
                 }],
             },
-            Error::OverrideCycle {
+            Error::Depot(DepotError::OverrideCycle {
                 chain: vec![
                     (h('a'), "/d/Overrides.toml".into(), 1),
                     (h('b'), "/e".into(), 2),
                 ],
-            },
-            Error::LockTimeout {
+            }),
+            Error::Depot(DepotError::LockTimeout {
                 path: "/d/x.lock".into(),
                 seconds: 3,
                 holder: "pid 7".into(),
-            },
+            }),
             Error::RanksOutOfStep {
                 context: "MPI_COMM_WORLD (4 ranks)".into(),
                 root_request: "`era5` (aaaa)".into(),

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
-use clima_artifact_vars::{DEPOT_PATH, LOCK_TIMEOUT, RETRIES};
+use clima_artifact_vars::{DEPOT_PATH, RETRIES};
 
 use clima_artifact_manifest::{ArtifactVariant, Download, layout};
 use clima_artifact_net::ranged::{self, Kept, Large};
@@ -44,14 +44,15 @@ use clima_artifact_net::source::{self as download, ResumeRefused};
 use clima_artifact_net::trust::redact_url;
 use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken, Tap};
 
-use crate::depot::{self, lookup};
+use crate::depot::{
+    Depot, InstallLock, Locked, Wait, first_writable, lock_for_install, lookup, partial_name,
+    try_lock_for_install,
+};
+use crate::depot::{HolderNote, LockedFile, TempDir};
 use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
-use crate::installed::{Installed, Origin};
-use crate::julia_lock::{self, JuliaPidfile, Take};
-use crate::locked_file::{HolderNote, LockedFile};
 use crate::progress::{DownloadStart, Transfer};
-use crate::temp_dir::TempDir;
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
+use crate::{Installed, Origin};
 use clima_artifact_progress::notice;
 
 /// Makes one artifact variant available: override, else an installed copy in any depot, else a
@@ -92,7 +93,7 @@ pub(crate) fn ensure_variant_tapped(
 ) -> Result<Installed, Error> {
     let manifest = ManifestPlace::of(manifest);
     let hash = variant.git_tree_sha1;
-    let depots = depot::search_depots(config);
+    let depots = config.search_depots();
     if let Some(found) = lookup(&hash, &depots)? {
         return Ok(found);
     }
@@ -114,178 +115,73 @@ pub(crate) fn ensure_variant_tapped(
         return Err(Error::Offline {
             name: name.to_owned(),
             hash,
-            depots,
+            depots: depots.iter().map(|d| d.root().to_path_buf()).collect(),
             urls: skipped.iter().map(|d| d.url.clone()).collect(),
         });
     }
     let (_lock, mut target) = match lock_target(name, &hash, &depots, config)? {
-        Locked::Installed(found) => return Ok(found),
-        Locked::Target(lock, target) => (lock, target),
+        Err(found) => return Ok(found),
+        Ok(locked) => locked,
     };
     partials_depot(name, &hash, config, &mut target);
     download_and_install(name, variant, &allowed, manifest, config, target, taps)
 }
 
-/// What [`lock_target`] found.
-enum Locked {
-    /// Another process (ours or Julia's) installed the artifact while this one waited.
-    Installed(Installed),
-    /// The locks, held until the install ends, and where the install goes.
-    Target(Box<InstallLocks>, InstallTarget),
-}
+/// The locks of an install, held until it ends, and its target; or the copy another process
+/// installed while this one waited.
+type LockedTarget = Result<(InstallLock, InstallTarget), Installed>;
 
-/// The locks an install holds: Julia's pidfile (dropped, so released, first) and our own lock.
-struct InstallLocks {
-    _julia: Option<JuliaPidfile>,
-    _ours: LockedFile,
-}
-
-/// Locks the artifact in the first writable depot (waiting for another holder: our lock, then
-/// Julia's pidfile, see [`wait_for_julia`]), looks again in `depots` (another process may have
-/// installed it meanwhile) and reclaims the temp dirs of dead processes.
+/// Locks the artifact in the first writable depot of `config` (waiting for another holder:
+/// our lock, then Julia's pidfile), looks again in `depots` (another process may have
+/// installed it meanwhile) and reclaims the temp dirs of dead processes: `Err` with the copy
+/// another process installed meanwhile.
 fn lock_target(
     name: &str,
     hash: &GitTreeSha1,
-    depots: &[PathBuf],
+    depots: &[Depot],
     config: &Config,
-) -> Result<Locked, Error> {
-    let target = depot::first_writable(config, name)?;
-    let lock = LockedFile::acquire_telling(
-        &layout::lock_file(&target, hash),
-        &format!("artifact `{name}` ({hash})"),
-        config.lock_timeout,
-        config.progress,
-    )?;
-    let julia = match wait_for_julia(name, hash, &target, depots, config, &lock)? {
-        Ok(pidfile) => pidfile,
-        Err(found) => return Ok(Locked::Installed(found)),
+) -> Result<LockedTarget, Error> {
+    let wait = Wait {
+        timeout: config.lock_timeout,
+        tell: config.progress,
     };
-    Ok(locked(lock, julia, target, hash, depots))
-}
-
-/// With our lock `lock` of `hash` in `target` held, takes Julia's pidfile of the artifact
-/// (Pkg 1.13's install lock, see [`crate::julia_lock`]): while a live Julia process holds it,
-/// waits (at most `CLIMA_ARTIFACTS_LOCK_TIMEOUT`, as for our lock), looking in `depots` for the
-/// artifact meanwhile: `Err` with it when that process installed it. `Ok(None)` when the
-/// pidfile cannot be used (logged; the install goes on under our lock alone).
-fn wait_for_julia(
-    name: &str,
-    hash: &GitTreeSha1,
-    target: &Path,
-    depots: &[PathBuf],
-    config: &Config,
-    lock: &LockedFile,
-) -> Result<Result<Option<JuliaPidfile>, Installed>, Error> {
-    let dead = lock.dead_holder();
-    let path = julia_lock::pidfile_path(target, hash);
-    let start = Instant::now();
-    let mut pause = Duration::from_millis(5);
-    let mut told: Option<julia_lock::Holder> = None;
-    loop {
-        let holder = match JuliaPidfile::try_take(target, hash, dead.as_ref()) {
-            Take::Held(pidfile) => {
-                if told.is_some() && config.progress {
-                    notice::info(&format!(
-                        "Julia's install lock of `{name}` is free after {:.1} s",
-                        start.elapsed().as_secs_f64()
-                    ));
-                }
-                return Ok(Ok(Some(pidfile)));
-            }
-            Take::Unusable(why) => {
-                notice::warn(&format!(
-                    "{why}; continuing without it (a Julia 1.13 process installing `{name}` at \
-                     the same time downloads it too)"
-                ));
-                return Ok(Ok(None));
-            }
-            Take::Busy(holder) => holder,
-        };
-        let changed = told
-            .as_ref()
-            .is_none_or(|t| (t.pid, &t.host) != (holder.pid, &holder.host));
-        if changed && config.progress {
-            notice::info(&format!(
-                "waiting for a Julia process ({}) installing `{name}`: it holds Pkg's install \
-                 lock `{}`; waiting at most {} s ({LOCK_TIMEOUT})",
-                holder.describe(),
-                path.display(),
-                config.lock_timeout.as_secs()
-            ));
-        }
-        if start.elapsed() >= config.lock_timeout {
-            return Err(Error::LockTimeout {
-                path,
-                seconds: config.lock_timeout.as_secs_f64().ceil() as u64,
-                holder: format!("held by a Julia process, {}", holder.describe()),
-            });
-        }
-        told = Some(holder);
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(200));
-        // The Julia process renames the artifact into place before it releases its pidfile.
-        if let Some(path) = depot::find_installed(depots, hash) {
-            return Ok(Err(Installed {
-                path,
-                origin: Origin::Depot,
-            }));
-        }
-    }
+    Ok(target_of(lock_for_install(
+        name,
+        hash,
+        &config.depots,
+        depots,
+        wait,
+    )?))
 }
 
 /// [`lock_target`] without waiting: `None` when another holder (ours or Julia's) has the lock.
 fn try_lock_target(
     name: &str,
     hash: &GitTreeSha1,
-    depots: &[PathBuf],
+    depots: &[Depot],
     config: &Config,
-) -> Result<Option<Locked>, Error> {
-    let target = depot::first_writable(config, name)?;
-    let Some(lock) = LockedFile::try_acquire(&layout::lock_file(&target, hash)) else {
-        return Ok(None);
-    };
-    let dead = lock.dead_holder();
-    let julia = match JuliaPidfile::try_take(&target, hash, dead.as_ref()) {
-        Take::Held(pidfile) => Some(pidfile),
-        Take::Busy(_) => return Ok(None),
-        Take::Unusable(why) => {
-            notice::warn(&format!("{why}; continuing without it"));
-            None
-        }
-    };
-    Ok(Some(locked(lock, julia, target, hash, depots)))
+) -> Result<Option<LockedTarget>, Error> {
+    Ok(try_lock_for_install(name, hash, &config.depots, depots)?.map(target_of))
 }
 
-/// With the artifact's `lock` (and Julia's pidfile `julia`) in `target` held: another look,
-/// else the stale temp dirs reclaimed and the install's target.
-fn locked(
-    lock: LockedFile,
-    julia: Option<JuliaPidfile>,
-    target: PathBuf,
-    hash: &GitTreeSha1,
-    depots: &[PathBuf],
-) -> Locked {
-    if let Some(path) = depot::find_installed(depots, hash) {
-        return Locked::Installed(Installed {
-            path,
-            origin: Origin::Depot,
-        });
+/// The install's target once its locks are held, or the copy found meanwhile.
+fn target_of(locked: Locked) -> LockedTarget {
+    match locked {
+        Locked::Installed(found) => Err(found),
+        Locked::Held(lock, depot) => {
+            let note = lock.note();
+            Ok((
+                lock,
+                InstallTarget {
+                    partials: depot.clone(),
+                    dir: depot,
+                    note,
+                    _partials_lock: None,
+                    partials_note: None,
+                },
+            ))
+        }
     }
-    depot::Depot::new(&target).reclaim_stale(Some(hash));
-    let note = lock.note();
-    Locked::Target(
-        Box::new(InstallLocks {
-            _julia: julia,
-            _ours: lock,
-        }),
-        InstallTarget {
-            partials: target.clone(),
-            dir: target,
-            note,
-            _partials_lock: None,
-            partials_note: None,
-        },
-    )
 }
 
 /// In node-local mode (`target` is the node depot, which the end of a job may wipe), where the
@@ -293,13 +189,13 @@ fn locked(
 /// depot of `config`, with its lock of `hash` held for the download. Without one (or while
 /// another installer holds that lock) it stays in `target`, and the note says so.
 fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut InstallTarget) {
-    if config.node_local_depot.as_deref() != Some(target.dir.as_path()) {
+    if config.node_local_depot.as_deref() != Some(target.dir.root()) {
         return;
     }
-    let mut shared = config.clone();
-    shared.depots.retain(|d| *d != target.dir);
-    let why = match depot::first_writable(&shared, name) {
-        Ok(depot) => match LockedFile::try_acquire(&layout::lock_file(&depot, hash)) {
+    let mut shared = config.depots.clone();
+    shared.retain(|d| *d != target.dir);
+    let why = match first_writable(&shared, name) {
+        Ok(depot) => match depot.try_lock(hash) {
             Some(lock) => {
                 target.partials = depot;
                 target._partials_lock = Some(lock);
@@ -307,7 +203,7 @@ fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut 
             }
             None => format!(
                 "another installer holds its lock in the shared depot `{}`",
-                depot.display()
+                depot.root().display()
             ),
         },
         Err(e) => format!("no shared depot can keep it ({e})"),
@@ -316,7 +212,7 @@ fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut 
         "the partial download of `{name}` is kept in the node-local depot `{}`, which the end \
          of the job may wipe: {why}; a later job starts this download over. Set \
          {DEPOT_PATH} to a writable shared folder to continue it in the next job",
-        target.dir.display()
+        target.dir.root().display()
     ));
 }
 
@@ -353,15 +249,15 @@ pub(crate) fn install_received(
 ) -> Result<Option<Installed>, Error> {
     let manifest = ManifestPlace::of(manifest);
     let hash = variant.git_tree_sha1;
-    let depots = depot::search_depots(config);
+    let depots = config.search_depots();
     let (_lock, target) = match try_lock_target(name, &hash, &depots, config)? {
-        Some(Locked::Installed(found)) => return Ok(Some(found)),
-        Some(Locked::Target(lock, target)) => (lock, target),
+        Some(Err(found)) => return Ok(Some(found)),
+        Some(Ok(locked)) => locked,
         None => return Ok(None),
     };
     if let Some(length) = incoming.length {
         let from = format!("the length node `{}` announced", incoming.from_node);
-        check_room(name, (length, &from), &target.dir, config)?;
+        check_room(name, (length, &from), target.dir.root(), config)?;
     }
     // The bytes arrive as fast as the sender reads them: no low-speed rule here.
     let mut net = config.net();
@@ -475,11 +371,11 @@ fn depot_setting(config: &Config, depot: &Path) -> &'static str {
 
 /// The depot an install goes to, and the lock's holder line to keep up to date.
 struct InstallTarget {
-    dir: PathBuf,
+    dir: Depot,
     note: Option<HolderNote>,
     /// The depot whose `artifacts` folder keeps a large download's partial file: `dir`, or
     /// in node-local mode the shared depot (see [`partials_depot`]).
-    partials: PathBuf,
+    partials: Depot,
     /// That depot's lock of the artifact, held while its partial file is used (when it is
     /// not `dir`, whose lock the install holds anyway).
     _partials_lock: Option<LockedFile>,
@@ -587,13 +483,12 @@ fn is_network(url: &str, manifest_dir: &Path) -> bool {
 /// The `Overrides.toml` that error messages suggest adding a line to: the first depot's, whose
 /// entries win over all others.
 fn suggested_overrides_file(config: &Config) -> PathBuf {
-    let first = config
-        .depots
-        .first()
-        .cloned()
-        .or_else(crate::config::default_depot)
-        .unwrap_or_else(|| PathBuf::from("<depot>"));
-    layout::overrides_file(&first)
+    match config.depots.first() {
+        Some(first) => first.overrides_path(),
+        None => layout::overrides_file(
+            &crate::config::default_depot().unwrap_or_else(|| PathBuf::from("<depot>")),
+        ),
+    }
 }
 
 /// Where the manifest of a variant is, decided once: the file that messages name, and the
@@ -741,7 +636,7 @@ fn download_and_install(
         check_room(
             name,
             (size, "its size in the manifest"),
-            &target.dir,
+            target.dir.root(),
             config,
         )?;
     }
@@ -945,7 +840,7 @@ impl InstallRequest<'_> {
         match (&result, kept) {
             (Ok(_), Some(kept)) => {
                 kept.remove();
-                depot::Depot::new(&self.target.partials).remove_partials(&self.hash);
+                self.target.partials.remove_partials(&self.hash);
             }
             (Err(e), Some(kept))
                 if !e.is_transient()
@@ -989,7 +884,7 @@ impl InstallRequest<'_> {
 
     /// A new temp dir in the target depot for an install from `url`.
     fn new_temp_dir(&self, url: &str) -> Result<TempDir, SourceFailure> {
-        let tmp_path = depot::Depot::new(&self.target.dir).new_temp_dir(&self.hash);
+        let tmp_path = self.target.dir.new_temp_dir(&self.hash);
         // Private while it is filled; the verified artifact gets 0o755 before its rename.
         TempDir::create(tmp_path.clone()).map_err(|e| SourceFailure::Install {
             url: url.to_owned(),
@@ -1152,7 +1047,7 @@ impl InstallRequest<'_> {
             }
             .into());
         };
-        let artifacts = layout::artifacts_dir(&self.target.partials);
+        let artifacts = self.target.partials.artifacts_dir();
         let Ok(dir) = clima_artifact_fs::Dir::open(&artifacts) else {
             return Ok(download::open(
                 agent,
@@ -1161,10 +1056,11 @@ impl InstallRequest<'_> {
                 &self.net,
             )?);
         };
-        let partial = depot::partial_name(&self.hash, url);
+        let partial = partial_name(&self.hash, url);
         // The room a partial file needs is checked with the install's own rule and error.
         let no_room = std::cell::RefCell::new(None);
-        let (dir_of_install, dir_of_partial) = (&self.target.dir, &self.target.partials);
+        let (dir_of_install, dir_of_partial) =
+            (self.target.dir.root(), self.target.partials.root());
         let room = |partial: u64, length: u64| {
             let from = format!(
                 "the server's Content-Length of {}: {} more for the partial download it is kept \
@@ -1323,7 +1219,10 @@ impl InstallRequest<'_> {
         // A full disk names the setting that put the depot there.
         let text = match e {
             ExtractError::LowDiskSpace { .. } | ExtractError::LowInodes { .. } => {
-                format!("{e} ({})", depot_setting(self.config, &self.target.dir))
+                format!(
+                    "{e} ({})",
+                    depot_setting(self.config, self.target.dir.root())
+                )
             }
             _ => e.to_string(),
         };
@@ -1389,7 +1288,7 @@ impl InstallRequest<'_> {
 
     /// Renames the verified `tmp` to `<depot>/artifacts/<hash>`.
     fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
-        let dest = layout::artifact_dir(&self.target.dir, &self.hash);
+        let dest = self.target.dir.artifact_dir(&self.hash);
         // The artifact's own folder is 0o755 like every folder inside it, whatever the umask.
         tmp.dir()
             .set_mode(0o755)

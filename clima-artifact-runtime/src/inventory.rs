@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use clima_artifact_manifest::GitTreeSha1;
 use linkme::distributed_slice;
 
-use crate::installed::Installed;
+use crate::Installed;
 use crate::resolve::MacroSite;
 use crate::{Context, Error};
 

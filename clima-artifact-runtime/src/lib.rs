@@ -30,8 +30,9 @@
 //! # Modules for tools (the CLI, test harnesses, other front ends)
 //!
 //! - [`depot`]: [`depot::Depot`] (every path of a depot, its install temp dirs and their
-//!   reclamation, the usage log), overrides, lookups, locks; [`ensure_variant`] installs one
-//!   manifest variant ([`Installed`], [`Origin`]).
+//!   reclamation, the usage log), overrides, lookups, locks (the crate
+//!   `clima-artifact-depot`); [`ensure_variant`] installs one manifest variant ([`Installed`],
+//!   [`Origin`]).
 //! - [`extract`]: safe tar extraction that hashes every blob while writing it;
 //!   [`tree_hash`]: git tree SHA-1 of a folder (both the crate `clima-artifact-extract`).
 //! - [`trust`]: which TLS roots and unverified hosts downloads use (from the network crate,
@@ -46,7 +47,6 @@
 //! Where things happen inside (private modules): `install` (an install request and its
 //! attempts, package server first: source -> sha256 -> decompress -> tar -> temp dir ->
 //! rename, with the retries around each), `config` (reading the variables once),
-//! `locked_file` (per-artifact locks between processes),
 //! `collective_install` (who installs under MPI), `node_stream` (node-local mode: one
 //! download per job, broadcast to one leader per node, verified and installed there), `resolve` (the resolver behind the macro).
 //! Run sync of output files is a separate crate, `clima-artifact-sync`.
@@ -57,16 +57,14 @@ mod config;
 mod debug_speed;
 mod error;
 mod install;
-mod installed;
-mod julia_lock;
-mod locked_file;
 mod macros;
 mod node_stream;
 mod resolve;
-mod temp_dir;
 
 pub mod access_log;
-pub mod depot;
+/// Depots: every path of a depot, lookups, overrides, locks, install temp dirs and their
+/// reclamation, the usage log (the crate `clima-artifact-depot`).
+pub use clima_artifact_depot as depot;
 /// Safe tar extraction that hashes every blob while writing it (the crate
 /// `clima-artifact-extract`).
 pub use clima_artifact_extract as extract;
@@ -84,6 +82,7 @@ pub mod __private;
 
 pub use access_log::{AccessEvent, ArtifactRecord};
 pub use artifacts::Artifacts;
+pub use clima_artifact_depot::{Installed, Origin};
 pub use clima_artifact_manifest as manifest;
 pub use clima_artifact_manifest::{GitTreeSha1, GitTreeSha256, Platform, Sha256};
 pub use clima_artifact_net::NetError;
@@ -95,6 +94,5 @@ pub use collective_install::ensure_collective;
 pub use config::Config;
 pub use error::{Error, IoCause, SourceFailure};
 pub use install::ensure_variant;
-pub use installed::{Installed, Origin};
 pub use macros::set_macro_config;
 pub use report::{Report, ReportGuard, report};

@@ -41,8 +41,8 @@ use clima_comms::stream::{
 use clima_comms::{CollectiveError, Context, all_succeed, reduce_values, root_decides};
 
 use crate::install::{self, Fetch, Incoming, Taps};
-use crate::installed::{Installed, Origin};
 use crate::{Config, Error, depot};
+use crate::{Installed, Origin};
 
 /// This node's name in messages and records: `CLIMA_ARTIFACTS_NODE_ID`, else the host name,
 /// with control characters escaped (it reaches every rank's error and the job's log).
@@ -298,12 +298,12 @@ fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
 /// Step 1 on one leader: the node depot exists and is private, and the artifact is found or
 /// not.
 fn look(me: &Leader<'_>) -> Found {
-    let looked = depot::private_node_depot(me.node_depot)
-        .and_then(|()| depot::lookup(&me.variant.git_tree_sha1, &depot::search_depots(me.config)));
+    let looked = depot::create_private_node_depot(me.node_depot)
+        .and_then(|()| depot::lookup(&me.variant.git_tree_sha1, &me.config.search_depots()));
     match looked {
         Ok(Some(have)) => Found::Have(have),
         Ok(None) => Found::Need,
-        Err(e) => Found::Failed(e.to_wire()),
+        Err(e) => Found::Failed(Error::from(e).to_wire()),
     }
 }
 

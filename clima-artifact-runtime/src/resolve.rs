@@ -26,8 +26,8 @@ use clima_artifact_manifest::{
 };
 
 use crate::access_log::AccessEvent;
-use crate::installed::{Installed, Origin};
 use crate::{Config, Context, Error};
+use crate::{Installed, Origin};
 
 /// One `[[name.download]]` source, embedded at compile time.
 #[derive(Debug)]
@@ -379,7 +379,11 @@ fn resolve(
             // The model's manifest goes into the depot's usage log, so that `gc` run anywhere
             // keeps what this model uses (once per process, at most once a day; the root only).
             if ctx.is_none_or(|c| c.rank() == 0) {
-                crate::depot::record_usage_of(&config, &installed, Path::new(site.manifest.path));
+                crate::depot::record_usage_of(
+                    config.depots.first(),
+                    &installed,
+                    Path::new(site.manifest.path),
+                );
             }
             installed
         }

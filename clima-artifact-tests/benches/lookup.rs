@@ -23,7 +23,7 @@ fn lookups(c: &mut Criterion) {
         .with_config(config.clone());
     assert_eq!(artifacts.ensure_installed("profile").unwrap(), first);
     let hash = artifacts.hash("profile").unwrap();
-    let depots = depot::search_depots(&config);
+    let depots = config.search_depots();
 
     let mut group = c.benchmark_group("lookup_installed");
     group.bench_function("macro_repeated_call", |b| {

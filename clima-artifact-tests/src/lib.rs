@@ -30,6 +30,7 @@ pub use tls::TlsServer;
 
 use clima_artifact_manifest::{ArtifactVariant, Download, GitTreeSha1, GitTreeSha256, Sha256};
 use clima_artifact_runtime::Config;
+use clima_artifact_runtime::depot::Depot;
 use sha2::Digest;
 
 /// A fault applied to one request of a path (or to every request, see [`TestServer::always`]).
@@ -1165,7 +1166,7 @@ pub fn failure_reasons(e: &clima_artifact_runtime::Error) -> String {
 /// A configuration for tests: these depots, short timeouts, fast retries, no progress bars.
 pub fn test_config(depots: &[PathBuf]) -> Config {
     Config {
-        depots: depots.to_vec(),
+        depots: depots.iter().map(Depot::new).collect(),
         offline: false,
         julia_interop: false,
         connect_timeout: Duration::from_secs(2),
@@ -1184,7 +1185,7 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
     let depots: Vec<String> = config
         .depots
         .iter()
-        .map(|d| d.display().to_string())
+        .map(|d| d.root().display().to_string())
         .collect();
     vec![
         ("CLIMA_ARTIFACTS_DEPOT_PATH".into(), depots.join(":")),

@@ -16,7 +16,7 @@ fn model() {
 fn prefetch_installs_declared_non_lazy_artifacts_and_reports_failures() {
     let depot = tempfile::tempdir().unwrap();
     let mut config = Config::from_env().unwrap();
-    config.depots = vec![depot.path().to_path_buf()];
+    config.depots = vec![depot.path().into()];
     config.julia_interop = false;
     clima_artifact_runtime::set_macro_config(config).unwrap();
     let installed = |hash: &str| depot.path().join("artifacts").join(hash).is_dir();

@@ -31,7 +31,7 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
     )
     .unwrap();
     let mut config = Config::from_env().unwrap();
-    config.depots = vec![depot.path().to_path_buf()];
+    config.depots = vec![depot.path().into()];
     config.julia_interop = false;
     clima_artifact_runtime::set_macro_config(config).unwrap();
     Fixture {

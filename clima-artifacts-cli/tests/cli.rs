@@ -370,7 +370,7 @@ fn external_create_override_set_and_runtime_resolution() {
 
 fn runtime_config(depot: &Path) -> clima_artifact_runtime::Config {
     clima_artifact_runtime::Config {
-        depots: vec![depot.to_path_buf()],
+        depots: vec![depot.into()],
         offline: true,
         progress: false,
         ..clima_artifact_runtime::Config::default()

@@ -64,7 +64,7 @@ fn publish_then_install_the_published_artifact() {
     fs::remove_file(&tarball).unwrap();
     let depot = t.path().join("depot");
     let config = clima_artifact_runtime::Config {
-        depots: vec![depot.clone()],
+        depots: vec![depot.clone().into()],
         ..clima_artifact_runtime::Config::from_vars(|_| None).unwrap()
     };
     let artifacts = clima_artifact_runtime::Artifacts::load(&manifest)

@@ -112,7 +112,7 @@ fn crate_names_are_matched_as_whole_identifiers() {
 }
 
 /// The crates below the communication layer never depend on it (issue 36, item 5): the network,
-/// extraction, file-system, format and progress crates are usable without an MPI-capable
+/// extraction, file-system, format, depot and progress crates are usable without an MPI-capable
 /// crate in their tree, and report to the user through `clima-artifact-progress`.
 #[test]
 fn the_lower_crates_do_not_depend_on_the_communication_crate() {
@@ -125,6 +125,7 @@ fn the_lower_crates_do_not_depend_on_the_communication_crate() {
         "clima-artifact-progress",
         "clima-artifact-extract",
         "clima-artifact-net",
+        "clima-artifact-depot",
     ] {
         let deps = declared(&toml_of(&root.join(member).join("Cargo.toml")));
         if deps.iter().any(|d| d == "clima-comms") {

@@ -1,6 +1,7 @@
 //! Disk trouble: a read-only first depot (installs go to the next writable one) and a full
 //! disk (a clear error, nothing left behind).
 
+use clima_artifact_runtime::depot::Error as DepotError;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -132,7 +133,10 @@ fn read_only_first_depot_installs_into_the_next() {
     server.serve("o.tar.gz", other.tarball.clone());
     let e =
         ensure_variant("o", &other.variant(&[server.url("o.tar.gz")]), &rw, &config).unwrap_err();
-    assert!(matches!(e, Error::NoWritableDepot { .. }), "{e:?}");
+    assert!(
+        matches!(e, Error::Depot(DepotError::NoWritableDepot { .. })),
+        "{e:?}"
+    );
     let s = e.to_string();
     assert!(
         s.contains(&ro.display().to_string()) && s.contains("CLIMA_ARTIFACTS_DEPOT_PATH"),

@@ -2,6 +2,7 @@
 //! or write with our privileges, and bad overrides are errors that name their line, never
 //! silence. Each case goes through the public API with a real install over loopback HTTP.
 
+use clima_artifact_runtime::depot::Error as DepotError;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
@@ -206,7 +207,10 @@ fn an_override_must_point_at_a_directory() {
         );
         let e = b.ensure().unwrap_err();
         assert!(
-            matches!(&e, Error::OverrideTargetNotADirectory { line: 2, .. }),
+            matches!(
+                &e,
+                Error::Depot(DepotError::OverrideTargetNotADirectory { line: 2, .. })
+            ),
             "{e:?}"
         );
         let text = e.to_string();
@@ -223,7 +227,10 @@ fn an_override_must_point_at_a_directory() {
     symlink(b.root.join("nowhere"), &dangling).unwrap();
     write_overrides(&b.depot, &format!("{} = {:?}\n", b.art.tree_hash, dangling));
     let e = b.ensure().unwrap_err();
-    assert!(matches!(e, Error::OverrideTargetMissing { .. }), "{e:?}");
+    assert!(
+        matches!(e, Error::Depot(DepotError::OverrideTargetMissing { .. })),
+        "{e:?}"
+    );
     // Nothing was downloaded instead.
     assert_eq!(b.server.total_gets(), 0);
     assert!(installed_entries(&b.depot).is_empty());

@@ -3,6 +3,7 @@
 //! with an error that names the rule, reading a bounded number of bytes, and leaves the lock
 //! free for the next try.
 
+use clima_artifact_runtime::depot::Error as DepotError;
 use std::time::{Duration, Instant};
 
 use clima_artifact_runtime::{Config, Error, ensure_variant};
@@ -157,7 +158,10 @@ fn a_waiter_sees_how_far_the_lock_holder_is() {
         };
         let e = c.install(&waiter, None).unwrap_err();
         let text = e.to_string();
-        assert!(matches!(e, Error::LockTimeout { .. }), "{text}");
+        assert!(
+            matches!(e, Error::Depot(DepotError::LockTimeout { .. })),
+            "{text}"
+        );
         assert!(
             text.contains(&format!("pid {}", std::process::id()))
                 && text.contains("downloading `endless` from 127.0.0.1:")

@@ -1,7 +1,8 @@
 //! The install pipeline end to end over loopback HTTP and local files.
 
+use clima_artifact_runtime::depot::Depot;
 use clima_artifact_runtime::{Config, Error, SourceFailure};
-use clima_artifact_runtime::{Origin, depot::reclaim_stale_temp_dirs, ensure_variant};
+use clima_artifact_runtime::{Origin, ensure_variant};
 use clima_artifact_tests::{
     TarballBuilder, TestArtifact, TestServer, assert_depot_clean, have_git, installed_entries,
     temp_entries, test_config, tree_files,
@@ -126,7 +127,7 @@ fn installed_modes_are_the_same_under_any_umask() {
     for umask in ["077", "022", "002", "000"] {
         let depot = dir.path().join(format!("depot-{umask}"));
         let mut config = config.clone();
-        config.depots = vec![depot.clone()];
+        config.depots = vec![depot.clone().into()];
         let out = std::process::Command::new("sh")
             .args(["-c", &format!("umask {umask} && exec \"$0\" \"$@\"")])
             .arg(env!("CARGO_BIN_EXE_install_one"))
@@ -444,7 +445,7 @@ fn stale_temp_dirs_of_dead_processes_are_reclaimed() {
     ensure_variant("sample", &v, &depot, &config).unwrap();
     assert!(!stale.exists(), "dead process's temp dir is reclaimed");
     assert!(live.exists() && remote.exists(), "others are left alone");
-    assert_eq!(reclaim_stale_temp_dirs(&depot), 0);
+    assert_eq!(Depot::new(&depot).reclaim_stale_temp_dirs(), 0);
     assert_eq!(installed_entries(&depot), [art.tree_hash.to_hex()]);
 }
 

@@ -1,5 +1,6 @@
 //! Overrides across depots (Julia semantics plus chains and cycle detection).
 
+use clima_artifact_runtime::depot::Error as DepotError;
 use std::path::PathBuf;
 
 use clima_artifact_manifest::GitTreeSha1;
@@ -128,7 +129,7 @@ fn cycles_are_reported_with_every_file() {
     let config = test_config(&[d.d1.clone(), d.d2.clone()]);
     let v = clima_artifact_tests::variant(h1, &[], clima_artifact_tests::sha256(b""));
     let e = ensure_variant("x", &v, &d.d1, &config).unwrap_err();
-    let Error::OverrideCycle { chain } = &e else {
+    let Error::Depot(DepotError::OverrideCycle { chain }) = &e else {
         panic!("{e:?}")
     };
     assert_eq!(
@@ -152,7 +153,10 @@ fn missing_target_names_the_overrides_file() {
     let config = test_config(&[d.d1.clone(), d.d2.clone()]);
     let v = clima_artifact_tests::variant(hash, &[], clima_artifact_tests::sha256(b""));
     let e = ensure_variant("x", &v, &d.d1, &config).unwrap_err();
-    assert!(matches!(e, Error::OverrideTargetMissing { .. }), "{e:?}");
+    assert!(
+        matches!(e, Error::Depot(DepotError::OverrideTargetMissing { .. })),
+        "{e:?}"
+    );
     let s = e.to_string();
     assert!(
         s.contains(&f.display().to_string()) && s.contains("line 1"),

@@ -55,7 +55,7 @@ fn setup() -> Option<Setup> {
 fn config(s: &Setup, interop: bool) -> Config {
     Config {
         julia_interop: interop,
-        julia_depots: Some(vec![s.julia.clone()]),
+        julia_depots: Some(vec![s.julia.clone().into()]),
         ..test_config(std::slice::from_ref(&s.ours))
     }
 }

@@ -5,6 +5,7 @@
 //! renames the artifact it installed into place and removes the pidfile. Stale rule
 //! (`stale_pidfile`): older than 20 s and (older than 500 s or, on this host, its pid dead).
 
+use clima_artifact_runtime::depot::Error as DepotError;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -128,7 +129,10 @@ fn a_live_julia_holder_is_waited_on_until_the_lock_timeout_and_named() {
     ] {
         plant_pidfile(&path, pid, host, Duration::from_secs(age));
         let e = ensure_variant("a", &variant, &s.depot, &config).unwrap_err();
-        assert!(matches!(e, Error::LockTimeout { .. }), "{e}");
+        assert!(
+            matches!(e, Error::Depot(DepotError::LockTimeout { .. })),
+            "{e}"
+        );
         let text = e.to_string();
         assert!(
             text.contains(&format!("a Julia process, pid {pid} on host {host}"))

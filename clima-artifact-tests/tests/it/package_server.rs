@@ -247,7 +247,7 @@ fn a_package_servers_large_copy_comes_over_several_ranged_connections() {
     let fresh = dir.path().join("fresh");
     server.serve(&path, other.tarball.clone());
     let config = clima_artifact_runtime::Config {
-        depots: vec![fresh.clone()],
+        depots: vec![fresh.clone().into()],
         ..config
     };
     let e = ensure_variant("large", &variant, dir.path(), &config).unwrap_err();

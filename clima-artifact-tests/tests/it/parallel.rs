@@ -344,7 +344,7 @@ fn partial_downloads_nobody_continued_for_a_week_are_reclaimed() {
     assert_eq!(names.len(), 1);
     let path = c.depot.join("artifacts").join(&names[0]);
     // Young: kept for the next attempt.
-    clima_artifact_runtime::depot::reclaim_stale_temp_dirs(&c.depot);
+    clima_artifact_runtime::depot::Depot::new(&c.depot).reclaim_stale_temp_dirs();
     assert!(path.exists());
     // Eight days without a byte: reclaimed.
     let old = std::time::SystemTime::now() - Duration::from_secs(8 * 24 * 3600);
@@ -353,7 +353,7 @@ fn partial_downloads_nobody_continued_for_a_week_are_reclaimed() {
     drop(f);
     // What `gc` runs (the next install in the depot runs the same check).
     assert_eq!(
-        clima_artifact_runtime::depot::reclaim_stale_partials(&c.depot),
+        clima_artifact_runtime::depot::Depot::new(&c.depot).reclaim_stale_partials(),
         1
     );
     assert!(!path.exists(), "{} is still there", path.display());

@@ -113,8 +113,8 @@ fn a_shared_depot_whose_lock_folder_belongs_to_another_user_still_installs() {
 /// being renamed into place can leave a final artifact with files missing).
 #[test]
 fn a_temp_dir_whose_artifact_lock_is_held_is_not_reclaimed() {
+    use clima_artifact_runtime::depot::Depot;
     use clima_artifact_runtime::depot::LockedFile;
-    use clima_artifact_runtime::depot::reclaim_stale_temp_dirs;
 
     let dir = tempfile::tempdir().unwrap();
     let depot = dir.path().join("depot");
@@ -140,7 +140,7 @@ fn a_temp_dir_whose_artifact_lock_is_held_is_not_reclaimed() {
     )
     .unwrap();
     assert!(held.is_locked());
-    assert_eq!(reclaim_stale_temp_dirs(&depot), 0);
+    assert_eq!(Depot::new(&depot).reclaim_stale_temp_dirs(), 0);
     assert!(
         tmp.join("sub/partial").exists(),
         "a locked install's temp dir was deleted"
@@ -148,7 +148,7 @@ fn a_temp_dir_whose_artifact_lock_is_held_is_not_reclaimed() {
 
     // Once nobody holds the lock, the dir really is stale.
     drop(held);
-    assert_eq!(reclaim_stale_temp_dirs(&depot), 1);
+    assert_eq!(Depot::new(&depot).reclaim_stale_temp_dirs(), 1);
     assert!(!tmp.exists());
 }
 

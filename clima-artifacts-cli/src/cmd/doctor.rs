@@ -20,7 +20,11 @@ use crate::error::CliResult;
 /// Entry point of `doctor`.
 pub fn run(args: DoctorArgs) -> CliResult {
     let config = depots::config()?;
-    let checks: Vec<DepotCheck> = config.depots.iter().map(|d| check_depot(d)).collect();
+    let checks: Vec<DepotCheck> = config
+        .depots
+        .iter()
+        .map(|d| check_depot(d.root()))
+        .collect();
     let installs_go_to = checks.iter().find(|c| c.writable).map(|c| c.path.clone());
     // What the network crate decides from this configuration.
     let net = config.net();
@@ -38,7 +42,7 @@ pub fn run(args: DoctorArgs) -> CliResult {
         "depots": config.depots,
         "depot_checks": checks,
         "installs_go_to": installs_go_to,
-        "search_depots": depots::search_depots(&config),
+        "search_depots": config.search_depots(),
         "tls_roots": roots,
         "no_verify_hosts": net.no_verify_hosts,
         "http_proxy": proxy(&net.proxy.http),
@@ -61,11 +65,15 @@ pub fn run(args: DoctorArgs) -> CliResult {
         println!("  {}", c.path.display());
         println!("      {}", c.summary());
     }
-    for d in depots::search_depots(&config)
+    for d in config
+        .search_depots()
         .iter()
         .filter(|d| !config.depots.contains(d))
     {
-        println!("  {} (Julia's depot: searched, never written)", d.display());
+        println!(
+            "  {} (Julia's depot: searched, never written)",
+            d.root().display()
+        );
     }
     match &installs_go_to {
         Some(d) => println!("installs go to:       {}", d.display()),

@@ -58,7 +58,7 @@ pub fn run(args: ListArgs) -> CliResult {
     let config = depots::config()?;
     let overrides = depots::overrides(&config)?;
     // Once, not per artifact (it reads the environment for Julia's depots).
-    let searched = depots::search_depots(&config);
+    let searched = config.search_depots();
     let mut rows = Vec::new();
     for (name, entry) in manifest.artifacts() {
         let variants = match entry {
@@ -92,7 +92,7 @@ pub fn run(args: ListArgs) -> CliResult {
                 }
                 if let Some((depot, path)) = depots::installed_in(&searched, &v.git_tree_sha1) {
                     s.size_bytes = Some(depots::size_on_disk(&path));
-                    s.installed_depot = Some(depot);
+                    s.installed_depot = Some(depot.root().to_path_buf());
                     s.installed_path = Some(path);
                 }
             }

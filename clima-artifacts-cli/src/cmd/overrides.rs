@@ -79,7 +79,7 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
     }
     let config = depots::config()?;
     let depot = depots::first_writable_depot(&config)?;
-    let file = depots::overrides_path(&depot);
+    let file = depot.overrides_path();
     let text = cmd::read_or_empty(&file)?;
     let path_str = path.to_str().ok_or_else(|| {
         CliError::usage(format!(
@@ -119,7 +119,7 @@ pub fn unset(args: OverrideUnsetArgs) -> CliResult {
     let (hash, name) = resolve(&args.name, args.manifest.manifest.as_deref())?;
     let config = depots::config()?;
     let depot = depots::first_writable_depot(&config)?;
-    let file = depots::overrides_path(&depot);
+    let file = depot.overrides_path();
     let text = cmd::read_or_empty(&file)?;
     let label = name
         .as_deref()
@@ -221,7 +221,7 @@ pub fn list(args: OverrideListArgs) -> CliResult {
             config
                 .depots
                 .iter()
-                .map(|d| depots::overrides_path(d).display().to_string())
+                .map(|d| d.overrides_path().display().to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
         );

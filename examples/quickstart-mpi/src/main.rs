@@ -177,7 +177,7 @@ fn choose_depot(rank: usize) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let mut config = clima_artifact_runtime::Config::from_env()?;
-    config.depots = vec![depot];
+    config.depots = vec![depot.into()];
     clima_artifact_runtime::set_macro_config(config)
         .map_err(|_| "the artifact configuration was already set")?;
     Ok(())

@@ -32,6 +32,7 @@ use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
 
 use clima_artifact_runtime::access_log::{self, RecordedOrigin};
+use clima_artifact_runtime::depot::Depot;
 use clima_artifact_runtime::vars::DEPOT_PATH;
 use clima_artifact_runtime::{Config, Singleton, clima_artifact, inventory};
 
@@ -214,7 +215,7 @@ fn choose_depot(target: &Path) -> Result<PathBuf> {
             "depot: {} (the example's default, inside target/; set {DEPOT_PATH} to use another)",
             depot.display()
         );
-        config.depots = vec![depot.clone()];
+        config.depots = vec![Depot::new(&depot)];
         clima_artifact_runtime::set_macro_config(config)
             .map_err(|_| "the artifact configuration was already set")?;
         return Ok(depot);
@@ -222,7 +223,7 @@ fn choose_depot(target: &Path) -> Result<PathBuf> {
     config
         .depots
         .first()
-        .cloned()
+        .map(|d| d.root().to_path_buf())
         .ok_or_else(|| format!("{DEPOT_PATH} names no depot").into())
 }
 
@@ -240,8 +241,11 @@ fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-fn join_paths(paths: &[PathBuf]) -> String {
-    let v: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+fn join_paths(depots: &[Depot]) -> String {
+    let v: Vec<String> = depots
+        .iter()
+        .map(|d| d.root().display().to_string())
+        .collect();
     v.join(":")
 }
 

@@ -220,14 +220,14 @@ fn holder_head() -> String {
 /// Rewrites the holder record of a held lock, so that processes waiting for it can log what
 /// the holder is doing and how far it is.
 #[derive(Debug, Clone)]
-pub(crate) struct HolderNote {
+pub struct HolderNote {
     file: std::sync::Arc<File>,
     head: String,
 }
 
 impl HolderNote {
     /// Sets the holder line to `pid <pid> on <host>: <status>` (best effort).
-    pub(crate) fn set(&self, status: &str) {
+    pub fn set(&self, status: &str) {
         let _ = self
             .file
             .write_all_at(&holder_record(&format!("{}: {status}", self.head)), 0);

@@ -10,7 +10,7 @@ use clima_artifact_progress::notice;
 /// An install's temp dir, open since it was created: the extraction writes through its
 /// [`Dir`], and `path` is checked to still name that folder before it is renamed or removed.
 /// Removes itself unless [`TempDir::keep`] is called.
-pub(crate) struct TempDir {
+pub struct TempDir {
     path: Option<PathBuf>,
     dir: Dir,
 }
@@ -18,7 +18,7 @@ pub(crate) struct TempDir {
 impl TempDir {
     /// Creates `path` private (0o700 whatever the umask or a default ACL says, so no other
     /// user can reach into it) and opens it, refusing anything but the folder just made.
-    pub(crate) fn create(path: PathBuf) -> io::Result<TempDir> {
+    pub fn create(path: PathBuf) -> io::Result<TempDir> {
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         let replaced = || {
             io::Error::other(
@@ -45,18 +45,19 @@ impl TempDir {
     }
 
     /// The folder, open.
-    pub(crate) fn dir(&self) -> &Dir {
+    pub fn dir(&self) -> &Dir {
         &self.dir
     }
 
-    pub(crate) fn path(&self) -> &Path {
+    /// The folder's path (empty once it was kept).
+    pub fn path(&self) -> &Path {
         self.path.as_deref().unwrap_or(Path::new(""))
     }
 
     /// Whether `path` still names the folder opened as `dir` (another user who may rename
     /// entries of the depot's `artifacts` folder could have moved it and put something else
     /// there).
-    pub(crate) fn still_in_place(&self) -> bool {
+    pub fn still_in_place(&self) -> bool {
         match (std::fs::symlink_metadata(self.path()), self.dir.metadata()) {
             (Ok(at_path), Ok(opened)) => {
                 at_path.dev() == opened.dev() && at_path.ino() == opened.ino()
@@ -66,7 +67,7 @@ impl TempDir {
     }
 
     /// Leaves the folder in place when dropped (it was renamed into the depot).
-    pub(crate) fn keep(mut self) {
+    pub fn keep(mut self) {
         self.path = None;
     }
 }

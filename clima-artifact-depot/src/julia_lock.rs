@@ -46,7 +46,7 @@ use std::time::{Duration, SystemTime};
 
 use clima_artifact_fs::Dir;
 
-use crate::GitTreeSha1;
+use clima_artifact_manifest::GitTreeSha1;
 use clima_artifact_manifest::layout;
 
 /// Pkg's `stale_age` for artifact installs (`mkpidlock(pidfile, stale_age = 20)`), in seconds.

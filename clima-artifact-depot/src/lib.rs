@@ -1,0 +1,56 @@
+//! # clima-artifact-depot
+//!
+//! Depots of clima-artifacts, in Julia's layout: the last stage of an install (commit into a
+//! depot) and everything tools do with depots besides.
+//!
+//! ```text
+//! <depot>/                              one entry of CLIMA_ARTIFACTS_DEPOT_PATH (or the cache dir)
+//!   artifacts/
+//!     <git-tree-sha1>/                  an installed artifact (Julia's layout)
+//!     <git-tree-sha1>.pid               Julia 1.13's install lock (taken by us too)
+//!     Overrides.toml                    this depot's overrides
+//!     .locks/<git-tree-sha1>.lock       per-artifact install locks
+//!     .<hash>.clima-install-<host>.<pid>.<rand>/
+//!                                       an install in progress (renamed into place when verified)
+//!   logs/
+//!     artifact_usage.toml               manifests that used this depot (Julia's format; for `gc`)
+//!     orphaned.toml                     artifacts gc found unreferenced, and since when
+//! ```
+//!
+//! (The names themselves are `clima_artifact_manifest::layout`, which the build helper and
+//! the CLI share.)
+//!
+//! - [`Depot`]: one depot and every path of its layout; [`search_order`], [`lookup`],
+//!   [`find_installed`], [`first_writable`], [`julia_depots`]; the node-local depot's check
+//!   ([`create_private_node_depot`]).
+//! - [`Overrides`]: the overrides of all depots, merged as Julia merges them (`overrides`).
+//! - [`lock_for_install`], [`try_lock_for_install`]: an install's locks, ours and Julia's
+//!   pidfile (`install_lock`, over `locked_file` and `julia_lock`); [`LockedFile`] for tools
+//!   that hold a lock of their own.
+//! - [`TempDir`]: an install's private temp dir, opened through a descriptor.
+//! - The reclamation of what dead installs left (`reclaim`) and the usage log (`usage`).
+//! - [`Installed`], [`Origin`]: what making an artifact available returns.
+//! - [`Error`]: what a depot operation fails with; the runtime's error wraps it.
+
+mod depot;
+mod error;
+mod install_lock;
+mod installed;
+mod julia_lock;
+mod locked_file;
+mod overrides;
+mod reclaim;
+mod temp_dir;
+mod usage;
+
+pub use depot::{
+    Depot, PARTIAL_MAX_AGE, PROBE_MAX_AGE, create_private_node_depot, find_installed,
+    first_writable, julia_depots, partial_name, search_order,
+};
+pub use error::{Error, render_paths};
+pub use install_lock::{InstallLock, Locked, Wait, lock_for_install, try_lock_for_install};
+pub use installed::{Installed, Origin};
+pub use locked_file::{HolderNote, LockedFile, hostname};
+pub use overrides::{Overrides, ResolvedOverride, lookup};
+pub use temp_dir::TempDir;
+pub use usage::{USAGE_RECORD_EVERY, UsageLogLock, record_usage_of};
