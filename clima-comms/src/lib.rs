@@ -14,7 +14,8 @@
 //!   same thing. Artifact installs and run sync both use these, with one wire framing, and
 //!   their errors travel in one JSON wire form ([`json_to_wire`], [`json_from_wire`]).
 //! - [`broadcast_value`], [`gather_values`], [`reduce_values`]: typed values between ranks, a
-//!   value that does not decode the same [`CollectiveError`] on every rank, never a default.
+//!   value that does not decode the same [`CollectiveError`] on every rank, never a default;
+//!   [`reduce_outcomes`] hands such an error to the merge, which may leave that part out, told.
 //! - [`stream`]: a broadcast stream of bytes from the root (a [`stream::BroadcastWriter`]) to
 //!   every other rank (a [`stream::BroadcastReader`]), in typed frames with checkpoints at which
 //!   any rank can stop it for all; node-local mode copies artifacts with it.
@@ -52,7 +53,7 @@ pub use mpi_context::{MpiContext, REDUCE_TAG};
 pub use threads::on_thread_ranks;
 pub use traffic::Traffic;
 pub use tree::{rank_ranges, ranks_of, union_ranges};
-pub use values::{broadcast_value, gather_values, reduce_values};
+pub use values::{broadcast_value, gather_values, reduce_outcomes, reduce_values};
 
 /// A communicator over which operations are collective.
 ///

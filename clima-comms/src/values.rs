@@ -7,6 +7,7 @@
 //!  gather_values    every rank: value  --gather-->  rank 0: all values in rank order, or the
 //!                                                   first rank whose value did not decode
 //!  reduce_values    every rank: value  --reduce (tree), merged as values-->  rank 0: merged
+//!  reduce_outcomes  the same, each side handed to the merge as its value or its error
 //! ```
 
 use serde::Serialize;
@@ -64,17 +65,30 @@ pub fn reduce_values<T>(
 where
     T: Serialize + DeserializeOwned,
 {
+    reduce_outcomes(ctx, value, |lower, higher| match (lower, higher) {
+        (Ok(a), Ok(b)) => Ok(merge(a, b)),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+    })
+}
+
+/// **Collective.** [`reduce_values`] for values that can take a failure in: `merge` gets
+/// each side as it arrived, the value or the [`CollectiveError`] that stands for it (a part
+/// that did not decode where it is merged, naming the rank that merged it, or an `Err` that
+/// an earlier merge returned), and says what the two become. A merge that keeps the other
+/// side and remembers the failure leaves one rank's broken bytes out of the result, told,
+/// instead of failing everyone's. Rank 0 gets `Some` (the last merge's outcome, or its own
+/// value's on one rank), the others `None`.
+pub fn reduce_outcomes<T>(
+    ctx: &dyn Context,
+    value: T,
+    merge: impl Fn(Result<T, CollectiveError>, Result<T, CollectiveError>) -> Result<T, CollectiveError>,
+) -> Option<Result<T, CollectiveError>>
+where
+    T: Serialize + DeserializeOwned,
+{
     let me = ctx.rank();
-    let merge_bytes = |lower: Vec<u8>, higher: Vec<u8>| {
-        let merged = match (
-            decode::<T, CollectiveError>(&lower, me),
-            decode(&higher, me),
-        ) {
-            (Ok(a), Ok(b)) => Ok(merge(a, b)),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
-        encode(&merged)
-    };
+    let merge_bytes =
+        |lower: Vec<u8>, higher: Vec<u8>| encode(&merge(decode(&lower, me), decode(&higher, me)));
     let merged = ctx.reduce_to_root(encode::<T, CollectiveError>(&Ok(value)), &merge_bytes)?;
     Some(decode(&merged, me))
 }
@@ -142,5 +156,35 @@ mod tests {
                 "{o:?}"
             );
         }
+    }
+
+    /// A part that does not decode reaches the merge as its error: the merge may keep the
+    /// other side and remember it, and rank 0 sees both.
+    #[test]
+    fn a_tolerant_merge_keeps_the_readable_parts_and_the_error() {
+        type Sum = (u32, Vec<String>);
+        let out = on_thread_ranks(4, |ctx| {
+            let keep = |side: Result<Sum, CollectiveError>| {
+                side.unwrap_or_else(|e| (0, vec![e.to_string()]))
+            };
+            let merge = |a, b| {
+                let ((x, mut xs), (y, ys)) = (keep(a), keep(b));
+                xs.extend(ys);
+                Ok((x + y, xs))
+            };
+            // Rank 3 is a leaf of the tree: its value is merged by rank 2, never merges.
+            if ctx.rank() == 3 {
+                reduce_outcomes(ctx, ("not a pair".to_owned(),), |a, _| a).map(|_| Ok((0, vec![])))
+            } else {
+                reduce_outcomes(ctx, (ctx.rank() as u32 + 1, Vec::new()), merge)
+            }
+        });
+        let Some(Ok((sum, errors))) = &out[0] else {
+            panic!("{:?}", out[0])
+        };
+        assert_eq!(*sum, 1 + 2 + 3);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("could not be decoded"), "{errors:?}");
+        assert!(out[1..].iter().all(Option::is_none));
     }
 }
