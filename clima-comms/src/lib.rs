@@ -46,14 +46,14 @@ mod values;
 pub use ::mpi;
 pub use collective::{
     CollectiveError, WireError, all_succeed, json_from_wire, json_to_wire, panic_message,
-    requests_agree, root_decides,
+    reduce_outcomes, requests_agree, root_decides,
 };
 #[cfg(feature = "mpi")]
 pub use mpi_context::{MpiContext, REDUCE_TAG};
 pub use threads::on_thread_ranks;
 pub use traffic::Traffic;
 pub use tree::{rank_ranges, ranks_of, union_ranges};
-pub use values::{broadcast_value, gather_values, reduce_outcomes, reduce_values};
+pub use values::{broadcast_value, gather_values, reduce_values};
 
 /// A communicator over which operations are collective.
 ///

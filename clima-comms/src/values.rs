@@ -7,13 +7,12 @@
 //!  gather_values    every rank: value  --gather-->  rank 0: all values in rank order, or the
 //!                                                   first rank whose value did not decode
 //!  reduce_values    every rank: value  --reduce (tree), merged as values-->  rank 0: merged
-//!  reduce_outcomes  the same, each side handed to the merge as its value or its error
 //! ```
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::collective::{decode, encode};
+use crate::collective::{decode, encode, reduce_outcomes};
 use crate::{CollectiveError, Context};
 
 /// **Collective.** Rank 0 passes `Some(value)`, the others `None`; every rank returns rank
@@ -56,7 +55,7 @@ where
 /// higher)` (associative, the values of two adjacent rank ranges, the lower first), in the
 /// tree of [`Context::reduce_to_root`]; the others get `None`. A part that does not decode
 /// where it is merged travels on as the error (naming the rank that merged it) and is rank
-/// 0's outcome.
+/// 0's outcome ([`reduce_outcomes`] lets the merge decide instead).
 pub fn reduce_values<T>(
     ctx: &dyn Context,
     value: T,
@@ -69,28 +68,6 @@ where
         (Ok(a), Ok(b)) => Ok(merge(a, b)),
         (Err(e), _) | (_, Err(e)) => Err(e),
     })
-}
-
-/// **Collective.** [`reduce_values`] for values that can take a failure in: `merge` gets
-/// each side as it arrived, the value or the [`CollectiveError`] that stands for it (a part
-/// that did not decode where it is merged, naming the rank that merged it, or an `Err` that
-/// an earlier merge returned), and says what the two become. A merge that keeps the other
-/// side and remembers the failure leaves one rank's broken bytes out of the result, told,
-/// instead of failing everyone's. Rank 0 gets `Some` (the last merge's outcome, or its own
-/// value's on one rank), the others `None`.
-pub fn reduce_outcomes<T>(
-    ctx: &dyn Context,
-    value: T,
-    merge: impl Fn(Result<T, CollectiveError>, Result<T, CollectiveError>) -> Result<T, CollectiveError>,
-) -> Option<Result<T, CollectiveError>>
-where
-    T: Serialize + DeserializeOwned,
-{
-    let me = ctx.rank();
-    let merge_bytes =
-        |lower: Vec<u8>, higher: Vec<u8>| encode(&merge(decode(&lower, me), decode(&higher, me)));
-    let merged = ctx.reduce_to_root(encode::<T, CollectiveError>(&Ok(value)), &merge_bytes)?;
-    Some(decode(&merged, me))
 }
 
 #[cfg(test)]
