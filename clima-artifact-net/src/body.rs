@@ -115,13 +115,13 @@ struct SpeedWindow {
     start: Instant,
     /// Bytes read in order.
     bytes: u64,
-    watch: Option<crate::ranged::Watch>,
+    watch: Option<crate::partial::Watch>,
     /// `watch`'s count when the window started.
     base: u64,
 }
 
 impl SpeedWindow {
-    fn new(watch: Option<crate::ranged::Watch>) -> SpeedWindow {
+    fn new(watch: Option<crate::partial::Watch>) -> SpeedWindow {
         SpeedWindow {
             start: Instant::now(),
             bytes: 0,

@@ -9,6 +9,7 @@
 //! | [`retry`] | the retry policy, in one file: which failures are transient, how many tries, the backoff; asked by the install's attempts, the resumes of [`body`] and the chunks of [`ranged`] |
 //! | [`body`] | the body as a `BufRead`: read on a thread of its own, bounded by the manifest's `size`, abandoned by the low-speed rule, resumed after a break, SHA-256 of every byte; progress to a [`Transfer`] |
 //! | [`ranged`] | large downloads: several ranged connections into a partial file kept for the next process, read back in order |
+//! | `partial` (private) | what a source carries of a large download ([`ranged::Kept`], the progress counters), apart from [`ranged`] so that a source does not import the code that opens sources |
 //! | `limit` (private) | at most [`NetConfig::connections`] requests in flight to one server, for the whole process |
 //! | `redirect` (private) | the redirect rule: never `https` to `http`, never into loopback, link-local or private addresses from outside them |
 //! | [`trust`] | TLS roots (variables, system bundle, bundled Mozilla roots), hosts without verification, credentials redacted from URLs |
@@ -22,6 +23,7 @@
 mod config;
 mod error;
 mod limit;
+mod partial;
 mod redirect;
 pub mod retry;
 

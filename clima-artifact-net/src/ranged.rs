@@ -49,6 +49,7 @@ use clima_artifact_progress::notice;
 use sha2::Digest;
 
 use crate::limit::Permit;
+use crate::partial::{Partial, Watch};
 use crate::source::{
     CheckedLength, Location, Reply, ResumeRefused, Source, accepts_ranges, get_following_redirects,
     locate, plain_source, transport_at, validator_of,
@@ -70,6 +71,7 @@ const MAX_VALIDATOR: usize = 1024;
 const BUF: usize = 256 * 1024;
 
 pub use crate::limit::MAX_CONNECTIONS;
+pub use crate::partial::Kept;
 
 /// Where and how a large download keeps its bytes.
 pub struct Large<'a> {
@@ -238,50 +240,26 @@ struct Shared {
     resumed_at: u64,
 }
 
-/// The partial file of a large download, as the caller handles it after the attempt.
-#[derive(Clone)]
-pub struct Kept(Arc<Shared>);
-
-impl std::fmt::Debug for Kept {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Kept").field("path", &self.path()).finish()
+impl Partial for Shared {
+    fn resumed_at(&self) -> u64 {
+        self.resumed_at
     }
-}
-
-impl Kept {
-    /// Bytes an earlier attempt had received, reused by this one (`0`: a fresh download).
-    pub fn resumed_at(&self) -> u64 {
-        self.0.resumed_at
+    fn path(&self) -> PathBuf {
+        self.dir.path().join(&self.name)
     }
-
-    /// The partial file's path (for messages).
-    pub fn path(&self) -> PathBuf {
-        self.0.dir.path().join(&self.0.name)
+    fn remove(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        self.cond.notify_all();
+        let _ = self.dir.remove_file_if_same(&self.name, &self.file);
     }
-
-    /// Stops the download's connections and removes the partial file, if its name still
-    /// names it.
-    pub fn remove(&self) {
-        self.0.cancel.store(true, Ordering::Relaxed);
-        self.0.cond.notify_all();
-        let _ = self.0.dir.remove_file_if_same(&self.0.name, &self.0.file);
+    fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
     }
-}
-
-/// Bytes received (kept ones included) and connections open, for progress.
-#[derive(Clone)]
-pub(crate) struct Watch(Arc<Shared>);
-
-impl Watch {
-    pub(crate) fn received(&self) -> u64 {
-        self.0.received.load(Ordering::Relaxed)
+    fn connections(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
     }
-    pub(crate) fn connections(&self) -> usize {
-        self.0.open.load(Ordering::Relaxed)
-    }
-    /// Whether every byte of the file was received.
-    pub(crate) fn complete(&self) -> bool {
-        self.received() >= self.0.record.length
+    fn length(&self) -> u64 {
+        self.record.length
     }
 }
 

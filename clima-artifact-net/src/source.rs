@@ -37,10 +37,10 @@ pub struct Source {
     /// The partial file a large download keeps its bytes in ([`crate::ranged`]): removed by
     /// the caller once the install is verified, kept for the next process when the attempt
     /// failed transiently.
-    pub partial: Option<crate::ranged::Kept>,
+    pub partial: Option<crate::partial::Kept>,
     /// Bytes received and connections open, for progress, when several connections feed
     /// the reader.
-    pub(crate) watch: Option<crate::ranged::Watch>,
+    pub(crate) watch: Option<crate::partial::Watch>,
 }
 
 impl Source {

@@ -25,7 +25,7 @@ use crate::access_log::{self, ArtifactRecord, CallSite};
 use clima_artifact_provenance::readme::{
     self, MAX_CITATION_CHARS, MAX_README_BYTES, README_CITATION_KEY, RECIPE_KEY,
 };
-use clima_comms::Context;
+use clima_comms::{CollectiveError, Context};
 
 pub use clima_artifact_provenance::report::{
     DeclaredArtifact, GENERATOR, Report, ReportError, ReportPaths, SCHEMA,
@@ -112,41 +112,32 @@ pub fn write_all(dir: impl AsRef<Path>) -> io::Result<ReportPaths> {
 /// Brings the `local` records of every rank of `ctx` to rank 0 and merges them there (accesses
 /// summed, call sites and ranks united). Collective; rank 0 gets `Some`, the others `None`.
 ///
-/// The records merge on the way, in the tree of [`Context::reduce_to_root`], with their ranks
-/// as ranges: when every rank accessed the same artifacts, rank 0 receives `ceil(log2 P)`
-/// messages of about one rank's records each, whatever the number of ranks. Records that
-/// arrive unreadable are left out, with a warning that names their ranks.
+/// The records merge on the way, in the tree of [`Context::reduce_to_root`] (through
+/// [`clima_comms::reduce_outcomes`]), with their ranks as ranges: when every rank accessed the
+/// same artifacts, rank 0 receives `ceil(log2 P)` messages of about one rank's records each,
+/// whatever the number of ranks. Records that arrive unreadable are left out, with a warning
+/// that names their ranks and says what was wrong with them.
 ///
 /// [`report_collective`] calls this with [`access_log::snapshot`]; it is public for contexts whose
 /// ranks do not each have their own registry (tests with threads as ranks).
 pub fn gather_records(ctx: &dyn Context, local: &[ArtifactRecord]) -> Option<Vec<ArtifactRecord>> {
-    let mine = Part::of(ctx.rank(), local);
-    let merged = ctx.reduce_to_root(mine.to_bytes(), &merge_parts)?;
-    let part = Part::from_bytes(&merged);
-    let mut next = 0;
-    for &[a, b] in part.from.iter().chain(&[[ctx.size(), ctx.size()]]) {
-        let missing = next..a.min(ctx.size());
-        if !missing.is_empty() {
-            let ranks = if missing.len() == 1 {
-                format!("rank {}", missing.start)
-            } else {
-                format!("ranks {}-{}", missing.start, missing.end - 1)
-            };
-            clima_artifact_progress::notice::warn(&format!(
-                "provenance records from {ranks} are unreadable and left out of the report"
-            ));
-        }
-        next = next.max(b.saturating_add(1));
+    let merged = clima_comms::reduce_outcomes(ctx, Part::of(ctx.rank(), local), merge_parts)?;
+    let part = Part::or_unreadable(merged);
+    for warning in part.left_out(ctx.size()) {
+        clima_artifact_progress::notice::warn(&warning);
     }
     Some(part.into_records())
 }
 
 /// The records of some ranks as they travel to rank 0: each record's ranks as ranges (its
-/// `ranks` list left empty), and the ranks whose records the part holds.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+/// `ranks` list left empty), the ranks whose records the part holds, and why the parts that
+/// could not be read were not (their ranks are those missing from `from`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Part {
     from: Vec<[usize; 2]>,
     records: Vec<(ArtifactRecord, Vec<[usize; 2]>)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    unreadable: Vec<String>,
 }
 
 impl Part {
@@ -162,17 +153,51 @@ impl Part {
                     (r, ranges)
                 })
                 .collect(),
+            unreadable: Vec::new(),
         }
     }
 
-    fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self)
-            .expect("records hold only strings, integers, floats and lists, which always serialise")
+    /// The part that arrived, or for one that could not be read, a part of no rank that
+    /// says why (what was wrong with its bytes: the rank an `Undecodable` names is the one
+    /// that merged them, not whose they were).
+    fn or_unreadable(arrived: Result<Part, CollectiveError>) -> Part {
+        arrived.unwrap_or_else(|e| Part {
+            from: Vec::new(),
+            records: Vec::new(),
+            unreadable: vec![match e {
+                CollectiveError::Undecodable { why, .. } => why,
+                other => other.to_string(),
+            }],
+        })
     }
 
-    /// Bytes that do not decode are an empty part (their ranks then count as unreadable).
-    fn from_bytes(bytes: &[u8]) -> Part {
-        serde_json::from_slice(bytes).unwrap_or_default()
+    /// One warning per run of ranks of `0..size` whose records are not in this part, saying
+    /// why (the errors met on the way).
+    fn left_out(&self, size: usize) -> Vec<String> {
+        let why = match self.unreadable.as_slice() {
+            [] => String::new(),
+            errors => format!(
+                " ({}; are all ranks running the same binary?)",
+                errors.join("; ")
+            ),
+        };
+        let mut out = Vec::new();
+        let mut next = 0;
+        for &[a, b] in self.from.iter().chain(&[[size, size]]) {
+            let missing = next..a.min(size);
+            if !missing.is_empty() {
+                let ranks = if missing.len() == 1 {
+                    format!("rank {}", missing.start)
+                } else {
+                    format!("ranks {}-{}", missing.start, missing.end - 1)
+                };
+                out.push(format!(
+                    "provenance records from {ranks} are unreadable and left out of the report{why}"
+                ));
+            }
+            next = next.max(b.saturating_add(1));
+        }
+        out
     }
 
     fn into_records(self) -> Vec<ArtifactRecord> {
@@ -184,11 +209,24 @@ impl Part {
     }
 }
 
-/// The merge of [`gather_records`]: records of the same artifact merged, ranks united.
-fn merge_parts(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
-    let mut part = Part::from_bytes(&lower);
-    let theirs = Part::from_bytes(&higher);
+/// The most distinct errors a part keeps to tell why parts were unreadable (however many ranks
+/// failed).
+const MAX_REASONS: usize = 4;
+
+/// The merge of [`gather_records`]: records of the same artifact merged, ranks united; a side
+/// that could not be read adds no rank, only its error.
+fn merge_parts(
+    lower: Result<Part, CollectiveError>,
+    higher: Result<Part, CollectiveError>,
+) -> Result<Part, CollectiveError> {
+    let mut part = Part::or_unreadable(lower);
+    let theirs = Part::or_unreadable(higher);
     part.from = clima_comms::union_ranges(&part.from, &theirs.from);
+    for why in theirs.unreadable {
+        if part.unreadable.len() < MAX_REASONS && !part.unreadable.contains(&why) {
+            part.unreadable.push(why);
+        }
+    }
     for (record, ranges) in theirs.records {
         match part
             .records
@@ -202,7 +240,7 @@ fn merge_parts(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
             None => part.records.push((record, ranges)),
         }
     }
-    part.to_bytes()
+    Ok(part)
 }
 
 /// Collective [`report`]: gathers every rank's records to rank 0 of `ctx`, which gets the merged
@@ -240,5 +278,55 @@ fn declared(declared: crate::inventory::LinkedArtifact) -> DeclaredArtifact {
             })
             .collect(),
         metadata: BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn undecodable(rank: usize, why: &str) -> Result<Part, CollectiveError> {
+        Err(CollectiveError::Undecodable {
+            rank,
+            why: why.to_owned(),
+        })
+    }
+
+    /// A part that does not decode is no empty default: its ranks are told as left out, with
+    /// the reason, and the readable parts stay.
+    #[test]
+    fn a_part_that_does_not_decode_is_told_with_its_reason() {
+        let lower = merge_parts(Ok(Part::of(0, &[])), undecodable(0, "unknown tag 0x00")).unwrap();
+        let part = merge_parts(Ok(lower), Ok(Part::of(2, &[]))).unwrap();
+        assert_eq!(part.from, [[0, 0], [2, 2]]);
+        let warnings = part.left_out(3);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("from rank 1 are unreadable"),
+            "{warnings:?}"
+        );
+        assert!(warnings[0].contains("unknown tag 0x00"), "{warnings:?}");
+
+        // Nothing readable reached rank 0: every rank is told, with why.
+        let warnings = Part::or_unreadable(undecodable(0, "unknown tag 0x00")).left_out(3);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("ranks 0-2") && warnings[0].contains("unknown tag"));
+
+        // Every part read: no warning.
+        let all = merge_parts(Ok(Part::of(0, &[])), Ok(Part::of(1, &[]))).unwrap();
+        assert!(all.left_out(2).is_empty());
+    }
+
+    /// Many ranks failing keep a few distinct reasons, not one per rank.
+    #[test]
+    fn reasons_are_bounded() {
+        let mut part = Part::of(0, &[]);
+        for rank in 1..100 {
+            let why = format!("unknown tag {}", rank % 10);
+            part = merge_parts(Ok(part), undecodable(rank, &why)).unwrap();
+        }
+        assert_eq!(part.unreadable[..2], ["unknown tag 1", "unknown tag 2"]);
+        assert_eq!(part.unreadable.len(), MAX_REASONS);
+        assert_eq!(part.left_out(100).len(), 1);
     }
 }

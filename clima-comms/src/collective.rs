@@ -5,7 +5,9 @@
 //!  root_decides    rank 0: run op (panics caught)   --bcast-->  every rank: same Ok / same Err
 //!  all_succeed     every rank: own outcome  --reduce-->  rank 0: first failure
 //!                                                     --bcast-->  every rank: Ok only if all Ok
-//!  requests_agree  every rank: request  --reduce-->  rank 0: who asked for something else
+//!  reduce_outcomes every rank: value  --reduce, each side to the merge as value or error-->
+//!                                                     rank 0: merged
+//!  requests_agree  every rank: request  --reduce_outcomes-->  rank 0: who asked for something else
 //! ```
 //!
 //! The reduces ([`Context::reduce_to_root`]) merge in a tree and carry what does not grow with
@@ -231,6 +233,29 @@ where
     }
 }
 
+/// **Collective.** [`reduce_values`](crate::reduce_values) for values that can take a
+/// failure in: `merge` gets each side as it arrived, the value or the [`CollectiveError`] that
+/// stands for it (a part that did not decode where it is merged, naming the rank that merged
+/// it, or an `Err` that an earlier merge returned), and says what the two become. A merge that
+/// keeps the other side and remembers the failure leaves one rank's broken bytes out of the
+/// result, told, instead of failing everyone's. Rank 0 gets `Some` (the last merge's outcome,
+/// or its own value's on one rank), the others `None`.
+pub fn reduce_outcomes<T, F>(
+    ctx: &dyn Context,
+    value: T,
+    merge: F,
+) -> Option<Result<T, CollectiveError>>
+where
+    T: Serialize + DeserializeOwned,
+    F: Fn(Result<T, CollectiveError>, Result<T, CollectiveError>) -> Result<T, CollectiveError>,
+{
+    let me = ctx.rank();
+    let merge_bytes =
+        |lower: Vec<u8>, higher: Vec<u8>| encode(&merge(decode(&lower, me), decode(&higher, me)));
+    let merged = ctx.reduce_to_root(encode::<T, CollectiveError>(&Ok(value)), &merge_bytes)?;
+    Some(decode(&merged, me))
+}
+
 /// **Collective.** Brings every rank's `request` to the root, which compares them with its
 /// own. On the root: `Some(mismatches)`, each the rank and what it asked for (`None` if its
 /// request could not be read), in rank order, empty when all agree. On the other ranks: `None`.
@@ -244,26 +269,27 @@ pub fn requests_agree<R>(ctx: &dyn Context, request: &R) -> Option<Vec<(usize, O
 where
     R: Serialize + DeserializeOwned + PartialEq,
 {
-    let json = serde_json::to_vec(request)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .unwrap_or_default();
-    let mine: Groups = vec![(json, vec![[ctx.rank(), ctx.rank()]])];
-    let merged =
-        ctx.reduce_to_root(serde_json::to_vec(&mine).unwrap_or_default(), &merge_groups)?;
-    let groups: Groups = serde_json::from_slice(&merged).unwrap_or_default();
+    // A request that does not encode travels as `None`: its ranks are unreadable on the root.
+    let mine: Groups = vec![(
+        serde_json::to_string(request).ok(),
+        vec![[ctx.rank(), ctx.rank()]],
+    )];
+    // Nothing readable reached the root (only a context that garbles bytes does that): no
+    // group, so every rank counts as unreadable below.
+    let groups = reduce_outcomes(ctx, mine, merge_groups)?.unwrap_or_else(|_| Vec::new());
     let mut seen = Vec::new();
     let mut out = Vec::new();
     for (json, ranges) in &groups {
         seen = crate::union_ranges(&seen, ranges);
-        match serde_json::from_str::<R>(json) {
-            Ok(theirs) if &theirs == request => {}
-            Ok(_) => out.extend(
+        let json = json.as_deref();
+        match json.map(serde_json::from_str::<R>) {
+            Some(Ok(theirs)) if &theirs == request => {}
+            Some(Ok(_)) => out.extend(
                 crate::ranks_of(ranges)
                     .into_iter()
-                    .map(|rank| (rank, serde_json::from_str(json).ok())),
+                    .map(|rank| (rank, json.and_then(|j| serde_json::from_str(j).ok()))),
             ),
-            Err(_) => out.extend(crate::ranks_of(ranges).into_iter().map(|rank| (rank, None))),
+            _ => out.extend(crate::ranks_of(ranges).into_iter().map(|rank| (rank, None))),
         }
     }
     // Ranks whose part was lost on the way (bytes that did not decode): unreadable.
@@ -276,21 +302,24 @@ where
     Some(out)
 }
 
-/// Distinct requests (their JSON text) and the ranks that made each.
-type Groups = Vec<(String, Vec<[usize; 2]>)>;
+/// Distinct requests (their JSON text, `None` for one that did not encode) and the ranks that
+/// made each.
+type Groups = Vec<(Option<String>, Vec<[usize; 2]>)>;
 
 /// The merge of [`requests_agree`]: the groups of both sides, equal requests united. A side
-/// that does not decode is left out (its ranks count as unreadable on the root).
-fn merge_groups(lower: Vec<u8>, higher: Vec<u8>) -> Vec<u8> {
-    let mut groups: Groups = serde_json::from_slice(&lower).unwrap_or_default();
-    let theirs: Groups = serde_json::from_slice(&higher).unwrap_or_default();
-    for (json, ranges) in theirs {
+/// that does not decode adds no group (its ranks count as unreadable on the root).
+fn merge_groups(
+    lower: Result<Groups, CollectiveError>,
+    higher: Result<Groups, CollectiveError>,
+) -> Result<Groups, CollectiveError> {
+    let mut groups = lower.unwrap_or_else(|_| Vec::new());
+    for (json, ranges) in higher.unwrap_or_else(|_| Vec::new()) {
         match groups.iter_mut().find(|(j, _)| *j == json) {
             Some((_, mine)) => *mine = crate::union_ranges(mine, &ranges),
             None => groups.push((json, ranges)),
         }
     }
-    serde_json::to_vec(&groups).unwrap_or_default()
+    Ok(groups)
 }
 
 #[cfg(test)]
@@ -406,6 +435,59 @@ mod tests {
             assert_eq!(root.received_messages, size.trailing_zeros() as u64);
             assert!(root.received_bytes < 100 * root.received_messages, "{root}");
         }
+    }
+
+    /// A context whose rank 3 sends garbage in reduces (as a buggy user `Context` might).
+    struct Garbling<'a>(&'a dyn Context);
+
+    impl Context for Garbling<'_> {
+        fn rank(&self) -> usize {
+            self.0.rank()
+        }
+        fn size(&self) -> usize {
+            self.0.size()
+        }
+        fn barrier(&self) {
+            self.0.barrier()
+        }
+        fn broadcast_from_root(&self, data: Option<Vec<u8>>) -> Vec<u8> {
+            self.0.broadcast_from_root(data)
+        }
+        fn gather_to_root(&self, data: Vec<u8>) -> Option<Vec<Vec<u8>>> {
+            self.0.gather_to_root(data)
+        }
+        fn reduce_to_root(
+            &self,
+            data: Vec<u8>,
+            merge: &dyn Fn(Vec<u8>, Vec<u8>) -> Vec<u8>,
+        ) -> Option<Vec<u8>> {
+            let data = if self.rank() == 3 {
+                b"\x00".to_vec()
+            } else {
+                data
+            };
+            self.0.reduce_to_root(data, merge)
+        }
+        fn split_by_node(&self) -> Box<dyn Context> {
+            self.0.split_by_node()
+        }
+        fn split(&self, color: Option<u32>, key: u32) -> Option<Box<dyn Context>> {
+            self.0.split(color, key)
+        }
+    }
+
+    /// A request the root cannot read, or a part lost on the way, is a mismatch of its
+    /// ranks (`None`), never a silent agreement.
+    #[test]
+    fn unreadable_requests_are_mismatches() {
+        let out = on_thread_ranks(4, |ctx| {
+            if ctx.rank() == 1 {
+                requests_agree(ctx, &5_u32).map(|_| Vec::new())
+            } else {
+                requests_agree(&Garbling(ctx), &"a".to_owned())
+            }
+        });
+        assert_eq!(out[0], Some(vec![(1, None), (3, None)]));
     }
 
     #[test]

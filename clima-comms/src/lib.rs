@@ -14,7 +14,8 @@
 //!   same thing. Artifact installs and run sync both use these, with one wire framing, and
 //!   their errors travel in one JSON wire form ([`json_to_wire`], [`json_from_wire`]).
 //! - [`broadcast_value`], [`gather_values`], [`reduce_values`]: typed values between ranks, a
-//!   value that does not decode the same [`CollectiveError`] on every rank, never a default.
+//!   value that does not decode the same [`CollectiveError`] on every rank, never a default;
+//!   [`reduce_outcomes`] hands such an error to the merge, which may leave that part out, told.
 //! - [`stream`]: a broadcast stream of bytes from the root (a [`stream::BroadcastWriter`]) to
 //!   every other rank (a [`stream::BroadcastReader`]), in typed frames with checkpoints at which
 //!   any rank can stop it for all; node-local mode copies artifacts with it.
@@ -45,7 +46,7 @@ mod values;
 pub use ::mpi;
 pub use collective::{
     CollectiveError, WireError, all_succeed, json_from_wire, json_to_wire, panic_message,
-    requests_agree, root_decides,
+    reduce_outcomes, requests_agree, root_decides,
 };
 #[cfg(feature = "mpi")]
 pub use mpi_context::{MpiContext, REDUCE_TAG};

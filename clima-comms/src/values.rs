@@ -12,7 +12,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::collective::{decode, encode};
+use crate::collective::{decode, encode, reduce_outcomes};
 use crate::{CollectiveError, Context};
 
 /// **Collective.** Rank 0 passes `Some(value)`, the others `None`; every rank returns rank
@@ -55,7 +55,7 @@ where
 /// higher)` (associative, the values of two adjacent rank ranges, the lower first), in the
 /// tree of [`Context::reduce_to_root`]; the others get `None`. A part that does not decode
 /// where it is merged travels on as the error (naming the rank that merged it) and is rank
-/// 0's outcome.
+/// 0's outcome ([`reduce_outcomes`] lets the merge decide instead).
 pub fn reduce_values<T>(
     ctx: &dyn Context,
     value: T,
@@ -64,19 +64,10 @@ pub fn reduce_values<T>(
 where
     T: Serialize + DeserializeOwned,
 {
-    let me = ctx.rank();
-    let merge_bytes = |lower: Vec<u8>, higher: Vec<u8>| {
-        let merged = match (
-            decode::<T, CollectiveError>(&lower, me),
-            decode(&higher, me),
-        ) {
-            (Ok(a), Ok(b)) => Ok(merge(a, b)),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
-        encode(&merged)
-    };
-    let merged = ctx.reduce_to_root(encode::<T, CollectiveError>(&Ok(value)), &merge_bytes)?;
-    Some(decode(&merged, me))
+    reduce_outcomes(ctx, value, |lower, higher| match (lower, higher) {
+        (Ok(a), Ok(b)) => Ok(merge(a, b)),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+    })
 }
 
 #[cfg(test)]
@@ -142,5 +133,35 @@ mod tests {
                 "{o:?}"
             );
         }
+    }
+
+    /// A part that does not decode reaches the merge as its error: the merge may keep the
+    /// other side and remember it, and rank 0 sees both.
+    #[test]
+    fn a_tolerant_merge_keeps_the_readable_parts_and_the_error() {
+        type Sum = (u32, Vec<String>);
+        let out = on_thread_ranks(4, |ctx| {
+            let keep = |side: Result<Sum, CollectiveError>| {
+                side.unwrap_or_else(|e| (0, vec![e.to_string()]))
+            };
+            let merge = |a, b| {
+                let ((x, mut xs), (y, ys)) = (keep(a), keep(b));
+                xs.extend(ys);
+                Ok((x + y, xs))
+            };
+            // Rank 3 is a leaf of the tree: its value is merged by rank 2, never merges.
+            if ctx.rank() == 3 {
+                reduce_outcomes(ctx, ("not a pair".to_owned(),), |a, _| a).map(|_| Ok((0, vec![])))
+            } else {
+                reduce_outcomes(ctx, (ctx.rank() as u32 + 1, Vec::new()), merge)
+            }
+        });
+        let Some(Ok((sum, errors))) = &out[0] else {
+            panic!("{:?}", out[0])
+        };
+        assert_eq!(*sum, 1 + 2 + 3);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("could not be decoded"), "{errors:?}");
+        assert!(out[1..].iter().all(Option::is_none));
     }
 }
