@@ -44,9 +44,10 @@
 //!   are the crate `clima-artifact-provenance`).
 //! - [`inventory`]: the artifacts declared by `clima_artifact!` call sites in this binary.
 //!
-//! Where things happen inside (private modules): `install` (an install request and its
-//! attempts, package server first: source -> sha256 -> decompress -> tar -> temp dir ->
-//! rename, with the retries around each), `config` (reading the variables once),
+//! Where things happen inside (private modules): `install` (an install request: the lookup,
+//! the locks, the order of its sources; `install::attempt`: one attempt, source -> sha256 ->
+//! decompress -> tar -> temp dir -> tree hash -> rename, with the retries around it;
+//! `install::transfer`: its progress), `config` (reading the variables once),
 //! `collective_install` (who installs under MPI), `node_stream` (node-local mode: one
 //! download per job, broadcast to one leader per node, verified and installed there), `resolve` (the resolver behind the macro).
 //! Run sync of output files is a separate crate, `clima-artifact-sync`.

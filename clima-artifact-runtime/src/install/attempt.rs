@@ -1,0 +1,587 @@
+//! One attempt of an install, and the retries around it: open the source (resuming or
+//! ranged when large), read it through the SHA-256 and the taps, unpack into the temp dir
+//! while hashing every blob, drain to the end, check both hashes, rename into the depot.
+
+use super::transfer::{EndLine, HeldEnd, NotingTransfer};
+use super::*;
+
+/// Most bytes read after the end of the archive (or after it failed to unpack) when the
+/// manifest gives no `size`: tar's end padding and a compressor's trailer are far smaller, so
+/// more means the server is sending something else (or endlessly).
+const DRAIN_CAP: u64 = 1 << 20;
+
+/// Most bytes hashed after the depot refused an unpacking, to tell a wrong download from a
+/// full disk (see `InstallRequest::depot_trouble`).
+const DEPOT_TROUBLE_READ: u64 = 64 << 20;
+
+impl InstallRequest<'_> {
+    /// Whether the nodes receiving this download over MPI stopped it (see [`Taps::stopped`]).
+    pub(super) fn stopped(&self) -> bool {
+        self.taps.is_some_and(|t| t.stopped())
+    }
+
+    /// [`InstallRequest::install_from`], retried with backoff while it fails transiently
+    /// (`CLIMA_ARTIFACTS_RETRIES` attempts in all); each retry is a notice with its cause and
+    /// delay.
+    pub(super) fn install_retrying(&self, attempt: &Attempt) -> Result<Installed, SourceFailure> {
+        let mut n = 1;
+        self.carried.set(None);
+        loop {
+            let start = Instant::now();
+            match self.install_from(attempt) {
+                Ok((path, bytes)) => {
+                    let dl = &attempt.download;
+                    let reused = self.carried.get().unwrap_or(0).min(bytes);
+                    let sizes = (bytes, reused);
+                    return Ok(downloaded(self.name, attempt.from, dl, path, sizes, start));
+                }
+                Err(e) => {
+                    let retry = self.net.retry;
+                    let next = retry.next_attempt(n, e.is_transient());
+                    let Some(wait) = next.filter(|_| !self.stopped()) else {
+                        return Err(e.after_attempts(n));
+                    };
+                    notice::warn(&format!(
+                        "{e}; retrying in {:.1} s (attempt {} of {}, {RETRIES})",
+                        wait.as_secs_f64(),
+                        n + 1,
+                        retry.attempts
+                    ));
+                    std::thread::sleep(wait);
+                    n += 1;
+                }
+            }
+        }
+    }
+
+    /// One attempt: open the source, stream it through the SHA-256, the decompressor and the
+    /// tar writer into a fresh temp dir, check both hashes, rename into place.
+    ///
+    /// A large download's partial file is removed once the artifact is installed, or when
+    /// the attempt failed in a way another attempt would not mend; after a transient failure
+    /// it stays for the next attempt (of this process or another). Bytes kept by an earlier
+    /// attempt that fail verification are removed and the download starts over, once, with
+    /// a warning.
+    fn install_from(&self, attempt: &Attempt) -> Result<(PathBuf, u64), SourceFailure> {
+        let (result, kept) = self.install_once(attempt);
+        if let (
+            Err(
+                e @ (SourceFailure::Sha256Mismatch { .. }
+                | SourceFailure::TreeHashMismatch { .. }
+                | SourceFailure::TreeHashSha256Mismatch { .. }
+                | SourceFailure::Archive { .. }),
+            ),
+            Some(kept),
+        ) = (&result, &kept)
+            && kept.resumed_at() > 0
+        {
+            kept.remove();
+            notice::warn(&format!(
+                "the download of `{}` continued from {} kept in `{}` by an earlier attempt, \
+                 and failed verification ({e}); the kept bytes were deleted and the download \
+                 starts over",
+                self.name,
+                human_bytes(kept.resumed_at()),
+                kept.path().display()
+            ));
+            let (again, kept) = self.install_once(attempt);
+            return self.settle_partial(again, kept);
+        }
+        self.settle_partial(result, kept)
+    }
+
+    /// What happens to the partial file `kept` after an attempt that ended in `result`: removed
+    /// (with this user's other partial files of the artifact) once it is installed, removed
+    /// after a failure another attempt would not mend; kept after a transient one, after the
+    /// depot's own trouble (a full disk: what was received is not to blame, and the run after
+    /// space was freed continues it), and when the nodes receiving it over MPI stopped it.
+    fn settle_partial(
+        &self,
+        result: Result<(PathBuf, u64), SourceFailure>,
+        kept: Option<Kept>,
+    ) -> Result<(PathBuf, u64), SourceFailure> {
+        match (&result, kept) {
+            (Ok(_), Some(kept)) => {
+                kept.remove();
+                self.target.partials.remove_partials(&self.hash);
+            }
+            (Err(e), Some(kept))
+                if !e.is_transient()
+                    && !self.stopped()
+                    && !matches!(e, SourceFailure::Install { .. }) =>
+            {
+                kept.remove()
+            }
+            _ => {}
+        }
+        result
+    }
+
+    /// [`InstallRequest::install_from`] without the care of the partial file, which it returns
+    /// when the download kept one.
+    fn install_once(
+        &self,
+        attempt: &Attempt,
+    ) -> (Result<(PathBuf, u64), SourceFailure>, Option<Kept>) {
+        let mut kept = None;
+        let result = self.install_keeping(attempt, &mut kept);
+        (result, kept)
+    }
+
+    fn install_keeping(
+        &self,
+        attempt: &Attempt,
+        kept: &mut Option<Kept>,
+    ) -> Result<(PathBuf, u64), SourceFailure> {
+        let tmp = self.new_temp_dir(&attempt.download.url)?;
+        let end = EndLine::default();
+        let body = self.open(attempt, kept, &end)?;
+        let installed = self.install_body(attempt, tmp, body);
+        // "downloaded" is said of a download that proved to be the artifact; a wrong one is
+        // told once, by its error.
+        if installed.is_ok() {
+            end.release();
+        }
+        installed
+    }
+
+    /// A new temp dir in the target depot for an install from `url`.
+    pub(super) fn new_temp_dir(&self, url: &str) -> Result<TempDir, SourceFailure> {
+        let tmp_path = self.target.dir.new_temp_dir(&self.hash);
+        // Private while it is filled; the verified artifact gets 0o755 before its rename.
+        TempDir::create(tmp_path.clone()).map_err(|e| SourceFailure::Install {
+            url: url.to_owned(),
+            error: Box::new(Error::io("create temporary directory", &tmp_path, e)),
+        })
+    }
+
+    /// Streams `body` through the decompressor and the tar writer into `tmp`, checks both
+    /// hashes and renames `tmp` into place.
+    pub(super) fn install_body(
+        &self,
+        attempt: &Attempt,
+        tmp: TempDir,
+        mut body: Body,
+    ) -> Result<(PathBuf, u64), SourceFailure> {
+        let url = &attempt.download.url;
+        let limits = self.limits(tmp.path(), attempt);
+        let extracted = extract_buffered_at(&mut body, tmp.dir(), &limits);
+        if let Err(
+            e @ (ExtractError::LowDiskSpace { .. }
+            | ExtractError::LowInodes { .. }
+            | ExtractError::Io { .. }),
+        ) = &extracted
+        {
+            return Err(self.depot_trouble(attempt, body, tmp.path(), e));
+        }
+        let (actual, bytes) = self.finish_body(body, &attempt.download, &extracted)?;
+        let url = url.clone();
+        // A wrong download is reported as such even when it also fails to unpack.
+        if let Some(expected) = attempt.download.sha256
+            && actual != expected
+        {
+            return Err(SourceFailure::Sha256Mismatch {
+                url,
+                expected,
+                actual,
+                bytes,
+            });
+        }
+        let extracted = extracted.map_err(|e| SourceFailure::Archive {
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
+        // The SHA-256 tree hash, when the entry gives one, is the stronger check: first.
+        if let Some(expected) = self.hash_sha256
+            && extracted.tree_hash_sha256 != Some(expected)
+        {
+            return Err(SourceFailure::TreeHashSha256Mismatch {
+                url,
+                expected,
+                // Computed whenever the entry has one (see `limits`).
+                actual: extracted.tree_hash_sha256.unwrap_or(GitTreeSha256([0; 32])),
+                sha1_matches: extracted.tree_hash == self.hash,
+            });
+        }
+        if extracted.tree_hash != self.hash {
+            return Err(SourceFailure::TreeHashMismatch {
+                url,
+                expected: self.hash,
+                actual: extracted.tree_hash,
+            });
+        }
+        self.move_into_place(tmp)
+            .map(|dest| (dest, bytes))
+            .map_err(|error| SourceFailure::Install {
+                url: attempt.download.url.clone(),
+                error: Box::new(error),
+            })
+    }
+
+    /// Opens `dl` and starts reading its body on a thread of its own, with progress to the
+    /// reporter (and the lock's holder line); refuses a `Content-Length` over the implicit
+    /// download limit before any of the body is read.
+    fn open(
+        &self,
+        attempt: &Attempt,
+        kept: &mut Option<Kept>,
+        end: &EndLine,
+    ) -> Result<Body, SourceFailure> {
+        let dl = &attempt.download;
+        let (name, url, config) = (self.name, dl.url.as_str(), self.config);
+        // Printed and logged without credentials (a package server's URL may carry a token).
+        let shown = redact_url(url);
+        notice::detail(&format!(
+            "downloading `{name}` from `{}`",
+            notice::printable(&shown)
+        ));
+        let mut source = self.open_source(dl)?;
+        *kept = source.partial.take();
+        if kept.is_some()
+            && let Some(note) = &self.target.partials_note
+        {
+            notice::info(note);
+        }
+        let resumed_at = kept.as_ref().map_or(0, Kept::resumed_at);
+        // What an earlier process kept is carried on while the attempts continue it.
+        let carried = match (self.carried.get(), resumed_at) {
+            (_, 0) => 0,
+            (None, at) => at,
+            (Some(c), at) => c.min(at),
+        };
+        self.carried.set(Some(carried));
+        // Without a declared size, the server's Content-Length is checked before the body.
+        if dl.size.is_none()
+            && let (Some(limit), Some(length)) = (config.max_download_size, source.length)
+            && length > limit
+        {
+            return Err(SourceFailure::TooLarge {
+                url: url.to_owned(),
+                error: Box::new(Error::DownloadTooLarge {
+                    name: name.to_owned(),
+                    size: length,
+                    limit,
+                    from: format!("the Content-Length of `{shown}`"),
+                    manifest: self.manifest.file.clone(),
+                }),
+            });
+        }
+        let size = source.length.or(dl.size);
+        let mut transfer: Box<dyn Transfer> = Box::new(HeldEnd {
+            inner: Some(
+                crate::progress::reporter(config.progress)
+                    .start(&DownloadStart::new(name, url, size, resumed_at)),
+            ),
+            end: end.clone(),
+        });
+        if let Some(note) = &self.target.note {
+            transfer = Box::new(NotingTransfer {
+                inner: transfer,
+                note: note.clone(),
+                what: format!("`{name}` from {}", crate::progress::host_of(url)),
+                size,
+                last: None,
+            });
+        }
+        // With a `size`, a longer body cannot be the manifest's: stop at one byte past it.
+        // Without one (the package server's copy, a manifest URL without `size`), a body
+        // without a `Content-Length`, or longer than it said, stops past the download limit.
+        let max_bytes = dl.size.or(config.max_download_size);
+        let rules = BodyRules::new(&self.net, max_bytes, config.progress);
+        let tap = self.taps.map(|taps| taps.start(dl, size));
+        Ok(Body::spawn_tapped(
+            source,
+            transfer,
+            rules,
+            name.to_owned(),
+            tap,
+        ))
+    }
+
+    /// Opens `dl`: a large download (several connections, a partial file in the depot's
+    /// `artifacts` folder kept for resuming) where it qualifies, else one stream.
+    fn open_source(&self, dl: &Fetch) -> Result<download::Source, SourceFailure> {
+        let (url, config) = (dl.url.as_str(), self.config);
+        let Some(agent) = &self.agent else {
+            return Err(NetError::Transport {
+                url: url.to_owned(),
+                reason: "an install of bytes received over MPI opens no URL".to_owned(),
+                transient: false,
+            }
+            .into());
+        };
+        let artifacts = self.target.partials.artifacts_dir();
+        let Ok(dir) = clima_artifact_fs::Dir::open(&artifacts) else {
+            return Ok(download::open(
+                agent,
+                url,
+                &self.manifest.folder,
+                &self.net,
+            )?);
+        };
+        let partial = partial_name(&self.hash, url);
+        // The room a partial file needs is checked with the install's own rule and error.
+        let no_room = std::cell::RefCell::new(None);
+        let (dir_of_install, dir_of_partial) =
+            (self.target.dir.root(), self.target.partials.root());
+        let room = |partial: u64, length: u64| {
+            let from = format!(
+                "the server's Content-Length of {}: {} more for the partial download it is kept \
+                 in, about as much again for the unpacked files",
+                human_bytes(length),
+                human_bytes(partial)
+            );
+            // The partial file and the unpacked artifact, on one filesystem or on two.
+            let checked = if dir_of_partial == dir_of_install {
+                let size = partial.saturating_add(length);
+                check_room(self.name, (size, &from), dir_of_install, config)
+            } else {
+                check_room(self.name, (partial, &from), dir_of_partial, config)
+                    .and_then(|()| check_room(self.name, (length, &from), dir_of_install, config))
+            };
+            checked.map_err(|e| {
+                let text = e.to_string();
+                *no_room.borrow_mut() = Some(e);
+                text
+            })
+        };
+        let large = Large {
+            dir: &dir,
+            name: &partial,
+            artifact: self.name,
+            max_bytes: dl.size.or(config.max_download_size),
+            room: &room,
+            tell: config.progress,
+        };
+        match ranged::open_large(agent, url, &self.manifest.folder, &self.net, &large) {
+            Ok(source) => Ok(source),
+            Err(e) => {
+                if let Some(error) = no_room.borrow_mut().take() {
+                    return Err(SourceFailure::Install {
+                        url: url.to_owned(),
+                        error: Box::new(error),
+                    });
+                }
+                // A kept partial file that a failing server cannot continue is of no use.
+                if !e.is_transient() {
+                    ranged::remove_kept(&dir, &partial);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The extraction limits of an install into `tmp` from `attempt`: without a sha256 to
+    /// check (a package server), only what the tree hash covers is written.
+    fn limits(&self, tmp: &Path, attempt: &Attempt) -> ExtractLimits {
+        let config = self.config;
+        ExtractLimits {
+            only_hashed: attempt.download.sha256.is_none(),
+            tree_hash_sha256: self.hash_sha256.is_some(),
+            max_unpacked_bytes: config.max_unpacked_bytes,
+            max_entries: config.max_entries,
+            min_free_bytes: match config.min_free_space {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => crate::extract::free_space(tmp)
+                    .ok()
+                    .map(|(_, total)| crate::extract::default_free_reserve(total)),
+            },
+        }
+    }
+
+    /// Reads `body` of `url` to its end after the extraction stopped (`extracted`), so that
+    /// the SHA-256 covers every byte, and returns it with the byte count; a source that broke
+    /// or sent more than the archive is an error.
+    ///
+    /// The drain is bounded: with a `size` the reader itself stops one byte past it; without
+    /// one, at most DRAIN_CAP bytes are read after the point where the archive ended (or
+    /// failed), so a server that keeps sending after a good tarball cannot keep us reading.
+    /// Draining also makes a wrong download a sha256 mismatch even when it failed to unpack.
+    fn finish_body<T, E: std::fmt::Display>(
+        &self,
+        mut body: Body,
+        dl: &Fetch,
+        extracted: &Result<T, E>,
+    ) -> Result<(Sha256, u64), SourceFailure> {
+        let url = dl.url.as_str();
+        if let Some(e) = self.source_failure(&body, dl) {
+            return Err(e);
+        }
+        let before_drain = body.consumed();
+        let drained = io::copy(&mut (&mut body).take(DRAIN_CAP + 1), &mut io::sink());
+        if drained.is_ok() && body.consumed() - before_drain > DRAIN_CAP {
+            let what = match extracted {
+                Ok(_) => "the end of the archive".to_owned(),
+                Err(e) => format!("the archive failed to unpack ({e})"),
+            };
+            return Err(SourceFailure::Archive {
+                url: url.to_owned(),
+                reason: format!(
+                    "the server kept sending after {what}: stopped reading {} past it, at \
+                     byte {}; this is not the tarball the manifest describes (add its `size` to \
+                     the manifest to stop at exactly that many bytes)",
+                    human_bytes(DRAIN_CAP),
+                    body.consumed()
+                ),
+            });
+        }
+        if let Some(e) = self.source_failure(&body, dl) {
+            return Err(e);
+        }
+        if let Err(e) = drained {
+            return Err(self.broken(url, download::describe_io(&e, &self.net), &e));
+        }
+        Ok(body.finish())
+    }
+
+    /// The failure when the depot refused the unpacking (its disk full, a write failing: `e`),
+    /// which is not the archive's fault and is reported as the depot refusing it, unless the
+    /// source failed first or the download turns out wrong. To tell a wrong download (a bomb
+    /// whose sha256 is wrong, named as such) from a full disk, at most
+    /// [`DEPOT_TROUBLE_READ`] more bytes are hashed: the rest of a large download is not
+    /// fetched only to be thrown away, and bytes received over MPI are not read on at all
+    /// (their sender hashes them and reports a wrong download itself; reading on would keep
+    /// it streaming to a node that has already failed).
+    fn depot_trouble(
+        &self,
+        attempt: &Attempt,
+        mut body: Body,
+        tmp: &Path,
+        e: &ExtractError,
+    ) -> SourceFailure {
+        let dl = &attempt.download;
+        if let Some(failure) = self.source_failure(&body, dl) {
+            return failure;
+        }
+        if let Some(expected) = dl.sha256.filter(|_| !attempt.checked_by_sender) {
+            let before = body.consumed();
+            let read = io::copy(
+                &mut (&mut body).take(DEPOT_TROUBLE_READ + 1),
+                &mut io::sink(),
+            );
+            let at_end = read.is_ok() && body.consumed() - before <= DEPOT_TROUBLE_READ;
+            // A body that broke a rule while read on (longer than its `size`) is wrong.
+            if body.failure().is_some_and(|e| RuleBroken::of(e).is_some())
+                && let Some(failure) = self.source_failure(&body, dl)
+            {
+                return failure;
+            }
+            if at_end && body.failure().is_none() {
+                let (actual, bytes) = body.finish();
+                if actual != expected {
+                    return SourceFailure::Sha256Mismatch {
+                        url: dl.url.clone(),
+                        expected,
+                        actual,
+                        bytes,
+                    };
+                }
+            }
+        }
+        // A full disk names the setting that put the depot there.
+        let text = match e {
+            ExtractError::LowDiskSpace { .. } | ExtractError::LowInodes { .. } => {
+                format!(
+                    "{e} ({})",
+                    depot_setting(self.config, self.target.dir.root())
+                )
+            }
+            _ => e.to_string(),
+        };
+        SourceFailure::Install {
+            url: dl.url.clone(),
+            error: Box::new(Error::io("unpack into", tmp, io::Error::other(text))),
+        }
+    }
+
+    /// Why the source of `body` stopped early, as the install reports it.
+    fn source_failure(&self, body: &Body, dl: &Fetch) -> Option<SourceFailure> {
+        let url = dl.url.as_str();
+        body.failure().map(|e| match RuleBroken::of(e) {
+            // Without a declared size the bound was CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE.
+            Some(RuleBroken::TooLong { size: limit }) if dl.size.is_none() => {
+                SourceFailure::TooLarge {
+                    url: url.to_owned(),
+                    error: Box::new(Error::DownloadTooLarge {
+                        name: self.name.to_owned(),
+                        size: *limit + 1,
+                        limit: *limit,
+                        from: format!(
+                            "the body of `{}`, which went on past the limit",
+                            redact_url(url)
+                        ),
+                        manifest: self.manifest.file.clone(),
+                    }),
+                }
+            }
+            Some(RuleBroken::TooLong { size }) => SourceFailure::Archive {
+                url: url.to_owned(),
+                reason: format!(
+                    "the download is longer than the manifest's size of {size} bytes: stopped \
+                     reading at byte {}; either the server sends something else or the \
+                     manifest's `size` is wrong",
+                    size + 1
+                ),
+            },
+            // A large download's connection that failed for good (or too often).
+            None if let Some(net) = e.get_ref().and_then(|r| r.downcast_ref::<NetError>()) => {
+                net.clone().into()
+            }
+            // Starting over from byte 0 (the next attempt) is what is left to do: transient.
+            None if ResumeRefused::of(e).is_some() => NetError::Transport {
+                url: url.to_owned(),
+                reason: format!("the transfer broke and could not be resumed: {e}"),
+                transient: true,
+            }
+            .into(),
+            Some(_) | None => self.broken(url, download::describe_io(e, &self.net), e),
+        })
+    }
+
+    /// A transfer of `url` that broke with `e` (`reason` says how), tried once so far.
+    fn broken(&self, url: &str, reason: String, e: &io::Error) -> SourceFailure {
+        NetError::Transport {
+            url: url.to_owned(),
+            reason,
+            transient: clima_artifact_net::retry::is_transient_io(e),
+        }
+        .into()
+    }
+
+    /// Renames the verified `tmp` to `<depot>/artifacts/<hash>`.
+    fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
+        let dest = self.target.dir.artifact_dir(&self.hash);
+        // The artifact's own folder is 0o755 like every folder inside it, whatever the umask.
+        tmp.dir()
+            .set_mode(0o755)
+            .map_err(|e| Error::io("set the permissions of", tmp.path(), e))?;
+        // What is renamed must be the folder that was verified, not what someone put at its
+        // path meanwhile.
+        if !tmp.still_in_place() {
+            return Err(Error::io(
+                format!("move verified artifact `{}` into place from", self.name),
+                tmp.path(),
+                io::Error::other(
+                    "the folder was moved away and something else put at its path while it \
+                     was filled; nothing was installed. Another user can rename entries of \
+                     this depot's `artifacts` folder: make it sticky (`chmod +t`) or writable \
+                     only by trusted users",
+                ),
+            ));
+        }
+        match std::fs::rename(tmp.path(), &dest) {
+            Ok(()) => {
+                tmp.keep();
+                Ok(dest)
+            }
+            // Another process (without a working lock, e.g. on NFS) won the race: success.
+            Err(_) if dest.is_dir() => Ok(dest),
+            Err(e) => Err(Error::io(
+                format!("move verified artifact `{}` into place as", self.name),
+                &dest,
+                e,
+            )),
+        }
+    }
+}

@@ -1,0 +1,650 @@
+//! The one-pass install pipeline.
+//!
+//! [`ensure_variant`] decides, in this order:
+//!
+//! 1. an override (`Overrides.toml` of any depot) -> use its path; never hashed, never downloaded;
+//! 2. `artifacts/<hash>` exists in any depot -> use it (an existence check, nothing is hashed);
+//! 3. no `[[name.download]]` -> [`Error::NoDownloads`] with the exact `Overrides.toml` line to add;
+//! 4. offline (`CLIMA_ARTIFACTS_OFFLINE=1`): network (`http(s)://`) sources are skipped; local
+//!    paths and `file://` URLs are still used. No source left -> [`Error::Offline`], naming the
+//!    URLs it would have used;
+//! 5. lock `artifacts/.locks/<hash>.lock` in the first writable depot, look again (another process
+//!    may have finished meanwhile), reclaim temp dirs of dead processes, then for each URL in
+//!    order (transient failures retried with backoff):
+//!
+//! ```text
+//!  reader thread                         |  calling thread
+//!  source (HTTP / file) -> SHA-256 ----> bounded channel of 256 KiB buffers
+//!                                        |  -> extract (gunzip/zstd, reading those buffers
+//!                                        |     in place -> tar -> a writer thread creates
+//!                                        |     the files in artifacts/.tmp-<hash>-<host>-
+//!                                        |     <pid>-<rand>/ and hashes every blob)
+//!                                        |  -> drain the source to its end
+//!                                        |  -> compare sha256, compare git-tree-sha1
+//!                                        |  -> rename to artifacts/<hash>
+//! ```
+//!
+//! Reading (network, TLS, SHA-256), decompression and writing (with SHA-1) run on three threads
+//! that share the cores; memory stays constant (at most a few buffers in flight). Nothing
+//! unverified ever appears at a final path: a failed attempt removes its temp dir, a killed process
+//! leaves one that the next install in the same depot removes (its pid is dead and nobody holds its
+//! artifact's lock; only temp dirs of this host are considered). If the final path already exists
+//! when renaming, another process won the race: that is success.
+
+mod attempt;
+mod transfer;
+
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clima_artifact_fs::human_bytes;
+use clima_artifact_vars::{DEPOT_PATH, RETRIES};
+
+use clima_artifact_manifest::{ArtifactVariant, Download, layout};
+use clima_artifact_net::ranged::{self, Kept, Large};
+use clima_artifact_net::source::{self as download, ResumeRefused};
+use clima_artifact_net::trust::redact_url;
+use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken, Tap};
+
+use crate::depot::{
+    Depot, InstallLock, Locked, Wait, first_writable, lock_for_install, lookup, partial_name,
+    try_lock_for_install,
+};
+use crate::depot::{HolderNote, LockedFile, TempDir};
+use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
+use crate::progress::{DownloadStart, Transfer};
+use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
+use crate::{Installed, Origin};
+use clima_artifact_progress::notice;
+use transfer::Unreported;
+
+/// Makes one artifact variant available: override, else an installed copy in any depot, else a
+/// verified download into the first writable depot. The core every higher-level API calls
+/// (the `Artifacts` API, the `clima_artifact!` macro's static path, the MPI root).
+///
+/// `manifest` is the manifest file the variant comes from (named in messages, so a manifest
+/// called `MyArtifacts.toml` is reported as such), or its folder (then the messages name the
+/// `JuliaArtifacts.toml`/`Artifacts.toml` found there); relative download paths resolve against
+/// its folder. `name` is used in messages.
+pub fn ensure_variant(
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &Path,
+    config: &Config,
+) -> Result<Installed, Error> {
+    ensure_variant_tapped(name, variant, manifest, config, None)
+}
+
+/// Where the bytes of a download go besides its own install (node-local mode's fan-out over
+/// MPI): every attempt that opens a source starts a [`Tap`], which sees every byte the
+/// SHA-256 sees, in order.
+pub(crate) trait Taps: Sync {
+    /// An attempt starts reading `download` (its `sha256`: the one checked, if any;
+    /// `length`: the byte count the source announced or the manifest declared).
+    fn start(&self, download: &Fetch, length: Option<u64>) -> Box<dyn Tap>;
+    /// Whether the receivers stopped the stream: no further attempt or retry is made.
+    fn stopped(&self) -> bool;
+}
+
+/// [`ensure_variant`], handing the bytes of every download attempt to `taps` as well.
+pub(crate) fn ensure_variant_tapped(
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &Path,
+    config: &Config,
+    taps: Option<&dyn Taps>,
+) -> Result<Installed, Error> {
+    let manifest = ManifestPlace::of(manifest);
+    let hash = variant.git_tree_sha1;
+    let depots = config.search_depots();
+    if let Some(found) = lookup(&hash, &depots)? {
+        return Ok(found);
+    }
+    if variant.downloads.is_empty() {
+        return Err(Error::NoDownloads {
+            name: name.to_owned(),
+            hash,
+            manifest: manifest.file,
+            overrides_file: suggested_overrides_file(config),
+        });
+    }
+    // Offline, only network sources are skipped: a local path or `file://` URL is no network
+    // access, so such sources still install (the quickstart ships its data that way).
+    let (allowed, skipped): (Vec<_>, Vec<_>) = variant
+        .downloads
+        .iter()
+        .partition(|d| !config.offline || !is_network(&d.url, &manifest.folder));
+    if allowed.is_empty() {
+        return Err(Error::Offline {
+            name: name.to_owned(),
+            hash,
+            depots: depots.iter().map(|d| d.root().to_path_buf()).collect(),
+            urls: skipped.iter().map(|d| d.url.clone()).collect(),
+        });
+    }
+    let (_lock, mut target) = match lock_target(name, &hash, &depots, config)? {
+        Err(found) => return Ok(found),
+        Ok(locked) => locked,
+    };
+    partials_depot(name, &hash, config, &mut target);
+    download_and_install(name, variant, &allowed, manifest, config, target, taps)
+}
+
+/// The locks of an install, held until it ends, and its target; or the copy another process
+/// installed while this one waited.
+type LockedTarget = Result<(InstallLock, InstallTarget), Installed>;
+
+/// Locks the artifact in the first writable depot of `config` (waiting for another holder:
+/// our lock, then Julia's pidfile), looks again in `depots` (another process may have
+/// installed it meanwhile) and reclaims the temp dirs of dead processes: `Err` with the copy
+/// another process installed meanwhile.
+fn lock_target(
+    name: &str,
+    hash: &GitTreeSha1,
+    depots: &[Depot],
+    config: &Config,
+) -> Result<LockedTarget, Error> {
+    let wait = Wait {
+        timeout: config.lock_timeout,
+        tell: config.progress,
+    };
+    Ok(target_of(lock_for_install(
+        name,
+        hash,
+        &config.depots,
+        depots,
+        wait,
+    )?))
+}
+
+/// [`lock_target`] without waiting: `None` when another holder (ours or Julia's) has the lock.
+fn try_lock_target(
+    name: &str,
+    hash: &GitTreeSha1,
+    depots: &[Depot],
+    config: &Config,
+) -> Result<Option<LockedTarget>, Error> {
+    Ok(try_lock_for_install(name, hash, &config.depots, depots)?.map(target_of))
+}
+
+/// The install's target once its locks are held, or the copy found meanwhile.
+fn target_of(locked: Locked) -> LockedTarget {
+    match locked {
+        Locked::Installed(found) => Err(found),
+        Locked::Held(lock, depot) => {
+            let note = lock.note();
+            Ok((
+                lock,
+                InstallTarget {
+                    partials: depot.clone(),
+                    dir: depot,
+                    note,
+                    _partials_lock: None,
+                    partials_note: None,
+                },
+            ))
+        }
+    }
+}
+
+/// In node-local mode (`target` is the node depot, which the end of a job may wipe), where the
+/// download's partial file goes so that the next job continues it: the first writable shared
+/// depot of `config`, with its lock of `hash` held for the download. Without one (or while
+/// another installer holds that lock) it stays in `target`, and the note says so.
+fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut InstallTarget) {
+    if config.node_local_depot.as_deref() != Some(target.dir.root()) {
+        return;
+    }
+    let mut shared = config.depots.clone();
+    shared.retain(|d| *d != target.dir);
+    let why = match first_writable(&shared, name) {
+        Ok(depot) => match depot.try_lock(hash) {
+            Some(lock) => {
+                target.partials = depot;
+                target._partials_lock = Some(lock);
+                return;
+            }
+            None => format!(
+                "another installer holds its lock in the shared depot `{}`",
+                depot.root().display()
+            ),
+        },
+        Err(e) => format!("no shared depot can keep it ({e})"),
+    };
+    target.partials_note = Some(format!(
+        "the partial download of `{name}` is kept in the node-local depot `{}`, which the end \
+         of the job may wipe: {why}; a later job starts this download over. Set \
+         {DEPOT_PATH} to a writable shared folder to continue it in the next job",
+        target.dir.root().display()
+    ));
+}
+
+/// What a node that receives an artifact's bytes over MPI is told about them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Incoming {
+    /// The node that sends them.
+    pub(crate) from_node: String,
+    /// The URL the sender reads them from (without credentials), or `None` for a copy of its
+    /// installed artifact.
+    pub(crate) url: Option<String>,
+    /// The SHA-256 they must have, when it is known (a manifest URL's download).
+    pub(crate) sha256: Option<Sha256>,
+    /// How many bytes come, when known.
+    pub(crate) length: Option<u64>,
+}
+
+/// Installs `variant` on `node` from the tarball bytes of `reader` (received over MPI, see
+/// [`Incoming`]) into the first writable depot of `config`, with the same checks as a download:
+/// the lock, another look, room for `length`, SHA-256 (when known), safe extraction, tree hash,
+/// rename. `Ok` with [`Origin::Depot`] when the artifact turned out to be installed already;
+/// `Ok(None)`, reading nothing, when another installer holds the artifact's lock in that depot
+/// (a node or process sharing it: waiting here could wait for the very sender of these bytes),
+/// after which [`ensure_variant`] waits for that installer and uses its copy (or, should it
+/// fail, downloads the artifact itself).
+pub(crate) fn install_received(
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &Path,
+    config: &Config,
+    node: &str,
+    incoming: &Incoming,
+    reader: Box<dyn Read + Send>,
+) -> Result<Option<Installed>, Error> {
+    let manifest = ManifestPlace::of(manifest);
+    let hash = variant.git_tree_sha1;
+    let depots = config.search_depots();
+    let (_lock, target) = match try_lock_target(name, &hash, &depots, config)? {
+        Some(Err(found)) => return Ok(Some(found)),
+        Some(Ok(locked)) => locked,
+        None => return Ok(None),
+    };
+    if let Some(length) = incoming.length {
+        let from = format!("the length node `{}` announced", incoming.from_node);
+        check_room(name, (length, &from), target.dir.root(), config)?;
+    }
+    // The bytes arrive as fast as the sender reads them: no low-speed rule here.
+    let mut net = config.net();
+    net.low_speed_limit = 0;
+    let url = incoming
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("the installed copy of node `{}`", incoming.from_node));
+    let request = InstallRequest {
+        name,
+        hash,
+        hash_sha256: variant.git_tree_sha256,
+        agent: None,
+        net,
+        manifest,
+        config,
+        target,
+        taps: None,
+        carried: std::cell::Cell::new(None),
+    };
+    let attempt = Attempt {
+        download: Fetch {
+            url: url.clone(),
+            sha256: incoming.sha256,
+            size: incoming.length,
+        },
+        from: " over MPI",
+        not_tried: None,
+        checked_by_sender: true,
+    };
+    let start = Instant::now();
+    let failed = |failure: SourceFailure| Error::ReceiveFailed {
+        name: name.to_owned(),
+        hash,
+        from_node: incoming.from_node.clone(),
+        failure: Box::new(failure),
+    };
+    let tmp = request.new_temp_dir(&url).map_err(failed)?;
+    let source = download::Source::from_reader(reader, incoming.length);
+    let rules = BodyRules::new(&request.net, incoming.length, false);
+    let body = Body::spawn(source, Box::new(Unreported), rules, name.to_owned());
+    let (path, bytes) = request.install_body(&attempt, tmp, body).map_err(failed)?;
+    let seconds = start.elapsed().as_secs_f64();
+    notice::detail(&format!(
+        "installed `{name}` received over MPI from node `{}` into `{}`",
+        notice::printable(&incoming.from_node),
+        notice::printable(&path.display().to_string())
+    ));
+    Ok(Some(Installed {
+        path,
+        origin: Origin::Received {
+            node: node.to_owned(),
+            from_node: incoming.from_node.clone(),
+            url: incoming.url.clone(),
+            bytes,
+            seconds,
+        },
+    }))
+}
+
+/// Fails when the filesystem of `depot` cannot take `size` more bytes above its free-space
+/// reserve (the tarball's size: the unpacked content is at least about that large); `from`
+/// says where that size comes from.
+fn check_room(
+    name: &str,
+    (size, from): (u64, &str),
+    depot: &Path,
+    config: &Config,
+) -> Result<(), Error> {
+    let Ok((free, total)) = crate::extract::free_space(&layout::artifacts_dir(depot)) else {
+        return Ok(());
+    };
+    let reserve = match config.min_free_space {
+        Some(0) => return Ok(()),
+        Some(n) => n,
+        None => crate::extract::default_free_reserve(total),
+    };
+    if free < reserve.saturating_add(size) {
+        return Err(Error::NoRoom {
+            name: name.to_owned(),
+            size,
+            from: from.into(),
+            depot: depot.to_path_buf(),
+            free: free.saturating_sub(reserve),
+            reserve,
+            setting: depot_setting(config, depot).to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// The setting that chose `depot` as the install's target, for messages that say where to
+/// move it: `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` for a node depot, else
+/// `CLIMA_ARTIFACTS_DEPOT_PATH`.
+fn depot_setting(config: &Config, depot: &Path) -> &'static str {
+    if config.node_local_depot.as_deref() == Some(depot) {
+        clima_artifact_vars::NODE_LOCAL_DEPOT
+    } else {
+        clima_artifact_vars::DEPOT_PATH
+    }
+}
+
+/// The depot an install goes to, and the lock's holder line to keep up to date.
+struct InstallTarget {
+    dir: Depot,
+    note: Option<HolderNote>,
+    /// The depot whose `artifacts` folder keeps a large download's partial file: `dir`, or
+    /// in node-local mode the shared depot (see [`partials_depot`]).
+    partials: Depot,
+    /// That depot's lock of the artifact, held while its partial file is used (when it is
+    /// not `dir`, whose lock the install holds anyway).
+    _partials_lock: Option<LockedFile>,
+    /// Said once when a partial file is kept where the next job may not find it.
+    partials_note: Option<String>,
+}
+
+/// Whether fetching `url` would use the network (`http(s)://`); local paths, `file://` URLs
+/// and unsupported schemes (which fail without any access) are not.
+fn is_network(url: &str, manifest_dir: &Path) -> bool {
+    matches!(
+        download::locate(url, manifest_dir),
+        download::Location::Http(_)
+    )
+}
+
+/// The `Overrides.toml` that error messages suggest adding a line to: the first depot's, whose
+/// entries win over all others.
+fn suggested_overrides_file(config: &Config) -> PathBuf {
+    match config.depots.first() {
+        Some(first) => first.overrides_path(),
+        None => layout::overrides_file(
+            &crate::config::default_depot().unwrap_or_else(|| PathBuf::from("<depot>")),
+        ),
+    }
+}
+
+/// Where the manifest of a variant is, decided once: the file that messages name, and the
+/// folder that relative download paths resolve against.
+#[derive(Debug, Clone)]
+pub(crate) struct ManifestPlace {
+    /// The manifest file (named in messages).
+    pub(crate) file: PathBuf,
+    /// Its folder.
+    pub(crate) folder: PathBuf,
+}
+
+impl ManifestPlace {
+    /// `manifest` is the manifest file, or a folder: then the file is its
+    /// `JuliaArtifacts.toml` or `Artifacts.toml` (the first that exists; `Artifacts.toml` if
+    /// neither does).
+    pub(crate) fn of(manifest: &Path) -> ManifestPlace {
+        if manifest.is_file() {
+            let folder = manifest.parent().unwrap_or(Path::new("."));
+            return ManifestPlace {
+                file: manifest.to_path_buf(),
+                folder: folder.to_path_buf(),
+            };
+        }
+        let file = clima_artifact_manifest::Manifest::candidates(manifest)
+            .into_iter()
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| manifest.join("Artifacts.toml"));
+        ManifestPlace {
+            file,
+            folder: manifest.to_path_buf(),
+        }
+    }
+}
+
+/// Everything one install of one artifact needs, fixed before the first attempt.
+struct InstallRequest<'a> {
+    /// The artifact's name, for messages.
+    name: &'a str,
+    hash: GitTreeSha1,
+    /// The entry's `git-tree-sha256`, checked as well when given.
+    hash_sha256: Option<GitTreeSha256>,
+    manifest: ManifestPlace,
+    config: &'a Config,
+    /// What the network code takes of `config`.
+    net: NetConfig,
+    /// `None` for an install of bytes received over MPI, which opens no URL.
+    agent: Option<download::Agent>,
+    target: InstallTarget,
+    /// Where else the bytes of each attempt go.
+    taps: Option<&'a dyn Taps>,
+    /// Bytes kept by an earlier process that the attempts of one URL so far carried on
+    /// (`None` before the first attempt opened): an attempt that starts over sets it to 0,
+    /// one that continues what an earlier attempt of this call received does not add to it.
+    carried: std::cell::Cell<Option<u64>>,
+}
+
+/// One source to try. In Pkg's order: the package server's copy first (no sha256 is known for
+/// it: the tree hash alone verifies it), then the manifest's URLs (sha256 checked); a URL that
+/// may not be used now (a network URL while offline) is listed with why it is not tried.
+struct Attempt {
+    download: Fetch,
+    /// Where from, for the log: `" from the package server"`, or empty for a manifest URL.
+    from: &'static str,
+    not_tried: Option<String>,
+    /// The bytes come from another node over MPI, which hashes them itself and reports a
+    /// wrong download to every rank: this install need not read past its own trouble.
+    checked_by_sender: bool,
+}
+
+/// What an attempt reads: a URL, the SHA-256 its bytes must have when one is known (a manifest
+/// URL's; not the package server's, nor an installed copy's sent over MPI, which the tree
+/// hash alone verifies), and the size declared.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Fetch {
+    pub(crate) url: String,
+    pub(crate) sha256: Option<Sha256>,
+    pub(crate) size: Option<u64>,
+}
+
+impl From<&Download> for Fetch {
+    fn from(dl: &Download) -> Fetch {
+        Fetch {
+            url: dl.url.clone(),
+            sha256: Some(dl.sha256),
+            size: dl.size,
+        }
+    }
+}
+
+/// The sources of `variant` to try, in order; `allowed` are its downloads usable now.
+fn attempts(variant: &ArtifactVariant, allowed: &[&Download], config: &Config) -> Vec<Attempt> {
+    let server = config.pkg_server.as_ref().filter(|_| !config.offline);
+    let from_server = server.map(|server| Attempt {
+        download: Fetch {
+            url: format!("{server}/artifact/{}", variant.git_tree_sha1),
+            sha256: None,
+            size: None,
+        },
+        from: " from the package server",
+        not_tried: None,
+        checked_by_sender: false,
+    });
+    let from_manifest = variant.downloads.iter().map(|dl| Attempt {
+        download: Fetch::from(dl),
+        from: "",
+        not_tried: (!allowed.iter().any(|a| std::ptr::eq(*a, dl))).then(|| {
+            format!(
+                "{} is set and this is a network URL",
+                clima_artifact_vars::OFFLINE
+            )
+        }),
+        checked_by_sender: false,
+    });
+    from_server.into_iter().chain(from_manifest).collect()
+}
+
+/// Tries `allowed` (the variant's downloads that may be used now) in order, after the
+/// package server if one is set, each with retries of transient failures.
+fn download_and_install(
+    name: &str,
+    variant: &ArtifactVariant,
+    allowed: &[&Download],
+    manifest: ManifestPlace,
+    config: &Config,
+    target: InstallTarget,
+    taps: Option<&dyn Taps>,
+) -> Result<Installed, Error> {
+    let hash = variant.git_tree_sha1;
+    // What the manifest declares is checked before any request: the size limit of implicit
+    // downloads, and room on the depot's filesystem.
+    let declared = allowed.iter().filter_map(|d| d.size).min();
+    if let Some(size) = declared.filter(|_| allowed.iter().all(|d| d.size.is_some())) {
+        if let Some(limit) = config.max_download_size
+            && size > limit
+        {
+            return Err(Error::DownloadTooLarge {
+                name: name.to_owned(),
+                size,
+                limit,
+                from: "the manifest's `size`".to_owned(),
+                manifest: manifest.file,
+            });
+        }
+        check_room(
+            name,
+            (size, "its size in the manifest"),
+            target.dir.root(),
+            config,
+        )?;
+    }
+    let net = config.net();
+    let request = InstallRequest {
+        name,
+        hash,
+        hash_sha256: variant.git_tree_sha256,
+        agent: Some(download::agent(&net)?),
+        net,
+        manifest,
+        config,
+        target,
+        taps,
+        carried: std::cell::Cell::new(None),
+    };
+    let attempts = attempts(variant, allowed, config);
+    let mut failures = Vec::new();
+    for (i, attempt) in attempts.iter().enumerate() {
+        if let Some(reason) = &attempt.not_tried {
+            failures.push(SourceFailure::NotTried {
+                url: attempt.download.url.clone(),
+                reason: reason.clone(),
+            });
+            continue;
+        }
+        match request.install_retrying(attempt) {
+            Ok(installed) => return Ok(installed),
+            // The depot's own trouble (its disk full): every other source would meet it too.
+            // And a stream that its receivers stopped goes no further.
+            Err(e @ SourceFailure::Install { .. }) => {
+                notice::warn(&e.to_string());
+                failures.push(e);
+                break;
+            }
+            Err(e) if request.stopped() => {
+                failures.push(e);
+                break;
+            }
+            Err(e) => {
+                let more = attempts[i + 1..].iter().any(|a| a.not_tried.is_none());
+                notice::warn(&match (attempt.download.sha256.is_some(), more) {
+                    (false, _) => format!(
+                        "the package server could not provide `{name}` ({e}); trying the \
+                         manifest's URLs"
+                    ),
+                    (true, true) => format!("{e}; trying the next URL"),
+                    // The last source: its failure is told once, by the error returned.
+                    (true, false) => {
+                        failures.push(e);
+                        continue;
+                    }
+                });
+                failures.push(e);
+            }
+        }
+    }
+    Err(Error::DownloadFailed {
+        name: name.to_owned(),
+        hash,
+        failures,
+        manifest: request.manifest.file,
+        overrides_file: suggested_overrides_file(config),
+    })
+}
+
+/// Logs a finished download (`how`: where from, if not from the manifest's URL) and says what
+/// it installed: `(bytes, reused)`, the tarball's size and the bytes of it kept by an earlier
+/// attempt.
+fn downloaded(
+    name: &str,
+    how: &str,
+    dl: &Fetch,
+    path: PathBuf,
+    (bytes, reused): (u64, u64),
+    start: Instant,
+) -> Installed {
+    let seconds = start.elapsed().as_secs_f64();
+    let received = bytes - reused;
+    let kept = match reused {
+        0 => String::new(),
+        n => format!(
+            " ({} received, {} reused from an earlier partial download)",
+            human_bytes(received),
+            human_bytes(n)
+        ),
+    };
+    notice::detail(&format!(
+        "installed `{name}`{how} into `{}`{kept}",
+        notice::printable(&path.display().to_string())
+    ));
+    crate::debug_speed::after_install(name, bytes, start.elapsed());
+    Installed {
+        path,
+        origin: Origin::Downloaded {
+            // Recorded (access log, provenance report) without credentials.
+            url: redact_url(&dl.url),
+            bytes,
+            received_bytes: received,
+            reused_bytes: reused,
+            seconds,
+        },
+    }
+}
