@@ -218,7 +218,6 @@ impl EntryCx<'_, '_> {
     }
 }
 
-// Long: one short arm per key of a variant's table, checked in the order Julia checks them.
 fn parse_variant(
     cx: &EntryCx<'_, '_>,
     table: &DeTable<'_>,

@@ -252,8 +252,6 @@ impl Body {
     /// (so after any resume): the bytes on the reader thread before the consumer gets them,
     /// then [`Tap::end`] at the end of the source. An error of the tap stops the body with
     /// that error. A tap dropped without `end` saw a body that broke or was abandoned.
-    // Long: the reader thread's loop (read, bound, resume, hash, hand over) is one state
-    // machine whose variables (total, resumes, the window) every step updates.
     pub fn spawn_tapped(
         source: Source,
         mut transfer: Box<dyn Transfer>,
