@@ -218,7 +218,6 @@ impl EntryCx<'_, '_> {
     }
 }
 
-// Long: one short arm per key of a variant's table, checked in the order Julia checks them.
 fn parse_variant(
     cx: &EntryCx<'_, '_>,
     table: &DeTable<'_>,
@@ -276,37 +275,7 @@ fn parse_variant(
                 at,
                 format_args!("`lazy` must be `true` or `false`, found {}", a_type(other)),
             )),
-            (DOWNLOAD, DeValue::Array(items)) => {
-                for (i, item) in items.iter().enumerate() {
-                    match item.get_ref() {
-                        DeValue::Table(t) => {
-                            match parse_download(cx, i + 1, item.span().start, t) {
-                                Ok(d) => downloads.push(d),
-                                Err(e) => errors.extend(e),
-                            }
-                        }
-                        other => errors.push(cx.err(
-                            item.span().start,
-                            format_args!(
-                                "download {} is {}; each download must be a table with `url` and \
-                                 `sha256`, written `[[{}.download]]`",
-                                i + 1,
-                                a_type(other),
-                                key_syntax(cx.name)
-                            ),
-                        )),
-                    }
-                }
-            }
-            (DOWNLOAD, other) => errors.push(cx.err(
-                at,
-                format_args!(
-                    "`download` is {}; it must be an array of tables: write \
-                     `[[{}.download]]` (double brackets) with `url` and `sha256`",
-                    a_type(other),
-                    key_syntax(cx.name)
-                ),
-            )),
+            (DOWNLOAD, value) => parse_downloads(cx, at, value, &mut downloads, &mut errors),
             ("os" | "arch" | "libc", other)
                 if platform_specific && !matches!(other, DeValue::String(_)) =>
             {
@@ -331,39 +300,10 @@ fn parse_variant(
     }
 
     if platform_specific {
-        let missing: Vec<String> = ["os", "arch"]
-            .into_iter()
-            .filter(|tag| !table.contains_key(*tag))
-            .map(|tag| format!("`{tag}`"))
-            .collect();
-        if !missing.is_empty() {
-            errors.push(cx.err(
-                cx.offset,
-                format_args!(
-                    "missing platform tag{0} {1}; every `[[{2}]]` entry needs `os` and `arch` \
-                     (e.g. `os = \"linux\"`, `arch = \"x86_64\"`), or use a single `[{2}]` table \
-                     if the artifact is the same on every platform",
-                    if missing.len() > 1 { "s" } else { "" },
-                    missing.join(" and "),
-                    key_syntax(cx.name)
-                ),
-            ));
-        }
+        errors.extend(missing_platform_tags(cx, table));
     }
     if git_tree_sha1.is_none() && !table.contains_key(GIT_TREE_SHA1) {
-        let sha256_alone = if table.contains_key(GIT_TREE_SHA256) {
-            " (a `git-tree-sha256` is checked in addition to it, never instead: the SHA-1 names \
-             the artifact's folder in a depot, as in Julia)"
-        } else {
-            ""
-        };
-        errors.push(cx.err(
-            cx.offset,
-            format_args!(
-                "missing `git-tree-sha1`; add `git-tree-sha1 = \"<40 hex digits>\"`, the git tree \
-                 hash of the artifact's content{sha256_alone}"
-            ),
-        ));
+        errors.push(missing_git_tree_sha1(cx, table));
     }
     match git_tree_sha1 {
         Some(git_tree_sha1) if errors.is_empty() => Ok(ArtifactVariant {
@@ -377,6 +317,88 @@ fn parse_variant(
         }),
         _ => Err(errors),
     }
+}
+
+/// The `[[NAME.download]]` tables of a variant (`value`, its `download` key, at `at`) into
+/// `downloads`, what is wrong with them into `errors`.
+fn parse_downloads(
+    cx: &EntryCx<'_, '_>,
+    at: usize,
+    value: &DeValue<'_>,
+    downloads: &mut Vec<Download>,
+    errors: &mut Vec<ManifestError>,
+) {
+    let DeValue::Array(items) = value else {
+        errors.push(cx.err(
+            at,
+            format_args!(
+                "`download` is {}; it must be an array of tables: write \
+                 `[[{}.download]]` (double brackets) with `url` and `sha256`",
+                a_type(value),
+                key_syntax(cx.name)
+            ),
+        ));
+        return;
+    };
+    for (i, item) in items.iter().enumerate() {
+        match item.get_ref() {
+            DeValue::Table(t) => match parse_download(cx, i + 1, item.span().start, t) {
+                Ok(d) => downloads.push(d),
+                Err(e) => errors.extend(e),
+            },
+            other => errors.push(cx.err(
+                item.span().start,
+                format_args!(
+                    "download {} is {}; each download must be a table with `url` and \
+                     `sha256`, written `[[{}.download]]`",
+                    i + 1,
+                    a_type(other),
+                    key_syntax(cx.name)
+                ),
+            )),
+        }
+    }
+}
+
+/// The error of a platform-specific variant (`[[NAME]]`) without `os` or `arch`, if it lacks one.
+fn missing_platform_tags(cx: &EntryCx<'_, '_>, table: &DeTable<'_>) -> Option<ManifestError> {
+    let missing: Vec<String> = ["os", "arch"]
+        .into_iter()
+        .filter(|tag| !table.contains_key(*tag))
+        .map(|tag| format!("`{tag}`"))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    Some(cx.err(
+        cx.offset,
+        format_args!(
+            "missing platform tag{0} {1}; every `[[{2}]]` entry needs `os` and `arch` \
+             (e.g. `os = \"linux\"`, `arch = \"x86_64\"`), or use a single `[{2}]` table \
+             if the artifact is the same on every platform",
+            if missing.len() > 1 { "s" } else { "" },
+            missing.join(" and "),
+            key_syntax(cx.name)
+        ),
+    ))
+}
+
+/// The error of a variant without `git-tree-sha1` (saying, when it has a `git-tree-sha256`, that
+/// this one does not replace it).
+fn missing_git_tree_sha1(cx: &EntryCx<'_, '_>, table: &DeTable<'_>) -> ManifestError {
+    let sha256_alone = if table.contains_key(GIT_TREE_SHA256) {
+        " (a `git-tree-sha256` is checked in addition to it, never instead: the SHA-1 names \
+         the artifact's folder in a depot, as in Julia)"
+    } else {
+        ""
+    };
+    cx.err(
+        cx.offset,
+        format_args!(
+            "missing `git-tree-sha1`; add `git-tree-sha1 = \"<40 hex digits>\"`, the git tree \
+             hash of the artifact's content{sha256_alone}"
+        ),
+    )
 }
 
 fn parse_download(

@@ -159,6 +159,52 @@ impl SpeedWindow {
 }
 const IN_FLIGHT: usize = 8;
 
+/// The reader thread's next buffer: one the consumer handed back, else a new one, of [`CHUNK`]
+/// bytes; with a `size` (`max_bytes`), never more than one byte past it after the `total` read.
+fn next_buffer(free: &Receiver<Vec<u8>>, max_bytes: Option<u64>, total: u64) -> Vec<u8> {
+    let mut buf = match free.try_recv() {
+        Ok(b) => b,
+        Err(TryRecvError::Empty | TryRecvError::Disconnected) => Vec::with_capacity(CHUNK),
+    };
+    buf.resize(CHUNK, 0);
+    // With a `size`, never ask for more than one byte past it.
+    if let Some(max) = max_bytes {
+        let room = max.saturating_add(1).saturating_sub(total);
+        buf.truncate(room.clamp(1, CHUNK as u64) as usize);
+    }
+    buf
+}
+
+/// `read` (of the bytes after the `total` read before), made [`RuleBroken::TooLong`] when it
+/// goes past the manifest's `size` (`max_bytes`).
+fn within_size(read: io::Result<usize>, max_bytes: Option<u64>, total: u64) -> io::Result<usize> {
+    read.and_then(|n| match max_bytes {
+        Some(size) if total + n as u64 > size => Err(RuleBroken::TooLong { size }.into_io()),
+        _ => Ok(n),
+    })
+}
+
+/// Tells `transfer` the bytes received (`total` in order); over several connections (`watch`),
+/// what all of them received, and their number when it changed from `connections` (the number
+/// told last, updated here).
+fn tell_received(
+    transfer: &mut dyn Transfer,
+    watch: Option<&crate::partial::Watch>,
+    connections: &mut usize,
+    total: u64,
+) {
+    match watch {
+        Some(w) => {
+            if w.connections() != *connections {
+                *connections = w.connections();
+                transfer.connections(*connections);
+            }
+            transfer.received(w.received().max(total));
+        }
+        None => transfer.received(total),
+    }
+}
+
 /// What [`Body::spawn_tapped`] hands a copy of the bytes to (to forward them elsewhere while
 /// they are verified here).
 pub trait Tap: Send {
@@ -206,8 +252,6 @@ impl Body {
     /// (so after any resume): the bytes on the reader thread before the consumer gets them,
     /// then [`Tap::end`] at the end of the source. An error of the tap stops the body with
     /// that error. A tap dropped without `end` saw a body that broke or was abandoned.
-    // Long: the reader thread's loop (read, bound, resume, hash, hand over) is one state
-    // machine whose variables (total, resumes, the window) every step updates.
     pub fn spawn_tapped(
         source: Source,
         mut transfer: Box<dyn Transfer>,
@@ -233,25 +277,9 @@ impl Body {
                 let (mut resumes, mut stuck, mut opened_at) = (0u32, 0u32, 0u64);
                 let mut connections = 0;
                 loop {
-                    let mut buf = match free.try_recv() {
-                        Ok(b) => b,
-                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
-                            Vec::with_capacity(CHUNK)
-                        }
-                    };
-                    buf.resize(CHUNK, 0);
-                    // With a `size`, never ask for more than one byte past it.
-                    if let Some(max) = rules.max_bytes {
-                        let room = max.saturating_add(1).saturating_sub(total);
-                        buf.truncate(room.clamp(1, CHUNK as u64) as usize);
-                    }
+                    let mut buf = next_buffer(&free, rules.max_bytes, total);
                     let read = read_retrying(&mut source, &mut buf, &mut window, &rules);
-                    let read = read.and_then(|n| match rules.max_bytes {
-                        Some(size) if total + n as u64 > size => {
-                            Err(RuleBroken::TooLong { size }.into_io())
-                        }
-                        _ => Ok(n),
-                    });
+                    let read = within_size(read, rules.max_bytes, total);
                     let n = match read {
                         Ok(n) => n,
                         // A broken connection: continue at `total` with a range request, the
@@ -313,16 +341,7 @@ impl Body {
                         return;
                     }
                     total += n as u64;
-                    match &watch {
-                        Some(w) => {
-                            if w.connections() != connections {
-                                connections = w.connections();
-                                transfer.connections(connections);
-                            }
-                            transfer.received(w.received().max(total));
-                        }
-                        None => transfer.received(total),
-                    }
+                    tell_received(&mut *transfer, watch.as_ref(), &mut connections, total);
                     if tx.send(Msg::Data(buf)).is_err() {
                         return; // the consumer gave up
                     }

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use clima_artifact_fs::printable;
-use clima_artifact_manifest::{ArtifactEntry, Manifest, metadata};
+use clima_artifact_manifest::{ArtifactEntry, ArtifactVariant, Manifest, metadata};
 use clima_artifact_net::retry::{RetryPolicy, is_transient_io, is_transient_status};
 use md5::Digest as _;
 use serde::{Deserialize, Serialize};
@@ -436,69 +436,24 @@ fn save_state(path: &Path, state: &State) -> Result<(), ArchiveError> {
 
 /// Publishes artifact `req.name` to `req.archive`; `notify` receives [`Line`]s (for a
 /// terminal or a batch log).
-// Long: the steps of the module's list, in order; each is a call or a few lines.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the module's six steps in order, threading one state (the state file, this \
+              archive's entry, the draft, the result) that is saved between requests so a killed \
+              run resumes; the requests are helpers, the state updates stay here in their order"
+)]
 pub fn publish(
     req: &PublishRequest,
     notify: &dyn Fn(Line, &str),
 ) -> Result<Published, ArchiveError> {
     // 1. Checks without a request.
-    if let Some(why) = invalid_name(&req.name) {
-        return Err(ArchiveError::Input(format!(
-            "artifact name `{}`: {why}",
-            printable(&req.name)
-        )));
-    }
-    let archive = req.archive.trim_end_matches('/').to_owned();
-    if !(archive.starts_with("https://") || archive.starts_with("http://"))
-        || host_of(&archive).is_empty()
-    {
-        return Err(ArchiveError::Input(format!(
-            "--archive `{}` is not an http(s) URL; pass the archive's address, e.g. \
-             https://data.caltech.edu or https://zenodo.org (sandboxes: \
-             https://data.caltechlibrary.dev, https://sandbox.zenodo.org)",
-            printable(&archive)
-        )));
-    }
-    if archive
-        .split("://")
-        .nth(1)
-        .unwrap_or("")
-        .split('/')
-        .next()
-        .unwrap_or("")
-        .contains('@')
-    {
-        return Err(ArchiveError::Input(format!(
-            "--archive `{}` carries credentials; pass the archive's plain address and the token \
-             in {TOKEN_VAR}",
-            clima_artifact_net::trust::redact_url(&archive)
-        )));
-    }
-    if let Some(why) = token_in_the_clear(&archive) {
-        return Err(ArchiveError::Input(why));
-    }
+    let archive = checked_archive(req)?;
     let text = std::fs::read_to_string(&req.manifest).map_err(|e| {
         ArchiveError::Input(format!("cannot read `{}`: {e}", req.manifest.display()))
     })?;
     let manifest =
         Manifest::parse(&text, &req.manifest).map_err(|e| ArchiveError::Input(e.to_string()))?;
-    let variant = match manifest.get(&req.name) {
-        Some(ArtifactEntry::Single(v)) => v.clone(),
-        Some(_) => {
-            return Err(ArchiveError::Input(format!(
-                "artifact `{}` is platform-specific ([[{}]]); publish each platform's tarball \
-                 with `publish TARBALL --to ...` instead",
-                req.name, req.name
-            )));
-        }
-        None => {
-            return Err(ArchiveError::Input(format!(
-                "`{}` has no artifact `{}`; make it first with `clima-artifacts create`",
-                req.manifest.display(),
-                req.name
-            )));
-        }
-    };
+    let variant = single_variant(req, &manifest)?;
     let Some(license) = variant
         .metadata
         .get(metadata::LICENSE)
@@ -522,26 +477,8 @@ pub fn publish(
     let size = std::fs::metadata(&tarball)
         .map_err(|e| ArchiveError::Io(format!("cannot read `{}`: {e}", tarball.display())))?
         .len();
-    let limits = Limits::for_archive(&archive);
     let readme_size = readme.as_ref().map_or(0, |(_, t)| t.len() as u64);
-    if size > limits.max_file_size {
-        return Err(ArchiveError::TooLarge {
-            file: tarball,
-            size,
-            limit: limits.max_file_size,
-            what: "per file",
-            archive,
-        });
-    }
-    if size + readme_size > limits.quota {
-        return Err(ArchiveError::TooLarge {
-            file: tarball,
-            size: size + readme_size,
-            limit: limits.quota,
-            what: "per record (all its files)",
-            archive,
-        });
-    }
+    check_limits(&archive, &tarball, size, readme_size)?;
 
     // 2. The tarball holds the artifact (and its hashes), remembered across runs.
     let state_file = state_path(&req.manifest, &req.name);
@@ -651,40 +588,13 @@ pub fn publish(
     let (mut draft, draft_body) = match draft {
         Some(d) => d,
         None => {
-            let (status, body, new_version) = match &previous {
-                Some(prev) => {
-                    let (s, b) = client.call(
-                        "POST",
-                        &format!("/api/records/{prev}/versions"),
-                        Some(&json!({})),
-                    )?;
-                    (s, b, true)
-                }
-                None => {
-                    let (s, b) = client.call("POST", "/api/records", Some(&record_meta))?;
-                    (s, b, false)
-                }
-            };
-            if status != 201 && status != 200 {
-                return Err(http_error(
-                    &format!("creating a draft on {archive}"),
-                    status,
-                    &body,
-                ));
-            }
-            let Some(id) = body["id"].as_str().map(str::to_owned) else {
-                return Err(ArchiveError::Http {
-                    what: format!("creating a draft on {archive}"),
-                    status,
-                    message: "the answer has no record id".into(),
-                });
-            };
-            let d = DraftState {
-                id,
-                sha256: verified.sha256.clone(),
-                new_version,
-                done: BTreeMap::new(),
-            };
+            let (d, body) = new_draft(
+                &client,
+                &archive,
+                previous.as_deref(),
+                &record_meta,
+                &verified,
+            )?;
             st.draft = Some(d.clone());
             state.archives.insert(archive.clone(), st.clone());
             save_state(&state_file, &state)?;
@@ -692,7 +602,7 @@ pub fn publish(
                 Line::Notice,
                 &format!(
                     "{} {} on {archive}",
-                    if new_version {
+                    if d.new_version {
                         "new version draft"
                     } else {
                         "new draft"
@@ -716,22 +626,7 @@ pub fn publish(
     }
 
     // 4. Metadata, checked before any upload.
-    let (status, body) = client.call(
-        "PUT",
-        &format!("/api/records/{}/draft", draft.id),
-        Some(&record_meta),
-    )?;
-    if status != 200 {
-        return Err(http_error(
-            &format!("setting the metadata of draft {}", draft.id),
-            status,
-            &body,
-        ));
-    }
-    let errors = field_errors(&body);
-    if !errors.is_empty() {
-        return Err(ArchiveError::Rejected { archive, errors });
-    }
+    put_metadata(&client, &archive, &draft.id, &record_meta)?;
 
     // 5. Files.
     let mut files: Vec<(String, Upload)> = vec![(
@@ -748,44 +643,7 @@ pub fn publish(
             Upload::Bytes(text.clone().into_bytes()),
         ));
     }
-    let (status, listing) = client.call(
-        "GET",
-        &format!("/api/records/{}/draft/files", draft.id),
-        None,
-    )?;
-    if status != 200 {
-        return Err(http_error(
-            &format!("listing the files of draft {}", draft.id),
-            status,
-            &listing,
-        ));
-    }
-    let present: BTreeMap<String, (String, Option<String>)> = listing["entries"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| {
-            Some((
-                e["key"].as_str()?.to_owned(),
-                (
-                    e["status"].as_str().unwrap_or("").to_owned(),
-                    e["checksum"].as_str().map(str::to_owned),
-                ),
-            ))
-        })
-        .collect();
-    for (k, (status, checksum)) in &present {
-        let wanted = files.iter().find(|(w, _)| w == k);
-        let good = wanted.is_some_and(|(_, u)| {
-            status == "completed" && checksum.as_deref() == Some(&format!("md5:{}", u.md5()))
-        });
-        if good {
-            draft.done.insert(k.clone(), files_md5(&files, k));
-        } else {
-            client.delete_file(&draft.id, k)?;
-            draft.done.remove(k);
-        }
-    }
+    keep_complete_files(&client, &mut draft, &files)?;
     for (k, upload) in &files {
         if draft.done.get(k).is_some_and(|m| *m == upload.md5()) {
             notify(
@@ -794,33 +652,8 @@ pub fn publish(
             );
             continue;
         }
-        let (status, body) = client.call(
-            "POST",
-            &format!("/api/records/{}/draft/files", draft.id),
-            Some(&json!([{ "key": k }])),
-        )?;
-        if status != 201 && status != 200 {
-            return Err(http_error(
-                &format!("starting the upload of `{k}`"),
-                status,
-                &body,
-            ));
-        }
-        client.upload(&draft.id, k, upload)?;
+        let theirs = send_file(&client, &draft.id, k, upload)?;
         let sent_md5 = upload.md5();
-        let (status, body) = client.call(
-            "POST",
-            &format!("/api/records/{}/draft/files/{k}/commit", draft.id),
-            None,
-        )?;
-        if status != 200 && status != 201 {
-            return Err(http_error(
-                &format!("committing `{k}` to draft {}", draft.id),
-                status,
-                &body,
-            ));
-        }
-        let theirs = body["checksum"].as_str().unwrap_or("").to_owned();
         let ours = format!("md5:{sent_md5}");
         if theirs != ours {
             client.delete_file(&draft.id, k)?;
@@ -857,24 +690,7 @@ pub fn publish(
         save_state(&state_file, &state)?;
         return Ok(published);
     }
-    let (status, body) = client.call(
-        "POST",
-        &format!("/api/records/{}/draft/actions/publish", draft.id),
-        None,
-    )?;
-    if status == 400 {
-        let errors = field_errors(&body);
-        if !errors.is_empty() {
-            return Err(ArchiveError::Rejected { archive, errors });
-        }
-    }
-    if status != 202 && status != 200 {
-        return Err(http_error(
-            &format!("publishing draft {}", draft.id),
-            status,
-            &body,
-        ));
-    }
+    let body = publish_draft(&client, &archive, &draft.id)?;
     st.draft = Some(draft);
     finish_published(
         req,
@@ -888,6 +704,288 @@ pub fn publish(
         st,
         &state_file,
     )
+}
+
+/// Step 1 of [`publish`] for the name and the address: a valid artifact name, and an http(s)
+/// `--archive` without credentials in it; the address without a trailing `/`.
+fn checked_archive(req: &PublishRequest) -> Result<String, ArchiveError> {
+    if let Some(why) = invalid_name(&req.name) {
+        return Err(ArchiveError::Input(format!(
+            "artifact name `{}`: {why}",
+            printable(&req.name)
+        )));
+    }
+    let archive = req.archive.trim_end_matches('/').to_owned();
+    if !(archive.starts_with("https://") || archive.starts_with("http://"))
+        || host_of(&archive).is_empty()
+    {
+        return Err(ArchiveError::Input(format!(
+            "--archive `{}` is not an http(s) URL; pass the archive's address, e.g. \
+             https://data.caltech.edu or https://zenodo.org (sandboxes: \
+             https://data.caltechlibrary.dev, https://sandbox.zenodo.org)",
+            printable(&archive)
+        )));
+    }
+    if archive
+        .split("://")
+        .nth(1)
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .contains('@')
+    {
+        return Err(ArchiveError::Input(format!(
+            "--archive `{}` carries credentials; pass the archive's plain address and the token \
+             in {TOKEN_VAR}",
+            clima_artifact_net::trust::redact_url(&archive)
+        )));
+    }
+    if let Some(why) = token_in_the_clear(&archive) {
+        return Err(ArchiveError::Input(why));
+    }
+    Ok(archive)
+}
+
+/// The artifact `req.name` of `manifest`, which must have it as a single `[NAME]` entry.
+fn single_variant(
+    req: &PublishRequest,
+    manifest: &Manifest,
+) -> Result<ArtifactVariant, ArchiveError> {
+    match manifest.get(&req.name) {
+        Some(ArtifactEntry::Single(v)) => Ok(v.clone()),
+        Some(_) => Err(ArchiveError::Input(format!(
+            "artifact `{}` is platform-specific ([[{}]]); publish each platform's tarball \
+             with `publish TARBALL --to ...` instead",
+            req.name, req.name
+        ))),
+        None => Err(ArchiveError::Input(format!(
+            "`{}` has no artifact `{}`; make it first with `clima-artifacts create`",
+            req.manifest.display(),
+            req.name
+        ))),
+    }
+}
+
+/// The archive's limits (per file, per record) for the tarball of `size` bytes and a README of
+/// `readme_size`.
+fn check_limits(
+    archive: &str,
+    tarball: &Path,
+    size: u64,
+    readme_size: u64,
+) -> Result<(), ArchiveError> {
+    let limits = Limits::for_archive(archive);
+    if size > limits.max_file_size {
+        return Err(ArchiveError::TooLarge {
+            file: tarball.to_path_buf(),
+            size,
+            limit: limits.max_file_size,
+            what: "per file",
+            archive: archive.to_owned(),
+        });
+    }
+    if size + readme_size > limits.quota {
+        return Err(ArchiveError::TooLarge {
+            file: tarball.to_path_buf(),
+            size: size + readme_size,
+            limit: limits.quota,
+            what: "per record (all its files)",
+            archive: archive.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Step 3 of [`publish`] without a draft to continue: a new version of the `previous` record,
+/// else a new record with `record_meta`; the draft's state for the artifact `verified`, and the
+/// archive's answer.
+fn new_draft(
+    client: &Client<'_>,
+    archive: &str,
+    previous: Option<&str>,
+    record_meta: &Value,
+    verified: &Verified,
+) -> Result<(DraftState, Value), ArchiveError> {
+    let (status, body, new_version) = match previous {
+        Some(prev) => {
+            let (s, b) = client.call(
+                "POST",
+                &format!("/api/records/{prev}/versions"),
+                Some(&json!({})),
+            )?;
+            (s, b, true)
+        }
+        None => {
+            let (s, b) = client.call("POST", "/api/records", Some(record_meta))?;
+            (s, b, false)
+        }
+    };
+    if status != 201 && status != 200 {
+        return Err(http_error(
+            &format!("creating a draft on {archive}"),
+            status,
+            &body,
+        ));
+    }
+    let Some(id) = body["id"].as_str().map(str::to_owned) else {
+        return Err(ArchiveError::Http {
+            what: format!("creating a draft on {archive}"),
+            status,
+            message: "the answer has no record id".into(),
+        });
+    };
+    let d = DraftState {
+        id,
+        sha256: verified.sha256.clone(),
+        new_version,
+        done: BTreeMap::new(),
+    };
+    Ok((d, body))
+}
+
+/// Step 4 of [`publish`]: sets the metadata of draft `draft_id`, which the archive checks
+/// before any upload.
+fn put_metadata(
+    client: &Client<'_>,
+    archive: &str,
+    draft_id: &str,
+    record_meta: &Value,
+) -> Result<(), ArchiveError> {
+    let (status, body) = client.call(
+        "PUT",
+        &format!("/api/records/{draft_id}/draft"),
+        Some(record_meta),
+    )?;
+    if status != 200 {
+        return Err(http_error(
+            &format!("setting the metadata of draft {draft_id}"),
+            status,
+            &body,
+        ));
+    }
+    let errors = field_errors(&body);
+    if !errors.is_empty() {
+        return Err(ArchiveError::Rejected {
+            archive: archive.to_owned(),
+            errors,
+        });
+    }
+    Ok(())
+}
+
+/// Step 5 of [`publish`], before uploading: the files already in the draft that are complete
+/// and are one of `files` with the same MD5 are marked done; any other is deleted.
+fn keep_complete_files(
+    client: &Client<'_>,
+    draft: &mut DraftState,
+    files: &[(String, Upload)],
+) -> Result<(), ArchiveError> {
+    let (status, listing) = client.call(
+        "GET",
+        &format!("/api/records/{}/draft/files", draft.id),
+        None,
+    )?;
+    if status != 200 {
+        return Err(http_error(
+            &format!("listing the files of draft {}", draft.id),
+            status,
+            &listing,
+        ));
+    }
+    let present: BTreeMap<String, (String, Option<String>)> = listing["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some((
+                e["key"].as_str()?.to_owned(),
+                (
+                    e["status"].as_str().unwrap_or("").to_owned(),
+                    e["checksum"].as_str().map(str::to_owned),
+                ),
+            ))
+        })
+        .collect();
+    for (k, (status, checksum)) in &present {
+        let wanted = files.iter().find(|(w, _)| w == k);
+        let good = wanted.is_some_and(|(_, u)| {
+            status == "completed" && checksum.as_deref() == Some(&format!("md5:{}", u.md5()))
+        });
+        if good {
+            draft.done.insert(k.clone(), files_md5(files, k));
+        } else {
+            client.delete_file(&draft.id, k)?;
+            draft.done.remove(k);
+        }
+    }
+    Ok(())
+}
+
+/// Step 5 of [`publish`] for one file: starts its upload to draft `draft_id`, sends `upload`
+/// and commits it; the checksum the archive answers (`md5:...`, empty without one).
+fn send_file(
+    client: &Client<'_>,
+    draft_id: &str,
+    k: &str,
+    upload: &Upload,
+) -> Result<String, ArchiveError> {
+    let (status, body) = client.call(
+        "POST",
+        &format!("/api/records/{draft_id}/draft/files"),
+        Some(&json!([{ "key": k }])),
+    )?;
+    if status != 201 && status != 200 {
+        return Err(http_error(
+            &format!("starting the upload of `{k}`"),
+            status,
+            &body,
+        ));
+    }
+    client.upload(draft_id, k, upload)?;
+    let (status, body) = client.call(
+        "POST",
+        &format!("/api/records/{draft_id}/draft/files/{k}/commit"),
+        None,
+    )?;
+    if status != 200 && status != 201 {
+        return Err(http_error(
+            &format!("committing `{k}` to draft {draft_id}"),
+            status,
+            &body,
+        ));
+    }
+    Ok(body["checksum"].as_str().unwrap_or("").to_owned())
+}
+
+/// Step 6 of [`publish`]: publishes draft `draft_id`; the archive's answer (the record).
+fn publish_draft(
+    client: &Client<'_>,
+    archive: &str,
+    draft_id: &str,
+) -> Result<Value, ArchiveError> {
+    let (status, body) = client.call(
+        "POST",
+        &format!("/api/records/{draft_id}/draft/actions/publish"),
+        None,
+    )?;
+    if status == 400 {
+        let errors = field_errors(&body);
+        if !errors.is_empty() {
+            return Err(ArchiveError::Rejected {
+                archive: archive.to_owned(),
+                errors,
+            });
+        }
+    }
+    if status != 202 && status != 200 {
+        return Err(http_error(
+            &format!("publishing draft {draft_id}"),
+            status,
+            &body,
+        ));
+    }
+    Ok(body)
 }
 
 /// After a publish answered (now or by an earlier run): state, manifest.

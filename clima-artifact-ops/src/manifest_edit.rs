@@ -118,8 +118,6 @@ fn download_table(d: &NewDownload) -> Table {
 }
 
 /// Applies `update` to manifest text (`path` is for messages) and returns the new text.
-// Long: one edit of the TOML document that keeps its comments and order; the steps share
-// the document's mutable borrow.
 pub fn upsert_entry(
     text: &str,
     path: &Path,
@@ -135,22 +133,7 @@ pub fn upsert_entry(
     let name = update.name.as_str();
     let outcome = match doc.get_mut(name) {
         None => {
-            let mut t = Table::new();
-            t.insert("git-tree-sha1", toml_edit::value(update.tree_hash.as_str()));
-            if let Some(sha256) = &update.tree_hash_sha256 {
-                t.insert(GIT_TREE_SHA256, toml_edit::value(sha256.as_str()));
-            }
-            if update.lazy {
-                t.insert("lazy", toml_edit::value(true));
-            }
-            for (k, v) in &update.metadata {
-                t.insert(k, toml_edit::value(v.as_str()));
-            }
-            if let Some(d) = &update.download {
-                let mut aot = ArrayOfTables::new();
-                aot.push(download_table(d));
-                t.insert("download", Item::ArrayOfTables(aot));
-            }
+            let mut t = new_entry_table(update);
             // A file with only comments keeps them as the document's trailing text, which
             // would end up below the new table: move them above it instead.
             let trailing = doc.trailing().as_str().unwrap_or("").to_string();
@@ -185,41 +168,7 @@ pub fn upsert_entry(
             for (k, v) in &update.metadata {
                 set_value(t, k, Value::from(v.as_str()));
             }
-            let mut removed = 0;
-            let mut kept: Vec<Table> = Vec::new();
-            match t.get("download") {
-                None => {}
-                Some(Item::ArrayOfTables(a)) => {
-                    for d in a.iter() {
-                        let same_url = update.download.as_ref().is_some_and(|n| {
-                            d.get("url").and_then(|u| u.as_str()) == Some(n.url.as_str())
-                        });
-                        let replaced = update.replace_downloads && update.download.is_some();
-                        if same_content && !update.remove_downloads && !replaced && !same_url {
-                            kept.push(d.clone());
-                        } else {
-                            removed += 1;
-                        }
-                    }
-                }
-                Some(_) => {
-                    return Err(CliError::usage(format!(
-                        "`{}`: artifact `{name}` has a `download` key that is not an array of \
-                         tables ([[{name}.download]]); fix it by hand first",
-                        path.display()
-                    )));
-                }
-            }
-            let mut aot = ArrayOfTables::new();
-            if let Some(d) = update.download.as_ref().filter(|_| !update.download_last) {
-                aot.push(download_table(d));
-            }
-            for d in kept {
-                aot.push(d);
-            }
-            if let Some(d) = update.download.as_ref().filter(|_| update.download_last) {
-                aot.push(download_table(d));
-            }
+            let (aot, removed) = merged_downloads(t, update, same_content, path)?;
             if aot.is_empty() {
                 t.remove("download");
             } else {
@@ -246,6 +195,77 @@ pub fn upsert_entry(
         }
     };
     Ok((doc.to_string(), outcome))
+}
+
+/// The table of a new entry: its hashes, `lazy`, the metadata keys, and the download if any.
+fn new_entry_table(update: &EntryUpdate) -> Table {
+    let mut t = Table::new();
+    t.insert("git-tree-sha1", toml_edit::value(update.tree_hash.as_str()));
+    if let Some(sha256) = &update.tree_hash_sha256 {
+        t.insert(GIT_TREE_SHA256, toml_edit::value(sha256.as_str()));
+    }
+    if update.lazy {
+        t.insert("lazy", toml_edit::value(true));
+    }
+    for (k, v) in &update.metadata {
+        t.insert(k, toml_edit::value(v.as_str()));
+    }
+    if let Some(d) = &update.download {
+        let mut aot = ArrayOfTables::new();
+        aot.push(download_table(d));
+        t.insert("download", Item::ArrayOfTables(aot));
+    }
+    t
+}
+
+/// The downloads an existing entry `t` has after `update` (the new one first, or last with
+/// `download_last`), and how many of its own were removed: all when the content changed
+/// (`same_content` false), was asked to, or the new one replaces them; else only one with the
+/// new one's URL.
+fn merged_downloads(
+    t: &Table,
+    update: &EntryUpdate,
+    same_content: bool,
+    path: &Path,
+) -> CliResult<(ArrayOfTables, usize)> {
+    let name = update.name.as_str();
+    let mut removed = 0;
+    let mut kept: Vec<Table> = Vec::new();
+    match t.get("download") {
+        None => {}
+        Some(Item::ArrayOfTables(a)) => {
+            for d in a.iter() {
+                let same_url = update
+                    .download
+                    .as_ref()
+                    .is_some_and(|n| d.get("url").and_then(|u| u.as_str()) == Some(n.url.as_str()));
+                let replaced = update.replace_downloads && update.download.is_some();
+                if same_content && !update.remove_downloads && !replaced && !same_url {
+                    kept.push(d.clone());
+                } else {
+                    removed += 1;
+                }
+            }
+        }
+        Some(_) => {
+            return Err(CliError::usage(format!(
+                "`{}`: artifact `{name}` has a `download` key that is not an array of \
+                 tables ([[{name}.download]]); fix it by hand first",
+                path.display()
+            )));
+        }
+    }
+    let mut aot = ArrayOfTables::new();
+    if let Some(d) = update.download.as_ref().filter(|_| !update.download_last) {
+        aot.push(download_table(d));
+    }
+    for d in kept {
+        aot.push(d);
+    }
+    if let Some(d) = update.download.as_ref().filter(|_| update.download_last) {
+        aot.push(download_table(d));
+    }
+    Ok((aot, removed))
 }
 
 /// Why `name` cannot be an artifact name, if it cannot (`/` would clash with `name/sub/path`).

@@ -253,27 +253,7 @@ pub fn set_section(
             written.push(line.clone());
         }
     }
-    let mut section = String::new();
-    if !written.is_empty() {
-        section.push_str(&begin);
-        section.push('\n');
-        for l in intro.lines() {
-            section.push_str(&format!("# {}\n", one_line(l)));
-        }
-        for l in &written {
-            section.push_str(&format!(
-                "{} = {}",
-                l.hash,
-                clima_artifact_manifest::toml_string(&l.target)
-            ));
-            if let Some(n) = &l.name {
-                section.push_str(&format!(" # {}", one_line(n)));
-            }
-            section.push('\n');
-        }
-        section.push_str(&end);
-        section.push('\n');
-    }
+    let section = section_text(&begin, &end, intro, &written);
     let (at, upto) = match block {
         Some((b, e)) => (b, e + 1),
         None => {
@@ -311,6 +291,33 @@ pub fn set_section(
         written,
         conflicts,
     })
+}
+
+/// The block's text: the `begin` marker, `intro` as comment lines, one `HASH = "TARGET"` line
+/// per `written` line (its name as a comment), the `end` marker; empty when nothing is written.
+fn section_text(begin: &str, end: &str, intro: &str, written: &[SectionLine]) -> String {
+    let mut section = String::new();
+    if !written.is_empty() {
+        section.push_str(begin);
+        section.push('\n');
+        for l in intro.lines() {
+            section.push_str(&format!("# {}\n", one_line(l)));
+        }
+        for l in written {
+            section.push_str(&format!(
+                "{} = {}",
+                l.hash,
+                clima_artifact_manifest::toml_string(&l.target)
+            ));
+            if let Some(n) = &l.name {
+                section.push_str(&format!(" # {}", one_line(n)));
+            }
+            section.push('\n');
+        }
+        section.push_str(end);
+        section.push('\n');
+    }
+    section
 }
 
 /// Text from a name or an intro, on one line (control characters as `?`).

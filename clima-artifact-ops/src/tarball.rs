@@ -22,7 +22,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use clima_artifact_manifest::{GitTreeSha1, Sha256};
-use clima_artifact_runtime::tree_hash::{BlobHasher, EntryMode, TreeBuilder};
+use clima_artifact_runtime::tree_hash::{BlobHasher, EntryMode, ObjectId, TreeBuilder};
 use flate2::{Compression, GzBuilder};
 use sha2::Digest;
 
@@ -205,11 +205,45 @@ fn header_base(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
     h
 }
 
+/// Appends the regular file `rel` of `root` (`size` bytes when listed) to `builder` and
+/// returns its git blob hash, computed from the bytes as they are archived.
+fn append_file<W: Write>(
+    builder: &mut tar::Builder<W>,
+    root: &Path,
+    rel: &Path,
+    size: u64,
+    executable: bool,
+    progress: &dyn Fn(u64),
+) -> CliResult<ObjectId> {
+    let full = root.join(rel);
+    let file = fs::File::open(&full).map_err(|e| io_error("open", &full, &e))?;
+    let mut hasher = BlobHasher::new(size);
+    let mode = if executable { 0o755 } else { 0o644 };
+    let mut h = header_base(tar::EntryType::Regular, mode, size);
+    // `take` guards against a file that grew since it was listed; a file that
+    // shrank makes tar fail with an error naming it.
+    let reader = BlobReader {
+        inner: file.take(size),
+        hasher: &mut hasher,
+        progress,
+    };
+    builder.append_data(&mut h, rel, reader).map_err(|e| {
+        CliError::failure(format!(
+            "cannot archive `{}` (did it change while `create` ran?): {e}",
+            full.display()
+        ))
+    })?;
+    hasher.finish().map_err(|e| {
+        CliError::failure(format!(
+            "`{}` changed size while being archived: {e}",
+            full.display()
+        ))
+    })
+}
+
 /// Writes `entries` of `root` to `out` (through a temp file in the same folder, renamed at the
 /// end) and returns its sha256 and the tree hash of what was archived. `progress` receives the
 /// number of content bytes read, as they are read.
-// Long: one walk in the archive's deterministic order; the header rules (names, modes,
-// owners, times) stay together so they read as one specification of the format.
 pub fn write_tarball(
     root: &Path,
     entries: &[Entry],
@@ -258,30 +292,7 @@ pub fn write_tarball(
                     .map_err(write_err)?;
             }
             EntryKind::File { size, executable } => {
-                let full = root.join(rel);
-                let file = fs::File::open(&full).map_err(|e| io_error("open", &full, &e))?;
-                let mut hasher = BlobHasher::new(*size);
-                let mode = if *executable { 0o755 } else { 0o644 };
-                let mut h = header_base(tar::EntryType::Regular, mode, *size);
-                // `take` guards against a file that grew since it was listed; a file that
-                // shrank makes tar fail with an error naming it.
-                let reader = BlobReader {
-                    inner: file.take(*size),
-                    hasher: &mut hasher,
-                    progress,
-                };
-                builder.append_data(&mut h, rel, reader).map_err(|e| {
-                    CliError::failure(format!(
-                        "cannot archive `{}` (did it change while `create` ran?): {e}",
-                        full.display()
-                    ))
-                })?;
-                let blob = hasher.finish().map_err(|e| {
-                    CliError::failure(format!(
-                        "`{}` changed size while being archived: {e}",
-                        full.display()
-                    ))
-                })?;
+                let blob = append_file(&mut builder, root, rel, *size, *executable, progress)?;
                 let mode = if *executable {
                     EntryMode::Executable
                 } else {

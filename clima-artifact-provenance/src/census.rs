@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::path::{Component, Path};
 
 use clima_artifact_fs::printable;
-use clima_artifact_manifest::{ArtifactEntry, Manifest, metadata, validate};
+use clima_artifact_manifest::{ArtifactEntry, Download, Manifest, metadata, validate};
 
 use crate::readme;
 
@@ -187,6 +187,60 @@ pub struct Census {
     by_name: BTreeMap<(String, Option<String>), BTreeSet<String>>,
 }
 
+impl Acc {
+    /// Adds what one download source of the hash says: its URL, whether it is plain http, its
+    /// host (and whether that is an archive record), and its size (the largest one counts).
+    fn add_download(&mut self, d: &Download) {
+        self.downloadable = true;
+        let url = printable(&d.url).into_owned();
+        if !self.urls.contains(&url) {
+            self.urls.push(url);
+        }
+        let scheme_end = d.url.find("://");
+        if d.url
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+        {
+            self.http = true;
+        }
+        if let Some(host) = scheme_end.and_then(|i| host_of(&d.url[i + 3..])) {
+            self.archived |= is_archive_host(&host);
+            self.hosts.insert(printable(&host).into_owned());
+        }
+        if let Some(size) = d.size {
+            self.size = Some(self.size.map_or(size, |s| s.max(size)));
+        }
+    }
+
+    /// Adds the license and the citations a variant's metadata `keys` give (in the manifest
+    /// `shown`).
+    fn add_license_and_citation(&mut self, keys: &BTreeMap<String, String>, shown: &str) {
+        if let Some(l) = keys.get(metadata::LICENSE) {
+            self.license.insert(printable(l).into_owned());
+        }
+        if let Some(c) = keys.get(metadata::CITATION) {
+            self.citation.insert(printable(c).into_owned());
+        }
+        if let Some(d) = keys.get(metadata::DOI) {
+            self.citation.insert(format!("doi:{}", printable(d)));
+        }
+        if keys.contains_key(metadata::BIBTEX) {
+            self.citation.insert(format!("bibtex in {shown}"));
+        }
+    }
+}
+
+/// The recipe folder of the artifact `name` (relative to its manifest's folder, which
+/// `around` sees): the `recipe` key's (`key`), else `artifacts/<name>/` if present.
+fn recipe_folder(name: &str, key: Option<&str>, around: &dyn Surroundings) -> Option<String> {
+    let conventional = format!("{RECIPE_FOLDERS}/{name}");
+    match key {
+        Some(k) if plain_relative(k) => Some(k.trim_end_matches('/').to_owned()),
+        Some(_) => None,
+        None => (plain_relative(name) && around.is_dir(&conventional)).then_some(conventional),
+    }
+}
+
 /// A README read near a manifest: its path as shown and whether it has a citation section.
 struct Readme {
     path: String,
@@ -246,18 +300,10 @@ impl Census {
                 ArtifactEntry::Single(v) => std::slice::from_ref(v),
                 ArtifactEntry::PlatformSpecific(vs) => vs.as_slice(),
             };
-            // The recipe folder: the `recipe` key's, else `artifacts/<name>/` if present.
             let key = variants
                 .first()
                 .and_then(|v| v.metadata.get(metadata::RECIPE));
-            let conventional = format!("{RECIPE_FOLDERS}/{name}");
-            let folder = match key {
-                Some(k) if plain_relative(k) => Some(k.trim_end_matches('/').to_owned()),
-                Some(_) => None,
-                None => {
-                    (plain_relative(name) && around.is_dir(&conventional)).then_some(conventional)
-                }
-            };
+            let folder = recipe_folder(name, key.map(String::as_str), around);
             let mut found_readmes = Vec::new();
             found_readmes.extend(read_readme(readme::README_FILE.to_owned()));
             if let Some(f) = &folder {
@@ -280,38 +326,9 @@ impl Census {
                     .or_default()
                     .insert(hash.clone());
                 for d in &v.downloads {
-                    acc.downloadable = true;
-                    let url = printable(&d.url).into_owned();
-                    if !acc.urls.contains(&url) {
-                        acc.urls.push(url);
-                    }
-                    let scheme_end = d.url.find("://");
-                    if d.url
-                        .get(..7)
-                        .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
-                    {
-                        acc.http = true;
-                    }
-                    if let Some(host) = scheme_end.and_then(|i| host_of(&d.url[i + 3..])) {
-                        acc.archived |= is_archive_host(&host);
-                        acc.hosts.insert(printable(&host).into_owned());
-                    }
-                    if let Some(size) = d.size {
-                        acc.size = Some(acc.size.map_or(size, |s| s.max(size)));
-                    }
+                    acc.add_download(d);
                 }
-                if let Some(l) = v.metadata.get(metadata::LICENSE) {
-                    acc.license.insert(printable(l).into_owned());
-                }
-                if let Some(c) = v.metadata.get(metadata::CITATION) {
-                    acc.citation.insert(printable(c).into_owned());
-                }
-                if let Some(d) = v.metadata.get(metadata::DOI) {
-                    acc.citation.insert(format!("doi:{}", printable(d)));
-                }
-                if v.metadata.contains_key(metadata::BIBTEX) {
-                    acc.citation.insert(format!("bibtex in {shown}"));
-                }
+                acc.add_license_and_citation(&v.metadata, &shown);
                 for (path, cites) in &found_readmes {
                     acc.readme.insert(path.clone());
                     if *cites {

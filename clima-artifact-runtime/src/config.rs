@@ -280,30 +280,9 @@ impl Config {
             c.max_entries = parse_count(&n, &v, "archive entries")?;
         }
         if let Some(v) = get(vars::PKG_SERVER).or_else(|| get(vars::JULIA_PKG_SERVER)) {
-            let v = v.trim().trim_end_matches('/');
-            c.pkg_server = match v {
-                "" => None,
-                _ if v.contains("://") => Some(v.to_owned()),
-                // As Pkg: a bare host name means https.
-                _ => Some(format!("https://{v}")),
-            };
+            c.pkg_server = pkg_server_url(&v);
         }
-        let config_error = |(variable, value, reason)| Error::Config {
-            variable,
-            value,
-            reason,
-        };
-        c.ca_roots = clima_artifact_net::trust::ca_roots_from_vars(&get, c.julia_interop, false)
-            .map_err(config_error)?;
-        let mut hosts_vars = vec![vars::NO_VERIFY_HOSTS];
-        if c.julia_interop {
-            hosts_vars.push(vars::JULIA_SSL_NO_VERIFY_HOSTS);
-        }
-        for v in hosts_vars.into_iter().filter_map(&get) {
-            let hosts = v.split(',').map(str::trim).filter(|h| !h.is_empty());
-            c.no_verify_hosts.extend(hosts.map(str::to_owned));
-        }
-        c.proxy = ProxySettings::from_vars(&get).map_err(config_error)?;
+        c.read_trust_and_proxy(&get)?;
         if let Some(v) = get(vars::NODE_LOCAL_DEPOT) {
             let p = PathBuf::from(&v);
             if v.is_empty() || p.is_relative() {
@@ -317,6 +296,41 @@ impl Config {
         }
         c.node_id = get(vars::NODE_ID).filter(|v| !v.is_empty());
         Ok(c)
+    }
+
+    /// The part of [`Config::from_vars`] that reads how servers are trusted and reached: the CA
+    /// roots, the hosts whose certificates are not checked (Julia's list too with
+    /// [`Config::julia_interop`], so that must be read before), and the proxy settings.
+    fn read_trust_and_proxy(&mut self, get: &impl Fn(&str) -> Option<String>) -> Result<(), Error> {
+        let config_error = |(variable, value, reason)| Error::Config {
+            variable,
+            value,
+            reason,
+        };
+        self.ca_roots =
+            clima_artifact_net::trust::ca_roots_from_vars(get, self.julia_interop, false)
+                .map_err(config_error)?;
+        let mut hosts_vars = vec![vars::NO_VERIFY_HOSTS];
+        if self.julia_interop {
+            hosts_vars.push(vars::JULIA_SSL_NO_VERIFY_HOSTS);
+        }
+        for v in hosts_vars.into_iter().filter_map(get) {
+            let hosts = v.split(',').map(str::trim).filter(|h| !h.is_empty());
+            self.no_verify_hosts.extend(hosts.map(str::to_owned));
+        }
+        self.proxy = ProxySettings::from_vars(get).map_err(config_error)?;
+        Ok(())
+    }
+}
+
+/// `CLIMA_ARTIFACTS_PKG_SERVER` (else `JULIA_PKG_SERVER`) as a URL without a trailing `/`: empty
+/// is none, and as Pkg reads it a bare host name means https.
+fn pkg_server_url(v: &str) -> Option<String> {
+    let v = v.trim().trim_end_matches('/');
+    match v {
+        "" => None,
+        _ if v.contains("://") => Some(v.to_owned()),
+        _ => Some(format!("https://{v}")),
     }
 }
 

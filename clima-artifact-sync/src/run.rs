@@ -224,6 +224,39 @@ struct Candidate {
     kind: FileKind,
 }
 
+/// The walked `files` a push considers: those of the `checkpoint` being written, and with
+/// `sync_artifacts` the others, except those of an older checkpoint of the `index` (stored when
+/// it was written).
+fn candidates(
+    files: Vec<(String, PathBuf, fs::Metadata)>,
+    index: &SyncIndex,
+    checkpoint: Option<&str>,
+    sync_artifacts: bool,
+) -> Vec<Candidate> {
+    let mut candidates = Vec::new();
+    for (rel, path, meta) in files {
+        let in_current = checkpoint.is_some_and(|c| is_under(&rel, c));
+        let kind = if in_current {
+            FileKind::Checkpoint
+        } else if index.in_checkpoint(&rel) {
+            continue; // an older checkpoint: stored when it was written
+        } else {
+            FileKind::Artifact
+        };
+        if kind == FileKind::Artifact && !sync_artifacts {
+            continue;
+        }
+        candidates.push(Candidate {
+            rel,
+            path,
+            size: meta.len(),
+            mtime_ns: mtime_ns(&meta),
+            kind,
+        });
+    }
+    candidates
+}
+
 /// Logs the slow-sync warning once the deadline passes.
 struct SlowWatch {
     start: Instant,
@@ -416,27 +449,7 @@ impl Local<'_> {
             self.walk(c, &mut report.excluded, &mut files)?;
         }
         let mut index = self.index()?.clone();
-        let mut candidates = Vec::new();
-        for (rel, path, meta) in files {
-            let in_current = checkpoint.as_deref().is_some_and(|c| is_under(&rel, c));
-            let kind = if in_current {
-                FileKind::Checkpoint
-            } else if index.in_checkpoint(&rel) {
-                continue; // an older checkpoint: stored when it was written
-            } else {
-                FileKind::Artifact
-            };
-            if kind == FileKind::Artifact && !sync_artifacts {
-                continue;
-            }
-            candidates.push(Candidate {
-                rel,
-                path,
-                size: meta.len(),
-                mtime_ns: mtime_ns(&meta),
-                kind,
-            });
-        }
+        let candidates = candidates(files, &index, checkpoint.as_deref(), sync_artifacts);
 
         let mut changed_index = false;
         if let Some(c) = &checkpoint {
@@ -528,9 +541,12 @@ impl Local<'_> {
         Ok(report)
     }
 
-    // Long on purpose: every object is checked against the index and renamed into place in
-    // one visible order (compare, fetch to a temp name, verify, rename), which is what makes
-    // a killed restore leave nothing half-written.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "every object is checked against the index and renamed into place in one \
+                  visible order (compare, fetch to a temp name, verify, rename), which is what \
+                  makes a killed restore leave nothing half-written"
+    )]
     fn pull(&mut self) -> Result<Restored, SyncError> {
         let mut restored = Restored::default();
         let Some(bytes) = self.storage.get_bytes(INDEX_KEY)? else {

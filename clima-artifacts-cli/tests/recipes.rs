@@ -1,6 +1,11 @@
 //! Recipes end to end through the binary: `new`, `create --recipe`, `reproduce`, with real
 //! recipe scripts run by `/bin/sh` in temp folders.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one scenario; the 100-line rule (issue 36) is for non-test code"
+)]
+
 mod common;
 
 use std::fs;

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clima_artifact_manifest::{Manifest, metadata};
+use clima_artifact_manifest::{GitTreeSha1, Manifest, metadata};
 use clima_artifact_runtime::tree_hash::Formats;
 
 use crate::args::CreateArgs;
@@ -205,8 +205,49 @@ struct Created {
     recipe: Option<String>,
 }
 
+/// Writes the tarball of `dir` (to `--tarball-out`, else `NAME.tar.gz`; never inside `dir`)
+/// with a progress bar, and checks that it holds the tree `hash` was computed from.
+fn archive_dir(plan: &Plan, dir: &Path, hash: &GitTreeSha1) -> CliResult<tarball::Tarball> {
+    let out = plan
+        .tarball_out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.tar.gz", plan.name)));
+    let out = std::path::absolute(&out).map_err(|e| crate::error::io_error("resolve", &out, &e))?;
+    if out.starts_with(dir) {
+        return Err(CliError::usage(format!(
+            "the tarball `{}` would be written inside the folder it archives; pass \
+             --tarball-out with a path outside `{}`",
+            out.display(),
+            dir.display()
+        )));
+    }
+    let entries = tarball::collect_entries(dir)?;
+    tarball::check_symlinks(dir, &entries)?;
+    let total: u64 = entries
+        .iter()
+        .map(|e| match e.kind {
+            tarball::EntryKind::File { size, .. } => size,
+            _ => 0,
+        })
+        .sum();
+    let bar = progress::bytes(total, "archiving");
+    let made = tarball::write_tarball(dir, &entries, &out, &|n| bar.inc(n));
+    bar.finish_and_clear();
+    let made = made?;
+    if made.tree_hash != *hash {
+        let _ = std::fs::remove_file(&made.path);
+        return Err(CliError::failure(format!(
+            "the content of `{}` changed while `create` ran (tree hash {} before archiving, \
+             {} in the archive); run `create` again once nothing writes to the folder",
+            dir.display(),
+            hash,
+            made.tree_hash
+        )));
+    }
+    Ok(made)
+}
+
 /// Does the work described by `plan`.
-// Long: the steps of `create` in order (hash, archive, manifest entry), each a few lines.
 pub fn execute(plan: &Plan) -> CliResult {
     check_name(&plan.name)?;
     let dir = existing_dir(&plan.dir, "artifact folder")?;
@@ -233,43 +274,7 @@ pub fn execute(plan: &Plan) -> CliResult {
     };
     let mut download = None;
     if !plan.external {
-        let out = plan
-            .tarball_out
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("{}.tar.gz", plan.name)));
-        let out =
-            std::path::absolute(&out).map_err(|e| crate::error::io_error("resolve", &out, &e))?;
-        if out.starts_with(&dir) {
-            return Err(CliError::usage(format!(
-                "the tarball `{}` would be written inside the folder it archives; pass \
-                 --tarball-out with a path outside `{}`",
-                out.display(),
-                dir.display()
-            )));
-        }
-        let entries = tarball::collect_entries(&dir)?;
-        tarball::check_symlinks(&dir, &entries)?;
-        let total: u64 = entries
-            .iter()
-            .map(|e| match e.kind {
-                tarball::EntryKind::File { size, .. } => size,
-                _ => 0,
-            })
-            .sum();
-        let bar = progress::bytes(total, "archiving");
-        let made = tarball::write_tarball(&dir, &entries, &out, &|n| bar.inc(n));
-        bar.finish_and_clear();
-        let made = made?;
-        if made.tree_hash != hash {
-            let _ = std::fs::remove_file(&made.path);
-            return Err(CliError::failure(format!(
-                "the content of `{}` changed while `create` ran (tree hash {} before archiving, \
-                 {} in the archive); run `create` again once nothing writes to the folder",
-                dir.display(),
-                hash,
-                made.tree_hash
-            )));
-        }
+        let made = archive_dir(plan, &dir, &hash)?;
         created.tarball = Some(made.path.clone());
         created.sha256 = Some(made.sha256.to_hex());
         created.tarball_bytes = Some(made.size);

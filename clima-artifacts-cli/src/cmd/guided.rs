@@ -126,7 +126,6 @@ fn check_url(s: &str) -> Result<(), String> {
 }
 
 /// Walks through the settings of `create`, starting from whatever flags were given.
-// Long: the interactive questions in the order they are asked.
 /// With `from_recipe` (`create --guided --recipe`), the content is the recipe's output: the
 /// content folder and "external" are not asked for (`args.dir` is the recipe folder).
 pub fn ask(
@@ -173,42 +172,7 @@ pub fn ask(
             args.external,
         )?;
     let lazy = p.yes_no("Install only when first used (lazy)?", args.lazy)?;
-    let description = p.optional("One-line description (empty: none)", given.description)?;
-    let license = p.optional(
-        "License, as an SPDX expression like CC-BY-4.0 (empty: none)",
-        given.license,
-    )?;
-    let citation = p.optional("Citation (empty: none)", given.citation)?;
-    let doi = p.optional(
-        "DOI, like 10.5194/essd-13-4349-2021 (empty: none)",
-        given.doi,
-    )?;
-    if doi.as_deref().is_some_and(|d| !d.starts_with("10.")) {
-        p.say("  note: DOIs start with `10.`; keeping the answer as written")?;
-    }
-    let version = p.optional(
-        "The dataset's own version or release, like v2.1 (empty: none)",
-        given.version,
-    )?;
-    let acknowledgement = p.optional(
-        "Acknowledgement text for papers that use it (empty: none)",
-        given.acknowledgement,
-    )?;
-    let source = p.optional("URL of the original data (empty: none)", given.source)?;
-    let maintainer = p.optional(
-        "Maintainer: who to contact about it (empty: none)",
-        given.maintainer,
-    )?;
-    let metadata = MetadataArgs {
-        description,
-        version,
-        license,
-        acknowledgement,
-        citation,
-        doi,
-        source,
-        maintainer,
-    };
+    let metadata = p.ask_metadata(given)?;
 
     let mut url = None;
     let mut tarball_out = None;
@@ -255,25 +219,74 @@ pub fn ask(
         json: args.json,
         recipe: None,
     };
-    p.say("")?;
-    if from_recipe {
-        p.say(&format!("  recipe    {}", plan.dir.display()))?;
-    } else {
-        p.say(&format!("  folder    {}", plan.dir.display()))?;
-    }
-    p.say(&format!("  name      {}", plan.name))?;
-    p.say(&format!("  manifest  {}", plan.manifest.display()))?;
-    if let Some(t) = &plan.tarball_out {
-        p.say(&format!("  tarball   {}", t.display()))?;
-    }
-    if let Some(u) = &plan.url {
-        p.say(&format!("  url       {u}"))?;
-    }
-    for (k, v) in &plan.metadata {
-        p.say(&format!("  {k:<9} {}", clima_artifact_fs::printable(v)))?;
-    }
+    p.show_plan(&plan, from_recipe)?;
     if !p.yes_no("Proceed?", true)? {
         return Err(CliError::failure("cancelled; nothing was written"));
     }
     Ok(plan)
+}
+
+impl Prompter<'_> {
+    /// The provenance questions of [`ask`], in the order they are asked (`given`: the flags'
+    /// values, offered as defaults).
+    fn ask_metadata(&mut self, given: MetadataArgs) -> CliResult<MetadataArgs> {
+        let description = self.optional("One-line description (empty: none)", given.description)?;
+        let license = self.optional(
+            "License, as an SPDX expression like CC-BY-4.0 (empty: none)",
+            given.license,
+        )?;
+        let citation = self.optional("Citation (empty: none)", given.citation)?;
+        let doi = self.optional(
+            "DOI, like 10.5194/essd-13-4349-2021 (empty: none)",
+            given.doi,
+        )?;
+        if doi.as_deref().is_some_and(|d| !d.starts_with("10.")) {
+            self.say("  note: DOIs start with `10.`; keeping the answer as written")?;
+        }
+        let version = self.optional(
+            "The dataset's own version or release, like v2.1 (empty: none)",
+            given.version,
+        )?;
+        let acknowledgement = self.optional(
+            "Acknowledgement text for papers that use it (empty: none)",
+            given.acknowledgement,
+        )?;
+        let source = self.optional("URL of the original data (empty: none)", given.source)?;
+        let maintainer = self.optional(
+            "Maintainer: who to contact about it (empty: none)",
+            given.maintainer,
+        )?;
+        Ok(MetadataArgs {
+            description,
+            version,
+            license,
+            acknowledgement,
+            citation,
+            doi,
+            source,
+            maintainer,
+        })
+    }
+
+    /// The summary of `plan` shown before "Proceed?" (`from_recipe`: its folder is the recipe's).
+    fn show_plan(&mut self, plan: &Plan, from_recipe: bool) -> CliResult<()> {
+        self.say("")?;
+        if from_recipe {
+            self.say(&format!("  recipe    {}", plan.dir.display()))?;
+        } else {
+            self.say(&format!("  folder    {}", plan.dir.display()))?;
+        }
+        self.say(&format!("  name      {}", plan.name))?;
+        self.say(&format!("  manifest  {}", plan.manifest.display()))?;
+        if let Some(t) = &plan.tarball_out {
+            self.say(&format!("  tarball   {}", t.display()))?;
+        }
+        if let Some(u) = &plan.url {
+            self.say(&format!("  url       {u}"))?;
+        }
+        for (k, v) in &plan.metadata {
+            self.say(&format!("  {k:<9} {}", clima_artifact_fs::printable(v)))?;
+        }
+        Ok(())
+    }
 }
