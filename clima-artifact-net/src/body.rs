@@ -166,7 +166,11 @@ fn next_buffer(free: &Receiver<Vec<u8>>, max_bytes: Option<u64>, total: u64) -> 
         Ok(b) => b,
         Err(TryRecvError::Empty | TryRecvError::Disconnected) => Vec::with_capacity(CHUNK),
     };
-    buf.resize(CHUNK, 0);
+    // A buffer handed back keeps its length (the bytes of its last use are overwritten by the
+    // next read): only a new or shortened one is zero-filled, not every buffer of a download.
+    if buf.len() != CHUNK {
+        buf.resize(CHUNK, 0);
+    }
     // With a `size`, never ask for more than one byte past it.
     if let Some(max) = max_bytes {
         let room = max.saturating_add(1).saturating_sub(total);
@@ -215,7 +219,8 @@ pub trait Tap: Send {
 }
 
 enum Msg {
-    Data(Vec<u8>),
+    /// A buffer and how many bytes at its start were received.
+    Data(Vec<u8>, usize),
     Failed(io::Error),
     End(Sha256, u64),
 }
@@ -228,6 +233,9 @@ pub struct Body {
     rx: Receiver<Msg>,
     recycle: SyncSender<Vec<u8>>,
     current: Vec<u8>,
+    /// How many bytes at the start of `current` were received (the rest is a recycled
+    /// buffer's old content).
+    filled: usize,
     pos: usize,
     /// Bytes handed to the consumer so far.
     consumed: u64,
@@ -333,16 +341,15 @@ impl Body {
                         let _ = tx.send(Msg::End(digest, total));
                         return;
                     }
-                    buf.truncate(n);
-                    sha.update(&buf);
-                    if let Some(Err(e)) = tap.as_mut().map(|t| t.bytes(&buf)) {
+                    sha.update(&buf[..n]);
+                    if let Some(Err(e)) = tap.as_mut().map(|t| t.bytes(&buf[..n])) {
                         transfer.failed(&e.to_string());
                         let _ = tx.send(Msg::Failed(e));
                         return;
                     }
                     total += n as u64;
                     tell_received(&mut *transfer, watch.as_ref(), &mut connections, total);
-                    if tx.send(Msg::Data(buf)).is_err() {
+                    if tx.send(Msg::Data(buf, n)).is_err() {
                         return; // the consumer gave up
                     }
                 }
@@ -352,6 +359,7 @@ impl Body {
             rx,
             recycle,
             current: Vec::new(),
+            filled: 0,
             pos: 0,
             consumed: 0,
             done: None,
@@ -425,7 +433,7 @@ impl Read for Body {
 /// The decompressor reads the received buffers in place.
 impl BufRead for Body {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        while self.pos >= self.current.len() {
+        while self.pos >= self.filled {
             if self.done.is_some() {
                 return Ok(&[]);
             }
@@ -433,9 +441,10 @@ impl BufRead for Body {
                 return Err(io::Error::new(e.kind(), e.to_string()));
             }
             match self.rx.recv() {
-                Ok(Msg::Data(buf)) => {
+                Ok(Msg::Data(buf, filled)) => {
                     let old = std::mem::replace(&mut self.current, buf);
                     let _ = self.recycle.try_send(old);
+                    self.filled = filled;
                     self.pos = 0;
                 }
                 Ok(Msg::End(digest, total)) => self.done = Some((digest, total)),
@@ -445,11 +454,11 @@ impl BufRead for Body {
                 }
             }
         }
-        Ok(&self.current[self.pos..])
+        Ok(&self.current[self.pos..self.filled])
     }
 
     fn consume(&mut self, n: usize) {
-        let n = n.min(self.current.len() - self.pos);
+        let n = n.min(self.filled - self.pos);
         self.pos += n;
         self.consumed += n as u64;
     }
