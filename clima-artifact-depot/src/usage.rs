@@ -74,8 +74,8 @@ impl Depot {
                 clima_artifact_progress::notice::emit(Event::UsageNotRecorded {
                     path: path.clone(),
                     why: format!(
-                        "it is {what}, not a regular file (planted by someone with write access to \
-                     the depot?); left alone and not followed: remove it"
+                        "it is {what}, not a regular file (planted by someone with write \
+                         access to the depot?); left alone and not followed: remove it"
                     ),
                 })
             }

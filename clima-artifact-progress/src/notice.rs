@@ -13,6 +13,11 @@
 //! - or to whatever reporter the program installed, so that a program that draws its own
 //!   progress gets these events too, in the same place as its bars.
 //!
+//! Each notice is an [`Event`]: one variant per kind of notice with its facts as fields, its
+//! [`Event::level`], and a `Display` that is the line printed. Code that reports calls
+//! [`emit`] with one; a reporter receives it in [`Notice::event`] beside the level and text.
+//! There is no free-form notice: a new kind of message is a new variant.
+//!
 //! Under MPI only the ranks that do the work (the installing root) emit notices, so a job's
 //! log shows each one once.
 
@@ -264,6 +269,29 @@ mod tests {
                 },
                 Level::Info,
                 "provenance report written to `r/a.md`, `r/a.json` and `r/a.bib`",
+            ),
+            (
+                Event::SlowSync {
+                    what: "the sync of outputs".into(),
+                    took: Duration::from_millis(75_040),
+                    after: Duration::from_secs(60),
+                    biggest: vec![("a.nc".into(), 3 << 30), ("b.nc".into(), 1 << 20)],
+                },
+                Level::Warning,
+                "the sync of outputs has taken 75.0 s (more than the 60.0 s set by \
+                 slow_warning_after / CLIMA_SYNC_WARN_AFTER); the biggest files are `a.nc` \
+                 (3.0 GiB), `b.nc` (1.0 MiB). If another component already uploads them, add \
+                 exclude globs for them (CLIMA_SYNC_EXCLUDE), or turn sync_artifacts off \
+                 (CLIMA_SYNC_ARTIFACTS=0) to move only checkpoints",
+            ),
+            (
+                Event::LeftoverKept {
+                    path: PathBuf::from("/d/artifacts/.tmp-x"),
+                    pid: 42,
+                },
+                Level::Detail,
+                "keeping `/d/artifacts/.tmp-x`: its artifact's lock is held (pid 42 may live in \
+                 another PID namespace)",
             ),
         ];
         for (event, level, text) in cases {

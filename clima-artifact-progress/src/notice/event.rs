@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clima_artifact_fs::{human_bytes, printable};
-use clima_artifact_vars as vars;
+use clima_artifact_vars::{
+    DEPOT_PATH, LOCK_TIMEOUT, NO_VERIFY_HOSTS, RETRIES, SYNC_ARTIFACTS, SYNC_EXCLUDE,
+    SYNC_WARN_AFTER,
+};
 
 use super::Level;
 
@@ -485,7 +488,6 @@ impl Event {
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Event::*;
-        let lock_timeout = vars::LOCK_TIMEOUT;
         match self {
             LockWait {
                 what,
@@ -495,7 +497,7 @@ impl fmt::Display for Event {
             } => write!(
                 f,
                 "waiting for {what}: another process holds its lock `{}`: {holder}; waiting at \
-                 most {} s ({lock_timeout})",
+                 most {} s ({LOCK_TIMEOUT})",
                 path.display(),
                 timeout.as_secs()
             ),
@@ -507,7 +509,7 @@ impl fmt::Display for Event {
                 timeout,
             } => write!(
                 f,
-                "still waiting for {what} after {:.0} s (at most {} s, {lock_timeout}): `{}` is \
+                "still waiting for {what} after {:.0} s (at most {} s, {LOCK_TIMEOUT}): `{}` is \
                  held by {holder}",
                 waited.as_secs_f64(),
                 timeout.as_secs(),
@@ -532,7 +534,7 @@ impl fmt::Display for Event {
             } => write!(
                 f,
                 "waiting for a Julia process ({holder}) installing `{artifact}`: it holds Pkg's \
-                 install lock `{}`; waiting at most {} s ({lock_timeout})",
+                 install lock `{}`; waiting at most {} s ({LOCK_TIMEOUT})",
                 path.display(),
                 timeout.as_secs()
             ),
@@ -569,10 +571,9 @@ impl fmt::Display for Event {
             ),
             TlsNotVerified { host } => write!(
                 f,
-                "not verifying the TLS certificate of `{}` ({}); the sha256 and the tree hash \
-                 still check what is downloaded",
-                printable(host),
-                vars::NO_VERIFY_HOSTS
+                "not verifying the TLS certificate of `{}` ({NO_VERIFY_HOSTS}); the sha256 and \
+                 the tree hash still check what is downloaded",
+                printable(host)
             ),
             Retry {
                 error,
@@ -581,9 +582,8 @@ impl fmt::Display for Event {
                 attempts,
             } => write!(
                 f,
-                "{error}; retrying in {:.1} s (attempt {attempt} of {attempts}, {})",
-                delay.as_secs_f64(),
-                vars::RETRIES
+                "{error}; retrying in {:.1} s (attempt {attempt} of {attempts}, {RETRIES})",
+                delay.as_secs_f64()
             ),
             NextSource { error } => write!(f, "{error}; trying the next URL"),
             PackageServerFallback { artifact, error } => write!(
@@ -648,9 +648,9 @@ impl fmt::Display for Event {
                 f,
                 "the partial download of `{artifact}` is kept in the node-local depot `{}`, \
                  which the end of the job may wipe: {why}; a later job starts this download \
-                 over. Set {} to a writable shared folder to continue it in the next job",
-                depot.display(),
-                vars::DEPOT_PATH
+                 over. Set {DEPOT_PATH} to a writable shared folder to continue it in the next \
+                 job",
+                depot.display()
             ),
             PartialRemoved { path, days } => write!(
                 f,
@@ -826,14 +826,12 @@ impl fmt::Display for Event {
                 write!(
                     f,
                     "{what} has taken {:.1} s (more than the {:.1} s set by slow_warning_after \
-                     / {}); the biggest files are {biggest}. If another component already \
-                     uploads them, add exclude globs for them ({}), or turn sync_artifacts off \
-                     ({}=0) to move only checkpoints",
+                     / {SYNC_WARN_AFTER}); the biggest files are {biggest}. If another \
+                     component already uploads them, add exclude globs for them \
+                     ({SYNC_EXCLUDE}), or turn sync_artifacts off ({SYNC_ARTIFACTS}=0) to move \
+                     only checkpoints",
                     took.as_secs_f64(),
-                    after.as_secs_f64(),
-                    vars::SYNC_WARN_AFTER,
-                    vars::SYNC_EXCLUDE,
-                    vars::SYNC_ARTIFACTS
+                    after.as_secs_f64()
                 )
             }
             NotSynced { path, why } => write!(f, "not syncing `{}`: {why}", path.display()),
