@@ -293,6 +293,30 @@ mod tests {
                 "keeping `/d/artifacts/.tmp-x`: its artifact's lock is held (pid 42 may live in \
                  another PID namespace)",
             ),
+            (
+                Event::JuliaLockWait {
+                    artifact: "era5".into(),
+                    holder: "pid 9 on n2".into(),
+                    path: PathBuf::from("/d/artifacts/ab.pid"),
+                    timeout: Duration::from_secs(30),
+                },
+                Level::Info,
+                "waiting for a Julia process (pid 9 on n2) installing `era5`: it holds Pkg's \
+                 install lock `/d/artifacts/ab.pid`; waiting at most 30 s \
+                 (CLIMA_ARTIFACTS_LOCK_TIMEOUT)",
+            ),
+            (
+                Event::PartialOnNode {
+                    artifact: "era5".into(),
+                    depot: PathBuf::from("/tmp/node"),
+                    why: "no shared depot can keep it (read-only)".into(),
+                },
+                Level::Info,
+                "the partial download of `era5` is kept in the node-local depot `/tmp/node`, \
+                 which the end of the job may wipe: no shared depot can keep it (read-only); a \
+                 later job starts this download over. Set CLIMA_ARTIFACTS_DEPOT_PATH to a \
+                 writable shared folder to continue it in the next job",
+            ),
         ];
         for (event, level, text) in cases {
             assert_eq!(event.level(), level, "{event:?}");
