@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clima_artifact_manifest::GitTreeSha1;
-use clima_artifact_progress::notice;
-use clima_artifact_vars::LOCK_TIMEOUT;
+use clima_artifact_progress::notice::{self, Event};
 
 use crate::Error;
 use crate::depot::{Depot, find_installed, first_writable};
@@ -91,7 +90,10 @@ pub fn try_lock_for_install(
         Take::Held(pidfile) => Some(pidfile),
         Take::Busy(_) => return Ok(None),
         Take::Unusable(why) => {
-            notice::warn(&format!("{why}; continuing without it"));
+            notice::emit(Event::JuliaLockUnusable {
+                why,
+                artifact: None,
+            });
             None
         }
     };
@@ -120,18 +122,18 @@ fn wait_for_julia(
         let holder = match JuliaPidfile::try_take(target.root(), hash, dead.as_ref()) {
             Take::Held(pidfile) => {
                 if told.is_some() && wait.tell {
-                    notice::info(&format!(
-                        "Julia's install lock of `{name}` is free after {:.1} s",
-                        start.elapsed().as_secs_f64()
-                    ));
+                    notice::emit(Event::JuliaLockFree {
+                        artifact: name.to_owned(),
+                        waited: start.elapsed(),
+                    });
                 }
                 return Ok(Ok(Some(pidfile)));
             }
             Take::Unusable(why) => {
-                notice::warn(&format!(
-                    "{why}; continuing without it (a Julia 1.13 process installing `{name}` at \
-                     the same time downloads it too)"
-                ));
+                notice::emit(Event::JuliaLockUnusable {
+                    why,
+                    artifact: Some(name.to_owned()),
+                });
                 return Ok(Ok(None));
             }
             Take::Busy(holder) => holder,
@@ -140,13 +142,12 @@ fn wait_for_julia(
             .as_ref()
             .is_none_or(|t| (t.pid, &t.host) != (holder.pid, &holder.host));
         if changed && wait.tell {
-            notice::info(&format!(
-                "waiting for a Julia process ({}) installing `{name}`: it holds Pkg's install \
-                 lock `{}`; waiting at most {} s ({LOCK_TIMEOUT})",
-                holder.describe(),
-                path.display(),
-                wait.timeout.as_secs()
-            ));
+            notice::emit(Event::JuliaLockWait {
+                artifact: name.to_owned(),
+                holder: holder.describe(),
+                path: path.clone(),
+                timeout: wait.timeout,
+            });
         }
         if start.elapsed() >= wait.timeout {
             return Err(Error::LockTimeout {

@@ -48,6 +48,7 @@ use clima_artifact_fs::Dir;
 
 use clima_artifact_manifest::GitTreeSha1;
 use clima_artifact_manifest::layout;
+use clima_artifact_progress::notice::Event;
 
 /// Pkg's `stale_age` for artifact installs (`mkpidlock(pidfile, stale_age = 20)`), in seconds.
 pub(crate) const STALE_AGE: f64 = 20.0;
@@ -253,11 +254,11 @@ fn take_in(
             } else {
                 "its process is gone".to_owned()
             };
-            clima_artifact_progress::notice::info(&format!(
-                "removed the stale pidfile `{}` of {} ({why})",
-                path.display(),
-                holder.describe()
-            ));
+            clima_artifact_progress::notice::emit(Event::StalePidfileRemoved {
+                path: path.to_path_buf(),
+                holder: holder.describe(),
+                why,
+            });
         }
         last = Some(holder);
     }

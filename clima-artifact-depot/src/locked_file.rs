@@ -28,8 +28,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clima_artifact_progress::notice;
-use clima_artifact_vars::LOCK_TIMEOUT;
+use clima_artifact_progress::notice::{self, Event};
 
 use crate::Error;
 
@@ -64,9 +63,9 @@ impl LockedFile {
         timeout: Duration,
         tell_wait: bool,
     ) -> Result<LockedFile, Error> {
-        let info = |text: String| {
+        let info = |event: Event| {
             if tell_wait {
-                notice::info(&text);
+                notice::emit(event);
             }
         };
         let file = match LockedFile::try_first(path) {
@@ -89,12 +88,12 @@ impl LockedFile {
             }
         }
         let holder = read_holder(&file);
-        info(format!(
-            "waiting for {what}: another process holds its lock `{}`: {holder}; waiting at most \
-             {} s ({LOCK_TIMEOUT})",
-            path.display(),
-            timeout.as_secs()
-        ));
+        info(Event::LockWait {
+            what: what.to_owned(),
+            path: path.to_owned(),
+            holder: holder.clone(),
+            timeout,
+        });
         let start = Instant::now();
         let mut pause = Duration::from_millis(5);
         let mut last_log = Instant::now();
@@ -106,23 +105,23 @@ impl LockedFile {
                 // Batch logs show that the wait goes on, and how far the holder is.
                 let holder = read_holder(&file);
                 if holder != last_holder || last_log.elapsed() >= 4 * WAIT_LOG_EVERY {
-                    info(format!(
-                        "still waiting for {what} after {:.0} s (at most {} s, \
-                         {LOCK_TIMEOUT}): `{}` is held by {holder}",
-                        start.elapsed().as_secs_f64(),
-                        timeout.as_secs(),
-                        path.display()
-                    ));
+                    info(Event::LockStillWaiting {
+                        what: what.to_owned(),
+                        path: path.to_owned(),
+                        holder: holder.clone(),
+                        waited: start.elapsed(),
+                        timeout,
+                    });
                     last_log = Instant::now();
                     last_holder = holder;
                 }
             }
             match try_lock_once(&file, path) {
                 Some(true) => {
-                    info(format!(
-                        "got the lock for {what} after waiting {:.1} s",
-                        start.elapsed().as_secs_f64()
-                    ));
+                    info(Event::LockTaken {
+                        what: what.to_owned(),
+                        waited: start.elapsed(),
+                    });
                     return Ok(LockedFile::held(file, path));
                 }
                 Some(false) => {}
@@ -150,7 +149,7 @@ impl LockedFile {
         let file = match open_lock_file(path) {
             Ok(file) => file,
             Err(e) => {
-                notice::warn(&format!("{e}; continuing without the lock"));
+                notice::emit(Event::LockFileUnusable { why: e.to_string() });
                 return Ok(LockedFile::unlocked(path));
             }
         };
@@ -243,10 +242,10 @@ fn try_lock_once(file: &File, path: &Path) -> Option<bool> {
         Ok(()) => Some(true),
         Err(TryLockError::WouldBlock) => Some(false),
         Err(TryLockError::Error(e)) => {
-            notice::warn(&format!(
-                "cannot lock `{}` ({e}); continuing without the lock",
-                path.display()
-            ));
+            notice::emit(Event::LockRefused {
+                path: path.to_owned(),
+                error: e.to_string(),
+            });
             None
         }
     }

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use clima_artifact_manifest::{GitTreeSha1, layout};
+use clima_artifact_progress::notice::Event;
 
 use crate::depot::{Depot, PARTIAL_MAX_AGE, PROBE_MAX_AGE, partial_owner};
 
@@ -60,21 +61,20 @@ impl Depot {
             } else {
                 match try_lock_existing(&self.lock_path(&hash)) {
                     LockProbe::Held => {
-                        clima_artifact_progress::notice::detail(&format!(
-                            "keeping `{}`: its artifact's lock is held (pid {pid} may live in \
-                         another PID namespace)",
-                            entry.path().display()
-                        ));
+                        clima_artifact_progress::notice::emit(Event::LeftoverKept {
+                            path: entry.path(),
+                            pid,
+                        });
                         continue;
                     }
                     LockProbe::Free(file) => Some(file),
                     LockProbe::Unknown => None,
                 }
             };
-            clima_artifact_progress::notice::info(&format!(
-                "removing `{}` left by dead process {pid}",
-                entry.path().display()
-            ));
+            clima_artifact_progress::notice::emit(Event::LeftoverRemoved {
+                path: entry.path(),
+                pid,
+            });
             crate::temp_dir::remove_tree(&entry.path());
             removed += 1;
         }
@@ -115,11 +115,10 @@ impl Depot {
         };
         let removed = clima_artifact_net::ranged::remove_kept(&dir, name);
         if removed {
-            clima_artifact_progress::notice::info(&format!(
-                "removed the partial download `{}`: nothing was added to it for {} days",
-                path.display(),
-                PARTIAL_MAX_AGE.as_secs() / 86400
-            ));
+            clima_artifact_progress::notice::emit(Event::PartialRemoved {
+                path: path.to_path_buf(),
+                days: PARTIAL_MAX_AGE.as_secs() / 86400,
+            });
         }
         removed
     }
@@ -157,10 +156,9 @@ fn remove_if_older(path: &Path, age: std::time::Duration) {
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|elapsed| elapsed > age);
     if old {
-        clima_artifact_progress::notice::info(&format!(
-            "removing leftover probe file `{}`",
-            path.display()
-        ));
+        clima_artifact_progress::notice::emit(Event::ProbeFileRemoved {
+            path: path.to_path_buf(),
+        });
         let _ = std::fs::remove_file(path);
     }
 }

@@ -5,7 +5,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use clima_artifact_fs::{Dir, euid};
-use clima_artifact_progress::notice;
+use clima_artifact_progress::notice::{self, Event};
 
 /// An install's temp dir, open since it was created: the extraction writes through its
 /// [`Dir`], and `path` is checked to still name that folder before it is renamed or removed.
@@ -76,11 +76,9 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         if self.path.is_some() && !self.still_in_place() {
             // What is there now is someone else's: never removed. Our folder was moved away.
-            notice::warn(&format!(
-                "the temporary folder `{}` was moved away by someone else while it was being \
-                 filled; what is at its path now was left alone",
-                self.path().display()
-            ));
+            notice::emit(Event::TempDirMovedAway {
+                path: self.path().to_path_buf(),
+            });
             return;
         }
         if let Some(p) = self.path.take() {
@@ -92,6 +90,9 @@ impl Drop for TempDir {
 /// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
 pub(crate) fn remove_tree(path: &Path) {
     if let Err(e) = clima_artifact_fs::remove_tree(path) {
-        notice::warn(&format!("cannot remove `{}`: {e}", path.display()));
+        notice::emit(Event::CannotRemove {
+            path: path.to_path_buf(),
+            error: e.to_string(),
+        });
     }
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
 use clima_artifact_manifest::layout;
+use clima_artifact_progress::notice::Event;
 
 use crate::depot::Depot;
 use crate::installed::{Installed, Origin};
@@ -53,31 +54,35 @@ impl Depot {
         // Through another user's symlink the entry would land in their target (say, the
         // victim's own `~/.julia/logs`): not written, and said once.
         if let Ok(Some(link)) = clima_artifact_fs::foreign_link(&logs) {
-            clima_artifact_progress::notice::warn(&format!(
-                "not recording usage in `{}`: {link}; remove the link",
-                path.display()
-            ));
+            clima_artifact_progress::notice::emit(Event::UsageNotRecorded {
+                path: path.clone(),
+                why: format!("{link}; remove the link"),
+            });
             return;
         }
         if let Err(e) = std::fs::create_dir_all(&logs) {
-            clima_artifact_progress::notice::detail(&format!(
-                "cannot record usage in `{}`: {e}",
-                path.display()
-            ));
+            clima_artifact_progress::notice::emit(Event::UsageRecordFailed {
+                path: path.clone(),
+                error: e.to_string(),
+            });
             return;
         }
         let _julia = usage_log_pidlock(&logs);
         match append_to_regular_file(&path, entry.as_bytes()) {
             Ok(()) => {}
-            Err(Append::Planted(what)) => clima_artifact_progress::notice::warn(&format!(
-                "not recording usage in `{}`: it is {what}, not a regular file (planted by someone \
-             with write access to the depot?); left alone and not followed: remove it",
-                path.display()
-            )),
-            Err(Append::Io(e)) => clima_artifact_progress::notice::detail(&format!(
-                "cannot record usage in `{}`: {e}",
-                path.display()
-            )),
+            Err(Append::Planted(what)) => {
+                clima_artifact_progress::notice::emit(Event::UsageNotRecorded {
+                    path: path.clone(),
+                    why: format!(
+                        "it is {what}, not a regular file (planted by someone with write \
+                         access to the depot?); left alone and not followed: remove it"
+                    ),
+                })
+            }
+            Err(Append::Io(e)) => clima_artifact_progress::notice::emit(Event::UsageRecordFailed {
+                path: path.clone(),
+                error: e.to_string(),
+            }),
         }
     }
 }
@@ -110,16 +115,13 @@ fn usage_log_pidlock(logs: &Path) -> Option<JuliaPidfile> {
         match JuliaPidfile::try_take_file(logs, "artifact_usage.toml.pid", 3.0) {
             Take::Held(pidfile) => return Some(pidfile),
             Take::Unusable(why) => {
-                clima_artifact_progress::notice::detail(&format!(
-                    "{why}; recording usage without it"
-                ));
+                clima_artifact_progress::notice::emit(Event::UsageLogUnlocked { why });
                 return None;
             }
             Take::Busy(holder) if start.elapsed() > std::time::Duration::from_secs(10) => {
-                clima_artifact_progress::notice::detail(&format!(
-                    "the usage log's lock is held by {}; recording usage without it",
-                    holder.describe()
-                ));
+                clima_artifact_progress::notice::emit(Event::UsageLogUnlocked {
+                    why: format!("the usage log's lock is held by {}", holder.describe()),
+                });
                 return None;
             }
             Take::Busy(_) => std::thread::sleep(std::time::Duration::from_millis(20)),

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
 use clima_artifact_manifest::Sha256;
-use clima_artifact_progress::{Transfer, notice};
+use clima_artifact_progress::Transfer;
+use clima_artifact_progress::notice::{self, Event};
 use clima_artifact_vars::{LOW_SPEED_LIMIT, LOW_SPEED_TIME};
 use sha2::Digest;
 
@@ -310,10 +311,11 @@ impl Body {
                             match resumer.reopen(total) {
                                 Ok(rest) => {
                                     if rules.tell_resumes {
-                                        notice::info(&format!(
-                                            "the download of `{name}` broke at byte {total} \
-                                             ({e}); resuming there"
-                                        ));
+                                        notice::emit(Event::ResumingBroken {
+                                            artifact: name.clone(),
+                                            at: total,
+                                            error: e.to_string(),
+                                        });
                                     }
                                     source = rest;
                                     opened_at = total;

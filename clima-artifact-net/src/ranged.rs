@@ -44,8 +44,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use clima_artifact_fs::{Dir, human_bytes};
-use clima_artifact_progress::notice;
+use clima_artifact_fs::Dir;
+use clima_artifact_progress::notice::{self, Event};
 use sha2::Digest;
 
 use crate::limit::Permit;
@@ -305,10 +305,10 @@ fn find_kept(large: &Large<'_>, url: &str) -> Result<Option<Found>, String> {
         ));
     }
     let unusable = |why: &str| {
-        notice::warn(&format!(
-            "the kept partial download `{}` {why}; removing it and starting over",
-            path.display()
-        ));
+        notice::emit(Event::PartialUnusable {
+            path: path.clone(),
+            why: why.to_owned(),
+        });
         let _ = large.dir.remove_file_if_same(large.name, &file);
         Ok(None)
     };
@@ -370,10 +370,10 @@ pub fn open_large(
     let found = match find_kept(large, url) {
         Ok(found) => found,
         Err(why) => {
-            notice::warn(&format!(
-                "the download of `{}` is not kept for resuming: {why}",
-                large.artifact
-            ));
+            notice::emit(Event::PartialNotKept {
+                artifact: large.artifact.to_owned(),
+                why,
+            });
             return crate::source::open(agent, url, manifest_dir, config);
         }
     };
@@ -399,10 +399,10 @@ pub fn open_large(
     let status = reply.resp.status().as_u16();
     let path = large.dir.path().join(large.name);
     let drop_kept = |why: &str| {
-        notice::warn(&format!(
-            "the partial download `{}` cannot be continued: {why}; starting over",
-            path.display()
-        ));
+        notice::emit(Event::PartialRestart {
+            path: path.clone(),
+            why: why.to_owned(),
+        });
         let _ = large.dir.remove_file_if_same(large.name, &found.file);
     };
     let validator = validator_of(&reply.resp);
@@ -505,10 +505,10 @@ fn fresh(
     let file = match create_partial(large, &record) {
         Ok(file) => file,
         Err(e) => {
-            notice::warn(&format!(
-                "the download of `{}` is not kept for resuming: {e}",
-                large.artifact
-            ));
+            notice::emit(Event::PartialNotKept {
+                artifact: large.artifact.to_owned(),
+                why: e.to_string(),
+            });
             return plain_source(url, reply, config);
         }
     };
@@ -703,13 +703,12 @@ fn start(
         resumed_at: kept,
     });
     if kept > 0 && large.tell {
-        notice::info(&format!(
-            "resuming the download of `{}` at {} of {} (kept in `{}` by an earlier attempt)",
-            large.artifact,
-            human_bytes(kept),
-            human_bytes(shared.record.length),
-            shared.dir.path().join(&shared.name).display()
-        ));
+        notice::emit(Event::Resuming {
+            artifact: large.artifact.to_owned(),
+            at: kept,
+            of: shared.record.length,
+            kept_in: shared.dir.path().join(&shared.name),
+        });
     }
     let mut first = first;
     for id in 0..workers {
@@ -939,7 +938,9 @@ impl Shared {
                 "a range came with another ETag or Last-Modified than the first response's".into(),
             ),
             206 if validator_of(&resp).is_none() => {
-                notice::detail("a range came without a validator; one stream from now on");
+                notice::emit(Event::RangeFallback {
+                    why: "a range came without a validator".to_owned(),
+                });
                 self.release(k);
                 self.go_single(id);
                 Got::Again
@@ -953,10 +954,12 @@ impl Shared {
                     Got::Range(ranged_stream(resp, from, permit))
                 }
                 other => {
-                    notice::detail(&format!(
-                        "a range request was answered with {}; one stream from now on",
-                        describe_range(other)
-                    ));
+                    notice::emit(Event::RangeFallback {
+                        why: format!(
+                            "a range request was answered with {}",
+                            describe_range(other)
+                        ),
+                    });
                     self.release(k);
                     self.go_single(id);
                     Got::Again
@@ -979,9 +982,10 @@ impl Shared {
                 };
                 if crate::retry::retires_connection(status) && self.retire() {
                     // The server limits connections: this one closes, the others go on.
-                    notice::detail(&format!(
-                        "connection {id} closed: HTTP {status} to a range request"
-                    ));
+                    notice::emit(Event::ConnectionClosed {
+                        id: id as u64,
+                        status,
+                    });
                     self.release(k);
                     return Got::Retire;
                 }

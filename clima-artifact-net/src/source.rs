@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 
 use crate::{NetConfig, NetError, redirect};
 
+use clima_artifact_progress::notice::Event;
 use clima_artifact_vars as vars;
-use clima_artifact_vars::{CONNECT_TIMEOUT, NO_VERIFY_HOSTS, STALL_TIMEOUT};
+use clima_artifact_vars::{CONNECT_TIMEOUT, STALL_TIMEOUT};
 /// The HTTP client that [`open`] takes (made by [`agent`]): connection pool, timeouts, TLS.
 pub use ureq::Agent;
 
@@ -419,11 +420,7 @@ fn agent_for(agent: &ureq::Agent, url: &str, config: &NetConfig) -> Result<ureq:
     let proxy = config.proxy.for_url(url);
     match redirect::parts(url).map(|p| p.host.to_owned()) {
         Some(host) if crate::trust::skips_verification(config, &host) => {
-            clima_artifact_progress::notice::warn(&format!(
-                "not verifying the TLS certificate of `{}` ({NO_VERIFY_HOSTS}); \
-                 the sha256 and the tree hash still check what is downloaded",
-                clima_artifact_progress::notice::printable(&host)
-            ));
+            clima_artifact_progress::notice::emit(Event::TlsNotVerified { host });
             agent_verifying(config, false, proxy)
         }
         _ if proxy.is_some() => agent_verifying(config, true, proxy),
@@ -498,11 +495,10 @@ pub(crate) fn get_following_redirects(
                 crate::trust::redact_url(&next)
             ))
         })?;
-        clima_artifact_progress::notice::detail(&format!(
-            "redirected from `{}` to `{}`",
-            clima_artifact_fs::printable(&crate::trust::redact_url(&current)),
-            clima_artifact_fs::printable(&crate::trust::redact_url(&next))
-        ));
+        clima_artifact_progress::notice::emit(Event::Redirect {
+            from: crate::trust::redact_url(&current),
+            to: crate::trust::redact_url(&next),
+        });
         current = next;
     }
     Err(refused(format!(

@@ -17,7 +17,9 @@
 //! waits, retries, fall-throughs to the next source, resumed downloads, skipped restores and
 //! other warnings. They are events of the reporter, not `tracing` events, so that they reach
 //! the user's stderr without the model's author installing a subscriber, and a program that
-//! draws its own progress gets them in the same place as its bars. The network layer, the
+//! draws its own progress gets them in the same place as its bars, each as a typed
+//! [`notice::Event`] to `match` on (a lock wait with its holder and timeout, a retry with its
+//! delay and attempt) besides its level and line. The network layer, the
 //! runtime and run sync all report here; this crate depends on nothing but the ground floor
 //! (`clima-artifact-vars`, `clima-artifact-fs`), so none of them needs the others for it.
 //!
@@ -69,8 +71,8 @@ pub trait Reporter: Send + Sync {
     /// A message for the user that is not a download's progress: waiting for another
     /// process's lock, a retry (with its cause and the next delay), a source that failed and
     /// the next one tried, a resumed download, a skipped restore, a warning. See
-    /// [`notice`]. The default prints it as a plain line on stderr
-    /// ([`notice::print_plain`]).
+    /// [`notice`]; what happened is `notice.event` ([`notice::Event`]). The default prints it
+    /// as a plain line on stderr ([`notice::print_plain`]).
     fn notice(&self, notice: &Notice<'_>) {
         print_plain(notice);
     }

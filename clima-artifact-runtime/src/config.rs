@@ -35,6 +35,7 @@ use clima_artifact_net::{NetConfig, ProxySettings};
 
 use crate::Error;
 use clima_artifact_depot::Depot;
+use clima_artifact_progress::notice::Event;
 use clima_artifact_vars as vars;
 
 /// Settings of the install pipeline and lookups. [`Config::from_env`] reads the `CLIMA_ARTIFACTS_*`
@@ -257,10 +258,13 @@ impl Config {
                     let used = k.clamp(1, most);
                     static TOLD: std::sync::Once = std::sync::Once::new();
                     TOLD.call_once(|| {
-                        clima_artifact_progress::notice::warn(&format!(
-                            "{n}=`{}` is out of range (1 to {most}): using {used}",
-                            clima_artifact_fs::printable(&v)
-                        ));
+                        clima_artifact_progress::notice::emit(Event::ConfigOutOfRange {
+                            variable: n.clone(),
+                            value: v.clone(),
+                            min: 1,
+                            max: most as u64,
+                            used: used as u64,
+                        });
                     });
                     used
                 }

@@ -11,6 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use clima_artifact_progress::notice::Event;
 use sha1::Digest;
 
 /// Installs smaller than this are fast enough either way.
@@ -30,8 +31,8 @@ pub(crate) fn after_install(name: &str, bytes: u64, took: Duration) {
     if !cfg!(debug_assertions) || bytes < LARGE || PROBED.swap(true, Ordering::Relaxed) {
         return;
     }
-    if let Some(text) = judge(name, bytes, took, probe()) {
-        clima_artifact_progress::notice::warn(&text);
+    if let Some(event) = slow(name, bytes, took, probe()) {
+        clima_artifact_progress::notice::emit(event);
     }
 }
 
@@ -45,20 +46,19 @@ fn probe() -> f64 {
 }
 
 /// The warning for a hash speed of `speed` bytes per second, if it is slow.
-fn judge(name: &str, bytes: u64, took: Duration, speed: f64) -> Option<String> {
-    (speed < SLOW).then(|| {
-        format!(
-            "artifact `{name}` ({:.0} MiB) took {:.1} s to install: this debug build hashes at \
-             {:.0} MB/s, since its hashing and decompression crates are compiled unoptimised \
-             (cargo applies the dev-profile settings of the model's own workspace only). Add \
-             the `[profile.dev.package]` block of the clima-artifacts README (\"Using it in a \
-             model\") to your workspace's root Cargo.toml, or use `cargo run --release`: \
-             installs then run about 10x faster",
-            bytes as f64 / f64::from(1 << 20),
-            took.as_secs_f64(),
-            speed / 1e6
-        )
+fn slow(name: &str, bytes: u64, took: Duration, speed: f64) -> Option<Event> {
+    (speed < SLOW).then(|| Event::SlowDebugBuild {
+        artifact: name.to_owned(),
+        bytes,
+        took,
+        bytes_per_second: speed,
     })
+}
+
+/// The text of [`slow`]'s warning.
+#[cfg(test)]
+fn judge(name: &str, bytes: u64, took: Duration, speed: f64) -> Option<String> {
+    slow(name, bytes, took, speed).map(|e| e.to_string())
 }
 
 #[cfg(test)]

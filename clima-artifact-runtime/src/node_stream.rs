@@ -34,6 +34,7 @@ use std::thread::JoinHandle;
 use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_net::Tap;
 use clima_artifact_net::trust::redact_url;
+use clima_artifact_progress::notice::Event;
 use clima_comms::stream::{
     BroadcastReader, BroadcastWriter, StreamLimits, StreamReceiver, StreamSender, broadcast_stream,
     receive_stream,
@@ -286,13 +287,11 @@ fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
         .parent()
         .and_then(Path::parent)
         .unwrap_or(&have.path);
-    clima_artifact_progress::notice::info(&format!(
-        "`{}` found in the shared depot `{}`: nothing copied to node depots (every rank reads \
-         `{}`; remove it from the shared depot to have node-local copies)",
-        me.name,
-        depot.display(),
-        have.path.display()
-    ));
+    clima_artifact_progress::notice::emit(Event::FoundInSharedDepot {
+        artifact: me.name.to_owned(),
+        depot: depot.to_path_buf(),
+        path: have.path.clone(),
+    });
 }
 
 /// Step 1 on one leader: the node depot exists and is private, and the artifact is found or

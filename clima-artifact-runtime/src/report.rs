@@ -22,6 +22,7 @@ use std::io;
 use std::path::Path;
 
 use crate::access_log::{self, ArtifactRecord, CallSite};
+use clima_artifact_progress::notice::Event;
 use clima_artifact_provenance::readme::{
     self, MAX_CITATION_CHARS, MAX_README_BYTES, README_CITATION_KEY, RECIPE_KEY,
 };
@@ -123,8 +124,8 @@ pub fn write_all(dir: impl AsRef<Path>) -> io::Result<ReportPaths> {
 pub fn gather_records(ctx: &dyn Context, local: &[ArtifactRecord]) -> Option<Vec<ArtifactRecord>> {
     let merged = clima_comms::reduce_outcomes(ctx, Part::of(ctx.rank(), local), merge_parts)?;
     let part = Part::or_unreadable(merged);
-    for warning in part.left_out(ctx.size()) {
-        clima_artifact_progress::notice::warn(&warning);
+    for warning in part.unreadable_ranks(ctx.size()) {
+        clima_artifact_progress::notice::emit(warning);
     }
     Some(part.into_records())
 }
@@ -173,31 +174,28 @@ impl Part {
 
     /// One warning per run of ranks of `0..size` whose records are not in this part, saying
     /// why (the errors met on the way).
-    fn left_out(&self, size: usize) -> Vec<String> {
-        let why = match self.unreadable.as_slice() {
-            [] => String::new(),
-            errors => format!(
-                " ({}; are all ranks running the same binary?)",
-                errors.join("; ")
-            ),
-        };
+    fn unreadable_ranks(&self, size: usize) -> Vec<Event> {
         let mut out = Vec::new();
         let mut next = 0;
         for &[a, b] in self.from.iter().chain(&[[size, size]]) {
             let missing = next..a.min(size);
             if !missing.is_empty() {
-                let ranks = if missing.len() == 1 {
-                    format!("rank {}", missing.start)
-                } else {
-                    format!("ranks {}-{}", missing.start, missing.end - 1)
-                };
-                out.push(format!(
-                    "provenance records from {ranks} are unreadable and left out of the report{why}"
-                ));
+                out.push(Event::RecordsUnreadable {
+                    first: missing.start as u64,
+                    last: (missing.end - 1) as u64,
+                    errors: self.unreadable.clone(),
+                });
             }
             next = next.max(b.saturating_add(1));
         }
         out
+    }
+
+    /// The lines of [`Part::unreadable_ranks`].
+    #[cfg(test)]
+    fn left_out(&self, size: usize) -> Vec<String> {
+        let events = self.unreadable_ranks(size);
+        events.iter().map(ToString::to_string).collect()
     }
 
     fn into_records(self) -> Vec<ArtifactRecord> {

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use clima_artifact_fs::{Dir, EntryKind, Unexpected};
+use clima_artifact_progress::notice::Event;
 
 use crate::SyncError;
 use crate::storage::{MAX_INDEX_BYTES, Storage, StoredObject, check_key};
@@ -188,10 +189,10 @@ fn reclaim_once(dir: &Dir) {
     {
         let n = dir.reclaim_stale_temps(UPLOAD_MARK);
         if n > 0 {
-            clima_artifact_progress::notice::info(&format!(
-                "removed {n} upload temp file(s) of killed syncs in `{}`",
-                dir.path().display()
-            ));
+            clima_artifact_progress::notice::emit(Event::UploadTempsRemoved {
+                count: n as u64,
+                dir: dir.path().to_path_buf(),
+            });
         }
     }
 }

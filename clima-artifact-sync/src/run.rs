@@ -14,7 +14,7 @@ use crate::index::{
     sha256_file,
 };
 use crate::storage::{Prefixed, Storage, check_key};
-use clima_artifact_vars::{SYNC_ARTIFACTS, SYNC_EXCLUDE, SYNC_WARN_AFTER};
+use clima_artifact_progress::notice::Event;
 use clima_comms::Context;
 
 use crate::SyncError;
@@ -284,22 +284,14 @@ impl SlowWatch {
         if self.warned.is_some() || elapsed < self.after {
             return;
         }
-        let biggest = self
-            .biggest
-            .iter()
-            .map(|(f, n)| format!("`{f}` ({})", clima_artifact_fs::human_bytes(*n)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let message = format!(
-            "{} has taken {:.1} s (more than the {:.1} s set by slow_warning_after / \
-             {SYNC_WARN_AFTER}); the biggest files are {biggest}. If another component \
-             already uploads them, add exclude globs for them ({SYNC_EXCLUDE}), or turn \
-             sync_artifacts off ({SYNC_ARTIFACTS}=0) to move only checkpoints",
-            self.what,
-            elapsed.as_secs_f64(),
-            self.after.as_secs_f64()
-        );
-        clima_artifact_progress::notice::warn(&message);
+        let event = Event::SlowSync {
+            what: self.what.clone(),
+            took: elapsed,
+            after: self.after,
+            biggest: self.biggest.clone(),
+        };
+        let message = event.to_string();
+        clima_artifact_progress::notice::emit(event);
         self.warned = Some(message);
     }
 }
@@ -392,10 +384,10 @@ impl Local<'_> {
             for entry in entries {
                 let entry = entry.map_err(|e| SyncError::io("list", &dir, e))?;
                 let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                    clima_artifact_progress::notice::warn(&format!(
-                        "not syncing `{}`: its name is not UTF-8; rename it to sync it",
-                        entry.path().display()
-                    ));
+                    clima_artifact_progress::notice::emit(Event::NotSynced {
+                        path: entry.path(),
+                        why: "its name is not UTF-8; rename it to sync it".to_owned(),
+                    });
                     continue;
                 };
                 let child = if rel.is_empty() {
@@ -410,10 +402,10 @@ impl Local<'_> {
                     Ok(meta) => meta,
                     // Deleted since it was listed (a model removing a temp file): not an output.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        clima_artifact_progress::notice::warn(&format!(
-                            "not syncing `{}`: it vanished while listing",
-                            child
-                        ));
+                        clima_artifact_progress::notice::emit(Event::NotSynced {
+                            path: PathBuf::from(&child),
+                            why: "it vanished while listing".to_owned(),
+                        });
                         continue;
                     }
                     Err(e) => return Err(SyncError::io("stat", entry.path(), e)),
@@ -475,10 +467,10 @@ impl Local<'_> {
             let sha256 = match sha256_file(&c.path) {
                 Ok(sha) => sha,
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
-                    clima_artifact_progress::notice::warn(&format!(
-                        "not syncing `{}`: it vanished during the sync",
-                        c.rel
-                    ));
+                    clima_artifact_progress::notice::emit(Event::NotSynced {
+                        path: PathBuf::from(&c.rel),
+                        why: "it vanished during the sync".to_owned(),
+                    });
                     report.vanished.push(c.rel);
                     continue;
                 }
@@ -517,10 +509,10 @@ impl Local<'_> {
             let sent = match self.storage.put_file(&c.rel, &c.path) {
                 Ok(sent) => sent,
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
-                    clima_artifact_progress::notice::warn(&format!(
-                        "not syncing `{}`: it vanished during the sync",
-                        c.rel
-                    ));
+                    clima_artifact_progress::notice::emit(Event::NotSynced {
+                        path: PathBuf::from(&c.rel),
+                        why: "it vanished during the sync".to_owned(),
+                    });
                     report.vanished.push(c.rel);
                     continue;
                 }
@@ -583,12 +575,15 @@ impl Local<'_> {
                     if meta.len() == entry.size && local_mtime == entry.mtime_ns {
                         restored.up_to_date += 1;
                     } else if local_mtime > entry.mtime_ns {
-                        clima_artifact_progress::notice::warn(&format!(
-                            "not restoring `{}`: the local file is newer than the stored copy in \
-                             `{}`; kept as it is",
-                            path.display(),
-                            self.storage.url()
-                        ));
+                        clima_artifact_progress::notice::emit(Event::NotRestored {
+                            path: path.clone(),
+                            from: None,
+                            why: format!(
+                                "the local file is newer than the stored copy in `{}`; kept as \
+                                 it is",
+                                self.storage.url()
+                            ),
+                        });
                         restored.kept_newer.push(rel);
                     } else if sha256_file(&path)? == entry.sha256 {
                         restored.up_to_date += 1;
@@ -638,12 +633,15 @@ impl Local<'_> {
                 Ok((n, sha)) if sha == entry.sha256 => n,
                 Ok((_, sha)) => {
                     let _ = fs::remove_file(&tmp);
-                    clima_artifact_progress::notice::warn(&format!(
-                        "not restoring `{rel}` from `{}`: its content (sha256 {sha}) is not what \
-                         the sync index records ({}); it was changed or only half uploaded",
-                        self.storage.url(),
-                        entry.sha256
-                    ));
+                    clima_artifact_progress::notice::emit(Event::NotRestored {
+                        path: PathBuf::from(&rel),
+                        from: Some(self.storage.url()),
+                        why: format!(
+                            "its content (sha256 {sha}) is not what the sync index records ({}); \
+                             it was changed or only half uploaded",
+                            entry.sha256
+                        ),
+                    });
                     restored.skipped.push(rel);
                     continue;
                 }
@@ -653,7 +651,11 @@ impl Local<'_> {
                     | SyncError::LargerThanRecorded { .. }),
                 ) => {
                     let _ = fs::remove_file(&tmp);
-                    clima_artifact_progress::notice::warn(&format!("not restoring `{rel}`: {e}"));
+                    clima_artifact_progress::notice::emit(Event::NotRestored {
+                        path: PathBuf::from(&rel),
+                        from: None,
+                        why: e.to_string(),
+                    });
                     restored.skipped.push(rel);
                     continue;
                 }

@@ -41,12 +41,12 @@ impl InstallRequest<'_> {
                     let Some(wait) = next.filter(|_| !self.stopped()) else {
                         return Err(e.after_attempts(n));
                     };
-                    notice::warn(&format!(
-                        "{e}; retrying in {:.1} s (attempt {} of {}, {RETRIES})",
-                        wait.as_secs_f64(),
-                        n + 1,
-                        retry.attempts
-                    ));
+                    notice::emit(Event::Retry {
+                        error: e.to_string(),
+                        delay: wait,
+                        attempt: n + 1,
+                        attempts: retry.attempts,
+                    });
                     std::thread::sleep(wait);
                     n += 1;
                 }
@@ -76,14 +76,12 @@ impl InstallRequest<'_> {
             && kept.resumed_at() > 0
         {
             kept.remove();
-            notice::warn(&format!(
-                "the download of `{}` continued from {} kept in `{}` by an earlier attempt, \
-                 and failed verification ({e}); the kept bytes were deleted and the download \
-                 starts over",
-                self.name,
-                human_bytes(kept.resumed_at()),
-                kept.path().display()
-            ));
+            notice::emit(Event::KeptBytesFailedVerification {
+                artifact: self.name.to_owned(),
+                kept: kept.resumed_at(),
+                path: kept.path().to_path_buf(),
+                error: e.to_string(),
+            });
             let (again, kept) = self.install_once(attempt);
             return self.settle_partial(again, kept);
         }
@@ -231,16 +229,16 @@ impl InstallRequest<'_> {
         let (name, url, config) = (self.name, dl.url.as_str(), self.config);
         // Printed and logged without credentials (a package server's URL may carry a token).
         let shown = redact_url(url);
-        notice::detail(&format!(
-            "downloading `{name}` from `{}`",
-            notice::printable(&shown)
-        ));
+        notice::emit(Event::Downloading {
+            artifact: name.to_owned(),
+            url: shown.clone(),
+        });
         let mut source = self.open_source(dl)?;
         *kept = source.partial.take();
         if kept.is_some()
             && let Some(note) = &self.target.partials_note
         {
-            notice::info(note);
+            notice::emit(note.clone());
         }
         let resumed_at = kept.as_ref().map_or(0, Kept::resumed_at);
         // What an earlier process kept is carried on while the attempts continue it.

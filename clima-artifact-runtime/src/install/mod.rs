@@ -39,7 +39,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clima_artifact_fs::human_bytes;
-use clima_artifact_vars::{DEPOT_PATH, RETRIES};
 
 use clima_artifact_manifest::{ArtifactVariant, Download, layout};
 use clima_artifact_net::ranged::{self, Kept, Large};
@@ -56,7 +55,7 @@ use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
 use crate::{Installed, Origin};
-use clima_artifact_progress::notice;
+use clima_artifact_progress::notice::{self, Event};
 use transfer::Unreported;
 
 /// Makes one artifact variant available: override, else an installed copy in any depot, else a
@@ -212,12 +211,11 @@ fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut 
         },
         Err(e) => format!("no shared depot can keep it ({e})"),
     };
-    target.partials_note = Some(format!(
-        "the partial download of `{name}` is kept in the node-local depot `{}`, which the end \
-         of the job may wipe: {why}; a later job starts this download over. Set \
-         {DEPOT_PATH} to a writable shared folder to continue it in the next job",
-        target.dir.root().display()
-    ));
+    target.partials_note = Some(Event::PartialOnNode {
+        artifact: name.to_owned(),
+        depot: target.dir.root().to_path_buf(),
+        why,
+    });
 }
 
 /// What a node that receives an artifact's bytes over MPI is told about them.
@@ -305,11 +303,11 @@ pub(crate) fn install_received(
     let body = Body::spawn(source, Box::new(Unreported), rules, name.to_owned());
     let (path, bytes) = request.install_body(&attempt, tmp, body).map_err(failed)?;
     let seconds = start.elapsed().as_secs_f64();
-    notice::detail(&format!(
-        "installed `{name}` received over MPI from node `{}` into `{}`",
-        notice::printable(&incoming.from_node),
-        notice::printable(&path.display().to_string())
-    ));
+    notice::emit(Event::ReceivedOverMpi {
+        artifact: name.to_owned(),
+        from_node: incoming.from_node.clone(),
+        path: path.clone(),
+    });
     Ok(Some(Installed {
         path,
         origin: Origin::Received {
@@ -375,7 +373,7 @@ struct InstallTarget {
     /// not `dir`, whose lock the install holds anyway).
     _partials_lock: Option<LockedFile>,
     /// Said once when a partial file is kept where the next job may not find it.
-    partials_note: Option<String>,
+    partials_note: Option<Event>,
 }
 
 /// Whether fetching `url` would use the network (`http(s)://`); local paths, `file://` URLs
@@ -575,7 +573,9 @@ fn download_and_install(
             // The depot's own trouble (its disk full): every other source would meet it too.
             // And a stream that its receivers stopped goes no further.
             Err(e @ SourceFailure::Install { .. }) => {
-                notice::warn(&e.to_string());
+                notice::emit(Event::InstallFailed {
+                    error: e.to_string(),
+                });
                 failures.push(e);
                 break;
             }
@@ -585,12 +585,14 @@ fn download_and_install(
             }
             Err(e) => {
                 let more = attempts[i + 1..].iter().any(|a| a.not_tried.is_none());
-                notice::warn(&match (attempt.download.sha256.is_some(), more) {
-                    (false, _) => format!(
-                        "the package server could not provide `{name}` ({e}); trying the \
-                         manifest's URLs"
-                    ),
-                    (true, true) => format!("{e}; trying the next URL"),
+                notice::emit(match (attempt.download.sha256.is_some(), more) {
+                    (false, _) => Event::PackageServerFallback {
+                        artifact: name.to_owned(),
+                        error: e.to_string(),
+                    },
+                    (true, true) => Event::NextSource {
+                        error: e.to_string(),
+                    },
                     // The last source: its failure is told once, by the error returned.
                     (true, false) => {
                         failures.push(e);
@@ -623,18 +625,13 @@ fn downloaded(
 ) -> Installed {
     let seconds = start.elapsed().as_secs_f64();
     let received = bytes - reused;
-    let kept = match reused {
-        0 => String::new(),
-        n => format!(
-            " ({} received, {} reused from an earlier partial download)",
-            human_bytes(received),
-            human_bytes(n)
-        ),
-    };
-    notice::detail(&format!(
-        "installed `{name}`{how} into `{}`{kept}",
-        notice::printable(&path.display().to_string())
-    ));
+    notice::emit(Event::Installed {
+        artifact: name.to_owned(),
+        from: how.trim_start().to_owned(),
+        path: path.clone(),
+        received,
+        reused,
+    });
     crate::debug_speed::after_install(name, bytes, start.elapsed());
     Installed {
         path,

@@ -4,6 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{ReportPaths, report, report_collective};
+use clima_artifact_progress::notice::Event;
 use clima_comms::Context;
 use clima_comms::{CollectiveError, WireError, root_decides};
 
@@ -129,9 +130,7 @@ impl Drop for ReportGuard<'_> {
         let result = match self.ctx {
             Some(ctx) if std::thread::panicking() && ctx.size() > 1 => {
                 let rank = ctx.rank();
-                clima_artifact_progress::notice::warn(&format!(
-                    "panicking: writing rank {rank}'s own provenance records without gathering"
-                ));
+                clima_artifact_progress::notice::emit(Event::ReportRankOnly { rank: rank as u64 });
                 let mut local = report();
                 local.communicator_size = ctx.size();
                 local.write_rank_files(&self.target, rank).map(Some)
@@ -139,16 +138,15 @@ impl Drop for ReportGuard<'_> {
             _ => self.write(),
         };
         match result {
-            Ok(Some(paths)) => clima_artifact_progress::notice::info(&format!(
-                "provenance report written to `{}`, `{}` and `{}`",
-                paths.markdown.display(),
-                paths.json.display(),
-                paths.bibtex.display()
-            )),
+            Ok(Some(paths)) => clima_artifact_progress::notice::emit(Event::ReportWritten {
+                markdown: paths.markdown,
+                json: paths.json,
+                bibtex: paths.bibtex,
+            }),
             Ok(None) => {}
-            Err(err) => clima_artifact_progress::notice::warn(&format!(
-                "could not write the provenance report: {err}"
-            )),
+            Err(err) => clima_artifact_progress::notice::emit(Event::ReportFailed {
+                error: err.to_string(),
+            }),
         }
     }
 }
