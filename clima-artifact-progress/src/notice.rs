@@ -168,6 +168,10 @@ mod tests {
 
     /// The displays are the lines the CLI's snapshots and the integration tests read: pinned.
     #[test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a table of cases: each notice and the line it prints"
+    )]
     fn displays_are_todays_lines() {
         let cases: Vec<(Event, Level, &str)> = vec![
             (

@@ -486,6 +486,10 @@ impl Event {
 }
 
 impl fmt::Display for Event {
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one arm per kind of notice: every line the user reads, side by side in one place"
+    )]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Event::*;
         match self {
