@@ -105,7 +105,7 @@ fn ensure_collective_placed(
     config: &Config,
 ) -> Result<(Installed, PathBuf), Error> {
     let verdict = check_requests(ctx, name, variant);
-    match config.node_local_depot.as_deref() {
+    match config.node_local_depot.as_ref().map(Depot::root) {
         // Steps 1-2 on the whole context; the misuse verdict travels with the outcome.
         None => root_decides(ctx, &format!("installing artifact `{name}`"), || {
             verdict.unwrap_or(Ok(()))?;

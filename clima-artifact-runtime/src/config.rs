@@ -98,7 +98,7 @@ pub struct Config {
     /// Delay before the first retry; doubles with each further retry (capped at 30 s).
     pub retry_backoff: Duration,
     /// MPI node-local mode (`CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT`): a depot private to each node.
-    pub node_local_depot: Option<PathBuf>,
+    pub node_local_depot: Option<Depot>,
     /// Which node this process counts as in node-local mode (`CLIMA_ARTIFACTS_NODE_ID`): ranks
     /// with the same value form one node; `None` groups the ranks that share a machine.
     pub node_id: Option<String>,
@@ -296,7 +296,7 @@ impl Config {
                     "expected an absolute path to a directory on node-local storage",
                 ));
             }
-            c.node_local_depot = Some(p);
+            c.node_local_depot = Some(Depot::new(p));
         }
         c.node_id = get(vars::NODE_ID).filter(|v| !v.is_empty());
         Ok(c)
@@ -474,7 +474,7 @@ mod tests {
         assert_eq!(c.lock_timeout, Duration::from_secs(9));
         assert_eq!(c.max_unpacked_bytes, 3 << 30);
         assert_eq!(c.max_entries, 1000);
-        assert_eq!(c.node_local_depot, Some(PathBuf::from("/tmp/node")));
+        assert_eq!(c.node_local_depot, Some(Depot::new("/tmp/node")));
         assert_eq!(c.node_id.as_deref(), Some("rack2-n07"));
     }
 

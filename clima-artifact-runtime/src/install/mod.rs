@@ -192,7 +192,7 @@ fn target_of(locked: Locked) -> LockedTarget {
 /// depot of `config`, with its lock of `hash` held for the download. Without one (or while
 /// another installer holds that lock) it stays in `target`, and the note says so.
 fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut InstallTarget) {
-    if config.node_local_depot.as_deref() != Some(target.dir.root()) {
+    if config.node_local_depot.as_ref() != Some(&target.dir) {
         return;
     }
     let mut shared = config.depots.clone();
@@ -355,7 +355,7 @@ fn check_room(
 /// move it: `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` for a node depot, else
 /// `CLIMA_ARTIFACTS_DEPOT_PATH`.
 fn depot_setting(config: &Config, depot: &Path) -> &'static str {
-    if config.node_local_depot.as_deref() == Some(depot) {
+    if config.node_local_depot.as_ref().map(Depot::root) == Some(depot) {
         clima_artifact_vars::NODE_LOCAL_DEPOT
     } else {
         clima_artifact_vars::DEPOT_PATH
