@@ -413,14 +413,21 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     // response (the request stops being counted as in flight before the last piece).
     let mut send = |out: &mut TcpStream, bytes: &[u8], last: bool| -> std::io::Result<()> {
         const PIECE: usize = 16 * 1024;
+        // The end of a response is counted before it leaves, so that a client that read the
+        // whole response (and its process, which may exit at once) always finds every byte of
+        // it counted; counting after the write raced with that client under load.
         if rate == 0 {
             let split = bytes.len().saturating_sub(PIECE);
             out.write_all(&bytes[..split])?;
+            count(split);
             if last {
                 done();
+                count(bytes.len() - split);
+                out.write_all(&bytes[split..])?;
+            } else {
+                out.write_all(&bytes[split..])?;
+                count(bytes.len() - split);
             }
-            out.write_all(&bytes[split..])?;
-            count(bytes.len());
             return Ok(());
         }
         let pieces = bytes.len().div_ceil(PIECE);
@@ -437,9 +444,12 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             }
             if last && i + 1 == pieces {
                 done();
+                count(piece.len());
+                out.write_all(piece)?;
+            } else {
+                out.write_all(piece)?;
+                count(piece.len());
             }
-            out.write_all(piece)?;
-            count(piece.len());
             paced += piece.len() as u64;
         }
         Ok(())
