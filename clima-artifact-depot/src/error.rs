@@ -12,13 +12,24 @@ use clima_artifact_fs::IoCause;
 use clima_artifact_manifest::{GitTreeSha1, ManifestError};
 
 /// Everything a depot operation can fail with. The runtime's error wraps it (its
-/// `Depot` variant), except [`Error::Manifest`], which it keeps as its own.
+/// `Depot` variant), except [`Error::Manifest`] and [`Error::Io`], which it keeps as its own.
 #[derive(Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Error {
     /// An `Overrides.toml` is malformed or unreadable.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    /// A file-system operation failed (the runtime's error keeps it as its own `Io`).
+    #[error("cannot {action} `{}`: {cause}", path.display())]
+    Io {
+        /// What was attempted, e.g. `set the permissions of`.
+        action: String,
+        /// The path concerned.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        cause: IoCause,
+    },
     /// None of the depots can be written to.
     #[error(
         "no writable depot to install artifact `{name}` into; tried {}. Set {DEPOT_PATH} to a writable directory (colon-separated list)",
@@ -166,7 +177,9 @@ impl fmt::Debug for Error {
     }
 }
 
-/// Paths for a message: `` `a`, `b` ``, or "none configured".
+/// Paths for a message: `` `a`, `b` ``, or "none configured" (the runtime's messages list
+/// depots the same way).
+#[doc(hidden)]
 pub fn render_paths(paths: &[PathBuf]) -> String {
     if paths.is_empty() {
         return "none configured".to_owned();

@@ -1,7 +1,8 @@
 //! # clima-artifact-depot
 //!
-//! Depots of clima-artifacts, in Julia's layout: the last stage of an install (commit into a
-//! depot) and everything tools do with depots besides.
+//! Depots of clima-artifacts, in Julia's layout: the last stage of an install (its locks, its
+//! private temp dir, and the commit of the verified folder as `artifacts/<hash>`,
+//! [`Depot::commit`]) and everything tools do with depots besides.
 //!
 //! ```text
 //! <depot>/                              one entry of CLIMA_ARTIFACTS_DEPOT_PATH (or the cache dir)
@@ -27,7 +28,8 @@
 //! - [`lock_for_install`], [`try_lock_for_install`]: an install's locks, ours and Julia's
 //!   pidfile (`install_lock`, over `locked_file` and `julia_lock`); [`LockedFile`] for tools
 //!   that hold a lock of their own.
-//! - [`TempDir`]: an install's private temp dir, opened through a descriptor.
+//! - [`TempDir`]: an install's private temp dir, opened through a descriptor, and
+//!   [`Depot::commit`], which renames it into place once verified.
 //! - The reclamation of what dead installs left (`reclaim`) and the usage log (`usage`).
 //! - [`Installed`], [`Origin`]: what making an artifact available returns.
 //! - [`Error`]: what a depot operation fails with; the runtime's error wraps it.

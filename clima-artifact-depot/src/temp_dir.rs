@@ -5,7 +5,11 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use clima_artifact_fs::{Dir, euid};
+use clima_artifact_manifest::GitTreeSha1;
 use clima_artifact_progress::notice::{self, Event};
+
+use crate::Error;
+use crate::depot::Depot;
 
 /// An install's temp dir, open since it was created: the extraction writes through its
 /// [`Dir`], and `path` is checked to still name that folder before it is renamed or removed.
@@ -69,6 +73,51 @@ impl TempDir {
     /// Leaves the folder in place when dropped (it was renamed into the depot).
     pub fn keep(mut self) {
         self.path = None;
+    }
+}
+
+impl Depot {
+    /// Commits the verified install in `tmp` as `artifacts/<hash>` of this depot (`name` in
+    /// messages): the folder made 0o755 like every folder inside it, whatever the umask,
+    /// checked to still be the folder that was filled, and renamed into place. Another process
+    /// that put the artifact there first (without a working lock, e.g. on NFS) is success.
+    pub fn commit(&self, tmp: TempDir, hash: &GitTreeSha1, name: &str) -> Result<PathBuf, Error> {
+        let failed = |action: String, path: &Path, e: io::Error| Error::Io {
+            action,
+            path: path.to_path_buf(),
+            cause: e.into(),
+        };
+        let dest = self.artifact_dir(hash);
+        tmp.dir()
+            .set_mode(0o755)
+            .map_err(|e| failed("set the permissions of".to_owned(), tmp.path(), e))?;
+        // What is renamed must be the folder that was verified, not what someone put at its
+        // path meanwhile.
+        if !tmp.still_in_place() {
+            return Err(failed(
+                format!("move verified artifact `{name}` into place from"),
+                tmp.path(),
+                io::Error::other(
+                    "the folder was moved away and something else put at its path while it \
+                     was filled; nothing was installed. Another user can rename entries of \
+                     this depot's `artifacts` folder: make it sticky (`chmod +t`) or writable \
+                     only by trusted users",
+                ),
+            ));
+        }
+        match std::fs::rename(tmp.path(), &dest) {
+            Ok(()) => {
+                tmp.keep();
+                Ok(dest)
+            }
+            // Another process (without a working lock, e.g. on NFS) won the race: success.
+            Err(_) if dest.is_dir() => Ok(dest),
+            Err(e) => Err(failed(
+                format!("move verified artifact `{name}` into place as"),
+                &dest,
+                e,
+            )),
+        }
     }
 }
 

@@ -119,7 +119,11 @@ impl Artifacts {
         let variant = self.variant(name)?;
         let installed = install::ensure_variant(name, variant, &self.manifest_path, &self.config)?;
         let full = with_subpath(name, &installed.path, sub)?;
-        depot::record_usage_of(self.config.depots.first(), &installed, &self.manifest_path);
+        clima_artifact_depot::record_usage_of(
+            self.config.depots.first(),
+            &installed,
+            &self.manifest_path,
+        );
         access_log::record(AccessEvent::of(
             name,
             variant,

@@ -493,11 +493,20 @@ impl From<clima_artifact_net::NetError> for Error {
 }
 
 /// A depot's error: its manifest errors (a malformed `Overrides.toml`) stay
-/// [`Error::Manifest`], the rest is [`Error::Depot`].
+/// [`Error::Manifest`] and its file-system errors [`Error::Io`]; the rest is [`Error::Depot`].
 impl From<clima_artifact_depot::Error> for Error {
     fn from(e: clima_artifact_depot::Error) -> Error {
         match e {
             clima_artifact_depot::Error::Manifest(m) => Error::Manifest(m),
+            clima_artifact_depot::Error::Io {
+                action,
+                path,
+                cause,
+            } => Error::Io {
+                action,
+                path,
+                cause,
+            },
             other => Error::Depot(other),
         }
     }

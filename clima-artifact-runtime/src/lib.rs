@@ -63,9 +63,17 @@ mod node_stream;
 mod resolve;
 
 pub mod access_log;
-/// Depots: every path of a depot, lookups, overrides, locks, install temp dirs and their
-/// reclamation, the usage log (the crate `clima-artifact-depot`).
-pub use clima_artifact_depot as depot;
+/// Depots, for tools: every path of a depot ([`Depot`](depot::Depot), with its usage log and
+/// the reclaiming of what dead installs left), lookups, overrides, a per-artifact lock, the
+/// partial-download name. From the crate `clima-artifact-depot`, whose install locks and
+/// temp dirs the runtime's installs use and this module leaves out.
+pub mod depot {
+    pub use clima_artifact_depot::{
+        Depot, Error, LockedFile, Overrides, PARTIAL_MAX_AGE, PROBE_MAX_AGE, ResolvedOverride,
+        USAGE_RECORD_EVERY, UsageLogLock, find_installed, first_writable, hostname, julia_depots,
+        lookup, partial_name, search_order,
+    };
+}
 /// Safe tar extraction that hashes every blob while writing it (the crate
 /// `clima-artifact-extract`).
 pub use clima_artifact_extract as extract;

@@ -297,7 +297,7 @@ fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
 /// Step 1 on one leader: the node depot exists and is private, and the artifact is found or
 /// not.
 fn look(me: &Leader<'_>) -> Found {
-    let looked = depot::create_private_node_depot(me.node_depot)
+    let looked = clima_artifact_depot::create_private_node_depot(me.node_depot)
         .and_then(|()| depot::lookup(&me.variant.git_tree_sha1, &me.config.search_depots()));
     match looked {
         Ok(Some(have)) => Found::Have(have),

@@ -379,7 +379,7 @@ fn resolve(
             // The model's manifest goes into the depot's usage log, so that `gc` run anywhere
             // keeps what this model uses (once per process, at most once a day; the root only).
             if ctx.is_none_or(|c| c.rank() == 0) {
-                crate::depot::record_usage_of(
+                clima_artifact_depot::record_usage_of(
                     config.depots.first(),
                     &installed,
                     Path::new(site.manifest.path),

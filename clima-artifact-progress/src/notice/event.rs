@@ -76,7 +76,7 @@ pub enum Event {
     JuliaLockWait {
         /// The artifact's name.
         artifact: String,
-        /// The Julia process: pid, host, age of its pidfile.
+        /// The Julia process, as its pidfile names it (`pid N on host H`; escaped).
         holder: String,
         /// The pidfile.
         path: PathBuf,
@@ -388,7 +388,8 @@ pub enum Event {
         first: u64,
         /// The last rank.
         last: u64,
-        /// Why (a few distinct reasons).
+        /// Why (a few distinct reasons; escaped by the `Display`, since decoding errors may
+        /// quote the bytes received).
         errors: Vec<String>,
     },
 
@@ -802,7 +803,7 @@ impl fmt::Display for Event {
                     [] => String::new(),
                     errors => format!(
                         " ({}; are all ranks running the same binary?)",
-                        errors.join("; ")
+                        printable(&errors.join("; "))
                     ),
                 };
                 write!(

@@ -547,39 +547,8 @@ impl InstallRequest<'_> {
         .into()
     }
 
-    /// Renames the verified `tmp` to `<depot>/artifacts/<hash>`.
+    /// Commits the verified `tmp` as `<depot>/artifacts/<hash>` (see [`Depot::commit`]).
     fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
-        let dest = self.target.dir.artifact_dir(&self.hash);
-        // The artifact's own folder is 0o755 like every folder inside it, whatever the umask.
-        tmp.dir()
-            .set_mode(0o755)
-            .map_err(|e| Error::io("set the permissions of", tmp.path(), e))?;
-        // What is renamed must be the folder that was verified, not what someone put at its
-        // path meanwhile.
-        if !tmp.still_in_place() {
-            return Err(Error::io(
-                format!("move verified artifact `{}` into place from", self.name),
-                tmp.path(),
-                io::Error::other(
-                    "the folder was moved away and something else put at its path while it \
-                     was filled; nothing was installed. Another user can rename entries of \
-                     this depot's `artifacts` folder: make it sticky (`chmod +t`) or writable \
-                     only by trusted users",
-                ),
-            ));
-        }
-        match std::fs::rename(tmp.path(), &dest) {
-            Ok(()) => {
-                tmp.keep();
-                Ok(dest)
-            }
-            // Another process (without a working lock, e.g. on NFS) won the race: success.
-            Err(_) if dest.is_dir() => Ok(dest),
-            Err(e) => Err(Error::io(
-                format!("move verified artifact `{}` into place as", self.name),
-                &dest,
-                e,
-            )),
-        }
+        Ok(self.target.dir.commit(tmp, &self.hash, self.name)?)
     }
 }

@@ -46,15 +46,15 @@ use clima_artifact_net::source::{self as download, ResumeRefused};
 use clima_artifact_net::trust::redact_url;
 use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken, Tap};
 
-use crate::depot::{
-    Depot, InstallLock, Locked, Wait, first_writable, lock_for_install, lookup, partial_name,
-    try_lock_for_install,
-};
-use crate::depot::{HolderNote, LockedFile, TempDir};
 use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
 use crate::{Installed, Origin};
+use clima_artifact_depot::{
+    Depot, InstallLock, Locked, Wait, first_writable, lock_for_install, lookup, partial_name,
+    try_lock_for_install,
+};
+use clima_artifact_depot::{HolderNote, LockedFile, TempDir};
 use clima_artifact_progress::notice::{self, Event};
 use transfer::Unreported;
 

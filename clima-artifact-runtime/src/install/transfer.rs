@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
 
-use crate::depot::HolderNote;
 use crate::progress::Transfer;
+use clima_artifact_depot::HolderNote;
 
 /// Progress of bytes received over MPI: not shown (the sender shows its download's).
 pub(super) struct Unreported;
