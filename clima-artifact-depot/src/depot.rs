@@ -246,59 +246,62 @@ pub fn first_writable(depots: &[Depot], name: &str) -> Result<Depot, Error> {
     })
 }
 
-/// Creates the node-local depot `path` if missing (mode 0o755, whatever the umask adds) and
-/// checks that it is private to this user before anything in it is used: no symlink of
-/// another user's on the way ([`clima_artifact_fs::foreign_link`]), the folder and its
-/// `artifacts` folder owned by this user and writable by nobody else, and `artifacts` no
-/// symlink at all (opened without following one). Node depots are trusted like the user's
-/// own files (what `artifacts/<hash>/` holds there is used without hashing), so a folder
-/// that another user created first, or one they could write to, is refused
-/// ([`Error::NodeLocalDepotNotPrivate`]).
-pub fn create_private_node_depot(path: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let refuse = |why: String| Error::NodeLocalDepotNotPrivate {
-        path: path.to_path_buf(),
-        why: clima_artifact_fs::printable(&why).into_owned(),
-    };
-    let cannot = |e: std::io::Error| Error::NodeLocalDepot {
-        path: path.to_path_buf(),
-        cause: e.into(),
-    };
-    if let Some(link) = clima_artifact_fs::foreign_link(path).map_err(cannot)? {
-        return Err(refuse(link.to_string()));
+impl Depot {
+    /// Creates this node-local depot if missing (mode 0o755, whatever the umask adds) and
+    /// checks that it is private to this user before anything in it is used: no symlink of
+    /// another user's on the way ([`clima_artifact_fs::foreign_link`]), the folder and its
+    /// `artifacts` folder owned by this user and writable by nobody else, and `artifacts` no
+    /// symlink at all (opened without following one). Node depots are trusted like the user's
+    /// own files (what `artifacts/<hash>/` holds there is used without hashing), so a folder
+    /// that another user created first, or one they could write to, is refused
+    /// ([`Error::NodeLocalDepotNotPrivate`]).
+    pub fn create_private_node(&self) -> Result<(), Error> {
+        let path = self.root();
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        let refuse = |why: String| Error::NodeLocalDepotNotPrivate {
+            path: path.to_path_buf(),
+            why: clima_artifact_fs::printable(&why).into_owned(),
+        };
+        let cannot = |e: std::io::Error| Error::NodeLocalDepot {
+            path: path.to_path_buf(),
+            cause: e.into(),
+        };
+        if let Some(link) = clima_artifact_fs::foreign_link(path).map_err(cannot)? {
+            return Err(refuse(link.to_string()));
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(path)
+            .map_err(cannot)?;
+        let root = clima_artifact_fs::Dir::open(path).map_err(cannot)?;
+        let artifacts = root.create_dir(layout::ARTIFACTS, 0o755).map_err(|e| {
+            match clima_artifact_fs::Unexpected::of(&e) {
+                Some(planted) => refuse(planted.to_string()),
+                None => cannot(e),
+            }
+        })?;
+        let me = clima_artifact_fs::euid();
+        for dir in [&root, &artifacts] {
+            let meta = dir.metadata().map_err(cannot)?;
+            let shown = dir.path().display();
+            if meta.uid() != me {
+                return Err(refuse(format!(
+                    "`{shown}` belongs to uid {}, not to you (uid {me}): its owner can put any \
+                     content under `artifacts/<hash>/` for the job to use",
+                    meta.uid()
+                )));
+            }
+            if meta.mode() & 0o022 != 0 {
+                return Err(refuse(format!(
+                    "`{shown}` can be written by its group or by others (mode {:o}): anyone who \
+                     can write there can put content under `artifacts/<hash>/` for the job to use",
+                    meta.mode() & 0o7777
+                )));
+            }
+        }
+        Ok(())
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(path)
-        .map_err(cannot)?;
-    let root = clima_artifact_fs::Dir::open(path).map_err(cannot)?;
-    let artifacts = root.create_dir(layout::ARTIFACTS, 0o755).map_err(|e| {
-        match clima_artifact_fs::Unexpected::of(&e) {
-            Some(planted) => refuse(planted.to_string()),
-            None => cannot(e),
-        }
-    })?;
-    let me = clima_artifact_fs::euid();
-    for dir in [&root, &artifacts] {
-        let meta = dir.metadata().map_err(cannot)?;
-        let shown = dir.path().display();
-        if meta.uid() != me {
-            return Err(refuse(format!(
-                "`{shown}` belongs to uid {}, not to you (uid {me}): its owner can put any \
-                 content under `artifacts/<hash>/` for the job to use",
-                meta.uid()
-            )));
-        }
-        if meta.mode() & 0o022 != 0 {
-            return Err(refuse(format!(
-                "`{shown}` can be written by its group or by others (mode {:o}): anyone who \
-                 can write there can put content under `artifacts/<hash>/` for the job to use",
-                meta.mode() & 0o7777
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The artifact and owner uid of the partial download named `name`, if it is one.

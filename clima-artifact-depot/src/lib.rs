@@ -23,7 +23,7 @@
 //!
 //! - [`Depot`]: one depot and every path of its layout; [`search_order`], [`lookup`],
 //!   [`find_installed`], [`first_writable`], [`julia_depots`]; the node-local depot's check
-//!   ([`create_private_node_depot`]).
+//!   ([`Depot::create_private_node`]).
 //! - [`Overrides`]: the overrides of all depots, merged as Julia merges them (`overrides`).
 //! - [`lock_for_install`], [`try_lock_for_install`]: an install's locks, ours and Julia's
 //!   pidfile (`install_lock`, over `locked_file` and `julia_lock`); [`LockedFile`] for tools
@@ -46,8 +46,8 @@ mod temp_dir;
 mod usage;
 
 pub use depot::{
-    Depot, PARTIAL_MAX_AGE, PROBE_MAX_AGE, create_private_node_depot, find_installed,
-    first_writable, julia_depots, partial_name, search_order,
+    Depot, PARTIAL_MAX_AGE, PROBE_MAX_AGE, find_installed, first_writable, julia_depots,
+    partial_name, search_order,
 };
 pub use error::{Error, render_paths};
 pub use install_lock::{InstallLock, Locked, Wait, lock_for_install, try_lock_for_install};

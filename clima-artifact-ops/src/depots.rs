@@ -24,8 +24,6 @@ pub fn config() -> CliResult<Config> {
     Config::from_env().map_err(|e| CliError::usage(e.to_string()))
 }
 
-pub use clima_artifact_runtime::manifest::layout::overrides_file as overrides_path;
-
 /// The first configured depot in which `artifacts/` exists or can be created and written to.
 pub fn first_writable_depot(config: &Config) -> CliResult<Depot> {
     depot::first_writable(&config.depots, "overrides").map_err(|e| CliError::failure(e.to_string()))

@@ -256,6 +256,17 @@ mod tests {
                 "provenance records from ranks 1-3 are unreadable and left out of the report \
                  (unknown tag; are all ranks running the same binary?)",
             ),
+            // A decoding error may quote the bytes another rank sent: escaped.
+            (
+                Event::RecordsUnreadable {
+                    first: 2,
+                    last: 2,
+                    errors: vec!["unknown variant `\u{1b}[2J`".into()],
+                },
+                Level::Warning,
+                "provenance records from rank 2 are unreadable and left out of the report \
+                 (unknown variant `\\u{1b}[2J`; are all ranks running the same binary?)",
+            ),
             (
                 Event::NotRestored {
                     path: PathBuf::from("out/a.nc"),

@@ -105,7 +105,7 @@ fn ensure_collective_placed(
     config: &Config,
 ) -> Result<(Installed, PathBuf), Error> {
     let verdict = check_requests(ctx, name, variant);
-    match config.node_local_depot.as_ref().map(Depot::root) {
+    match &config.node_local_depot {
         // Steps 1-2 on the whole context; the misuse verdict travels with the outcome.
         None => root_decides(ctx, &format!("installing artifact `{name}`"), || {
             verdict.unwrap_or(Ok(()))?;
@@ -130,7 +130,7 @@ fn ensure_node_local(
     variant: &ArtifactVariant,
     manifest_dir: &Path,
     config: &Config,
-    node_depot: &Path,
+    node_depot: &Depot,
     verdict: Option<Result<(), Error>>,
 ) -> Result<(Installed, PathBuf), Error> {
     // 1. Misuse check on the whole context; the verdict must reach everyone before anyone splits.
@@ -145,8 +145,8 @@ fn ensure_node_local(
     // 3. The leaders make the artifact available on every node with one download at most;
     //    the other ranks wait for their leader's outcome (an error is the same everywhere).
     let mut node_config = config.clone();
-    node_config.depots.retain(|d| d.root() != node_depot);
-    node_config.depots.insert(0, Depot::new(node_depot));
+    node_config.depots.retain(|d| d != node_depot);
+    node_config.depots.insert(0, node_depot.clone());
     root_decides(&*node, &format!("installing artifact `{name}`"), || {
         let Some(leaders) = leaders.as_deref() else {
             return Err(Error::from(clima_comms::CollectiveError::Undecodable {

@@ -41,8 +41,9 @@ use clima_comms::stream::{
 };
 use clima_comms::{CollectiveError, Context, all_succeed, reduce_values, root_decides};
 
+use crate::depot::{self, Depot};
 use crate::install::{self, Fetch, Incoming, Taps};
-use crate::{Config, Error, depot};
+use crate::{Config, Error};
 use crate::{Installed, Origin};
 
 /// This node's name in messages and records: `CLIMA_ARTIFACTS_NODE_ID`, else the host name,
@@ -190,7 +191,7 @@ pub(crate) struct Leader<'a> {
     pub(crate) manifest_dir: &'a Path,
     /// The configuration with the node depot first.
     pub(crate) config: &'a Config,
-    pub(crate) node_depot: &'a Path,
+    pub(crate) node_depot: &'a Depot,
     /// This node's name.
     pub(crate) node: String,
     /// This leader's rank in the whole context, and that context's description.
@@ -279,7 +280,7 @@ fn on_node(me: &Leader<'_>, e: &Error) -> Error {
 /// artifact is installed in a shared depot, which every rank reads: otherwise the job is
 /// silent, and a user who expected node-local copies cannot tell why there are none.
 fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
-    if have.origin != Origin::Depot || have.path.starts_with(me.node_depot) {
+    if have.origin != Origin::Depot || have.path.starts_with(me.node_depot.root()) {
         return;
     }
     let depot = have
@@ -297,7 +298,9 @@ fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
 /// Step 1 on one leader: the node depot exists and is private, and the artifact is found or
 /// not.
 fn look(me: &Leader<'_>) -> Found {
-    let looked = clima_artifact_depot::create_private_node_depot(me.node_depot)
+    let looked = me
+        .node_depot
+        .create_private_node()
         .and_then(|()| depot::lookup(&me.variant.git_tree_sha1, &me.config.search_depots()));
     match looked {
         Ok(Some(have)) => Found::Have(have),
@@ -440,7 +443,13 @@ fn send(
         },
         // A receiver's failure is named after its node already.
         &|_, e| e,
-        |e| Error::io("start a thread to send over MPI into", me.node_depot, e),
+        |e| {
+            Error::io(
+                "start a thread to send over MPI into",
+                me.node_depot.root(),
+                e,
+            )
+        },
     )
 }
 
@@ -544,7 +553,7 @@ impl StreamReceiver<Incoming> for Installs<'_, '_> {
             Ok(worker) => self.current = Some(worker),
             // This node cannot install: it says so at the next check.
             Err(e) => {
-                let e = Error::io("start a thread to install into", me.node_depot, e);
+                let e = Error::io("start a thread to install into", me.node_depot.root(), e);
                 self.finished = Some((Err(e), true));
             }
         }

@@ -320,8 +320,7 @@ impl InstallRequest<'_> {
         let partial = partial_name(&self.hash, url);
         // The room a partial file needs is checked with the install's own rule and error.
         let no_room = std::cell::RefCell::new(None);
-        let (dir_of_install, dir_of_partial) =
-            (self.target.dir.root(), self.target.partials.root());
+        let (dir_of_install, dir_of_partial) = (&self.target.dir, &self.target.partials);
         let room = |partial: u64, length: u64| {
             let from = format!(
                 "the server's Content-Length of {}: {} more for the partial download it is kept \
@@ -480,10 +479,7 @@ impl InstallRequest<'_> {
         // A full disk names the setting that put the depot there.
         let text = match e {
             ExtractError::LowDiskSpace { .. } | ExtractError::LowInodes { .. } => {
-                format!(
-                    "{e} ({})",
-                    depot_setting(self.config, self.target.dir.root())
-                )
+                format!("{e} ({})", depot_setting(self.config, &self.target.dir))
             }
             _ => e.to_string(),
         };

@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use clima_artifact_fs::human_bytes;
 
-use clima_artifact_manifest::{ArtifactVariant, Download, layout};
+use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::ranged::{self, Kept, Large};
 use clima_artifact_net::source::{self as download, ResumeRefused};
 use clima_artifact_net::trust::redact_url;
@@ -259,7 +259,7 @@ pub(crate) fn install_received(
     };
     if let Some(length) = incoming.length {
         let from = format!("the length node `{}` announced", incoming.from_node);
-        check_room(name, (length, &from), target.dir.root(), config)?;
+        check_room(name, (length, &from), &target.dir, config)?;
     }
     // The bytes arrive as fast as the sender reads them: no low-speed rule here.
     let mut net = config.net();
@@ -326,10 +326,10 @@ pub(crate) fn install_received(
 fn check_room(
     name: &str,
     (size, from): (u64, &str),
-    depot: &Path,
+    depot: &Depot,
     config: &Config,
 ) -> Result<(), Error> {
-    let Ok((free, total)) = crate::extract::free_space(&layout::artifacts_dir(depot)) else {
+    let Ok((free, total)) = crate::extract::free_space(&depot.artifacts_dir()) else {
         return Ok(());
     };
     let reserve = match config.min_free_space {
@@ -342,7 +342,7 @@ fn check_room(
             name: name.to_owned(),
             size,
             from: from.into(),
-            depot: depot.to_path_buf(),
+            depot: depot.root().to_path_buf(),
             free: free.saturating_sub(reserve),
             reserve,
             setting: depot_setting(config, depot).to_owned(),
@@ -354,8 +354,8 @@ fn check_room(
 /// The setting that chose `depot` as the install's target, for messages that say where to
 /// move it: `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` for a node depot, else
 /// `CLIMA_ARTIFACTS_DEPOT_PATH`.
-fn depot_setting(config: &Config, depot: &Path) -> &'static str {
-    if config.node_local_depot.as_ref().map(Depot::root) == Some(depot) {
+fn depot_setting(config: &Config, depot: &Depot) -> &'static str {
+    if config.node_local_depot.as_ref() == Some(depot) {
         clima_artifact_vars::NODE_LOCAL_DEPOT
     } else {
         clima_artifact_vars::DEPOT_PATH
@@ -390,9 +390,8 @@ fn is_network(url: &str, manifest_dir: &Path) -> bool {
 fn suggested_overrides_file(config: &Config) -> PathBuf {
     match config.depots.first() {
         Some(first) => first.overrides_path(),
-        None => layout::overrides_file(
-            &crate::config::default_depot().unwrap_or_else(|| PathBuf::from("<depot>")),
-        ),
+        None => Depot::new(crate::config::default_depot().unwrap_or_else(|| "<depot>".into()))
+            .overrides_path(),
     }
 }
 
@@ -541,7 +540,7 @@ fn download_and_install(
         check_room(
             name,
             (size, "its size in the manifest"),
-            target.dir.root(),
+            &target.dir,
             config,
         )?;
     }
