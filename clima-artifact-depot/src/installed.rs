@@ -53,3 +53,68 @@ pub struct Installed {
     /// Where it came from.
     pub origin: Origin,
 }
+
+impl Installed {
+    /// The access to `variant` of artifact `name` (defined in `manifest`) that this answered,
+    /// by `rank`, from `call_site` if a `clima_artifact!` call made it: what the provenance
+    /// access log records.
+    pub fn access_event(
+        &self,
+        name: &str,
+        variant: &clima_artifact_manifest::ArtifactVariant,
+        manifest: PathBuf,
+        call_site: Option<(&'static str, u32)>,
+        rank: usize,
+    ) -> clima_artifact_provenance::access_log::AccessEvent {
+        clima_artifact_provenance::access_log::AccessEvent {
+            name: name.to_owned(),
+            hash: variant.git_tree_sha1,
+            path: self.path.clone(),
+            origin: (&self.origin).into(),
+            call_site,
+            manifest,
+            metadata: variant.metadata.clone(),
+            rank,
+        }
+    }
+}
+
+/// How an access is recorded: the origin in the provenance schema, which keeps the overrides
+/// file as (lossy) UTF-8 and always has the received and reused byte counts of a download.
+impl From<&Origin> for clima_artifact_provenance::RecordedOrigin {
+    fn from(origin: &Origin) -> Self {
+        use clima_artifact_provenance::RecordedOrigin as Recorded;
+        match origin {
+            Origin::Override { overrides_file } => Recorded::Override {
+                overrides_file: overrides_file.to_string_lossy().into_owned(),
+            },
+            Origin::Depot => Recorded::Depot,
+            Origin::Downloaded {
+                url,
+                bytes,
+                received_bytes,
+                reused_bytes,
+                seconds,
+            } => Recorded::Downloaded {
+                url: url.clone(),
+                bytes: *bytes,
+                received_bytes: Some(*received_bytes),
+                reused_bytes: Some(*reused_bytes),
+                seconds: *seconds,
+            },
+            Origin::Received {
+                node,
+                from_node,
+                url,
+                bytes,
+                seconds,
+            } => Recorded::Received {
+                node: node.clone(),
+                from_node: from_node.clone(),
+                url: url.clone(),
+                bytes: *bytes,
+                seconds: *seconds,
+            },
+        }
+    }
+}

@@ -12,6 +12,11 @@
 //! `Description` or `Overview` for the contents, `Citation` or `References` for the citation,
 //! `Postprocessing` for the preprocessing.
 
+use std::io::Read;
+use std::path::Path;
+
+use crate::record::ArtifactRecord;
+
 /// One required section: the name shown in messages and the heading texts accepted for it
 /// (lower case).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +157,59 @@ pub fn missing_sections(readme: &str) -> Vec<&'static str> {
         .filter(|s| section_text(readme, s).is_none())
         .map(|s| s.name)
         .collect()
+}
+
+/// Adds to each record whose entry has a `recipe` key the "Creators and citation" section of
+/// that recipe's README.md, as [`README_CITATION_KEY`] (unless the entry has that key itself).
+/// Unreadable or absent READMEs are left out: the report does not depend on them.
+pub fn with_recipe_citations(mut records: Vec<ArtifactRecord>) -> Vec<ArtifactRecord> {
+    for r in &mut records {
+        if r.metadata.contains_key(README_CITATION_KEY) {
+            continue;
+        }
+        let Some(key) = r.metadata.get(RECIPE_KEY) else {
+            continue;
+        };
+        if let Some(text) = recipe_citation(Path::new(&r.manifest), key) {
+            r.metadata.insert(README_CITATION_KEY.to_owned(), text);
+        }
+    }
+    records
+}
+
+/// The citation section of `<manifest's folder>/<key>/README.md`: every folder opened in turn
+/// without following a symlink, the README only if it is a regular file of at most
+/// [`MAX_README_BYTES`] (UTF-8), the section cut at [`MAX_CITATION_CHARS`] characters.
+pub fn recipe_citation(manifest: &Path, key: &str) -> Option<String> {
+    let rel = Path::new(key);
+    if !rel
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)))
+    {
+        return None;
+    }
+    let base = match manifest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = clima_artifact_fs::Dir::open(base)
+        .ok()?
+        .open_dirs(rel)
+        .ok()??;
+    let file = dir.open_file(README_FILE).ok()??;
+    let mut bytes = Vec::new();
+    file.take(MAX_README_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > MAX_README_BYTES {
+        return None;
+    }
+    let text = String::from_utf8(bytes).ok()?;
+    let section = section_text(&text, &CITATION_SECTION)?;
+    Some(match section.char_indices().nth(MAX_CITATION_CHARS) {
+        Some((cut, _)) => format!("{}…", &section[..cut]),
+        None => section,
+    })
 }
 
 #[cfg(test)]

@@ -91,8 +91,8 @@ impl std::fmt::Display for CallSite {
 }
 
 /// Everything known about the accesses to one artifact (one `(name, hash, manifest)`), in this
-/// process or merged over all ranks (the runtime's `access_log::snapshot` and
-/// `report::report_collective`).
+/// process or merged over all ranks ([`access_log::snapshot`](crate::access_log::snapshot) and
+/// the runtime's `report::report_collective`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArtifactRecord {
     /// Artifact name as written in the manifest.

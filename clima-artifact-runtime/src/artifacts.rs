@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use clima_artifact_manifest::{ArtifactVariant, Manifest, Platform, split_name_and_subpath};
 
 use crate::Installed;
-use crate::access_log::{self, AccessEvent};
+use crate::access_log;
 use crate::install;
 use crate::resolve::with_subpath;
 use crate::{Config, Error, GitTreeSha1, depot};
@@ -124,10 +124,9 @@ impl Artifacts {
             &installed,
             &self.manifest_path,
         );
-        access_log::record(AccessEvent::of(
+        access_log::record(installed.access_event(
             name,
             variant,
-            &installed,
             self.manifest_path.clone(),
             None,
             0,

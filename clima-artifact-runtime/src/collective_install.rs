@@ -45,7 +45,7 @@ use clima_artifact_manifest::ArtifactVariant;
 use clima_comms::{Context, requests_agree, root_decides};
 
 use crate::Installed;
-use crate::access_log::{self, AccessEvent};
+use crate::access_log;
 use crate::depot::Depot;
 use crate::{Config, Error};
 
@@ -68,14 +68,7 @@ pub fn ensure_collective(
     // The manifest file is found on the installing ranks and sent with the answer, so the
     // other ranks make no file operation at all.
     let (installed, manifest) = ensure_collective_placed(ctx, name, variant, manifest_dir, config)?;
-    access_log::record(AccessEvent::of(
-        name,
-        variant,
-        &installed,
-        manifest,
-        None,
-        ctx.rank(),
-    ));
+    access_log::record(installed.access_event(name, variant, manifest, None, ctx.rank()));
     Ok(installed)
 }
 

@@ -269,11 +269,8 @@ impl Config {
                     used
                 }
                 Err(_) => {
-                    return Err(Error::Config {
-                        variable: n,
-                        value: v,
-                        reason: format!("expected a number of connections from 1 to {most}"),
-                    });
+                    let reason = format!("expected a number of connections from 1 to {most}");
+                    return Err(bad(&n, &v, &reason));
                 }
             };
         }
@@ -284,7 +281,7 @@ impl Config {
             c.max_entries = parse_count(&n, &v, "archive entries")?;
         }
         if let Some(v) = get(vars::PKG_SERVER).or_else(|| get(vars::JULIA_PKG_SERVER)) {
-            c.pkg_server = pkg_server_url(&v);
+            c.pkg_server = vars::pkg_server_url(&v);
         }
         c.read_trust_and_proxy(&get)?;
         if let Some(v) = get(vars::NODE_LOCAL_DEPOT) {
@@ -327,17 +324,6 @@ impl Config {
     }
 }
 
-/// `CLIMA_ARTIFACTS_PKG_SERVER` (else `JULIA_PKG_SERVER`) as a URL without a trailing `/`: empty
-/// is none, and as Pkg reads it a bare host name means https.
-fn pkg_server_url(v: &str) -> Option<String> {
-    let v = v.trim().trim_end_matches('/');
-    match v {
-        "" => None,
-        _ if v.contains("://") => Some(v.to_owned()),
-        _ => Some(format!("https://{v}")),
-    }
-}
-
 /// `CLIMA_ARTIFACTS_DEPOT_PATH`: as Julia reads `JULIA_DEPOT_PATH`, an empty entry is the
 /// default depot at that position (`/scratch/depot:` = that depot, then the default one).
 fn parse_depots(v: &str) -> Result<Vec<Depot>, Error> {
@@ -371,14 +357,10 @@ fn parse_depots(v: &str) -> Result<Vec<Depot>, Error> {
 
 /// A whole number of `what`, at least 1.
 fn parse_count(variable: &str, v: &str, what: &str) -> Result<u64, Error> {
-    match v.trim().parse::<u64>() {
-        Ok(n) if n >= 1 && n <= u64::from(u32::MAX) => Ok(n),
-        _ => Err(bad(
-            variable,
-            v,
-            &format!("expected a whole number of {what}, at least 1"),
-        )),
-    }
+    vars::parse_count(v).ok_or_else(|| {
+        let reason = format!("expected a whole number of {what}, at least 1");
+        bad(variable, v, &reason)
+    })
 }
 
 fn bad(variable: &str, value: &str, reason: &str) -> Error {
@@ -394,42 +376,11 @@ fn parse_bool(variable: &str, v: &str) -> Result<bool, Error> {
 }
 
 fn parse_seconds(variable: &str, v: &str) -> Result<Duration, Error> {
-    match v.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
-        _ => Err(bad(
-            variable,
-            v,
-            "expected a positive number of seconds, e.g. 30 or 0.5",
-        )),
-    }
+    vars::parse_seconds(v).ok_or_else(|| bad(variable, v, vars::SECONDS_EXPECTED))
 }
 
 fn parse_bytes(variable: &str, v: &str) -> Result<u64, Error> {
-    let t = v.trim();
-    let (digits, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: u64 = match c.to_ascii_uppercase() {
-                'K' => 1 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                _ => 0,
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    match digits.trim().parse::<u64>() {
-        Ok(n) if mult != 0 && n > 0 => n.checked_mul(mult).ok_or(()),
-        _ => Err(()),
-    }
-    .map_err(|()| {
-        bad(
-            variable,
-            v,
-            "expected a positive number of bytes, optionally with a suffix K, M, G or T (e.g. 500G)",
-        )
-    })
+    vars::parse_bytes(v).ok_or_else(|| bad(variable, v, vars::BYTES_EXPECTED))
 }
 
 #[cfg(test)]

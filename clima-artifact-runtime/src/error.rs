@@ -471,10 +471,10 @@ impl From<NetError> for SourceFailure {
 
 /// A failure of the network crate outside any one source (a proxy URL or a CA bundle that
 /// cannot be used): a configuration error.
-impl From<clima_artifact_net::NetError> for Error {
-    fn from(e: clima_artifact_net::NetError) -> Error {
+impl From<NetError> for Error {
+    fn from(e: NetError) -> Error {
         match e {
-            clima_artifact_net::NetError::Config {
+            NetError::Config {
                 variable,
                 value,
                 reason,

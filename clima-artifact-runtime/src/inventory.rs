@@ -18,7 +18,7 @@
 //! A call site with a literal name declares that one artifact; a call site whose name is
 //! computed at run time declares every artifact of its manifest (it may use any of them).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use clima_artifact_manifest::GitTreeSha1;
 use linkme::distributed_slice;
@@ -141,13 +141,10 @@ pub fn prefetch_declared_with(
     let config = crate::resolve::current_config()?;
     let mut done = Vec::new();
     let mut failures: Vec<(String, Error)> = Vec::new();
-    let mut seen: BTreeMap<(&'static str, &'static str), ()> = BTreeMap::new();
+    let mut seen = BTreeSet::new();
     for site in CALL_SITES.iter() {
         for artifact in site.manifest.artifacts {
-            if seen
-                .insert((site.manifest.path, artifact.name), ())
-                .is_some()
-            {
+            if !seen.insert((site.manifest.path, artifact.name)) {
                 continue;
             }
             let variant = match site.manifest.select_host(artifact) {

@@ -40,8 +40,8 @@
 //! - [`progress`]: download progress and notices (lock waits, retries, warnings) as events,
 //!   and the reporters that draw them.
 //! - [`access_log`]: the provenance access log (every artifact access in this process);
-//!   [`report`](mod@report): the end-of-run report built from it (its schema and renderings
-//!   are the crate `clima-artifact-provenance`).
+//!   [`report`](mod@report): the end-of-run report built from it (the log, the report's
+//!   schema and renderings are the crate `clima-artifact-provenance`).
 //! - [`inventory`]: the artifacts declared by `clima_artifact!` call sites in this binary.
 //!
 //! Where things happen inside (private modules): `install` (an install request: the lookup,
@@ -62,7 +62,9 @@ mod macros;
 mod node_stream;
 mod resolve;
 
-pub mod access_log;
+/// The provenance access log: every artifact access in this process, aggregated per artifact
+/// into the records of the report (the crate `clima-artifact-provenance`).
+pub use clima_artifact_provenance::access_log;
 /// Depots, for tools: every path of a depot ([`Depot`](depot::Depot), with its usage log and
 /// the reclaiming of what dead installs left), lookups, overrides, a per-artifact lock, the
 /// partial-download name. From the crate `clima-artifact-depot`, whose install locks and

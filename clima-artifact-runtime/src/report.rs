@@ -23,9 +23,7 @@ use std::path::Path;
 
 use crate::access_log::{self, ArtifactRecord, CallSite};
 use clima_artifact_progress::notice::Event;
-use clima_artifact_provenance::readme::{
-    self, MAX_CITATION_CHARS, MAX_README_BYTES, README_CITATION_KEY, RECIPE_KEY,
-};
+use clima_artifact_provenance::readme;
 use clima_comms::{CollectiveError, Context};
 
 pub use clima_artifact_provenance::report::{
@@ -45,63 +43,9 @@ fn declared_in_binary() -> Vec<DeclaredArtifact> {
 /// were not accessed.
 pub fn report() -> Report {
     Report::from_parts(
-        with_readme_citations(access_log::snapshot()),
+        readme::with_recipe_citations(access_log::snapshot()),
         declared_in_binary(),
     )
-}
-
-/// Adds to each record whose entry has a `recipe` key the "Creators and citation" section of
-/// that recipe's README.md, as [`README_CITATION_KEY`] (unless the entry has that key itself).
-/// Unreadable or absent READMEs are left out: the report does not depend on them.
-fn with_readme_citations(mut records: Vec<ArtifactRecord>) -> Vec<ArtifactRecord> {
-    for r in &mut records {
-        if r.metadata.contains_key(README_CITATION_KEY) {
-            continue;
-        }
-        let Some(key) = r.metadata.get(RECIPE_KEY) else {
-            continue;
-        };
-        if let Some(text) = readme_citation(Path::new(&r.manifest), key) {
-            r.metadata.insert(README_CITATION_KEY.to_owned(), text);
-        }
-    }
-    records
-}
-
-/// The citation section of `<manifest's folder>/<key>/README.md`: every folder opened in turn
-/// without following a symlink, the README only if it is a regular file of at most
-/// [`MAX_README_BYTES`] (UTF-8), the section cut at [`MAX_CITATION_CHARS`] characters.
-fn readme_citation(manifest: &Path, key: &str) -> Option<String> {
-    use std::io::Read;
-    let rel = Path::new(key);
-    if !rel
-        .components()
-        .all(|c| matches!(c, std::path::Component::Normal(_)))
-    {
-        return None;
-    }
-    let base = match manifest.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let dir = clima_artifact_fs::Dir::open(base)
-        .ok()?
-        .open_dirs(rel)
-        .ok()??;
-    let file = dir.open_file(readme::README_FILE).ok()??;
-    let mut bytes = Vec::new();
-    file.take(MAX_README_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    if bytes.len() as u64 > MAX_README_BYTES {
-        return None;
-    }
-    let text = String::from_utf8(bytes).ok()?;
-    let section = readme::section_text(&text, &readme::CITATION_SECTION)?;
-    Some(match section.char_indices().nth(MAX_CITATION_CHARS) {
-        Some((cut, _)) => format!("{}…", &section[..cut]),
-        None => section,
-    })
 }
 
 /// Builds this process's [`report`] and writes it into the folder `dir` (created if needed)
@@ -245,7 +189,8 @@ fn merge_parts(
 /// report; the other ranks get `None`. Every rank of `ctx` must call it.
 pub fn report_collective(ctx: &dyn Context) -> Option<Report> {
     let records = gather_records(ctx, &access_log::snapshot())?;
-    let mut report = Report::from_parts(with_readme_citations(records), declared_in_binary());
+    let mut report =
+        Report::from_parts(readme::with_recipe_citations(records), declared_in_binary());
     report.communicator_size = ctx.size();
     Some(report)
 }

@@ -25,7 +25,7 @@ use clima_artifact_manifest::{
     SelectError, Sha256, split_name_and_subpath,
 };
 
-use crate::access_log::AccessEvent;
+use crate::access_log::{AccessEvent, RecordedOrigin};
 use crate::{Config, Context, Error};
 use crate::{Installed, Origin};
 
@@ -401,10 +401,9 @@ fn resolve(
         Arc::clone(&k.confirmed)
     });
 
-    let event = AccessEvent::of(
+    let event = installed.access_event(
         artifact.name,
         &variant,
-        &installed,
         PathBuf::from(site.manifest.path),
         Some((site.file, site.line)),
         rank,
@@ -413,8 +412,8 @@ fn resolve(
 
     // Later calls at a literal call site record the same access, but nothing was downloaded then.
     let mut later = event;
-    if let Origin::Downloaded { .. } = later.origin {
-        later.origin = Origin::Depot;
+    if let RecordedOrigin::Downloaded { .. } = later.origin {
+        later.origin = RecordedOrigin::Depot;
     }
     Ok(Resolved {
         full_path,

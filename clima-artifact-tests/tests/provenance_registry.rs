@@ -10,7 +10,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use clima_artifact_runtime::Context;
 use clima_artifact_runtime::GitTreeSha1;
-use clima_artifact_runtime::Origin;
 use clima_artifact_runtime::access_log::{
     self, AccessEvent, ArtifactRecord, CallSite, RecordedOrigin,
 };
@@ -35,7 +34,7 @@ fn event(name: &str, h: u8, call_site: Option<(&'static str, u32)>, rank: usize)
         name: name.to_owned(),
         hash: hash(h),
         path: PathBuf::from(format!("/depot/artifacts/{}", hash(h))),
-        origin: Origin::Depot,
+        origin: RecordedOrigin::Depot,
         call_site,
         manifest: PathBuf::from("/model/Artifacts.toml"),
         metadata: BTreeMap::from([("license".to_owned(), "CC-BY-4.0".to_owned())]),
@@ -82,11 +81,11 @@ fn many_threads_count_exactly() {
                 }
                 if t == 5 {
                     let mut downloaded = event("shared", 1, None, t % 3);
-                    downloaded.origin = Origin::Downloaded {
+                    downloaded.origin = RecordedOrigin::Downloaded {
                         url: "https://example.org/shared.tar.gz".into(),
                         bytes: 1234,
-                        received_bytes: 1234,
-                        reused_bytes: 0,
+                        received_bytes: Some(1234),
+                        reused_bytes: Some(0),
                         seconds: 0.5,
                     };
                     access_log::record(downloaded);
@@ -142,8 +141,8 @@ fn report_reflects_the_registry() {
     access_log::record(event("era5", 1, Some(("src/main.rs", 3)), 0));
     access_log::record(event("era5", 1, Some(("src/main.rs", 3)), 0));
     let mut over = event("topo", 2, None, 0);
-    over.origin = Origin::Override {
-        overrides_file: PathBuf::from("/depot/artifacts/Overrides.toml"),
+    over.origin = RecordedOrigin::Override {
+        overrides_file: "/depot/artifacts/Overrides.toml".into(),
     };
     over.metadata.clear();
     access_log::record(over);

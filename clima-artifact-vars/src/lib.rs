@@ -6,6 +6,10 @@
 //! ([`help_text`]), and with its meaning and default, the table of `docs/environment.md`
 //! ([`markdown_table`]; a test fails when that page falls behind this list).
 //!
+//! How values are read is here too, so every crate reads a boolean, a number of seconds or of
+//! bytes alike: [`parse_bool`], [`parse_seconds`], [`parse_bytes`], [`parse_count`] (each with
+//! the words of its error, e.g. [`BYTES_EXPECTED`]), and [`pkg_server_url`].
+//!
 //! Who reads what: the runtime's `Config::from_env` (once per configuration) reads the
 //! `CLIMA_ARTIFACTS_*` download and depot variables, the Julia ones under interop, the TLS and
 //! proxy ones through the network crate; `Platform::host` reads [`PLATFORM_TAGS`]; run sync's
@@ -237,6 +241,67 @@ pub fn parse_bool(value: &str) -> Option<bool> {
 /// What a boolean variable accepts, for the error about a value [`parse_bool`] refused.
 pub const BOOL_EXPECTED: &str = "expected 1 or 0 (or true/false, yes/no, on/off)";
 
+/// A positive number of seconds below 10^9, fractions allowed (`30`, `0.5`); `None` for
+/// anything else, which callers report with [`SECONDS_EXPECTED`].
+pub fn parse_seconds(value: &str) -> Option<std::time::Duration> {
+    match value.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(std::time::Duration::from_secs_f64(s)),
+        _ => None,
+    }
+}
+
+/// What a variable of seconds accepts, for the error about a value [`parse_seconds`] refused.
+pub const SECONDS_EXPECTED: &str = "expected a positive number of seconds, e.g. 30 or 0.5";
+
+/// A positive number of bytes, optionally with a binary suffix `K`, `M`, `G` or `T` (any
+/// case: `500G` is 500 GiB); `None` for anything else, zero and overflow included, which
+/// callers report with [`BYTES_EXPECTED`].
+pub fn parse_bytes(value: &str) -> Option<u64> {
+    let t = value.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return None,
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    match digits.trim().parse::<u64>() {
+        Ok(n) if n > 0 => n.checked_mul(1 << shift),
+        _ => None,
+    }
+}
+
+/// What a variable of bytes accepts, for the error about a value [`parse_bytes`] refused.
+pub const BYTES_EXPECTED: &str =
+    "expected a positive number of bytes, optionally with a suffix K, M, G or T (e.g. 500G)";
+
+/// A whole number from 1 to `u32::MAX` (a count of attempts, entries, connections); `None`
+/// otherwise.
+pub fn parse_count(value: &str) -> Option<u64> {
+    value
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| (1..=u64::from(u32::MAX)).contains(n))
+}
+
+/// [`PKG_SERVER`] (else [`JULIA_PKG_SERVER`]) as a URL without a trailing `/`: empty
+/// is none, and as Pkg reads it a bare host name means https.
+pub fn pkg_server_url(v: &str) -> Option<String> {
+    let v = v.trim().trim_end_matches('/');
+    match v {
+        "" => None,
+        _ if v.contains("://") => Some(v.to_owned()),
+        _ => Some(format!("https://{v}")),
+    }
+}
+
 /// The Markdown table of every variable (`| variable | meaning | default |`, one row each, in
 /// the order of [`ALL`]), ending with a newline: the table of `docs/environment.md`, which
 /// `cargo run -p clima-artifact-vars --example environment-table -- docs/environment.md`
@@ -308,5 +373,43 @@ mod tests {
             assert_eq!(parse_bool(text), want, "{text}");
         }
         assert_eq!(parse_bool("maybe"), None);
+    }
+
+    #[test]
+    fn package_servers_are_read_as_pkg_reads_them() {
+        assert_eq!(
+            pkg_server_url(" pkg.julialang.org/ ").as_deref(),
+            Some("https://pkg.julialang.org")
+        );
+        assert_eq!(
+            pkg_server_url("http://127.0.0.1:8080//").as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(pkg_server_url(" "), None);
+    }
+
+    #[test]
+    fn seconds_bytes_and_counts() {
+        assert_eq!(
+            parse_seconds(" 2.5 "),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        for bad in ["0", "-1", "soon", "inf", "NaN", "1e9", ""] {
+            assert_eq!(parse_seconds(bad), None, "{bad}");
+        }
+        assert_eq!(parse_bytes("3G"), Some(3 << 30));
+        assert_eq!(parse_bytes(" 12 k"), Some(12 << 10));
+        assert_eq!(parse_bytes("7"), Some(7));
+        for bad in ["0", "0T", "12Q", "G", "-1", "20000000T", ""] {
+            assert_eq!(parse_bytes(bad), None, "{bad}");
+        }
+        assert_eq!(parse_count("5"), Some(5));
+        assert_eq!(
+            parse_count(&u32::MAX.to_string()),
+            Some(u64::from(u32::MAX))
+        );
+        for bad in ["0", "many", "-3", "4294967296", "1.5"] {
+            assert_eq!(parse_count(bad), None, "{bad}");
+        }
     }
 }

@@ -210,7 +210,7 @@ fn a_recipe_artifact_is_published_with_a_doi_and_fetched_from_the_archive() {
         name: "era5".into(),
         hash: e.git_tree_sha1,
         path: depot.join("artifacts").join(e.git_tree_sha1.to_hex()),
-        origin: clima_artifact_runtime::Origin::Depot,
+        origin: access_log::RecordedOrigin::Depot,
         call_site: None,
         manifest: sb.work.join("Artifacts.toml"),
         metadata: e.metadata.clone(),

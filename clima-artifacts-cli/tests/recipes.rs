@@ -667,7 +667,7 @@ fn the_report_shows_the_recipe_and_the_readme_citation() {
             name: name.into(),
             hash: hash.parse().unwrap(),
             path: sb.depot.join("artifacts").join(hash),
-            origin: clima_artifact_runtime::Origin::Depot,
+            origin: access_log::RecordedOrigin::Depot,
             call_site: None,
             manifest: manifest.clone(),
             metadata: [("recipe".to_owned(), format!("artifacts/{name}"))]

@@ -1,8 +1,8 @@
 //! The global provenance registry: every artifact access in this process.
 //!
-//! Every code path that resolves an artifact (the [`Artifacts`](crate::Artifacts) API, the
+//! Every code path of the runtime that resolves an artifact (its `Artifacts` API, the
 //! `clima_artifact!` macro, the MPI collective path on every rank) calls [`record`] once per
-//! successful call. The registry aggregates the events per artifact, keyed by
+//! successful call; the runtime re-exports this module as `clima_artifact_runtime::access_log`. The registry aggregates the events per artifact, keyed by
 //! `(name, git-tree-sha1, manifest)`:
 //!
 //! ```text
@@ -31,12 +31,9 @@ use std::path::PathBuf;
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::SystemTime;
 
-use crate::GitTreeSha1;
-use crate::Origin;
+use clima_artifact_manifest::GitTreeSha1;
 
-pub use clima_artifact_provenance::record::{
-    ArtifactRecord, CallSite, RecordedOrigin, merge_records,
-};
+pub use crate::record::{ArtifactRecord, CallSite, RecordedOrigin, merge_records};
 
 /// One access, as reported by the code paths that resolve artifacts (the `Artifacts` API, the
 /// macro's static path, the MPI collective path).
@@ -48,8 +45,8 @@ pub struct AccessEvent {
     pub hash: GitTreeSha1,
     /// The resolved directory (without any sub-path).
     pub path: PathBuf,
-    /// Override, depot, or downloaded now (with bytes and seconds).
-    pub origin: Origin,
+    /// Override, depot, downloaded now (with bytes and seconds) or received over MPI.
+    pub origin: RecordedOrigin,
     /// `file:line` of the `clima_artifact!` call, when known.
     pub call_site: Option<(&'static str, u32)>,
     /// The manifest that defined it.
@@ -60,66 +57,6 @@ pub struct AccessEvent {
     pub rank: usize,
 }
 
-impl AccessEvent {
-    /// The access to `variant` of artifact `name` (defined in `manifest`) that `installed`
-    /// answered, by `rank`, from `call_site` if a `clima_artifact!` call made it.
-    pub(crate) fn of(
-        name: &str,
-        variant: &clima_artifact_manifest::ArtifactVariant,
-        installed: &crate::Installed,
-        manifest: PathBuf,
-        call_site: Option<(&'static str, u32)>,
-        rank: usize,
-    ) -> AccessEvent {
-        AccessEvent {
-            name: name.to_owned(),
-            hash: variant.git_tree_sha1,
-            path: installed.path.clone(),
-            origin: installed.origin.clone(),
-            call_site,
-            manifest,
-            metadata: variant.metadata.clone(),
-            rank,
-        }
-    }
-}
-
-/// How an access is recorded: the depot crate's origin in the provenance schema.
-fn recorded_origin(origin: &Origin) -> RecordedOrigin {
-    match origin {
-        Origin::Override { overrides_file } => RecordedOrigin::Override {
-            overrides_file: overrides_file.to_string_lossy().into_owned(),
-        },
-        Origin::Depot => RecordedOrigin::Depot,
-        Origin::Downloaded {
-            url,
-            bytes,
-            received_bytes,
-            reused_bytes,
-            seconds,
-        } => RecordedOrigin::Downloaded {
-            url: url.clone(),
-            bytes: *bytes,
-            received_bytes: Some(*received_bytes),
-            reused_bytes: Some(*reused_bytes),
-            seconds: *seconds,
-        },
-        Origin::Received {
-            node,
-            from_node,
-            url,
-            bytes,
-            seconds,
-        } => RecordedOrigin::Received {
-            node: node.clone(),
-            from_node: from_node.clone(),
-            url: url.clone(),
-            bytes: *bytes,
-            seconds: *seconds,
-        },
-    }
-}
-
 /// The aggregate of one artifact inside the registry (cheap to update, converted to an
 /// [`ArtifactRecord`] by [`snapshot`]).
 #[derive(Debug)]
@@ -127,7 +64,7 @@ struct Entry {
     name: String,
     manifest: PathBuf,
     path: PathBuf,
-    origin: Origin,
+    origin: RecordedOrigin,
     accesses: u64,
     first_access: SystemTime,
     call_sites: Vec<(&'static str, u32)>,
@@ -154,14 +91,14 @@ impl Entry {
             git_tree_sha1: hash,
             manifest: self.manifest.to_string_lossy().into_owned(),
             path: self.path.to_string_lossy().into_owned(),
-            origin: recorded_origin(&self.origin),
+            origin: self.origin.clone(),
             accesses: self.accesses,
             first_access: clima_artifact_fs::utc_timestamp(self.first_access),
             call_sites,
             ranks,
             metadata: self.metadata.clone(),
             received_by: match &self.origin {
-                Origin::Received { node, .. } => vec![node.clone()],
+                RecordedOrigin::Received { node, .. } => vec![node.clone()],
                 _ => vec![],
             },
         }
@@ -222,8 +159,8 @@ impl Registry {
             if !entry.ranks.contains(&rank) {
                 entry.ranks.push(rank);
             }
-            if matches!(event.origin, Origin::Downloaded { .. })
-                && !matches!(entry.origin, Origin::Downloaded { .. })
+            if matches!(event.origin, RecordedOrigin::Downloaded { .. })
+                && !matches!(entry.origin, RecordedOrigin::Downloaded { .. })
             {
                 entry.origin = event.origin.clone();
             }
@@ -274,10 +211,9 @@ pub fn record(event: AccessEvent) {
 /// nothing; the event is copied only the first time its artifact is seen.
 ///
 /// ```
-/// # use clima_artifact_runtime::access_log::{self, AccessEvent};
-/// # use clima_artifact_runtime::Origin;
-/// # let cached = AccessEvent { name: "era5".into(), hash: clima_artifact_runtime::GitTreeSha1([7; 20]),
-/// #     path: "/depot/artifacts/x".into(), origin: Origin::Depot, call_site: Some(("src/main.rs", 3)),
+/// # use clima_artifact_provenance::access_log::{self, AccessEvent, RecordedOrigin};
+/// # let cached = AccessEvent { name: "era5".into(), hash: clima_artifact_manifest::GitTreeSha1([7; 20]),
+/// #     path: "/depot/artifacts/x".into(), origin: RecordedOrigin::Depot, call_site: Some(("src/main.rs", 3)),
 /// #     manifest: "/model/Artifacts.toml".into(), metadata: Default::default(), rank: 0 };
 /// for step in 0..3 {
 ///     access_log::record_ref(&cached, 0);
@@ -313,7 +249,7 @@ mod tests {
             name: name.into(),
             hash: hash(h),
             path: PathBuf::from(format!("/depot/artifacts/{}", hash(h))),
-            origin: Origin::Depot,
+            origin: RecordedOrigin::Depot,
             call_site: site,
             manifest: PathBuf::from("/model/Artifacts.toml"),
             metadata: BTreeMap::from([("license".to_owned(), "CC0-1.0".to_owned())]),
@@ -332,11 +268,11 @@ mod tests {
         // Same content under another name is a separate record.
         registry.record(&event("a_copy", 1, None, 0), 0);
         let mut downloaded = event("b", 2, None, 0);
-        downloaded.origin = Origin::Downloaded {
+        downloaded.origin = RecordedOrigin::Downloaded {
             url: "https://example.org/b.tar.gz".into(),
             bytes: 10,
-            received_bytes: 10,
-            reused_bytes: 0,
+            received_bytes: Some(10),
+            reused_bytes: Some(0),
             seconds: 0.5,
         };
         registry.record(&downloaded, 0);
