@@ -436,274 +436,445 @@ fn save_state(path: &Path, state: &State) -> Result<(), ArchiveError> {
 
 /// Publishes artifact `req.name` to `req.archive`; `notify` receives [`Line`]s (for a
 /// terminal or a batch log).
-#[expect(
-    clippy::too_many_lines,
-    reason = "the module's six steps in order, threading one state (the state file, this \
-              archive's entry, the draft, the result) that is saved between requests so a killed \
-              run resumes; the requests are helpers, the state updates stay here in their order"
-)]
 pub fn publish(
     req: &PublishRequest,
     notify: &dyn Fn(Line, &str),
 ) -> Result<Published, ArchiveError> {
     // 1. Checks without a request.
-    let archive = checked_archive(req)?;
-    let text = std::fs::read_to_string(&req.manifest).map_err(|e| {
-        ArchiveError::Input(format!("cannot read `{}`: {e}", req.manifest.display()))
-    })?;
-    let manifest =
-        Manifest::parse(&text, &req.manifest).map_err(|e| ArchiveError::Input(e.to_string()))?;
-    let variant = single_variant(req, &manifest)?;
-    let Some(license) = variant
-        .metadata
-        .get(metadata::LICENSE)
-        .filter(|l| !l.trim().is_empty())
-        .cloned()
-    else {
-        return Err(ArchiveError::NoLicense {
-            name: req.name.clone(),
-            manifest: req.manifest.clone(),
-        });
-    };
-    let creators = creators(req, &variant.metadata)?;
-    let token = match req.token.as_deref().map(str::trim) {
-        Some(t) if !t.is_empty() => t.to_owned(),
-        _ => return Err(ArchiveError::NoToken { archive }),
-    };
-    let tree = variant.git_tree_sha1.to_hex();
-    let manifest_dir = crate::recipe::manifest_dir(&req.manifest).map_err(from_cli)?;
-    let readme = recipe_readme(&variant.metadata, &manifest_dir);
-    let tarball = find_or_pack(req, &manifest_dir, &variant, notify)?;
-    let size = std::fs::metadata(&tarball)
-        .map_err(|e| ArchiveError::Io(format!("cannot read `{}`: {e}", tarball.display())))?
-        .len();
-    let readme_size = readme.as_ref().map_or(0, |(_, t)| t.len() as u64);
-    check_limits(&archive, &tarball, size, readme_size)?;
-
+    let input = Input::check(req, notify)?;
     // 2. The tarball holds the artifact (and its hashes), remembered across runs.
-    let state_file = state_path(&req.manifest, &req.name);
-    let mut state = load_state(&state_file);
-    let verified = verify_tarball(&tarball, size, &tree, state.verified.as_ref(), notify)?;
-    state.verified = Some(verified.clone());
-    let mut st = state.archives.get(&archive).cloned().unwrap_or_default();
-
-    let key = tarball
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .filter(|k| !k.is_empty() && !k.contains('/'))
-        .unwrap_or_else(|| format!("{}.tar.gz", req.name));
-    let mut published = Published {
-        name: req.name.clone(),
-        archive: archive.clone(),
-        record: String::new(),
-        parent: st.parent.clone(),
-        doi: st.doi.clone(),
-        url: None,
-        draft_url: None,
-        draft: req.draft_only,
-        new_version: false,
-        resumed: false,
-        unchanged: false,
-        tarball: tarball.clone(),
-        bytes: size,
-        sha256: verified.sha256.clone(),
-        md5: verified.md5.clone(),
-        uploaded: Vec::new(),
-        manifest: req.manifest.clone(),
-        edit: None,
-        state_file: state_file.clone(),
-    };
-    let client = Client::new(&archive, &token, notify)?;
-
+    let mut p = Publication::start(req, input, notify)?;
     // Already published with this content: only the manifest may need the record.
-    if st.published_sha256.as_deref() == Some(verified.sha256.as_str())
-        && let Some(record) = st.record.clone()
-        && !req.draft_only
-    {
-        published.record = record.clone();
-        published.unchanged = true;
-        published.url = Some(file_url(&archive, &record, &key));
-        published.edit = Some(record_in_manifest(req, &text, &tree, &published)?);
-        save_state(&state_file, &state)?;
-        return Ok(published);
+    if let Some(record) = p.already_published() {
+        return p.unchanged(record);
+    }
+    // 3. The draft, unless an earlier run published it already.
+    let body = match p.open_draft()? {
+        Opened::Published(body) => body,
+        Opened::Draft(mut draft, draft_body) => {
+            // 4. Metadata, checked before any upload.
+            put_metadata(&p.client, &p.input.archive, &draft.id, &p.record_meta)?;
+            // 5. Files.
+            p.upload_files(&mut draft)?;
+            // 6. Publish.
+            if req.draft_only {
+                return p.stop_at_draft(&draft, &draft_body);
+            }
+            publish_draft(&p.client, &p.input.archive, &draft.id)?
+        }
+    };
+    p.finish_published(&body)
+}
+
+/// Step 1 of [`publish`]: what is known before any request.
+struct Input {
+    /// The archive's address, without a trailing `/`.
+    archive: String,
+    /// The manifest's text as read.
+    text: String,
+    variant: ArtifactVariant,
+    license: String,
+    /// InvenioRDM's `person_or_org` objects.
+    creators: Vec<Value>,
+    token: String,
+    /// The entry's git tree hash, hex.
+    tree: String,
+    /// The recipe README (path, text).
+    readme: Option<(PathBuf, String)>,
+    tarball: PathBuf,
+    /// The tarball's size.
+    size: u64,
+}
+
+impl Input {
+    /// The checks that need no request: the entry exists and has a `license`, creators are
+    /// known, a token is set, the tarball (found, or packed) is within the archive's limits.
+    fn check(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Input, ArchiveError> {
+        let archive = checked_archive(req)?;
+        let text = std::fs::read_to_string(&req.manifest).map_err(|e| {
+            ArchiveError::Input(format!("cannot read `{}`: {e}", req.manifest.display()))
+        })?;
+        let manifest = Manifest::parse(&text, &req.manifest)
+            .map_err(|e| ArchiveError::Input(e.to_string()))?;
+        let variant = single_variant(req, &manifest)?;
+        let Some(license) = variant
+            .metadata
+            .get(metadata::LICENSE)
+            .filter(|l| !l.trim().is_empty())
+            .cloned()
+        else {
+            return Err(ArchiveError::NoLicense {
+                name: req.name.clone(),
+                manifest: req.manifest.clone(),
+            });
+        };
+        let creators = creators(req, &variant.metadata)?;
+        let token = match req.token.as_deref().map(str::trim) {
+            Some(t) if !t.is_empty() => t.to_owned(),
+            _ => return Err(ArchiveError::NoToken { archive }),
+        };
+        let tree = variant.git_tree_sha1.to_hex();
+        let manifest_dir = crate::recipe::manifest_dir(&req.manifest).map_err(from_cli)?;
+        let readme = recipe_readme(&variant.metadata, &manifest_dir);
+        let tarball = find_or_pack(req, &manifest_dir, &variant, notify)?;
+        let size = std::fs::metadata(&tarball)
+            .map_err(|e| ArchiveError::Io(format!("cannot read `{}`: {e}", tarball.display())))?
+            .len();
+        let readme_size = readme.as_ref().map_or(0, |(_, t)| t.len() as u64);
+        check_limits(&archive, &tarball, size, readme_size)?;
+        Ok(Input {
+            archive,
+            text,
+            variant,
+            license,
+            creators,
+            token,
+            tree,
+            readme,
+            tarball,
+            size,
+        })
+    }
+}
+
+/// What step 3 of [`publish`] found: a draft to fill (with the archive's answer), or the
+/// record an earlier run published just before it stopped.
+enum Opened {
+    Draft(DraftState, Value),
+    Published(Value),
+}
+
+/// One publication of an artifact to one archive, as far as it got: the checked input, the
+/// verified tarball, the state file with this archive's entry (`st`, written back into `state`
+/// by [`Publication::save`] between requests, so that a killed run resumes), and the result so
+/// far. Each step of [`publish`] is a method.
+struct Publication<'a> {
+    req: &'a PublishRequest,
+    notify: &'a dyn Fn(Line, &str),
+    input: Input,
+    client: Client<'a>,
+    verified: Verified,
+    /// The tarball's file key in the record.
+    key: String,
+    /// The record's metadata (InvenioRDM's schema).
+    record_meta: Value,
+    /// The record a new draft is a new version of (from the state file or a download URL).
+    previous: Option<String>,
+    state_file: PathBuf,
+    state: State,
+    /// This archive's entry of `state`, as updated so far.
+    st: ArchiveState,
+    published: Published,
+}
+
+impl<'a> Publication<'a> {
+    /// Step 2 of [`publish`]: the tarball's hashes (checked against the entry, or remembered
+    /// from an earlier run), the state file, and the client.
+    fn start(
+        req: &'a PublishRequest,
+        input: Input,
+        notify: &'a dyn Fn(Line, &str),
+    ) -> Result<Publication<'a>, ArchiveError> {
+        let state_file = state_path(&req.manifest, &req.name);
+        let mut state = load_state(&state_file);
+        let verified = verify_tarball(
+            &input.tarball,
+            input.size,
+            &input.tree,
+            state.verified.as_ref(),
+            notify,
+        )?;
+        state.verified = Some(verified.clone());
+        let st = state
+            .archives
+            .get(&input.archive)
+            .cloned()
+            .unwrap_or_default();
+        let key = input
+            .tarball
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|k| !k.is_empty() && !k.contains('/'))
+            .unwrap_or_else(|| format!("{}.tar.gz", req.name));
+        let published = Published {
+            name: req.name.clone(),
+            archive: input.archive.clone(),
+            record: String::new(),
+            parent: st.parent.clone(),
+            doi: st.doi.clone(),
+            url: None,
+            draft_url: None,
+            draft: req.draft_only,
+            new_version: false,
+            resumed: false,
+            unchanged: false,
+            tarball: input.tarball.clone(),
+            bytes: input.size,
+            sha256: verified.sha256.clone(),
+            md5: verified.md5.clone(),
+            uploaded: Vec::new(),
+            manifest: req.manifest.clone(),
+            edit: None,
+            state_file: state_file.clone(),
+        };
+        let client = Client::new(&input.archive, &input.token, notify)?;
+        let previous = st
+            .record
+            .clone()
+            .or_else(|| record_of_urls(&input.archive, &input.variant.downloads));
+        let own_dois: Vec<String> = st.doi.iter().cloned().collect();
+        let record_meta = record_metadata(
+            req,
+            &input.variant.metadata,
+            &input.license,
+            &input.creators,
+            input.readme.as_ref().map(|(_, t)| t.as_str()),
+            &own_dois,
+        );
+        Ok(Publication {
+            req,
+            notify,
+            input,
+            client,
+            verified,
+            key,
+            record_meta,
+            previous,
+            state_file,
+            state,
+            st,
+            published,
+        })
     }
 
-    // 3. The draft.
-    let previous = st
-        .record
-        .clone()
-        .or_else(|| record_of_urls(&archive, &variant.downloads));
-    let own_dois: Vec<String> = st.doi.iter().cloned().collect();
-    let mut draft: Option<(DraftState, Value)> = None;
-    if let Some(d) = st.draft.clone() {
-        let (status, body) = client.call("GET", &format!("/api/records/{}/draft", d.id), None)?;
+    /// Writes this archive's entry into the state and the state file.
+    fn save(&mut self) -> Result<(), ArchiveError> {
+        self.state
+            .archives
+            .insert(self.input.archive.clone(), self.st.clone());
+        save_state(&self.state_file, &self.state)
+    }
+
+    /// [`Publication::save`] with `draft` as the draft in progress.
+    fn save_draft(&mut self, draft: &DraftState) -> Result<(), ArchiveError> {
+        self.st.draft = Some(draft.clone());
+        self.save()
+    }
+
+    /// The record already published with this content (not with `--draft`).
+    fn already_published(&self) -> Option<String> {
+        let same = self.st.published_sha256.as_deref() == Some(self.verified.sha256.as_str());
+        self.st
+            .record
+            .clone()
+            .filter(|_| same && !self.req.draft_only)
+    }
+
+    /// Nothing to send: `record` goes into the manifest if it is not there yet.
+    fn unchanged(mut self, record: String) -> Result<Published, ArchiveError> {
+        self.published.url = Some(file_url(&self.input.archive, &record, &self.key));
+        self.published.record = record;
+        self.published.unchanged = true;
+        self.published.edit = Some(record_in_manifest(
+            self.req,
+            &self.input.text,
+            &self.input.tree,
+            &self.published,
+        )?);
+        self.save()?;
+        Ok(self.published)
+    }
+
+    /// Step 3 of [`publish`]: the draft of the state file, else a new version of the record
+    /// published before, else a new record; or the record itself when an earlier run published
+    /// that draft.
+    fn open_draft(&mut self) -> Result<Opened, ArchiveError> {
+        let resumed = match self.st.draft.clone() {
+            Some(d) => self.resume(d)?,
+            None => None,
+        };
+        let (mut draft, body) = match resumed {
+            Some(Opened::Published(body)) => return Ok(Opened::Published(body)),
+            Some(Opened::Draft(d, body)) => (d, body),
+            None => self.create_draft()?,
+        };
+        self.published.record = draft.id.clone();
+        self.published.new_version = draft.new_version;
+        self.published.parent = body["parent"]["id"]
+            .as_str()
+            .map(str::to_owned)
+            .or(self.published.parent.take());
+        if draft.sha256 != self.verified.sha256 {
+            // The artifact changed since the draft was started: its files are stale.
+            draft.sha256 = self.verified.sha256.clone();
+            draft.done.clear();
+        }
+        Ok(Opened::Draft(draft, body))
+    }
+
+    /// The draft `d` of the state file: still a draft (continued), published by the earlier
+    /// run (with this content: that record; else the record a new version continues), or gone.
+    fn resume(&mut self, d: DraftState) -> Result<Option<Opened>, ArchiveError> {
+        let (status, body) =
+            self.client
+                .call("GET", &format!("/api/records/{}/draft", d.id), None)?;
         if status == 200 {
-            notify(
+            (self.notify)(
                 Line::Notice,
                 &format!("continuing draft {} of an earlier run", printable(&d.id)),
             );
-            published.resumed = true;
-            draft = Some((d, body));
-        } else if status == 404 {
-            // Published by the earlier run just before it stopped?
-            let (status, body) = client.call("GET", &format!("/api/records/{}", d.id), None)?;
-            if status == 200 && body["is_published"].as_bool() == Some(true) {
-                if d.sha256 == verified.sha256 {
-                    notify(
-                        Line::Notice,
-                        &format!("draft {} was published by an earlier run", printable(&d.id)),
-                    );
-                    return finish_published(
-                        req,
-                        &text,
-                        &tree,
-                        &client,
-                        body,
-                        &key,
-                        published,
-                        state,
-                        st,
-                        &state_file,
-                    );
-                }
-                st.record = Some(d.id.clone());
-            }
-            st.draft = None;
-        } else {
+            self.published.resumed = true;
+            return Ok(Some(Opened::Draft(d, body)));
+        }
+        if status != 404 {
             return Err(http_error(
-                &format!("GET {archive}/api/records/{}/draft", d.id),
+                &format!("GET {}/api/records/{}/draft", self.input.archive, d.id),
                 status,
                 &body,
             ));
         }
-    }
-    let record_meta = record_metadata(
-        req,
-        &variant.metadata,
-        &license,
-        &creators,
-        readme.as_ref().map(|(_, t)| t.as_str()),
-        &own_dois,
-    );
-    let (mut draft, draft_body) = match draft {
-        Some(d) => d,
-        None => {
-            let (d, body) = new_draft(
-                &client,
-                &archive,
-                previous.as_deref(),
-                &record_meta,
-                &verified,
-            )?;
-            st.draft = Some(d.clone());
-            state.archives.insert(archive.clone(), st.clone());
-            save_state(&state_file, &state)?;
-            notify(
-                Line::Notice,
-                &format!(
-                    "{} {} on {archive}",
-                    if d.new_version {
-                        "new version draft"
-                    } else {
-                        "new draft"
-                    },
-                    printable(&d.id)
-                ),
-            );
-            (d, body)
+        // Published by the earlier run just before it stopped?
+        let (status, body) = self
+            .client
+            .call("GET", &format!("/api/records/{}", d.id), None)?;
+        if status == 200 && body["is_published"].as_bool() == Some(true) {
+            if d.sha256 == self.verified.sha256 {
+                (self.notify)(
+                    Line::Notice,
+                    &format!("draft {} was published by an earlier run", printable(&d.id)),
+                );
+                return Ok(Some(Opened::Published(body)));
+            }
+            self.st.record = Some(d.id.clone());
         }
-    };
-    published.record = draft.id.clone();
-    published.new_version = draft.new_version;
-    published.parent = draft_body["parent"]["id"]
-        .as_str()
-        .map(str::to_owned)
-        .or(published.parent);
-    if draft.sha256 != verified.sha256 {
-        // The artifact changed since the draft was started: its files are stale.
-        draft.sha256 = verified.sha256.clone();
-        draft.done.clear();
+        self.st.draft = None;
+        Ok(None)
     }
 
-    // 4. Metadata, checked before any upload.
-    put_metadata(&client, &archive, &draft.id, &record_meta)?;
-
-    // 5. Files.
-    let mut files: Vec<(String, Upload)> = vec![(
-        key.clone(),
-        Upload::File {
-            path: tarball.clone(),
-            size,
-            md5: verified.md5.clone(),
-        },
-    )];
-    if let Some((_, text)) = &readme {
-        files.push((
-            crate::recipe::README_FILE.to_owned(),
-            Upload::Bytes(text.clone().into_bytes()),
-        ));
-    }
-    keep_complete_files(&client, &mut draft, &files)?;
-    for (k, upload) in &files {
-        if draft.done.get(k).is_some_and(|m| *m == upload.md5()) {
-            notify(
-                Line::Notice,
-                &format!("`{}` is already in the draft", printable(k)),
-            );
-            continue;
-        }
-        let theirs = send_file(&client, &draft.id, k, upload)?;
-        let sent_md5 = upload.md5();
-        let ours = format!("md5:{sent_md5}");
-        if theirs != ours {
-            client.delete_file(&draft.id, k)?;
-            draft.done.remove(k);
-            st.draft = Some(draft.clone());
-            state.archives.insert(archive.clone(), st.clone());
-            save_state(&state_file, &state)?;
-            return Err(ArchiveError::Checksum {
-                key: k.clone(),
-                ours: format!("md5:{}", upload.md5()),
-                theirs: printable(&theirs).into_owned(),
-                draft: draft.id.clone(),
-            });
-        }
-        notify(
+    /// A new draft: a new version of the previous record, else a new record.
+    fn create_draft(&mut self) -> Result<(DraftState, Value), ArchiveError> {
+        let (d, body) = new_draft(
+            &self.client,
+            &self.input.archive,
+            self.previous.as_deref(),
+            &self.record_meta,
+            &self.verified,
+        )?;
+        self.save_draft(&d)?;
+        (self.notify)(
             Line::Notice,
-            &format!("`{}` committed, checksum {ours} matches", printable(k)),
+            &format!(
+                "{} {} on {}",
+                if d.new_version {
+                    "new version draft"
+                } else {
+                    "new draft"
+                },
+                printable(&d.id),
+                self.input.archive
+            ),
         );
-        draft.done.insert(k.clone(), sent_md5);
-        published.uploaded.push(k.clone());
-        st.draft = Some(draft.clone());
-        state.archives.insert(archive.clone(), st.clone());
-        save_state(&state_file, &state)?;
+        Ok((d, body))
     }
 
-    // 6. Publish.
-    if req.draft_only {
-        published.draft_url = draft_body["links"]["self_html"]
+    /// Step 5 of [`publish`]: the tarball and the recipe README into `draft`, each file
+    /// recorded in the state file once committed with the right checksum.
+    fn upload_files(&mut self, draft: &mut DraftState) -> Result<(), ArchiveError> {
+        let mut files: Vec<(String, Upload)> = vec![(
+            self.key.clone(),
+            Upload::File {
+                path: self.input.tarball.clone(),
+                size: self.input.size,
+                md5: self.verified.md5.clone(),
+            },
+        )];
+        if let Some((_, text)) = &self.input.readme {
+            files.push((
+                crate::recipe::README_FILE.to_owned(),
+                Upload::Bytes(text.clone().into_bytes()),
+            ));
+        }
+        keep_complete_files(&self.client, draft, &files)?;
+        for (k, upload) in &files {
+            if draft.done.get(k).is_some_and(|m| *m == upload.md5()) {
+                (self.notify)(
+                    Line::Notice,
+                    &format!("`{}` is already in the draft", printable(k)),
+                );
+                continue;
+            }
+            let theirs = send_file(&self.client, &draft.id, k, upload)?;
+            let sent_md5 = upload.md5();
+            let ours = format!("md5:{sent_md5}");
+            if theirs != ours {
+                self.client.delete_file(&draft.id, k)?;
+                draft.done.remove(k);
+                self.save_draft(draft)?;
+                return Err(ArchiveError::Checksum {
+                    key: k.clone(),
+                    ours: format!("md5:{}", upload.md5()),
+                    theirs: printable(&theirs).into_owned(),
+                    draft: draft.id.clone(),
+                });
+            }
+            (self.notify)(
+                Line::Notice,
+                &format!("`{}` committed, checksum {ours} matches", printable(k)),
+            );
+            draft.done.insert(k.clone(), sent_md5);
+            self.published.uploaded.push(k.clone());
+            self.save_draft(draft)?;
+        }
+        Ok(())
+    }
+
+    /// Step 6 of [`publish`] with `--draft`: the draft stays for review, at its web page.
+    fn stop_at_draft(
+        mut self,
+        draft: &DraftState,
+        draft_body: &Value,
+    ) -> Result<Published, ArchiveError> {
+        self.published.draft_url = draft_body["links"]["self_html"]
             .as_str()
             .map(|u| printable(u).into_owned())
-            .or_else(|| Some(format!("{archive}/uploads/{}", draft.id)));
-        st.draft = Some(draft);
-        state.archives.insert(archive.clone(), st);
-        save_state(&state_file, &state)?;
-        return Ok(published);
+            .or_else(|| Some(format!("{}/uploads/{}", self.input.archive, draft.id)));
+        self.save_draft(draft)?;
+        Ok(self.published)
     }
-    let body = publish_draft(&client, &archive, &draft.id)?;
-    st.draft = Some(draft);
-    finish_published(
-        req,
-        &text,
-        &tree,
-        &client,
-        body,
-        &key,
-        published,
-        state,
-        st,
-        &state_file,
-    )
+
+    /// After a publish answered `body` (now or by an earlier run): state, manifest.
+    fn finish_published(mut self, body: &Value) -> Result<Published, ArchiveError> {
+        let id = body["id"].as_str().unwrap_or("").to_owned();
+        let doi = body["pids"]["doi"]["identifier"]
+            .as_str()
+            .map(|d| printable(d).into_owned());
+        let files = body["links"]["files"]
+            .as_str()
+            .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+            .map(|u| format!("{}/{}/content", u.trim_end_matches('/'), self.key))
+            .unwrap_or_else(|| file_url(&self.input.archive, &id, &self.key));
+        self.published.record = id.clone();
+        self.published.doi = doi.clone();
+        self.published.parent = body["parent"]["id"]
+            .as_str()
+            .map(str::to_owned)
+            .or(self.published.parent.take());
+        self.published.url = Some(files);
+        self.published.draft = false;
+        self.st.record = Some(id);
+        self.st.parent = self.published.parent.clone();
+        self.st.doi = doi;
+        self.st.published_sha256 = Some(self.published.sha256.clone());
+        self.st.draft = None;
+        self.save()?;
+        self.published.edit = Some(record_in_manifest(
+            self.req,
+            &self.input.text,
+            &self.input.tree,
+            &self.published,
+        )?);
+        Ok(self.published)
+    }
 }
 
 /// Step 1 of [`publish`] for the name and the address: a valid artifact name, and an http(s)
@@ -986,48 +1157,6 @@ fn publish_draft(
         ));
     }
     Ok(body)
-}
-
-/// After a publish answered (now or by an earlier run): state, manifest.
-#[allow(clippy::too_many_arguments)]
-fn finish_published(
-    req: &PublishRequest,
-    text: &str,
-    tree: &str,
-    client: &Client<'_>,
-    body: Value,
-    key: &str,
-    mut published: Published,
-    mut state: State,
-    mut st: ArchiveState,
-    state_file: &Path,
-) -> Result<Published, ArchiveError> {
-    let id = body["id"].as_str().unwrap_or("").to_owned();
-    let doi = body["pids"]["doi"]["identifier"]
-        .as_str()
-        .map(|d| printable(d).into_owned());
-    let files = body["links"]["files"]
-        .as_str()
-        .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
-        .map(|u| format!("{}/{key}/content", u.trim_end_matches('/')))
-        .unwrap_or_else(|| file_url(&client.base, &id, key));
-    published.record = id.clone();
-    published.doi = doi.clone();
-    published.parent = body["parent"]["id"]
-        .as_str()
-        .map(str::to_owned)
-        .or(published.parent);
-    published.url = Some(files);
-    published.draft = false;
-    st.record = Some(id);
-    st.parent = published.parent.clone();
-    st.doi = doi;
-    st.published_sha256 = Some(published.sha256.clone());
-    st.draft = None;
-    state.archives.insert(published.archive.clone(), st);
-    save_state(state_file, &state)?;
-    published.edit = Some(record_in_manifest(req, text, tree, &published)?);
-    Ok(published)
 }
 
 /// The manifest edit: the download and `doi`.
