@@ -8,8 +8,10 @@
 //!    within the archive's limits ([`Limits::for_archive`]).
 //! 2. The tarball's git tree hash is checked against the entry (one pass, which also gives
 //!    its SHA-256 and MD5; remembered in the state file for reruns).
-//! 3. A draft: the one of the state file, else a new version of the record published before
-//!    (from the state file or the entry's download URL), else a new record.
+//! 3. A draft: the one of the state file, else the one an earlier run asked for and was killed
+//!    before saving (the state file notes a new record before asking for it; the draft is found
+//!    among the user's records, `GET /api/user/records`), else a new version of the record
+//!    published before (from the state file or the entry's download URL), else a new record.
 //! 4. Metadata (`PUT /api/records/{id}/draft`), from the entry and the recipe README: a
 //!    rejected field is reported before any upload.
 //! 5. Files: the tarball and the recipe README, each initialised, streamed, committed; the
@@ -396,6 +398,23 @@ struct ArchiveState {
     published_sha256: Option<String>,
     /// The draft in progress.
     draft: Option<DraftState>,
+    /// A new record's draft asked for and not yet answered: written before `POST
+    /// /api/records`, replaced by `draft` once the archive answers; absent otherwise (so a
+    /// state file without one reads, and is written, as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    creating: Option<Creating>,
+}
+
+/// What a run asked the archive to create, to find that draft again when the run was killed
+/// before it could save the answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Creating {
+    /// SHA-256 of the tarball it is for.
+    sha256: String,
+    /// The metadata's `title` sent.
+    title: String,
+    /// The metadata's `publication_date` sent.
+    publication_date: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -685,9 +704,9 @@ impl<'a> Publication<'a> {
         Ok(self.published)
     }
 
-    /// Step 3 of [`publish`]: the draft of the state file, else a new version of the record
-    /// published before, else a new record; or the record itself when an earlier run published
-    /// that draft.
+    /// Step 3 of [`publish`]: the draft of the state file, else one an earlier run created
+    /// without recording it, else a new version of the record published before, else a new
+    /// record; or the record itself when an earlier run published that draft.
     fn open_draft(&mut self) -> Result<Opened, ArchiveError> {
         let resumed = match self.st.draft.clone() {
             Some(d) => self.resume(d)?,
@@ -696,7 +715,10 @@ impl<'a> Publication<'a> {
         let (mut draft, body) = match resumed {
             Some(Opened::Published(body)) => return Ok(Opened::Published(body)),
             Some(Opened::Draft(d, body)) => (d, body),
-            None => self.create_draft()?,
+            None => match self.created_unrecorded()? {
+                Some(found) => found,
+                None => self.create_draft()?,
+            },
         };
         self.published.record = draft.id.clone();
         self.published.new_version = draft.new_version;
@@ -751,15 +773,42 @@ impl<'a> Publication<'a> {
         Ok(None)
     }
 
-    /// A new draft: a new version of the previous record, else a new record.
+    /// A new draft: a new version of the previous record, else a new record. Before a new
+    /// record is asked for, the state file says so (`creating`), so that a run killed before
+    /// the archive's answer is saved finds that draft again ([`Self::created_unrecorded`]);
+    /// a new version needs no such note, the archive answers the parent's existing draft.
     fn create_draft(&mut self) -> Result<(DraftState, Value), ArchiveError> {
-        let (d, body) = new_draft(
+        if self.previous.is_none() {
+            self.st.creating = Some(Creating {
+                sha256: self.verified.sha256.clone(),
+                title: self.record_meta["metadata"]["title"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+                publication_date: self.record_meta["metadata"]["publication_date"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            });
+            self.save()?;
+        }
+        let created = new_draft(
             &self.client,
             &self.input.archive,
             self.previous.as_deref(),
             &self.record_meta,
             &self.verified,
-        )?;
+        );
+        if let Err(e) = &created
+            && self.st.creating.is_some()
+            && refused(e)
+        {
+            // The archive answered, and made nothing.
+            self.st.creating = None;
+            self.save()?;
+        }
+        let (d, body) = created?;
+        self.st.creating = None;
         self.save_draft(&d)?;
         (self.notify)(
             Line::Notice,
@@ -775,6 +824,65 @@ impl<'a> Publication<'a> {
             ),
         );
         Ok((d, body))
+    }
+
+    /// The draft of a new record that an earlier run asked for (the state file's `creating`)
+    /// but was killed before it saved the archive's answer: the newest of the user's records
+    /// (`GET /api/user/records`) that is a draft never published, of a first version, with the
+    /// title and publication date that run sent. `None` when there is no such note or draft.
+    fn created_unrecorded(&mut self) -> Result<Option<(DraftState, Value)>, ArchiveError> {
+        let Some(intent) = self.st.creating.clone() else {
+            return Ok(None);
+        };
+        if self.previous.is_some() {
+            return Ok(None);
+        }
+        let (status, listing) =
+            self.client
+                .call("GET", "/api/user/records?sort=newest&size=25", None)?;
+        if status != 200 {
+            return Ok(None);
+        }
+        let Some(id) = listing["hits"]["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| {
+                r["is_published"].as_bool() == Some(false)
+                    && r["versions"]["index"].as_u64() == Some(1)
+                    && r["metadata"]["title"].as_str() == Some(intent.title.as_str())
+                    && r["metadata"]["publication_date"].as_str()
+                        == Some(intent.publication_date.as_str())
+            })
+            .and_then(|r| r["id"].as_str())
+            .map(str::to_owned)
+        else {
+            return Ok(None);
+        };
+        // The draft itself, not the search index's copy of it.
+        let (status, body) = self
+            .client
+            .call("GET", &format!("/api/records/{id}/draft"), None)?;
+        if status != 200 {
+            return Ok(None);
+        }
+        (self.notify)(
+            Line::Notice,
+            &format!(
+                "continuing draft {}, which an earlier run created just before it stopped",
+                printable(&id)
+            ),
+        );
+        self.published.resumed = true;
+        let d = DraftState {
+            id,
+            sha256: intent.sha256,
+            new_version: false,
+            done: BTreeMap::new(),
+        };
+        self.st.creating = None;
+        self.save_draft(&d)?;
+        Ok(Some((d, body)))
     }
 
     /// Step 5 of [`publish`]: the tarball and the recipe README into `draft`, each file
@@ -874,6 +982,16 @@ impl<'a> Publication<'a> {
             &self.published,
         )?);
         Ok(self.published)
+    }
+}
+
+/// Whether the archive answered `e` to a request, refusing it (so it did nothing), rather than
+/// failing to answer.
+fn refused(e: &ArchiveError) -> bool {
+    match e {
+        ArchiveError::Unauthorized { .. } | ArchiveError::Rejected { .. } => true,
+        ArchiveError::Http { status, .. } => (400..500).contains(status),
+        _ => false,
     }
 }
 
