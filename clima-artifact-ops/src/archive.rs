@@ -778,26 +778,40 @@ impl<'a> Publication<'a> {
     /// the archive's answer is saved finds that draft again ([`Self::created_unrecorded`]);
     /// a new version needs no such note, the archive answers the parent's existing draft.
     fn create_draft(&mut self) -> Result<(DraftState, Value), ArchiveError> {
+        let intent = Creating {
+            sha256: self.verified.sha256.clone(),
+            title: self.record_meta["metadata"]["title"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+            publication_date: self.record_meta["metadata"]["publication_date"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+        };
         if self.previous.is_none() {
-            self.st.creating = Some(Creating {
-                sha256: self.verified.sha256.clone(),
-                title: self.record_meta["metadata"]["title"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned(),
-                publication_date: self.record_meta["metadata"]["publication_date"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned(),
-            });
+            self.st.creating = Some(intent.clone());
             self.save()?;
         }
+        // A try whose answer was lost may have made the draft: found, it is the answer.
+        let made = || {
+            let (id, body) = self.find_draft(&intent).ok().flatten()?;
+            (self.notify)(
+                Line::Notice,
+                &format!(
+                    "the archive made draft {} before its answer was lost; continuing it",
+                    printable(&id)
+                ),
+            );
+            Some(body)
+        };
         let created = new_draft(
             &self.client,
             &self.input.archive,
             self.previous.as_deref(),
             &self.record_meta,
             &self.verified,
+            &made,
         );
         if let Err(e) = &created
             && self.st.creating.is_some()
@@ -829,7 +843,8 @@ impl<'a> Publication<'a> {
     /// The draft of a new record that an earlier run asked for (the state file's `creating`)
     /// but was killed before it saved the archive's answer: the newest of the user's records
     /// (`GET /api/user/records`) that is a draft never published, of a first version, with the
-    /// title and publication date that run sent. `None` when there is no such note or draft.
+    /// title and publication date that run sent ([`Self::find_draft`]). `None` when there is no
+    /// such note or draft.
     fn created_unrecorded(&mut self) -> Result<Option<(DraftState, Value)>, ArchiveError> {
         let Some(intent) = self.st.creating.clone() else {
             return Ok(None);
@@ -837,6 +852,32 @@ impl<'a> Publication<'a> {
         if self.previous.is_some() {
             return Ok(None);
         }
+        let Some((id, body)) = self.find_draft(&intent)? else {
+            return Ok(None);
+        };
+        (self.notify)(
+            Line::Notice,
+            &format!(
+                "continuing draft {}, which an earlier run created just before it stopped",
+                printable(&id)
+            ),
+        );
+        self.published.resumed = true;
+        let d = DraftState {
+            id,
+            sha256: intent.sha256,
+            new_version: false,
+            done: BTreeMap::new(),
+        };
+        self.st.creating = None;
+        self.save_draft(&d)?;
+        Ok(Some((d, body)))
+    }
+
+    /// The draft `intent` describes among the user's records (`GET /api/user/records`, newest
+    /// first): never published, a first version, the title and publication date sent; its id
+    /// and the draft as read (`GET /api/records/{id}/draft`, not the search index's copy).
+    fn find_draft(&self, intent: &Creating) -> Result<Option<(String, Value)>, ArchiveError> {
         let (status, listing) =
             self.client
                 .call("GET", "/api/user/records?sort=newest&size=25", None)?;
@@ -859,30 +900,10 @@ impl<'a> Publication<'a> {
         else {
             return Ok(None);
         };
-        // The draft itself, not the search index's copy of it.
         let (status, body) = self
             .client
             .call("GET", &format!("/api/records/{id}/draft"), None)?;
-        if status != 200 {
-            return Ok(None);
-        }
-        (self.notify)(
-            Line::Notice,
-            &format!(
-                "continuing draft {}, which an earlier run created just before it stopped",
-                printable(&id)
-            ),
-        );
-        self.published.resumed = true;
-        let d = DraftState {
-            id,
-            sha256: intent.sha256,
-            new_version: false,
-            done: BTreeMap::new(),
-        };
-        self.st.creating = None;
-        self.save_draft(&d)?;
-        Ok(Some((d, body)))
+        Ok((status == 200).then_some((id, body)))
     }
 
     /// Step 5 of [`publish`]: the tarball and the recipe README into `draft`, each file
@@ -1087,14 +1108,16 @@ fn check_limits(
 }
 
 /// Step 3 of [`publish`] without a draft to continue: a new version of the `previous` record,
-/// else a new record with `record_meta`; the draft's state for the artifact `verified`, and the
-/// archive's answer.
+/// else a new record with `record_meta` (`made`: the draft a try whose answer was lost made, see
+/// [`Client::call_making`]); the draft's state for the artifact `verified`, and the archive's
+/// answer.
 fn new_draft(
     client: &Client<'_>,
     archive: &str,
     previous: Option<&str>,
     record_meta: &Value,
     verified: &Verified,
+    made: &dyn Fn() -> Option<Value>,
 ) -> Result<(DraftState, Value), ArchiveError> {
     let (status, body, new_version) = match previous {
         Some(prev) => {
@@ -1106,7 +1129,7 @@ fn new_draft(
             (s, b, true)
         }
         None => {
-            let (s, b) = client.call("POST", "/api/records", Some(record_meta))?;
+            let (s, b) = client.call_making("POST", "/api/records", Some(record_meta), made)?;
             (s, b, false)
         }
     };
@@ -1877,10 +1900,28 @@ impl<'a> Client<'a> {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(u16, Value), ArchiveError> {
+        self.call_making(method, path, body, &|| None)
+    }
+
+    /// [`Client::call`] for a request that makes something (a new record): a try without an
+    /// answer (a broken connection, a `5xx`) may have made it all the same, so before the next
+    /// try `made` is asked for what the lost answer would have said; found, that is the answer
+    /// (`201`) and the request is not sent again.
+    fn call_making(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        made: &dyn Fn() -> Option<Value>,
+    ) -> Result<(u16, Value), ArchiveError> {
         let url = format!("{}{path}", self.base);
         let what = format!("{method} {url}");
         let text = body.map(Value::to_string);
+        let mut unanswered = false;
         self.send(&what, &mut || {
+            if unanswered && let Some(found) = made() {
+                return Outcome::Answer(201, None, found);
+            }
             let builder = ureq::http::Request::builder()
                 .method(method)
                 .uri(&url)
@@ -1897,10 +1938,15 @@ impl<'a> Client<'a> {
                     .map_err(io::Error::other)
                     .and_then(|r| self.agent.run(r).map_err(into_io)),
             };
-            match result {
+            let outcome = match result {
                 Ok(resp) => answer_of(resp),
                 Err(e) => Outcome::Broken(e),
-            }
+            };
+            unanswered = match &outcome {
+                Outcome::Answer(status, ..) => *status >= 500,
+                Outcome::Broken(_) => true,
+            };
+            outcome
         })
     }
 

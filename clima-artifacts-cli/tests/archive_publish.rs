@@ -728,3 +728,24 @@ fn a_run_killed_before_it_saved_a_new_draft_continues_that_draft_on_rerun() {
     assert!(archive.get("creating").is_none(), "{state}");
     assert_eq!(archive["record"], published(&server)[0].id);
 }
+
+/// The answer to `POST /api/records` lost on the way (the draft made, the connection closed
+/// without an answer): the next try finds that draft among the user's records instead of
+/// making a second one.
+#[test]
+fn a_lost_answer_to_a_new_draft_does_not_make_a_second_draft() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    server.fault(ArchiveFault::StallCreate { secs: 0 });
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.contains("trying again") && err.contains("before its answer was lost"),
+        "{err}"
+    );
+    assert_eq!(server.records_created(), 1, "no second draft");
+    assert_eq!(server.records().len(), 1);
+    assert_eq!(published(&server).len(), 1);
+}
