@@ -22,7 +22,9 @@
 //!
 //! The state file `.<NAME>.publish-state.json` next to the manifest keeps, per archive, the
 //! draft id and the published record, so a rerun continues the same draft and a changed
-//! artifact becomes a new version of the same record. HTTP failures: `429` waits for
+//! artifact becomes a new version of the same record; while a new record's draft is asked for,
+//! it notes that request, so that a draft whose answer never arrived (a killed run, a lost
+//! answer) is found again rather than made twice. HTTP failures: `429` waits for
 //! `Retry-After` (saying so), `5xx` and broken connections are retried with the download retry
 //! policy ([`clima_artifact_net::retry`]), `401`/`403` name the token variable.
 
