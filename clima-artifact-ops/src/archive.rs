@@ -8,8 +8,10 @@
 //!    within the archive's limits ([`Limits::for_archive`]).
 //! 2. The tarball's git tree hash is checked against the entry (one pass, which also gives
 //!    its SHA-256 and MD5; remembered in the state file for reruns).
-//! 3. A draft: the one of the state file, else a new version of the record published before
-//!    (from the state file or the entry's download URL), else a new record.
+//! 3. A draft: the one of the state file, else the one an earlier run asked for and was killed
+//!    before saving (the state file notes a new record before asking for it; the draft is found
+//!    among the user's records, `GET /api/user/records`), else a new version of the record
+//!    published before (from the state file or the entry's download URL), else a new record.
 //! 4. Metadata (`PUT /api/records/{id}/draft`), from the entry and the recipe README: a
 //!    rejected field is reported before any upload.
 //! 5. Files: the tarball and the recipe README, each initialised, streamed, committed; the
@@ -20,7 +22,9 @@
 //!
 //! The state file `.<NAME>.publish-state.json` next to the manifest keeps, per archive, the
 //! draft id and the published record, so a rerun continues the same draft and a changed
-//! artifact becomes a new version of the same record. HTTP failures: `429` waits for
+//! artifact becomes a new version of the same record; while a new record's draft is asked for,
+//! it notes that request, so that a draft whose answer never arrived (a killed run, a lost
+//! answer) is found again rather than made twice. HTTP failures: `429` waits for
 //! `Retry-After` (saying so), `5xx` and broken connections are retried with the download retry
 //! policy ([`clima_artifact_net::retry`]), `401`/`403` name the token variable.
 
@@ -396,6 +400,23 @@ struct ArchiveState {
     published_sha256: Option<String>,
     /// The draft in progress.
     draft: Option<DraftState>,
+    /// A new record's draft asked for and not yet answered: written before `POST
+    /// /api/records`, replaced by `draft` once the archive answers; absent otherwise (so a
+    /// state file without one reads, and is written, as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    creating: Option<Creating>,
+}
+
+/// What a run asked the archive to create, to find that draft again when the run was killed
+/// before it could save the answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Creating {
+    /// SHA-256 of the tarball it is for.
+    sha256: String,
+    /// The metadata's `title` sent.
+    title: String,
+    /// The metadata's `publication_date` sent.
+    publication_date: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -436,274 +457,565 @@ fn save_state(path: &Path, state: &State) -> Result<(), ArchiveError> {
 
 /// Publishes artifact `req.name` to `req.archive`; `notify` receives [`Line`]s (for a
 /// terminal or a batch log).
-#[expect(
-    clippy::too_many_lines,
-    reason = "the module's six steps in order, threading one state (the state file, this \
-              archive's entry, the draft, the result) that is saved between requests so a killed \
-              run resumes; the requests are helpers, the state updates stay here in their order"
-)]
 pub fn publish(
     req: &PublishRequest,
     notify: &dyn Fn(Line, &str),
 ) -> Result<Published, ArchiveError> {
     // 1. Checks without a request.
-    let archive = checked_archive(req)?;
-    let text = std::fs::read_to_string(&req.manifest).map_err(|e| {
-        ArchiveError::Input(format!("cannot read `{}`: {e}", req.manifest.display()))
-    })?;
-    let manifest =
-        Manifest::parse(&text, &req.manifest).map_err(|e| ArchiveError::Input(e.to_string()))?;
-    let variant = single_variant(req, &manifest)?;
-    let Some(license) = variant
-        .metadata
-        .get(metadata::LICENSE)
-        .filter(|l| !l.trim().is_empty())
-        .cloned()
-    else {
-        return Err(ArchiveError::NoLicense {
-            name: req.name.clone(),
-            manifest: req.manifest.clone(),
-        });
-    };
-    let creators = creators(req, &variant.metadata)?;
-    let token = match req.token.as_deref().map(str::trim) {
-        Some(t) if !t.is_empty() => t.to_owned(),
-        _ => return Err(ArchiveError::NoToken { archive }),
-    };
-    let tree = variant.git_tree_sha1.to_hex();
-    let manifest_dir = crate::recipe::manifest_dir(&req.manifest).map_err(from_cli)?;
-    let readme = recipe_readme(&variant.metadata, &manifest_dir);
-    let tarball = find_or_pack(req, &manifest_dir, &variant, notify)?;
-    let size = std::fs::metadata(&tarball)
-        .map_err(|e| ArchiveError::Io(format!("cannot read `{}`: {e}", tarball.display())))?
-        .len();
-    let readme_size = readme.as_ref().map_or(0, |(_, t)| t.len() as u64);
-    check_limits(&archive, &tarball, size, readme_size)?;
-
+    let input = Input::check(req, notify)?;
     // 2. The tarball holds the artifact (and its hashes), remembered across runs.
-    let state_file = state_path(&req.manifest, &req.name);
-    let mut state = load_state(&state_file);
-    let verified = verify_tarball(&tarball, size, &tree, state.verified.as_ref(), notify)?;
-    state.verified = Some(verified.clone());
-    let mut st = state.archives.get(&archive).cloned().unwrap_or_default();
-
-    let key = tarball
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .filter(|k| !k.is_empty() && !k.contains('/'))
-        .unwrap_or_else(|| format!("{}.tar.gz", req.name));
-    let mut published = Published {
-        name: req.name.clone(),
-        archive: archive.clone(),
-        record: String::new(),
-        parent: st.parent.clone(),
-        doi: st.doi.clone(),
-        url: None,
-        draft_url: None,
-        draft: req.draft_only,
-        new_version: false,
-        resumed: false,
-        unchanged: false,
-        tarball: tarball.clone(),
-        bytes: size,
-        sha256: verified.sha256.clone(),
-        md5: verified.md5.clone(),
-        uploaded: Vec::new(),
-        manifest: req.manifest.clone(),
-        edit: None,
-        state_file: state_file.clone(),
-    };
-    let client = Client::new(&archive, &token, notify)?;
-
+    let mut p = Publication::start(req, input, notify)?;
     // Already published with this content: only the manifest may need the record.
-    if st.published_sha256.as_deref() == Some(verified.sha256.as_str())
-        && let Some(record) = st.record.clone()
-        && !req.draft_only
-    {
-        published.record = record.clone();
-        published.unchanged = true;
-        published.url = Some(file_url(&archive, &record, &key));
-        published.edit = Some(record_in_manifest(req, &text, &tree, &published)?);
-        save_state(&state_file, &state)?;
-        return Ok(published);
+    if let Some(record) = p.already_published() {
+        return p.unchanged(record);
+    }
+    // 3. The draft, unless an earlier run published it already.
+    let body = match p.open_draft()? {
+        Opened::Published(body) => body,
+        Opened::Draft(mut draft, draft_body) => {
+            // 4. Metadata, checked before any upload.
+            put_metadata(&p.client, &p.input.archive, &draft.id, &p.record_meta)?;
+            // 5. Files.
+            p.upload_files(&mut draft)?;
+            // 6. Publish.
+            if req.draft_only {
+                return p.stop_at_draft(&draft, &draft_body);
+            }
+            publish_draft(&p.client, &p.input.archive, &draft.id)?
+        }
+    };
+    p.finish_published(&body)
+}
+
+/// Step 1 of [`publish`]: what is known before any request.
+struct Input {
+    /// The archive's address, without a trailing `/`.
+    archive: String,
+    /// The manifest's text as read.
+    text: String,
+    variant: ArtifactVariant,
+    license: String,
+    /// InvenioRDM's `person_or_org` objects.
+    creators: Vec<Value>,
+    token: String,
+    /// The entry's git tree hash, hex.
+    tree: String,
+    /// The recipe README (path, text).
+    readme: Option<(PathBuf, String)>,
+    tarball: PathBuf,
+    /// The tarball's size.
+    size: u64,
+}
+
+impl Input {
+    /// The checks that need no request: the entry exists and has a `license`, creators are
+    /// known, a token is set, the tarball (found, or packed) is within the archive's limits.
+    fn check(req: &PublishRequest, notify: &dyn Fn(Line, &str)) -> Result<Input, ArchiveError> {
+        let archive = checked_archive(req)?;
+        let text = std::fs::read_to_string(&req.manifest).map_err(|e| {
+            ArchiveError::Input(format!("cannot read `{}`: {e}", req.manifest.display()))
+        })?;
+        let manifest = Manifest::parse(&text, &req.manifest)
+            .map_err(|e| ArchiveError::Input(e.to_string()))?;
+        let variant = single_variant(req, &manifest)?;
+        let Some(license) = variant
+            .metadata
+            .get(metadata::LICENSE)
+            .filter(|l| !l.trim().is_empty())
+            .cloned()
+        else {
+            return Err(ArchiveError::NoLicense {
+                name: req.name.clone(),
+                manifest: req.manifest.clone(),
+            });
+        };
+        let creators = creators(req, &variant.metadata)?;
+        let token = match req.token.as_deref().map(str::trim) {
+            Some(t) if !t.is_empty() => t.to_owned(),
+            _ => return Err(ArchiveError::NoToken { archive }),
+        };
+        let tree = variant.git_tree_sha1.to_hex();
+        let manifest_dir = crate::recipe::manifest_dir(&req.manifest).map_err(from_cli)?;
+        let readme = recipe_readme(&variant.metadata, &manifest_dir);
+        let tarball = find_or_pack(req, &manifest_dir, &variant, notify)?;
+        let size = std::fs::metadata(&tarball)
+            .map_err(|e| ArchiveError::Io(format!("cannot read `{}`: {e}", tarball.display())))?
+            .len();
+        let readme_size = readme.as_ref().map_or(0, |(_, t)| t.len() as u64);
+        check_limits(&archive, &tarball, size, readme_size)?;
+        Ok(Input {
+            archive,
+            text,
+            variant,
+            license,
+            creators,
+            token,
+            tree,
+            readme,
+            tarball,
+            size,
+        })
+    }
+}
+
+/// What step 3 of [`publish`] found: a draft to fill (with the archive's answer), or the
+/// record an earlier run published just before it stopped.
+enum Opened {
+    Draft(DraftState, Value),
+    Published(Value),
+}
+
+/// One publication of an artifact to one archive, as far as it got: the checked input, the
+/// verified tarball, the state file with this archive's entry (`st`, written back into `state`
+/// by [`Publication::save`] between requests, so that a killed run resumes), and the result so
+/// far. Each step of [`publish`] is a method.
+struct Publication<'a> {
+    req: &'a PublishRequest,
+    notify: &'a dyn Fn(Line, &str),
+    input: Input,
+    client: Client<'a>,
+    verified: Verified,
+    /// The tarball's file key in the record.
+    key: String,
+    /// The record's metadata (InvenioRDM's schema).
+    record_meta: Value,
+    /// The record a new draft is a new version of (from the state file or a download URL).
+    previous: Option<String>,
+    state_file: PathBuf,
+    state: State,
+    /// This archive's entry of `state`, as updated so far.
+    st: ArchiveState,
+    published: Published,
+}
+
+impl<'a> Publication<'a> {
+    /// Step 2 of [`publish`]: the tarball's hashes (checked against the entry, or remembered
+    /// from an earlier run), the state file, and the client.
+    fn start(
+        req: &'a PublishRequest,
+        input: Input,
+        notify: &'a dyn Fn(Line, &str),
+    ) -> Result<Publication<'a>, ArchiveError> {
+        let state_file = state_path(&req.manifest, &req.name);
+        let mut state = load_state(&state_file);
+        let verified = verify_tarball(
+            &input.tarball,
+            input.size,
+            &input.tree,
+            state.verified.as_ref(),
+            notify,
+        )?;
+        state.verified = Some(verified.clone());
+        let st = state
+            .archives
+            .get(&input.archive)
+            .cloned()
+            .unwrap_or_default();
+        let key = input
+            .tarball
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|k| !k.is_empty() && !k.contains('/'))
+            .unwrap_or_else(|| format!("{}.tar.gz", req.name));
+        let published = Published {
+            name: req.name.clone(),
+            archive: input.archive.clone(),
+            record: String::new(),
+            parent: st.parent.clone(),
+            doi: st.doi.clone(),
+            url: None,
+            draft_url: None,
+            draft: req.draft_only,
+            new_version: false,
+            resumed: false,
+            unchanged: false,
+            tarball: input.tarball.clone(),
+            bytes: input.size,
+            sha256: verified.sha256.clone(),
+            md5: verified.md5.clone(),
+            uploaded: Vec::new(),
+            manifest: req.manifest.clone(),
+            edit: None,
+            state_file: state_file.clone(),
+        };
+        let client = Client::new(&input.archive, &input.token, notify)?;
+        let previous = st
+            .record
+            .clone()
+            .or_else(|| record_of_urls(&input.archive, &input.variant.downloads));
+        let own_dois: Vec<String> = st.doi.iter().cloned().collect();
+        let record_meta = record_metadata(
+            req,
+            &input.variant.metadata,
+            &input.license,
+            &input.creators,
+            input.readme.as_ref().map(|(_, t)| t.as_str()),
+            &own_dois,
+        );
+        Ok(Publication {
+            req,
+            notify,
+            input,
+            client,
+            verified,
+            key,
+            record_meta,
+            previous,
+            state_file,
+            state,
+            st,
+            published,
+        })
     }
 
-    // 3. The draft.
-    let previous = st
-        .record
-        .clone()
-        .or_else(|| record_of_urls(&archive, &variant.downloads));
-    let own_dois: Vec<String> = st.doi.iter().cloned().collect();
-    let mut draft: Option<(DraftState, Value)> = None;
-    if let Some(d) = st.draft.clone() {
-        let (status, body) = client.call("GET", &format!("/api/records/{}/draft", d.id), None)?;
+    /// Writes this archive's entry into the state and the state file.
+    fn save(&mut self) -> Result<(), ArchiveError> {
+        self.state
+            .archives
+            .insert(self.input.archive.clone(), self.st.clone());
+        save_state(&self.state_file, &self.state)
+    }
+
+    /// [`Publication::save`] with `draft` as the draft in progress.
+    fn save_draft(&mut self, draft: &DraftState) -> Result<(), ArchiveError> {
+        self.st.draft = Some(draft.clone());
+        self.save()
+    }
+
+    /// The record already published with this content (not with `--draft`).
+    fn already_published(&self) -> Option<String> {
+        let same = self.st.published_sha256.as_deref() == Some(self.verified.sha256.as_str());
+        self.st
+            .record
+            .clone()
+            .filter(|_| same && !self.req.draft_only)
+    }
+
+    /// Nothing to send: `record` goes into the manifest if it is not there yet.
+    fn unchanged(mut self, record: String) -> Result<Published, ArchiveError> {
+        self.published.url = Some(file_url(&self.input.archive, &record, &self.key));
+        self.published.record = record;
+        self.published.unchanged = true;
+        self.published.edit = Some(record_in_manifest(
+            self.req,
+            &self.input.text,
+            &self.input.tree,
+            &self.published,
+        )?);
+        self.save()?;
+        Ok(self.published)
+    }
+
+    /// Step 3 of [`publish`]: the draft of the state file, else one an earlier run created
+    /// without recording it, else a new version of the record published before, else a new
+    /// record; or the record itself when an earlier run published that draft.
+    fn open_draft(&mut self) -> Result<Opened, ArchiveError> {
+        let resumed = match self.st.draft.clone() {
+            Some(d) => self.resume(d)?,
+            None => None,
+        };
+        let (mut draft, body) = match resumed {
+            Some(Opened::Published(body)) => return Ok(Opened::Published(body)),
+            Some(Opened::Draft(d, body)) => (d, body),
+            None => match self.created_unrecorded()? {
+                Some(found) => found,
+                None => self.create_draft()?,
+            },
+        };
+        self.published.record = draft.id.clone();
+        self.published.new_version = draft.new_version;
+        self.published.parent = body["parent"]["id"]
+            .as_str()
+            .map(str::to_owned)
+            .or(self.published.parent.take());
+        if draft.sha256 != self.verified.sha256 {
+            // The artifact changed since the draft was started: its files are stale.
+            draft.sha256 = self.verified.sha256.clone();
+            draft.done.clear();
+        }
+        Ok(Opened::Draft(draft, body))
+    }
+
+    /// The draft `d` of the state file: still a draft (continued), published by the earlier
+    /// run (with this content: that record; else the record a new version continues), or gone.
+    fn resume(&mut self, d: DraftState) -> Result<Option<Opened>, ArchiveError> {
+        let (status, body) =
+            self.client
+                .call("GET", &format!("/api/records/{}/draft", d.id), None)?;
         if status == 200 {
-            notify(
+            (self.notify)(
                 Line::Notice,
                 &format!("continuing draft {} of an earlier run", printable(&d.id)),
             );
-            published.resumed = true;
-            draft = Some((d, body));
-        } else if status == 404 {
-            // Published by the earlier run just before it stopped?
-            let (status, body) = client.call("GET", &format!("/api/records/{}", d.id), None)?;
-            if status == 200 && body["is_published"].as_bool() == Some(true) {
-                if d.sha256 == verified.sha256 {
-                    notify(
-                        Line::Notice,
-                        &format!("draft {} was published by an earlier run", printable(&d.id)),
-                    );
-                    return finish_published(
-                        req,
-                        &text,
-                        &tree,
-                        &client,
-                        body,
-                        &key,
-                        published,
-                        state,
-                        st,
-                        &state_file,
-                    );
-                }
-                st.record = Some(d.id.clone());
-            }
-            st.draft = None;
-        } else {
+            self.published.resumed = true;
+            return Ok(Some(Opened::Draft(d, body)));
+        }
+        if status != 404 {
             return Err(http_error(
-                &format!("GET {archive}/api/records/{}/draft", d.id),
+                &format!("GET {}/api/records/{}/draft", self.input.archive, d.id),
                 status,
                 &body,
             ));
         }
+        // Published by the earlier run just before it stopped?
+        let (status, body) = self
+            .client
+            .call("GET", &format!("/api/records/{}", d.id), None)?;
+        if status == 200 && body["is_published"].as_bool() == Some(true) {
+            if d.sha256 == self.verified.sha256 {
+                (self.notify)(
+                    Line::Notice,
+                    &format!("draft {} was published by an earlier run", printable(&d.id)),
+                );
+                return Ok(Some(Opened::Published(body)));
+            }
+            self.st.record = Some(d.id.clone());
+        }
+        self.st.draft = None;
+        Ok(None)
     }
-    let record_meta = record_metadata(
-        req,
-        &variant.metadata,
-        &license,
-        &creators,
-        readme.as_ref().map(|(_, t)| t.as_str()),
-        &own_dois,
-    );
-    let (mut draft, draft_body) = match draft {
-        Some(d) => d,
-        None => {
-            let (d, body) = new_draft(
-                &client,
-                &archive,
-                previous.as_deref(),
-                &record_meta,
-                &verified,
-            )?;
-            st.draft = Some(d.clone());
-            state.archives.insert(archive.clone(), st.clone());
-            save_state(&state_file, &state)?;
-            notify(
+
+    /// A new draft: a new version of the previous record, else a new record. Before a new
+    /// record is asked for, the state file says so (`creating`), so that a run killed before
+    /// the archive's answer is saved finds that draft again ([`Self::created_unrecorded`]);
+    /// a new version needs no such note, the archive answers the parent's existing draft.
+    fn create_draft(&mut self) -> Result<(DraftState, Value), ArchiveError> {
+        let intent = Creating {
+            sha256: self.verified.sha256.clone(),
+            title: self.record_meta["metadata"]["title"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+            publication_date: self.record_meta["metadata"]["publication_date"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+        };
+        if self.previous.is_none() {
+            self.st.creating = Some(intent.clone());
+            self.save()?;
+        }
+        // A try whose answer was lost may have made the draft: found, it is the answer.
+        let made = || {
+            let (id, body) = self.find_draft(&intent).ok().flatten()?;
+            (self.notify)(
                 Line::Notice,
                 &format!(
-                    "{} {} on {archive}",
-                    if d.new_version {
-                        "new version draft"
-                    } else {
-                        "new draft"
-                    },
-                    printable(&d.id)
+                    "the archive made draft {} before its answer was lost; continuing it",
+                    printable(&id)
                 ),
             );
-            (d, body)
-        }
-    };
-    published.record = draft.id.clone();
-    published.new_version = draft.new_version;
-    published.parent = draft_body["parent"]["id"]
-        .as_str()
-        .map(str::to_owned)
-        .or(published.parent);
-    if draft.sha256 != verified.sha256 {
-        // The artifact changed since the draft was started: its files are stale.
-        draft.sha256 = verified.sha256.clone();
-        draft.done.clear();
-    }
-
-    // 4. Metadata, checked before any upload.
-    put_metadata(&client, &archive, &draft.id, &record_meta)?;
-
-    // 5. Files.
-    let mut files: Vec<(String, Upload)> = vec![(
-        key.clone(),
-        Upload::File {
-            path: tarball.clone(),
-            size,
-            md5: verified.md5.clone(),
-        },
-    )];
-    if let Some((_, text)) = &readme {
-        files.push((
-            crate::recipe::README_FILE.to_owned(),
-            Upload::Bytes(text.clone().into_bytes()),
-        ));
-    }
-    keep_complete_files(&client, &mut draft, &files)?;
-    for (k, upload) in &files {
-        if draft.done.get(k).is_some_and(|m| *m == upload.md5()) {
-            notify(
-                Line::Notice,
-                &format!("`{}` is already in the draft", printable(k)),
-            );
-            continue;
-        }
-        let theirs = send_file(&client, &draft.id, k, upload)?;
-        let sent_md5 = upload.md5();
-        let ours = format!("md5:{sent_md5}");
-        if theirs != ours {
-            client.delete_file(&draft.id, k)?;
-            draft.done.remove(k);
-            st.draft = Some(draft.clone());
-            state.archives.insert(archive.clone(), st.clone());
-            save_state(&state_file, &state)?;
-            return Err(ArchiveError::Checksum {
-                key: k.clone(),
-                ours: format!("md5:{}", upload.md5()),
-                theirs: printable(&theirs).into_owned(),
-                draft: draft.id.clone(),
-            });
-        }
-        notify(
-            Line::Notice,
-            &format!("`{}` committed, checksum {ours} matches", printable(k)),
+            Some(body)
+        };
+        let created = new_draft(
+            &self.client,
+            &self.input.archive,
+            self.previous.as_deref(),
+            &self.record_meta,
+            &self.verified,
+            &made,
         );
-        draft.done.insert(k.clone(), sent_md5);
-        published.uploaded.push(k.clone());
-        st.draft = Some(draft.clone());
-        state.archives.insert(archive.clone(), st.clone());
-        save_state(&state_file, &state)?;
+        if let Err(e) = &created
+            && self.st.creating.is_some()
+            && refused(e)
+        {
+            // The archive answered, and made nothing.
+            self.st.creating = None;
+            self.save()?;
+        }
+        let (d, body) = created?;
+        self.st.creating = None;
+        self.save_draft(&d)?;
+        (self.notify)(
+            Line::Notice,
+            &format!(
+                "{} {} on {}",
+                if d.new_version {
+                    "new version draft"
+                } else {
+                    "new draft"
+                },
+                printable(&d.id),
+                self.input.archive
+            ),
+        );
+        Ok((d, body))
     }
 
-    // 6. Publish.
-    if req.draft_only {
-        published.draft_url = draft_body["links"]["self_html"]
+    /// The draft of a new record that an earlier run asked for (the state file's `creating`)
+    /// but was killed before it saved the archive's answer: the newest of the user's records
+    /// (`GET /api/user/records`) that is a draft never published, of a first version, with the
+    /// title and publication date that run sent ([`Self::find_draft`]). `None` when there is no
+    /// such note or draft.
+    fn created_unrecorded(&mut self) -> Result<Option<(DraftState, Value)>, ArchiveError> {
+        let Some(intent) = self.st.creating.clone() else {
+            return Ok(None);
+        };
+        if self.previous.is_some() {
+            return Ok(None);
+        }
+        let Some((id, body)) = self.find_draft(&intent)? else {
+            return Ok(None);
+        };
+        (self.notify)(
+            Line::Notice,
+            &format!(
+                "continuing draft {}, which an earlier run created just before it stopped",
+                printable(&id)
+            ),
+        );
+        self.published.resumed = true;
+        let d = DraftState {
+            id,
+            sha256: intent.sha256,
+            new_version: false,
+            done: BTreeMap::new(),
+        };
+        self.st.creating = None;
+        self.save_draft(&d)?;
+        Ok(Some((d, body)))
+    }
+
+    /// The draft `intent` describes among the user's records (`GET /api/user/records`, newest
+    /// first): never published, a first version, the title and publication date sent; its id
+    /// and the draft as read (`GET /api/records/{id}/draft`, not the search index's copy).
+    fn find_draft(&self, intent: &Creating) -> Result<Option<(String, Value)>, ArchiveError> {
+        let (status, listing) =
+            self.client
+                .call("GET", "/api/user/records?sort=newest&size=25", None)?;
+        if status != 200 {
+            return Ok(None);
+        }
+        let Some(id) = listing["hits"]["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| {
+                r["is_published"].as_bool() == Some(false)
+                    && r["versions"]["index"].as_u64() == Some(1)
+                    && r["metadata"]["title"].as_str() == Some(intent.title.as_str())
+                    && r["metadata"]["publication_date"].as_str()
+                        == Some(intent.publication_date.as_str())
+            })
+            .and_then(|r| r["id"].as_str())
+            .map(str::to_owned)
+        else {
+            return Ok(None);
+        };
+        let (status, body) = self
+            .client
+            .call("GET", &format!("/api/records/{id}/draft"), None)?;
+        Ok((status == 200).then_some((id, body)))
+    }
+
+    /// Step 5 of [`publish`]: the tarball and the recipe README into `draft`, each file
+    /// recorded in the state file once committed with the right checksum.
+    fn upload_files(&mut self, draft: &mut DraftState) -> Result<(), ArchiveError> {
+        let mut files: Vec<(String, Upload)> = vec![(
+            self.key.clone(),
+            Upload::File {
+                path: self.input.tarball.clone(),
+                size: self.input.size,
+                md5: self.verified.md5.clone(),
+            },
+        )];
+        if let Some((_, text)) = &self.input.readme {
+            files.push((
+                crate::recipe::README_FILE.to_owned(),
+                Upload::Bytes(text.clone().into_bytes()),
+            ));
+        }
+        keep_complete_files(&self.client, draft, &files)?;
+        for (k, upload) in &files {
+            if draft.done.get(k).is_some_and(|m| *m == upload.md5()) {
+                (self.notify)(
+                    Line::Notice,
+                    &format!("`{}` is already in the draft", printable(k)),
+                );
+                continue;
+            }
+            let theirs = send_file(&self.client, &draft.id, k, upload)?;
+            let sent_md5 = upload.md5();
+            let ours = format!("md5:{sent_md5}");
+            if theirs != ours {
+                self.client.delete_file(&draft.id, k)?;
+                draft.done.remove(k);
+                self.save_draft(draft)?;
+                return Err(ArchiveError::Checksum {
+                    key: k.clone(),
+                    ours: format!("md5:{}", upload.md5()),
+                    theirs: printable(&theirs).into_owned(),
+                    draft: draft.id.clone(),
+                });
+            }
+            (self.notify)(
+                Line::Notice,
+                &format!("`{}` committed, checksum {ours} matches", printable(k)),
+            );
+            draft.done.insert(k.clone(), sent_md5);
+            self.published.uploaded.push(k.clone());
+            self.save_draft(draft)?;
+        }
+        Ok(())
+    }
+
+    /// Step 6 of [`publish`] with `--draft`: the draft stays for review, at its web page.
+    fn stop_at_draft(
+        mut self,
+        draft: &DraftState,
+        draft_body: &Value,
+    ) -> Result<Published, ArchiveError> {
+        self.published.draft_url = draft_body["links"]["self_html"]
             .as_str()
             .map(|u| printable(u).into_owned())
-            .or_else(|| Some(format!("{archive}/uploads/{}", draft.id)));
-        st.draft = Some(draft);
-        state.archives.insert(archive.clone(), st);
-        save_state(&state_file, &state)?;
-        return Ok(published);
+            .or_else(|| Some(format!("{}/uploads/{}", self.input.archive, draft.id)));
+        self.save_draft(draft)?;
+        Ok(self.published)
     }
-    let body = publish_draft(&client, &archive, &draft.id)?;
-    st.draft = Some(draft);
-    finish_published(
-        req,
-        &text,
-        &tree,
-        &client,
-        body,
-        &key,
-        published,
-        state,
-        st,
-        &state_file,
-    )
+
+    /// After a publish answered `body` (now or by an earlier run): state, manifest.
+    fn finish_published(mut self, body: &Value) -> Result<Published, ArchiveError> {
+        let id = body["id"].as_str().unwrap_or("").to_owned();
+        let doi = body["pids"]["doi"]["identifier"]
+            .as_str()
+            .map(|d| printable(d).into_owned());
+        let files = body["links"]["files"]
+            .as_str()
+            .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+            .map(|u| format!("{}/{}/content", u.trim_end_matches('/'), self.key))
+            .unwrap_or_else(|| file_url(&self.input.archive, &id, &self.key));
+        self.published.record = id.clone();
+        self.published.doi = doi.clone();
+        self.published.parent = body["parent"]["id"]
+            .as_str()
+            .map(str::to_owned)
+            .or(self.published.parent.take());
+        self.published.url = Some(files);
+        self.published.draft = false;
+        self.st.record = Some(id);
+        self.st.parent = self.published.parent.clone();
+        self.st.doi = doi;
+        self.st.published_sha256 = Some(self.published.sha256.clone());
+        self.st.draft = None;
+        self.save()?;
+        self.published.edit = Some(record_in_manifest(
+            self.req,
+            &self.input.text,
+            &self.input.tree,
+            &self.published,
+        )?);
+        Ok(self.published)
+    }
+}
+
+/// Whether the archive answered `e` to a request, refusing it (so it did nothing), rather than
+/// failing to answer.
+fn refused(e: &ArchiveError) -> bool {
+    match e {
+        ArchiveError::Unauthorized { .. } | ArchiveError::Rejected { .. } => true,
+        ArchiveError::Http { status, .. } => (400..500).contains(status),
+        _ => false,
+    }
 }
 
 /// Step 1 of [`publish`] for the name and the address: a valid artifact name, and an http(s)
@@ -798,14 +1110,16 @@ fn check_limits(
 }
 
 /// Step 3 of [`publish`] without a draft to continue: a new version of the `previous` record,
-/// else a new record with `record_meta`; the draft's state for the artifact `verified`, and the
-/// archive's answer.
+/// else a new record with `record_meta` (`made`: the draft a try whose answer was lost made, see
+/// [`Client::call_making`]); the draft's state for the artifact `verified`, and the archive's
+/// answer.
 fn new_draft(
     client: &Client<'_>,
     archive: &str,
     previous: Option<&str>,
     record_meta: &Value,
     verified: &Verified,
+    made: &dyn Fn() -> Option<Value>,
 ) -> Result<(DraftState, Value), ArchiveError> {
     let (status, body, new_version) = match previous {
         Some(prev) => {
@@ -817,7 +1131,7 @@ fn new_draft(
             (s, b, true)
         }
         None => {
-            let (s, b) = client.call("POST", "/api/records", Some(record_meta))?;
+            let (s, b) = client.call_making("POST", "/api/records", Some(record_meta), made)?;
             (s, b, false)
         }
     };
@@ -986,48 +1300,6 @@ fn publish_draft(
         ));
     }
     Ok(body)
-}
-
-/// After a publish answered (now or by an earlier run): state, manifest.
-#[allow(clippy::too_many_arguments)]
-fn finish_published(
-    req: &PublishRequest,
-    text: &str,
-    tree: &str,
-    client: &Client<'_>,
-    body: Value,
-    key: &str,
-    mut published: Published,
-    mut state: State,
-    mut st: ArchiveState,
-    state_file: &Path,
-) -> Result<Published, ArchiveError> {
-    let id = body["id"].as_str().unwrap_or("").to_owned();
-    let doi = body["pids"]["doi"]["identifier"]
-        .as_str()
-        .map(|d| printable(d).into_owned());
-    let files = body["links"]["files"]
-        .as_str()
-        .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
-        .map(|u| format!("{}/{key}/content", u.trim_end_matches('/')))
-        .unwrap_or_else(|| file_url(&client.base, &id, key));
-    published.record = id.clone();
-    published.doi = doi.clone();
-    published.parent = body["parent"]["id"]
-        .as_str()
-        .map(str::to_owned)
-        .or(published.parent);
-    published.url = Some(files);
-    published.draft = false;
-    st.record = Some(id);
-    st.parent = published.parent.clone();
-    st.doi = doi;
-    st.published_sha256 = Some(published.sha256.clone());
-    st.draft = None;
-    state.archives.insert(published.archive.clone(), st);
-    save_state(state_file, &state)?;
-    published.edit = Some(record_in_manifest(req, text, tree, &published)?);
-    Ok(published)
 }
 
 /// The manifest edit: the download and `doi`.
@@ -1630,10 +1902,28 @@ impl<'a> Client<'a> {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(u16, Value), ArchiveError> {
+        self.call_making(method, path, body, &|| None)
+    }
+
+    /// [`Client::call`] for a request that makes something (a new record): a try without an
+    /// answer (a broken connection, a `5xx`) may have made it all the same, so before the next
+    /// try `made` is asked for what the lost answer would have said; found, that is the answer
+    /// (`201`) and the request is not sent again.
+    fn call_making(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        made: &dyn Fn() -> Option<Value>,
+    ) -> Result<(u16, Value), ArchiveError> {
         let url = format!("{}{path}", self.base);
         let what = format!("{method} {url}");
         let text = body.map(Value::to_string);
+        let mut unanswered = false;
         self.send(&what, &mut || {
+            if unanswered && let Some(found) = made() {
+                return Outcome::Answer(201, None, found);
+            }
             let builder = ureq::http::Request::builder()
                 .method(method)
                 .uri(&url)
@@ -1650,10 +1940,15 @@ impl<'a> Client<'a> {
                     .map_err(io::Error::other)
                     .and_then(|r| self.agent.run(r).map_err(into_io)),
             };
-            match result {
+            let outcome = match result {
                 Ok(resp) => answer_of(resp),
                 Err(e) => Outcome::Broken(e),
-            }
+            };
+            unanswered = match &outcome {
+                Outcome::Answer(status, ..) => *status >= 500,
+                Outcome::Broken(_) => true,
+            };
+            outcome
         })
     }
 

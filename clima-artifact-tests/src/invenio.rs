@@ -14,11 +14,13 @@
 //! | `POST /api/records/{id}/versions` | `201`, a new draft of the same parent (the existing one if there is one) |
 //! | `GET /api/records/{id}`, `/api/records/{id}/files` | the published record and its entries |
 //! | `GET /api/records/{id}/files/{key}/content` | the file, through a [`TestServer`] (so `Range`, `If-Range` and a strong `ETag` behave as there) |
+//! | `GET /api/user/records` (`sort`: `newest`, the default, or `oldest`; `size`, default 10; `page`; `allversions`) | the token's drafts and records, `hits.hits` and `hits.total`; of each parent only its latest version unless `allversions=true` |
 //!
-//! Every request under `/api/records` needs `Authorization: Bearer <token>` except the reads of
+//! Every request under `/api/records` and `/api/user/records` needs `Authorization: Bearer <token>` except the reads of
 //! published records: `401` without a token or with another one, `403` with a read-only one.
 //! Faults ([`ArchiveFault`]) apply to the next requests: `429` with `Retry-After`, a `5xx`, a
-//! connection cut mid-upload, a wrong checksum, rejected metadata. Limits ([`Limits`]): bytes
+//! connection cut mid-upload, a wrong checksum, rejected metadata, a new record's draft made but
+//! its answer held back (for a client killed while it waits). Limits ([`Limits`]): bytes
 //! per file, files per record, bytes per record.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -77,6 +79,13 @@ pub enum ArchiveFault {
         field: String,
         /// The server's message.
         message: String,
+    },
+    /// The next `POST /api/records` makes the draft, then holds the answer back for this many
+    /// seconds and closes the connection without one: what a client killed while it waits for
+    /// the answer leaves on the archive.
+    StallCreate {
+        /// Seconds before the connection is closed.
+        secs: u64,
     },
 }
 
@@ -356,6 +365,7 @@ fn reason(code: u16) -> &'static str {
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
+        405 => "Method Not Allowed",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         502 => "Bad Gateway",
@@ -403,11 +413,16 @@ fn handle(stream: TcpStream, sh: &Shared) -> std::io::Result<()> {
         );
     }
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let Some(["api", "records", rest @ ..]) = Some(parts.as_slice()) else {
-        let (code, body) = error(404, "The requested URL was not found on the server.");
-        return answer(&mut out, code, "", &body);
+    // `GET /api/user/records` is routed as `rest == []` with `user` set.
+    let user = matches!(parts.as_slice(), ["api", "user", "records"]);
+    let rest: Vec<&str> = match parts.as_slice() {
+        ["api", "records", rest @ ..] => rest.to_vec(),
+        _ if user => Vec::new(),
+        _ => {
+            let (code, body) = error(404, "The requested URL was not found on the server.");
+            return answer(&mut out, code, "", &body);
+        }
     };
-    let rest: Vec<&str> = rest.to_vec();
     // Published files are public; everything else needs the token.
     let public_read = req.method == "GET"
         && !rest.contains(&"draft")
@@ -452,14 +467,100 @@ fn handle(stream: TcpStream, sh: &Shared) -> std::io::Result<()> {
             upload(&mut reader, out, sh, &req, id, key)
         }
         ("GET", [id, "files", key, "content"]) => download(out, sh, &req, id, key),
-        _ => {
-            let mut body = Vec::new();
-            read_body(&mut reader, &req, None, &mut |b| body.extend_from_slice(b))?;
-            let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let (code, answer_body) = api(sh, &base, req.method.as_str(), rest.as_slice(), &parsed);
+        _ if user => {
+            let (code, answer_body) = if req.method == "GET" {
+                let query = req.path.split_once('?').map_or("", |(_, q)| q);
+                user_records(sh, &base, query)
+            } else {
+                error(405, "The method is not allowed for the requested URL.")
+            };
             answer(&mut out, code, "", &answer_body)
         }
+        _ => json_request(&mut reader, out, sh, &base, &req, &rest),
     }
+}
+
+/// A request of the JSON API ([`api`]) under `/api/records`: its body read and parsed, the
+/// answer written (or, under [`ArchiveFault::StallCreate`], held back and never written).
+fn json_request(
+    reader: &mut impl BufRead,
+    mut out: TcpStream,
+    sh: &Shared,
+    base: &str,
+    req: &Request,
+    rest: &[&str],
+) -> std::io::Result<()> {
+    let mut body = Vec::new();
+    read_body(reader, req, None, &mut |b| body.extend_from_slice(b))?;
+    let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let stall = if req.method == "POST" && rest.is_empty() {
+        take_fault(&mut sh.inner.lock().unwrap(), |f| match f {
+            ArchiveFault::StallCreate { secs } => Some(*secs),
+            _ => None,
+        })
+    } else {
+        None
+    };
+    let (code, answer_body) = api(sh, base, req.method.as_str(), rest, &parsed);
+    if let Some(secs) = stall {
+        std::thread::sleep(Duration::from_secs(secs));
+        return Ok(());
+    }
+    answer(&mut out, code, "", &answer_body)
+}
+
+/// `GET /api/user/records?{query}`: the drafts and records of the token's user (every record
+/// here), newest first unless `sort=oldest`; of each parent only the latest version unless
+/// `allversions=true`; page `page` (from 1) of `size` hits.
+fn user_records(sh: &Shared, base: &str, query: &str) -> (u16, Value) {
+    let arg = |name: &str| {
+        query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_owned())
+    };
+    let size = arg("size")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(10);
+    let page = arg("page")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1);
+    let sort = arg("sort").unwrap_or_else(|| "newest".into());
+    if !["newest", "oldest"].contains(&sort.as_str()) || size == 0 || page == 0 {
+        return error(400, "Invalid query arguments.");
+    }
+    let inner = sh.inner.lock().unwrap();
+    // Ids begin with the creation counter (`10000 + n`), so their order is the creation order.
+    let mut hits: Vec<&ArchiveRecord> = inner
+        .records
+        .values()
+        .filter(|r| {
+            arg("allversions").as_deref() == Some("true")
+                || !inner
+                    .records
+                    .values()
+                    .any(|o| o.parent == r.parent && o.index > r.index)
+        })
+        .collect();
+    if sort == "newest" {
+        hits.reverse();
+    }
+    let total = hits.len();
+    let hits: Vec<Value> = hits
+        .into_iter()
+        .skip((page - 1) * size)
+        .take(size)
+        .map(|r| record_json(base, r))
+        .collect();
+    (
+        200,
+        json!({
+            "hits": {"hits": hits, "total": total},
+            "sortBy": sort,
+            "links": {"self": format!("{base}/api/user/records?{query}")},
+        }),
+    )
 }
 
 fn record_json(base: &str, r: &ArchiveRecord) -> Value {

@@ -665,3 +665,87 @@ fn a_run_stopped_right_after_publishing_records_that_record_on_rerun() {
     assert_eq!(server.records().len(), 1, "no second record");
     assert_eq!(entry(&sb, "era5").metadata["doi"], r.doi.unwrap());
 }
+
+/// Killed while the archive's answer to `POST /api/records` was on its way (the draft made on
+/// the archive, the state file not naming it yet): the rerun finds that draft among the user's
+/// records and continues it, so the archive keeps one record and no empty draft beside it.
+#[test]
+fn a_run_killed_before_it_saved_a_new_draft_continues_that_draft_on_rerun() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    server.fault(ArchiveFault::StallCreate { secs: 20 });
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"))
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
+        .env("CLIMA_ARTIFACTS_PROGRESS", "0")
+        .env_remove("CLIMA_ARTIFACTS_OFFLINE")
+        .env_remove("CLIMA_ARTIFACTS_JULIA_INTEROP")
+        .env_remove("JULIA_DEPOT_PATH")
+        .env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
+        .args(["publish", "era5", "--archive", &server.base()])
+        .current_dir(&sb.work)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while server.records().is_empty() {
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "publish ended before the draft was made"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no draft was made"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // The draft is made, its answer held back: killed now, the run never saw its id.
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let state_file = sb.work.join(".era5.publish-state.json");
+    let state: serde_json::Value = fs::read_to_string(&state_file)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or_default();
+    assert!(
+        state["archives"][server.base()]["draft"].is_null(),
+        "the killed run recorded the draft: {state}"
+    );
+    assert_eq!(server.records().len(), 1);
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("which an earlier run created just before it stopped"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(server.records_created(), 1, "no second draft");
+    assert_eq!(server.records().len(), 1);
+    assert_eq!(published(&server).len(), 1);
+    let state: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&state_file).unwrap()).unwrap();
+    let archive = &state["archives"][server.base()];
+    assert!(archive.get("creating").is_none(), "{state}");
+    assert_eq!(archive["record"], published(&server)[0].id);
+}
+
+/// The answer to `POST /api/records` lost on the way (the draft made, the connection closed
+/// without an answer): the next try finds that draft among the user's records instead of
+/// making a second one.
+#[test]
+fn a_lost_answer_to_a_new_draft_does_not_make_a_second_draft() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    server.fault(ArchiveFault::StallCreate { secs: 0 });
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.contains("trying again") && err.contains("before its answer was lost"),
+        "{err}"
+    );
+    assert_eq!(server.records_created(), 1, "no second draft");
+    assert_eq!(server.records().len(), 1);
+    assert_eq!(published(&server).len(), 1);
+}
