@@ -48,7 +48,7 @@ use clima_artifact_fs::Dir;
 
 use clima_artifact_manifest::GitTreeSha1;
 use clima_artifact_manifest::layout;
-use clima_artifact_progress::notice::Event;
+use clima_artifact_progress::notice::{Event, PidfileReason, StaleReason};
 
 /// Pkg's `stale_age` for artifact installs (`mkpidlock(pidfile, stale_age = 20)`), in seconds.
 pub(crate) const STALE_AGE: f64 = 20.0;
@@ -146,7 +146,7 @@ pub(crate) enum Take {
     Busy(Holder),
     /// The pidfile cannot be used (no permission, something planted): the reason, for a
     /// warning; the install goes on with our own lock only.
-    Unusable(String),
+    Unusable(PidfileReason),
 }
 
 /// `<depot>/artifacts/<hash>.pid`, Pkg's pidfile of `hash` in `depot`.
@@ -166,11 +166,10 @@ impl JuliaPidfile {
         let path = pidfile_path(depot, hash);
         let artifacts = layout::artifacts_dir(depot);
         let unusable = |e: std::io::Error| {
-            Take::Unusable(format!(
-                "cannot take Julia's install lock `{}` ({})",
-                path.display(),
-                clima_artifact_fs::printable(&e.to_string())
-            ))
+            Take::Unusable(PidfileReason::CannotTakeInstallLock {
+                path: path.clone(),
+                error: e.into(),
+            })
         };
         if let Err(e) = std::fs::create_dir_all(artifacts.join(layout::LOCKS)) {
             return unusable(e);
@@ -196,11 +195,10 @@ impl JuliaPidfile {
         let (dir, temps) = match dir.and_then(|d| Ok((d.try_clone()?, d))) {
             Ok(pair) => pair,
             Err(e) => {
-                return Take::Unusable(format!(
-                    "cannot take Julia's lock `{}` ({})",
-                    path.display(),
-                    clima_artifact_fs::printable(&e.to_string())
-                ));
+                return Take::Unusable(PidfileReason::CannotTake {
+                    path,
+                    error: e.into(),
+                });
             }
         };
         take_in(dir, &temps, name.to_owned(), &path, stale_age, None)
@@ -218,11 +216,10 @@ fn take_in(
     dead_rust_holder: Option<&(u32, String)>,
 ) -> Take {
     let unusable = |e: std::io::Error| {
-        Take::Unusable(format!(
-            "cannot take Julia's lock `{}` ({})",
-            path.display(),
-            clima_artifact_fs::printable(&e.to_string())
-        ))
+        Take::Unusable(PidfileReason::CannotTake {
+            path: path.to_owned(),
+            error: e.into(),
+        })
     };
     let mut last = None;
     for _ in 0..3 {
@@ -250,9 +247,12 @@ fn take_in(
         }
         if let Ok(true) = dir.remove_file_if_same(&name, &file) {
             let why = if holder.may_be_alive() {
-                format!("not refreshed for {:.0} s", holder.age)
+                // Stale while it may live: older than the stale age, so `age` is positive.
+                StaleReason::NotRefreshed {
+                    age: Duration::try_from_secs_f64(holder.age).unwrap_or_default(),
+                }
             } else {
-                "its process is gone".to_owned()
+                StaleReason::ProcessGone
             };
             clima_artifact_progress::notice::emit(Event::StalePidfileRemoved {
                 path: path.to_path_buf(),
@@ -264,7 +264,9 @@ fn take_in(
     }
     match last {
         Some(holder) => Take::Busy(holder),
-        None => Take::Unusable(format!("Julia's lock `{}` keeps changing", path.display())),
+        None => Take::Unusable(PidfileReason::KeepsChanging {
+            path: path.to_owned(),
+        }),
     }
 }
 

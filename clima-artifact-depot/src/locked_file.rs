@@ -28,7 +28,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clima_artifact_progress::notice::{self, Event};
+use clima_artifact_progress::notice::{self, Event, LockFileReason, Planted};
 
 use crate::Error;
 
@@ -149,7 +149,7 @@ impl LockedFile {
         let file = match open_lock_file(path) {
             Ok(file) => file,
             Err(e) => {
-                notice::emit(Event::LockFileUnusable { why: e.to_string() });
+                notice::emit(Event::LockFileUnusable { why: e });
                 return Ok(LockedFile::unlocked(path));
             }
         };
@@ -279,10 +279,12 @@ fn holder_record(line: &str) -> Vec<u8> {
 /// place and never blocking on a fifo; anything but a regular file is refused by name. Without
 /// write access to an existing lock file, opens it read-only: `flock` works on read-only
 /// descriptors too.
-fn open_lock_file(path: &Path) -> Result<File, String> {
+fn open_lock_file(path: &Path) -> Result<File, LockFileReason> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("cannot create lock folder `{}`: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(|e| LockFileReason::CannotCreateFolder {
+            folder: parent.to_owned(),
+            error: e.into(),
+        })?;
     }
     let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
     let read_write = OpenOptions::new()
@@ -295,31 +297,35 @@ fn open_lock_file(path: &Path) -> Result<File, String> {
         .open(path);
     let file = match read_write {
         Ok(file) => file,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(planted(path, "a symlink")),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(planted(path, Planted::Symlink));
+        }
         Err(e) => OpenOptions::new()
             .read(true)
             .custom_flags(flags)
             .open(path)
-            .map_err(|_| format!("cannot open lock file `{}`: {e}", path.display()))?,
+            .map_err(|_| LockFileReason::CannotOpen {
+                path: path.to_owned(),
+                error: e.into(),
+            })?,
     };
     match file.metadata() {
         Ok(m) if m.is_file() => Ok(file),
-        Ok(m) if m.is_dir() => Err(planted(path, "a folder")),
-        Ok(_) => Err(planted(path, "a special file (fifo, socket or device)")),
-        Err(e) => Err(format!(
-            "cannot inspect lock file `{}`: {e}",
-            path.display()
-        )),
+        Ok(m) if m.is_dir() => Err(planted(path, Planted::Folder)),
+        Ok(_) => Err(planted(path, Planted::SpecialFile)),
+        Err(e) => Err(LockFileReason::CannotInspect {
+            path: path.to_owned(),
+            error: e.into(),
+        }),
     }
 }
 
-/// The message for something other than a regular file at a lock file's place.
-fn planted(path: &Path, what: &str) -> String {
-    format!(
-        "the lock file `{}` is {what}, not a regular file (planted by someone with write access \
-         to the depot?); it is left alone and not followed: remove it",
-        path.display()
-    )
+/// Why something other than a regular file at a lock file's place is not used.
+fn planted(path: &Path, what: Planted) -> LockFileReason {
+    LockFileReason::Planted {
+        path: path.to_owned(),
+        what,
+    }
 }
 
 /// The holder record at the start of a lock file, trimmed (empty when released).
@@ -421,6 +427,17 @@ mod tests {
         drop(guard);
         assert_eq!(std::fs::read(&secret).unwrap(), b"precious bytes");
         let e = open_lock_file(&path).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LockFileReason::Planted {
+                    what: Planted::Symlink,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("x.lock") && e.contains("symlink"), "{e}");
         // A fifo neither blocks the open nor the holder read.
         let fifo = dir.path().join("f.lock");
@@ -428,6 +445,17 @@ mod tests {
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         let e = open_lock_file(&fifo).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LockFileReason::Planted {
+                    what: Planted::SpecialFile,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("special file"), "{e}");
     }
 

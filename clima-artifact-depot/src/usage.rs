@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
 use clima_artifact_manifest::layout;
-use clima_artifact_progress::notice::Event;
+use clima_artifact_progress::notice::{
+    Event, Planted, UsageLogUnlockedReason, UsageNotRecordedReason,
+};
 
 use crate::depot::Depot;
 use crate::installed::{Installed, Origin};
@@ -56,7 +58,7 @@ impl Depot {
         if let Ok(Some(link)) = clima_artifact_fs::foreign_link(&logs) {
             clima_artifact_progress::notice::emit(Event::UsageNotRecorded {
                 path: path.clone(),
-                why: format!("{link}; remove the link"),
+                why: UsageNotRecordedReason::ForeignLink(link),
             });
             return;
         }
@@ -73,10 +75,7 @@ impl Depot {
             Err(Append::Planted(what)) => {
                 clima_artifact_progress::notice::emit(Event::UsageNotRecorded {
                     path: path.clone(),
-                    why: format!(
-                        "it is {what}, not a regular file (planted by someone with write \
-                         access to the depot?); left alone and not followed: remove it"
-                    ),
+                    why: UsageNotRecordedReason::Planted(what),
                 })
             }
             Err(Append::Io(e)) => clima_artifact_progress::notice::emit(Event::UsageRecordFailed {
@@ -115,12 +114,16 @@ fn usage_log_pidlock(logs: &Path) -> Option<JuliaPidfile> {
         match JuliaPidfile::try_take_file(logs, "artifact_usage.toml.pid", 3.0) {
             Take::Held(pidfile) => return Some(pidfile),
             Take::Unusable(why) => {
-                clima_artifact_progress::notice::emit(Event::UsageLogUnlocked { why });
+                clima_artifact_progress::notice::emit(Event::UsageLogUnlocked {
+                    why: UsageLogUnlockedReason::Pidfile(why),
+                });
                 return None;
             }
             Take::Busy(holder) if start.elapsed() > std::time::Duration::from_secs(10) => {
                 clima_artifact_progress::notice::emit(Event::UsageLogUnlocked {
-                    why: format!("the usage log's lock is held by {}", holder.describe()),
+                    why: UsageLogUnlockedReason::Held {
+                        holder: holder.describe(),
+                    },
                 });
                 return None;
             }
@@ -216,7 +219,7 @@ fn recorded_since(path: &Path, manifest: &str, since: &str) -> bool {
 /// Why [`append_to_regular_file`] did not append.
 enum Append {
     /// Something other than a regular file is at the path (what it is).
-    Planted(&'static str),
+    Planted(Planted),
     /// Any other failure.
     Io(std::io::Error),
 }
@@ -233,12 +236,12 @@ fn append_to_regular_file(path: &Path, bytes: &[u8]) -> Result<(), Append> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => Append::Planted("a symlink"),
+            Some(libc::ELOOP) => Append::Planted(Planted::Symlink),
             _ => Append::Io(e),
         })?;
     let meta = f.metadata().map_err(Append::Io)?;
     if !meta.is_file() {
-        return Err(Append::Planted("a special file"));
+        return Err(Append::Planted(Planted::SpecialFile));
     }
     // One write: appends from concurrent processes do not interleave.
     f.write_all(bytes).map_err(Append::Io)

@@ -45,7 +45,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use clima_artifact_fs::Dir;
-use clima_artifact_progress::notice::{self, Event};
+use clima_artifact_progress::notice::{
+    self, ContentRange, Event, PartialNotKeptReason, PartialRestartReason, PartialUnusableReason,
+    RangeFallbackReason,
+};
 use sha2::Digest;
 
 use crate::limit::Permit;
@@ -289,59 +292,60 @@ struct Found {
 /// The partial file `large.name`, if one of this user's is there for `url`. `Err` says why
 /// the name cannot be used (something of another user's, a link, a folder): the download then
 /// keeps nothing. A file of this user's that is not a usable partial file is removed.
-fn find_kept(large: &Large<'_>, url: &str) -> Result<Option<Found>, String> {
+fn find_kept(large: &Large<'_>, url: &str) -> Result<Option<Found>, PartialNotKeptReason> {
     let file = match large.dir.open_file_rw(large.name) {
         Ok(None) => return Ok(None),
         Ok(Some(f)) => f,
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(PartialNotKeptReason::CannotOpen(e.into())),
     };
-    let meta = file.metadata().map_err(|e| e.to_string())?;
+    let meta = file
+        .metadata()
+        .map_err(|e| PartialNotKeptReason::CannotOpen(e.into()))?;
     let path = large.dir.path().join(large.name);
     if meta.uid() != clima_artifact_fs::euid() || meta.nlink() != 1 {
-        return Err(format!(
-            "`{}` belongs to uid {} or has other links",
-            path.display(),
-            meta.uid()
-        ));
+        return Err(PartialNotKeptReason::NotOwned {
+            path,
+            uid: meta.uid(),
+        });
     }
-    let unusable = |why: &str| {
+    let unusable = |why: PartialUnusableReason| {
         notice::emit(Event::PartialUnusable {
             path: path.clone(),
-            why: why.to_owned(),
+            why,
         });
         let _ = large.dir.remove_file_if_same(large.name, &file);
         Ok(None)
     };
     let mut header = vec![0; HEADER as usize];
     if file.read_exact_at(&mut header, 0).is_err() {
-        return unusable("is shorter than its header");
+        return unusable(PartialUnusableReason::ShorterThanHeader);
     }
     let Some(record) = Record::decode(&header) else {
-        return unusable("has no header this version can read, or one out of bounds");
+        return unusable(PartialUnusableReason::UnreadableHeader);
     };
     // Every field is bounded before anything is read or allocated by it: the length by the
     // most the download may have, the file by the size its header implies.
     if let Some(max) = large.max_bytes
         && record.length > max
     {
-        return unusable(&format!(
-            "claims a download of {} bytes, more than the {max} it may have",
-            record.length
-        ));
+        return unusable(PartialUnusableReason::TooLong {
+            length: record.length,
+            max,
+        });
     }
     if record.url != url_key(url) || meta.len() != record.file_len() {
-        return unusable("does not match its header or this URL");
+        return unusable(PartialUnusableReason::Mismatch);
     }
     let mut counters = vec![0; 8 * record.chunks()];
     if file.read_exact_at(&mut counters, HEADER).is_err() {
-        return unusable("cannot be read");
+        return unusable(PartialUnusableReason::Unreadable);
     }
     let done: Vec<u64> = counters
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
         .collect();
     if done.iter().enumerate().any(|(k, &d)| d > record.len(k)) {
-        return unusable("has chunk counters past their chunks");
+        return unusable(PartialUnusableReason::CountersPastChunks);
     }
     let unallocated = record.file_len().saturating_sub(meta.blocks() * 512);
     Ok(Some(Found {
@@ -398,10 +402,10 @@ pub fn open_large(
     let reply = get_following_redirects(agent, url, &u, config, &headers)?;
     let status = reply.resp.status().as_u16();
     let path = large.dir.path().join(large.name);
-    let drop_kept = |why: &str| {
+    let drop_kept = |why: PartialRestartReason| {
         notice::emit(Event::PartialRestart {
             path: path.clone(),
-            why: why.to_owned(),
+            why,
         });
         let _ = large.dir.remove_file_if_same(large.name, &found.file);
     };
@@ -421,15 +425,9 @@ pub fn open_large(
         206 => {
             // Bytes of another version of the file (a server that ignores If-Range), of one
             // that cannot be told, or of another range: never spliced onto the kept ones.
-            drop_kept(&match same {
-                false => "the server answered its range request with another ETag or \
-                          Last-Modified, or none (the file changed, and the server ignores \
-                          If-Range)"
-                    .to_owned(),
-                true => format!(
-                    "the server answered its range request with {}",
-                    describe_range(range)
-                ),
+            drop_kept(match same {
+                false => PartialRestartReason::ValidatorChanged,
+                true => PartialRestartReason::OtherRange(described(range)),
             });
             let agent = reply.agent.clone();
             // This response ends before the next request is sent.
@@ -444,7 +442,7 @@ pub fn open_large(
             start(found, Some(first), via, config, large)
         }
         200 => {
-            drop_kept("the file on the server changed since (another ETag or Last-Modified)");
+            drop_kept(PartialRestartReason::FileChanged);
             fresh(url, reply, config, large)
         }
         _ => plain_source(url, reply, config),
@@ -468,10 +466,11 @@ fn content_range(resp: &ureq::http::Response<ureq::Body>) -> Option<(u64, u64, u
     Some((a.parse().ok()?, b.parse().ok()?, total.parse().ok()?))
 }
 
-fn describe_range(r: Option<(u64, u64, u64)>) -> String {
+/// The range `r` (of [`content_range`]) as a notice tells it.
+fn described(r: Option<(u64, u64, u64)>) -> ContentRange {
     match r {
-        Some((a, b, t)) => format!("`Content-Range: bytes {a}-{b}/{t}`"),
-        None => "no usable Content-Range".to_owned(),
+        Some((first, last, total)) => ContentRange::Bytes { first, last, total },
+        None => ContentRange::Unusable,
     }
 }
 
@@ -507,7 +506,7 @@ fn fresh(
         Err(e) => {
             notice::emit(Event::PartialNotKept {
                 artifact: large.artifact.to_owned(),
-                why: e.to_string(),
+                why: PartialNotKeptReason::CannotCreate(e.into()),
             });
             return plain_source(url, reply, config);
         }
@@ -939,7 +938,7 @@ impl Shared {
             ),
             206 if validator_of(&resp).is_none() => {
                 notice::emit(Event::RangeFallback {
-                    why: "a range came without a validator".to_owned(),
+                    why: RangeFallbackReason::NoValidator,
                 });
                 self.release(k);
                 self.go_single(id);
@@ -955,10 +954,7 @@ impl Shared {
                 }
                 other => {
                     notice::emit(Event::RangeFallback {
-                        why: format!(
-                            "a range request was answered with {}",
-                            describe_range(other)
-                        ),
+                        why: RangeFallbackReason::OtherRange(described(other)),
                     });
                     self.release(k);
                     self.go_single(id);

@@ -16,14 +16,26 @@
 //! Each notice is an [`Event`]: one variant per kind of notice with its facts as fields, its
 //! [`Event::level`], and a `Display` that is the line printed. Code that reports calls
 //! [`emit`] with one; a reporter receives it in [`Notice::event`] beside the level and text.
-//! There is no free-form notice: a new kind of message is a new variant.
+//! There is no free-form notice: a new kind of message is a new variant. Where a notice's
+//! cause is one of a few known ones (why a kept partial download is unusable, how a server
+//! answered a range request, why a file is not synced), its `why` is a reason enum of its own
+//! ([`RangeFallbackReason`], [`NotSyncedReason`], ...) to match on too, whose `Display` is the
+//! words of the line; a failure of the system in it is a [`SystemError`] (its
+//! [`std::io::ErrorKind`] and message).
 //!
 //! Under MPI only the ranks that do the work (the installing root) emit notices, so a job's
 //! log shows each one once.
 
 mod event;
+mod reason;
 
 pub use event::Event;
+pub use reason::{
+    ContentRange, InstalledFrom, LockFileReason, NotRestoredReason, NotSyncedReason,
+    PartialNotKeptReason, PartialOnNodeReason, PartialRestartReason, PartialUnusableReason,
+    PidfileReason, Planted, RangeFallbackReason, StaleReason, SystemError, UsageLogUnlockedReason,
+    UsageNotRecordedReason,
+};
 
 use clima_artifact_vars as vars;
 use std::io::Write;
@@ -196,12 +208,14 @@ mod tests {
             ),
             (
                 Event::JuliaLockUnusable {
-                    why: "bad pidfile".into(),
+                    why: PidfileReason::KeepsChanging {
+                        path: PathBuf::from("/d/artifacts/ab.pid"),
+                    },
                     artifact: Some("era5".into()),
                 },
                 Level::Warning,
-                "bad pidfile; continuing without it (a Julia 1.13 process installing `era5` \
-                 at the same time downloads it too)",
+                "Julia's lock `/d/artifacts/ab.pid` keeps changing; continuing without it (a \
+                 Julia 1.13 process installing `era5` at the same time downloads it too)",
             ),
             (
                 Event::Resuming {
@@ -226,7 +240,7 @@ mod tests {
             (
                 Event::Installed {
                     artifact: "era5".into(),
-                    from: "from the package server".into(),
+                    from: Some(InstalledFrom::PackageServer),
                     path: PathBuf::from("/d/artifacts/ab"),
                     received: 1 << 20,
                     reused: 2 << 20,
@@ -238,7 +252,7 @@ mod tests {
             (
                 Event::Installed {
                     artifact: "era5".into(),
-                    from: String::new(),
+                    from: None,
                     path: PathBuf::from("/d/artifacts/ab"),
                     received: 5,
                     reused: 0,
@@ -271,10 +285,14 @@ mod tests {
                 Event::NotRestored {
                     path: PathBuf::from("out/a.nc"),
                     from: Some("file:///s".into()),
-                    why: "it was changed".into(),
+                    why: NotRestoredReason::ContentMismatch {
+                        sha256: "ab".into(),
+                        recorded: "cd".into(),
+                    },
                 },
                 Level::Warning,
-                "not restoring `out/a.nc` from `file:///s`: it was changed",
+                "not restoring `out/a.nc` from `file:///s`: its content (sha256 ab) is not what \
+                 the sync index records (cd); it was changed or only half uploaded",
             ),
             (
                 Event::ReportWritten {
@@ -324,7 +342,9 @@ mod tests {
                 Event::PartialOnNode {
                     artifact: "era5".into(),
                     depot: PathBuf::from("/tmp/node"),
-                    why: "no shared depot can keep it (read-only)".into(),
+                    why: PartialOnNodeReason::NoSharedDepot {
+                        error: "read-only".into(),
+                    },
                 },
                 Level::Info,
                 "the partial download of `era5` is kept in the node-local depot `/tmp/node`, \
@@ -387,7 +407,14 @@ mod channel_tests {
         });
         set_verbose(true);
         emit(Event::RangeFallback {
-            why: "a range came without a validator".into(),
+            why: RangeFallbackReason::NoValidator,
+        });
+        emit(Event::RangeFallback {
+            why: RangeFallbackReason::OtherRange(ContentRange::Bytes {
+                first: 0,
+                last: 99,
+                total: 1000,
+            }),
         });
         set_verbose(false);
         let seen = collect.0.lock().unwrap().clone();
@@ -409,10 +436,16 @@ mod channel_tests {
                     Level::Detail,
                     "a range came without a validator; one stream from now on"
                 ),
+                (
+                    Level::Detail,
+                    "a range request was answered with `Content-Range: bytes 0-99/1000`; one \
+                     stream from now on"
+                ),
             ]
         );
-        // What a program drawing its own progress does: tell a lock wait from a retry
-        // without reading the text.
+        // What a program drawing its own progress does: tell a lock wait from a retry, and a
+        // server that sent ranges without a validator from one that ignored the range asked
+        // for, without reading the text.
         let said: Vec<String> = seen
             .iter()
             .map(|(_, _, event)| match event {
@@ -420,11 +453,27 @@ mod channel_tests {
                 Event::Retry {
                     attempt, attempts, ..
                 } => format!("retry {attempt}/{attempts}"),
+                Event::RangeFallback {
+                    why: RangeFallbackReason::NoValidator,
+                } => "one stream: no validator".to_owned(),
+                Event::RangeFallback {
+                    why: RangeFallbackReason::OtherRange(ContentRange::Bytes { first, last, .. }),
+                } => format!("one stream: got bytes {first}-{last}"),
                 _ => "other".to_owned(),
             })
             .collect();
-        assert_eq!(said, ["lock wait, 10 s", "retry 2/3", "other"]);
-        let x = Event::RangeFallback { why: "x".into() };
+        assert_eq!(
+            said,
+            [
+                "lock wait, 10 s",
+                "retry 2/3",
+                "one stream: no validator",
+                "one stream: got bytes 0-99"
+            ]
+        );
+        let x = Event::RangeFallback {
+            why: RangeFallbackReason::NoValidator,
+        };
         let detail_line = plain_line(&Notice {
             level: Level::Detail,
             text: "x",

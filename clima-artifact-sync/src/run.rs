@@ -14,7 +14,7 @@ use crate::index::{
     sha256_file,
 };
 use crate::storage::{Prefixed, Storage, check_key};
-use clima_artifact_progress::notice::Event;
+use clima_artifact_progress::notice::{Event, NotRestoredReason, NotSyncedReason};
 use clima_comms::Context;
 
 use crate::SyncError;
@@ -386,7 +386,7 @@ impl Local<'_> {
                 let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                     clima_artifact_progress::notice::emit(Event::NotSynced {
                         path: entry.path(),
-                        why: "its name is not UTF-8; rename it to sync it".to_owned(),
+                        why: NotSyncedReason::NameNotUtf8,
                     });
                     continue;
                 };
@@ -404,7 +404,7 @@ impl Local<'_> {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                         clima_artifact_progress::notice::emit(Event::NotSynced {
                             path: PathBuf::from(&child),
-                            why: "it vanished while listing".to_owned(),
+                            why: NotSyncedReason::VanishedWhileListing,
                         });
                         continue;
                     }
@@ -469,7 +469,7 @@ impl Local<'_> {
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
                     clima_artifact_progress::notice::emit(Event::NotSynced {
                         path: PathBuf::from(&c.rel),
-                        why: "it vanished during the sync".to_owned(),
+                        why: NotSyncedReason::VanishedDuringSync,
                     });
                     report.vanished.push(c.rel);
                     continue;
@@ -511,7 +511,7 @@ impl Local<'_> {
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
                     clima_artifact_progress::notice::emit(Event::NotSynced {
                         path: PathBuf::from(&c.rel),
-                        why: "it vanished during the sync".to_owned(),
+                        why: NotSyncedReason::VanishedDuringSync,
                     });
                     report.vanished.push(c.rel);
                     continue;
@@ -578,11 +578,9 @@ impl Local<'_> {
                         clima_artifact_progress::notice::emit(Event::NotRestored {
                             path: path.clone(),
                             from: None,
-                            why: format!(
-                                "the local file is newer than the stored copy in `{}`; kept as \
-                                 it is",
-                                self.storage.url()
-                            ),
+                            why: NotRestoredReason::LocalNewer {
+                                storage: self.storage.url(),
+                            },
                         });
                         restored.kept_newer.push(rel);
                     } else if sha256_file(&path)? == entry.sha256 {
@@ -636,11 +634,10 @@ impl Local<'_> {
                     clima_artifact_progress::notice::emit(Event::NotRestored {
                         path: PathBuf::from(&rel),
                         from: Some(self.storage.url()),
-                        why: format!(
-                            "its content (sha256 {sha}) is not what the sync index records ({}); \
-                             it was changed or only half uploaded",
-                            entry.sha256
-                        ),
+                        why: NotRestoredReason::ContentMismatch {
+                            sha256: sha,
+                            recorded: entry.sha256,
+                        },
                     });
                     restored.skipped.push(rel);
                     continue;
@@ -654,7 +651,7 @@ impl Local<'_> {
                     clima_artifact_progress::notice::emit(Event::NotRestored {
                         path: PathBuf::from(&rel),
                         from: None,
-                        why: e.to_string(),
+                        why: NotRestoredReason::Refused(e.to_string()),
                     });
                     restored.skipped.push(rel);
                     continue;

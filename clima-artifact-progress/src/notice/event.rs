@@ -12,6 +12,11 @@ use clima_artifact_vars::{
 };
 
 use super::Level;
+use super::reason::{
+    InstalledFrom, LockFileReason, NotRestoredReason, NotSyncedReason, PartialNotKeptReason,
+    PartialOnNodeReason, PartialRestartReason, PartialUnusableReason, PidfileReason,
+    RangeFallbackReason, StaleReason, UsageLogUnlockedReason, UsageNotRecordedReason,
+};
 
 /// What happened, one variant per kind of notice, with its facts as fields.
 ///
@@ -61,8 +66,8 @@ pub enum Event {
     },
     /// Warning: the lock file cannot be opened as one (`why`); the work goes on unlocked.
     LockFileUnusable {
-        /// Why (the error's message, naming the file).
-        why: String,
+        /// Why (naming the file).
+        why: LockFileReason,
     },
     /// Warning: the filesystem refuses to lock `path`; the work goes on unlocked.
     LockRefused {
@@ -94,7 +99,7 @@ pub enum Event {
     /// alone. `artifact` is named when a Julia process may then download it too.
     JuliaLockUnusable {
         /// Why.
-        why: String,
+        why: PidfileReason,
         /// The artifact whose install goes on without Julia's lock, when waiting was meant.
         artifact: Option<String>,
     },
@@ -106,7 +111,7 @@ pub enum Event {
         /// Its holder as its record tells.
         holder: String,
         /// Why it counts as stale (`its process is gone`, `not refreshed for 40 s`).
-        why: String,
+        why: StaleReason,
     },
 
     // --- Downloads ------------------------------------------------------------------------
@@ -186,7 +191,7 @@ pub enum Event {
         /// The artifact's name.
         artifact: String,
         /// Why.
-        why: String,
+        why: PartialNotKeptReason,
     },
     /// Warning: the kept partial download at `path` is unusable (`why`, as in `is shorter than
     /// its header`); it is removed and the download starts over.
@@ -194,7 +199,7 @@ pub enum Event {
         /// The partial download's file.
         path: PathBuf,
         /// What is wrong with it.
-        why: String,
+        why: PartialUnusableReason,
     },
     /// Warning: the partial download at `path` cannot be continued (`why`: the server's file
     /// changed, say); the download starts over.
@@ -202,7 +207,7 @@ pub enum Event {
         /// The partial download's file.
         path: PathBuf,
         /// Why.
-        why: String,
+        why: PartialRestartReason,
     },
     /// Warning: a download continued from `kept` bytes kept in `path` failed verification
     /// (`error`); the kept bytes were deleted and the download starts over.
@@ -224,7 +229,7 @@ pub enum Event {
         /// The node-local depot.
         depot: PathBuf,
         /// Why no shared depot keeps it.
-        why: String,
+        why: PartialOnNodeReason,
     },
     /// Info: a partial download that received nothing for `days` days was removed.
     PartialRemoved {
@@ -236,7 +241,7 @@ pub enum Event {
     /// Detail: a server answered a range request in a way that leaves one stream (`why`).
     RangeFallback {
         /// What the server did (`a range came without a validator`).
-        why: String,
+        why: RangeFallbackReason,
     },
     /// Detail: connection `id` of a download closed: the server answered HTTP `status` to a
     /// range request (it limits connections).
@@ -248,14 +253,14 @@ pub enum Event {
     },
 
     // --- Installs -------------------------------------------------------------------------
-    /// Detail: `artifact` was installed into `path`, `from` somewhere (`from the package
-    /// server`, `over MPI`; empty: from the manifest's URL), `reused` bytes of it from an
-    /// earlier partial download.
+    /// Detail: `artifact` was installed into `path`, `from` somewhere (the package server,
+    /// over MPI; `None`: from the manifest's URL), `reused` bytes of it from an earlier
+    /// partial download.
     Installed {
         /// The artifact's name.
         artifact: String,
-        /// Where from, as words (empty for the manifest's URL).
-        from: String,
+        /// Where from (`None` for the manifest's URL).
+        from: Option<InstalledFrom>,
         /// Where it is now (escaped by the display).
         path: PathBuf,
         /// The tarball's bytes received now.
@@ -345,8 +350,8 @@ pub enum Event {
     UsageNotRecorded {
         /// The usage log.
         path: PathBuf,
-        /// Why.
-        why: String,
+        /// Why, with what to do.
+        why: UsageNotRecordedReason,
     },
     /// Detail: usage could not be recorded in the log at `path`.
     UsageRecordFailed {
@@ -358,7 +363,7 @@ pub enum Event {
     /// Detail: usage is recorded without Pkg's lock of the usage log (`why`).
     UsageLogUnlocked {
         /// Why.
-        why: String,
+        why: UsageLogUnlockedReason,
     },
 
     // --- Provenance report ----------------------------------------------------------------
@@ -417,7 +422,7 @@ pub enum Event {
         /// The file (relative to the run folder, or its full path).
         path: PathBuf,
         /// Why.
-        why: String,
+        why: NotSyncedReason,
     },
     /// Warning: a file is not restored (`why`), from the storage at `from` when named.
     NotRestored {
@@ -426,7 +431,7 @@ pub enum Event {
         /// The storage's URL, when the reason is about its copy.
         from: Option<String>,
         /// Why.
-        why: String,
+        why: NotRestoredReason,
     },
 }
 
@@ -674,9 +679,9 @@ impl fmt::Display for Event {
                 received,
                 reused,
             } => {
-                let from = match from.as_str() {
-                    "" => String::new(),
-                    words => format!(" {words}"),
+                let from = match from {
+                    None => String::new(),
+                    Some(words) => format!(" {words}"),
                 };
                 write!(
                     f,

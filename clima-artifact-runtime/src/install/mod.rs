@@ -55,7 +55,7 @@ use clima_artifact_depot::{
     try_lock_for_install,
 };
 use clima_artifact_depot::{HolderNote, LockedFile, TempDir};
-use clima_artifact_progress::notice::{self, Event};
+use clima_artifact_progress::notice::{self, Event, InstalledFrom, PartialOnNodeReason};
 use transfer::Unreported;
 
 /// Makes one artifact variant available: override, else an installed copy in any depot, else a
@@ -204,12 +204,13 @@ fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut 
                 target._partials_lock = Some(lock);
                 return;
             }
-            None => format!(
-                "another installer holds its lock in the shared depot `{}`",
-                depot.root().display()
-            ),
+            None => PartialOnNodeReason::SharedLockHeld {
+                depot: depot.root().to_path_buf(),
+            },
         },
-        Err(e) => format!("no shared depot can keep it ({e})"),
+        Err(e) => PartialOnNodeReason::NoSharedDepot {
+            error: e.to_string(),
+        },
     };
     target.partials_note = Some(Event::PartialOnNode {
         artifact: name.to_owned(),
@@ -286,7 +287,7 @@ pub(crate) fn install_received(
             sha256: incoming.sha256,
             size: incoming.length,
         },
-        from: " over MPI",
+        from: Some(InstalledFrom::OverMpi),
         not_tried: None,
         checked_by_sender: true,
     };
@@ -455,8 +456,8 @@ struct InstallRequest<'a> {
 /// may not be used now (a network URL while offline) is listed with why it is not tried.
 struct Attempt {
     download: Fetch,
-    /// Where from, for the log: `" from the package server"`, or empty for a manifest URL.
-    from: &'static str,
+    /// Where from, for the log: the package server, over MPI, or `None` for a manifest URL.
+    from: Option<InstalledFrom>,
     not_tried: Option<String>,
     /// The bytes come from another node over MPI, which hashes them itself and reports a
     /// wrong download to every rank: this install need not read past its own trouble.
@@ -492,13 +493,13 @@ fn attempts(variant: &ArtifactVariant, allowed: &[&Download], config: &Config) -
             sha256: None,
             size: None,
         },
-        from: " from the package server",
+        from: Some(InstalledFrom::PackageServer),
         not_tried: None,
         checked_by_sender: false,
     });
     let from_manifest = variant.downloads.iter().map(|dl| Attempt {
         download: Fetch::from(dl),
-        from: "",
+        from: None,
         not_tried: (!allowed.iter().any(|a| std::ptr::eq(*a, dl))).then(|| {
             format!(
                 "{} is set and this is a network URL",
@@ -611,12 +612,12 @@ fn download_and_install(
     })
 }
 
-/// Logs a finished download (`how`: where from, if not from the manifest's URL) and says what
+/// Logs a finished download (`how`: where from, `None` for the manifest's URL) and says what
 /// it installed: `(bytes, reused)`, the tarball's size and the bytes of it kept by an earlier
 /// attempt.
 fn downloaded(
     name: &str,
-    how: &str,
+    how: Option<InstalledFrom>,
     dl: &Fetch,
     path: PathBuf,
     (bytes, reused): (u64, u64),
@@ -626,7 +627,7 @@ fn downloaded(
     let received = bytes - reused;
     notice::emit(Event::Installed {
         artifact: name.to_owned(),
-        from: how.trim_start().to_owned(),
+        from: how,
         path: path.clone(),
         received,
         reused,
