@@ -1,6 +1,6 @@
 //! What making an artifact available returns: where it is and where it came from. A module of
-//! its own so that the depot (which finds installed copies) and the install (which makes them)
-//! both name these types without depending on each other.
+//! its own: this crate's lookups and install locks (which find installed copies) return it,
+//! and so does the runtime's install (which makes them), which re-exports both types.
 
 use std::path::PathBuf;
 

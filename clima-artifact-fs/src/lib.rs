@@ -1,7 +1,8 @@
 //! # clima-artifact-fs
 //!
 //! The one home of the small file-system and formatting helpers that the clima-artifacts crates
-//! (runtime, run sync, CLI) share, so each exists once:
+//! (depot, extraction, network, progress, provenance, runtime, run sync, operations, CLI)
+//! share, so each exists once:
 //!
 //! - [`remove_tree`]: delete a folder even when it holds read-only folders (installed artifacts
 //!   are read-only), never following symlinks out of it;

@@ -1,6 +1,7 @@
 //! The layout of a depot: the name of every file and folder in it, spelled here and nowhere
-//! else (pure names and paths, no I/O; the runtime, the build helper and the CLI all take them
-//! from here, and a test fails on a second spelling in non-test code).
+//! else (pure names and paths, no I/O; the depot crate, the operations crate (gc, mirror), the
+//! census, the build helper and the CLI take them from here, and a test fails on a second
+//! spelling in non-test code).
 //!
 //! ```text
 //! <depot>/

@@ -9,6 +9,7 @@
 //! - [`manifest`]: [`Manifest`] (an `Artifacts.toml`) and its entries.
 //! - [`platform`]: [`Platform`] tags, the host platform, and selection among `[[name]]` entries.
 //! - [`overrides`]: one depot's `Overrides.toml`.
+//! - [`layout`]: the name of every file and folder in a depot (names only, no I/O).
 //! - [`error`]: [`ManifestError`] with file, line, column and artifact name.
 //! - [`validate`](mod@validate): non-fatal [`Warning`]s for build scripts (missing license, `http://` URLs, ...).
 //! - [`metadata`]: the documented provenance keys (`license`, `citation`, `doi`, ...).

@@ -225,7 +225,8 @@ pub(crate) fn to_toml_syntax(value: &DeValue<'_>) -> String {
 }
 
 /// A TOML basic string literal for `s`, quotes included (`a"b` -> `"a\"b"`), for code that
-/// writes TOML by hand (messages here, Julia's usage log in the runtime).
+/// writes TOML by hand (messages here, Julia's usage log in the depot crate, the edits of
+/// the operations crate).
 pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');

@@ -9,7 +9,8 @@
 //! libfoo = "/opt/libfoo"
 //! ```
 //!
-//! Resolution across depots (earlier depots win) lives in the runtime; this module parses one file.
+//! Resolution across depots (earlier depots win) lives in the depot crate
+//! (`clima_artifact_depot::Overrides`); this module parses one file.
 
 use std::path::{Path, PathBuf};
 

@@ -17,8 +17,8 @@
 //! | `error` | [`NetError`] |
 //!
 //! The runtime builds the configuration from its `CLIMA_ARTIFACTS_*` variables; this crate
-//! reads no variable itself except the proxies' (`ProxySettings::from_vars`) through the
-//! caller's lookup.
+//! reads no variable itself except the proxies' and the TLS roots' (`ProxySettings::from_vars`,
+//! `trust::ca_roots_from_vars`), through the caller's lookup.
 
 mod config;
 mod error;

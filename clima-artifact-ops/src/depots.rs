@@ -185,5 +185,6 @@ pub fn size_on_disk(dir: &Path) -> u64 {
     total
 }
 
-/// `1234567` -> `1.2 MiB` (the runtime's formatter, so sizes read the same everywhere).
+/// `1234567` -> `1.2 MiB` (the workspace's one formatter, `clima_artifact_fs`'s, so sizes read
+/// the same everywhere).
 pub use clima_artifact_fs::human_bytes;

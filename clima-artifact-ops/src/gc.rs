@@ -260,7 +260,7 @@ fn protected_by_overrides(
 /// symlink that neither this user nor root owns: another user of a shared depot could point it
 /// at folders of the victim's (their `~/.julia/artifacts`, their `~/.julia/logs`) for gc to
 /// delete or rewrite. A user's own symlinks (a depot moved to a bigger disk) are followed.
-/// The rule is the runtime's, which installs apply too
+/// The rule is the depot crate's, which installs apply too
 /// ([`clima_artifact_runtime::depot::Depot::planted_link`]).
 fn refuse_planted_links(depot: &Path) -> CliResult {
     let found = Depot::new(depot)

@@ -19,7 +19,7 @@
 //! the user's stderr without the model's author installing a subscriber, and a program that
 //! draws its own progress gets them in the same place as its bars, each as a typed
 //! [`notice::Event`] to `match` on (a lock wait with its holder and timeout, a retry with its
-//! delay and attempt) besides its level and line. The network layer, the
+//! delay and attempt) besides its level and line. The network layer, the depot crate, the
 //! runtime and run sync all report here; this crate depends on nothing but the ground floor
 //! (`clima-artifact-vars`, `clima-artifact-fs`), so none of them needs the others for it.
 //!

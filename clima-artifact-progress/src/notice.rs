@@ -1,9 +1,10 @@
 //! Messages for the person running the program: lock waits, retries, fall-throughs to the next
 //! source, skipped restores, anything that went wrong but did not stop the work.
 //!
-//! The artifact runtime, the network layer and run sync report these here instead of through
-//! `tracing`, because a model's author should not have to install a subscriber to learn that a
-//! download is being retried or that an install waits for another process's lock. Every notice
+//! The artifact runtime, the depot crate, the network layer and run sync report these here
+//! instead of through `tracing`, because a model's author should not have to install a
+//! subscriber to learn that a download is being retried or that an install waits for another
+//! process's lock. Every notice
 //! goes to the process's one reporter ([`crate::set_reporter`]):
 //!
 //! - by default ([`print_plain`]), a line on stderr: `clima-artifacts: <text>` for

@@ -1,9 +1,10 @@
 //! The global provenance registry: every artifact access in this process.
 //!
 //! Every code path of the runtime that resolves an artifact (its `Artifacts` API, the
-//! `clima_artifact!` macro, the MPI collective path on every rank) calls [`record`] once per
-//! successful call; the runtime re-exports this module as `clima_artifact_runtime::access_log`. The registry aggregates the events per artifact, keyed by
-//! `(name, git-tree-sha1, manifest)`:
+//! `clima_artifact!` macro, the MPI collective path on every rank) calls [`record`] (or
+//! [`record_ref`]) once per successful call; the runtime re-exports this module as
+//! `clima_artifact_runtime::access_log`. The registry aggregates the events per artifact,
+//! keyed by `(name, git-tree-sha1, manifest)`:
 //!
 //! ```text
 //! AccessEvent ──record()──▶ REGISTRY: git-tree-sha1 ─▶ [ Entry { name, manifest,   (first event)

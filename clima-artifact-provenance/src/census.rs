@@ -5,8 +5,8 @@
 //!
 //! This module is the pure part: it takes each manifest's text and answers questions about the
 //! files next to it through [`Surroundings`]; it never touches the file system or the network
-//! itself. The CLI's `census` walks the folders and implements [`Surroundings`] without
-//! following symlinks.
+//! itself. The operations crate's `census_walk` (what the CLI's `census` runs) walks the
+//! folders and implements [`Surroundings`] without following symlinks.
 //!
 //! What counts (per artifact, over every manifest entry with its hash):
 //! - README: `README.md` next to the manifest, or in the artifact's recipe folder (the

@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 
 /// Where the data of an accessed artifact came from, as stored in records and reports.
 ///
-/// Mirrors the runtime's `Origin` with a serde representation that is part of the documented report schema
-/// (`docs/report-schema.md`): `{"kind": "override" | "depot" | "downloaded" | "received",
-/// ...}`.
+/// Mirrors `Origin` (of the depot crate, re-exported by the runtime) with a serde
+/// representation that is part of the documented report schema (`docs/report-schema.md`):
+/// `{"kind": "override" | "depot" | "downloaded" | "received", ...}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RecordedOrigin {

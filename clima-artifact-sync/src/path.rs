@@ -1,8 +1,9 @@
 //! [`PathStorage`]: a folder as storage (a mounted archive filesystem, or a `file://` URL).
 //!
 //! ```text
-//! <root>/<key>                                  complete objects
-//! <root>/<dir>/.<name>.clima-upload-<pid>-<n>   an upload in progress (or killed): never listed
+//! <root>/<key>                                            complete objects
+//! <root>/<dir>/.<name>.clima-upload-<host>.<pid>.<random> an upload in progress (or
+//!                                                         killed): never listed
 //! ```
 //!
 //! A put writes a temporary file next to its destination, syncs it, then renames it over the

@@ -8,8 +8,8 @@
 //!   injection.
 //! - [`invenio::InvenioServer`]: a loopback InvenioRDM archive (CaltechDATA, Zenodo) for
 //!   `publish --archive`, its downloads served by a [`TestServer`].
-//! - [`TarballBuilder`]: tarballs (plain, gzip, zstd) from an in-memory file list, with their
-//!   SHA-256 and git tree hash (computed by real `git`, see [`git_tree_hash`]).
+//! - [`TarballBuilder`]: tarballs (plain, gzip, zstd, xz, bzip2) from an in-memory file list,
+//!   with their SHA-256 and git tree hash (computed by real `git`, see [`git_tree_hash`]).
 //! - [`artifacts_toml`] / [`write_manifest`]: an `Artifacts.toml` for test artifacts.
 //! - [`test_config`], [`variant`], [`tree_files`], [`temp_entries`]: small helpers.
 

@@ -11,9 +11,12 @@
 //! the words of its error, e.g. [`BYTES_EXPECTED`]), and [`pkg_server_url`].
 //!
 //! Who reads what: the runtime's `Config::from_env` (once per configuration) reads the
-//! `CLIMA_ARTIFACTS_*` download and depot variables, the Julia ones under interop, the TLS and
-//! proxy ones through the network crate; `Platform::host` reads [`PLATFORM_TAGS`]; run sync's
-//! `SyncConfig::from_env` the `CLIMA_SYNC_*` ones; the build helper [`BUILD_DENY_WARNINGS`].
+//! `CLIMA_ARTIFACTS_*` download and depot variables, the Julia ones under interop (except
+//! `JULIA_DEPOT_PATH`, which the depot crate's `julia_depots` reads at lookup time), the TLS and
+//! proxy ones through the network crate; `Platform::host` reads [`PLATFORM_TAGS`]; the progress
+//! crate [`PROGRESS`] and [`VERBOSE`] for notices; run sync's `SyncConfig::from_env` the
+//! `CLIMA_SYNC_*` ones; the CLI's `publish --archive` [`ARCHIVE_TOKEN`]; the build helper
+//! [`BUILD_DENY_WARNINGS`].
 
 /// One environment variable: its name and what it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! The `clima-artifacts` command-line tool: create, fetch, verify, override, list, gc and report
-//! on Julia-compatible artifacts.
+//! The `clima-artifacts` command-line tool: create, fetch, verify, override, list, gc, mirror,
+//! publish and report on Julia-compatible artifacts.
 //!
 //! ```text
 //! clima-artifacts create DIR --name N [--manifest PATH] [--url URL] [--external] [--guided]
@@ -14,10 +14,12 @@
 //! clima-artifacts gc [--dry-run]
 //! clima-artifacts mirror MANIFEST... --depot DIR [--jobs 8] [--override NAME=PATH] [--overrides-from FILE] [--id ID]
 //! clima-artifacts doctor [--json]
+//! clima-artifacts census PATH... [--depot DIR] [--json]
 //! clima-artifacts report FILE.json [--format md|bibtex|json]
 //! clima-artifacts publish TARBALL --to STORAGE_URL [--public-url URL] --manifest PATH --name N
 //! clima-artifacts publish NAME --archive URL [--draft] [--first] [--creator "Family, Given"]... [--tarball PATH]
 //! clima-artifacts sync push|pull RUN_DIR STORAGE_URL [--checkpoint DIR] [--no-artifacts] [--exclude GLOB]
+//! clima-artifacts completions SHELL
 //! ```
 //!
 //! Without `--manifest`, every command (`create` too) uses the `JuliaArtifacts.toml` or
@@ -33,10 +35,12 @@
 //!
 //! `reproduce` exits 1 when a recipe fails, times out, or makes content other than the pinned one.
 //!
-//! Module map: [`args`] (syntax), [`cmd`] (one module per subcommand), [`tarball`] (deterministic
-//! `.tar.gz`), [`recipe`] (checking and running `artifacts/<name>/recipe`), [`manifest_edit`]
-//! and [`overrides_edit`] (format-preserving TOML edits), [`depots`] (depot queries),
-//! [`progress`] (bars on a terminal), [`error`] (exit codes).
+//! Module map: [`args`] (syntax), [`cmd`] (one module per subcommand), [`progress`] (bars on a
+//! terminal); the work is `clima-artifact-ops`'s, whose modules are imported here by name:
+//! [`tarball`] (deterministic `.tar.gz`), [`recipe`] (checking and running
+//! `artifacts/<name>/recipe`), [`manifest_edit`] and [`overrides_edit`] (format-preserving TOML
+//! edits), [`depots`] (depot queries), [`archive`] (publishing to an InvenioRDM archive),
+//! [`census_walk`] (the census's walk), [`error`] (exit codes).
 
 use std::process::ExitCode;
 

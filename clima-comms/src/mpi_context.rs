@@ -16,8 +16,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Only standard MPI-3 calls are used (`MPI_Bcast`, `MPI_Allgather`, `MPI_Gatherv`,
-//! `MPI_Comm_split` (with a key), `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`), so OpenMPI and MPICH both work.
+//! Only standard MPI-3 calls are used (`MPI_Bcast`, `MPI_Ibcast`, `MPI_Allgather`,
+//! `MPI_Gatherv`, `MPI_Send`, `MPI_Irecv`, `MPI_Barrier`, `MPI_Comm_split` (with a key),
+//! `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`), so OpenMPI and MPICH both work.
 //!
 //! # Wire protocol of the byte primitives
 //!

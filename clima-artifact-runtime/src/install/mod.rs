@@ -17,8 +17,8 @@
 //!  source (HTTP / file) -> SHA-256 ----> bounded channel of 256 KiB buffers
 //!                                        |  -> extract (gunzip/zstd, reading those buffers
 //!                                        |     in place -> tar -> a writer thread creates
-//!                                        |     the files in artifacts/.tmp-<hash>-<host>-
-//!                                        |     <pid>-<rand>/ and hashes every blob)
+//!                                        |     the files in artifacts/.<hash>.clima-install-
+//!                                        |     <host>.<pid>.<rand>/ and hashes every blob)
 //!                                        |  -> drain the source to its end
 //!                                        |  -> compare sha256, compare git-tree-sha1
 //!                                        |  -> rename to artifacts/<hash>

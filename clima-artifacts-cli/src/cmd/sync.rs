@@ -1,5 +1,5 @@
-//! `sync push|pull RUN_DIR STORAGE_URL`: the runtime's run sync from a job script (serial
-//! context; settings from the `CLIMA_SYNC_*` variables and flags).
+//! `sync push|pull RUN_DIR STORAGE_URL`: run sync (the crate `clima-artifact-sync`) from a job
+//! script (serial context; settings from the `CLIMA_SYNC_*` variables and flags).
 
 use clima_artifact_sync::Singleton;
 use clima_artifact_sync::{RunSync, SyncConfig, open_storage};
