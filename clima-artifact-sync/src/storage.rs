@@ -122,9 +122,9 @@ pub fn open_storage(url: &str) -> Result<Box<dyn Storage>, SyncError> {
             #[cfg(not(feature = "s3"))]
             "s3" | "s3a" => Err(bad_url(
                 url,
-                "this build has no S3 support; rebuild with the `s3` cargo feature \
-                 (`cargo install clima-artifacts-cli --features s3`, or feature `s3` of \
-                 clima-artifact-runtime)",
+                "this build has no S3 support: the `clima-artifacts` CLI has it by default \
+                 (`cargo install --path clima-artifacts-cli`, without `--no-default-features`); \
+                 a program that syncs through clima-artifact-sync needs that crate's feature `s3`",
             )),
             other => Err(bad_url(
                 url,
@@ -266,7 +266,11 @@ mod tests {
         #[cfg(not(feature = "s3"))]
         {
             let e = open_storage("s3://bucket/p").unwrap_err().to_string();
-            assert!(e.contains("`s3` cargo feature"), "{e}");
+            assert!(
+                e.contains("without `--no-default-features`")
+                    && e.contains("clima-artifact-sync needs that crate's feature `s3`"),
+                "{e}"
+            );
         }
     }
 }
