@@ -20,10 +20,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
+use clima_artifact_fs::printable;
+
 use crate::SyncError;
 
 /// Folder (in the run folder and in the storage) holding the sync manifest.
 pub const STATE_DIR: &str = ".clima-sync";
+/// The format version of the sync manifest this build writes and reads.
+pub const VERSION: u32 = 1;
 /// Key of the sync manifest in the storage (and its path in the run folder).
 pub const INDEX_KEY: &str = ".clima-sync/index.json";
 
@@ -70,11 +74,34 @@ pub struct SyncIndex {
 
 impl SyncIndex {
     /// Parses an index; `what` names its origin for the error message.
+    /// Beyond its JSON, an index is checked for what a damaged or planted one could get
+    /// wrong: its format version, and that every hash is 64 lower-case hex digits.
     pub fn parse(bytes: &[u8], what: &str) -> Result<SyncIndex, SyncError> {
-        serde_json::from_slice(bytes).map_err(|e| SyncError::BadIndex {
+        let bad = |reason: String| SyncError::BadIndex {
             origin: what.to_owned(),
-            reason: e.to_string(),
-        })
+            reason,
+        };
+        let index: SyncIndex = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        if index.version != VERSION {
+            return Err(bad(format!(
+                "it is of version {}, and this build reads version {VERSION}",
+                index.version
+            )));
+        }
+        let not_hex = |h: &str| {
+            h.len() != 64
+                || !h
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        if let Some((rel, entry)) = index.files.iter().find(|(_, e)| not_hex(&e.sha256)) {
+            return Err(bad(format!(
+                "the `sha256` of `{}` is `{}`, not 64 lower-case hex digits",
+                printable(rel),
+                printable(&entry.sha256)
+            )));
+        }
+        Ok(index)
     }
 
     /// The index as pretty JSON.
@@ -153,12 +180,50 @@ mod tests {
             FileEntry {
                 size: 1,
                 mtime_ns: 2,
-                sha256: "00".into(),
+                sha256: "0a".repeat(32),
                 kind: FileKind::Artifact,
             },
         );
         assert_eq!(SyncIndex::parse(&i.to_bytes(), "x").unwrap(), i);
         let e = SyncIndex::parse(b"{nope", "in `s3://b/p`").unwrap_err();
         assert!(e.to_string().contains("in `s3://b/p` is not valid"), "{e}");
+    }
+
+    /// A damaged or planted index is refused by name before anything is restored: a hash that
+    /// is not hex (printed escaped), an upper-case one, a version this build does not read.
+    #[test]
+    fn bad_hashes_and_versions_are_refused() {
+        let with = |sha: &str, version: u32| {
+            let mut i = SyncIndex {
+                version,
+                ..Default::default()
+            };
+            let entry = FileEntry {
+                size: 1,
+                mtime_ns: 2,
+                sha256: sha.into(),
+                kind: FileKind::Artifact,
+            };
+            i.files.insert("diag/e\u{1b}.csv".into(), entry);
+            SyncIndex::parse(&i.to_bytes(), "`index.json` in `/store`")
+        };
+        let e = with(&"0a".repeat(31), 1).unwrap_err().to_string();
+        assert!(
+            e.contains("the `sha256` of `diag/e\\u{1b}.csv` is `0a0a")
+                && e.contains("not 64 lower-case hex digits")
+                && e.contains("`index.json` in `/store`"),
+            "{e}"
+        );
+        let e = with(&format!("{}\u{1b}[2J", "0".repeat(59)), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\\u{1b}[2J") && !e.contains('\u{1b}'), "{e}");
+        assert!(with(&"0A".repeat(32), 1).is_err());
+        let e = with(&"0a".repeat(32), 2).unwrap_err().to_string();
+        assert!(
+            e.contains("version 2, and this build reads version 1"),
+            "{e}"
+        );
+        with(&"0a".repeat(32), 1).unwrap();
     }
 }

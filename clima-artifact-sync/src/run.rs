@@ -341,7 +341,7 @@ impl Local<'_> {
                         &format!("`{INDEX_KEY}` in `{}`", self.storage.url()),
                     )?,
                     None => SyncIndex {
-                        version: 1,
+                        version: crate::index::VERSION,
                         ..Default::default()
                     },
                 },

@@ -317,12 +317,13 @@ fn excludes_are_respected_both_ways() {
         r.uploaded,
         ["ckpt/step-1/state.bin", "diag/energy.csv", "logs/run.log"]
     );
-    // Stored by someone else: still not restored.
+    // Stored by someone else, with its true hash: still not restored.
     store.put_bytes("diag/other.nc", b"x").unwrap();
     let mut idx: serde_json::Value =
         serde_json::from_slice(&store.get_bytes(INDEX_KEY).unwrap().unwrap()).unwrap();
+    let sha_of_x = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881";
     idx["files"]["diag/other.nc"] =
-        serde_json::json!({"size": 1, "mtime_ns": 1, "sha256": "00", "kind": "artifact"});
+        serde_json::json!({"size": 1, "mtime_ns": 1, "sha256": sha_of_x, "kind": "artifact"});
     store
         .put_bytes(INDEX_KEY, &serde_json::to_vec(&idx).unwrap())
         .unwrap();
