@@ -696,12 +696,7 @@ impl<'a> Publication<'a> {
         self.published.url = Some(file_url(&self.input.archive, &record, &self.key));
         self.published.record = record;
         self.published.unchanged = true;
-        self.published.edit = Some(record_in_manifest(
-            self.req,
-            &self.input.text,
-            &self.input.tree,
-            &self.published,
-        )?);
+        self.record_in_manifest()?;
         self.save()?;
         Ok(self.published)
     }
@@ -998,13 +993,20 @@ impl<'a> Publication<'a> {
         self.st.published_sha256 = Some(self.published.sha256.clone());
         self.st.draft = None;
         self.save()?;
-        self.published.edit = Some(record_in_manifest(
+        self.record_in_manifest()?;
+        Ok(self.published)
+    }
+
+    /// The edit of the manifest that records the published tarball (`Published::edit`).
+    fn record_in_manifest(&mut self) -> Result<(), ArchiveError> {
+        let edit = record_in_manifest(
             self.req,
             &self.input.text,
             &self.input.tree,
             &self.published,
-        )?);
-        Ok(self.published)
+        )?;
+        self.published.edit = Some(edit);
+        Ok(())
     }
 }
 

@@ -132,6 +132,18 @@ pub fn print_plain(notice: &Notice<'_>) {
 
 pub use clima_artifact_fs::printable;
 
+/// The whole line [`print_plain`] prints for `event`, prefix and level included (for the
+/// tests that pin them).
+#[cfg(test)]
+fn line(event: &Event) -> String {
+    let text = event.to_string();
+    plain_line(&Notice {
+        level: event.level(),
+        text: &text,
+        event,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,15 +157,6 @@ mod tests {
             printable("a\u{1b}]0;title\u{7}b\r\nforged\u{9b}2J"),
             "a\\u{1b}]0;title\\u{7}b\\r\\nforged\\u{9b}2J"
         );
-    }
-
-    fn line(event: &Event) -> String {
-        let text = event.to_string();
-        plain_line(&Notice {
-            level: event.level(),
-            text: &text,
-            event,
-        })
     }
 
     #[test]

@@ -537,16 +537,7 @@ impl fmt::Display for NotRestoredReason {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notice::{Event, Notice, plain_line};
-
-    fn line(event: &Event) -> String {
-        let text = event.to_string();
-        plain_line(&Notice {
-            level: event.level(),
-            text: &text,
-            event,
-        })
-    }
+    use crate::notice::{Event, line};
 
     fn io(kind: io::ErrorKind, message: &str) -> SystemError {
         SystemError::new(kind, message)
