@@ -410,6 +410,7 @@ struct ArchiveState {
 /// What a run asked the archive to create, to find that draft again when the run was killed
 /// before it could save the answer.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 struct Creating {
     /// SHA-256 of the tarball it is for.
     sha256: String,
@@ -417,7 +418,14 @@ struct Creating {
     title: String,
     /// The metadata's `publication_date` sent.
     publication_date: String,
+    /// The earliest `created` time the draft can have: the time of the note less
+    /// [`CLOCK_SLACK`] for the archive's clock (UTC, `2026-12-04T21:55:00.000Z`).
+    not_before: String,
 }
+
+/// How far the archive's clock may be behind ours when a draft's `created` time is compared
+/// with the time its request was noted.
+const CLOCK_SLACK: std::time::Duration = std::time::Duration::from_secs(600);
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct DraftState {
@@ -764,7 +772,9 @@ impl<'a> Publication<'a> {
                 );
                 return Ok(Some(Opened::Published(body)));
             }
+            // Published with other content: this content is its next version.
             self.st.record = Some(d.id.clone());
+            self.previous = Some(d.id.clone());
         }
         self.st.draft = None;
         Ok(None)
@@ -785,13 +795,22 @@ impl<'a> Publication<'a> {
                 .as_str()
                 .unwrap_or("")
                 .to_owned(),
+            not_before: clima_artifact_fs::utc_timestamp(
+                std::time::SystemTime::now()
+                    .checked_sub(CLOCK_SLACK)
+                    .unwrap_or(std::time::UNIX_EPOCH),
+            ),
         };
         if self.previous.is_none() {
             self.st.creating = Some(intent.clone());
             self.save()?;
         }
         // A try whose answer was lost may have made the draft: found, it is the answer.
+        // (Asked only after such a try: once asked, a later refusal does not prove that
+        // nothing was made.)
+        let asked = std::cell::Cell::new(false);
         let made = || {
+            asked.set(true);
             let (id, body) = self.find_draft(&intent).ok().flatten()?;
             (self.notify)(
                 Line::Notice,
@@ -812,9 +831,10 @@ impl<'a> Publication<'a> {
         );
         if let Err(e) = &created
             && self.st.creating.is_some()
+            && !asked.get()
             && refused(e)
         {
-            // The archive answered, and made nothing.
+            // The archive answered every try, and made nothing.
             self.st.creating = None;
             self.save()?;
         }
@@ -872,8 +892,11 @@ impl<'a> Publication<'a> {
     }
 
     /// The draft `intent` describes among the user's records (`GET /api/user/records`, newest
-    /// first): never published, a first version, the title and publication date sent; its id
-    /// and the draft as read (`GET /api/records/{id}/draft`, not the search index's copy).
+    /// first): never published, a first version, no files yet, created after the note, with
+    /// the title and publication date sent; its id and the draft as read (`GET
+    /// /api/records/{id}/draft`, not the search index's copy). Several such drafts (another
+    /// checkout publishing the same name the same day) are none: which is ours cannot be told,
+    /// so none is taken over, and the user is told their ids.
     fn find_draft(&self, intent: &Creating) -> Result<Option<(String, Value)>, ArchiveError> {
         let (status, listing) =
             self.client
@@ -881,21 +904,43 @@ impl<'a> Publication<'a> {
         if status != 200 {
             return Ok(None);
         }
-        let Some(id) = listing["hits"]["hits"]
+        let created_after = |r: &Value| {
+            let created = r["created"].as_str().unwrap_or("");
+            let head = |t: &str| t.get(..19).map(str::to_owned);
+            matches!((head(created), head(&intent.not_before)), (Some(c), Some(n)) if c >= n)
+        };
+        let ids: Vec<&str> = listing["hits"]["hits"]
             .as_array()
             .into_iter()
             .flatten()
-            .find(|r| {
+            .filter(|r| {
                 r["is_published"].as_bool() == Some(false)
                     && r["versions"]["index"].as_u64() == Some(1)
+                    && r["files"]["count"].as_u64().unwrap_or(0) == 0
                     && r["metadata"]["title"].as_str() == Some(intent.title.as_str())
                     && r["metadata"]["publication_date"].as_str()
                         == Some(intent.publication_date.as_str())
+                    && created_after(r)
             })
-            .and_then(|r| r["id"].as_str())
-            .map(str::to_owned)
-        else {
-            return Ok(None);
+            .filter_map(|r| r["id"].as_str())
+            .filter(|id| {
+                !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            })
+            .collect();
+        let id = match ids[..] {
+            [id] => id.to_owned(),
+            [] => return Ok(None),
+            _ => {
+                (self.notify)(
+                    Line::Notice,
+                    &format!(
+                        "drafts {} all look like the one an earlier run asked for; none is \
+                         continued and a new draft is made (delete those you do not want)",
+                        ids.join(", ")
+                    ),
+                );
+                return Ok(None);
+            }
         };
         let (status, body) = self
             .client
@@ -1946,7 +1991,9 @@ impl<'a> Client<'a> {
                 Ok(resp) => answer_of(resp),
                 Err(e) => Outcome::Broken(e),
             };
-            unanswered = match &outcome {
+            // Once a try went unanswered, every later try asks first: a later answer (a
+            // 429, say) does not undo what the lost one may have made.
+            unanswered |= match &outcome {
                 Outcome::Answer(status, ..) => *status >= 500,
                 Outcome::Broken(_) => true,
             };

@@ -123,6 +123,8 @@ pub struct ArchiveRecord {
     pub doi: Option<String>,
     /// Version index within the parent (1-based).
     pub index: usize,
+    /// When it was created, as InvenioRDM writes it (`2026-12-04T21:55:00.123+00:00`, UTC).
+    pub created: String,
 }
 
 #[derive(Default)]
@@ -563,6 +565,12 @@ fn user_records(sh: &Shared, base: &str, query: &str) -> (u16, Value) {
     )
 }
 
+/// The time now as InvenioRDM writes a record's `created` (UTC, an explicit offset).
+fn created_now() -> String {
+    let z = clima_artifact_fs::utc_timestamp(std::time::SystemTime::now());
+    format!("{}+00:00", z.trim_end_matches('Z'))
+}
+
 fn record_json(base: &str, r: &ArchiveRecord) -> Value {
     let api = format!("{base}/api/records/{}", r.id);
     let mut v = json!({
@@ -573,6 +581,7 @@ fn record_json(base: &str, r: &ArchiveRecord) -> Value {
         "status": if r.published { "published" } else { "draft" },
         "metadata": r.metadata,
         "versions": {"index": r.index},
+        "created": r.created,
         "files": {"enabled": true, "count": r.files.len()},
         "links": {
             "self": if r.published { api.clone() } else { format!("{api}/draft") },
@@ -695,6 +704,7 @@ fn api(sh: &Shared, base: &str, method: &str, rest: &[&str], body: &Value) -> (u
             let parent = format!("{:05}-p{:04}", 20000 + n, n % 10000);
             let r = ArchiveRecord {
                 id: id.clone(),
+                created: created_now(),
                 parent,
                 published: false,
                 metadata: body["metadata"].clone(),
@@ -875,6 +885,7 @@ fn api(sh: &Shared, base: &str, method: &str, rest: &[&str], body: &Value) -> (u
             }
             let d = ArchiveRecord {
                 id: id.clone(),
+                created: created_now(),
                 parent: r.parent.clone(),
                 published: false,
                 metadata,

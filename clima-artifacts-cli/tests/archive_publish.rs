@@ -666,6 +666,43 @@ fn a_run_stopped_right_after_publishing_records_that_record_on_rerun() {
     assert_eq!(entry(&sb, "era5").metadata["doi"], r.doi.unwrap());
 }
 
+/// As above, but the artifact changed before the rerun: the record the earlier run published
+/// is the one the new content continues, as its next version (not a second record with a
+/// concept DOI of its own).
+#[test]
+fn a_changed_artifact_after_a_run_stopped_right_after_publishing_is_its_next_version() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    let manifest = sb.work.join("Artifacts.toml");
+    let before = fs::read_to_string(&manifest).unwrap();
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    let r = published(&server)[0].clone();
+    fs::write(&manifest, &before).unwrap();
+    let state_file = sb.work.join(".era5.publish-state.json");
+    let mut state: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&state_file).unwrap()).unwrap();
+    let archive = &mut state["archives"][server.base()];
+    let sha256 = archive["published_sha256"].clone();
+    *archive = serde_json::json!({"draft": {"id": r.id, "sha256": sha256, "new_version": false}});
+    fs::write(&state_file, state.to_string()).unwrap();
+    make_artifact(&sb, "era5", "echo 2 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    let all = published(&server);
+    let ids: Vec<(&str, &str)> = all
+        .iter()
+        .map(|x| (x.id.as_str(), x.parent.as_str()))
+        .collect();
+    assert_eq!(all.len(), 2, "records and parents: {ids:?}");
+    let next = all.iter().find(|x| x.id != r.id).unwrap();
+    assert_eq!(
+        next.parent, r.parent,
+        "a second concept record was made: {ids:?}"
+    );
+    assert_eq!(next.index, 2);
+}
+
 /// Killed while the archive's answer to `POST /api/records` was on its way (the draft made on
 /// the archive, the state file not naming it yet): the rerun finds that draft among the user's
 /// records and continues it, so the archive keeps one record and no empty draft beside it.
@@ -727,6 +764,86 @@ fn a_run_killed_before_it_saved_a_new_draft_continues_that_draft_on_rerun() {
     let archive = &state["archives"][server.base()];
     assert!(archive.get("creating").is_none(), "{state}");
     assert_eq!(archive["record"], published(&server)[0].id);
+}
+
+/// A run killed before it saved its new draft, then another checkout opening a draft of the
+/// same name the same day (same title and date, newer, with its files): the rerun continues its
+/// own empty draft and leaves the other one as it was, unpublished and with its files.
+#[test]
+fn a_rerun_does_not_take_over_another_checkouts_draft_of_the_same_name() {
+    let sb = Sandbox::new();
+    let other = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    make_artifact(
+        &other,
+        "era5",
+        "echo 2 > \"$OUT/u.csv\"\n",
+        Some("CC-BY-4.0"),
+    );
+    server.fault(ArchiveFault::StallCreate { secs: 20 });
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"))
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
+        .env("CLIMA_ARTIFACTS_PROGRESS", "0")
+        .env_remove("CLIMA_ARTIFACTS_OFFLINE")
+        .env_remove("CLIMA_ARTIFACTS_JULIA_INTEROP")
+        .env_remove("JULIA_DEPOT_PATH")
+        .env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
+        .args(["publish", "era5", "--archive", &server.base()])
+        .current_dir(&sb.work)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while server.records().is_empty() {
+        assert!(run.try_wait().unwrap().is_none(), "publish ended early");
+        assert!(started.elapsed() < std::time::Duration::from_secs(120));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let ours = server.records()[0].id.clone();
+    // The other checkout's draft: newer than ours, same title and date, with its files.
+    assert_ok(&publish(&other, &server, "era5", &["--draft"]));
+    let theirs: Vec<_> = server
+        .records()
+        .into_iter()
+        .filter(|r| r.id != ours)
+        .collect();
+    assert_eq!(theirs.len(), 1);
+    let theirs = theirs[0].clone();
+    assert!(!theirs.published && !theirs.files.is_empty());
+    assert_eq!(
+        theirs.metadata["title"],
+        server.records()[0].metadata["title"]
+    );
+
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains(&format!(
+            "continuing draft {ours}, which an earlier run created"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let after: Vec<_> = server
+        .records()
+        .into_iter()
+        .filter(|r| r.id == theirs.id)
+        .collect();
+    assert_eq!(after.len(), 1);
+    assert!(
+        !after[0].published,
+        "the other checkout's draft was published"
+    );
+    assert_eq!(
+        after[0].files.keys().collect::<Vec<_>>(),
+        theirs.files.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(published(&server).len(), 1);
+    assert_eq!(published(&server)[0].id, ours);
 }
 
 /// The answer to `POST /api/records` lost on the way (the draft made, the connection closed
