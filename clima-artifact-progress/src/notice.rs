@@ -299,6 +299,24 @@ mod tests {
                  the sync index records (cd); it was changed or only half uploaded",
             ),
             (
+                // A name from a planted sync index: escaped, as is the storage URL.
+                Event::NotRestored {
+                    path: PathBuf::from("out/\u{1b}[2Ja.nc"),
+                    from: Some("file:///s\u{7}".into()),
+                    why: NotRestoredReason::Refused("refused".into()),
+                },
+                Level::Warning,
+                "not restoring `out/\\u{1b}[2Ja.nc` from `file:///s\\u{7}`: refused",
+            ),
+            (
+                Event::NotSynced {
+                    path: PathBuf::from("diag/e\nforged.csv"),
+                    why: NotSyncedReason::VanishedDuringSync,
+                },
+                Level::Warning,
+                "not syncing `diag/e\\nforged.csv`: it vanished during the sync",
+            ),
+            (
                 Event::ReportWritten {
                     markdown: "r/a.md".into(),
                     json: "r/a.json".into(),

@@ -80,7 +80,9 @@ impl SyncConfig {
                 .trim()
                 .parse()
                 .ok()
-                .filter(|s: &f64| *s >= 0.0 && s.is_finite())
+                // Below 10^9 s as the runtime's seconds: larger is no duration to wait for
+                // (and `Duration::from_secs_f64` would panic past its range).
+                .filter(|s: &f64| (0.0..1e9).contains(s))
                 .ok_or_else(|| SyncError::Config {
                     variable: SYNC_WARN_AFTER_ENV.into(),
                     value: v.clone(),
@@ -163,6 +165,14 @@ mod tests {
         assert_eq!(c.exclude, ["*.nc", "logs/*"]);
         assert_eq!(c.slow_warning_after, Duration::from_millis(2500));
         assert_eq!(c.mode, SyncMode::PerRank);
+        for huge in ["1e20", "inf", "-1"] {
+            let e = SyncConfig::from_vars(|k| (k == SYNC_WARN_AFTER_ENV).then(|| huge.into()))
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("CLIMA_SYNC_WARN_AFTER"),
+                "{huge}: {e}"
+            );
+        }
         let e = SyncConfig::from_vars(|k| (k == SYNC_WARN_AFTER_ENV).then(|| "soon".into()))
             .unwrap_err();
         assert!(e.to_string().contains("CLIMA_SYNC_WARN_AFTER"), "{e}");

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use clima_artifact_fs::IoCause;
+use clima_artifact_fs::{IoCause, printable};
 use clima_comms::{CollectiveError, WireError};
 
 /// Everything that can go wrong in a run sync, a restore or a storage operation.
@@ -52,7 +52,8 @@ pub enum SyncError {
     },
     /// A storage key is not a clean relative path.
     #[error(
-        "`{key}` is not a valid storage key: keys are relative paths like `a/b.txt` without `.`/`..` segments, empty segments, backslashes or NUL"
+        "`{}` is not a valid storage key: keys are relative paths like `a/b.txt` without `.`/`..` segments, empty segments, backslashes or NUL",
+        printable(key)
     )]
     BadKey {
         /// The key.
@@ -60,7 +61,8 @@ pub enum SyncError {
     },
     /// A storage operation failed (network, permissions, a missing bucket...).
     #[error(
-        "cannot {action} `{key}` in storage `{storage}`: {reason}; check that the storage is reachable and writable (for S3: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)"
+        "cannot {action} `{}` in storage `{storage}`: {reason}; check that the storage is reachable and writable (for S3: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)",
+        printable(key)
     )]
     Storage {
         /// The storage URL.
@@ -82,6 +84,19 @@ pub enum SyncError {
         /// The parser's error, or the bad entry.
         reason: String,
     },
+    /// A sync manifest of another format version than this build reads (written by a newer
+    /// clima-artifacts): not damaged, so it is neither used nor to be deleted.
+    #[error(
+        "the sync manifest {origin} is of format version {version}, which this build does not read (it reads version {supported}): it was written by a newer clima-artifacts; sync this run folder with that version (keep the manifest: it records what is stored)"
+    )]
+    IndexVersion {
+        /// Where it came from, e.g. "in `s3://b/run7`".
+        origin: String,
+        /// The version it says it is.
+        version: u32,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
     /// The checkpoint folder passed to `on_checkpoint` is not inside the run folder.
     #[error(
         "checkpoint folder `{}` is not a folder inside the synced run folder `{}`; write checkpoints below the run folder",
@@ -97,7 +112,7 @@ pub enum SyncError {
     /// Restoring a file is blocked by something that is not a file.
     #[error(
         "cannot restore `{}`: something that is not a file is in the way; move it away and restore again",
-        path.display()
+        printable(&path.to_string_lossy())
     )]
     InTheWay {
         /// The path in the run folder.
@@ -106,7 +121,8 @@ pub enum SyncError {
     /// A stored object is not a regular file (a symlink, fifo or device planted in a shared
     /// store): it is never read; restores skip it with a warning.
     #[error(
-        "`{key}` in `{url}` is {what}, not a regular file; it was not read (someone who can write to the storage may have planted it): remove it"
+        "`{}` in `{url}` is {what}, not a regular file; it was not read (someone who can write to the storage may have planted it): remove it",
+        printable(key)
     )]
     NotARegularFile {
         /// The storage URL.
@@ -122,7 +138,7 @@ pub enum SyncError {
     /// store. Restores skip the files below it with a warning.
     #[error(
         "`{}` in storage `{url}` is {what}, not a folder; nothing is read or written through it (someone who can write to the storage may have planted it): remove it, or replace it with a real folder",
-        path.display()
+        printable(&path.to_string_lossy())
     )]
     NotAFolder {
         /// The storage URL.
@@ -148,7 +164,8 @@ pub enum SyncError {
     },
     /// A stored object is larger than the index records: reading stopped one byte past it.
     #[error(
-        "`{key}` in `{url}` is larger than the {max} bytes the sync index records; reading stopped there"
+        "`{}` in `{url}` is larger than the {max} bytes the sync index records; reading stopped there",
+        printable(key)
     )]
     LargerThanRecorded {
         /// The storage URL.

@@ -75,7 +75,8 @@ pub struct SyncIndex {
 impl SyncIndex {
     /// Parses an index; `what` names its origin for the error message.
     /// Beyond its JSON, an index is checked for what a damaged or planted one could get
-    /// wrong: its format version, and that every hash is 64 lower-case hex digits.
+    /// wrong: every hash is 64 lower-case hex digits. An index of another format version is
+    /// [`SyncError::IndexVersion`], which says to use the newer build, not to delete it.
     pub fn parse(bytes: &[u8], what: &str) -> Result<SyncIndex, SyncError> {
         let bad = |reason: String| SyncError::BadIndex {
             origin: what.to_owned(),
@@ -83,10 +84,11 @@ impl SyncIndex {
         };
         let index: SyncIndex = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
         if index.version != VERSION {
-            return Err(bad(format!(
-                "it is of version {}, and this build reads version {VERSION}",
-                index.version
-            )));
+            return Err(SyncError::IndexVersion {
+                origin: what.to_owned(),
+                version: index.version,
+                supported: VERSION,
+            });
         }
         let not_hex = |h: &str| {
             h.len() != 64
@@ -221,7 +223,10 @@ mod tests {
         assert!(with(&"0A".repeat(32), 1).is_err());
         let e = with(&"0a".repeat(32), 2).unwrap_err().to_string();
         assert!(
-            e.contains("version 2, and this build reads version 1"),
+            e.contains(
+                "is of format version 2, which this build does not read (it reads version 1)"
+            ) && e.contains("keep the manifest")
+                && !e.contains("delete it"),
             "{e}"
         );
         with(&"0a".repeat(32), 1).unwrap();

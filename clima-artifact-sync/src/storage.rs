@@ -250,6 +250,9 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+        // A key from a planted index is printed escaped.
+        let e = check_key("a/\u{1b}[2J/../b").unwrap_err().to_string();
+        assert!(e.starts_with("`a/\\u{1b}[2J/../b` is not a valid"), "{e}");
     }
 
     #[test]

@@ -6,9 +6,10 @@
 //! ([`help_text`]), and with its meaning and default, the table of `docs/environment.md`
 //! ([`markdown_table`]; a test fails when that page falls behind this list).
 //!
-//! How values are read is here too, so every crate reads a boolean, a number of seconds or of
-//! bytes alike: [`parse_bool`], [`parse_seconds`], [`parse_bytes`], [`parse_count`] (each with
-//! the words of its error, e.g. [`BYTES_EXPECTED`]), and [`pkg_server_url`].
+//! How values are read is here too: [`parse_bool`] (for every crate), and the runtime's
+//! [`parse_seconds`], [`parse_bytes`], [`parse_count`] (each with the words of its error, e.g.
+//! [`BYTES_EXPECTED`]) and [`pkg_server_url`]. (Run sync's one number of seconds, which may be
+//! 0, is its own.)
 //!
 //! Who reads what: the runtime's `Config::from_env` (once per configuration) reads the
 //! `CLIMA_ARTIFACTS_*` download and depot variables, the Julia ones under interop (except

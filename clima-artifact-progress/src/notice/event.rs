@@ -844,17 +844,32 @@ impl fmt::Display for Event {
                     after.as_secs_f64()
                 )
             }
-            NotSynced { path, why } => write!(f, "not syncing `{}`: {why}", path.display()),
+            NotSynced { path, why } => {
+                write!(
+                    f,
+                    "not syncing `{}`: {why}",
+                    printable(&path.to_string_lossy())
+                )
+            }
             NotRestored {
                 path,
                 from: None,
                 why,
-            } => write!(f, "not restoring `{}`: {why}", path.display()),
+            } => write!(
+                f,
+                "not restoring `{}`: {why}",
+                printable(&path.to_string_lossy())
+            ),
             NotRestored {
                 path,
                 from: Some(url),
                 why,
-            } => write!(f, "not restoring `{}` from `{url}`: {why}", path.display()),
+            } => write!(
+                f,
+                "not restoring `{}` from `{}`: {why}",
+                printable(&path.to_string_lossy()),
+                printable(url)
+            ),
         }
     }
 }
