@@ -54,31 +54,6 @@ pub struct Installed {
     pub origin: Origin,
 }
 
-impl Installed {
-    /// The access to `variant` of artifact `name` (defined in `manifest`) that this answered,
-    /// by `rank`, from `call_site` if a `clima_artifact!` call made it: what the provenance
-    /// access log records.
-    pub fn access_event(
-        &self,
-        name: &str,
-        variant: &clima_artifact_manifest::ArtifactVariant,
-        manifest: PathBuf,
-        call_site: Option<(&'static str, u32)>,
-        rank: usize,
-    ) -> clima_artifact_provenance::access_log::AccessEvent {
-        clima_artifact_provenance::access_log::AccessEvent {
-            name: name.to_owned(),
-            hash: variant.git_tree_sha1,
-            path: self.path.clone(),
-            origin: (&self.origin).into(),
-            call_site,
-            manifest,
-            metadata: variant.metadata.clone(),
-            rank,
-        }
-    }
-}
-
 /// How an access is recorded: the origin in the provenance schema, which keeps the overrides
 /// file as (lossy) UTF-8 and always has the received and reused byte counts of a download.
 impl From<&Origin> for clima_artifact_provenance::RecordedOrigin {

@@ -124,7 +124,8 @@ impl Artifacts {
             &installed,
             &self.manifest_path,
         );
-        access_log::record(installed.access_event(
+        access_log::record(crate::install::access_event(
+            &installed,
             name,
             variant,
             self.manifest_path.clone(),

@@ -68,7 +68,14 @@ pub fn ensure_collective(
     // The manifest file is found on the installing ranks and sent with the answer, so the
     // other ranks make no file operation at all.
     let (installed, manifest) = ensure_collective_placed(ctx, name, variant, manifest_dir, config)?;
-    access_log::record(installed.access_event(name, variant, manifest, None, ctx.rank()));
+    access_log::record(crate::install::access_event(
+        &installed,
+        name,
+        variant,
+        manifest,
+        None,
+        ctx.rank(),
+    ));
     Ok(installed)
 }
 

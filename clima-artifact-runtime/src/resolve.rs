@@ -401,7 +401,8 @@ fn resolve(
         Arc::clone(&k.confirmed)
     });
 
-    let event = installed.access_event(
+    let event = crate::install::access_event(
+        &installed,
         artifact.name,
         &variant,
         PathBuf::from(site.manifest.path),

@@ -291,6 +291,7 @@ impl fmt::Display for PartialUnusableReason {
 
 /// The `Content-Range` a server answered a range request with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ContentRange {
     /// `Content-Range: bytes first-last/total`.
     Bytes {

@@ -58,6 +58,29 @@ use clima_artifact_depot::{HolderNote, LockedFile, TempDir};
 use clima_artifact_progress::notice::{self, Event, InstalledFrom, PartialOnNodeReason};
 use transfer::Unreported;
 
+/// The access to `variant` of artifact `name` (defined in `manifest`) that `installed`
+/// answered, by `rank`, from `call_site` if a `clima_artifact!` call made it: what the
+/// provenance access log records.
+pub(crate) fn access_event(
+    installed: &Installed,
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: PathBuf,
+    call_site: Option<(&'static str, u32)>,
+    rank: usize,
+) -> crate::AccessEvent {
+    crate::AccessEvent {
+        name: name.to_owned(),
+        hash: variant.git_tree_sha1,
+        path: installed.path.clone(),
+        origin: (&installed.origin).into(),
+        call_site,
+        manifest,
+        metadata: variant.metadata.clone(),
+        rank,
+    }
+}
+
 /// Makes one artifact variant available: override, else an installed copy in any depot, else a
 /// verified download into the first writable depot. The core every higher-level API calls
 /// (the `Artifacts` API, the `clima_artifact!` macro's static path, the MPI root).
