@@ -3,7 +3,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `POST /api/records` | `201`, a new draft (`is_published: false`, a new parent) |
+//! | `POST /api/records` | `201`, a new draft (`is_published: false`, a new parent, `created` now in UTC) |
 //! | `GET`/`PUT /api/records/{id}/draft` | the draft; `PUT` replaces its metadata and answers `200` with `errors` when some field is invalid (as InvenioRDM does for drafts) |
 //! | `POST /api/records/{id}/draft/files` with `[{"key": ..}]` | `201`, the entries, `status: "pending"` |
 //! | `GET /api/records/{id}/draft/files` | the draft's entries |
