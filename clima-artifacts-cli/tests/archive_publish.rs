@@ -633,17 +633,17 @@ fn the_parallel_downloader_fetches_ranges_from_the_archive() {
     assert!(ranges.len() > 1, "ranges asked: {ranges:?}");
 }
 
-#[test]
-fn a_run_stopped_right_after_publishing_records_that_record_on_rerun() {
-    let sb = Sandbox::new();
-    let server = InvenioServer::start(TOKEN);
-    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+/// Publishes `era5`, then puts the manifest and the state file back as a run killed between
+/// the archive's answer to publish and those writes leaves them: the state still names the
+/// draft, the manifest has nothing. The published record.
+fn published_then_rewound(
+    sb: &Sandbox,
+    server: &InvenioServer,
+) -> clima_artifact_tests::invenio::ArchiveRecord {
     let manifest = sb.work.join("Artifacts.toml");
     let before = fs::read_to_string(&manifest).unwrap();
-    assert_ok(&publish(&sb, &server, "era5", &[]));
-    let r = published(&server)[0].clone();
-    // As if killed between the archive's answer to publish and the writes of the state file
-    // and the manifest: the state still names the draft, the manifest has nothing.
+    assert_ok(&publish(sb, server, "era5", &[]));
+    let r = published(server)[0].clone();
     fs::write(&manifest, &before).unwrap();
     let state_file = sb.work.join(".era5.publish-state.json");
     let mut state: serde_json::Value =
@@ -652,6 +652,50 @@ fn a_run_stopped_right_after_publishing_records_that_record_on_rerun() {
     let sha256 = archive["published_sha256"].clone();
     *archive = serde_json::json!({"draft": {"id": r.id, "sha256": sha256, "new_version": false}});
     fs::write(&state_file, state.to_string()).unwrap();
+    r
+}
+
+/// Starts `publish era5` in `sb` with the draft's answer held back, and kills it once the
+/// archive has made the draft: the state file never learns the draft's id.
+fn killed_once_its_draft_is_made(sb: &Sandbox, server: &InvenioServer) {
+    server.fault(ArchiveFault::StallCreate { secs: 20 });
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"))
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
+        .env("CLIMA_ARTIFACTS_PROGRESS", "0")
+        .env_remove("CLIMA_ARTIFACTS_OFFLINE")
+        .env_remove("CLIMA_ARTIFACTS_JULIA_INTEROP")
+        .env_remove("JULIA_DEPOT_PATH")
+        .env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
+        .args(["publish", "era5", "--archive", &server.base()])
+        .current_dir(&sb.work)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let before = server.records().len();
+    while server.records().len() == before {
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "publish ended before the draft was made"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no draft was made"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // The draft is made, its answer held back: killed now, the run never saw its id.
+    run.kill().unwrap();
+    run.wait().unwrap();
+}
+
+#[test]
+fn a_run_stopped_right_after_publishing_records_that_record_on_rerun() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    let r = published_then_rewound(&sb, &server);
     let out = publish(&sb, &server, "era5", &["--json"]);
     assert_ok(&out);
     let result = common::json(&out);
@@ -674,18 +718,7 @@ fn a_changed_artifact_after_a_run_stopped_right_after_publishing_is_its_next_ver
     let sb = Sandbox::new();
     let server = InvenioServer::start(TOKEN);
     make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
-    let manifest = sb.work.join("Artifacts.toml");
-    let before = fs::read_to_string(&manifest).unwrap();
-    assert_ok(&publish(&sb, &server, "era5", &[]));
-    let r = published(&server)[0].clone();
-    fs::write(&manifest, &before).unwrap();
-    let state_file = sb.work.join(".era5.publish-state.json");
-    let mut state: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(&state_file).unwrap()).unwrap();
-    let archive = &mut state["archives"][server.base()];
-    let sha256 = archive["published_sha256"].clone();
-    *archive = serde_json::json!({"draft": {"id": r.id, "sha256": sha256, "new_version": false}});
-    fs::write(&state_file, state.to_string()).unwrap();
+    let r = published_then_rewound(&sb, &server);
     make_artifact(&sb, "era5", "echo 2 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
     let out = publish(&sb, &server, "era5", &[]);
     assert_ok(&out);
@@ -711,35 +744,7 @@ fn a_run_killed_before_it_saved_a_new_draft_continues_that_draft_on_rerun() {
     let sb = Sandbox::new();
     let server = InvenioServer::start(TOKEN);
     make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
-    server.fault(ArchiveFault::StallCreate { secs: 20 });
-    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"))
-        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
-        .env("CLIMA_ARTIFACTS_PROGRESS", "0")
-        .env_remove("CLIMA_ARTIFACTS_OFFLINE")
-        .env_remove("CLIMA_ARTIFACTS_JULIA_INTEROP")
-        .env_remove("JULIA_DEPOT_PATH")
-        .env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
-        .args(["publish", "era5", "--archive", &server.base()])
-        .current_dir(&sb.work)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while server.records().is_empty() {
-        assert!(
-            run.try_wait().unwrap().is_none(),
-            "publish ended before the draft was made"
-        );
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(120),
-            "no draft was made"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    // The draft is made, its answer held back: killed now, the run never saw its id.
-    run.kill().unwrap();
-    run.wait().unwrap();
+    killed_once_its_draft_is_made(&sb, &server);
     let state_file = sb.work.join(".era5.publish-state.json");
     let state: serde_json::Value = fs::read_to_string(&state_file)
         .map(|t| serde_json::from_str(&t).unwrap())
@@ -781,28 +786,7 @@ fn a_rerun_does_not_take_over_another_checkouts_draft_of_the_same_name() {
         "echo 2 > \"$OUT/u.csv\"\n",
         Some("CC-BY-4.0"),
     );
-    server.fault(ArchiveFault::StallCreate { secs: 20 });
-    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"))
-        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
-        .env("CLIMA_ARTIFACTS_PROGRESS", "0")
-        .env_remove("CLIMA_ARTIFACTS_OFFLINE")
-        .env_remove("CLIMA_ARTIFACTS_JULIA_INTEROP")
-        .env_remove("JULIA_DEPOT_PATH")
-        .env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
-        .args(["publish", "era5", "--archive", &server.base()])
-        .current_dir(&sb.work)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while server.records().is_empty() {
-        assert!(run.try_wait().unwrap().is_none(), "publish ended early");
-        assert!(started.elapsed() < std::time::Duration::from_secs(120));
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    run.kill().unwrap();
-    run.wait().unwrap();
+    killed_once_its_draft_is_made(&sb, &server);
     let ours = server.records()[0].id.clone();
     // The other checkout's draft: newer than ours, same title and date, with its files.
     assert_ok(&publish(&other, &server, "era5", &["--draft"]));
