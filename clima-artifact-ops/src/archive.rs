@@ -904,10 +904,10 @@ impl<'a> Publication<'a> {
         if status != 200 {
             return Ok(None);
         }
+        // Both UTC, compared to the second (`YYYY-MM-DDTHH:MM:SS`).
         let created_after = |r: &Value| {
-            let created = r["created"].as_str().unwrap_or("");
-            let head = |t: &str| t.get(..19).map(str::to_owned);
-            matches!((head(created), head(&intent.not_before)), (Some(c), Some(n)) if c >= n)
+            let created = r["created"].as_str().and_then(|c| c.get(..19));
+            matches!((created, intent.not_before.get(..19)), (Some(c), Some(n)) if c >= n)
         };
         let ids: Vec<&str> = listing["hits"]["hits"]
             .as_array()
