@@ -587,8 +587,6 @@ struct Publication<'a> {
     key: String,
     /// The record's metadata (InvenioRDM's schema).
     record_meta: Value,
-    /// The record a new draft is a new version of (from the state file or a download URL).
-    previous: Option<String>,
     state_file: PathBuf,
     state: State,
     /// This archive's entry of `state`, as updated so far.
@@ -647,10 +645,6 @@ impl<'a> Publication<'a> {
             state_file: state_file.clone(),
         };
         let client = Client::new(&input.archive, &input.token, notify)?;
-        let previous = st
-            .record
-            .clone()
-            .or_else(|| record_of_urls(&input.archive, &input.variant.downloads));
         let own_dois: Vec<String> = st.doi.iter().cloned().collect();
         let record_meta = record_metadata(
             req,
@@ -668,12 +662,20 @@ impl<'a> Publication<'a> {
             verified,
             key,
             record_meta,
-            previous,
             state_file,
             state,
             st,
             published,
         })
+    }
+
+    /// The record a new draft is a new version of: the one the state file names (published
+    /// by an earlier run), else the one the entry's download URL names.
+    fn previous(&self) -> Option<String> {
+        self.st
+            .record
+            .clone()
+            .or_else(|| record_of_urls(&self.input.archive, &self.input.variant.downloads))
     }
 
     /// Writes this archive's entry into the state and the state file.
@@ -774,7 +776,6 @@ impl<'a> Publication<'a> {
             }
             // Published with other content: this content is its next version.
             self.st.record = Some(d.id.clone());
-            self.previous = Some(d.id.clone());
         }
         self.st.draft = None;
         Ok(None)
@@ -801,7 +802,8 @@ impl<'a> Publication<'a> {
                     .unwrap_or(std::time::UNIX_EPOCH),
             ),
         };
-        if self.previous.is_none() {
+        let previous = self.previous();
+        if previous.is_none() {
             self.st.creating = Some(intent.clone());
             self.save()?;
         }
@@ -824,7 +826,7 @@ impl<'a> Publication<'a> {
         let created = new_draft(
             &self.client,
             &self.input.archive,
-            self.previous.as_deref(),
+            previous.as_deref(),
             &self.record_meta,
             &self.verified,
             &made,
@@ -866,7 +868,7 @@ impl<'a> Publication<'a> {
         let Some(intent) = self.st.creating.clone() else {
             return Ok(None);
         };
-        if self.previous.is_some() {
+        if self.previous().is_some() {
             return Ok(None);
         }
         let Some((id, body)) = self.find_draft(&intent)? else {
