@@ -830,6 +830,50 @@ fn a_rerun_does_not_take_over_another_checkouts_draft_of_the_same_name() {
     assert_eq!(published(&server)[0].id, ours);
 }
 
+/// Two runs (two checkouts) killed before they saved their drafts of the same name the same
+/// day: which empty draft is whose cannot be told, so the rerun takes over neither, names
+/// both, and makes its own.
+#[test]
+fn a_rerun_that_cannot_tell_which_draft_is_its_own_names_them_and_takes_none() {
+    let sb = Sandbox::new();
+    let other = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    make_artifact(
+        &other,
+        "era5",
+        "echo 2 > \"$OUT/u.csv\"\n",
+        Some("CC-BY-4.0"),
+    );
+    killed_once_its_draft_is_made(&sb, &server);
+    killed_once_its_draft_is_made(&other, &server);
+    let drafts: Vec<String> = server.records().into_iter().map(|r| r.id).collect();
+    assert_eq!(drafts.len(), 2);
+    let out = publish(&sb, &server, "era5", &[]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    let named = err
+        .lines()
+        .find(|l| l.contains("all look like the one an earlier run asked for"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        drafts.iter().all(|id| named.contains(id.as_str()))
+            && named.contains("none is continued and a new draft is made"),
+        "{named}"
+    );
+    // Both are left as they were: empty, unpublished; a third record is the one published.
+    for r in server
+        .records()
+        .into_iter()
+        .filter(|r| drafts.contains(&r.id))
+    {
+        assert!(!r.published && r.files.is_empty(), "{} was used", r.id);
+    }
+    let published = published(&server);
+    assert_eq!(published.len(), 1);
+    assert!(!drafts.contains(&published[0].id));
+}
+
 /// The answer to `POST /api/records` lost on the way (the draft made, the connection closed
 /// without an answer): the next try finds that draft among the user's records instead of
 /// making a second one.
