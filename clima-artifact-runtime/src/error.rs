@@ -43,7 +43,11 @@ pub enum Error {
     #[error(transparent)]
     SubPath(#[from] SubPathError),
     /// An environment variable has a value that cannot be used.
-    #[error("environment variable {variable}=`{value}` is invalid: {reason}")]
+    #[error(
+        "environment variable {variable}=`{}` is invalid: {}",
+        clima_artifact_fs::printable(value),
+        clima_artifact_fs::printable(reason)
+    )]
     Config {
         /// The variable, e.g. `CLIMA_ARTIFACTS_STALL_TIMEOUT`.
         variable: String,
@@ -439,9 +443,10 @@ fn render_override_hint(
     )
 }
 
+/// The URLs, each quoted, credentials redacted.
 fn render_urls(urls: &[String]) -> String {
     urls.iter()
-        .map(|u| format!("`{u}`"))
+        .map(|u| format!("`{}`", clima_artifact_net::trust::redact_url(u)))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -1266,10 +1266,11 @@ fn doctor_shows_roots_and_proxies() {
     );
     assert_eq!(
         report["https_proxy"],
-        "http://alice:***@proxy.lab.org:3128 (from HTTPS_PROXY)"
+        "http://***@proxy.lab.org:3128 (from HTTPS_PROXY)"
     );
     assert!(report["http_proxy"].is_null(), "{report}");
     assert!(!report.to_string().contains("s3cret"));
+    assert!(!report.to_string().contains("alice"));
 }
 
 /// Every environment variable of `clima_artifact_vars::ALL` is listed by `--help` and named in
@@ -1495,7 +1496,8 @@ fn doctor_diagnoses_depots_and_hides_the_package_servers_token() {
     };
     let text = String::from_utf8_lossy(&doctor(false).stdout).into_owned();
     assert!(!text.contains("T0KEN-s3cret"), "{text}");
-    assert!(text.contains("http://mirror:***@127.0.0.1:9/pkg"), "{text}");
+    assert!(text.contains("http://***@127.0.0.1:9/pkg"), "{text}");
+    assert!(!text.contains("mirror"), "{text}");
     assert!(
         text.contains(&format!("installs go to:       {}", missing.display())),
         "{text}"
@@ -1761,4 +1763,139 @@ fn gc_compacts_the_usage_log_only_under_julias_lock_of_it() {
     let after = fs::read_to_string(&log).unwrap();
     assert_eq!(after.matches("[[").count(), 1, "{after}");
     assert!(!pidfile.exists(), "gc left its own pidfile behind");
+}
+
+/// Issue 47, item 8: a token in a URL's user name (`https://TOKEN:x-oauth-basic@host`, GitHub's
+/// form) is printed by nothing: not by `-v`, not in `--json`, not in an error (a failed or an
+/// offline download), not by `doctor`, which hides the whole user info. `doctor` also prints
+/// the depot paths it was given, and the depot variable's error, with control characters
+/// escaped.
+#[test]
+fn a_token_in_a_urls_user_name_is_never_printed() {
+    if !clima_artifact_tests::have_git() {
+        return;
+    }
+    const TOKEN: &str = "ghp_T0kenInTheUserName";
+    let server = TestServer::start();
+    let art = clima_artifact_tests::TestArtifact::sample(1547);
+    server.serve("era5.tar.gz", art.tarball.clone());
+    server.always("gone.tar.gz", clima_artifact_tests::Fault::Status(404));
+    let with_token = |path: &str| {
+        server
+            .url(path)
+            .replace("http://", &format!("http://{TOKEN}:x-oauth-basic@"))
+    };
+    let sb = Sandbox::new();
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        format!(
+            "[era5]\ngit-tree-sha1 = \"{h}\"\n[[era5.download]]\nurl = \"{}\"\nsha256 = \"{s}\"\n\
+             [gone]\ngit-tree-sha1 = \"{}\"\n[[gone.download]]\nurl = \"{}\"\nsha256 = \"{s}\"\n",
+            with_token("era5.tar.gz"),
+            "4".repeat(40),
+            with_token("gone.tar.gz"),
+            h = art.tree_hash,
+            s = art.sha256,
+        ),
+    )
+    .unwrap();
+    let printed = |out: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    // Offline: the error names the URLs it would have used.
+    let offline = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_OFFLINE", "1")
+        .args(["fetch", "era5"])
+        .output()
+        .unwrap();
+    assert_eq!(offline.status.code(), Some(1), "{}", printed(&offline));
+    let text = printed(&offline);
+    assert!(text.contains("http://***@127.0.0.1:"), "{text}");
+    assert!(!text.contains(TOKEN), "the token was printed: {text}");
+    // Verbose, with JSON: the download's URL in the notices and in the report.
+    let fetched = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_PROGRESS", "1")
+        .args(["--verbose", "fetch", "era5", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&fetched);
+    let text = printed(&fetched);
+    assert!(!text.contains(TOKEN), "the token was printed: {text}");
+    let report = json(&fetched);
+    assert_eq!(report[0]["status"], "downloaded", "{report}");
+    assert!(
+        report[0]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://***@127.0.0.1:"),
+        "{report}"
+    );
+    // A failing download: its error, in text and in JSON.
+    for json_flag in [false, true] {
+        let mut cmd = sb.cli();
+        cmd.args(["--verbose", "fetch", "gone"]);
+        if json_flag {
+            cmd.arg("--json");
+        }
+        let failed = cmd.output().unwrap();
+        assert_eq!(failed.status.code(), Some(1), "{}", printed(&failed));
+        let text = printed(&failed);
+        assert!(text.contains("404"), "{text}");
+        assert!(!text.contains(TOKEN), "the token was printed: {text}");
+    }
+    // `doctor`, with the token in the package server's and the proxy's URL.
+    for json_flag in [false, true] {
+        let mut cmd = sb.cli();
+        cmd.env(
+            "CLIMA_ARTIFACTS_PKG_SERVER",
+            format!("https://{TOKEN}:x-oauth-basic@pkg.example"),
+        )
+        .env("HTTPS_PROXY", format!("http://{TOKEN}@proxy.example:3128"))
+        .arg("doctor");
+        if json_flag {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert_ok(&out);
+        let text = printed(&out);
+        assert!(
+            text.contains("https://***@pkg.example") && text.contains("http://***@proxy.example"),
+            "{text}"
+        );
+        assert!(!text.contains(TOKEN), "the token was printed: {text}");
+    }
+    // Depot paths with control characters: escaped, in the listing and in the error.
+    let odd = sb.root.path().join("depot\u{1b}]0;owned\u{7}");
+    let out = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &odd)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = printed(&out);
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+    assert!(text.contains("depot\\u{1b}]0;owned\\u{7}"), "{text}");
+    let out = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", "relative\u{1b}[2J/depot")
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", printed(&out));
+    let text = printed(&out);
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(
+        text.contains("CLIMA_ARTIFACTS_DEPOT_PATH=`relative\\u{1b}[2J/depot`"),
+        "{text}"
+    );
 }
