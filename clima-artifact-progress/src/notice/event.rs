@@ -366,6 +366,25 @@ pub enum Event {
         why: UsageLogUnlockedReason,
     },
 
+    // --- Installed copies -----------------------------------------------------------------
+    /// Info: the installed copy of `artifact` at `path` has no record of its git tree
+    /// SHA-256, which its manifest entry gives: its tree is hashed once, and the result
+    /// recorded.
+    HashingInstalledCopy {
+        /// The artifact's name.
+        artifact: String,
+        /// The copy's folder.
+        path: PathBuf,
+    },
+    /// Detail: the git tree SHA-256 of the copy at `path` could not be recorded in any of
+    /// this process's depots (`error`, the last one's); it is hashed again next time.
+    TreeSha256NotRecorded {
+        /// The copy's folder.
+        path: PathBuf,
+        /// Why.
+        error: String,
+    },
+
     // --- Provenance report ----------------------------------------------------------------
     /// Info: the provenance report was written.
     ReportWritten {
@@ -451,6 +470,7 @@ impl Event {
             | PartialOnNode { .. }
             | PartialRemoved { .. }
             | FoundInSharedDepot { .. }
+            | HashingInstalledCopy { .. }
             | LeftoverRemoved { .. }
             | ProbeFileRemoved { .. }
             | ReportWritten { .. }
@@ -463,7 +483,8 @@ impl Event {
             | ReceivedOverMpi { .. }
             | LeftoverKept { .. }
             | UsageRecordFailed { .. }
-            | UsageLogUnlocked { .. } => Level::Detail,
+            | UsageLogUnlocked { .. }
+            | TreeSha256NotRecorded { .. } => Level::Detail,
             LockFileUnusable { .. }
             | LockRefused { .. }
             | JuliaLockUnusable { .. }
@@ -778,6 +799,19 @@ impl fmt::Display for Event {
                 write!(f, "cannot record usage in `{}`: {error}", path.display())
             }
             UsageLogUnlocked { why } => write!(f, "{why}; recording usage without it"),
+            HashingInstalledCopy { artifact, path } => write!(
+                f,
+                "hashing the installed copy of `{artifact}` at `{}` once: its manifest entry \
+                 gives a git-tree-sha256, and this copy was installed by its git-tree-sha1 \
+                 alone (the result is recorded beside it)",
+                printable(&path.display().to_string())
+            ),
+            TreeSha256NotRecorded { path, error } => write!(
+                f,
+                "cannot record the git-tree-sha256 of `{}` ({error}); it is hashed again next \
+                 time",
+                printable(&path.display().to_string())
+            ),
             ReportWritten {
                 markdown,
                 json,

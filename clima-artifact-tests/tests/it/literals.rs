@@ -236,6 +236,8 @@ const DEPOT_NAMES: &[&str] = &[
     ".gc-",
     ".clima-install-",
     ".probe-",
+    ".git-tree-sha256",
+    ".clima-record-",
 ];
 
 const LAYOUT: &str = "clima-artifact-manifest/src/layout.rs";
