@@ -60,4 +60,6 @@ pub use locked_file::{HolderNote, LockedFile, hostname};
 pub use overrides::{Overrides, ResolvedOverride, lookup};
 pub use temp_dir::TempDir;
 pub use tree_sha256::MAX_RECORD_BYTES;
-pub use usage::{USAGE_RECORD_EVERY, UsageLogLock, record_usage_of};
+pub use usage::{
+    PendingUsage, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY, UsageLogBusy, UsageLogLock, record_usage_of,
+};

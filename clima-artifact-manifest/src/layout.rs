@@ -20,6 +20,9 @@
 //!   logs/
 //!     artifact_usage.toml              which manifests used this depot (Julia's format)
 //!     artifact_usage.toml.pid          Pkg 1.13's lock of that log
+//!     .artifact_usage.toml.clima-pending-<owner>
+//!                                      a usage entry that could not be written under that
+//!                                      lock in time; the next run merges it into the log
 //!     orphaned.toml                    what gc found unreferenced, and since when
 //! ```
 //!
@@ -46,6 +49,9 @@ pub const TREE_SHA256_RECORD: &str = ".git-tree-sha256";
 /// The mark of the temp file a record is written to before it is renamed into place:
 /// `.<hash>.git-tree-sha256.clima-record-<owner>`.
 pub const RECORD_MARK: &str = ".clima-record-";
+/// The mark of a usage entry kept for the next run to merge into the usage log:
+/// `<depot>/logs/.artifact_usage.toml.clima-pending-<owner>`.
+pub const USAGE_PENDING_MARK: &str = ".clima-pending-";
 /// `<depot>/artifacts/.locks`: one install lock file per artifact.
 pub const LOCKS: &str = ".locks";
 /// The mark of install temp dirs: `.<hash>.clima-install-<owner>`.

@@ -178,7 +178,7 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
             orphanage.save()?;
         }
         for depot in &collected {
-            depots::compact_usage_log(depot)?;
+            depots::compact_usage_log(depot, config.lock_timeout)?;
         }
     }
     Ok(Report {

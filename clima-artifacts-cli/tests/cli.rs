@@ -1899,3 +1899,100 @@ fn a_token_in_a_urls_user_name_is_never_printed() {
         "{text}"
     );
 }
+
+/// Issue 47, item 5: a Julia process that holds the usage log's lock for longer than a run
+/// waits (`write_env_usage` on a slow shared filesystem: read the log, ..., rename over it)
+/// loses no entry. `fetch` neither appends to the log it is about to replace nor drops its
+/// entry: the entry is kept beside the log; `gc` waits for the lock as Julia would (the
+/// holder keeps it fresh), then merges the kept entry and compacts, keeping the Julia
+/// writer's entry too.
+#[test]
+fn no_usage_entry_is_lost_while_julia_holds_the_logs_lock_for_long() {
+    let sb = Sandbox::new();
+    let hash = "5".repeat(40);
+    let manifest = sb.work.join("Artifacts.toml");
+    fs::write(&manifest, format!("[kept]\ngit-tree-sha1 = \"{hash}\"\n")).unwrap();
+    fs::create_dir_all(sb.depot.join("artifacts").join(&hash)).unwrap();
+    fs::write(sb.depot.join("artifacts").join(&hash).join("a"), "a").unwrap();
+    let old = sb.root.path().join("old/Artifacts.toml");
+    let julia = sb.root.path().join("julia/Artifacts.toml");
+    for m in [&old, &julia] {
+        fs::create_dir_all(m.parent().unwrap()).unwrap();
+        fs::write(m, "").unwrap();
+    }
+    let logs = sb.depot.join("logs");
+    fs::create_dir_all(&logs).unwrap();
+    let log = logs.join("artifact_usage.toml");
+    let entry = |m: &Path, t: &str| format!("[[{:?}]]\ntime = {t}\n", m.display().to_string());
+    let before = entry(&old, "2024-01-01T00:00:00Z") + &entry(&old, "2024-03-01T00:00:00Z");
+    fs::write(&log, &before).unwrap();
+    // Pkg's `write_env_usage` under `mkpidlock("<log>.pid", stale_age = 3)` (O_EXCL, 0o444,
+    // "<pid> <host>", refreshed every second), holding it for 15 s before its rename.
+    let pidfile = logs.join("artifact_usage.toml.pid");
+    let script = r#"
+        umask 0222; set -C
+        printf '%s %s' "$$" "$HOST" > "$PIDFILE" || exit 3
+        umask 022; set +C
+        old=$(cat "$LOG")
+        end=$(( $(date +%s) + 15 ))
+        while [ "$(date +%s)" -lt "$end" ]; do sleep 1; touch "$PIDFILE"; done
+        printf '%s\n[["%s"]]\ntime = 2026-01-02T03:04:05.678\n' "$old" "$MANIFEST" > "$LOG.tmp"
+        mv "$LOG.tmp" "$LOG"
+        rm -f "$PIDFILE"
+    "#;
+    let mut holder = std::process::Command::new("sh")
+        .args(["-c", script])
+        .env("HOST", clima_artifact_fs::hostname())
+        .env("PIDFILE", &pidfile)
+        .env("LOG", &log)
+        .env("MANIFEST", &julia)
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !pidfile.exists() {
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the Julia side never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // `fetch` waits its 10 s, then keeps its entry: the log Julia is replacing is untouched.
+    let fetched = sb.cli().args(["fetch", "kept"]).output().unwrap();
+    assert_ok(&fetched);
+    assert!(
+        pidfile.exists(),
+        "the Julia side let go too early for this test"
+    );
+    assert_eq!(fs::read_to_string(&log).unwrap(), before);
+    // `gc` waits for the lock while its holder is alive, then merges and compacts.
+    let gc = std::process::Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"))
+        .args(["gc", "--delay", "0", "--json"])
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
+        .env("CLIMA_ARTIFACTS_PROGRESS", "0")
+        .env_remove("JULIA_DEPOT_PATH")
+        .current_dir(&sb.work)
+        .output()
+        .unwrap();
+    assert!(holder.wait().unwrap().success());
+    assert_ok(&gc);
+    let after = fs::read_to_string(&log).unwrap();
+    let manifest = fs::canonicalize(&manifest).unwrap();
+    for m in [&old, &julia, &manifest] {
+        assert_eq!(
+            after
+                .matches(&format!("[[{:?}]]", m.display().to_string()))
+                .count(),
+            1,
+            "{}: {after}",
+            m.display()
+        );
+    }
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).unwrap();
+    assert_eq!(report["kept"], 1, "{report}");
+    let left: Vec<String> = fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "artifact_usage.toml" && n != "orphaned.toml")
+        .collect();
+    assert!(left.is_empty(), "left in logs: {left:?}");
+}

@@ -365,6 +365,28 @@ pub enum Event {
         /// Why.
         why: UsageLogUnlockedReason,
     },
+    /// Info: Pkg's lock of the usage log `log` stayed held by `holder` longer than a run
+    /// waits for it, so the usage entry was kept in `kept`, which the next run merges into
+    /// the log under that lock.
+    UsageEntryKept {
+        /// The usage log.
+        log: PathBuf,
+        /// The file the entry is kept in.
+        kept: PathBuf,
+        /// Who holds the lock (`pid N on host H`; escaped).
+        holder: String,
+    },
+    /// Info: `gc` leaves the usage log `log` as it is this time: Pkg's lock of it stayed held
+    /// by `holder` for `waited`, and rewriting it without that lock could drop the entries its
+    /// holder is writing.
+    UsageLogNotCompacted {
+        /// The usage log.
+        log: PathBuf,
+        /// Who holds the lock (escaped).
+        holder: String,
+        /// How long `gc` waited.
+        waited: Duration,
+    },
 
     // --- Installed copies -----------------------------------------------------------------
     /// Info: the installed copy of `artifact` at `path` has no record of its git tree
@@ -470,6 +492,8 @@ impl Event {
             | PartialOnNode { .. }
             | PartialRemoved { .. }
             | FoundInSharedDepot { .. }
+            | UsageEntryKept { .. }
+            | UsageLogNotCompacted { .. }
             | HashingInstalledCopy { .. }
             | LeftoverRemoved { .. }
             | ProbeFileRemoved { .. }
@@ -799,6 +823,24 @@ impl fmt::Display for Event {
                 write!(f, "cannot record usage in `{}`: {error}", path.display())
             }
             UsageLogUnlocked { why } => write!(f, "{why}; recording usage without it"),
+            UsageEntryKept { log, kept, holder } => write!(
+                f,
+                "the lock of `{}` is held by {holder}: usage is kept in `{}` until the next \
+                 run (or `clima-artifacts gc`) merges it into the log",
+                log.display(),
+                kept.display()
+            ),
+            UsageLogNotCompacted {
+                log,
+                holder,
+                waited,
+            } => write!(
+                f,
+                "not compacting `{}`: its lock is held by {holder} (waited {} s); the next gc \
+                 compacts it",
+                log.display(),
+                waited.as_secs()
+            ),
             HashingInstalledCopy { artifact, path } => write!(
                 f,
                 "hashing the installed copy of `{artifact}` at `{}` once: its manifest entry \

@@ -238,6 +238,7 @@ const DEPOT_NAMES: &[&str] = &[
     ".probe-",
     ".git-tree-sha256",
     ".clima-record-",
+    ".clima-pending-",
 ];
 
 const LAYOUT: &str = "clima-artifact-manifest/src/layout.rs";
