@@ -16,7 +16,9 @@
 //!   on this host (or with an empty host) pid 0 and pids above `typemax(Cint)` are dead, else
 //!   the pid is alive unless `kill(pid, 0)` says `ESRCH`;
 //! - `stale_pidfile`: stale when older than `stale_age` and (older than 25 × `stale_age` or its
-//!   pid is not valid): 20 s for a dead holder on this host, 500 s for another host's;
+//!   pid is not valid): 20 s for a dead holder on this host, 500 s for another host's. We also
+//!   take as stale a pidfile dated more than `stale_age` in the future whose pid is not valid
+//!   (a dead holder of this host): Julia would wait until its date, however far;
 //! - `open_exclusive`: a waiter removes a stale pidfile (`tryrmopenfile`) and tries again;
 //! - `close(::LockMonitor)`: the holder removes the pidfile only while the path is still its
 //!   own file (`samefile`), and stops the refresh timer.
@@ -101,9 +103,14 @@ impl Holder {
         clima_artifact_fs::pid_alive(self.pid as i32)
     }
 
-    /// Julia's `stale_pidfile(path, stale_age)`.
+    /// Julia's `stale_pidfile(path, stale_age)`, and one case more: a pidfile dated more than
+    /// `stale_age` in the future (what Julia warns of as "filesystem time skew") whose holder
+    /// is dead on this host. By Julia's rule alone it would block every install until the
+    /// clock reaches its date; its holder cannot refresh it, and a live holder's file would
+    /// not be taken (another host's holder is always taken as alive).
     pub(crate) fn is_stale(&self, stale_age: f64) -> bool {
-        self.age > stale_age && (self.age > stale_age * 25.0 || !self.may_be_alive())
+        let julias = self.age > stale_age && (self.age > stale_age * 25.0 || !self.may_be_alive());
+        julias || (self.age < -stale_age && !self.may_be_alive())
     }
 
     /// `pid N on host H`, for messages (escaped: anyone who can write to the depot wrote it).
@@ -382,5 +389,24 @@ mod tests {
         assert!(!old(499, 1, "elsewhere").is_stale(STALE_AGE));
         assert!(old(501, 1, "elsewhere").is_stale(STALE_AGE));
         assert!(old(21, u32::MAX, &me).is_stale(STALE_AGE));
+    }
+
+    /// A pidfile dated in the future: stale at once when its holder is dead on this host
+    /// (beyond the skew Julia tolerates), waited on otherwise.
+    #[test]
+    fn a_future_pidfile_of_a_dead_local_holder_is_stale() {
+        let future = |secs: f64, pid: u32, host: &str| Holder {
+            pid,
+            host: host.to_owned(),
+            age: -secs,
+        };
+        let me = clima_artifact_fs::hostname();
+        let live = std::process::id();
+        assert!(future(3600.0, 0, &me).is_stale(STALE_AGE));
+        assert!(future(3600.0, u32::MAX, "").is_stale(STALE_AGE));
+        assert!(!future(3600.0, live, &me).is_stale(STALE_AGE));
+        assert!(!future(3600.0, 1, "elsewhere").is_stale(STALE_AGE));
+        // Within the skew Julia tolerates: a file being written on a server slightly ahead.
+        assert!(!future(1.0, 0, &me).is_stale(STALE_AGE));
     }
 }

@@ -9,6 +9,7 @@
 //!   artifacts/
 //!     <git-tree-sha1>/                  an installed artifact (Julia's layout)
 //!     <git-tree-sha1>.pid               Julia 1.13's install lock (taken by us too)
+//!     <git-tree-sha1>.git-tree-sha256   the copy's git tree SHA-256, once verified
 //!     Overrides.toml                    this depot's overrides
 //!     .locks/<git-tree-sha1>.lock       per-artifact install locks
 //!     .<hash>.clima-install-<host>.<pid>.<rand>/
@@ -31,6 +32,8 @@
 //! - [`TempDir`]: an install's private temp dir, opened through a descriptor, and
 //!   [`Depot::commit`], which renames it into place once verified.
 //! - The reclamation of what dead installs left (`reclaim`) and the usage log (`usage`).
+//! - [`Depot::recorded_tree_sha256`], [`Depot::record_tree_sha256`]: the record of an
+//!   installed copy's git tree SHA-256, verified once (`tree_sha256`).
 //! - [`Installed`], [`Origin`]: what making an artifact available returns.
 //! - [`Error`]: what a depot operation fails with; the runtime's error wraps it.
 
@@ -43,6 +46,7 @@ mod locked_file;
 mod overrides;
 mod reclaim;
 mod temp_dir;
+mod tree_sha256;
 mod usage;
 
 pub use depot::{
@@ -55,4 +59,7 @@ pub use installed::{Installed, Origin};
 pub use locked_file::{HolderNote, LockedFile, hostname};
 pub use overrides::{Overrides, ResolvedOverride, lookup};
 pub use temp_dir::TempDir;
-pub use usage::{USAGE_RECORD_EVERY, UsageLogLock, record_usage_of};
+pub use tree_sha256::MAX_RECORD_BYTES;
+pub use usage::{
+    PendingUsage, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY, UsageLogBusy, UsageLogLock, record_usage_of,
+};

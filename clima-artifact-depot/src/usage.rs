@@ -1,24 +1,47 @@
 //! A depot's usage log, `logs/artifact_usage.toml` in Julia's format: which manifests used
 //! the depot and when (what `gc`, ours and Pkg's, keeps artifacts for), and Pkg's lock of it.
+//!
+//! Pkg rewrites the log (read, add, condense, rename over it) under
+//! `mkpidlock("<log>.pid", stale_age = 3)`, and waits for that lock as long as its holder is
+//! alive by `Pidfile`'s stale rule. Nothing of ours writes to the log without that lock: an
+//! append made while a Julia process rewrites the log would land in the file its rename
+//! replaces, and a compaction would drop what that process adds. A run that cannot have the
+//! lock within [`USAGE_LOCK_WAIT`] (a Julia process on a slow shared filesystem) keeps its entry
+//! in a file of its own beside the log (`.artifact_usage.toml.clima-pending-<owner>`, written
+//! atomically); the next run that writes the log, or `clima-artifacts gc`, merges it in under
+//! the lock and removes it (only its own user's: another user's is merged and left for them).
+//! `gc` counts those entries too.
 
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
-use clima_artifact_manifest::layout;
+use clima_artifact_fs::Dir;
+use clima_artifact_manifest::layout::{self, USAGE_LOG, USAGE_PENDING_MARK};
 use clima_artifact_progress::notice::{
     Event, Planted, UsageLogUnlockedReason, UsageNotRecordedReason,
 };
 
 use crate::depot::Depot;
 use crate::installed::{Installed, Origin};
-use crate::julia_lock::{JuliaPidfile, Take};
+use crate::julia_lock::{Holder, JuliaPidfile, Take};
 
 /// How recent an entry of a manifest in the usage log must be for [`Depot::record_usage`] to skip
 /// writing another one (so the log grows by at most one entry per manifest and day; `gc`
 /// compacts it).
 pub const USAGE_RECORD_EVERY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// How long a run ([`Depot::record_usage`]) waits for Pkg's lock of the usage log before it
+/// keeps its entry for the next run to merge (a model's start is not held up longer).
+pub const USAGE_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Pkg's `stale_age` for its lock of the usage log (`write_env_usage`), in seconds.
+const USAGE_STALE_AGE: f64 = 3.0;
+
+/// The most read of one file of kept entries (a run keeps one entry in it).
+const MAX_PENDING_BYTES: u64 = 64 << 10;
 
 impl Depot {
     /// Records that `manifest` used the depot, in `<depot>/logs/artifact_usage.toml` (Julia's format:
@@ -26,6 +49,11 @@ impl Depot {
     /// entry of that manifest from the last [`USAGE_RECORD_EVERY`]. Best effort: failures are
     /// logged at debug level and otherwise ignored. The CLI's `gc` reads this file and keeps every
     /// artifact a recorded manifest names.
+    ///
+    /// The entry is appended under Pkg's lock of the log, waited for at most
+    /// [`USAGE_LOCK_WAIT`] by Julia's stale rule; past that, it is kept beside the log for the
+    /// next run to merge (see the [module docs](self)), which this run also does for the
+    /// entries earlier runs of this user kept.
     pub fn record_usage(&self, manifest: &Path) {
         static DONE: LazyLock<Mutex<HashSet<(PathBuf, PathBuf)>>> =
             LazyLock::new(|| Mutex::new(HashSet::new()));
@@ -38,14 +66,11 @@ impl Depot {
         }
         let logs = self.logs_dir();
         let path = self.usage_log();
-        let entry = format!(
-            "[[{}]]\ntime = {}\n",
-            clima_artifact_manifest::toml_string(&manifest.to_string_lossy()),
-            clima_artifact_fs::utc_timestamp(std::time::SystemTime::now())
-        );
+        let now = SystemTime::now();
+        let entry = log_entry(&manifest.to_string_lossy(), now);
         // Checked first: on the first lookup of a model's run this is usually all there is to do
         // (four system calls), and it needs no `logs` folder.
-        let since = std::time::SystemTime::now()
+        let since = now
             .checked_sub(USAGE_RECORD_EVERY)
             .map(clima_artifact_fs::utc_timestamp);
         if let Some(since) = since
@@ -69,9 +94,15 @@ impl Depot {
             });
             return;
         }
-        let _julia = usage_log_pidlock(&logs);
-        match append_to_regular_file(&path, entry.as_bytes()) {
-            Ok(()) => {}
+        let _julia = match usage_log_pidlock(&logs, USAGE_LOCK_WAIT, None) {
+            LogLock::Held(pidfile) => pidfile,
+            LogLock::Busy(holder) => return keep_for_next_run(&logs, &path, &entry, &holder),
+        };
+        // This user's entries that earlier runs could not write in time go in first.
+        let pending = PendingUsage::read(self, true);
+        let bytes = pending.as_log_text() + &entry;
+        match append_to_regular_file(&path, bytes.as_bytes()) {
+            Ok(()) => pending.remove_merged(),
             Err(Append::Planted(what)) => {
                 clima_artifact_progress::notice::emit(Event::UsageNotRecorded {
                     path: path.clone(),
@@ -86,6 +117,140 @@ impl Depot {
     }
 }
 
+/// One entry of the usage log, as Julia writes it and reads it back.
+fn log_entry(manifest: &str, time: SystemTime) -> String {
+    format!(
+        "[[{}]]\ntime = {}\n",
+        clima_artifact_manifest::toml_string(manifest),
+        clima_artifact_fs::utc_timestamp(time)
+    )
+}
+
+/// Keeps `entry` (for the usage log `log` in `logs`, whose lock `holder` held too long) in a
+/// new file of its own for the next run to merge, and says so.
+fn keep_for_next_run(logs: &Path, log: &Path, entry: &str, holder: &Holder) {
+    let kept = logs.join(clima_artifact_fs::temp_name(USAGE_LOG, USAGE_PENDING_MARK));
+    let event = match clima_artifact_fs::write_atomically(&kept, entry.as_bytes()) {
+        Ok(()) => Event::UsageEntryKept {
+            log: log.to_path_buf(),
+            kept,
+            holder: holder.describe(),
+        },
+        Err(e) => Event::UsageRecordFailed {
+            path: log.to_path_buf(),
+            error: format!(
+                "its lock is held by {}, and the entry cannot be kept for the next run: {e}",
+                holder.describe()
+            ),
+        },
+    };
+    clima_artifact_progress::notice::emit(event);
+}
+
+/// Usage entries that runs kept beside a depot's log for the next run to merge (see the
+/// [module docs](self)), as read from their files.
+pub struct PendingUsage {
+    /// The logs folder, and this user's files that were read (removed once merged).
+    own: Option<(Dir, Vec<(std::ffi::OsString, std::fs::File)>)>,
+    /// Every entry read: the manifest and its time.
+    pub entries: Vec<(String, SystemTime)>,
+}
+
+impl PendingUsage {
+    /// Reads the kept entries of `depot` (only this user's files with `only_own`). Each file is
+    /// opened without following a link, without blocking, as a regular file only, at most
+    /// 64 KiB, and must hold nothing but usage entries (any other file is left out): what is
+    /// merged into the log is written anew from the parsed entries, so a planted file cannot
+    /// change the log's syntax.
+    pub fn read(depot: &Depot, only_own: bool) -> PendingUsage {
+        let mut pending = PendingUsage {
+            own: None,
+            entries: Vec::new(),
+        };
+        let Ok(dir) = Dir::open(&depot.logs_dir()) else {
+            return pending;
+        };
+        let mut own = Vec::new();
+        for e in dir.entries().unwrap_or_default() {
+            let Some(name) = e.name.to_str() else {
+                continue;
+            };
+            let kept = clima_artifact_fs::temp_owner(name, USAGE_PENDING_MARK)
+                .is_some_and(|(head, _, _)| head == USAGE_LOG);
+            if !kept {
+                continue;
+            }
+            let Ok(Some(file)) = dir.open_file(&e.name) else {
+                continue;
+            };
+            let Ok(meta) = file.metadata() else {
+                continue;
+            };
+            let mine = std::os::unix::fs::MetadataExt::uid(&meta) == clima_artifact_fs::euid();
+            if only_own && !mine {
+                continue;
+            }
+            let Some(entries) = parse_entries(&file) else {
+                continue;
+            };
+            pending.entries.extend(entries);
+            if mine {
+                own.push((e.name.clone(), file));
+            }
+        }
+        pending.own = Some((dir, own));
+        pending
+    }
+
+    /// Whether no entry was read.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries as text of the usage log.
+    pub fn as_log_text(&self) -> String {
+        self.entries
+            .iter()
+            .map(|(manifest, time)| log_entry(manifest, *time))
+            .collect()
+    }
+
+    /// Removes this user's files that were read, once their entries are in the log (under
+    /// its lock); a file replaced since it was read is left alone.
+    pub fn remove_merged(self) {
+        if let Some((dir, files)) = self.own {
+            for (name, file) in files {
+                let _ = dir.remove_file_if_same(&name, &file);
+            }
+        }
+    }
+}
+
+/// The entries of a file of kept usage entries: `None` unless it is nothing but entries in
+/// the usage log's format (at most [`MAX_PENDING_BYTES`]).
+fn parse_entries(file: &std::fs::File) -> Option<Vec<(String, SystemTime)>> {
+    use std::io::Read;
+    let mut text = String::new();
+    file.take(MAX_PENDING_BYTES + 1)
+        .read_to_string(&mut text)
+        .ok()?;
+    if text.len() as u64 > MAX_PENDING_BYTES {
+        return None;
+    }
+    let table: toml::Table = text.parse().ok()?;
+    let mut entries = Vec::new();
+    for (manifest, infos) in table {
+        for info in infos.as_array()? {
+            let time = info.as_table()?.get("time")?.as_datetime()?.to_string();
+            entries.push((
+                manifest.clone(),
+                clima_artifact_fs::parse_utc_timestamp(&time)?,
+            ));
+        }
+    }
+    Some(entries)
+}
+
 /// Pkg's lock of a depot's usage log, held while this value lives (see
 /// [`Depot::lock_usage_log`]).
 #[must_use = "the lock is released when this value is dropped"]
@@ -93,41 +258,71 @@ pub struct UsageLogLock {
     _held: Option<JuliaPidfile>,
 }
 
+/// Pkg's lock of a usage log stayed held for the whole wait of [`Depot::lock_usage_log`].
+#[derive(Debug, Clone)]
+pub struct UsageLogBusy {
+    /// Who holds it (`pid N on host H`; escaped).
+    pub holder: String,
+}
+
 impl Depot {
     /// Takes Pkg's lock of `depot`'s `logs/artifact_usage.toml` (the pidfile Julia 1.13's
-    /// `write_env_usage` and `gc` take) before rewriting the log, as `clima-artifacts gc` does when
-    /// it compacts it: waited for at most 10 s, then the caller goes on without it (a log that
-    /// cannot be locked is still better compacted than never).
-    pub fn lock_usage_log(&self) -> UsageLogLock {
-        UsageLogLock {
-            _held: usage_log_pidlock(&self.logs_dir()),
+    /// `write_env_usage` and `gc` take) before rewriting the log, as `clima-artifacts gc` does
+    /// when it compacts it: waited for as Julia waits (while its holder is alive by Julia's
+    /// stale rule; a stale pidfile is taken over), at most `wait`, saying so while it waits.
+    /// [`UsageLogBusy`] when a live holder kept it that long: the log must not be rewritten.
+    /// A pidfile that cannot be used at all (no permission, something planted at its name) is
+    /// said, and the lock is then `Ok` without it, as Julia could not take it either.
+    pub fn lock_usage_log(&self, wait: Duration) -> Result<UsageLogLock, UsageLogBusy> {
+        match usage_log_pidlock(&self.logs_dir(), wait, Some(&self.usage_log())) {
+            LogLock::Held(held) => Ok(UsageLogLock { _held: held }),
+            LogLock::Busy(holder) => Err(UsageLogBusy {
+                holder: holder.describe(),
+            }),
         }
     }
 }
 
-/// Pkg's lock of the usage log (`write_env_usage`: `mkpidlock("<log>.pid", stale_age = 3)`),
-/// waited for at most 10 s (Julia holds it for a read and a rename); `None` when it cannot be
-/// had (the entry is appended anyway: usage records are best effort).
-fn usage_log_pidlock(logs: &Path) -> Option<JuliaPidfile> {
-    let start = std::time::Instant::now();
+/// What waiting for Pkg's lock of a usage log came to.
+enum LogLock {
+    /// Held (`None`: its pidfile cannot be used; said).
+    Held(Option<JuliaPidfile>),
+    /// A live holder (by Julia's rule) had it for the whole wait.
+    Busy(Holder),
+}
+
+/// Pkg's lock of the usage log in `logs` (`write_env_usage`:
+/// `mkpidlock("<log>.pid", stale_age = 3)`), waited for at most `wait`; with `tell` (the log),
+/// the wait is said once, naming the holder.
+fn usage_log_pidlock(logs: &Path, wait: Duration, tell: Option<&Path>) -> LogLock {
+    let start = Instant::now();
+    let name = layout::pidfile_name(USAGE_LOG);
+    let mut pause = Duration::from_millis(20);
+    let mut told = false;
     loop {
-        match JuliaPidfile::try_take_file(logs, "artifact_usage.toml.pid", 3.0) {
-            Take::Held(pidfile) => return Some(pidfile),
+        match JuliaPidfile::try_take_file(logs, &name, USAGE_STALE_AGE) {
+            Take::Held(pidfile) => return LogLock::Held(Some(pidfile)),
             Take::Unusable(why) => {
                 clima_artifact_progress::notice::emit(Event::UsageLogUnlocked {
                     why: UsageLogUnlockedReason::Pidfile(why),
                 });
-                return None;
+                return LogLock::Held(None);
             }
-            Take::Busy(holder) if start.elapsed() > std::time::Duration::from_secs(10) => {
-                clima_artifact_progress::notice::emit(Event::UsageLogUnlocked {
-                    why: UsageLogUnlockedReason::Held {
+            Take::Busy(holder) if start.elapsed() >= wait => return LogLock::Busy(holder),
+            Take::Busy(holder) => {
+                if let Some(log) = tell.filter(|_| !told) {
+                    told = true;
+                    clima_artifact_progress::notice::emit(Event::LockWait {
+                        what: format!("the usage log `{}`", log.display()),
+                        path: logs.join(&name),
                         holder: holder.describe(),
-                    },
-                });
-                return None;
+                        timeout: wait,
+                    });
+                }
+                let left = wait.saturating_sub(start.elapsed());
+                std::thread::sleep(pause.min(left));
+                pause = (pause * 2).min(Duration::from_millis(250));
             }
-            Take::Busy(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
         }
     }
 }

@@ -8,6 +8,8 @@
 //!   artifacts/
 //!     <git-tree-sha1>/                 an installed artifact (Julia's layout)
 //!     <git-tree-sha1>.pid              Julia 1.13's install pidfile for it
+//!     <git-tree-sha1>.git-tree-sha256  the copy's git tree SHA-256, once verified (bound to
+//!                                      the folder: device, inode, ctime)
 //!     Overrides.toml                   the depot's overrides (Julia's format)
 //!     .locks/<git-tree-sha1>.lock      our install lock
 //!     .locks/Overrides.toml.lock       our lock of Overrides.toml (held while a mirror edits it)
@@ -18,6 +20,9 @@
 //!   logs/
 //!     artifact_usage.toml              which manifests used this depot (Julia's format)
 //!     artifact_usage.toml.pid          Pkg 1.13's lock of that log
+//!     .artifact_usage.toml.clima-pending-<owner>
+//!                                      a usage entry that could not be written under that
+//!                                      lock in time; the next run merges it into the log
 //!     orphaned.toml                    what gc found unreferenced, and since when
 //! ```
 //!
@@ -38,6 +43,15 @@ pub const OVERRIDES: &str = "Overrides.toml";
 pub const USAGE_LOG: &str = "artifact_usage.toml";
 /// `<depot>/logs/orphaned.toml`.
 pub const ORPHAN_LOG: &str = "orphaned.toml";
+/// The end of the name of an installed copy's git tree SHA-256 record:
+/// `<depot>/artifacts/<hash>.git-tree-sha256`.
+pub const TREE_SHA256_RECORD: &str = ".git-tree-sha256";
+/// The mark of the temp file a record is written to before it is renamed into place:
+/// `.<hash>.git-tree-sha256.clima-record-<owner>`.
+pub const RECORD_MARK: &str = ".clima-record-";
+/// The mark of a usage entry kept for the next run to merge into the usage log:
+/// `<depot>/logs/.artifact_usage.toml.clima-pending-<owner>`.
+pub const USAGE_PENDING_MARK: &str = ".clima-pending-";
 /// `<depot>/artifacts/.locks`: one install lock file per artifact.
 pub const LOCKS: &str = ".locks";
 /// The mark of install temp dirs: `.<hash>.clima-install-<owner>`.
@@ -96,6 +110,8 @@ pub enum Entry<'a> {
     Artifact(GitTreeSha1),
     /// `<hash>.pid`: Julia's install pidfile of an artifact.
     JuliaPidfile(GitTreeSha1),
+    /// `<hash>.git-tree-sha256`: the git tree SHA-256 of an installed copy, once verified.
+    TreeSha256Record(GitTreeSha1),
     /// `Overrides.toml`.
     Overrides,
     /// `.locks`, the folder of install locks.
@@ -166,6 +182,9 @@ impl<'a> Entry<'a> {
         if let Some(h) = name.strip_suffix(".pid") {
             return Some(Entry::JuliaPidfile(hash(h)?));
         }
+        if let Some(h) = name.strip_suffix(TREE_SHA256_RECORD) {
+            return Some(Entry::TreeSha256Record(hash(h)?));
+        }
         (name.len() == 40)
             .then(|| hash(name))
             .flatten()
@@ -177,6 +196,7 @@ impl<'a> Entry<'a> {
         match self {
             Entry::Artifact(h) => h.to_hex(),
             Entry::JuliaPidfile(h) => pidfile_name(&h.to_hex()),
+            Entry::TreeSha256Record(h) => format!("{h}{TREE_SHA256_RECORD}"),
             Entry::Overrides => OVERRIDES.to_owned(),
             Entry::Locks => LOCKS.to_owned(),
             Entry::InstallTemp { artifact, owner } => format!(".{artifact}{INSTALL_MARK}{owner}"),
@@ -195,6 +215,7 @@ impl<'a> Entry<'a> {
         match *self {
             Entry::Artifact(h)
             | Entry::JuliaPidfile(h)
+            | Entry::TreeSha256Record(h)
             | Entry::InstallTemp { artifact: h, .. }
             | Entry::GcTemp { artifact: h, .. }
             | Entry::Partial { artifact: h, .. } => Some(h),
@@ -218,6 +239,12 @@ pub fn overrides_lock_file(depot: &Path) -> PathBuf {
         .join(format!("{OVERRIDES}.lock"))
 }
 
+/// `<depot>/artifacts/<hash>.git-tree-sha256`: the record of the git tree SHA-256 of the
+/// installed copy of `hash` (see the depot crate's `Depot::recorded_tree_sha256`).
+pub fn tree_sha256_record(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
+    artifacts_dir(depot).join(Entry::TreeSha256Record(*hash).name())
+}
+
 /// `<depot>/artifacts/<hash>.pid`: Julia 1.13's install pidfile of `hash`.
 pub fn julia_pidfile(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
     artifacts_dir(depot).join(Entry::JuliaPidfile(*hash).name())
@@ -233,6 +260,7 @@ mod tests {
         let all = [
             Entry::Artifact(h),
             Entry::JuliaPidfile(h),
+            Entry::TreeSha256Record(h),
             Entry::Overrides,
             Entry::Locks,
             Entry::InstallTemp {
@@ -255,7 +283,7 @@ mod tests {
             assert_eq!(Entry::parse(&name), Some(e), "{name}");
         }
         assert_eq!(
-            all[4].name(),
+            all[5].name(),
             format!(
                 ".{}.clima-install-node7.4242.00000000000000ff",
                 "ab".repeat(20)

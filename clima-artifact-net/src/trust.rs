@@ -159,9 +159,10 @@ pub(crate) fn skips_verification(config: &NetConfig, host: &str) -> bool {
     })
 }
 
-/// `url` without the secret of its user info, for messages and `clima-artifacts doctor` (proxy
-/// and package-server URLs carry credentials): `http://user:***@host:port` for a user and
-/// password, `https://***@host` for a user name alone (often a token). Whatever the URL's shape:
+/// `url` without its user info, for messages, logs, `--json` output and `clima-artifacts doctor`
+/// (proxy, package-server and manifest URLs carry credentials): `http://***@host:port`. The
+/// whole user info is hidden, user name included: a token is often the user name
+/// (`https://TOKEN:x-oauth-basic@host`, `https://TOKEN@host`). Whatever the URL's shape:
 /// without a scheme (`user:pass@proxy:3128`), with `@` or `/` in the password (the user info
 /// ends at the last `@`), or not a URL at all.
 pub fn redact_url(url: &str) -> String {
@@ -169,13 +170,9 @@ pub fn redact_url(url: &str) -> String {
         Some((scheme, rest)) => (format!("{scheme}://"), rest),
         None => (String::new(), url),
     };
-    let Some(at) = rest.rfind('@') else {
-        return url.to_owned();
-    };
-    let (userinfo, host) = (&rest[..at], &rest[at + 1..]);
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}{user}:***@{host}"),
-        None => format!("{scheme}***@{host}"),
+    match rest.rfind('@') {
+        Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
     }
 }
 
@@ -211,14 +208,19 @@ mod tests {
     fn credentials_are_redacted_whatever_the_shape() {
         for (url, want) in [
             ("http://proxy:3128", "http://proxy:3128"),
-            ("http://u:secret@proxy:3128", "http://u:***@proxy:3128"),
-            ("http://u:se@cr/et@proxy:3128/", "http://u:***@proxy:3128/"),
-            ("u:secret@proxy:3128", "u:***@proxy:3128"),
+            ("http://u:secret@proxy:3128", "http://***@proxy:3128"),
+            ("http://u:se@cr/et@proxy:3128/", "http://***@proxy:3128/"),
+            ("u:secret@proxy:3128", "***@proxy:3128"),
             (
                 "https://ghp_secrettoken@pkg.example",
                 "https://***@pkg.example",
             ),
-            ("not a url u:secret@x", "not a url u:***@x"),
+            // A token as the user name, with a dummy password (GitHub's form).
+            (
+                "https://secrettoken:x-oauth-basic@host/a.tar.gz",
+                "https://***@host/a.tar.gz",
+            ),
+            ("not a url u:secret@x", "***@x"),
         ] {
             let got = redact_url(url);
             assert_eq!(got, want, "{url}");

@@ -80,40 +80,58 @@ pub fn record_usage(config: &Config, manifest: &Path) {
 }
 
 /// Rewrites `<depot>/logs/artifact_usage.toml` with one entry per manifest, its latest time
-/// (models add at most one per manifest and day; this keeps the log small). Manifests that no
-/// longer exist are kept: gc reports them, and a manifest on an unmounted filesystem may come
-/// back. A missing or unreadable log is left alone.
-pub fn compact_usage_log(depot: &Path) -> CliResult {
-    // Julia 1.13 rewrites this log under its pidfile: never at the same time as we do.
+/// (models add at most one per manifest and day; this keeps the log small), with the entries
+/// runs kept beside it because they could not have its lock in time merged in (this user's
+/// files of them are then removed). Manifests that no longer exist are kept: gc reports them,
+/// and a manifest on an unmounted filesystem may come back. A missing log with no kept entries,
+/// or an unreadable log, is left alone.
+///
+/// Only under Pkg's lock of the log (Julia 1.13 rewrites it under that lock), waited for at
+/// most `wait` while its holder is alive by Julia's rule: when the holder keeps it longer, the
+/// log is left as it is (said), since rewriting it then could drop what the holder adds.
+pub fn compact_usage_log(depot: &Path, wait: std::time::Duration) -> CliResult {
     let depot = Depot::new(depot);
-    let _lock = depot.lock_usage_log();
+    let start = std::time::Instant::now();
     let log = depot.usage_log();
-    let Ok(Some(text)) = read_log(&log) else {
-        return Ok(());
+    let _lock = match depot.lock_usage_log(wait) {
+        Ok(lock) => lock,
+        Err(busy) => {
+            clima_artifact_runtime::progress::notice::emit(
+                clima_artifact_runtime::progress::notice::Event::UsageLogNotCompacted {
+                    log,
+                    holder: busy.holder,
+                    waited: start.elapsed(),
+                },
+            );
+            return Ok(());
+        }
+    };
+    let pending = depot::PendingUsage::read(&depot, false);
+    let text = match read_log(&log) {
+        Ok(Some(text)) => text,
+        Ok(None) if !pending.is_empty() => String::new(),
+        _ => return Ok(()),
     };
     let Ok(doc) = text.parse::<toml_edit::DocumentMut>() else {
         return Ok(());
     };
     let mut latest: std::collections::BTreeMap<String, String> = Default::default();
     let mut entries = 0;
-    for (manifest, item) in doc.as_table() {
-        let times: Vec<String> = match item {
-            toml_edit::Item::ArrayOfTables(a) => a
-                .iter()
-                .filter_map(|t| t.get("time"))
-                .filter_map(|t| t.as_value().map(|v| v.to_string().trim().to_owned()))
-                .collect(),
-            _ => continue,
-        };
-        entries += times.len();
-        if let Some(max) = times
-            .into_iter()
-            .max_by_key(|t| clima_artifact_fs::parse_utc_timestamp(t))
-        {
-            latest.insert(manifest.to_owned(), max);
+    let kept = pending
+        .entries
+        .iter()
+        .map(|(manifest, time)| (manifest.clone(), clima_artifact_fs::utc_timestamp(*time)));
+    for (manifest, time) in logged_times(&doc).chain(kept) {
+        entries += 1;
+        let later = latest.get(&manifest).is_none_or(|t| {
+            clima_artifact_fs::parse_utc_timestamp(t)
+                < clima_artifact_fs::parse_utc_timestamp(&time)
+        });
+        if later {
+            latest.insert(manifest, time);
         }
     }
-    if entries == latest.len() {
+    if entries == latest.len() && pending.is_empty() {
         return Ok(()); // already compact
     }
     let mut out = String::new();
@@ -124,16 +142,36 @@ pub fn compact_usage_log(depot: &Path) -> CliResult {
         ));
     }
     clima_artifact_fs::write_atomically(&log, out.as_bytes())
-        .map_err(|e| CliError::failure(e.to_string()))
+        .map_err(|e| CliError::failure(e.to_string()))?;
+    pending.remove_merged();
+    Ok(())
+}
+
+/// Every `(manifest, time)` of a usage log, times as written.
+fn logged_times(doc: &toml_edit::DocumentMut) -> impl Iterator<Item = (String, String)> + '_ {
+    doc.as_table().iter().flat_map(|(manifest, item)| {
+        let times: Vec<String> = match item {
+            toml_edit::Item::ArrayOfTables(a) => a
+                .iter()
+                .filter_map(|t| t.get("time"))
+                .filter_map(|t| t.as_value().map(|v| v.to_string().trim().to_owned()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        times.into_iter().map(move |t| (manifest.to_owned(), t))
+    })
 }
 
 /// Manifest paths recorded in `<depot>/logs/artifact_usage.toml` (Julia's format: one
-/// `[["/path/Artifacts.toml"]]` array-of-tables per manifest). A missing log records none.
+/// `[["/path/Artifacts.toml"]]` array-of-tables per manifest), and in the entries runs kept
+/// beside it for the next run to merge. A missing log records none.
 pub fn recorded_manifests(depot: &Path) -> CliResult<Vec<PathBuf>> {
     let log = Depot::new(depot).usage_log();
+    let pending = depot::PendingUsage::read(&Depot::new(depot), false);
+    let kept = pending.entries.iter().map(|(m, _)| PathBuf::from(m));
     let text = match read_log(&log) {
         Ok(Some(t)) => t,
-        Ok(None) => return Ok(Vec::new()),
+        Ok(None) => return Ok(kept.collect()),
         Err(e) => return Err(CliError::failure(e.to_string())),
     };
     let doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
@@ -143,11 +181,17 @@ pub fn recorded_manifests(depot: &Path) -> CliResult<Vec<PathBuf>> {
             clima_artifact_fs::printable(e.to_string().trim_end())
         ))
     })?;
-    Ok(doc
+    let mut manifests: Vec<PathBuf> = doc
         .as_table()
         .iter()
         .map(|(k, _)| PathBuf::from(k))
-        .collect())
+        .collect();
+    for m in kept {
+        if !manifests.contains(&m) {
+            manifests.push(m);
+        }
+    }
+    Ok(manifests)
 }
 
 /// The most a depot log may hold (the runtime bounds its reads of the usage log the same way).

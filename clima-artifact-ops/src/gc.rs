@@ -178,7 +178,7 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
             orphanage.save()?;
         }
         for depot in &collected {
-            depots::compact_usage_log(depot)?;
+            depots::compact_usage_log(depot, config.lock_timeout)?;
         }
     }
     Ok(Report {
@@ -350,7 +350,14 @@ fn remove_due(unreferenced: &mut [Unreferenced]) {
         let result =
             fs::rename(&u.path, &doomed).and_then(|()| clima_artifact_fs::remove_tree(&doomed));
         match result {
-            Ok(()) => u.removed = true,
+            Ok(()) => {
+                u.removed = true;
+                // The record of its git tree SHA-256 speaks for a folder that is gone.
+                if let Ok(hash) = GitTreeSha1::from_hex(&u.git_tree_sha1) {
+                    let record = clima_artifact_manifest::layout::Entry::TreeSha256Record(hash);
+                    let _ = fs::remove_file(parent.join(record.name()));
+                }
+            }
             Err(e) => u.error = Some(e.to_string()),
         }
     }

@@ -139,12 +139,13 @@ impl Artifacts {
     }
 
     /// The path of `spec` if the artifact is available (overridden or installed), `None` if it
-    /// would need a download. Never downloads, never hashes.
+    /// would need a download. Never downloads; never hashes, except once, the first time, an
+    /// installed copy for an entry that gives a `git-tree-sha256` (a copy installed by SHA-1
+    /// alone, see [`ensure_variant`](crate::ensure_variant)): a copy whose SHA-256 tree hash
+    /// is not the entry's is [`Error::InstalledTreeSha256Mismatch`].
     pub fn artifact_path(&self, spec: &str) -> Result<Option<PathBuf>, Error> {
         let (name, sub) = split_name_and_subpath(spec)?;
-        let variant = self.variant(name)?;
-        let depots = self.config.search_depots();
-        match depot::lookup(&variant.git_tree_sha1, &depots)? {
+        match self.available(name)? {
             Some(found) => Ok(Some(with_subpath(name, &found.path, sub)?)),
             None => Ok(None),
         }
@@ -154,8 +155,15 @@ impl Artifacts {
     /// [`Artifacts::artifact_path`]).
     pub fn is_installed(&self, spec: &str) -> Result<bool, Error> {
         let (name, _) = split_name_and_subpath(spec)?;
+        Ok(self.available(name)?.is_some())
+    }
+
+    /// The override or installed copy of `name` that may be used, if any.
+    fn available(&self, name: &str) -> Result<Option<Installed>, Error> {
         let variant = self.variant(name)?;
         let depots = self.config.search_depots();
-        Ok(depot::lookup(&variant.git_tree_sha1, &depots)?.is_some())
+        depot::lookup(&variant.git_tree_sha1, &depots)?
+            .map(|found| install::sha256_copy::usable(name, variant, found, &self.config))
+            .transpose()
     }
 }

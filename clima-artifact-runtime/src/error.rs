@@ -43,7 +43,11 @@ pub enum Error {
     #[error(transparent)]
     SubPath(#[from] SubPathError),
     /// An environment variable has a value that cannot be used.
-    #[error("environment variable {variable}=`{value}` is invalid: {reason}")]
+    #[error(
+        "environment variable {variable}=`{}` is invalid: {}",
+        clima_artifact_fs::printable(value),
+        clima_artifact_fs::printable(reason)
+    )]
     Config {
         /// The variable, e.g. `CLIMA_ARTIFACTS_STALL_TIMEOUT`.
         variable: String,
@@ -95,6 +99,35 @@ pub enum Error {
         manifest: PathBuf,
         /// The `Overrides.toml` to add the line to (in the first depot).
         overrides_file: PathBuf,
+    },
+    /// An installed copy's git tree SHA-256 is not the one its manifest entry gives, although
+    /// the copy is at the entry's `git-tree-sha1` name: it was installed by SHA-1 alone.
+    #[error(
+        "the installed copy of artifact `{name}` at `{}` has git-tree-sha256 {actual}, not the \
+         manifest's {expected} ({}): either the manifest's git-tree-sha256 is wrong, or this \
+         copy was installed by its git-tree-sha1 alone (by Julia or an older clima-artifacts) \
+         and was made to collide in SHA-1; it is not used: if the entry is right, remove that \
+         folder and fetch again",
+        clima_artifact_fs::printable(&path.display().to_string()),
+        match sha1_matches {
+            Some(true) => "its git-tree-sha1 matches the manifest's",
+            Some(false) => "its content does not match its git-tree-sha1 either: it was changed",
+            None => "as recorded when it was first hashed",
+        }
+    )]
+    InstalledTreeSha256Mismatch {
+        /// The artifact.
+        name: String,
+        /// The copy's folder (`<depot>/artifacts/<git-tree-sha1>`).
+        path: PathBuf,
+        /// The entry's `git-tree-sha256`.
+        expected: GitTreeSha256,
+        /// The copy's.
+        actual: GitTreeSha256,
+        /// Whether the copy's git tree SHA-1 is the entry's: known when it was hashed by this
+        /// call (`false`: the copy was changed after it was installed), `None` when its
+        /// recorded SHA-256 was used.
+        sha1_matches: Option<bool>,
     },
     /// A model's first use would download more than `CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE`.
     #[error(
@@ -439,9 +472,10 @@ fn render_override_hint(
     )
 }
 
+/// The URLs, each quoted, credentials redacted.
 fn render_urls(urls: &[String]) -> String {
     urls.iter()
-        .map(|u| format!("`{u}`"))
+        .map(|u| format!("`{}`", clima_artifact_net::trust::redact_url(u)))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -71,9 +71,9 @@ pub use clima_artifact_provenance::access_log;
 /// temp dirs the runtime's installs use and this module leaves out.
 pub mod depot {
     pub use clima_artifact_depot::{
-        Depot, Error, LockedFile, Overrides, PARTIAL_MAX_AGE, PROBE_MAX_AGE, ResolvedOverride,
-        USAGE_RECORD_EVERY, UsageLogLock, find_installed, first_writable, hostname, julia_depots,
-        lookup, partial_name, search_order,
+        Depot, Error, LockedFile, Overrides, PARTIAL_MAX_AGE, PROBE_MAX_AGE, PendingUsage,
+        ResolvedOverride, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY, UsageLogBusy, UsageLogLock,
+        find_installed, first_writable, hostname, julia_depots, lookup, partial_name, search_order,
     };
 }
 /// Safe tar extraction that hashes every blob while writing it (the crate

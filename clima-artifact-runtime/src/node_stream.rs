@@ -301,11 +301,17 @@ fn look(me: &Leader<'_>) -> Found {
     let looked = me
         .node_depot
         .create_private_node()
-        .and_then(|()| depot::lookup(&me.variant.git_tree_sha1, &me.config.search_depots()));
+        .map_err(Error::from)
+        .and_then(|()| {
+            let found = depot::lookup(&me.variant.git_tree_sha1, &me.config.search_depots())?;
+            found
+                .map(|f| install::sha256_copy::usable(me.name, me.variant, f, me.config))
+                .transpose()
+        });
     match looked {
         Ok(Some(have)) => Found::Have(have),
         Ok(None) => Found::Need,
-        Err(e) => Found::Failed(Error::from(e).to_wire()),
+        Err(e) => Found::Failed(e.to_wire()),
     }
 }
 

@@ -280,6 +280,9 @@ static INSTALLED: LazyLock<RwLock<HashMap<GitTreeSha1, Known>>> =
 #[derive(Debug, Clone)]
 struct Known {
     installed: Installed,
+    /// The `git-tree-sha256` the copy was checked to have (by an entry that gives one), so
+    /// that an entry with another one is not answered from memory.
+    verified_sha256: Option<GitTreeSha256>,
     /// Sub-paths already checked to exist, with their full paths.
     subpaths: HashMap<String, PathBuf>,
     /// Communicators on which it was resolved collectively.
@@ -345,7 +348,13 @@ fn resolve(
         .unwrap_or_else(|e| e.into_inner())
         .get(&hash)
         .cloned();
-    let installed = match known.filter(|k| k.confirmed.answers(ctx)) {
+    let answers = |k: &Known| {
+        k.confirmed.answers(ctx)
+            && (variant.git_tree_sha256.is_none()
+                || matches!(k.installed.origin, Origin::Override { .. })
+                || k.verified_sha256 == variant.git_tree_sha256)
+    };
+    let installed = match known.filter(answers) {
         Some(k) => {
             let origin = match k.installed.origin {
                 Origin::Downloaded { .. } => Origin::Depot,
@@ -395,6 +404,9 @@ fn resolve(
     };
 
     let confirmed = known_entry(hash, &installed, |k| {
+        if variant.git_tree_sha256.is_some() {
+            k.verified_sha256 = variant.git_tree_sha256;
+        }
         if let Some(sub) = subpath {
             k.subpaths.insert(sub.to_owned(), full_path.clone());
         }
@@ -428,6 +440,7 @@ fn known_entry<T>(hash: GitTreeSha1, installed: &Installed, f: impl FnOnce(&mut 
     let mut map = INSTALLED.write().unwrap_or_else(|e| e.into_inner());
     let entry = map.entry(hash).or_insert_with(|| Known {
         installed: installed.clone(),
+        verified_sha256: None,
         subpaths: HashMap::new(),
         confirmed: Arc::default(),
     });

@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 use clima_artifact_fs::printable;
 
 use crate::SyncError;
+use crate::storage::check_key;
 
 /// Folder (in the run folder and in the storage) holding the sync manifest.
 pub const STATE_DIR: &str = ".clima-sync";
@@ -103,6 +104,19 @@ impl SyncIndex {
                 printable(&entry.sha256)
             )));
         }
+        let named = index
+            .latest_checkpoint
+            .iter()
+            .map(|c| ("latest_checkpoint", c));
+        let listed = index.checkpoints.iter().map(|c| ("checkpoints", c));
+        if let Some((key, c)) = named.chain(listed).find(|(_, c)| !is_checkpoint_name(c)) {
+            return Err(bad(format!(
+                "its `{key}` names `{}`, which is not a folder inside the run folder (a \
+                 relative path like `checkpoints/step-200`, without `.` or `..` segments, \
+                 outside `{STATE_DIR}`)",
+                printable(c)
+            )));
+        }
         Ok(index)
     }
 
@@ -117,6 +131,14 @@ impl SyncIndex {
     pub fn in_checkpoint(&self, rel: &str) -> bool {
         self.checkpoints.iter().any(|c| is_under(rel, c))
     }
+}
+
+/// Whether `name` can name a checkpoint folder: a clean relative path inside the run folder
+/// (what [`RunSync::on_checkpoint`](crate::RunSync::on_checkpoint) records), never the run
+/// folder itself, a path out of it (`/etc`, `../other-run`) or the sync state's folder. A
+/// restore resumes from the folder it names, so a planted index must not choose another.
+pub(crate) fn is_checkpoint_name(name: &str) -> bool {
+    check_key(name).is_ok() && name.split('/').next() != Some(STATE_DIR)
 }
 
 /// Whether the relative path `rel` is `dir` or below it.

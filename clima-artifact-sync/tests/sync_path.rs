@@ -668,3 +668,70 @@ fn pushing_to_a_second_store_uploads_what_that_store_lacks() {
     assert!(r.uploaded.is_empty(), "{:?}", r.uploaded);
     assert!(first.file_puts().is_empty());
 }
+
+/// Issue 47, item 7: the checkpoint a restore resumes from is a folder inside the run. A
+/// planted index whose `latest_checkpoint` (or a listed checkpoint) is `/etc`, a path out of
+/// the run or the sync state's own folder is refused by name (escaped) before anything is
+/// restored, and never returned as the resume path; a name that only holds control
+/// characters is a folder inside the run like any other.
+#[test]
+fn a_planted_latest_checkpoint_outside_the_run_is_refused() {
+    let (t, run, store) = run_and_store();
+    syncer(&run, &store).on_checkpoint("ckpt/step-1").unwrap();
+    let stored = store.get_bytes(INDEX_KEY).unwrap().unwrap();
+    let original: serde_json::Value = serde_json::from_slice(&stored).unwrap();
+    let plant = |key: &str, name: &str| {
+        let mut planted = original.clone();
+        planted[key] = if key == "checkpoints" {
+            serde_json::json!(["ckpt/step-1", name])
+        } else {
+            serde_json::json!(name)
+        };
+        store
+            .put_bytes(INDEX_KEY, planted.to_string().as_bytes())
+            .unwrap();
+    };
+    for (i, bad) in [
+        "/etc",
+        "../other-run",
+        "ckpt/../../other-run",
+        "",
+        ".",
+        ".clima-sync",
+        "ckpt//step-1",
+        "/etc\u{1b}]0;x\u{7}",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for key in ["latest_checkpoint", "checkpoints"] {
+            plant(key, bad);
+            let fresh = t.path().join(format!("fresh-{key}-{i}"));
+            let e = syncer(&fresh, &store).restore().unwrap_err();
+            let text = e.to_string();
+            assert!(matches!(e, Error::BadIndex { .. }), "{bad:?}: {text}");
+            let shown = bad.replace('\u{1b}', "\\u{1b}").replace('\u{7}', "\\u{7}");
+            assert!(
+                text.contains(&format!("its `{key}` names `{shown}`"))
+                    && text.contains("not a folder inside the run folder"),
+                "{bad:?}: {text}"
+            );
+            assert!(!text.contains('\u{1b}'), "{text:?}");
+            // Nothing restored: not even the run folder's files.
+            assert!(!fresh.join("diag/energy.csv").exists(), "{bad:?}");
+        }
+    }
+    // A name with control characters inside the run is a checkpoint like any other.
+    let odd = "ckpt/step\u{1b}[2J";
+    write(&run.join(odd).join("state.bin"), "odd state");
+    store.put_bytes(INDEX_KEY, &stored).unwrap();
+    fs::remove_file(run.join(INDEX_KEY)).unwrap();
+    syncer(&run, &store).on_checkpoint(odd).unwrap();
+    let fresh = t.path().join("fresh-odd");
+    let restored = syncer(&fresh, &store).restore().unwrap();
+    assert_eq!(restored.checkpoint, Some(fresh.join(odd)));
+    assert_eq!(
+        fs::read_to_string(fresh.join(odd).join("state.bin")).unwrap(),
+        "odd state"
+    );
+}

@@ -1266,10 +1266,11 @@ fn doctor_shows_roots_and_proxies() {
     );
     assert_eq!(
         report["https_proxy"],
-        "http://alice:***@proxy.lab.org:3128 (from HTTPS_PROXY)"
+        "http://***@proxy.lab.org:3128 (from HTTPS_PROXY)"
     );
     assert!(report["http_proxy"].is_null(), "{report}");
     assert!(!report.to_string().contains("s3cret"));
+    assert!(!report.to_string().contains("alice"));
 }
 
 /// Every environment variable of `clima_artifact_vars::ALL` is listed by `--help` and named in
@@ -1495,7 +1496,8 @@ fn doctor_diagnoses_depots_and_hides_the_package_servers_token() {
     };
     let text = String::from_utf8_lossy(&doctor(false).stdout).into_owned();
     assert!(!text.contains("T0KEN-s3cret"), "{text}");
-    assert!(text.contains("http://mirror:***@127.0.0.1:9/pkg"), "{text}");
+    assert!(text.contains("http://***@127.0.0.1:9/pkg"), "{text}");
+    assert!(!text.contains("mirror"), "{text}");
     assert!(
         text.contains(&format!("installs go to:       {}", missing.display())),
         "{text}"
@@ -1761,4 +1763,236 @@ fn gc_compacts_the_usage_log_only_under_julias_lock_of_it() {
     let after = fs::read_to_string(&log).unwrap();
     assert_eq!(after.matches("[[").count(), 1, "{after}");
     assert!(!pidfile.exists(), "gc left its own pidfile behind");
+}
+
+/// Issue 47, item 8: a token in a URL's user name (`https://TOKEN:x-oauth-basic@host`, GitHub's
+/// form) is printed by nothing: not by `-v`, not in `--json`, not in an error (a failed or an
+/// offline download), not by `doctor`, which hides the whole user info. `doctor` also prints
+/// the depot paths it was given, and the depot variable's error, with control characters
+/// escaped.
+#[test]
+fn a_token_in_a_urls_user_name_is_never_printed() {
+    if !clima_artifact_tests::have_git() {
+        return;
+    }
+    const TOKEN: &str = "ghp_T0kenInTheUserName";
+    let server = TestServer::start();
+    let art = clima_artifact_tests::TestArtifact::sample(1547);
+    server.serve("era5.tar.gz", art.tarball.clone());
+    server.always("gone.tar.gz", clima_artifact_tests::Fault::Status(404));
+    let with_token = |path: &str| {
+        server
+            .url(path)
+            .replace("http://", &format!("http://{TOKEN}:x-oauth-basic@"))
+    };
+    let sb = Sandbox::new();
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        format!(
+            "[era5]\ngit-tree-sha1 = \"{h}\"\n[[era5.download]]\nurl = \"{}\"\nsha256 = \"{s}\"\n\
+             [gone]\ngit-tree-sha1 = \"{}\"\n[[gone.download]]\nurl = \"{}\"\nsha256 = \"{s}\"\n",
+            with_token("era5.tar.gz"),
+            "4".repeat(40),
+            with_token("gone.tar.gz"),
+            h = art.tree_hash,
+            s = art.sha256,
+        ),
+    )
+    .unwrap();
+    let printed = |out: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    // Offline: the error names the URLs it would have used.
+    let offline = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_OFFLINE", "1")
+        .args(["fetch", "era5"])
+        .output()
+        .unwrap();
+    assert_eq!(offline.status.code(), Some(1), "{}", printed(&offline));
+    let text = printed(&offline);
+    assert!(text.contains("http://***@127.0.0.1:"), "{text}");
+    assert!(!text.contains(TOKEN), "the token was printed: {text}");
+    // Verbose, with JSON: the download's URL in the notices and in the report.
+    let fetched = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_PROGRESS", "1")
+        .args(["--verbose", "fetch", "era5", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&fetched);
+    let text = printed(&fetched);
+    assert!(!text.contains(TOKEN), "the token was printed: {text}");
+    let report = json(&fetched);
+    assert_eq!(report[0]["status"], "downloaded", "{report}");
+    assert!(
+        report[0]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://***@127.0.0.1:"),
+        "{report}"
+    );
+    // A failing download: its error, in text and in JSON.
+    for json_flag in [false, true] {
+        let mut cmd = sb.cli();
+        cmd.args(["--verbose", "fetch", "gone"]);
+        if json_flag {
+            cmd.arg("--json");
+        }
+        let failed = cmd.output().unwrap();
+        assert_eq!(failed.status.code(), Some(1), "{}", printed(&failed));
+        let text = printed(&failed);
+        assert!(text.contains("404"), "{text}");
+        assert!(!text.contains(TOKEN), "the token was printed: {text}");
+    }
+    // `doctor`, with the token in the package server's and the proxy's URL.
+    for json_flag in [false, true] {
+        let mut cmd = sb.cli();
+        cmd.env(
+            "CLIMA_ARTIFACTS_PKG_SERVER",
+            format!("https://{TOKEN}:x-oauth-basic@pkg.example"),
+        )
+        .env("HTTPS_PROXY", format!("http://{TOKEN}@proxy.example:3128"))
+        .arg("doctor");
+        if json_flag {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert_ok(&out);
+        let text = printed(&out);
+        assert!(
+            text.contains("https://***@pkg.example") && text.contains("http://***@proxy.example"),
+            "{text}"
+        );
+        assert!(!text.contains(TOKEN), "the token was printed: {text}");
+    }
+    // Depot paths with control characters: escaped, in the listing and in the error.
+    let odd = sb.root.path().join("depot\u{1b}]0;owned\u{7}");
+    let out = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &odd)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = printed(&out);
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+    assert!(text.contains("depot\\u{1b}]0;owned\\u{7}"), "{text}");
+    let out = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", "relative\u{1b}[2J/depot")
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", printed(&out));
+    let text = printed(&out);
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(
+        text.contains("CLIMA_ARTIFACTS_DEPOT_PATH=`relative\\u{1b}[2J/depot`"),
+        "{text}"
+    );
+}
+
+/// Issue 47, item 5: a Julia process that holds the usage log's lock for longer than a run
+/// waits (`write_env_usage` on a slow shared filesystem: read the log, ..., rename over it)
+/// loses no entry. `fetch` neither appends to the log it is about to replace nor drops its
+/// entry: the entry is kept beside the log; `gc` waits for the lock as Julia would (the
+/// holder keeps it fresh), then merges the kept entry and compacts, keeping the Julia
+/// writer's entry too.
+#[test]
+fn no_usage_entry_is_lost_while_julia_holds_the_logs_lock_for_long() {
+    let sb = Sandbox::new();
+    let hash = "5".repeat(40);
+    let manifest = sb.work.join("Artifacts.toml");
+    fs::write(&manifest, format!("[kept]\ngit-tree-sha1 = \"{hash}\"\n")).unwrap();
+    fs::create_dir_all(sb.depot.join("artifacts").join(&hash)).unwrap();
+    fs::write(sb.depot.join("artifacts").join(&hash).join("a"), "a").unwrap();
+    let old = sb.root.path().join("old/Artifacts.toml");
+    let julia = sb.root.path().join("julia/Artifacts.toml");
+    for m in [&old, &julia] {
+        fs::create_dir_all(m.parent().unwrap()).unwrap();
+        fs::write(m, "").unwrap();
+    }
+    let logs = sb.depot.join("logs");
+    fs::create_dir_all(&logs).unwrap();
+    let log = logs.join("artifact_usage.toml");
+    let entry = |m: &Path, t: &str| format!("[[{:?}]]\ntime = {t}\n", m.display().to_string());
+    let before = entry(&old, "2024-01-01T00:00:00Z") + &entry(&old, "2024-03-01T00:00:00Z");
+    fs::write(&log, &before).unwrap();
+    // Pkg's `write_env_usage` under `mkpidlock("<log>.pid", stale_age = 3)` (O_EXCL, 0o444,
+    // "<pid> <host>", refreshed every second), holding it for 15 s before its rename.
+    let pidfile = logs.join("artifact_usage.toml.pid");
+    let script = r#"
+        umask 0222; set -C
+        printf '%s %s' "$$" "$HOST" > "$PIDFILE" || exit 3
+        umask 022; set +C
+        old=$(cat "$LOG")
+        end=$(( $(date +%s) + 15 ))
+        while [ "$(date +%s)" -lt "$end" ]; do sleep 1; touch "$PIDFILE"; done
+        printf '%s\n[["%s"]]\ntime = 2026-01-02T03:04:05.678\n' "$old" "$MANIFEST" > "$LOG.tmp"
+        mv "$LOG.tmp" "$LOG"
+        rm -f "$PIDFILE"
+    "#;
+    let mut holder = std::process::Command::new("sh")
+        .args(["-c", script])
+        .env("HOST", clima_artifact_fs::hostname())
+        .env("PIDFILE", &pidfile)
+        .env("LOG", &log)
+        .env("MANIFEST", &julia)
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !pidfile.exists() {
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the Julia side never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // `fetch` waits its 10 s, then keeps its entry: the log Julia is replacing is untouched.
+    let fetched = sb.cli().args(["fetch", "kept"]).output().unwrap();
+    assert_ok(&fetched);
+    assert!(
+        pidfile.exists(),
+        "the Julia side let go too early for this test"
+    );
+    assert_eq!(fs::read_to_string(&log).unwrap(), before);
+    // `gc` waits for the lock while its holder is alive, then merges and compacts.
+    let gc = std::process::Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"))
+        .args(["gc", "--delay", "0", "--json"])
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &sb.depot)
+        .env("CLIMA_ARTIFACTS_PROGRESS", "0")
+        .env_remove("JULIA_DEPOT_PATH")
+        .current_dir(&sb.work)
+        .output()
+        .unwrap();
+    assert!(holder.wait().unwrap().success());
+    assert_ok(&gc);
+    let after = fs::read_to_string(&log).unwrap();
+    let manifest = fs::canonicalize(&manifest).unwrap();
+    for m in [&old, &julia, &manifest] {
+        assert_eq!(
+            after
+                .matches(&format!("[[{:?}]]", m.display().to_string()))
+                .count(),
+            1,
+            "{}: {after}",
+            m.display()
+        );
+    }
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).unwrap();
+    assert_eq!(report["kept"], 1, "{report}");
+    let left: Vec<String> = fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "artifact_usage.toml" && n != "orphaned.toml")
+        .collect();
+    assert!(left.is_empty(), "left in logs: {left:?}");
 }

@@ -392,3 +392,58 @@ fn a_planted_index_link_to_dev_zero_or_a_huge_index_fails_fast_in_bounded_memory
     );
     assert!(peak < PULL_MEMORY, "peak RSS {peak} bytes");
 }
+
+/// Issue 47, item 7: `sync pull` resumes from a checkpoint folder inside the run only. The
+/// latest checkpoint's name is printed escaped (a name may hold control characters); an index
+/// that names `/etc` or `../other-run` is refused by name, and no such resume path is printed.
+#[test]
+fn pull_prints_the_checkpoint_escaped_and_refuses_one_outside_the_run() {
+    let sh = Shared::new();
+    let run = sh.path("run");
+    let odd = "ckpt/step\u{1b}]0;owned\u{7}";
+    fs::create_dir_all(run.join(odd)).unwrap();
+    fs::write(run.join(odd).join("state.bin"), "state").unwrap();
+    let mut push = cli(&sh);
+    push.args(["sync", "push"])
+        .arg(&run)
+        .arg(&sh.store)
+        .arg("--checkpoint")
+        .arg(run.join(odd));
+    assert_ok(&push.output().unwrap());
+    fs::remove_dir_all(&run).unwrap();
+    let out = pull(&sh).output().unwrap();
+    assert_ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("latest checkpoint: ") && stdout.contains("ckpt/step\\u{1b}]0;owned\\u{7}"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{7}'),
+        "{stdout:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(run.join(odd).join("state.bin")).unwrap(),
+        "state"
+    );
+
+    let index_path = sh.store.join(".clima-sync/index.json");
+    let index: serde_json::Value = serde_json::from_slice(&fs::read(&index_path).unwrap()).unwrap();
+    for planted in ["/etc", "../other-run"] {
+        let mut bad = index.clone();
+        bad["latest_checkpoint"] = serde_json::json!(planted);
+        fs::write(&index_path, bad.to_string()).unwrap();
+        fs::remove_dir_all(&run).unwrap();
+        let out = pull(&sh).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{planted}: {out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stdout.contains("latest checkpoint"), "{stdout}");
+        assert!(
+            stderr.contains(&format!("its `latest_checkpoint` names `{planted}`"))
+                && stderr.contains("not a folder inside the run folder"),
+            "{stderr}"
+        );
+        fs::create_dir_all(&run).unwrap();
+    }
+}

@@ -365,6 +365,47 @@ pub enum Event {
         /// Why.
         why: UsageLogUnlockedReason,
     },
+    /// Info: Pkg's lock of the usage log `log` stayed held by `holder` longer than a run
+    /// waits for it, so the usage entry was kept in `kept`, which the next run merges into
+    /// the log under that lock.
+    UsageEntryKept {
+        /// The usage log.
+        log: PathBuf,
+        /// The file the entry is kept in.
+        kept: PathBuf,
+        /// Who holds the lock (`pid N on host H`; escaped).
+        holder: String,
+    },
+    /// Info: `gc` leaves the usage log `log` as it is this time: Pkg's lock of it stayed held
+    /// by `holder` for `waited`, and rewriting it without that lock could drop the entries its
+    /// holder is writing.
+    UsageLogNotCompacted {
+        /// The usage log.
+        log: PathBuf,
+        /// Who holds the lock (escaped).
+        holder: String,
+        /// How long `gc` waited.
+        waited: Duration,
+    },
+
+    // --- Installed copies -----------------------------------------------------------------
+    /// Info: the installed copy of `artifact` at `path` has no record of its git tree
+    /// SHA-256, which its manifest entry gives: its tree is hashed once, and the result
+    /// recorded.
+    HashingInstalledCopy {
+        /// The artifact's name.
+        artifact: String,
+        /// The copy's folder.
+        path: PathBuf,
+    },
+    /// Detail: the git tree SHA-256 of the copy at `path` could not be recorded in any of
+    /// this process's depots (`error`, the last one's); it is hashed again next time.
+    TreeSha256NotRecorded {
+        /// The copy's folder.
+        path: PathBuf,
+        /// Why.
+        error: String,
+    },
 
     // --- Provenance report ----------------------------------------------------------------
     /// Info: the provenance report was written.
@@ -451,6 +492,9 @@ impl Event {
             | PartialOnNode { .. }
             | PartialRemoved { .. }
             | FoundInSharedDepot { .. }
+            | UsageEntryKept { .. }
+            | UsageLogNotCompacted { .. }
+            | HashingInstalledCopy { .. }
             | LeftoverRemoved { .. }
             | ProbeFileRemoved { .. }
             | ReportWritten { .. }
@@ -463,7 +507,8 @@ impl Event {
             | ReceivedOverMpi { .. }
             | LeftoverKept { .. }
             | UsageRecordFailed { .. }
-            | UsageLogUnlocked { .. } => Level::Detail,
+            | UsageLogUnlocked { .. }
+            | TreeSha256NotRecorded { .. } => Level::Detail,
             LockFileUnusable { .. }
             | LockRefused { .. }
             | JuliaLockUnusable { .. }
@@ -778,6 +823,37 @@ impl fmt::Display for Event {
                 write!(f, "cannot record usage in `{}`: {error}", path.display())
             }
             UsageLogUnlocked { why } => write!(f, "{why}; recording usage without it"),
+            UsageEntryKept { log, kept, holder } => write!(
+                f,
+                "the lock of `{}` is held by {holder}: usage is kept in `{}` until the next \
+                 run (or `clima-artifacts gc`) merges it into the log",
+                log.display(),
+                kept.display()
+            ),
+            UsageLogNotCompacted {
+                log,
+                holder,
+                waited,
+            } => write!(
+                f,
+                "not compacting `{}`: its lock is held by {holder} (waited {} s); the next gc \
+                 compacts it",
+                log.display(),
+                waited.as_secs()
+            ),
+            HashingInstalledCopy { artifact, path } => write!(
+                f,
+                "hashing the installed copy of `{artifact}` at `{}` once: its manifest entry \
+                 gives a git-tree-sha256, and this copy was installed by its git-tree-sha1 \
+                 alone (the result is recorded beside it)",
+                printable(&path.display().to_string())
+            ),
+            TreeSha256NotRecorded { path, error } => write!(
+                f,
+                "cannot record the git-tree-sha256 of `{}` ({error}); it is hashed again next \
+                 time",
+                printable(&path.display().to_string())
+            ),
             ReportWritten {
                 markdown,
                 json,

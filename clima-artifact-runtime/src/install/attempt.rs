@@ -543,8 +543,22 @@ impl InstallRequest<'_> {
         .into()
     }
 
-    /// Commits the verified `tmp` as `<depot>/artifacts/<hash>` (see [`Depot::commit`]).
+    /// Commits the verified `tmp` as `<depot>/artifacts/<hash>` (see [`Depot::commit`]) and,
+    /// when the entry gives a `git-tree-sha256` (checked in the same pass), records it for the
+    /// folder, so that it is never hashed again. Not when another process's copy won the race
+    /// to that name: that copy is checked when it is used.
     fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
-        Ok(self.target.dir.commit(tmp, &self.hash, self.name)?)
+        use std::os::unix::fs::MetadataExt;
+        let ours = tmp.dir().metadata().ok().map(|m| (m.dev(), m.ino()));
+        let dest = self.target.dir.commit(tmp, &self.hash, self.name)?;
+        let renamed = std::fs::metadata(&dest)
+            .ok()
+            .is_some_and(|m| Some((m.dev(), m.ino())) == ours);
+        if let Some(sha256) = self.hash_sha256
+            && renamed
+        {
+            super::sha256_copy::record_installed(&self.target.dir, &self.hash, &dest, &sha256);
+        }
+        Ok(dest)
     }
 }

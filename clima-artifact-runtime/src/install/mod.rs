@@ -3,7 +3,9 @@
 //! [`ensure_variant`] decides, in this order:
 //!
 //! 1. an override (`Overrides.toml` of any depot) -> use its path; never hashed, never downloaded;
-//! 2. `artifacts/<hash>` exists in any depot -> use it (an existence check, nothing is hashed);
+//! 2. `artifacts/<hash>` exists in any depot -> use it (an existence check, nothing is hashed;
+//!    for an entry with a `git-tree-sha256`, its recorded SHA-256 tree hash must be the
+//!    entry's, or the copy is hashed once and the result recorded: `sha256_copy`);
 //! 3. no `[[name.download]]` -> [`Error::NoDownloads`] with the exact `Overrides.toml` line to add;
 //! 4. offline (`CLIMA_ARTIFACTS_OFFLINE=1`): network (`http(s)://`) sources are skipped; local
 //!    paths and `file://` URLs are still used. No source left -> [`Error::Offline`], naming the
@@ -32,6 +34,7 @@
 //! when renaming, another process won the race: that is success.
 
 mod attempt;
+pub(crate) mod sha256_copy;
 mod transfer;
 
 use std::io::{self, Read};
@@ -121,7 +124,7 @@ pub(crate) fn ensure_variant_tapped(
     let hash = variant.git_tree_sha1;
     let depots = config.search_depots();
     if let Some(found) = lookup(&hash, &depots)? {
-        return Ok(found);
+        return sha256_copy::usable(name, variant, found, config);
     }
     if variant.downloads.is_empty() {
         return Err(Error::NoDownloads {
@@ -146,7 +149,7 @@ pub(crate) fn ensure_variant_tapped(
         });
     }
     let (_lock, mut target) = match lock_target(name, &hash, &depots, config)? {
-        Err(found) => return Ok(found),
+        Err(found) => return sha256_copy::usable(name, variant, found, config),
         Ok(locked) => locked,
     };
     partials_depot(name, &hash, config, &mut target);
@@ -277,7 +280,7 @@ pub(crate) fn install_received(
     let hash = variant.git_tree_sha1;
     let depots = config.search_depots();
     let (_lock, target) = match try_lock_target(name, &hash, &depots, config)? {
-        Some(Err(found)) => return Ok(Some(found)),
+        Some(Err(found)) => return sha256_copy::usable(name, variant, found, config).map(Some),
         Some(Ok(locked)) => locked,
         None => return Ok(None),
     };

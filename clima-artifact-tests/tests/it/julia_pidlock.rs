@@ -253,3 +253,43 @@ fn a_symlink_planted_as_the_pidfile_is_neither_followed_nor_removed() {
             .is_symlink()
     );
 }
+
+/// Issue 47, item 5: a pidfile dated in the future (a clock set wrong, a planted file) whose
+/// holder is dead on this host no longer blocks every install of the artifact until its date:
+/// it is stale whatever its time. One of a live holder, or of another host, is still waited
+/// for.
+#[test]
+fn a_future_dated_pidfile_of_a_dead_local_holder_is_taken_over() {
+    if !have_git() {
+        return;
+    }
+    let s = served(TestArtifact::sample(74), "a.tar.gz");
+    let mut config = test_config(std::slice::from_ref(&s.depot));
+    config.lock_timeout = Duration::from_millis(600);
+    let variant = s.art.variant(&[s.server.url("a.tar.gz")]);
+    let path = pidfile(&s.depot, &s.art);
+    let host = clima_artifact_fs::hostname();
+    let plant_future = |pid: u32, host: &str| {
+        plant_pidfile(&path, pid, host, Duration::ZERO);
+        let f = fs::File::open(&path).unwrap();
+        f.set_modified(SystemTime::now() + Duration::from_secs(24 * 3600))
+            .unwrap();
+    };
+    // Waited for: a live holder of this host, and another host's (which cannot be checked).
+    for (pid, host) in [(std::process::id(), host.as_str()), (1, "julia-node-17")] {
+        plant_future(pid, host);
+        let e = ensure_variant("a", &variant, &s.depot, &config).unwrap_err();
+        assert!(
+            matches!(e, Error::Depot(DepotError::LockTimeout { .. })),
+            "{e}"
+        );
+        assert_eq!(s.server.gets("a.tar.gz"), 0);
+        fs::remove_file(&path).unwrap();
+    }
+    // Taken over: a dead holder of this host, a day ahead.
+    plant_future(dead_pid(), &host);
+    let got = ensure_variant("a", &variant, &s.depot, &config).unwrap();
+    assert!(matches!(got.origin, Origin::Downloaded { .. }));
+    s.art.assert_content(&got.path);
+    assert!(!path.exists(), "our pidfile is removed when we are done");
+}

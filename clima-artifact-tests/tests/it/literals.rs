@@ -236,6 +236,9 @@ const DEPOT_NAMES: &[&str] = &[
     ".gc-",
     ".clima-install-",
     ".probe-",
+    ".git-tree-sha256",
+    ".clima-record-",
+    ".clima-pending-",
 ];
 
 const LAYOUT: &str = "clima-artifact-manifest/src/layout.rs";

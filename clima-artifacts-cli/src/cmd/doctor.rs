@@ -33,7 +33,7 @@ pub fn run(args: DoctorArgs) -> CliResult {
         p.as_ref().map(|(var, url)| {
             format!(
                 "{} (from {var})",
-                clima_artifact_runtime::trust::redact_url(url)
+                clima_artifact_fs::printable(&redact_url(url))
             )
         })
     };
@@ -62,7 +62,7 @@ pub fn run(args: DoctorArgs) -> CliResult {
     println!("clima-artifacts {}", env!("CARGO_PKG_VERSION"));
     println!("depots (installs go to the first writable one):");
     for c in &checks {
-        println!("  {}", c.path.display());
+        println!("  {}", shown(&c.path));
         println!("      {}", c.summary());
     }
     for d in config
@@ -72,11 +72,11 @@ pub fn run(args: DoctorArgs) -> CliResult {
     {
         println!(
             "  {} (Julia's depot: searched, never written)",
-            d.root().display()
+            shown(d.root())
         );
     }
     match &installs_go_to {
-        Some(d) => println!("installs go to:       {}", d.display()),
+        Some(d) => println!("installs go to:       {}", shown(d)),
         None => println!(
             "installs go to:       nowhere: no depot can be written; put a writable folder \
              first in {DEPOT_PATH}"
@@ -86,7 +86,7 @@ pub fn run(args: DoctorArgs) -> CliResult {
     if !config.no_verify_hosts.is_empty() {
         println!(
             "not verified (!):     {}",
-            config.no_verify_hosts.join(", ")
+            clima_artifact_fs::printable(&config.no_verify_hosts.join(", "))
         );
     }
     println!(
@@ -98,14 +98,20 @@ pub fn run(args: DoctorArgs) -> CliResult {
         proxy(&config.proxy.https).unwrap_or_else(|| "none".into())
     );
     if !config.proxy.no_proxy.is_empty() {
-        println!("no proxy for:         {}", config.proxy.no_proxy.join(", "));
+        println!(
+            "no proxy for:         {}",
+            clima_artifact_fs::printable(&config.proxy.no_proxy.join(", "))
+        );
     }
     println!(
         "package server:       {}",
         config
             .pkg_server
             .as_deref()
-            .map_or("none".into(), redact_url)
+            .map_or("none".into(), |u| clima_artifact_fs::printable(
+                &redact_url(u)
+            )
+            .into_owned())
     );
     println!("offline:              {}", config.offline);
     println!(
@@ -119,6 +125,12 @@ pub fn run(args: DoctorArgs) -> CliResult {
         clima_artifact_manifest::Platform::host().triplet()
     );
     Ok(())
+}
+
+/// `path` as printed: depot paths come from environment variables (ours and Julia's), which
+/// whoever set up the job may have filled with control characters; they are escaped.
+fn shown(path: &Path) -> String {
+    clima_artifact_fs::printable(&path.to_string_lossy()).into_owned()
 }
 
 /// What `doctor` finds about one depot (nothing is written to find it).

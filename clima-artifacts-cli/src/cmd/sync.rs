@@ -43,7 +43,7 @@ pub fn run(command: SyncCommand) -> CliResult {
             report.excluded
         );
         for f in &report.uploaded {
-            println!("  {f}");
+            println!("  {}", clima_artifact_fs::printable(f));
         }
     } else {
         let restored = sync
@@ -59,11 +59,15 @@ pub fn run(command: SyncCommand) -> CliResult {
             restored.up_to_date,
             restored.kept_newer.len()
         );
+        // Names from the store's index (checked, but any name may hold control characters).
         if let Some(c) = &restored.checkpoint {
-            println!("latest checkpoint: {}", c.display());
+            println!(
+                "latest checkpoint: {}",
+                clima_artifact_fs::printable(&c.to_string_lossy())
+            );
         }
         for f in &restored.kept_newer {
-            println!("  kept newer local {f}");
+            println!("  kept newer local {}", clima_artifact_fs::printable(f));
         }
     }
     Ok(())
