@@ -1372,6 +1372,7 @@ fn record_in_manifest(
             url,
             sha256: published.sha256.clone(),
             size: published.bytes,
+            index_sha256: None,
         }),
         remove_downloads: false,
         replace_downloads: false,
@@ -2238,6 +2239,7 @@ mod tests {
             url: url.into(),
             sha256: clima_artifact_manifest::Sha256::from_hex(&"a".repeat(64)).unwrap(),
             size: None,
+            index_sha256: None,
         };
         let a = "https://zenodo.org";
         assert_eq!(
