@@ -401,3 +401,62 @@ impl Made {
         the_index_authenticates(self)
     }
 }
+
+#[test]
+fn publish_records_the_index_sha256_only_of_an_index_that_holds() {
+    let made = create("data.tar.gz", &[]);
+    let manifest = made.sandbox.root.path().join("Artifacts.toml");
+    let store = made.sandbox.root.path().join("store");
+    let publish = |tarball: &Path| {
+        cli(&made.sandbox.depot, made.sandbox.root.path())
+            .arg("publish")
+            .arg(tarball)
+            .args(["--name", "data", "--json", "--manifest"])
+            .arg(&manifest)
+            .arg("--to")
+            .arg(format!("file://{}", store.display()))
+            .output()
+            .unwrap()
+    };
+    let out = publish(&made.tarball);
+    assert_ok(&out);
+    let index = made.index_sha256.unwrap().to_hex();
+    assert_eq!(json(&out)["index_sha256"], index.as_str());
+    let text = fs::read_to_string(&manifest).unwrap();
+    assert_eq!(
+        text.matches(&format!("index-sha256 = \"{index}\"")).count(),
+        2,
+        "{text}"
+    );
+
+    // The same tarball whose index lies about a block's digest: installable by any reader, but
+    // its index is not published.
+    let bytes = fs::read(&made.tarball).unwrap();
+    let authenticated = the_index_authenticates(&made);
+    let mut index = authenticated.index().clone();
+    let large = index
+        .entries
+        .iter_mut()
+        .find(|e| e.path == b"large.bin")
+        .unwrap();
+    large.blocks[2].sha256[0] ^= 1;
+    let mut lying = bytes[..index.data_size as usize].to_vec();
+    let mut encoder = seekable::MemberEncoder::new(seekable::Flavour::Gzip).unwrap();
+    seekable::write_tail(&mut lying, &mut encoder, index.data_size, &index.encode()).unwrap();
+    let lying_path = made.sandbox.work.join("lying.tar.gz");
+    fs::write(&lying_path, lying).unwrap();
+    let out = publish(&lying_path);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("whose index cannot be used")
+            && stderr.contains("block 2's content does not have the index's digest"),
+        "{stderr}"
+    );
+    assert!(!store.join("lying.tar.gz").exists(), "nothing was uploaded");
+}
