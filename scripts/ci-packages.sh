@@ -22,6 +22,10 @@ ci_packages=(
     iproute2        # ip, in network namespaces
     python3-pip     # moto_server (S3 tests) is installed from PyPI
     strace          # which file operations each MPI rank makes (node-local mode test)
+    p7zip-full      # `7z`, as Julia's Pkg unpacks: seekable tarballs are read by the real readers
+    7zip            # `7zz`
+    libarchive-tools  # bsdtar
+    zstd            # `zstd -t` and `tar --zstd` of .tar.zst
 )
 
 # missing_packages [ADMINDIR]: prints each package of the list that dpkg does not report as

@@ -77,6 +77,8 @@ mod dirs;
 mod listing;
 mod unpack;
 
+pub mod seekable;
+
 pub mod tree_hash;
 
 pub use unpack::*;

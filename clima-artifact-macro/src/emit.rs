@@ -138,8 +138,17 @@ fn variant(krate: &TokenStream, v: &ArtifactVariant) -> TokenStream {
             Some(s) => quote!(::core::option::Option::Some(#s)),
             None => quote!(::core::option::Option::None),
         };
+        let index_sha256 = match d.index_sha256 {
+            Some(h) => {
+                let h = h.0;
+                quote!(::core::option::Option::Some([#(#h),*]))
+            }
+            None => quote!(::core::option::Option::None),
+        };
         quote! {
-            #krate::__private::StaticDownload { url: #url, sha256: [#(#sha),*], size: #size }
+            #krate::__private::StaticDownload {
+                url: #url, sha256: [#(#sha),*], size: #size, index_sha256: #index_sha256
+            }
         }
     });
     let tags: Vec<(&String, &String)> = v.platform.iter().flat_map(|p| p.tags.iter()).collect();

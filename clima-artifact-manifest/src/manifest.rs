@@ -10,6 +10,7 @@
 //!     url = "https://..."
 //!     sha256 = "<64 hex>"
 //!     size = 1234                         # optional
+//!     index-sha256 = "<64 hex>"           # optional: hash of a seekable tarball's index
 //!
 //! [[OpenBLAS]]                            # an array entry: one variant per platform
 //! os = "linux"
@@ -46,7 +47,14 @@ pub struct Download {
     pub sha256: Sha256,
     /// The tarball's size in bytes, if the manifest gives it.
     pub size: Option<u64>,
+    /// `index-sha256`: the SHA-256 of a seekable tarball's index document (docs/seekable.md),
+    /// which covers its block digests. Julia's Pkg ignores the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_sha256: Option<Sha256>,
 }
+
+/// The download key holding the SHA-256 of a seekable tarball's index.
+pub const INDEX_SHA256: &str = "index-sha256";
 
 /// One concrete artifact: the whole entry of a `[name]` table, or one element of a `[[name]]` array.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -411,6 +419,7 @@ fn parse_download(
     let mut url = None;
     let mut sha256 = None;
     let mut size = None;
+    let mut index_sha256 = None;
     for (key, value) in entries_in_file_order(table) {
         let at = value.span().start;
         match (key.get_ref().as_ref(), value.get_ref()) {
@@ -456,6 +465,23 @@ fn parse_download(
                     a_type(other)
                 ),
             )),
+            (INDEX_SHA256, DeValue::String(s)) => match Sha256::from_hex(s) {
+                Ok(h) => index_sha256 = Some(h),
+                Err(e) => errors.push(cx.err(
+                    at,
+                    format_args!(
+                        "download {index}: `{INDEX_SHA256}` is not a valid digest ({e}); it must be \
+                         the 64 hex digits `create` printed for the tarball's index, or be left out"
+                    ),
+                )),
+            },
+            (INDEX_SHA256, other) => errors.push(cx.err(
+                at,
+                format_args!(
+                    "download {index}: `{INDEX_SHA256}` must be a string of 64 hex digits, found {}",
+                    a_type(other)
+                ),
+            )),
             // Julia ignores other keys of a download entry; so do we.
             _ => {}
         }
@@ -480,7 +506,12 @@ fn parse_download(
         ));
     }
     match (url, sha256) {
-        (Some(url), Some(sha256)) if errors.is_empty() => Ok(Download { url, sha256, size }),
+        (Some(url), Some(sha256)) if errors.is_empty() => Ok(Download {
+            url,
+            sha256,
+            size,
+            index_sha256,
+        }),
         _ => Err(errors),
     }
 }

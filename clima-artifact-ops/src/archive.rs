@@ -37,6 +37,7 @@ use std::time::{Duration, Instant, SystemTime};
 use clima_artifact_fs::printable;
 use clima_artifact_manifest::{ArtifactEntry, ArtifactVariant, Manifest, metadata};
 use clima_artifact_net::retry::{RetryPolicy, is_transient_io, is_transient_status};
+use clima_artifact_runtime::extract::seekable;
 use md5::Digest as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -122,6 +123,10 @@ pub struct Published {
     pub sha256: String,
     /// Its MD5 (the archive's checksum).
     pub md5: String,
+    /// The SHA-256 of its index, for a seekable tarball whose index authenticates (the
+    /// manifest's `index-sha256`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_sha256: Option<String>,
     /// The files uploaded by this run (keys); files already in the draft are skipped.
     pub uploaded: Vec<String>,
     /// The manifest edited.
@@ -446,6 +451,9 @@ struct Verified {
     tree: String,
     sha256: String,
     md5: String,
+    /// `index-sha256` of a seekable tarball whose index authenticates against `tree`.
+    #[serde(default)]
+    index_sha256: Option<String>,
 }
 
 fn load_state(path: &Path) -> State {
@@ -639,6 +647,7 @@ impl<'a> Publication<'a> {
             bytes: input.size,
             sha256: verified.sha256.clone(),
             md5: verified.md5.clone(),
+            index_sha256: verified.index_sha256.clone(),
             uploaded: Vec::new(),
             manifest: req.manifest.clone(),
             edit: None,
@@ -1372,6 +1381,7 @@ fn record_in_manifest(
             url,
             sha256: published.sha256.clone(),
             size: published.bytes,
+            index_sha256: published.index_sha256.clone(),
         }),
         remove_downloads: false,
         replace_downloads: false,
@@ -1697,7 +1707,10 @@ fn find_or_pack(
     );
     let entries = crate::tarball::collect_entries(&dir).map_err(from_cli)?;
     crate::tarball::check_symlinks(&dir, &entries).map_err(from_cli)?;
-    let made = crate::tarball::write_tarball(&dir, &entries, &out, &|_| {}).map_err(from_cli)?;
+    let flavour = seekable::Flavour::Gzip;
+    let block = seekable::DEFAULT_BLOCK_SIZE;
+    let made = crate::tarball::write_seekable(&dir, &entries, &out, flavour, block, &|_| {})
+        .map_err(from_cli)?;
     if made.tree_hash != variant.git_tree_sha1 {
         return Err(ArchiveError::Input(format!(
             "the installed copy `{}` has content {}, not {}; run `clima-artifacts verify {}`",
@@ -1798,6 +1811,9 @@ fn verify_tarball(
             path.display()
         )));
     }
+    let index_sha256 = crate::tarball::index_sha256_of(&path, &extracted.tree_hash)
+        .map_err(|e| ArchiveError::Input(e.message))?
+        .map(|h| h.to_hex());
     Ok(Verified {
         path,
         size,
@@ -1805,6 +1821,7 @@ fn verify_tarball(
         tree: got,
         sha256: hex::encode(reader.sha256.finalize()),
         md5: hex::encode(reader.md5.finalize()),
+        index_sha256,
     })
 }
 
@@ -2238,6 +2255,7 @@ mod tests {
             url: url.into(),
             sha256: clima_artifact_manifest::Sha256::from_hex(&"a".repeat(64)).unwrap(),
             size: None,
+            index_sha256: None,
         };
         let a = "https://zenodo.org";
         assert_eq!(

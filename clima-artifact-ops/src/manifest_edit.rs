@@ -35,6 +35,9 @@ pub struct NewDownload {
     /// Its size in bytes (written as `size`, so a model can refuse or plan a large download
     /// before any request).
     pub size: u64,
+    /// The SHA-256 of its index, lower-case hex, for a seekable tarball (written as
+    /// `index-sha256`).
+    pub index_sha256: Option<String>,
 }
 
 /// What to write into the entry.
@@ -111,6 +114,12 @@ fn indented_key(name: &str) -> Key {
 fn download_table(d: &NewDownload) -> Table {
     let mut t = Table::new();
     t.decor_mut().set_prefix("\n    ");
+    if let Some(index) = &d.index_sha256 {
+        t.insert_formatted(
+            &indented_key(clima_artifact_manifest::manifest::INDEX_SHA256),
+            toml_edit::value(index.as_str()),
+        );
+    }
     t.insert_formatted(&indented_key("sha256"), toml_edit::value(d.sha256.as_str()));
     t.insert_formatted(&indented_key("size"), toml_edit::value(d.size as i64));
     t.insert_formatted(&indented_key("url"), toml_edit::value(d.url.as_str()));
@@ -302,6 +311,7 @@ mod tests {
                 url: u.into(),
                 sha256: S1.into(),
                 size: 317,
+                index_sha256: None,
             }),
             remove_downloads: false,
             replace_downloads: false,

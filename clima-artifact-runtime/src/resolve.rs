@@ -38,6 +38,8 @@ pub struct StaticDownload {
     pub sha256: [u8; 32],
     /// Size in bytes, if the manifest gives it.
     pub size: Option<u64>,
+    /// `index-sha256` of a seekable tarball, if the manifest gives it.
+    pub index_sha256: Option<[u8; 32]>,
 }
 
 /// One variant of an artifact (the whole `[name]` entry, or one `[[name]]` element).
@@ -176,6 +178,7 @@ impl StaticDownload {
             url: self.url.to_owned(),
             sha256: Sha256(self.sha256),
             size: self.size,
+            index_sha256: self.index_sha256.map(Sha256),
         }
     }
 }

@@ -1129,6 +1129,7 @@ pub fn variant(hash: GitTreeSha1, urls: &[String], sha256: Sha256) -> ArtifactVa
                 url: u.clone(),
                 sha256,
                 size: None,
+                index_sha256: None,
             })
             .collect(),
         platform: None,

@@ -183,9 +183,14 @@ pub struct CreateArgs {
     /// URL the tarball will be downloadable from (written as the entry's download url).
     #[arg(long)]
     pub url: Option<String>,
-    /// Where to write the .tar.gz (default: `<NAME>.tar.gz` in the current folder).
+    /// Where to write the tarball (default: `<NAME>.tar.gz` in the current folder); a name
+    /// ending in `.tar.zst` gives zstd members (Julia's Pkg unpacks those from 1.13 on).
     #[arg(long, value_name = "PATH")]
     pub tarball_out: Option<PathBuf>,
+    /// Write a classic single-stream tarball instead of a seekable one (independent members
+    /// and an index, which every tar reader unpacks the same: docs/seekable.md).
+    #[arg(long, conflicts_with = "external")]
+    pub classic: bool,
     /// Mark the artifact `lazy = true` (installed on first use, skipped by `fetch --all`).
     #[arg(long)]
     pub lazy: bool,

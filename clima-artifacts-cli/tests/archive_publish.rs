@@ -187,8 +187,13 @@ fn a_recipe_artifact_is_published_with_a_doi_and_fetched_from_the_archive() {
         [url.as_str()]
     );
     let expected = before.replace("doi = \"10.1002/qj.3803\"", &format!("doi = \"{doi}\""));
+    // `create` made a seekable tarball: its index's hash is recorded too (docs/seekable.md).
+    let index = e.downloads[0]
+        .index_sha256
+        .expect("the published seekable tarball's index-sha256");
     let block = format!(
-        "\n    [[era5.download]]\n    sha256 = \"{}\"\n    size = {}\n    url = \"{url}\"\n",
+        "\n    [[era5.download]]\n    index-sha256 = \"{}\"\n    sha256 = \"{}\"\n    size = {}\n    url = \"{url}\"\n",
+        index.to_hex(),
         e.downloads[0].sha256.to_hex(),
         r.files["era5.tar.gz"].size
     );

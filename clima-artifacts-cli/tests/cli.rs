@@ -96,36 +96,32 @@ fn create_twice_gives_the_same_tarball_and_keeps_manifest_comments() {
         .success()
         .stdout(format!("{}\n", first["git_tree_sha1"].as_str().unwrap()));
 
-    // The archive: sorted, owners and mtimes zeroed, modes normalised, symlink kept, no .git.
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&one[..]));
-    let mut seen = Vec::new();
-    for entry in archive.entries().unwrap() {
-        let entry = entry.unwrap();
-        let h = entry.header();
-        assert_eq!(h.mtime().unwrap(), 0);
-        assert_eq!(h.uid().unwrap(), 0);
-        assert_eq!(h.gid().unwrap(), 0);
-        assert_eq!(h.username().unwrap(), Some(""));
-        let path = entry.path().unwrap().display().to_string();
-        let mode = h.mode().unwrap();
-        match path.as_str() {
-            "bin/run.sh" => assert_eq!(mode, 0o755),
-            "README.md" => assert_eq!(mode, 0o644),
-            // As Tar.create: symlinks and directories 0o755 with size 0.
-            "latest" => {
-                assert_eq!(
-                    entry.link_name().unwrap().unwrap().to_str(),
-                    Some("README.md")
-                );
-                assert_eq!((mode, h.size().unwrap()), (0o755, 0));
-            }
-            "bin/" | "data/" | "empty/" => assert_eq!((mode, h.size().unwrap()), (0o755, 0)),
-            _ => {}
-        }
-        seen.push(path);
-    }
+    // The archive: sorted, owners and mtimes zeroed, modes normalised, symlink kept, no .git;
+    // seekable (docs/seekable.md): files and symlinks only, so no empty folder.
     assert_eq!(
-        seen,
+        archived_entries(&one),
+        [
+            "README.md",
+            "bin/run.sh",
+            "data/2008/u.nc",
+            "data/v.nc",
+            "latest"
+        ]
+    );
+    // `--classic`: one stream, with the folders, the empty one too.
+    create_json(
+        &sb,
+        &[
+            "era5",
+            "--name",
+            "era5",
+            "--manifest",
+            "classic.toml",
+            "--classic",
+        ],
+    );
+    assert_eq!(
+        archived_entries(&fs::read(sb.work.join("era5.tar.gz")).unwrap()),
         [
             "README.md",
             "bin/",
@@ -1995,4 +1991,35 @@ fn no_usage_entry_is_lost_while_julia_holds_the_logs_lock_for_long() {
         .filter(|n| n != "artifact_usage.toml" && n != "orphaned.toml")
         .collect();
     assert!(left.is_empty(), "left in logs: {left:?}");
+/// The entries of a tarball made by `create` (every gzip member read), each checked: owners
+/// and mtimes zeroed, modes normalised, symlinks 0o755 of size 0 as Tar.create writes them.
+fn archived_entries(tarball: &[u8]) -> Vec<String> {
+    let mut archive = tar::Archive::new(flate2::read::MultiGzDecoder::new(tarball));
+    let mut seen = Vec::new();
+    for entry in archive.entries().unwrap() {
+        let entry = entry.unwrap();
+        let h = entry.header();
+        assert_eq!(h.mtime().unwrap(), 0);
+        assert_eq!(h.uid().unwrap(), 0);
+        assert_eq!(h.gid().unwrap(), 0);
+        assert_eq!(h.username().unwrap(), Some(""));
+        let path = entry.path().unwrap().display().to_string();
+        let mode = h.mode().unwrap();
+        match path.as_str() {
+            "bin/run.sh" => assert_eq!(mode, 0o755),
+            "README.md" => assert_eq!(mode, 0o644),
+            // As Tar.create: symlinks and directories 0o755 with size 0.
+            "latest" => {
+                assert_eq!(
+                    entry.link_name().unwrap().unwrap().to_str(),
+                    Some("README.md")
+                );
+                assert_eq!((mode, h.size().unwrap()), (0o755, 0));
+            }
+            "bin/" | "data/" | "empty/" => assert_eq!((mode, h.size().unwrap()), (0o755, 0)),
+            _ => {}
+        }
+        seen.push(path);
+    }
+    seen
 }

@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::{GitTreeSha1, Manifest, metadata};
+use std::os::unix::ffi::OsStrExt;
+
+use clima_artifact_runtime::extract::seekable::{self, Flavour};
 use clima_artifact_runtime::tree_hash::Formats;
 
 use crate::args::CreateArgs;
@@ -26,6 +29,8 @@ pub struct Plan {
     pub url: Option<String>,
     /// Where to write the tarball (default `<name>.tar.gz`).
     pub tarball_out: Option<PathBuf>,
+    /// A classic single-stream tarball instead of a seekable one.
+    pub classic: bool,
     /// `lazy = true`.
     pub lazy: bool,
     /// No tarball, no downloads.
@@ -120,6 +125,7 @@ pub fn run(mut args: CreateArgs) -> CliResult {
             manifest: default_manifest(args.manifest)?,
             url: args.url,
             tarball_out: args.tarball_out,
+            classic: args.classic,
             lazy: args.lazy,
             external: args.external,
             json: args.json,
@@ -167,6 +173,7 @@ fn run_recipe(folder: &Path, mut args: CreateArgs) -> CliResult {
             manifest: args.manifest.unwrap_or_default(),
             url: args.url,
             tarball_out: args.tarball_out,
+            classic: args.classic,
             lazy: args.lazy,
             external: false,
             json: args.json,
@@ -195,6 +202,9 @@ struct Created {
     tarball: Option<PathBuf>,
     sha256: Option<String>,
     tarball_bytes: Option<u64>,
+    /// The SHA-256 of a seekable tarball's index (`index-sha256`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index_sha256: Option<String>,
     url: Option<String>,
     manifest: PathBuf,
     manifest_change: EditOutcome,
@@ -231,7 +241,13 @@ fn archive_dir(plan: &Plan, dir: &Path, hash: &GitTreeSha1) -> CliResult<tarball
         })
         .sum();
     let bar = progress::bytes(total, "archiving");
-    let made = tarball::write_tarball(dir, &entries, &out, &|n| bar.inc(n));
+    let made = if plan.classic {
+        tarball::write_tarball(dir, &entries, &out, &|n| bar.inc(n))
+    } else {
+        let flavour = Flavour::for_file_name(out.as_os_str().as_bytes());
+        let block = seekable::DEFAULT_BLOCK_SIZE;
+        tarball::write_seekable(dir, &entries, &out, flavour, block, &|n| bar.inc(n))
+    };
     bar.finish_and_clear();
     let made = made?;
     if made.tree_hash != *hash {
@@ -265,6 +281,7 @@ pub fn execute(plan: &Plan) -> CliResult {
         tarball: None,
         sha256: None,
         tarball_bytes: None,
+        index_sha256: None,
         url: plan.url.clone(),
         manifest: plan.manifest.clone(),
         manifest_change: EditOutcome::Added,
@@ -278,6 +295,7 @@ pub fn execute(plan: &Plan) -> CliResult {
         created.tarball = Some(made.path.clone());
         created.sha256 = Some(made.sha256.to_hex());
         created.tarball_bytes = Some(made.size);
+        created.index_sha256 = made.index_sha256.map(|h| h.to_hex());
         let file_name = made
             .path
             .file_name()
@@ -296,6 +314,7 @@ pub fn execute(plan: &Plan) -> CliResult {
             url,
             sha256: made.sha256.to_hex(),
             size: made.size,
+            index_sha256: created.index_sha256.clone(),
         });
     } else {
         created.overrides_line = Some(format!(
@@ -377,6 +396,9 @@ fn print_summary(c: &Created, dir: &Path) {
             depots::human_bytes(size)
         );
         println!("  sha256         {sha}");
+        if let Some(index) = &c.index_sha256 {
+            println!("  index-sha256   {index} (seekable)");
+        }
     }
     println!("  manifest       {} ({action})", c.manifest.display());
     if let Some(r) = &c.recipe {

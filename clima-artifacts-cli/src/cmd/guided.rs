@@ -213,6 +213,7 @@ pub fn ask(
         manifest: PathBuf::from(manifest),
         url,
         tarball_out,
+        classic: args.classic,
         lazy,
         external,
         metadata: metadata.entries(),

@@ -111,6 +111,8 @@ fn run_storage(
         )));
     }
     let tree_hash = tree_hash_of(tarball)?;
+    let index_sha256 = crate::tarball::index_sha256_of(tarball, &tree_hash)?.map(|h| h.to_hex());
+    let tree_hash = tree_hash.to_hex();
     let key = match &args.key {
         Some(k) => k.clone(),
         None if args.by_hash => format!("artifact/{tree_hash}"),
@@ -167,6 +169,7 @@ fn run_storage(
             url: url.clone(),
             sha256: sha256.clone(),
             size: sent,
+            index_sha256: index_sha256.clone(),
         }),
         remove_downloads: false,
         replace_downloads: false,
@@ -181,6 +184,7 @@ fn run_storage(
             "bytes": sent,
             "url": url,
             "sha256": sha256,
+            "index_sha256": index_sha256,
             "git_tree_sha1": tree_hash,
             "manifest": manifest,
             "edit": outcome,
@@ -196,7 +200,7 @@ fn run_storage(
 }
 
 /// The git tree hash of the tarball's content (unpacked into a temporary folder).
-fn tree_hash_of(tarball: &Path) -> CliResult<String> {
+fn tree_hash_of(tarball: &Path) -> CliResult<clima_artifact_manifest::GitTreeSha1> {
     let tmp = tempfile::tempdir()
         .map_err(|e| io_error("create a temporary folder in", &std::env::temp_dir(), &e))?;
     let dest = tmp.path().join("content");
@@ -216,7 +220,7 @@ fn tree_hash_of(tarball: &Path) -> CliResult<String> {
             tarball.display()
         ))
     })?;
-    Ok(extracted.tree_hash.to_hex())
+    Ok(extracted.tree_hash)
 }
 
 /// The `git-tree-sha1` of `[name]` in the manifest text, if present.

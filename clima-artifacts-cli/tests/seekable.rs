@@ -1,0 +1,462 @@
+//! Seekable tarballs (docs/seekable.md) against the real readers: `create` makes one of a
+//! varied tree, and `7z`/`7zz` (`x -so` into `tar x`, and `t`), GNU tar, bsdtar, `gzip -t` or
+//! `zstd -t`, and Python's tarfile must each accept it and extract a tree whose hash, by real
+//! `git`, is the manifest's `git-tree-sha1`; the installer installs it; a new version keeps the
+//! members of unchanged files byte for byte. A missing tool skips through
+//! `clima_artifact_tests::skip`, and fails under CI (`.ci/run` installs them all).
+
+mod common;
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use clima_artifact_manifest::{GitTreeSha1, GitTreeSha256, Manifest, Sha256};
+use clima_artifact_runtime::extract::seekable::{self, Expected, IndexLimits};
+use clima_artifact_tests::{git_tree_hash, git_tree_hash_sha256, have_git, skip};
+use common::{Sandbox, assert_ok, cli, json};
+
+/// Bytes of the file that spans several blocks (the default block size is 4 MiB).
+const LARGE: usize = (9 << 20) + 123;
+
+/// A tree with what a tarball must carry: nested folders, an executable, symlinks (one with a
+/// target over 100 bytes), an empty file, a file of three blocks, a path over 100 bytes, names in
+/// several scripts and with spaces, an empty folder (which no tarball holds: git cannot).
+fn varied_tree(dir: &Path) {
+    let deep = "a/nested/folder/with/a/rather/long/path/so/that/the/tar/header/needs/a/gnu/long/name/record";
+    for d in ["bin", "données/été", "日本語", "empty/inside", deep] {
+        fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    fs::write(dir.join("README.md"), "seekable sample\n").unwrap();
+    fs::write(dir.join("bin/tool"), "#!/bin/sh\necho tool\n").unwrap();
+    fs::set_permissions(dir.join("bin/tool"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(dir.join("empty.dat"), "").unwrap();
+    fs::write(dir.join("données/été/température.csv"), "t,K\n0,273.15\n").unwrap();
+    fs::write(dir.join("日本語/ファイル.txt"), "こんにちは\n").unwrap();
+    fs::write(dir.join("name with spaces 🌍.txt"), "earth\n").unwrap();
+    fs::write(dir.join(deep).join("leaf.nc"), "deep leaf\n").unwrap();
+    let large: Vec<u8> = (0..LARGE as u32)
+        .map(|i| {
+            if i % 3 == 0 {
+                (i.wrapping_mul(2_654_435_761) >> 13) as u8
+            } else {
+                b'x'
+            }
+        })
+        .collect();
+    fs::write(dir.join("large.bin"), large).unwrap();
+    std::os::unix::fs::symlink("README.md", dir.join("latest")).unwrap();
+    std::os::unix::fs::symlink("../../README.md", dir.join("données/été/readme")).unwrap();
+    // A target over 100 bytes: a GNU long link record.
+    std::os::unix::fs::symlink(format!("{deep}/leaf.nc"), dir.join("leaf-link")).unwrap();
+}
+
+/// A tarball made by `create`, with what the manifest says of it.
+struct Made {
+    sandbox: Sandbox,
+    tarball: PathBuf,
+    tree: GitTreeSha1,
+    tree_sha256: GitTreeSha256,
+    index_sha256: Option<Sha256>,
+}
+
+/// `create` of `varied_tree` into `file_name` (with `extra` arguments), checked against the
+/// tree hashes real git computes for the folder.
+fn create(file_name: &str, extra: &[&str]) -> Made {
+    let sandbox = Sandbox::new();
+    let content = sandbox.root.path().join("content");
+    varied_tree(&content);
+    let out = cli(&sandbox.depot, &sandbox.work)
+        .args([
+            "create",
+            "content",
+            "--name",
+            "data",
+            "--json",
+            "--tarball-out",
+        ])
+        .arg(sandbox.work.join(file_name))
+        .arg("--url")
+        .arg(format!("file://{}", sandbox.work.join(file_name).display()))
+        .args(extra)
+        .current_dir(sandbox.root.path())
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let created = json(&out);
+    let manifest_path = sandbox.root.path().join("Artifacts.toml");
+    let manifest = Manifest::load(&manifest_path).unwrap();
+    let Some(clima_artifact_manifest::ArtifactEntry::Single(v)) = manifest.get("data") else {
+        panic!(
+            "no entry `data` in {}",
+            fs::read_to_string(&manifest_path).unwrap()
+        );
+    };
+    let tree = v.git_tree_sha1;
+    assert_eq!(
+        tree,
+        git_tree_hash(&content),
+        "the manifest's tree is the folder's, by git"
+    );
+    assert_eq!(created["git_tree_sha1"], tree.to_hex());
+    let index_sha256 = v.downloads[0].index_sha256;
+    assert_eq!(
+        created.get("index_sha256").and_then(|h| h.as_str()),
+        index_sha256.map(|h| h.to_hex()).as_deref()
+    );
+    Made {
+        tarball: sandbox.work.join(file_name),
+        tree_sha256: git_tree_hash_sha256(&content),
+        sandbox,
+        tree,
+        index_sha256,
+    }
+}
+
+/// The path of `tool` on PATH; `None` after `skip` outside CI, a panic under CI.
+fn tool(tool: &str, package: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        let why = format!("`{tool}` is not installed (Debian package `{package}`)");
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{why}: CI must run this test (scripts/ci-packages.sh installs it)");
+        }
+        skip(&why);
+    }
+    found
+}
+
+/// Runs `cmd`, asserting it exits 0; returns its stdout.
+#[track_caller]
+fn run(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Feeds `stdin` to `cmd`, asserting it exits 0.
+#[track_caller]
+fn run_with_input(cmd: &mut Command, stdin: &[u8]) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A fresh folder to extract into.
+fn fresh(made: &Made, name: &str) -> PathBuf {
+    let dir = made.sandbox.root.path().join("x").join(name);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The tree `reader` extracted into `dir` must be the manifest's; from a seekable tarball,
+/// without a folder that git would leave out (an empty one; a classic tarball keeps those).
+#[track_caller]
+fn assert_tree(made: &Made, dir: &Path, reader: &str) {
+    assert_eq!(
+        git_tree_hash(dir),
+        made.tree,
+        "{reader} extracted another tree"
+    );
+    assert_eq!(
+        dir.join("empty").exists(),
+        made.index_sha256.is_none(),
+        "{reader}: an empty folder is in a classic tarball only"
+    );
+}
+
+/// `7z x -so FILE` read to its end (as Tar.jl reads it, Pkg's path), then `tar x`; and `7z t`.
+fn seven_zip(made: &Made, exe: &Path, name: &str) {
+    let stream = run(Command::new(exe).arg("x").arg("-so").arg(&made.tarball));
+    let dir = fresh(made, name);
+    run_with_input(Command::new("tar").arg("x").arg("-C").arg(&dir), &stream);
+    assert_tree(made, &dir, name);
+    // Exit 0: nothing after the payload (7-Zip exits 2 on a trailer or padding).
+    run(Command::new(exe).arg("t").arg(&made.tarball));
+}
+
+/// Every real reader of the flavour, and the installer.
+fn every_reader_extracts_the_manifests_tree(made: &Made, zstd: bool) {
+    if !have_git() {
+        return;
+    }
+    for (exe, package) in [("7z", "p7zip-full"), ("7zz", "7zip")] {
+        if let Some(path) = tool(exe, package) {
+            seven_zip(made, &path, exe);
+        }
+    }
+    let gnu = fresh(made, "gnu-tar");
+    let flag = if zstd { "--zstd" } else { "-z" };
+    run(Command::new("tar")
+        .args(["-x", flag, "-f"])
+        .arg(&made.tarball)
+        .arg("-C")
+        .arg(&gnu));
+    assert_tree(made, &gnu, "GNU tar");
+    if let Some(bsdtar) = tool("bsdtar", "libarchive-tools") {
+        let dir = fresh(made, "bsdtar");
+        run(Command::new(bsdtar)
+            .arg("xf")
+            .arg(&made.tarball)
+            .arg("-C")
+            .arg(&dir));
+        assert_tree(made, &dir, "bsdtar");
+    }
+    let (tester, package) = if zstd {
+        ("zstd", "zstd")
+    } else {
+        ("gzip", "gzip")
+    };
+    if let Some(exe) = tool(tester, package) {
+        run(Command::new(exe).arg("-t").arg(&made.tarball));
+    }
+    if let Some(python) = tool("python3", "python3") {
+        let dir = fresh(made, "python");
+        if zstd {
+            // Python's tarfile reads no zstd before 3.14: the tar stream, from `zstd -dc`.
+            let script = "import sys, tarfile\n\
+                          tarfile.open(fileobj=sys.stdin.buffer, mode='r|').extractall(sys.argv[1])\n";
+            let stream = run(Command::new("zstd").arg("-dc").arg(&made.tarball));
+            run_with_input(Command::new(python).args(["-c", script]).arg(&dir), &stream);
+        } else {
+            // The file opened by name (`r:*`, through gzip.GzipFile, which reads every member).
+            let script = "import sys, tarfile\ntarfile.open(sys.argv[2]).extractall(sys.argv[1])\n";
+            run(Command::new(python)
+                .args(["-c", script])
+                .arg(&dir)
+                .arg(&made.tarball));
+        }
+        assert_tree(made, &dir, "Python's tarfile");
+    }
+    // The installer: `fetch` downloads it from its file:// URL, checks sha256 and tree.
+    let out = cli(&made.sandbox.depot, made.sandbox.root.path())
+        .args(["fetch", "data"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let installed = made
+        .sandbox
+        .depot
+        .join("artifacts")
+        .join(made.tree.to_hex());
+    assert_eq!(git_tree_hash(&installed), made.tree);
+}
+
+/// The index authenticates against the manifest, every member holds what it says, and the
+/// file ends with the footer.
+fn the_index_authenticates(made: &Made) -> seekable::Authenticated {
+    let mut file = fs::File::open(&made.tarball).unwrap();
+    let len = file.metadata().unwrap().len();
+    let limits = IndexLimits::default();
+    let (locator, doc) = seekable::read_index(&mut file, len, &limits)
+        .unwrap()
+        .expect("a seekable tarball has a footer");
+    let expected = Expected {
+        tree_sha1: made.tree,
+        tree_sha256: Some(made.tree_sha256),
+        index_sha256: made.index_sha256,
+    };
+    let index = seekable::authenticate(&doc, &locator, &expected, &limits).unwrap();
+    assert!(index.blocks_trusted());
+    index.verify_file(&mut file).unwrap();
+    let large = index
+        .index()
+        .entries
+        .iter()
+        .find(|e| e.path == b"large.bin")
+        .unwrap();
+    assert_eq!(large.blocks.len(), 3, "9 MiB in blocks of 4 MiB");
+    index
+}
+
+#[test]
+fn every_reader_extracts_the_manifests_tree_from_a_seekable_tar_gz() {
+    let made = create("data.tar.gz", &[]);
+    let bytes = fs::read(&made.tarball).unwrap();
+    assert_eq!(bytes[..2], [0x1f, 0x8b], "begins with a gzip member");
+    the_index_authenticates(&made);
+    every_reader_extracts_the_manifests_tree(&made, false);
+}
+
+#[test]
+fn every_reader_extracts_the_manifests_tree_from_a_seekable_tar_zst() {
+    let made = create("data.tar.zst", &[]);
+    let bytes = fs::read(&made.tarball).unwrap();
+    assert_eq!(
+        bytes[..4],
+        [0x28, 0xb5, 0x2f, 0xfd],
+        "begins with a regular zstd frame"
+    );
+    the_index_authenticates(&made);
+    every_reader_extracts_the_manifests_tree(&made, true);
+}
+
+#[test]
+fn classic_writes_a_single_stream_that_installs_as_before() {
+    let made = create("data.tar.gz", &["--classic"]);
+    let mut file = fs::File::open(&made.tarball).unwrap();
+    let len = file.metadata().unwrap().len();
+    assert_eq!(
+        seekable::read_index(&mut file, len, &IndexLimits::default()).unwrap(),
+        None,
+        "no index in a classic tarball"
+    );
+    assert_eq!(made.index_sha256, None, "no index-sha256 key");
+    every_reader_extracts_the_manifests_tree(&made, false);
+}
+
+#[test]
+fn a_new_version_keeps_the_members_of_unchanged_files_byte_for_byte() {
+    let v1 = create("data.tar.gz", &[]);
+    let old = v1.the_members();
+    let content = v1.sandbox.root.path().join("content");
+    fs::write(content.join("README.md"), "seekable sample, version 2\n").unwrap();
+    fs::write(content.join("a new file"), "new\n").unwrap();
+    let out = cli(&v1.sandbox.depot, &v1.sandbox.work)
+        .args([
+            "create",
+            "content",
+            "--name",
+            "data",
+            "--json",
+            "--tarball-out",
+        ])
+        .arg(v1.sandbox.work.join("v2.tar.gz"))
+        .current_dir(v1.sandbox.root.path())
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let created = json(&out);
+    let v2 = Made {
+        tarball: v1.sandbox.work.join("v2.tar.gz"),
+        tree: GitTreeSha1::from_hex(created["git_tree_sha1"].as_str().unwrap()).unwrap(),
+        tree_sha256: git_tree_hash_sha256(&content),
+        index_sha256: created["index_sha256"]
+            .as_str()
+            .map(|h| Sha256::from_hex(h).unwrap()),
+        sandbox: v1.sandbox,
+    };
+    let new = v2.the_members();
+    let mut same = 0;
+    for (path, bytes) in &new {
+        match path.as_slice() {
+            b"README.md" | b"a new file" => {}
+            _ => {
+                assert_eq!(
+                    Some(bytes),
+                    old.get(path),
+                    "`{}` changed",
+                    String::from_utf8_lossy(path)
+                );
+                same += 1;
+            }
+        }
+    }
+    assert_eq!(same, old.len() - 1, "every unchanged file is compared");
+    assert_ne!(
+        new.get(b"README.md".as_slice()),
+        old.get(b"README.md".as_slice())
+    );
+}
+
+impl Made {
+    /// Each entry's members (their bytes in the file), by path.
+    fn the_members(&self) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+        let bytes = fs::read(&self.tarball).unwrap();
+        let index = self.the_index();
+        index
+            .index()
+            .entries
+            .iter()
+            .map(|e| {
+                let range = e.offset as usize..(e.offset + e.length) as usize;
+                (e.path.clone(), bytes[range].to_vec())
+            })
+            .collect()
+    }
+
+    fn the_index(&self) -> seekable::Authenticated {
+        the_index_authenticates(self)
+    }
+}
+
+#[test]
+fn publish_records_the_index_sha256_only_of_an_index_that_holds() {
+    let made = create("data.tar.gz", &[]);
+    let manifest = made.sandbox.root.path().join("Artifacts.toml");
+    let store = made.sandbox.root.path().join("store");
+    let publish = |tarball: &Path| {
+        cli(&made.sandbox.depot, made.sandbox.root.path())
+            .arg("publish")
+            .arg(tarball)
+            .args(["--name", "data", "--json", "--manifest"])
+            .arg(&manifest)
+            .arg("--to")
+            .arg(format!("file://{}", store.display()))
+            .output()
+            .unwrap()
+    };
+    let out = publish(&made.tarball);
+    assert_ok(&out);
+    let index = made.index_sha256.unwrap().to_hex();
+    assert_eq!(json(&out)["index_sha256"], index.as_str());
+    let text = fs::read_to_string(&manifest).unwrap();
+    assert_eq!(
+        text.matches(&format!("index-sha256 = \"{index}\"")).count(),
+        2,
+        "{text}"
+    );
+
+    // The same tarball whose index lies about a block's digest: installable by any reader, but
+    // its index is not published.
+    let bytes = fs::read(&made.tarball).unwrap();
+    let authenticated = the_index_authenticates(&made);
+    let mut index = authenticated.index().clone();
+    let large = index
+        .entries
+        .iter_mut()
+        .find(|e| e.path == b"large.bin")
+        .unwrap();
+    large.blocks[2].sha256[0] ^= 1;
+    let mut lying = bytes[..index.data_size as usize].to_vec();
+    let mut encoder = seekable::MemberEncoder::new(seekable::Flavour::Gzip).unwrap();
+    seekable::write_tail(&mut lying, &mut encoder, index.data_size, &index.encode()).unwrap();
+    let lying_path = made.sandbox.work.join("lying.tar.gz");
+    fs::write(&lying_path, lying).unwrap();
+    let out = publish(&lying_path);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("whose index cannot be used")
+            && stderr.contains("block 2's content does not have the index's digest"),
+        "{stderr}"
+    );
+    assert!(!store.join("lying.tar.gz").exists(), "nothing was uploaded");
+}
