@@ -1991,6 +1991,8 @@ fn no_usage_entry_is_lost_while_julia_holds_the_logs_lock_for_long() {
         .filter(|n| n != "artifact_usage.toml" && n != "orphaned.toml")
         .collect();
     assert!(left.is_empty(), "left in logs: {left:?}");
+}
+
 /// The entries of a tarball made by `create` (every gzip member read), each checked: owners
 /// and mtimes zeroed, modes normalised, symlinks 0o755 of size 0 as Tar.create writes them.
 fn archived_entries(tarball: &[u8]) -> Vec<String> {
