@@ -18,11 +18,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clima_artifact_manifest::validate::is_name_placeholder;
 use clima_artifact_manifest::{ArtifactVariant, GitTreeSha1, Manifest, Platform, layout};
-use clima_artifact_runtime::depot::{self, Depot, LockedFile, Overrides};
+use clima_artifact_runtime::depot::{self, Depot, Overrides};
 use clima_artifact_runtime::{Config, Origin, ensure_variant};
 
 use crate::error::{CliError, CliResult};
@@ -560,28 +560,16 @@ fn write_section(
             name,
         });
     }
-    let file = layout::overrides_file(depot);
-    std::fs::create_dir_all(layout::artifacts_dir(depot))
-        .map_err(|e| crate::error::io_error("create", &layout::artifacts_dir(depot), &e))?;
-    let _lock = LockedFile::acquire(
-        &layout::overrides_lock_file(depot),
-        &format!("`{}`", file.display()),
-        config.lock_timeout.max(Duration::from_secs(1)),
-    )
-    .map_err(|e| CliError::failure(e.to_string()))?;
-    let text = clima_artifact_fs::read_shared_text(&file, 16 << 20)
-        .map_err(|e| CliError::failure(format!("cannot read `{}`: {e}", file.display())))?
-        .unwrap_or_default();
     let intro = format!(
         "Written by `clima-artifacts mirror --id {id}`: its next run given overrides replaces\n\
          the lines between these markers. Edit outside them (or pass --override to it)."
     );
-    let edit = overrides_edit::set_section(&text, &file, id, &intro, &lines)?;
-    let changed = edit.text != text;
-    if changed {
-        clima_artifact_fs::write_atomically(&file, edit.text.as_bytes())
-            .map_err(|e| CliError::failure(e.to_string()))?;
-    }
+    let (file, (edit, changed)) =
+        overrides_edit::edit_depot_file(depot, config.lock_timeout, |text, file| {
+            let edit = overrides_edit::set_section(text, file, id, &intro, &lines)?;
+            let changed = edit.text != text;
+            Ok((Some(edit.text.clone()), (edit, changed)))
+        })?;
     Ok(SectionReport {
         file,
         id: id.to_owned(),

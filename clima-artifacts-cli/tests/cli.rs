@@ -9,6 +9,7 @@ mod common;
 mod messages;
 mod planted_logs;
 mod screens;
+mod shared_overrides;
 
 use std::fs;
 use std::io::Read;

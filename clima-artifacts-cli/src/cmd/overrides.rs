@@ -9,7 +9,7 @@ use clima_artifact_manifest::{GitTreeSha1, Manifest, OverrideTarget};
 use crate::args::{OverrideListArgs, OverrideSetArgs, OverrideUnsetArgs};
 use crate::cmd;
 use crate::depots;
-use crate::error::{CliError, CliResult, io_error};
+use crate::error::{CliError, CliResult};
 use crate::overrides_edit;
 
 /// A name or hash from the command line, resolved to the hash (and name, when known).
@@ -79,17 +79,23 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
     }
     let config = depots::config()?;
     let depot = depots::first_writable_depot(&config)?;
-    let file = depot.overrides_path();
-    let text = cmd::read_or_empty(&file)?;
     let path_str = path.to_str().ok_or_else(|| {
         CliError::usage(format!(
             "`{}` is not valid UTF-8 and cannot be written to Overrides.toml",
             path.display()
         ))
     })?;
-    let new =
-        overrides_edit::set_override(&text, &file, &hash.to_hex(), path_str, name.as_deref())?;
-    cmd::write_atomically(&file, &new)?;
+    let (file, ()) =
+        overrides_edit::edit_depot_file(depot.root(), config.lock_timeout, |text, file| {
+            let new = overrides_edit::set_override(
+                text,
+                file,
+                &hash.to_hex(),
+                path_str,
+                name.as_deref(),
+            )?;
+            Ok((Some(new), ()))
+        })?;
     if args.json {
         return cmd::print_json(&serde_json::json!({
             "name": name,
@@ -119,46 +125,45 @@ pub fn unset(args: OverrideUnsetArgs) -> CliResult {
     let (hash, name) = resolve(&args.name, args.manifest.manifest.as_deref())?;
     let config = depots::config()?;
     let depot = depots::first_writable_depot(&config)?;
-    let file = depot.overrides_path();
-    let text = cmd::read_or_empty(&file)?;
     let label = name
         .as_deref()
         .map_or(hash.to_hex(), |n| format!("`{n}` ({hash})"));
-    match overrides_edit::unset_override(&text, &file, &hash.to_hex())? {
-        Some(new) => {
-            cmd::write_atomically(&file, &new)?;
-            if args.json {
-                return cmd::print_json(&serde_json::json!({
-                    "name": name,
-                    "git_tree_sha1": hash.to_hex(),
-                    "removed_from": file,
-                }));
-            }
-            println!("removed the override of {label} from {}", file.display());
-            Ok(())
+    let (file, removed) =
+        overrides_edit::edit_depot_file(depot.root(), config.lock_timeout, |text, file| {
+            let new = overrides_edit::unset_override(text, file, &hash.to_hex())?;
+            let removed = new.is_some();
+            Ok((new, removed))
+        })?;
+    if removed {
+        if args.json {
+            return cmd::print_json(&serde_json::json!({
+                "name": name,
+                "git_tree_sha1": hash.to_hex(),
+                "removed_from": file,
+            }));
         }
-        None => {
-            let elsewhere: Vec<String> = depots::overrides_files(&config)?
-                .into_iter()
-                .filter(|f| f.get(&hash).is_some())
-                .map(|f| format!("`{}`", f.path.display()))
-                .collect();
-            let hint = if elsewhere.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; it is set in {} (another depot's file: edit it there, or shadow it with \
-                     `{hash} = \"\"` in `{}`)",
-                    elsewhere.join(", "),
-                    file.display()
-                )
-            };
-            Err(CliError::failure(format!(
-                "{label} has no override in `{}`{hint}",
-                file.display()
-            )))
-        }
+        println!("removed the override of {label} from {}", file.display());
+        return Ok(());
     }
+    let elsewhere: Vec<String> = depots::overrides_files(&config)?
+        .into_iter()
+        .filter(|f| f.get(&hash).is_some())
+        .map(|f| format!("`{}`", f.path.display()))
+        .collect();
+    let hint = if elsewhere.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; it is set in {} (another depot's file: edit it there, or shadow it with \
+             `{hash} = \"\"` in `{}`)",
+            elsewhere.join(", "),
+            file.display()
+        )
+    };
+    Err(CliError::failure(format!(
+        "{label} has no override in `{}`{hint}",
+        file.display()
+    )))
 }
 
 /// One line of `override list`.
@@ -186,11 +191,10 @@ pub fn list(args: OverrideListArgs) -> CliResult {
     let mut seen = std::collections::BTreeSet::new();
     let mut rows = Vec::new();
     for f in &files {
-        let comments: BTreeMap<String, String> = match std::fs::read_to_string(&f.path) {
-            Ok(t) => overrides_edit::comment_names(&t),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(io_error("read", &f.path, &e)),
-        };
+        let comments: BTreeMap<String, String> =
+            clima_artifact_manifest::overrides::read_overrides_text(&f.path)?
+                .map(|t| overrides_edit::comment_names(&t))
+                .unwrap_or_default();
         for e in &f.entries {
             let name = manifest
                 .as_ref()
