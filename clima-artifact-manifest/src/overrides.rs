@@ -167,10 +167,20 @@ pub fn read_reached(
 /// An I/O error about the overrides file `path`, said as the readers of overrides files have
 /// always said it (a folder is "a directory").
 fn io_error(path: &Path, e: &std::io::Error) -> ManifestError {
-    let message = match clima_artifact_fs::Unexpected::of(e) {
-        Some(u) if u.found == clima_artifact_fs::EntryKind::Dir => {
+    let foreign = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<clima_artifact_fs::ForeignLink>());
+    let message = match (clima_artifact_fs::Unexpected::of(e), foreign) {
+        (Some(u), _) if u.found == clima_artifact_fs::EntryKind::Dir => {
             "is a directory; Overrides.toml must be a file".to_owned()
         }
+        (_, Some(link)) => format!(
+            "{}; it was not followed, and nothing was written or removed there. Remove the link \
+             (or have its owner remove it), or take its depot out of {} ({} for a Julia depot)",
+            clima_artifact_fs::printable(&link.to_string()),
+            clima_artifact_vars::DEPOT_PATH,
+            clima_artifact_vars::JULIA_DEPOT_PATH
+        ),
         _ => clima_artifact_fs::printable(&e.to_string()).into_owned(),
     };
     ManifestError {
