@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use clima_artifact_manifest::validate::is_name_placeholder;
 use clima_artifact_manifest::{ArtifactVariant, GitTreeSha1, Manifest, Platform, layout};
-use clima_artifact_runtime::depot::{self, Depot, Overrides};
+use clima_artifact_runtime::depot::{self, Overrides};
 use clima_artifact_runtime::{Config, Origin, ensure_variant};
 
 use crate::error::{CliError, CliResult};
@@ -106,7 +106,9 @@ impl OverrideRequest {
 pub struct MirrorOptions {
     /// The manifests whose artifacts to install.
     pub manifests: Vec<PathBuf>,
-    /// The depot to install into (must exist); only this depot is searched and written.
+    /// The depot to install into (must exist); only this depot is searched and written. Its
+    /// path is checked as given ([`crate::depots::open_depot`]): one reached through another
+    /// user's symlink is refused.
     pub depot: PathBuf,
     /// Installs at once (see [`clamp_jobs`]).
     pub jobs: usize,
@@ -359,14 +361,15 @@ fn plan(
 /// Installs every artifact of `options.manifests` into `options.depot`, `options.jobs` at a
 /// time, calling `on_done` with each outcome as it finishes (from the worker threads, for a
 /// log line), and returns the summary. Errors only for bad options (a depot that does not
-/// exist or cannot be written, a bad section id, an override that names no artifact or no
+/// exist, cannot be written or is reached through another user's symlink, a bad section id, an override that names no artifact or no
 /// folder, an `Overrides.toml` that is not TOML); failed installs and unreadable manifests are
 /// in the summary.
 pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> CliResult<Summary> {
     let start = Instant::now();
-    let depot_dir = crate::error::existing_dir(&options.depot, "depot")?;
+    // The path as given, never resolved before the check of the links on the way to it.
+    let depot = crate::depots::open_depot(&options.depot, "mirroring into")?;
+    let depot_dir = depot.root().to_path_buf();
     let mut config = options.config.clone();
-    let depot = Depot::new(&depot_dir);
     config.depots = vec![depot.clone()];
     config.julia_interop = false;
     config.julia_depots = Some(Vec::new());

@@ -456,3 +456,57 @@ fn unreadable_manifests_and_broken_entries_fail_the_run_but_not_the_rest() {
     );
     assert!(se.contains("not-toml.toml"), "{se}");
 }
+
+/// Issue 47, item 2: `--depot` names a shared folder's symlink that another user planted,
+/// pointing at a folder of the victim's. The path used to be resolved before the check of the
+/// links on the way, so artifacts, locks and the overrides section went into the link's
+/// target. Now the mirror refuses, naming the link and its owner, and nothing is downloaded or
+/// written there (the rule `fetch` and `gc` apply). A depot through the user's own link is
+/// mirrored into as before.
+#[test]
+fn a_depot_given_through_another_users_symlink_is_refused_and_nothing_is_written_there() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        clima_artifact_tests::skip("a symlink owned by another user needs root to make");
+        return;
+    }
+    let c = collection(TestArtifact::sample);
+    let top = c.depot.parent().unwrap().to_path_buf();
+    let victim = top.join("victims-own-depot");
+    std::fs::create_dir(&victim).unwrap();
+    let planted = top.join("shared-depot");
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let other = clima_artifact_tests::OTHER_UID;
+    std::os::unix::fs::lchown(&planted, Some(other), Some(other)).unwrap();
+    let folder = top.join("a00-data");
+    std::fs::create_dir(&folder).unwrap();
+
+    let out = run(mirror_cmd(&planted)
+        .arg(&c.manifests[0])
+        .arg("--override")
+        .arg(format!("a00={}", folder.display())));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{}\n{err}", stdout(&out));
+    assert!(
+        err.contains(&format!("`{}`", planted.display()))
+            && err.contains(&format!("owned by uid {other}"))
+            && err.contains("nothing was removed or written there"),
+        "{err}"
+    );
+    let written: Vec<_> = std::fs::read_dir(&victim).unwrap().collect();
+    assert!(written.is_empty(), "written through the link: {written:?}");
+    assert_eq!(c.server.total_gets(), 0);
+
+    // The user's own link to the depot is followed.
+    let own = top.join("my-depot-link");
+    std::os::unix::fs::symlink(&c.depot, &own).unwrap();
+    let out = run(mirror_cmd(&own).arg(&c.manifests[0]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("10 of 10 installed"),
+        "{}",
+        stdout(&out)
+    );
+    let all: Vec<&TestArtifact> = c.arts.iter().map(|(_, a)| a).collect();
+    assert_eq!(assert_only_verified(&c.depot, &all), 10);
+}
