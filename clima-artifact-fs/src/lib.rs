@@ -26,8 +26,8 @@
 //! - [`reach`], [`read_text_through_own_links`]: a file in a folder others may write to (a
 //!   shared depot's `Overrides.toml`), reached on descriptors following only this user's and
 //!   root's symlinks, then read bounded or replaced atomically (module `reach`);
-//! - [`printable`]: text from a file, a server or an archive with control characters escaped
-//!   (module `text`);
+//! - [`printable`]: text from a file, a server or an archive with control characters escaped,
+//!   and [`shell_word`], one word of a command printed as advice (module `text`);
 //! - [`temp_name`], [`temp_owner`], [`stale_temps`], [`reclaim_stale_temps`]: the one form of
 //!   temp names of the project (`.<name><mark><host>.<pid>.<random>`), who made one, and the
 //!   reclaiming of those whose process is gone (module `temp`).
@@ -41,7 +41,7 @@ mod reach;
 mod text;
 pub use owner::{ForeignLink, euid, foreign_link};
 pub use reach::{Reached, reach};
-pub use text::printable;
+pub use text::{printable, shell_word};
 mod temp;
 pub use dir::{Dir, DirEntry, EntryKind, Space, Unexpected, default_free_reserve, free_space};
 use std::fs;

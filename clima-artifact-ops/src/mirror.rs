@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use clima_artifact_fs::shell_word;
 use clima_artifact_manifest::validate::is_name_placeholder;
 use clima_artifact_manifest::{ArtifactVariant, GitTreeSha1, Manifest, Platform, layout};
 use clima_artifact_runtime::depot::{self, Overrides};
@@ -201,6 +202,20 @@ pub struct Problem {
     pub message: String,
 }
 
+/// A placeholder hash whose override line the section keeps beside the line of the content
+/// hash that replaced it, because mirrored manifests still name the placeholder.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KeptPlaceholder {
+    /// The placeholder (the SHA-1 of the name).
+    pub placeholder: GitTreeSha1,
+    /// The content hash of the same name in the other manifests.
+    pub replaced_by: GitTreeSha1,
+    /// Its names.
+    pub names: Vec<String>,
+    /// The mirrored manifests that still name the placeholder.
+    pub manifests: Vec<PathBuf>,
+}
+
 /// What was done to the overrides section.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SectionReport {
@@ -214,6 +229,8 @@ pub struct SectionReport {
     pub conflicts: Vec<(String, String, usize)>,
     /// Whether the file changed.
     pub changed: bool,
+    /// Placeholder lines kept beside the line of their content hash.
+    pub placeholders_kept: Vec<KeptPlaceholder>,
 }
 
 /// The whole run.
@@ -443,7 +460,11 @@ fn install(job: &Job, config: &Config, depot: &Path, existing: &Overrides) -> Ou
     };
     let placeholder = job.names.iter().find(|n| is_name_placeholder(n, &hash));
     let reason = match (placeholder, job.variant.downloads.is_empty()) {
-        (Some(n), _) => Some(clima_artifact_manifest::validate::placeholder_message(n)),
+        (Some(n), _) => Some(clima_artifact_manifest::validate::placeholder_message(
+            n,
+            &job.manifest,
+            None,
+        )),
         (None, true) => Some("no download section in the manifest".to_owned()),
         (None, false) => None,
     };
@@ -511,20 +532,6 @@ fn fix_for(job: &Job, depot: &Path, reason: String) -> OverrideFix {
     }
 }
 
-/// `s` as one shell word: as it is when it is plain, else in single quotes.
-fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=".contains(&b));
-    if plain {
-        return s.to_owned();
-    }
-    format!(
-        "'{}'",
-        clima_artifact_fs::printable(s).replace('\'', r"'\''")
-    )
-}
-
 /// Writes this mirror's section of `<depot>/artifacts/Overrides.toml` under the depot's
 /// overrides lock: the requests resolved to hashes of `jobs` (or given as hashes), their
 /// folders made absolute.
@@ -542,8 +549,9 @@ fn write_section(
         )));
     }
     let mut lines = Vec::new();
+    let mut kept = Vec::new();
     for r in requests {
-        let (hash, name) = resolve_request(r, jobs)?;
+        let (hash, name, placeholders) = resolve_request(r, jobs)?;
         let resolved = crate::error::existing_dir(&r.path, "override folder")?;
         // An absolute path is kept as written (a stable mount point may be a symlink).
         let folder = if r.path.is_absolute() {
@@ -557,6 +565,21 @@ fn write_section(
                 folder.display()
             ))
         })?;
+        for p in &placeholders {
+            // Manifests that still name the placeholder keep their override beside the real
+            // hash's, until a run finds none of them.
+            lines.push(SectionLine {
+                hash: p.variant.git_tree_sha1.to_hex(),
+                target: target.to_owned(),
+                name: Some(p.names.join(", ")),
+            });
+            kept.push(KeptPlaceholder {
+                placeholder: p.variant.git_tree_sha1,
+                replaced_by: hash,
+                names: p.names.clone(),
+                manifests: p.manifests.clone(),
+            });
+        }
         lines.push(SectionLine {
             hash: hash.to_hex(),
             target: target.to_owned(),
@@ -587,12 +610,18 @@ fn write_section(
             .map(|SectionConflict { hash, set_by, line }| (hash, set_by, line))
             .collect(),
         changed,
+        placeholders_kept: kept,
     })
 }
 
 /// The hash (and names) an override request means: a 40-digit hash as it is, else the one
-/// artifact of that name in the manifests.
-fn resolve_request(r: &OverrideRequest, jobs: &[Job]) -> CliResult<(GitTreeSha1, Option<String>)> {
+/// artifact of that name in the manifests; and the jobs of that name whose hash is its
+/// placeholder (the SHA-1 of the name) when the other is a content hash (the placeholder was
+/// replaced in some manifests, not yet in these).
+fn resolve_request<'j>(
+    r: &OverrideRequest,
+    jobs: &'j [Job],
+) -> CliResult<(GitTreeSha1, Option<String>, Vec<&'j Job>)> {
     if r.artifact.len() == 40
         && let Ok(h) = GitTreeSha1::from_hex(&r.artifact)
     {
@@ -600,20 +629,32 @@ fn resolve_request(r: &OverrideRequest, jobs: &[Job]) -> CliResult<(GitTreeSha1,
             .iter()
             .find(|j| j.variant.git_tree_sha1 == h)
             .map(|j| j.names.join(", "));
-        return Ok((h, name));
+        return Ok((h, name, Vec::new()));
     }
     let hits: Vec<&Job> = jobs
         .iter()
         .filter(|j| j.names.contains(&r.artifact))
         .collect();
-    match hits.as_slice() {
-        [one] => Ok((one.variant.git_tree_sha1, Some(one.names.join(", ")))),
-        [] => Err(CliError::usage(format!(
+    let (placeholders, content): (Vec<&Job>, Vec<&Job>) = hits
+        .iter()
+        .partition(|j| is_name_placeholder(&r.artifact, &j.variant.git_tree_sha1));
+    match (content.as_slice(), hits.as_slice()) {
+        (_, [one]) => Ok((
+            one.variant.git_tree_sha1,
+            Some(one.names.join(", ")),
+            Vec::new(),
+        )),
+        ([one], _) => Ok((
+            one.variant.git_tree_sha1,
+            Some(one.names.join(", ")),
+            placeholders,
+        )),
+        (_, []) => Err(CliError::usage(format!(
             "--override `{}`: no artifact of that name in the manifests mirrored (give its \
              git-tree-sha1 instead)",
             clima_artifact_fs::printable(&r.artifact)
         ))),
-        many => Err(CliError::usage(format!(
+        (_, many) => Err(CliError::usage(format!(
             "--override `{}`: the name means different content in the manifests ({}); give the \
              git-tree-sha1 of the one to override",
             clima_artifact_fs::printable(&r.artifact),
@@ -645,12 +686,5 @@ mod tests {
         assert_eq!(r.path, PathBuf::from("/scratch/era5"));
         assert!(OverrideRequest::parse("era5").is_err());
         assert!(OverrideRequest::parse("=/x").is_err());
-    }
-
-    #[test]
-    fn shell_words_are_quoted_when_needed() {
-        assert_eq!(shell_word("/a/b-c"), "/a/b-c");
-        assert_eq!(shell_word("a b"), "'a b'");
-        assert_eq!(shell_word("it's"), r"'it'\''s'");
     }
 }

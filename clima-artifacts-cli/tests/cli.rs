@@ -1557,8 +1557,12 @@ fn a_placeholder_hash_is_named_by_list_and_refused_by_override_set_verify() {
         stderr.contains(
             "the git-tree-sha1 is the SHA-1 of the name `fluxnet2015`, not of content: an \
              override of it cannot be verified"
-        ) && stderr.contains("run `clima-artifacts hash DIR`")
-            && stderr.contains("the override was not written"),
+        ) && stderr.contains(&format!(
+            "record the real hash (the tree hash of the folder holding the data) in the \
+             manifest with `clima-artifacts create {data} --external --name fluxnet2015 \
+             --manifest {}`",
+            sb.work.join("Artifacts.toml").display()
+        )) && stderr.contains("the override was not written"),
         "{stderr}"
     );
     assert!(!sb.depot.join("artifacts/Overrides.toml").exists());

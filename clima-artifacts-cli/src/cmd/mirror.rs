@@ -194,6 +194,20 @@ fn print_summary(s: &Summary) {
             sec.file.display(),
             if sec.changed { "" } else { " (unchanged)" }
         );
+        for k in &sec.placeholders_kept {
+            println!(
+                "  kept the line of the placeholder {} of `{}` beside its content hash {}: \
+                 still named by {}",
+                k.placeholder,
+                printable(&k.names.join(", ")),
+                k.replaced_by,
+                k.manifests
+                    .iter()
+                    .map(|m| m.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         for (hash, set_by, line) in &sec.conflicts {
             eprintln!(
                 "warning: override of {hash} not written: it is already set {set_by} (line \

@@ -12,21 +12,28 @@ use crate::depots;
 use crate::error::{CliError, CliResult};
 use crate::overrides_edit;
 
-/// A name or hash from the command line, resolved to the hash (and name, when known).
-fn resolve(spec: &str, manifest: Option<&Path>) -> CliResult<(GitTreeSha1, Option<String>)> {
+/// A name or hash from the command line, resolved to the hash (and name, and the manifest
+/// naming it, when known).
+fn resolve(
+    spec: &str,
+    manifest: Option<&Path>,
+) -> CliResult<(GitTreeSha1, Option<(String, PathBuf)>)> {
     if spec.len() == 40
         && let Ok(h) = GitTreeSha1::from_hex(spec)
     {
         // Name it from the manifest if one is at hand; a bare hash works without one.
-        let name = cmd::load_manifest(manifest)
+        let named = cmd::load_manifest(manifest)
             .ok()
-            .and_then(|m| name_of(&m, &h));
-        return Ok((h, name));
+            .and_then(|m| name_of(&m, &h).map(|n| (n, m.path)));
+        return Ok((h, named));
     }
     let manifest = cmd::load_manifest(manifest)?;
     cmd::check_names(&manifest, &[spec.to_string()])?;
     let variant = cmd::select(&manifest, spec)?;
-    Ok((variant.git_tree_sha1, Some(spec.to_string())))
+    Ok((
+        variant.git_tree_sha1,
+        Some((spec.to_string(), manifest.path.clone())),
+    ))
 }
 
 fn name_of(manifest: &Manifest, hash: &GitTreeSha1) -> Option<String> {
@@ -43,7 +50,8 @@ fn name_of(manifest: &Manifest, hash: &GitTreeSha1) -> Option<String> {
 
 /// Entry point of `override set`.
 pub fn set(args: OverrideSetArgs) -> CliResult {
-    let (hash, name) = resolve(&args.name, args.manifest.manifest.as_deref())?;
+    let (hash, named) = resolve(&args.name, args.manifest.manifest.as_deref())?;
+    let name = named.as_ref().map(|(n, _)| n.clone());
     let path = cmd::existing_dir(&args.path, "override folder")?;
     // Keep an absolute path as the user wrote it (a stable mount point may be a symlink);
     // resolve relative ones.
@@ -52,11 +60,11 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
     } else {
         path
     };
-    let placeholder = name
-        .as_deref()
-        .filter(|n| clima_artifact_manifest::validate::is_name_placeholder(n, &hash));
-    if let Some(n) = placeholder {
-        let text = clima_artifact_manifest::validate::placeholder_message(n);
+    let placeholder = named
+        .as_ref()
+        .filter(|(n, _)| clima_artifact_manifest::validate::is_name_placeholder(n, &hash));
+    if let Some((n, manifest)) = placeholder {
+        let text = clima_artifact_manifest::validate::placeholder_message(n, manifest, Some(&path));
         if args.verify {
             return Err(CliError::failure(format!(
                 "artifact `{n}`: {text}; the override was not written (drop --verify to write \
@@ -122,7 +130,8 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
 
 /// Entry point of `override unset`.
 pub fn unset(args: OverrideUnsetArgs) -> CliResult {
-    let (hash, name) = resolve(&args.name, args.manifest.manifest.as_deref())?;
+    let (hash, named) = resolve(&args.name, args.manifest.manifest.as_deref())?;
+    let name = named.map(|(n, _)| n);
     let config = depots::config()?;
     let depot = depots::first_writable_depot(&config)?;
     let label = name
