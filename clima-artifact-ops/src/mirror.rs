@@ -27,6 +27,7 @@ use clima_artifact_runtime::depot::{self, Overrides};
 use clima_artifact_runtime::{Config, Origin, ensure_variant};
 
 use crate::error::{CliError, CliResult};
+use crate::override_check::{Check, Checker};
 use crate::overrides_edit::{self, SectionConflict, SectionLine};
 
 /// Installs at once when not told otherwise: Julia's Pkg downloads 8 artifacts concurrently.
@@ -120,6 +121,9 @@ pub struct MirrorOptions {
     pub overrides: Option<Vec<OverrideRequest>>,
     /// The section's id; `None`: one made from the manifests' paths ([`default_section_id`]).
     pub section_id: Option<String>,
+    /// Hash the folders of overridden artifacts and compare with the hash they override
+    /// ([`crate::override_check`]; cached by each folder's size and time).
+    pub verify_overrides: bool,
     /// Timeouts, retries, TLS, proxies and the rest; its depots are replaced by `depot`, and
     /// Julia's depots are not searched (an artifact installed elsewhere is still installed
     /// here).
@@ -189,6 +193,8 @@ pub struct Outcome {
     pub error: Option<String>,
     /// What to set when it needs an override.
     pub fix: Option<OverrideFix>,
+    /// For an overridden artifact: whether its folder holds the content the manifests name.
+    pub override_check: Option<Check>,
 }
 
 /// A manifest or entry that could not be read (the rest is mirrored; the run fails).
@@ -250,6 +256,9 @@ pub struct Summary {
     pub overrides: Option<SectionReport>,
     /// Wall time of the run.
     pub seconds: f64,
+    /// Problems of the run itself that changed nothing mirrored (the cache of override checks
+    /// could not be read or written).
+    pub warnings: Vec<String>,
 }
 
 impl Summary {
@@ -406,6 +415,8 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
     };
     let existing = Overrides::load(std::slice::from_ref(&depot))
         .map_err(|e| CliError::usage(e.to_string()))?;
+    let (checker, warning) = Checker::load(&depot_dir, options.verify_overrides);
+    let mut warnings: Vec<String> = warning.into_iter().collect();
 
     let queue = Mutex::new(jobs.iter().enumerate());
     let results: Mutex<Vec<(usize, Outcome)>> = Mutex::new(Vec::with_capacity(jobs.len()));
@@ -416,7 +427,11 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
                 loop {
                     let next = queue.lock().map(|mut q| q.next()).unwrap_or(None);
                     let Some((i, job)) = next else { break };
-                    let outcome = install(job, &config, &depot_dir, &existing);
+                    let mut outcome = install(job, &config, &depot_dir, &existing);
+                    if let (Status::Overridden, Some(path)) = (outcome.status, &outcome.path) {
+                        let check = checker.check(&job.names, &job.variant, path);
+                        outcome.override_check = Some(check);
+                    }
                     on_done(&outcome);
                     if let Ok(mut r) = results.lock() {
                         r.push((i, outcome));
@@ -427,6 +442,7 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
     });
     let mut results = results.into_inner().unwrap_or_default();
     results.sort_by_key(|(i, _)| *i);
+    warnings.extend(checker.save());
     // `gc` of the depot keeps what a recorded manifest names: record every manifest mirrored.
     for manifest in &loaded {
         let m = std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.clone());
@@ -440,6 +456,7 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
         other_platform,
         overrides,
         seconds: start.elapsed().as_secs_f64(),
+        warnings,
     })
 }
 
@@ -457,6 +474,7 @@ fn install(job: &Job, config: &Config, depot: &Path, existing: &Overrides) -> Ou
         seconds: 0.0,
         error: None,
         fix: None,
+        override_check: None,
     };
     let placeholder = job.names.iter().find(|n| is_name_placeholder(n, &hash));
     let reason = match (placeholder, job.variant.downloads.is_empty()) {
