@@ -237,6 +237,11 @@ impl Dir {
         })
     }
 
+    /// The folder held by `fd`, reached elsewhere in the crate by `path`.
+    pub(crate) fn from_fd(fd: OwnedFd, path: PathBuf) -> Dir {
+        Dir { fd, path }
+    }
+
     /// The path this folder was reached by (for messages; operations never use it).
     pub fn path(&self) -> &Path {
         &self.path
@@ -604,6 +609,49 @@ impl Dir {
         let fd = check(fd, "create", &self.child(name))?;
         // SAFETY: `fd` was just returned by openat and is owned by nobody else.
         Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Replaces the file `name` of this folder so that readers see either the old file or the
+    /// complete new one: `bytes` go to a new temp file in this folder ([`crate::temp_name`]
+    /// with [`crate::WRITE_MARK`], created exclusively, never through a symlink), flushed to
+    /// disk, and renamed over `name` (what is there is replaced, a symlink itself, never
+    /// followed). The new file keeps exactly the permission bits of the regular file it
+    /// replaces (0o644 less the umask for a new file). On error the temp file is removed and
+    /// `name` is unchanged; the error names the file involved.
+    pub fn write_atomically(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let name = name.as_ref();
+        let temp = crate::temp_name(&name.to_string_lossy(), crate::WRITE_MARK);
+        let replaced = self
+            .lstat(name)?
+            .filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG)
+            .map(|st| u32::from(st.st_mode) & 0o7777);
+        let write = || -> io::Result<()> {
+            let mut file = self.create_new(&temp, replaced.unwrap_or(0o644))?;
+            let named = |e: io::Error, what: &str| {
+                let shown = self.child(OsStr::new(&temp));
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot {what} `{}`: {e}", shown.display()),
+                )
+            };
+            if let Some(mode) = replaced {
+                // Exactly the replaced file's bits (the umask applied at creation may have cut
+                // some, e.g. the group write bit of a shared project's manifest).
+                file.set_permissions(std::fs::Permissions::from_mode(mode))
+                    .map_err(|e| named(e, "set the permissions of"))?;
+            }
+            file.write_all(bytes)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| named(e, "write"))?;
+            self.rename(&temp, name)
+        };
+        let result = write();
+        if result.is_err() {
+            let _ = self.remove_file(&temp);
+        }
+        result
     }
 
     /// Renames `from` to `to`, both in this folder (`renameat` on the one descriptor, so

@@ -23,8 +23,11 @@
 //!   [`default_free_reserve`] measure a folder's filesystem through it;
 //! - [`foreign_link`]: the first symlink on a path that neither this user nor root owns (gc
 //!   decides by it whether to act through a link; module `owner`);
-//! - [`printable`]: text from a file, a server or an archive with control characters escaped
-//!   (module `text`);
+//! - [`reach`], [`read_text_through_own_links`]: a file in a folder others may write to (a
+//!   shared depot's `Overrides.toml`), reached on descriptors following only this user's and
+//!   root's symlinks, then read bounded or replaced atomically (module `reach`);
+//! - [`printable`]: text from a file, a server or an archive with control characters escaped,
+//!   and [`shell_word`], one word of a command printed as advice (module `text`);
 //! - [`temp_name`], [`temp_owner`], [`stale_temps`], [`reclaim_stale_temps`]: the one form of
 //!   temp names of the project (`.<name><mark><host>.<pid>.<random>`), who made one, and the
 //!   reclaiming of those whose process is gone (module `temp`).
@@ -34,13 +37,15 @@
 
 mod dir;
 mod owner;
+mod reach;
 mod text;
 pub use owner::{ForeignLink, euid, foreign_link};
-pub use text::printable;
+pub use reach::{Reached, reach};
+pub use text::{printable, shell_word};
 mod temp;
 pub use dir::{Dir, DirEntry, EntryKind, Space, Unexpected, default_free_reserve, free_space};
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
@@ -181,12 +186,17 @@ pub fn open_shared_file(path: &Path) -> io::Result<Option<fs::File>> {
 /// Reads the text file at `path` as [`open_shared_file`] opens it: at most `max` bytes, UTF-8.
 /// `Ok(None)` when nothing is there.
 pub fn read_shared_text(path: &Path, max: u64) -> io::Result<Option<String>> {
-    let Some(file) = open_shared_file(path)? else {
-        return Ok(None);
-    };
+    match open_shared_file(path)? {
+        Some(file) => read_bounded_text(&file, path, max).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Reads the open `file` (found at `path`, for messages): at most `max` bytes, UTF-8.
+pub(crate) fn read_bounded_text(file: &fs::File, path: &Path, max: u64) -> io::Result<String> {
     let meta = file.metadata()?;
     let mut bytes = Vec::with_capacity(meta.len().min(max) as usize);
-    (&file).take(max + 1).read_to_end(&mut bytes)?;
+    (&*file).take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -197,7 +207,7 @@ pub fn read_shared_text(path: &Path, max: u64) -> io::Result<Option<String>> {
             ),
         ));
     }
-    String::from_utf8(bytes).map(Some).map_err(|e| {
+    String::from_utf8(bytes).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
@@ -207,6 +217,17 @@ pub fn read_shared_text(path: &Path, max: u64) -> io::Result<Option<String>> {
             ),
         )
     })
+}
+
+/// Reads the text file at `path` reached by [`reach`]: no symlink that another user owns is
+/// followed on the way or at the file (the user's own and root's are), the file is opened
+/// without following a link swapped in since and without blocking, must be a regular file,
+/// and at most `max` bytes of UTF-8 are read. `Ok(None)` when nothing is there.
+pub fn read_text_through_own_links(path: &Path, max: u64) -> io::Result<Option<String>> {
+    match reach(path)? {
+        Some(reached) => reached.read_text(max),
+        None => Ok(None),
+    }
 }
 
 /// The mark of [`write_atomically`]'s temp files ([`temp_name`]).
@@ -219,46 +240,17 @@ pub const WRITE_MARK: &str = ".clima-write-";
 /// exactly the permission bits of the file it replaces (0o644 less the umask for a new file). On error the
 /// temporary file is removed and `path` is unchanged; the error names the file involved.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = path.with_file_name(temp_name(&name, WRITE_MARK));
-    let result = write_then_rename(&temp, path, bytes);
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    result
-}
-
-fn write_then_rename(temp: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let named = |err: io::Error, what: &str, p: &Path| {
-        io::Error::new(
-            err.kind(),
-            format!("cannot {what} `{}`: {err}", p.display()),
-        )
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(p), Some(n)) if !p.as_os_str().is_empty() => (p, n),
+        (_, Some(n)) => (Path::new("."), n),
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("`{}` names no file", path.display()),
+            ));
+        }
     };
-    let replaced = fs::symlink_metadata(path)
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.permissions().mode() & 0o7777);
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(replaced.unwrap_or(0o644))
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(temp)
-        .map_err(|e| named(e, "create the temporary file", temp))?;
-    if let Some(mode) = replaced {
-        // Exactly the replaced file's bits (the umask applied at creation may have cut some,
-        // e.g. the group write bit of a shared project's manifest).
-        file.set_permissions(fs::Permissions::from_mode(mode))
-            .map_err(|e| named(e, "set the permissions of", temp))?;
-    }
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| named(e, "write", temp))?;
-    fs::rename(temp, path).map_err(|e| named(e, "move into place", path))
+    Dir::open(dir)?.write_atomically(name, bytes)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ`: RFC 3339 in UTC with milliseconds (also a TOML offset

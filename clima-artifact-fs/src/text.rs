@@ -18,3 +18,29 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     }
     std::borrow::Cow::Owned(out)
 }
+
+/// `s` as one word of a POSIX shell command line the tool prints as advice: as it is when it is
+/// plain (letters, digits, `/._-+,:@%=`), else in single quotes (a quote inside as `'\''`),
+/// control characters escaped ([`printable`]), so that the command runs as printed.
+pub fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=".contains(&b));
+    if plain {
+        return s.to_owned();
+    }
+    format!("'{}'", printable(s).replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_are_quoted_when_needed() {
+        assert_eq!(shell_word("/a/b-c"), "/a/b-c");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+}

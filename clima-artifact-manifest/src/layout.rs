@@ -12,7 +12,7 @@
 //!                                      the folder: device, inode, ctime)
 //!     Overrides.toml                   the depot's overrides (Julia's format)
 //!     .locks/<git-tree-sha1>.lock      our install lock
-//!     .locks/Overrides.toml.lock       our lock of Overrides.toml (held while a mirror edits it)
+//!     .locks/Overrides.toml.lock       our lock of Overrides.toml (held while we edit it)
 //!     .<hash>.clima-install-<owner>    an install in progress (renamed into place when verified)
 //!     .<hash>.gc-<owner>               an artifact gc is deleting (renamed out of the way first)
 //!     .partial-<hash>-<url key>-u<uid> the kept bytes of a large download, for resuming
@@ -24,6 +24,8 @@
 //!                                      a usage entry that could not be written under that
 //!                                      lock in time; the next run merges it into the log
 //!     orphaned.toml                    what gc found unreferenced, and since when
+//!     clima_override_checks.json       `mirror --verify-overrides`: tree hashes of override
+//!                                      folders, by size and time
 //! ```
 //!
 //! `<owner>` is the `<host>.<pid>.<random>` tail every temp name of the project carries (made
@@ -52,6 +54,8 @@ pub const RECORD_MARK: &str = ".clima-record-";
 /// The mark of a usage entry kept for the next run to merge into the usage log:
 /// `<depot>/logs/.artifact_usage.toml.clima-pending-<owner>`.
 pub const USAGE_PENDING_MARK: &str = ".clima-pending-";
+/// `<depot>/logs/clima_override_checks.json`: what `mirror --verify-overrides` found.
+pub const OVERRIDE_CHECKS: &str = "clima_override_checks.json";
 /// `<depot>/artifacts/.locks`: one install lock file per artifact.
 pub const LOCKS: &str = ".locks";
 /// The mark of install temp dirs: `.<hash>.clima-install-<owner>`.
@@ -231,8 +235,8 @@ pub fn lock_file(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
         .join(format!("{}.lock", hash.to_hex()))
 }
 
-/// `<depot>/artifacts/.locks/Overrides.toml.lock`: the lock `clima-artifacts mirror` holds
-/// while it rewrites its section of the depot's `Overrides.toml`.
+/// `<depot>/artifacts/.locks/Overrides.toml.lock`: the lock every writer of the depot's
+/// `Overrides.toml` (`override set`, `unset`, `mirror`) holds while it rewrites it.
 pub fn overrides_lock_file(depot: &Path) -> PathBuf {
     artifacts_dir(depot)
         .join(LOCKS)
@@ -243,6 +247,12 @@ pub fn overrides_lock_file(depot: &Path) -> PathBuf {
 /// installed copy of `hash` (see the depot crate's `Depot::recorded_tree_sha256`).
 pub fn tree_sha256_record(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
     artifacts_dir(depot).join(Entry::TreeSha256Record(*hash).name())
+}
+
+/// `<depot>/logs/clima_override_checks.json`: the tree hashes `mirror --verify-overrides` found
+/// for override folders, with each folder's size and time.
+pub fn override_checks_file(depot: &Path) -> PathBuf {
+    logs_dir(depot).join(OVERRIDE_CHECKS)
 }
 
 /// `<depot>/artifacts/<hash>.pid`: Julia 1.13's install pidfile of `hash`.

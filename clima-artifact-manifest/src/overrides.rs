@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use toml::de::DeValue;
 
 use crate::location::{Locator, a_type, entries_in_file_order, quote};
-use crate::manifest::read_text;
 use crate::{GitTreeSha1, ManifestError, ManifestErrorKind};
 
 /// What a hash is overridden with.
@@ -121,46 +120,75 @@ impl OverridesFile {
     }
 
     /// Reads and parses an overrides file, collecting every error; a missing file is an empty set.
-    /// Anything else at `path` that is not a readable regular file (a folder, a fifo, a dangling
-    /// symlink, no permission) is an error naming it, never silently an empty set.
+    /// The file is read by [`read_overrides_text`] (no other user's symlink followed, regular
+    /// files only, bounded); anything else at `path` (a folder, a fifo, a dangling symlink, no
+    /// permission) is an error naming it, never silently an empty set.
     pub fn load_all(path: &Path) -> Result<OverridesFile, Vec<ManifestError>> {
-        let error = |message: String| {
-            vec![ManifestError {
+        match read_overrides_text(path).map_err(|e| vec![e])? {
+            Some(text) => Self::parse_all(&text, path),
+            None => Ok(OverridesFile {
                 path: path.to_path_buf(),
-                line: None,
-                column: None,
-                artifact: None,
-                kind: ManifestErrorKind::Io(message),
-            }]
-        };
-        match std::fs::symlink_metadata(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(OverridesFile {
-                    path: path.to_path_buf(),
-                    ..OverridesFile::default()
-                });
-            }
-            Ok(m) if m.file_type().is_symlink() && std::fs::metadata(path).is_err() => {
-                let target = std::fs::read_link(path).unwrap_or_default();
-                return Err(error(format!(
-                    "is a symlink to `{}`, which does not exist; fix or remove the link",
-                    target.display()
-                )));
-            }
-            _ => {}
+                ..OverridesFile::default()
+            }),
         }
-        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
-            return Err(error(
-                "is a directory; Overrides.toml must be a file".to_owned(),
-            ));
-        }
-        let text = read_text(path).map_err(|e| vec![e])?;
-        Self::parse_all(&text, path)
     }
 
-    /// The entry for `hash`, if any.
+    /// The entry for `hash`, if any.    /// The entry for `hash`, if any.
     pub fn get(&self, hash: &GitTreeSha1) -> Option<&OverrideEntry> {
         self.entries.iter().find(|e| &e.hash == hash)
+    }
+}
+
+/// The text of the overrides file at `path` (`None` when there is none), read as every reader
+/// and writer of `Overrides.toml` reads it: reached by [`clima_artifact_fs::reach`] (a symlink
+/// that another user owns, on the way or at the file, is refused by name and never followed;
+/// this user's and root's are), opened without blocking, a regular file of at most
+/// [`MAX_TOML_BYTES`](crate::manifest::MAX_TOML_BYTES), UTF-8. Errors name the file.
+pub fn read_overrides_text(path: &Path) -> Result<Option<String>, ManifestError> {
+    match clima_artifact_fs::reach(path).map_err(|e| io_error(path, &e))? {
+        Some(reached) => read_reached(&reached, path),
+        None => Ok(None),
+    }
+}
+
+/// [`read_overrides_text`] of a file already reached (a writer keeps the [`Reached`] folder to
+/// replace the file in); `shown` is the path the caller named, for messages.
+///
+/// [`Reached`]: clima_artifact_fs::Reached
+pub fn read_reached(
+    reached: &clima_artifact_fs::Reached,
+    shown: &Path,
+) -> Result<Option<String>, ManifestError> {
+    reached
+        .read_text(crate::manifest::MAX_TOML_BYTES)
+        .map_err(|e| io_error(shown, &e))
+}
+
+/// An I/O error about the overrides file `path`, said as the readers of overrides files have
+/// always said it (a folder is "a directory").
+fn io_error(path: &Path, e: &std::io::Error) -> ManifestError {
+    let foreign = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<clima_artifact_fs::ForeignLink>());
+    let message = match (clima_artifact_fs::Unexpected::of(e), foreign) {
+        (Some(u), _) if u.found == clima_artifact_fs::EntryKind::Dir => {
+            "is a directory; Overrides.toml must be a file".to_owned()
+        }
+        (_, Some(link)) => format!(
+            "{}; it was not followed, and nothing was written or removed there. Remove the link \
+             (or have its owner remove it), or take its depot out of {} ({} for a Julia depot)",
+            clima_artifact_fs::printable(&link.to_string()),
+            clima_artifact_vars::DEPOT_PATH,
+            clima_artifact_vars::JULIA_DEPOT_PATH
+        ),
+        _ => clima_artifact_fs::printable(&e.to_string()).into_owned(),
+    };
+    ManifestError {
+        path: path.to_path_buf(),
+        line: None,
+        column: None,
+        artifact: None,
+        kind: ManifestErrorKind::Io(message),
     }
 }
 

@@ -81,7 +81,8 @@ pub fn validate_with(manifest: &Manifest, overrides_file: &Path) -> Vec<Warning>
                 String::new()
             };
             if is_name_placeholder(name, &v.git_tree_sha1) {
-                warn(v.line, format!("{which}{}", placeholder_message(name)));
+                let message = placeholder_message(name, &manifest.path, None);
+                warn(v.line, format!("{which}{message}"));
             }
             if v.downloads.is_empty() {
                 warn(
@@ -157,12 +158,33 @@ pub fn is_name_placeholder(name: &str, hash: &GitTreeSha1) -> bool {
     sha1::Sha1::digest(name.as_bytes()).as_slice() == hash.0
 }
 
-/// What to tell the user about an artifact whose hash [`is_name_placeholder`].
-pub fn placeholder_message(name: &str) -> String {
+/// What to tell the user about an artifact `name` of `manifest` whose hash
+/// [`is_name_placeholder`]: why it is a problem, and the command that records the real hash
+/// ([`record_hash_command`]).
+pub fn placeholder_message(name: &str, manifest: &Path, folder: Option<&Path>) -> String {
     format!(
         "the git-tree-sha1 is the SHA-1 of the name `{name}`, not of content: an override of it \
-         cannot be verified, and no download can match it; run `clima-artifacts hash DIR` on \
-         the data and record the real hash"
+         cannot be verified, and no download can match it; record the real hash (the tree hash \
+         of the folder holding the data) in the manifest with `{}`",
+        record_hash_command(name, manifest, folder)
+    )
+}
+
+/// The command that hashes the folder holding an artifact's data and records that hash (and no
+/// download) as the entry `name` of `manifest`: `clima-artifacts create FOLDER --external
+/// --name NAME --manifest MANIFEST`, with `folder` (`/path/to/NAME` when it is not known) and
+/// the manifest's absolute path, each word quoted for the shell when it needs it.
+pub fn record_hash_command(name: &str, manifest: &Path, folder: Option<&Path>) -> String {
+    let manifest = std::path::absolute(manifest).unwrap_or_else(|_| manifest.to_path_buf());
+    let folder = match folder {
+        Some(f) => f.to_string_lossy().into_owned(),
+        None => format!("/path/to/{name}"),
+    };
+    format!(
+        "clima-artifacts create {} --external --name {} --manifest {}",
+        clima_artifact_fs::shell_word(&folder),
+        clima_artifact_fs::shell_word(name),
+        clima_artifact_fs::shell_word(&manifest.to_string_lossy())
     )
 }
 
@@ -326,7 +348,12 @@ mod tests {
             placeholder[0].contains(
                 "artifact `fluxnet2015`: the git-tree-sha1 is the SHA-1 of the name \
                  `fluxnet2015`, not of content: an override of it cannot be verified"
-            ) && placeholder[0].contains("run `clima-artifacts hash DIR`"),
+            ) && placeholder[0].contains(&format!(
+                "record the real hash (the tree hash of the folder holding the data) in the \
+                 manifest with `clima-artifacts create /path/to/fluxnet2015 --external --name \
+                 fluxnet2015 --manifest {}`",
+                std::path::absolute("Artifacts.toml").unwrap().display()
+            )),
             "{}",
             placeholder[0]
         );

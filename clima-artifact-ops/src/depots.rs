@@ -24,6 +24,54 @@ pub fn config() -> CliResult<Config> {
     Config::from_env().map_err(|e| CliError::usage(e.to_string()))
 }
 
+/// The depot folder `path` named on the command line (`mirror --depot`), opened by the rule of
+/// every command that writes in a depot: it must be an existing folder, and its path is kept as
+/// given (made absolute, never resolved first), so that [`refuse_planted_links`] sees a symlink
+/// of another user's on the way and refuses it before anything is written there. `doing` says
+/// what the command does, for the error (`mirroring into`).
+pub fn open_depot(path: &Path, doing: &str) -> CliResult<Depot> {
+    match fs::metadata(path) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(CliError::usage(format!(
+                "depot `{}` is not a folder",
+                path.display()
+            )));
+        }
+        Err(e) => {
+            return Err(CliError::usage(format!(
+                "depot `{}` cannot be used: {e}",
+                path.display()
+            )));
+        }
+    }
+    let absolute =
+        std::path::absolute(path).map_err(|e| crate::error::io_error("resolve", path, &e))?;
+    refuse_planted_links(&absolute, doing)?;
+    Ok(Depot::new(absolute))
+}
+
+/// The depot-opening rule (the depot crate's [`Depot::planted_link`], which installs apply
+/// too): a depot whose `artifacts` or `logs` folder is reached through a symlink that neither
+/// this user nor root owns is refused, naming the link and its owner, before anything is
+/// written or deleted there; another user of a shared depot could point it at the victim's own
+/// folders. A user's own symlinks (a depot moved to a bigger disk) are followed. `doing` says
+/// what the command does, for the error (`collecting`, `mirroring into`).
+pub fn refuse_planted_links(depot: &Path, doing: &str) -> CliResult {
+    let found = Depot::new(depot)
+        .planted_link()
+        .map_err(|e| crate::error::io_error("check", depot, &e))?;
+    if let Some(link) = found {
+        return Err(CliError::failure(format!(
+            "not {doing} `{}`: {}; nothing was removed or written there. Remove the link (or \
+             have its owner remove it) and run again",
+            clima_artifact_fs::printable(&depot.display().to_string()),
+            clima_artifact_fs::printable(&link.to_string())
+        )));
+    }
+    Ok(())
+}
+
 /// The first configured depot in which `artifacts/` exists or can be created and written to.
 pub fn first_writable_depot(config: &Config) -> CliResult<Depot> {
     depot::first_writable(&config.depots, "overrides").map_err(|e| CliError::failure(e.to_string()))

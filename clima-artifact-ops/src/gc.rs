@@ -117,8 +117,6 @@ use clima_artifact_manifest::layout::GC_MARK;
 /// and abandoned downloads left, and compacts the usage logs. Folders that could not be
 /// deleted are listed in the report ([`Report::removal_failures`]), not an error.
 pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> CliResult<Report> {
-    let (manifests, mut referenced) = referencing_manifests(config, &options.manifests)?;
-    let protected_paths = protected_by_overrides(config, &mut referenced)?;
     let take = if options.all_depots { usize::MAX } else { 1 };
     let collected: Vec<PathBuf> = config
         .depots
@@ -127,8 +125,10 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
         .map(|d| d.root().to_path_buf())
         .collect();
     for depot in &collected {
-        refuse_planted_links(depot)?;
+        crate::depots::refuse_planted_links(depot, "collecting")?;
     }
+    let (manifests, mut referenced) = referencing_manifests(config, &options.manifests)?;
+    let protected_paths = protected_by_overrides(config, &mut referenced)?;
     let keep = Keep {
         referenced,
         protected_paths,
@@ -254,27 +254,6 @@ fn protected_by_overrides(
         }
     }
     Ok(protected_paths)
-}
-
-/// Refuses to collect `depot` when its `artifacts` or `logs` folder is reached through a
-/// symlink that neither this user nor root owns: another user of a shared depot could point it
-/// at folders of the victim's (their `~/.julia/artifacts`, their `~/.julia/logs`) for gc to
-/// delete or rewrite. A user's own symlinks (a depot moved to a bigger disk) are followed.
-/// The rule is the depot crate's, which installs apply too
-/// ([`clima_artifact_runtime::depot::Depot::planted_link`]).
-fn refuse_planted_links(depot: &Path) -> CliResult {
-    let found = Depot::new(depot)
-        .planted_link()
-        .map_err(|e| crate::error::io_error("check", depot, &e))?;
-    if let Some(link) = found {
-        return Err(CliError::failure(format!(
-            "not collecting `{}`: {}; nothing was removed. Remove the link (or have its \
-             owner remove it) and run gc again",
-            clima_artifact_fs::printable(&depot.display().to_string()),
-            clima_artifact_fs::printable(&link.to_string())
-        )));
-    }
-    Ok(())
 }
 
 /// Removes the folders that killed gc runs left in `depot` (renamed, not yet deleted).

@@ -14,6 +14,8 @@
 //! - [`census_walk`]: find every `*Artifacts.toml` below some folders for the census.
 //! - [`mirror`]: install every downloadable artifact of some manifests into one depot, several
 //!   at once, with the overrides it manages in a section of its own of `Overrides.toml`.
+//! - [`override_check`]: `mirror --verify-overrides`: an override folder's tree hash against
+//!   the hash it overrides, cached in the depot by the folder's size and time.
 //! - [`gc`]: collect a depot's unreferenced artifacts after Pkg's grace period.
 //! - [`depots`]: the depots of the environment, their overrides, and the usage log.
 //! - [`error`]: the error every operation returns: a message that says what to do, and
@@ -26,6 +28,7 @@ pub mod error;
 pub mod gc;
 pub mod manifest_edit;
 pub mod mirror;
+pub mod override_check;
 pub mod overrides_edit;
 pub mod recipe;
 pub mod tarball;

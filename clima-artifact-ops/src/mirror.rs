@@ -18,14 +18,16 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use clima_artifact_fs::shell_word;
 use clima_artifact_manifest::validate::is_name_placeholder;
 use clima_artifact_manifest::{ArtifactVariant, GitTreeSha1, Manifest, Platform, layout};
-use clima_artifact_runtime::depot::{self, Depot, LockedFile, Overrides};
+use clima_artifact_runtime::depot::{self, Overrides};
 use clima_artifact_runtime::{Config, Origin, ensure_variant};
 
 use crate::error::{CliError, CliResult};
+use crate::override_check::{Check, Checker};
 use crate::overrides_edit::{self, SectionConflict, SectionLine};
 
 /// Installs at once when not told otherwise: Julia's Pkg downloads 8 artifacts concurrently.
@@ -106,7 +108,9 @@ impl OverrideRequest {
 pub struct MirrorOptions {
     /// The manifests whose artifacts to install.
     pub manifests: Vec<PathBuf>,
-    /// The depot to install into (must exist); only this depot is searched and written.
+    /// The depot to install into (must exist); only this depot is searched and written. Its
+    /// path is checked as given ([`crate::depots::open_depot`]): one reached through another
+    /// user's symlink is refused.
     pub depot: PathBuf,
     /// Installs at once (see [`clamp_jobs`]).
     pub jobs: usize,
@@ -117,6 +121,9 @@ pub struct MirrorOptions {
     pub overrides: Option<Vec<OverrideRequest>>,
     /// The section's id; `None`: one made from the manifests' paths ([`default_section_id`]).
     pub section_id: Option<String>,
+    /// Hash the folders of overridden artifacts and compare with the hash they override
+    /// ([`crate::override_check`]; cached by each folder's size and time).
+    pub verify_overrides: bool,
     /// Timeouts, retries, TLS, proxies and the rest; its depots are replaced by `depot`, and
     /// Julia's depots are not searched (an artifact installed elsewhere is still installed
     /// here).
@@ -186,6 +193,8 @@ pub struct Outcome {
     pub error: Option<String>,
     /// What to set when it needs an override.
     pub fix: Option<OverrideFix>,
+    /// For an overridden artifact: whether its folder holds the content the manifests name.
+    pub override_check: Option<Check>,
 }
 
 /// A manifest or entry that could not be read (the rest is mirrored; the run fails).
@@ -197,6 +206,20 @@ pub struct Problem {
     pub name: Option<String>,
     /// What is wrong.
     pub message: String,
+}
+
+/// A placeholder hash whose override line the section keeps beside the line of the content
+/// hash that replaced it, because mirrored manifests still name the placeholder.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KeptPlaceholder {
+    /// The placeholder (the SHA-1 of the name).
+    pub placeholder: GitTreeSha1,
+    /// The content hash of the same name in the other manifests.
+    pub replaced_by: GitTreeSha1,
+    /// Its names.
+    pub names: Vec<String>,
+    /// The mirrored manifests that still name the placeholder.
+    pub manifests: Vec<PathBuf>,
 }
 
 /// What was done to the overrides section.
@@ -212,6 +235,8 @@ pub struct SectionReport {
     pub conflicts: Vec<(String, String, usize)>,
     /// Whether the file changed.
     pub changed: bool,
+    /// Placeholder lines kept beside the line of their content hash.
+    pub placeholders_kept: Vec<KeptPlaceholder>,
 }
 
 /// The whole run.
@@ -231,6 +256,9 @@ pub struct Summary {
     pub overrides: Option<SectionReport>,
     /// Wall time of the run.
     pub seconds: f64,
+    /// Problems of the run itself that changed nothing mirrored (the cache of override checks
+    /// could not be read or written).
+    pub warnings: Vec<String>,
 }
 
 impl Summary {
@@ -359,14 +387,15 @@ fn plan(
 /// Installs every artifact of `options.manifests` into `options.depot`, `options.jobs` at a
 /// time, calling `on_done` with each outcome as it finishes (from the worker threads, for a
 /// log line), and returns the summary. Errors only for bad options (a depot that does not
-/// exist or cannot be written, a bad section id, an override that names no artifact or no
+/// exist, cannot be written or is reached through another user's symlink, a bad section id, an override that names no artifact or no
 /// folder, an `Overrides.toml` that is not TOML); failed installs and unreadable manifests are
 /// in the summary.
 pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> CliResult<Summary> {
     let start = Instant::now();
-    let depot_dir = crate::error::existing_dir(&options.depot, "depot")?;
+    // The path as given, never resolved before the check of the links on the way to it.
+    let depot = crate::depots::open_depot(&options.depot, "mirroring into")?;
+    let depot_dir = depot.root().to_path_buf();
     let mut config = options.config.clone();
-    let depot = Depot::new(&depot_dir);
     config.depots = vec![depot.clone()];
     config.julia_interop = false;
     config.julia_depots = Some(Vec::new());
@@ -386,6 +415,8 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
     };
     let existing = Overrides::load(std::slice::from_ref(&depot))
         .map_err(|e| CliError::usage(e.to_string()))?;
+    let (checker, warning) = Checker::load(&depot_dir, options.verify_overrides);
+    let mut warnings: Vec<String> = warning.into_iter().collect();
 
     let queue = Mutex::new(jobs.iter().enumerate());
     let results: Mutex<Vec<(usize, Outcome)>> = Mutex::new(Vec::with_capacity(jobs.len()));
@@ -396,7 +427,11 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
                 loop {
                     let next = queue.lock().map(|mut q| q.next()).unwrap_or(None);
                     let Some((i, job)) = next else { break };
-                    let outcome = install(job, &config, &depot_dir, &existing);
+                    let mut outcome = install(job, &config, &depot_dir, &existing);
+                    if let (Status::Overridden, Some(path)) = (outcome.status, &outcome.path) {
+                        let check = checker.check(&job.names, &job.variant, path);
+                        outcome.override_check = Some(check);
+                    }
                     on_done(&outcome);
                     if let Ok(mut r) = results.lock() {
                         r.push((i, outcome));
@@ -407,6 +442,7 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
     });
     let mut results = results.into_inner().unwrap_or_default();
     results.sort_by_key(|(i, _)| *i);
+    warnings.extend(checker.save());
     // `gc` of the depot keeps what a recorded manifest names: record every manifest mirrored.
     for manifest in &loaded {
         let m = std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.clone());
@@ -420,6 +456,7 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
         other_platform,
         overrides,
         seconds: start.elapsed().as_secs_f64(),
+        warnings,
     })
 }
 
@@ -437,10 +474,15 @@ fn install(job: &Job, config: &Config, depot: &Path, existing: &Overrides) -> Ou
         seconds: 0.0,
         error: None,
         fix: None,
+        override_check: None,
     };
     let placeholder = job.names.iter().find(|n| is_name_placeholder(n, &hash));
     let reason = match (placeholder, job.variant.downloads.is_empty()) {
-        (Some(n), _) => Some(clima_artifact_manifest::validate::placeholder_message(n)),
+        (Some(n), _) => Some(clima_artifact_manifest::validate::placeholder_message(
+            n,
+            &job.manifest,
+            None,
+        )),
         (None, true) => Some("no download section in the manifest".to_owned()),
         (None, false) => None,
     };
@@ -508,20 +550,6 @@ fn fix_for(job: &Job, depot: &Path, reason: String) -> OverrideFix {
     }
 }
 
-/// `s` as one shell word: as it is when it is plain, else in single quotes.
-fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=".contains(&b));
-    if plain {
-        return s.to_owned();
-    }
-    format!(
-        "'{}'",
-        clima_artifact_fs::printable(s).replace('\'', r"'\''")
-    )
-}
-
 /// Writes this mirror's section of `<depot>/artifacts/Overrides.toml` under the depot's
 /// overrides lock: the requests resolved to hashes of `jobs` (or given as hashes), their
 /// folders made absolute.
@@ -539,8 +567,9 @@ fn write_section(
         )));
     }
     let mut lines = Vec::new();
+    let mut kept = Vec::new();
     for r in requests {
-        let (hash, name) = resolve_request(r, jobs)?;
+        let (hash, name, placeholders) = resolve_request(r, jobs)?;
         let resolved = crate::error::existing_dir(&r.path, "override folder")?;
         // An absolute path is kept as written (a stable mount point may be a symlink).
         let folder = if r.path.is_absolute() {
@@ -554,34 +583,37 @@ fn write_section(
                 folder.display()
             ))
         })?;
+        for p in &placeholders {
+            // Manifests that still name the placeholder keep their override beside the real
+            // hash's, until a run finds none of them.
+            lines.push(SectionLine {
+                hash: p.variant.git_tree_sha1.to_hex(),
+                target: target.to_owned(),
+                name: Some(p.names.join(", ")),
+            });
+            kept.push(KeptPlaceholder {
+                placeholder: p.variant.git_tree_sha1,
+                replaced_by: hash,
+                names: p.names.clone(),
+                manifests: p.manifests.clone(),
+            });
+        }
         lines.push(SectionLine {
             hash: hash.to_hex(),
             target: target.to_owned(),
             name,
         });
     }
-    let file = layout::overrides_file(depot);
-    std::fs::create_dir_all(layout::artifacts_dir(depot))
-        .map_err(|e| crate::error::io_error("create", &layout::artifacts_dir(depot), &e))?;
-    let _lock = LockedFile::acquire(
-        &layout::overrides_lock_file(depot),
-        &format!("`{}`", file.display()),
-        config.lock_timeout.max(Duration::from_secs(1)),
-    )
-    .map_err(|e| CliError::failure(e.to_string()))?;
-    let text = clima_artifact_fs::read_shared_text(&file, 16 << 20)
-        .map_err(|e| CliError::failure(format!("cannot read `{}`: {e}", file.display())))?
-        .unwrap_or_default();
     let intro = format!(
         "Written by `clima-artifacts mirror --id {id}`: its next run given overrides replaces\n\
          the lines between these markers. Edit outside them (or pass --override to it)."
     );
-    let edit = overrides_edit::set_section(&text, &file, id, &intro, &lines)?;
-    let changed = edit.text != text;
-    if changed {
-        clima_artifact_fs::write_atomically(&file, edit.text.as_bytes())
-            .map_err(|e| CliError::failure(e.to_string()))?;
-    }
+    let (file, (edit, changed)) =
+        overrides_edit::edit_depot_file(depot, config.lock_timeout, |text, file| {
+            let edit = overrides_edit::set_section(text, file, id, &intro, &lines)?;
+            let changed = edit.text != text;
+            Ok((Some(edit.text.clone()), (edit, changed)))
+        })?;
     Ok(SectionReport {
         file,
         id: id.to_owned(),
@@ -596,12 +628,18 @@ fn write_section(
             .map(|SectionConflict { hash, set_by, line }| (hash, set_by, line))
             .collect(),
         changed,
+        placeholders_kept: kept,
     })
 }
 
 /// The hash (and names) an override request means: a 40-digit hash as it is, else the one
-/// artifact of that name in the manifests.
-fn resolve_request(r: &OverrideRequest, jobs: &[Job]) -> CliResult<(GitTreeSha1, Option<String>)> {
+/// artifact of that name in the manifests; and the jobs of that name whose hash is its
+/// placeholder (the SHA-1 of the name) when the other is a content hash (the placeholder was
+/// replaced in some manifests, not yet in these).
+fn resolve_request<'j>(
+    r: &OverrideRequest,
+    jobs: &'j [Job],
+) -> CliResult<(GitTreeSha1, Option<String>, Vec<&'j Job>)> {
     if r.artifact.len() == 40
         && let Ok(h) = GitTreeSha1::from_hex(&r.artifact)
     {
@@ -609,20 +647,32 @@ fn resolve_request(r: &OverrideRequest, jobs: &[Job]) -> CliResult<(GitTreeSha1,
             .iter()
             .find(|j| j.variant.git_tree_sha1 == h)
             .map(|j| j.names.join(", "));
-        return Ok((h, name));
+        return Ok((h, name, Vec::new()));
     }
     let hits: Vec<&Job> = jobs
         .iter()
         .filter(|j| j.names.contains(&r.artifact))
         .collect();
-    match hits.as_slice() {
-        [one] => Ok((one.variant.git_tree_sha1, Some(one.names.join(", ")))),
-        [] => Err(CliError::usage(format!(
+    let (placeholders, content): (Vec<&Job>, Vec<&Job>) = hits
+        .iter()
+        .partition(|j| is_name_placeholder(&r.artifact, &j.variant.git_tree_sha1));
+    match (content.as_slice(), hits.as_slice()) {
+        (_, [one]) => Ok((
+            one.variant.git_tree_sha1,
+            Some(one.names.join(", ")),
+            Vec::new(),
+        )),
+        ([one], _) => Ok((
+            one.variant.git_tree_sha1,
+            Some(one.names.join(", ")),
+            placeholders,
+        )),
+        (_, []) => Err(CliError::usage(format!(
             "--override `{}`: no artifact of that name in the manifests mirrored (give its \
              git-tree-sha1 instead)",
             clima_artifact_fs::printable(&r.artifact)
         ))),
-        many => Err(CliError::usage(format!(
+        (_, many) => Err(CliError::usage(format!(
             "--override `{}`: the name means different content in the manifests ({}); give the \
              git-tree-sha1 of the one to override",
             clima_artifact_fs::printable(&r.artifact),
@@ -654,12 +704,5 @@ mod tests {
         assert_eq!(r.path, PathBuf::from("/scratch/era5"));
         assert!(OverrideRequest::parse("era5").is_err());
         assert!(OverrideRequest::parse("=/x").is_err());
-    }
-
-    #[test]
-    fn shell_words_are_quoted_when_needed() {
-        assert_eq!(shell_word("/a/b-c"), "/a/b-c");
-        assert_eq!(shell_word("a b"), "'a b'");
-        assert_eq!(shell_word("it's"), r"'it'\''s'");
     }
 }

@@ -18,11 +18,63 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use clima_artifact_manifest::layout;
+use clima_artifact_runtime::depot::LockedFile;
 use toml_edit::{DocumentMut, Item, Value};
 
 use crate::error::{CliError, CliResult};
+
+/// Edits `<depot>/artifacts/Overrides.toml` as every writer of it does (`override set`,
+/// `override unset`, `mirror`): under the depot's overrides lock
+/// (`artifacts/.locks/Overrides.toml.lock`, waited for at most `timeout`), so that no two
+/// writers lose each other's edit; the file read by the one rule of every reader
+/// ([`clima_artifact_manifest::overrides::read_overrides_text`]: no symlink of another user's
+/// followed, on the way or at the file, never blocking on a fifo, regular files only, at most
+/// 64 MiB); `edit` given its text (empty when there is none) returns the new text (`None`: no
+/// change) and a value for the caller; the new text replaces the file atomically in the folder
+/// it was read from. Returns the file's path and `edit`'s value.
+///
+/// The depot must have passed the depot-opening rule (`first_writable`), which creates its
+/// `artifacts` folder.
+pub fn edit_depot_file<T>(
+    depot: &Path,
+    timeout: Duration,
+    edit: impl FnOnce(&str, &Path) -> CliResult<(Option<String>, T)>,
+) -> CliResult<(PathBuf, T)> {
+    let file = layout::overrides_file(depot);
+    let _lock = LockedFile::acquire(
+        &layout::overrides_lock_file(depot),
+        &format!("`{}`", file.display()),
+        timeout.max(Duration::from_secs(1)),
+    )
+    .map_err(|e| CliError::failure(e.to_string()))?;
+    let unreadable = |e: clima_artifact_manifest::ManifestError| {
+        CliError::failure(format!("{e}; Overrides.toml was not changed"))
+    };
+    let cannot = |why: String| {
+        CliError::failure(format!(
+            "cannot reach `{}`: {}; Overrides.toml was not changed",
+            file.display(),
+            clima_artifact_fs::printable(&why)
+        ))
+    };
+    let reached = clima_artifact_fs::reach(&file)
+        .map_err(|e| cannot(e.to_string()))?
+        .ok_or_else(|| cannot("its folder does not exist".to_owned()))?;
+    let text = clima_artifact_manifest::overrides::read_reached(&reached, &file)
+        .map_err(unreadable)?
+        .unwrap_or_default();
+    let (new, value) = edit(&text, &file)?;
+    if let Some(new) = new.filter(|n| *n != text) {
+        reached.write_atomically(new.as_bytes()).map_err(|e| {
+            CliError::failure(clima_artifact_fs::printable(&e.to_string()).into_owned())
+        })?;
+    }
+    Ok((file, value))
+}
 
 fn parse(text: &str, path: &Path) -> CliResult<DocumentMut> {
     text.parse().map_err(|e: toml_edit::TomlError| {

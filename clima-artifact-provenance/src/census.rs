@@ -146,6 +146,12 @@ pub struct CensusArtifact {
     pub installed: Option<Vec<String>>,
     /// Its problems, codes of [`PROBLEMS`], in that order.
     pub problems: Vec<String>,
+    /// For a placeholder hash (the SHA-1 of a name) whose name is given a content hash in
+    /// another entry (same name and platform): those content hashes. Its `manifests` are then
+    /// the manifests that still name the replaced placeholder, whose users lose their override
+    /// unless `Overrides.toml` keeps a line for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced_by: Vec<String>,
 }
 
 /// The result of a census. JSON: `{"manifests": [...], "artifacts": [...], "summary":
@@ -372,10 +378,12 @@ impl Census {
             PROBLEMS.iter().map(|p| (p.to_string(), 0)).collect();
         let mut artifacts = Vec::with_capacity(self.by_hash.len());
         for (hash, acc) in &self.by_hash {
-            let placeholder = acc.names.iter().any(|n| {
-                clima_artifact_manifest::GitTreeSha1::from_hex(hash)
-                    .is_ok_and(|h| validate::is_name_placeholder(n, &h))
-            });
+            let placeholder = acc.names.iter().any(|n| is_placeholder_of(n, hash));
+            let replaced_by = if placeholder {
+                self.replacements(hash)
+            } else {
+                Vec::new()
+            };
             let checks = [
                 (PLACEHOLDER_HASH, placeholder),
                 (NOT_DOWNLOADABLE, !acc.downloadable),
@@ -410,6 +418,7 @@ impl Census {
                 readme: acc.readme.iter().cloned().collect(),
                 installed: None,
                 problems,
+                replaced_by,
             });
         }
         CensusReport {
@@ -418,6 +427,32 @@ impl Census {
             summary,
         }
     }
+}
+
+impl Census {
+    /// The content hashes (not placeholders) that other entries give the names of which `hash`
+    /// is the placeholder, with the same platform, sorted.
+    fn replacements(&self, hash: &str) -> Vec<String> {
+        let mut out: BTreeSet<String> = BTreeSet::new();
+        for ((name, _), hashes) in &self.by_name {
+            if !hashes.contains(hash) || !is_placeholder_of(name, hash) {
+                continue;
+            }
+            out.extend(
+                hashes
+                    .iter()
+                    .filter(|h| *h != hash && !is_placeholder_of(name, h))
+                    .cloned(),
+            );
+        }
+        out.into_iter().collect()
+    }
+}
+
+/// Whether `hash` is the SHA-1 of `name` (a placeholder, not a content hash).
+fn is_placeholder_of(name: &str, hash: &str) -> bool {
+    clima_artifact_manifest::GitTreeSha1::from_hex(hash)
+        .is_ok_and(|h| validate::is_name_placeholder(name, &h))
 }
 
 /// Whether `rel` is a relative path of plain names (no `..`, `.`, root or empty name).
@@ -527,6 +562,7 @@ impl CensusReport {
             }
             let _ = writeln!(out, " {} |", cell_list(&a.problems));
         }
+        self.replaced_markdown(&mut out);
         let _ = writeln!(out, "\n## Summary\n\n| problem | artifacts |\n|---|---|");
         for p in PROBLEMS {
             let _ = writeln!(
@@ -536,6 +572,39 @@ impl CensusReport {
             );
         }
         out
+    }
+}
+
+impl CensusReport {
+    /// The section of placeholder hashes that another entry replaced with a content hash: the
+    /// manifests still naming each (none when there is none).
+    fn replaced_markdown(&self, out: &mut String) {
+        let replaced: Vec<&CensusArtifact> = self
+            .artifacts
+            .iter()
+            .filter(|a| !a.replaced_by.is_empty())
+            .collect();
+        if replaced.is_empty() {
+            return;
+        }
+        let _ = write!(
+            out,
+            "\n## Placeholder hashes replaced\n\nThese manifests still name a placeholder hash \
+             that another entry of the same name replaced with the content's hash: update them \
+             to it, and keep an override line for the placeholder until none is left (see the \
+             migration in docs/census.md).\n\n| names | placeholder | replaced by | still named \
+             in |\n|---|---|---|---|\n"
+        );
+        for a in replaced {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                cell_list(&a.names),
+                a.git_tree_sha1,
+                cell_list(&a.replaced_by),
+                cell_list(&a.manifests)
+            );
+        }
     }
 }
 

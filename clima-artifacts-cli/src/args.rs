@@ -133,6 +133,11 @@ pub struct MirrorArgs {
     /// paths); two mirrors of one depot need different ids.
     #[arg(long, value_name = "ID")]
     pub id: Option<String>,
+    /// Hash the folder of every overridden artifact and warn when it does not hold the content
+    /// the manifests name (remembered by each folder's size and time, so a later run hashes
+    /// only folders that changed).
+    #[arg(long)]
+    pub verify_overrides: bool,
     #[command(flatten)]
     pub platform: PlatformArg,
     /// Print the summary as JSON (the per-artifact lines go to stderr).

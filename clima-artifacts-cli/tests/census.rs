@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{Sandbox, assert_ok, json};
+use common::{Sandbox, assert_ok, json, printed_command};
 use serde_json::Value;
 
 /// Every problem code, as the JSON summary must list them.
@@ -491,4 +491,169 @@ fn census_of_a_wide_tree_stays_within_few_descriptors() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(strings(&artifact(&report, H1)["names"]).len(), 300);
+}
+
+/// SHA-1 of the name `fluxnet2015`: CliMA's placeholder for data that stays on a cluster.
+const FLUXNET_PLACEHOLDER: &str = "94d6eb8e3bc5fc361a43597ab4fb6941bdbe2850";
+
+/// Runs a printed command as printed, from `cwd` (a folder with no manifest above it).
+fn run_printed(sb: &Sandbox, words: &[String], cwd: &Path) -> std::process::Output {
+    sb.cli()
+        .current_dir(cwd)
+        .args(&words[1..])
+        .output()
+        .unwrap()
+}
+
+/// Issue 47, item 9: the migration of a placeholder hash, each step through the command the
+/// tool printed at the step before, run as printed from a folder with no manifest: `override
+/// set` names the command that records the real hash (`create --external`, which no message
+/// named), that one names the `override set` to run next (which lacked `--manifest` and exited
+/// 2), the census lists the manifests that still name the replaced placeholder, and a mirror
+/// keeps the placeholder's override line beside the real hash's until no manifest names it.
+#[test]
+fn a_placeholder_hash_is_replaced_through_the_commands_the_tool_prints() {
+    let sb = Sandbox::new();
+    let entry = |hash: &str| {
+        format!("[fluxnet2015]\ngit-tree-sha1 = \"{hash}\"\nlicense = \"CC-BY-4.0\"\n")
+    };
+    let collection = sb
+        .work
+        .join("ClimaArtifacts/fluxnet2015/OutputArtifacts.toml");
+    let package = sb.work.join("ClimaLand.jl/Artifacts.toml");
+    write(&collection, &entry(FLUXNET_PLACEHOLDER));
+    write(&package, &entry(FLUXNET_PLACEHOLDER));
+    let data = sb.root.path().join("data/fluxnet2015");
+    common::sample_tree(&data);
+    let elsewhere = sb.root.path();
+
+    // 1. The override of the placeholder warns, with the command that records the real hash.
+    let out = sb
+        .cli()
+        .args(["override", "set", "fluxnet2015"])
+        .arg(&data)
+        .arg("--manifest")
+        .arg(&collection)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let create = printed_command(
+        &String::from_utf8_lossy(&out.stderr),
+        "in the manifest with `",
+    );
+    let out = run_printed(&sb, &create, elsewhere);
+    assert_ok(&out);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let real = common::entry_metadata(&collection, "fluxnet2015");
+    assert!(
+        real.get("license").is_some_and(|l| l == "CC-BY-4.0"),
+        "{real:?}"
+    );
+    let manifest = clima_artifact_manifest::Manifest::load(&collection).unwrap();
+    let real = manifest
+        .select("fluxnet2015", &clima_artifact_manifest::Platform::host())
+        .unwrap()
+        .git_tree_sha1
+        .to_hex();
+    assert_ne!(real, FLUXNET_PLACEHOLDER);
+    assert!(
+        said.contains(&format!(
+            "The placeholder hash {FLUXNET_PLACEHOLDER} was replaced"
+        )),
+        "{said}"
+    );
+
+    // 2. The override it prints runs as printed, from anywhere.
+    let set = printed_command(&said, "(or run `");
+    let out = run_printed(&sb, &set, elsewhere);
+    assert_ok(&out);
+    let overrides = fs::read_to_string(sb.depot.join("artifacts/Overrides.toml")).unwrap();
+    assert!(overrides.contains(&format!("{real} = ")), "{overrides}");
+
+    // 3. The census lists the manifest that still names the placeholder.
+    let report = census_json(&sb, &["."]);
+    let old = artifact(&report, FLUXNET_PLACEHOLDER);
+    assert_eq!(strings(&old["replaced_by"]), [real.clone()], "{old:#}");
+    assert_eq!(
+        strings(&old["manifests"]),
+        ["./ClimaLand.jl/Artifacts.toml"],
+        "{old:#}"
+    );
+    assert!(artifact(&report, &real).get("replaced_by").is_none());
+    let out = sb.cli().args(["census", "."]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "## Placeholder hashes replaced\n\n\
+             These manifests still name a placeholder hash that another entry of the same name \
+             replaced with the content's hash: update them to it, and keep an override line for \
+             the placeholder until none is left (see the migration in docs/census.md).\n\n\
+             | names | placeholder | replaced by | still named in |\n|---|---|---|---|\n\
+             | fluxnet2015 | {FLUXNET_PLACEHOLDER} | {real} | ./ClimaLand.jl/Artifacts.toml |\n"
+        )),
+        "{text}"
+    );
+
+    // 4. A mirror of both keeps both lines, so the package's users keep their override.
+    let cluster = sb.root.path().join("cluster-depot");
+    fs::create_dir_all(&cluster).unwrap();
+    let mirror = |package_hash: &str| {
+        write(&package, &entry(package_hash));
+        let out = sb
+            .cli()
+            .args(["mirror", "--id", "esm"])
+            .arg(&collection)
+            .arg(&package)
+            .arg("--depot")
+            .arg(&cluster)
+            .arg("--override")
+            .arg(format!("fluxnet2015={}", data.display()))
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        (
+            said,
+            fs::read_to_string(cluster.join("artifacts/Overrides.toml")).unwrap(),
+        )
+    };
+    let (said, section) = mirror(FLUXNET_PLACEHOLDER);
+    let line = |h: &str| format!("{h} = \"{}\" # fluxnet2015\n", data.display());
+    assert!(
+        section.contains(&line(&real)) && section.contains(&line(FLUXNET_PLACEHOLDER)),
+        "{section}"
+    );
+    assert!(
+        said.contains(&format!(
+            "kept the line of the placeholder {FLUXNET_PLACEHOLDER} of `fluxnet2015` beside its \
+             content hash {real}: still named by {}",
+            package.display()
+        )),
+        "{said}"
+    );
+    let fetched = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_DEPOT_PATH", &cluster)
+        .args(["fetch", "fluxnet2015", "--json", "--manifest"])
+        .arg(&package)
+        .output()
+        .unwrap();
+    assert_ok(&fetched);
+    assert_eq!(json(&fetched)[0]["status"], "overridden");
+
+    // 5. The package updated: the next mirror drops the placeholder's line, the census its row.
+    let (_, section) = mirror(&real);
+    assert!(
+        section.contains(&line(&real)) && !section.contains(FLUXNET_PLACEHOLDER),
+        "{section}"
+    );
+    let report = census_json(&sb, &["."]);
+    assert!(
+        report["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["git_tree_sha1"] != FLUXNET_PLACEHOLDER),
+        "{report:#}"
+    );
 }

@@ -9,6 +9,7 @@ mod common;
 mod messages;
 mod planted_logs;
 mod screens;
+mod shared_overrides;
 
 use std::fs;
 use std::io::Read;
@@ -1554,8 +1555,12 @@ fn a_placeholder_hash_is_named_by_list_and_refused_by_override_set_verify() {
         stderr.contains(
             "the git-tree-sha1 is the SHA-1 of the name `fluxnet2015`, not of content: an \
              override of it cannot be verified"
-        ) && stderr.contains("run `clima-artifacts hash DIR`")
-            && stderr.contains("the override was not written"),
+        ) && stderr.contains(&format!(
+            "record the real hash (the tree hash of the folder holding the data) in the \
+             manifest with `clima-artifacts create {data} --external --name fluxnet2015 \
+             --manifest {}`",
+            sb.work.join("Artifacts.toml").display()
+        )) && stderr.contains("the override was not written"),
         "{stderr}"
     );
     assert!(!sb.depot.join("artifacts/Overrides.toml").exists());
@@ -2024,4 +2029,85 @@ fn archived_entries(tarball: &[u8]) -> Vec<String> {
         seen.push(path);
     }
     seen
+}
+
+/// Issue 47, item 10: `verify --include-overrides` found an override's folder changed and
+/// advised "delete that folder and run fetch"; for an entry with no download that folder is the
+/// only copy. It now says never to delete it, and prints the command that records the folder's
+/// hash, which runs as printed from anywhere, after which the override verifies.
+#[test]
+fn verify_never_advises_deleting_an_overrides_folder() {
+    let sb = Sandbox::new();
+    let data = sb.root.path().join("scratch/era5");
+    sample_tree(&data);
+    let data_s = data.to_str().unwrap();
+    assert_ok(
+        &sb.cli()
+            .args(["create", data_s, "--name", "era5", "--external"])
+            .output()
+            .unwrap(),
+    );
+    assert_ok(
+        &sb.cli()
+            .args(["override", "set", "era5", data_s])
+            .output()
+            .unwrap(),
+    );
+    fs::write(data.join("data/v.nc"), "changed by hand").unwrap();
+
+    let out = sb
+        .cli()
+        .args(["verify", "era5", "--include-overrides"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("delete that folder"), "{err}");
+    let manifest = sb.work.join("Artifacts.toml");
+    let record = format!(
+        "clima-artifacts create {} --external --name era5 --manifest {}",
+        fs::canonicalize(&data).unwrap().display(),
+        manifest.display()
+    );
+    assert!(
+        err.contains(&format!(
+            "this folder is an override's (set in `{}`), possibly the only copy of the data: do \
+             not delete it; point the override at the folder that holds the content the \
+             manifest names or, if this folder's content is the one wanted, record its hash \
+             with `{record}`",
+            sb.depot.join("artifacts/Overrides.toml").display()
+        )),
+        "{err}"
+    );
+    let out = sb
+        .cli()
+        .args(["verify", "era5", "--include-overrides", "--json"])
+        .output()
+        .unwrap();
+    assert!(json(&out)[0]["override_file"].is_string(), "{out:?}");
+
+    // Run as printed, from a folder with no manifest: the hash recorded, then the override
+    // that `create` prints for it, and the override verifies.
+    let words = common::printed_command(&err, "record its hash with `");
+    let out = sb
+        .cli()
+        .current_dir(sb.root.path())
+        .args(&words[1..])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let words = common::printed_command(&String::from_utf8_lossy(&out.stdout), "(or run `");
+    assert_ok(
+        &sb.cli()
+            .current_dir(sb.root.path())
+            .args(&words[1..])
+            .output()
+            .unwrap(),
+    );
+    assert_ok(
+        &sb.cli()
+            .args(["verify", "era5", "--include-overrides"])
+            .output()
+            .unwrap(),
+    );
 }

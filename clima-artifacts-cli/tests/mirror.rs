@@ -7,6 +7,8 @@
     reason = "a test reads as one scenario; the 100-line rule (issue 36) is for non-test code"
 )]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -455,4 +457,224 @@ fn unreadable_manifests_and_broken_entries_fail_the_run_but_not_the_rest() {
         "{se}"
     );
     assert!(se.contains("not-toml.toml"), "{se}");
+}
+
+/// Issue 47, item 2: `--depot` names a shared folder's symlink that another user planted,
+/// pointing at a folder of the victim's. The path used to be resolved before the check of the
+/// links on the way, so artifacts, locks and the overrides section went into the link's
+/// target. Now the mirror refuses, naming the link and its owner, and nothing is downloaded or
+/// written there (the rule `fetch` and `gc` apply). A depot through the user's own link is
+/// mirrored into as before.
+#[test]
+fn a_depot_given_through_another_users_symlink_is_refused_and_nothing_is_written_there() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        clima_artifact_tests::skip("a symlink owned by another user needs root to make");
+        return;
+    }
+    let c = collection(TestArtifact::sample);
+    let top = c.depot.parent().unwrap().to_path_buf();
+    let victim = top.join("victims-own-depot");
+    std::fs::create_dir(&victim).unwrap();
+    let planted = top.join("shared-depot");
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let other = clima_artifact_tests::OTHER_UID;
+    std::os::unix::fs::lchown(&planted, Some(other), Some(other)).unwrap();
+    let folder = top.join("a00-data");
+    std::fs::create_dir(&folder).unwrap();
+
+    let out = run(mirror_cmd(&planted)
+        .arg(&c.manifests[0])
+        .arg("--override")
+        .arg(format!("a00={}", folder.display())));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{}\n{err}", stdout(&out));
+    assert!(
+        err.contains(&format!("`{}`", planted.display()))
+            && err.contains(&format!("owned by uid {other}"))
+            && err.contains("nothing was removed or written there"),
+        "{err}"
+    );
+    let written: Vec<_> = std::fs::read_dir(&victim).unwrap().collect();
+    assert!(written.is_empty(), "written through the link: {written:?}");
+    assert_eq!(c.server.total_gets(), 0);
+
+    // The user's own link to the depot is followed.
+    let own = top.join("my-depot-link");
+    std::os::unix::fs::symlink(&c.depot, &own).unwrap();
+    let out = run(mirror_cmd(&own).arg(&c.manifests[0]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("10 of 10 installed"),
+        "{}",
+        stdout(&out)
+    );
+    let all: Vec<&TestArtifact> = c.arts.iter().map(|(_, a)| a).collect();
+    assert_eq!(assert_only_verified(&c.depot, &all), 10);
+}
+
+/// Issue 47, item 10: overrides were trusted silently. A placeholder override is warned about
+/// on every run, with the command that records the real hash; other override folders are
+/// counted as not hashed, and `--verify-overrides` hashes them, warns about one holding other
+/// content (with the command that records its hash, which runs as printed), and remembers each
+/// folder by its size and time so that the next run hashes only the folder that changed.
+#[test]
+fn overrides_are_verified_on_request_remembered_by_size_and_time_and_placeholders_warned() {
+    if !clima_artifact_tests::have_git() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    std::fs::create_dir_all(&depot).unwrap();
+    let folder = |n: &str, content: &str| {
+        let p = dir.path().join(n);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("data.nc"), content).unwrap();
+        p
+    };
+    let (era5, land, ocean) = (
+        folder("era5", "era5 data"),
+        folder("land", "not the land data"),
+        folder("ocean", "ocean data"),
+    );
+    let era5_hash = git_tree_hash(&era5);
+    let land_hash = TestArtifact::sample(2).tree_hash;
+    let placeholder =
+        clima_artifact_manifest::GitTreeSha1::from_hex("d5162b9d8d4d4ba52b315ab121f017fd8c65f964")
+            .unwrap();
+    let manifest = write_manifest(
+        &dir.path().join("proj"),
+        &[
+            ("era5", era5_hash),
+            ("land", land_hash),
+            ("ocean_ics", placeholder),
+        ]
+        .map(|(name, hash)| ManifestEntry {
+            name,
+            hash,
+            downloads: vec![],
+            extra: vec![],
+        }),
+    );
+    let mirror = |extra: &[&str]| {
+        let out = run(mirror_cmd(&depot)
+            .arg(&manifest)
+            .arg("--override")
+            .arg(format!("era5={}", era5.display()))
+            .arg("--override")
+            .arg(format!("land={}", land.display()))
+            .arg("--override")
+            .arg(format!("ocean_ics={}", ocean.display()))
+            .args(extra));
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let record = |name: &str, path: &Path| {
+        format!(
+            "clima-artifacts create {} --external --name {name} --manifest {}",
+            path.display(),
+            manifest.display()
+        )
+    };
+
+    // Without --verify-overrides: the placeholder is warned about, the rest counted.
+    let out = mirror(&[]);
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(
+        se.contains(&format!(
+            "warning: `ocean_ics` ({placeholder}) is overridden by its placeholder hash (the \
+             SHA-1 of its name), which no content matches: the folder `{}` cannot be verified. \
+             Record its real hash with `{}`",
+            ocean.display(),
+            record("ocean_ics", &ocean)
+        )),
+        "{se}"
+    );
+    assert!(
+        so.contains("2 overridden folder(s) used as they are, not hashed: --verify-overrides"),
+        "{so}"
+    );
+    assert!(!se.contains("`land`"), "{se}");
+
+    // Verified: era5 holds its content, land other content (said, with what to run).
+    let out = mirror(&["--verify-overrides"]);
+    let (so, se) = (stdout(&out), stderr(&out));
+    let actual = git_tree_hash(&land);
+    assert!(
+        so.lines()
+            .any(|l| l.starts_with("overridden      era5 (") && l.ends_with(", verified")),
+        "{so}"
+    );
+    assert!(
+        so.lines().any(|l| l.starts_with("overridden      land (")
+            && l.ends_with(", OTHER CONTENT than the manifests name")),
+        "{so}"
+    );
+    let warning = format!(
+        "warning: `land` ({land_hash}): its override `{}` holds other content (git-tree-sha1 \
+         {actual}) than the manifests name: point the override at the folder holding that \
+         content or, if this folder's content is the one wanted, record its hash with `{}`",
+        land.display(),
+        record("land", &land)
+    );
+    assert!(se.contains(&warning), "{se}");
+    assert!(layout::override_checks_file(&depot).is_file());
+
+    // The next run knows both folders by their size and time; a changed folder is hashed again.
+    let checks = |out: &Output| -> Vec<(String, serde_json::Value)> {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["names"][0].as_str().unwrap().to_owned(),
+                    o["override_check"].clone(),
+                )
+            })
+            .collect()
+    };
+    let out = mirror(&["--verify-overrides", "--json"]);
+    let got = checks(&out);
+    assert_eq!(
+        got[0].1,
+        serde_json::json!({"status": "verified", "cached": true})
+    );
+    assert_eq!(got[1].1["cached"], true, "{got:?}");
+    assert_eq!(got[2].1, serde_json::json!({"status": "placeholder"}));
+    std::fs::write(land.join("more.nc"), "more").unwrap();
+    let out = mirror(&["--verify-overrides", "--json"]);
+    let got = checks(&out);
+    assert_eq!(got[0].1["cached"], true);
+    assert_eq!(
+        (&got[1].1["cached"], got[1].1["actual"].as_str()),
+        (
+            &serde_json::json!(false),
+            Some(git_tree_hash(&land).to_hex().as_str())
+        ),
+        "{got:?}"
+    );
+
+    // The command the warning printed runs as printed; land then verifies.
+    let out = mirror(&["--verify-overrides"]);
+    let words = common::printed_command(
+        &stderr(&out),
+        "if this folder's content is the one wanted, record its hash with `",
+    );
+    let recorded = Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"))
+        .args(&words[1..])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(recorded.status.success(), "{}", stderr(&recorded));
+    let out = mirror(&["--verify-overrides"]);
+    assert!(
+        stdout(&out)
+            .lines()
+            .any(|l| l.starts_with("overridden      land (") && l.ends_with(", verified")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stderr(&out).contains("`land`"), "{}", stderr(&out));
 }

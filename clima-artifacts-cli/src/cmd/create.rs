@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use clima_artifact_fs::shell_word;
 use clima_artifact_manifest::{GitTreeSha1, Manifest, metadata};
 use std::os::unix::ffi::OsStrExt;
 
@@ -405,14 +406,34 @@ fn print_summary(c: &Created, dir: &Path) {
         println!("  recipe         {r} (README.md included)");
     }
     if let Some(line) = &c.overrides_line {
+        let manifest = std::path::absolute(&c.manifest).unwrap_or_else(|_| c.manifest.clone());
         println!();
         println!(
             "External artifact: give this line to the cluster's admins for \
-             <depot>/artifacts/Overrides.toml (or run `clima-artifacts override set {} {}`):",
-            c.name,
-            dir.display()
+             <depot>/artifacts/Overrides.toml (or run `clima-artifacts override set {} {} \
+             --manifest {}`):",
+            shell_word(&c.name),
+            shell_word(&dir.to_string_lossy()),
+            shell_word(&manifest.to_string_lossy())
         );
         println!("{line}");
+        if let EditOutcome::Updated {
+            previous_hash: Some(old),
+            ..
+        } = &c.manifest_change
+        {
+            let was_placeholder = GitTreeSha1::from_hex(old)
+                .is_ok_and(|h| clima_artifact_manifest::validate::is_name_placeholder(&c.name, &h));
+            if was_placeholder && *old != c.git_tree_sha1 {
+                println!(
+                    "The placeholder hash {old} was replaced. Other manifests that name it \
+                     lose their override unless Overrides.toml keeps a line for it too: the \
+                     census of the collection lists them, and a mirror given an override of `{}` \
+                     keeps both lines while a mirrored manifest names it (docs/census.md).",
+                    c.name
+                );
+            }
+        }
     } else if c.url.is_none() && c.downloads.is_empty() {
         if let Some(t) = &c.tarball {
             println!();

@@ -179,7 +179,12 @@ fn print_rows(out: &mut impl Write, manifest: &Path, rows: &[Status]) -> std::io
         let recipe = if s.placeholder_hash {
             format!(
                 "{recipe} (placeholder hash: the SHA-1 of the name, not of content; record the \
-                 real one with `clima-artifacts hash DIR`)"
+                 real one with `{}`)",
+                clima_artifact_manifest::validate::record_hash_command(
+                    &s.name,
+                    manifest,
+                    s.override_path.as_deref()
+                )
             )
         } else {
             recipe

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 use clima_artifact_fs::printable;
 use clima_artifact_ops::mirror::{self, MirrorOptions, OverrideRequest, Status, Summary};
+use clima_artifact_ops::override_check::Check;
 
 use crate::args::MirrorArgs;
 use crate::cmd;
@@ -50,6 +51,7 @@ pub fn run(args: MirrorArgs) -> CliResult {
             .unwrap_or_else(clima_artifact_manifest::Platform::host),
         overrides: given.then_some(requests),
         section_id: args.id.clone(),
+        verify_overrides: args.verify_overrides,
         config,
     };
     let out = Mutex::new(());
@@ -68,6 +70,12 @@ pub fn run(args: MirrorArgs) -> CliResult {
         cmd::print_json(&summary)?;
     } else {
         print_summary(&summary);
+    }
+    for w in summary.outcomes.iter().filter_map(override_warning) {
+        eprintln!("warning: {w}");
+    }
+    for w in &summary.warnings {
+        eprintln!("warning: {}", printable(w));
     }
     if summary.failed() {
         let failed: Vec<String> = summary
@@ -126,12 +134,48 @@ fn line_of(o: &mirror::Outcome) -> String {
             o.fix.as_ref().map_or("", |f| f.reason.as_str())
         ),
         status => format!(
-            "{:<15} {} ({hash}, {}, {:.1} s)",
+            "{:<15} {} ({hash}, {}, {:.1} s){}",
             status.word(),
             names(o),
             size(o),
-            o.seconds
+            o.seconds,
+            match &o.override_check {
+                Some(Check::Verified { cached: false }) => ", verified",
+                Some(Check::Verified { cached: true }) => ", verified (unchanged since hashed)",
+                Some(Check::Mismatch { .. }) => ", OTHER CONTENT than the manifests name",
+                Some(Check::Placeholder) => ", placeholder hash: cannot be verified",
+                Some(Check::Error { .. }) => ", could not be verified",
+                Some(Check::NotVerified) | None => "",
+            }
         ),
+    }
+}
+
+/// The warning about an overridden artifact whose folder does not hold, or cannot be shown to
+/// hold, the content the manifests name; with the command that records the folder's hash.
+fn override_warning(o: &mirror::Outcome) -> Option<String> {
+    let path = o.path.as_deref()?;
+    let name = o.names.first()?;
+    let manifest = o.manifests.first()?;
+    let record = clima_artifact_manifest::validate::record_hash_command(name, manifest, Some(path));
+    let who = format!("`{}` ({})", names(o), o.git_tree_sha1);
+    let folder = printable(&path.display().to_string()).into_owned();
+    match o.override_check.as_ref()? {
+        Check::Placeholder => Some(format!(
+            "{who} is overridden by its placeholder hash (the SHA-1 of its name), which no \
+             content matches: the folder `{folder}` cannot be verified. Record its real hash \
+             with `{record}`"
+        )),
+        Check::Mismatch { actual, .. } => Some(format!(
+            "{who}: its override `{folder}` holds other content (git-tree-sha1 {actual}) than \
+             the manifests name: point the override at the folder holding that content or, if \
+             this folder's content is the one wanted, record its hash with `{record}`"
+        )),
+        Check::Error { message } => Some(format!(
+            "{who}: its override `{folder}` could not be verified: {}",
+            printable(message)
+        )),
+        Check::Verified { .. } | Check::NotVerified => None,
     }
 }
 
@@ -186,6 +230,18 @@ fn print_summary(s: &Summary) {
             }
         }
     }
+    let unverified = s
+        .outcomes
+        .iter()
+        .filter(|o| matches!(o.override_check, Some(Check::NotVerified)))
+        .count();
+    if unverified > 0 {
+        println!(
+            "{unverified} overridden folder(s) used as they are, not hashed: --verify-overrides \
+             checks that they hold the content the manifests name (hashing only folders whose \
+             size or time changed since)"
+        );
+    }
     if let Some(sec) = &s.overrides {
         println!(
             "overrides: {} line(s) in the section `{}` of {}{}",
@@ -194,6 +250,20 @@ fn print_summary(s: &Summary) {
             sec.file.display(),
             if sec.changed { "" } else { " (unchanged)" }
         );
+        for k in &sec.placeholders_kept {
+            println!(
+                "  kept the line of the placeholder {} of `{}` beside its content hash {}: \
+                 still named by {}",
+                k.placeholder,
+                printable(&k.names.join(", ")),
+                k.replaced_by,
+                k.manifests
+                    .iter()
+                    .map(|m| m.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         for (hash, set_by, line) in &sec.conflicts {
             eprintln!(
                 "warning: override of {hash} not written: it is already set {set_by} (line \

@@ -9,24 +9,31 @@ use clima_artifact_manifest::{GitTreeSha1, Manifest, OverrideTarget};
 use crate::args::{OverrideListArgs, OverrideSetArgs, OverrideUnsetArgs};
 use crate::cmd;
 use crate::depots;
-use crate::error::{CliError, CliResult, io_error};
+use crate::error::{CliError, CliResult};
 use crate::overrides_edit;
 
-/// A name or hash from the command line, resolved to the hash (and name, when known).
-fn resolve(spec: &str, manifest: Option<&Path>) -> CliResult<(GitTreeSha1, Option<String>)> {
+/// A name or hash from the command line, resolved to the hash (and name, and the manifest
+/// naming it, when known).
+fn resolve(
+    spec: &str,
+    manifest: Option<&Path>,
+) -> CliResult<(GitTreeSha1, Option<(String, PathBuf)>)> {
     if spec.len() == 40
         && let Ok(h) = GitTreeSha1::from_hex(spec)
     {
         // Name it from the manifest if one is at hand; a bare hash works without one.
-        let name = cmd::load_manifest(manifest)
+        let named = cmd::load_manifest(manifest)
             .ok()
-            .and_then(|m| name_of(&m, &h));
-        return Ok((h, name));
+            .and_then(|m| name_of(&m, &h).map(|n| (n, m.path)));
+        return Ok((h, named));
     }
     let manifest = cmd::load_manifest(manifest)?;
     cmd::check_names(&manifest, &[spec.to_string()])?;
     let variant = cmd::select(&manifest, spec)?;
-    Ok((variant.git_tree_sha1, Some(spec.to_string())))
+    Ok((
+        variant.git_tree_sha1,
+        Some((spec.to_string(), manifest.path.clone())),
+    ))
 }
 
 fn name_of(manifest: &Manifest, hash: &GitTreeSha1) -> Option<String> {
@@ -43,7 +50,8 @@ fn name_of(manifest: &Manifest, hash: &GitTreeSha1) -> Option<String> {
 
 /// Entry point of `override set`.
 pub fn set(args: OverrideSetArgs) -> CliResult {
-    let (hash, name) = resolve(&args.name, args.manifest.manifest.as_deref())?;
+    let (hash, named) = resolve(&args.name, args.manifest.manifest.as_deref())?;
+    let name = named.as_ref().map(|(n, _)| n.clone());
     let path = cmd::existing_dir(&args.path, "override folder")?;
     // Keep an absolute path as the user wrote it (a stable mount point may be a symlink);
     // resolve relative ones.
@@ -52,11 +60,11 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
     } else {
         path
     };
-    let placeholder = name
-        .as_deref()
-        .filter(|n| clima_artifact_manifest::validate::is_name_placeholder(n, &hash));
-    if let Some(n) = placeholder {
-        let text = clima_artifact_manifest::validate::placeholder_message(n);
+    let placeholder = named
+        .as_ref()
+        .filter(|(n, _)| clima_artifact_manifest::validate::is_name_placeholder(n, &hash));
+    if let Some((n, manifest)) = placeholder {
+        let text = clima_artifact_manifest::validate::placeholder_message(n, manifest, Some(&path));
         if args.verify {
             return Err(CliError::failure(format!(
                 "artifact `{n}`: {text}; the override was not written (drop --verify to write \
@@ -79,17 +87,23 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
     }
     let config = depots::config()?;
     let depot = depots::first_writable_depot(&config)?;
-    let file = depot.overrides_path();
-    let text = cmd::read_or_empty(&file)?;
     let path_str = path.to_str().ok_or_else(|| {
         CliError::usage(format!(
             "`{}` is not valid UTF-8 and cannot be written to Overrides.toml",
             path.display()
         ))
     })?;
-    let new =
-        overrides_edit::set_override(&text, &file, &hash.to_hex(), path_str, name.as_deref())?;
-    cmd::write_atomically(&file, &new)?;
+    let (file, ()) =
+        overrides_edit::edit_depot_file(depot.root(), config.lock_timeout, |text, file| {
+            let new = overrides_edit::set_override(
+                text,
+                file,
+                &hash.to_hex(),
+                path_str,
+                name.as_deref(),
+            )?;
+            Ok((Some(new), ()))
+        })?;
     if args.json {
         return cmd::print_json(&serde_json::json!({
             "name": name,
@@ -116,49 +130,49 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
 
 /// Entry point of `override unset`.
 pub fn unset(args: OverrideUnsetArgs) -> CliResult {
-    let (hash, name) = resolve(&args.name, args.manifest.manifest.as_deref())?;
+    let (hash, named) = resolve(&args.name, args.manifest.manifest.as_deref())?;
+    let name = named.map(|(n, _)| n);
     let config = depots::config()?;
     let depot = depots::first_writable_depot(&config)?;
-    let file = depot.overrides_path();
-    let text = cmd::read_or_empty(&file)?;
     let label = name
         .as_deref()
         .map_or(hash.to_hex(), |n| format!("`{n}` ({hash})"));
-    match overrides_edit::unset_override(&text, &file, &hash.to_hex())? {
-        Some(new) => {
-            cmd::write_atomically(&file, &new)?;
-            if args.json {
-                return cmd::print_json(&serde_json::json!({
-                    "name": name,
-                    "git_tree_sha1": hash.to_hex(),
-                    "removed_from": file,
-                }));
-            }
-            println!("removed the override of {label} from {}", file.display());
-            Ok(())
+    let (file, removed) =
+        overrides_edit::edit_depot_file(depot.root(), config.lock_timeout, |text, file| {
+            let new = overrides_edit::unset_override(text, file, &hash.to_hex())?;
+            let removed = new.is_some();
+            Ok((new, removed))
+        })?;
+    if removed {
+        if args.json {
+            return cmd::print_json(&serde_json::json!({
+                "name": name,
+                "git_tree_sha1": hash.to_hex(),
+                "removed_from": file,
+            }));
         }
-        None => {
-            let elsewhere: Vec<String> = depots::overrides_files(&config)?
-                .into_iter()
-                .filter(|f| f.get(&hash).is_some())
-                .map(|f| format!("`{}`", f.path.display()))
-                .collect();
-            let hint = if elsewhere.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; it is set in {} (another depot's file: edit it there, or shadow it with \
-                     `{hash} = \"\"` in `{}`)",
-                    elsewhere.join(", "),
-                    file.display()
-                )
-            };
-            Err(CliError::failure(format!(
-                "{label} has no override in `{}`{hint}",
-                file.display()
-            )))
-        }
+        println!("removed the override of {label} from {}", file.display());
+        return Ok(());
     }
+    let elsewhere: Vec<String> = depots::overrides_files(&config)?
+        .into_iter()
+        .filter(|f| f.get(&hash).is_some())
+        .map(|f| format!("`{}`", f.path.display()))
+        .collect();
+    let hint = if elsewhere.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; it is set in {} (another depot's file: edit it there, or shadow it with \
+             `{hash} = \"\"` in `{}`)",
+            elsewhere.join(", "),
+            file.display()
+        )
+    };
+    Err(CliError::failure(format!(
+        "{label} has no override in `{}`{hint}",
+        file.display()
+    )))
 }
 
 /// One line of `override list`.
@@ -186,11 +200,10 @@ pub fn list(args: OverrideListArgs) -> CliResult {
     let mut seen = std::collections::BTreeSet::new();
     let mut rows = Vec::new();
     for f in &files {
-        let comments: BTreeMap<String, String> = match std::fs::read_to_string(&f.path) {
-            Ok(t) => overrides_edit::comment_names(&t),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(io_error("read", &f.path, &e)),
-        };
+        let comments: BTreeMap<String, String> =
+            clima_artifact_manifest::overrides::read_overrides_text(&f.path)?
+                .map(|t| overrides_edit::comment_names(&t))
+                .unwrap_or_default();
         for e in &f.entries {
             let name = manifest
                 .as_ref()

@@ -30,6 +30,13 @@ struct Checked {
     /// Files modified after the copy was installed (a hint for where the change is).
     modified_files: Vec<PathBuf>,
     error: Option<String>,
+    /// The `Overrides.toml` whose line points at `path`, when the copy is an override's folder
+    /// (never to be deleted: it may be the only copy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    override_file: Option<PathBuf>,
+    /// What to do about a changed copy (a command that runs as printed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
 }
 
 /// Files under `dir` whose mtime is later than the moment `dir` was renamed into place (its ctime).
@@ -91,7 +98,7 @@ pub fn run(args: VerifyArgs) -> CliResult {
     } else {
         print_checked(&checked);
     }
-    failures(&checked, args.all)
+    failures(&checked, args.all, &manifest.path)
 }
 
 /// Hashes every installed copy of `name` (or its override's folder with
@@ -121,14 +128,20 @@ fn check_one(
         actual_sha256: None,
         modified_files: Vec::new(),
         error: None,
+        override_file: None,
+        fix: None,
     };
     let mut targets = Vec::new();
+    let mut override_file = None;
     match depots::resolve_override(overrides, &hash)? {
         Some(o) if !args.include_overrides => {
             checked.push(base("overridden_skipped", Some(o.path)));
             return Ok(());
         }
-        Some(o) => targets.push(o.path),
+        Some(o) => {
+            targets.push(o.path);
+            override_file = Some(o.overrides_file);
+        }
         None => targets.extend(depots::installed_everywhere(config, &hash)),
     }
     if targets.is_empty() {
@@ -137,6 +150,7 @@ fn check_one(
     }
     for path in targets {
         let mut c = base("ok", Some(path.clone()));
+        c.override_file.clone_from(&override_file);
         let formats = Formats::with_sha256(hash_sha256.is_some());
         match clima_artifact_runtime::tree_hash::tree_hashes(&path, formats) {
             Ok(actual) => {
@@ -144,7 +158,10 @@ fn check_one(
                 if actual.sha1 != hash || actual.sha256 != hash_sha256 {
                     c.status = "changed";
                     c.actual = Some(actual.sha1.to_hex());
-                    c.modified_files = modified_since_install(&path);
+                    if c.override_file.is_none() {
+                        c.modified_files = modified_since_install(&path);
+                    }
+                    c.fix = Some(fix_for(&c, variant, &manifest.path));
                 }
             }
             Err(e) => {
@@ -155,6 +172,53 @@ fn check_one(
         checked.push(c);
     }
     Ok(())
+}
+
+/// What to do about the changed copy `c` of `variant` (of `manifest`), as a command that runs
+/// as printed. An installed copy is deleted and fetched again; an override's folder never is
+/// (for an entry with no download it is the only copy): the override is pointed elsewhere, or
+/// the folder's hash recorded when its content is the one wanted.
+fn fix_for(
+    c: &Checked,
+    variant: &clima_artifact_manifest::ArtifactVariant,
+    manifest: &Path,
+) -> String {
+    use clima_artifact_fs::shell_word;
+    let manifest = std::path::absolute(manifest).unwrap_or_else(|_| manifest.to_path_buf());
+    let (name, m) = (shell_word(&c.name), shell_word(&manifest.to_string_lossy()));
+    let Some(file) = &c.override_file else {
+        return format!(
+            "delete that folder and run `clima-artifacts fetch {name} --manifest {m}` to \
+             reinstall it"
+        );
+    };
+    let path = c.path.clone().unwrap_or_default();
+    let record =
+        clima_artifact_manifest::validate::record_hash_command(&c.name, &manifest, Some(&path));
+    let placeholder =
+        clima_artifact_manifest::validate::is_name_placeholder(&c.name, &variant.git_tree_sha1);
+    let keep = format!(
+        "this folder is an override's (set in `{}`), possibly the only copy of the data: do not \
+         delete it",
+        file.display()
+    );
+    if placeholder {
+        format!(
+            "{keep}; its git-tree-sha1 is a placeholder (the SHA-1 of the name), which no \
+             content matches: record the real hash with `{record}`"
+        )
+    } else if variant.downloads.is_empty() {
+        format!(
+            "{keep}; point the override at the folder that holds the content the manifest names \
+             or, if this folder's content is the one wanted, record its hash with `{record}`"
+        )
+    } else {
+        format!(
+            "{keep}; point the override at the folder that holds the content the manifest names, \
+             or remove it to use the download: `clima-artifacts override unset {name} \
+             --manifest {m}`"
+        )
+    }
 }
 
 /// One line per check, for people.
@@ -198,7 +262,7 @@ fn mismatch(c: &Checked) -> String {
 }
 
 /// An error listing every changed, unhashable or (named and) missing artifact, if any.
-fn failures(checked: &[Checked], all: bool) -> CliResult {
+fn failures(checked: &[Checked], all: bool, manifest: &Path) -> CliResult {
     let bad: Vec<&Checked> = checked
         .iter()
         .filter(|c| matches!(c.status, "changed" | "error"))
@@ -239,11 +303,10 @@ fn failures(checked: &[Checked], all: bool) -> CliResult {
                 )
             };
             lines.push(format!(
-                "  artifact `{}` at `{path}`: content changed ({}){hint}; \
-                 delete that folder and run `clima-artifacts fetch {}` to reinstall it",
+                "  artifact `{}` at `{path}`: content changed ({}){hint}; {}",
                 c.name,
                 mismatch(c),
-                c.name
+                c.fix.as_deref().unwrap_or_default()
             ));
         } else {
             lines.push(format!(
@@ -253,10 +316,13 @@ fn failures(checked: &[Checked], all: bool) -> CliResult {
             ));
         }
     }
+    let manifest = std::path::absolute(manifest).unwrap_or_else(|_| manifest.to_path_buf());
     for c in missing {
         lines.push(format!(
-            "  artifact `{}` is not installed; run `clima-artifacts fetch {}`",
-            c.name, c.name
+            "  artifact `{}` is not installed; run `clima-artifacts fetch {} --manifest {}`",
+            c.name,
+            clima_artifact_fs::shell_word(&c.name),
+            clima_artifact_fs::shell_word(&manifest.to_string_lossy())
         ));
     }
     Err(CliError::failure(format!(

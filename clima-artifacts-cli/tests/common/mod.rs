@@ -112,3 +112,18 @@ pub fn entry_metadata(manifest: &Path, name: &str) -> std::collections::BTreeMap
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
+
+/// The words of the command printed between backticks after `before` in `text`, checked to be
+/// plain words (no quoting needed, so splitting on spaces is what a shell does) of
+/// `clima-artifacts`: for running a printed command as printed.
+pub fn printed_command(text: &str, before: &str) -> Vec<String> {
+    let start = text
+        .find(before)
+        .unwrap_or_else(|| panic!("`{before}` not in:\n{text}"))
+        + before.len();
+    let command = &text[start..start + text[start..].find('`').unwrap()];
+    assert!(!command.contains(['\'', '"', '\\']), "{command}");
+    let words: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
+    assert_eq!(words[0], "clima-artifacts", "{command}");
+    words
+}
