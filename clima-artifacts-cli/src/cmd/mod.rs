@@ -9,6 +9,7 @@ use clima_artifact_runtime::tree_hash::{Formats, TreeHashes};
 use crate::args::{Command, OverrideCommand};
 use crate::error::{CliError, CliResult, io_error};
 
+pub mod annotate;
 pub mod census;
 pub mod create;
 pub mod doctor;
@@ -44,6 +45,7 @@ pub fn run(command: Command) -> CliResult {
         Command::Publish(a) => publish::run(a),
         Command::Sync(c) => sync::run(c),
         Command::Doctor(a) => doctor::run(a),
+        Command::Annotate(a) => annotate::run(a),
         Command::Census(a) => census::run(a),
         Command::Mirror(a) => mirror::run(a),
         Command::Completions(a) => {
