@@ -11,18 +11,32 @@ const KNOWN_LICENSES: &[&str] = &[
     "CC-BY-3.0",
     "CC-BY-3.0-IGO",
     "CC-BY-4.0",
+    "CC-BY-SA-2.0",
+    "CC-BY-SA-2.5",
     "CC-BY-SA-3.0",
     "CC-BY-SA-4.0",
+    "CC-BY-NC-2.0",
+    "CC-BY-NC-2.5",
     "CC-BY-NC-3.0",
     "CC-BY-NC-4.0",
+    "CC-BY-NC-SA-2.0",
+    "CC-BY-NC-SA-2.5",
     "CC-BY-NC-SA-3.0",
     "CC-BY-NC-SA-4.0",
+    "CC-BY-ND-2.0",
+    "CC-BY-ND-2.5",
+    "CC-BY-ND-3.0",
     "CC-BY-ND-4.0",
+    "CC-BY-NC-ND-2.0",
+    "CC-BY-NC-ND-2.5",
+    "CC-BY-NC-ND-3.0",
     "CC-BY-NC-ND-4.0",
     "CC-PDDC",
     "ODbL-1.0",
     "ODC-By-1.0",
     "PDDL-1.0",
+    "OGL-UK-1.0",
+    "OGL-UK-2.0",
     "OGL-UK-3.0",
     "OGL-Canada-2.0",
     "CDLA-Permissive-1.0",
@@ -50,6 +64,16 @@ const KNOWN_LICENSES: &[&str] = &[
     "AGPL-3.0-only",
     "AGPL-3.0-or-later",
 ];
+
+/// The SPDX spelling of `id` when it is one of the common data and code licenses this crate
+/// knows (ignoring case): `cc-by-4.0` gives `CC-BY-4.0`. `None` for other ids, which may still
+/// be valid SPDX ids ([`check_license`] accepts any well-formed id).
+pub fn known_license(id: &str) -> Option<&'static str> {
+    KNOWN_LICENSES
+        .iter()
+        .find(|k| k.eq_ignore_ascii_case(id))
+        .copied()
+}
 
 /// Deprecated SPDX ids and what replaces them.
 const DEPRECATED: &[(&str, &str)] = &[

@@ -14,6 +14,10 @@
 //!     url = "https://..."
 //! ```
 //!
+//! [`annotate`] sets or removes provenance keys (`license`, `citation`, `doi`, ...) of existing
+//! entries without touching their hashes or downloads: what a maintainer does after a census,
+//! without the data.
+//!
 //! Download rules when the entry exists: if the tree hash changed, every old download is removed
 //! (its tarball holds the old content); if it is unchanged, old downloads stay valid and are kept,
 //! except one with the same URL, which the new download replaces. The new download comes first,
@@ -21,6 +25,7 @@
 
 use std::path::Path;
 
+use clima_artifact_manifest::{metadata, provenance};
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Key, Table, Value};
 
 use crate::error::{CliError, CliResult};
@@ -275,6 +280,204 @@ fn merged_downloads(
         aot.push(download_table(d));
     }
     Ok((aot, removed))
+}
+
+/// The keys [`annotate`] sets: the provenance keys ([`metadata::KEYS`]) and `recipe`.
+pub const ANNOTATE_KEYS: [&str; 10] = [
+    metadata::DESCRIPTION,
+    metadata::VERSION,
+    metadata::LICENSE,
+    metadata::ACKNOWLEDGEMENT,
+    metadata::CITATION,
+    metadata::DOI,
+    metadata::BIBTEX,
+    metadata::SOURCE,
+    metadata::MAINTAINER,
+    metadata::RECIPE,
+];
+
+/// The keys to set and remove on some entries ([`annotate`]).
+#[derive(Debug, Clone, Default)]
+pub struct Annotation {
+    /// `(key, value)` to set (a key already there gets the new value, its comment kept).
+    pub set: Vec<(String, String)>,
+    /// Keys to remove.
+    pub unset: Vec<String>,
+}
+
+impl Annotation {
+    /// Reads `KEY=VALUE` arguments (`set`) and `KEY` arguments (`unset`), refusing keys other
+    /// than [`ANNOTATE_KEYS`], a key given twice, and values [`check_value`] refuses.
+    pub fn parse(set: &[String], unset: &[String]) -> CliResult<Annotation> {
+        let mut a = Annotation::default();
+        for arg in set {
+            let Some((key, value)) = arg.split_once('=') else {
+                return Err(CliError::usage(format!(
+                    "`--set {arg}` is not KEY=VALUE (e.g. `--set license=CC-BY-4.0`)"
+                )));
+            };
+            let key = known_key(key.trim())?;
+            check_value(key, value).map_err(|why| {
+                CliError::usage(format!("`--set {key}=...`: {why}; nothing was changed"))
+            })?;
+            a.set.push((key.to_owned(), value.to_owned()));
+        }
+        for key in unset {
+            a.unset.push(known_key(key.trim())?.to_owned());
+        }
+        let mut keys: Vec<&str> = a.set.iter().map(|(k, _)| k.as_str()).collect();
+        keys.extend(a.unset.iter().map(String::as_str));
+        keys.sort_unstable();
+        if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+            return Err(CliError::usage(format!(
+                "the key `{}` is given twice; set or remove each key once",
+                w[0]
+            )));
+        }
+        if keys.is_empty() {
+            return Err(CliError::usage(
+                "nothing to change: give `--set KEY=VALUE` or `--unset KEY`",
+            ));
+        }
+        Ok(a)
+    }
+}
+
+/// `key` if [`annotate`] sets it, else a usage error listing the keys it does.
+fn known_key(key: &str) -> CliResult<&'static str> {
+    ANNOTATE_KEYS
+        .iter()
+        .find(|k| **k == key)
+        .copied()
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "`{}` is not a key `annotate` sets; it sets {} (hashes and downloads change \
+                 with `create` and `publish`)",
+                clima_artifact_fs::printable(key),
+                ANNOTATE_KEYS.join(", ")
+            ))
+        })
+}
+
+/// Why `value` cannot be the value of `key`: an SPDX expression with problems (a licence name
+/// with spaces, a wrong case, a deprecated id), a malformed DOI or BibTeX entry, an empty value.
+pub fn check_value(key: &str, value: &str) -> Result<(), String> {
+    let problems = match key {
+        metadata::LICENSE => provenance::check_license(value),
+        metadata::DOI => provenance::check_doi(value),
+        metadata::BIBTEX => provenance::check_bibtex(value).err().into_iter().collect(),
+        _ if value.trim().is_empty() => {
+            vec!["the value is empty (remove a key with --unset)".into()]
+        }
+        _ => Vec::new(),
+    };
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// What [`annotate`] did to one entry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Annotated {
+    /// The artifact's name.
+    pub name: String,
+    /// Keys set to a new value (or added).
+    pub set: Vec<String>,
+    /// Keys removed.
+    pub removed: Vec<String>,
+    /// Keys that already had the value, or to remove that were not there.
+    pub unchanged: Vec<String>,
+}
+
+/// Sets and removes the keys of `annotation` on the `[name]` entries `names` of manifest text
+/// (`path` is for messages), keeping every other byte: comments, key order, the hashes and
+/// downloads. A new key goes after the entry's other keys, indented as its `git-tree-sha1`.
+/// Refuses (nothing changed) a name with no entry, a `[[name]]` entry (Julia reads extra keys
+/// there as platform tags) and a name that is not a table.
+pub fn annotate(
+    text: &str,
+    path: &Path,
+    names: &[String],
+    annotation: &Annotation,
+) -> CliResult<(String, Vec<Annotated>)> {
+    let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        CliError::usage(format!(
+            "`{}` is not valid TOML, so `annotate` will not edit it: {}",
+            path.display(),
+            e.to_string().trim_end()
+        ))
+    })?;
+    let mut done = Vec::with_capacity(names.len());
+    for name in names {
+        let shown = clima_artifact_fs::printable(name);
+        let t = match doc.get_mut(name) {
+            Some(Item::Table(t)) => t,
+            None => {
+                return Err(CliError::usage(format!(
+                    "`{}` has no artifact `{shown}`; nothing was changed",
+                    path.display()
+                )));
+            }
+            Some(Item::ArrayOfTables(_)) => {
+                return Err(CliError::usage(format!(
+                    "`{}`: artifact `{shown}` is platform-specific ([[{shown}]]), where Julia reads \
+                     extra keys as platform tags; provenance keys belong in [name] entries only, \
+                     so nothing was changed",
+                    path.display()
+                )));
+            }
+            Some(_) => {
+                return Err(CliError::usage(format!(
+                    "`{}`: `{shown}` is not a [{shown}] table; edit it by hand (nothing was \
+                     changed)",
+                    path.display()
+                )));
+            }
+        };
+        done.push(annotate_table(t, name, annotation));
+    }
+    Ok((doc.to_string(), done))
+}
+
+/// [`annotate`] on one entry's table.
+fn annotate_table(t: &mut Table, name: &str, annotation: &Annotation) -> Annotated {
+    let mut out = Annotated {
+        name: name.to_owned(),
+        set: Vec::new(),
+        removed: Vec::new(),
+        unchanged: Vec::new(),
+    };
+    let indent: String = t
+        .key("git-tree-sha1")
+        .and_then(|k| k.leaf_decor().prefix())
+        .and_then(|p| p.as_str())
+        .map(|p| p.rsplit('\n').next().unwrap_or("").to_owned())
+        .filter(|p| p.chars().all(|c| c == ' ' || c == '\t'))
+        .unwrap_or_default();
+    for (key, value) in &annotation.set {
+        if t.get(key).and_then(Item::as_str) == Some(value.as_str()) {
+            out.unchanged.push(key.clone());
+            continue;
+        }
+        if t.contains_key(key) {
+            set_value(t, key, Value::from(value.as_str()));
+        } else {
+            let k =
+                Key::new(key.as_str()).with_leaf_decor(toml_edit::Decor::new(indent.as_str(), " "));
+            t.insert_formatted(&k, toml_edit::value(value.as_str()));
+        }
+        out.set.push(key.clone());
+    }
+    for key in &annotation.unset {
+        if t.remove(key).is_some() {
+            out.removed.push(key.clone());
+        } else {
+            out.unchanged.push(key.clone());
+        }
+    }
+    out
 }
 
 /// Why `name` cannot be an artifact name, if it cannot (`/` would clash with `name/sub/path`).

@@ -189,8 +189,16 @@ pub struct Outcome {
     pub bytes: Option<u64>,
     /// Wall time of its install.
     pub seconds: f64,
-    /// Why it failed.
+    /// Why it failed (the whole message, with what to do).
     pub error: Option<String>,
+    /// What failed, without what is particular to this artifact (its name, URLs): the same for
+    /// artifacts that failed alike (all refused by one proxy, say), which a log groups
+    /// (`clima_artifact_runtime::Error::cause`).
+    pub cause: Option<String>,
+    /// Why it failed, in one line: each source's failure with its URL, without the advice
+    /// (`clima_artifact_runtime::Error::one_line`); for a log line per artifact.
+    #[serde(skip)]
+    pub error_line: Option<String>,
     /// What to set when it needs an override.
     pub fix: Option<OverrideFix>,
     /// For an overridden artifact: whether its folder holds the content the manifests name.
@@ -473,6 +481,8 @@ fn install(job: &Job, config: &Config, depot: &Path, existing: &Overrides) -> Ou
         bytes: job.variant.downloads.first().and_then(|d| d.size),
         seconds: 0.0,
         error: None,
+        cause: None,
+        error_line: None,
         fix: None,
         override_check: None,
     };
@@ -497,7 +507,7 @@ fn install(job: &Job, config: &Config, depot: &Path, existing: &Overrides) -> Ou
                 out.status = Status::NeedsOverride;
                 out.fix = Some(fix_for(job, depot, reason));
             }
-            Err(e) => out.error = Some(e.to_string()),
+            Err(e) => out.failed(&e.into()),
         }
         out.seconds = start.elapsed().as_secs_f64();
         return out;
@@ -515,10 +525,19 @@ fn install(job: &Job, config: &Config, depot: &Path, existing: &Overrides) -> Ou
                 }
             };
         }
-        Err(e) => out.error = Some(e.to_string()),
+        Err(e) => out.failed(&e),
     }
     out.seconds = start.elapsed().as_secs_f64();
     out
+}
+
+impl Outcome {
+    /// Records why it failed: the message, its cause and its one line.
+    fn failed(&mut self, e: &clima_artifact_runtime::Error) {
+        self.error = Some(e.to_string());
+        self.cause = Some(e.cause());
+        self.error_line = Some(e.one_line());
+    }
 }
 
 /// The override command and line for an artifact that cannot be downloaded.

@@ -13,6 +13,10 @@
 //! | [`LogLines`] | stderr is not a terminal (batch jobs, CI) | a start line, a progress line at most every 10 s or 10 %, an end line with bytes, time and rate |
 //! | [`Silent`] | `CLIMA_ARTIFACTS_PROGRESS=0` | warnings only |
 //!
+//! [`OncePerCause`] wraps any of them for a batch of installs: a retry warning whose cause
+//! (the failure without its URL) was already told for another download is counted, not
+//! printed again.
+//!
 //! Besides downloads, a reporter receives the process's notices ([`Reporter::notice`]): lock
 //! waits, retries, fall-throughs to the next source, resumed downloads, skipped restores and
 //! other warnings. They are events of the reporter, not `tracing` events, so that they reach
@@ -127,6 +131,62 @@ pub fn reporter(progress: bool) -> Arc<dyn Reporter> {
     match installed() {
         Some(r) if progress => r,
         _ => default_reporter(progress),
+    }
+}
+
+/// A reporter for a batch of installs (the CLI's `mirror` and `fetch`): it passes everything
+/// to the reporter it wraps, except a warning about a failed attempt (a retry, a source given
+/// up for the next, the package server's fallback) whose cause it already passed for another
+/// download, or the same one: those it counts ([`OncePerCause::held_back`]). 68 downloads
+/// refused by one proxy then log one retry warning, not 136; downloads that fail in different
+/// ways each still log theirs. The cause is the failure without its URL
+/// ([`notice::Event::Retry`]'s `cause`).
+pub struct OncePerCause {
+    inner: Arc<dyn Reporter>,
+    /// Per kind of notice and cause: how many were held back.
+    seen: std::sync::Mutex<std::collections::BTreeMap<(&'static str, String), usize>>,
+}
+
+impl OncePerCause {
+    /// Wraps `inner`, which draws downloads and receives every notice not held back.
+    pub fn new(inner: Arc<dyn Reporter>) -> OncePerCause {
+        OncePerCause {
+            inner,
+            seen: std::sync::Mutex::default(),
+        }
+    }
+
+    /// How many notices were held back, each of a kind and cause passed before.
+    pub fn held_back(&self) -> usize {
+        self.seen
+            .lock()
+            .map(|seen| seen.values().sum())
+            .unwrap_or(0)
+    }
+}
+
+impl Reporter for OncePerCause {
+    fn start(&self, download: &DownloadStart<'_>) -> Box<dyn Transfer> {
+        self.inner.start(download)
+    }
+
+    fn notice(&self, notice: &Notice<'_>) {
+        use notice::Event;
+        let key = match notice.event {
+            Event::Retry { cause, .. } => ("retry", cause),
+            Event::NextSource { cause, .. } => ("next source", cause),
+            Event::PackageServerFallback { cause, .. } => ("package server", cause),
+            _ => return self.inner.notice(notice),
+        };
+        {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(held) = seen.get_mut(&(key.0, key.1.clone())) {
+                *held += 1;
+                return;
+            }
+            seen.insert((key.0, key.1.clone()), 0);
+        }
+        self.inner.notice(notice);
     }
 }
 

@@ -163,6 +163,7 @@ mod tests {
     fn lines_have_the_prefix_and_level() {
         let retry = Event::Retry {
             error: "HTTP 503 from `https://example.org/a.tar.gz`".into(),
+            cause: "HTTP 503".into(),
             delay: Duration::from_millis(1500),
             attempt: 2,
             attempts: 4,
@@ -419,6 +420,7 @@ mod channel_tests {
         });
         emit(Event::Retry {
             error: "timed out".into(),
+            cause: "timed out".into(),
             delay: Duration::from_secs(2),
             attempt: 2,
             attempts: 3,

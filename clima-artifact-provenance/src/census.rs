@@ -15,6 +15,11 @@
 //!   next to the manifest (the layout of CliMA's artifact collection).
 //! - citation: a `citation`, `doi` or `bibtex` key, or a README citation section
 //!   ([`readme::CITATION_SECTION`], which accepts `References` and `Citation` too).
+//! - license: a `license` key, or a licence a README states ([`readme_license`]: `License:
+//!   ...`, `licensed under ...`, a licence section), matched to an SPDX id when it names one
+//!   unambiguously and reported as unrecognised otherwise. The README next to a manifest in a
+//!   package's folder (a `src` folder and a `Project.toml`, `JuliaProject.toml` or
+//!   `Cargo.toml`) states the code's licence, not the data's: its statements are not read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -24,13 +29,16 @@ use clima_artifact_fs::printable;
 use clima_artifact_manifest::{ArtifactEntry, Download, Manifest, metadata, validate};
 
 use crate::readme;
+use crate::readme_license::{self, LicenseStatement};
 
 /// The hash is the SHA-1 of the artifact's name, not of content.
 pub const PLACEHOLDER_HASH: &str = "placeholder-hash";
 /// No entry gives a download: the artifact must come from an override.
 pub const NOT_DOWNLOADABLE: &str = "not-downloadable";
-/// No entry has a `license` key.
+/// No entry has a `license` key, and no README states a licence.
 pub const NO_LICENSE: &str = "no-license";
+/// No `license` key, and the licence a README states is not one the census maps to an SPDX id.
+pub const LICENSE_UNRECOGNISED: &str = "license-unrecognised";
 /// No `citation`, `doi` or `bibtex` key and no README citation section.
 pub const NO_CITATION: &str = "no-citation";
 /// No README next to the manifest or in the recipe folder.
@@ -49,10 +57,11 @@ pub const NAME_CONFLICT: &str = "name-conflict";
 pub const SAME_CONTENT: &str = "same-content";
 
 /// Every problem code, in the order reports list them.
-pub const PROBLEMS: [&str; 10] = [
+pub const PROBLEMS: [&str; 11] = [
     PLACEHOLDER_HASH,
     NOT_DOWNLOADABLE,
     NO_LICENSE,
+    LICENSE_UNRECOGNISED,
     NO_CITATION,
     NO_README,
     NO_RECIPE,
@@ -78,6 +87,12 @@ pub const ARCHIVE_HOSTS: [&str; 9] = [
 
 /// The script that makes an artifact in CliMA's artifact collection, next to its manifest.
 pub const CREATE_SCRIPT: &str = "create_artifact.jl";
+
+/// Files that, with a `src` folder beside them, make a manifest's folder a package's (Julia's,
+/// Rust's), whose README states the code's licence: its licence statements are not read as the
+/// data's. (A folder of CliMA's artifact collection has a `Project.toml` for its create script,
+/// and no `src`.)
+pub const PACKAGE_FILES: [&str; 3] = ["Project.toml", "JuliaProject.toml", "Cargo.toml"];
 
 /// Folder of the conventional recipe folders (`artifacts/<name>/`) next to a manifest.
 const RECIPE_FOLDERS: &str = clima_artifact_manifest::layout::PROJECT_RECIPES;
@@ -114,6 +129,15 @@ pub struct CensusManifest {
     pub broken_entries: Vec<String>,
 }
 
+/// One entry naming an artifact: the manifest and the name there.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct CensusEntry {
+    /// The manifest's path, as found.
+    pub manifest: String,
+    /// The artifact's name in it.
+    pub name: String,
+}
+
 /// One artifact of the census: one content hash.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CensusArtifact {
@@ -123,6 +147,9 @@ pub struct CensusArtifact {
     pub names: Vec<String>,
     /// The manifests naming it, in census order.
     pub manifests: Vec<String>,
+    /// Each manifest entry naming it (manifest and name), in census order: what a fix edits.
+    #[serde(default)]
+    pub entries: Vec<CensusEntry>,
     /// Its download URLs, in order of appearance, without repeats.
     pub urls: Vec<String>,
     /// The hosts of those URLs, sorted.
@@ -131,7 +158,8 @@ pub struct CensusArtifact {
     pub size: Option<u64>,
     /// The platforms of `[[name]]` entries with this hash (`arch=x86_64,os=linux`), sorted.
     pub platforms: Vec<String>,
-    /// Its `license` values.
+    /// Its `license` values; then each licence a README states, as `ID (stated in PATH)`
+    /// when it names an SPDX id, else `unrecognised statement in PATH: "..."`.
     pub license: Vec<String>,
     /// Its `citation` and `doi` values (`doi:` prefixed), and `README citation section in
     /// PATH` for a README section.
@@ -171,11 +199,16 @@ pub struct CensusReport {
 struct Acc {
     names: BTreeSet<String>,
     manifests: Vec<String>,
+    entries: Vec<CensusEntry>,
     urls: Vec<String>,
     hosts: BTreeSet<String>,
     size: Option<u64>,
     platforms: BTreeSet<String>,
     license: BTreeSet<String>,
+    /// Which licences: a `license` key, a README statement naming an SPDX id, one naming none.
+    license_key: bool,
+    license_stated: bool,
+    license_unrecognised: bool,
     citation: BTreeSet<String>,
     recipe: BTreeSet<String>,
     readme: BTreeSet<String>,
@@ -223,6 +256,7 @@ impl Acc {
     fn add_license_and_citation(&mut self, keys: &BTreeMap<String, String>, shown: &str) {
         if let Some(l) = keys.get(metadata::LICENSE) {
             self.license.insert(printable(l).into_owned());
+            self.license_key = true;
         }
         if let Some(c) = keys.get(metadata::CITATION) {
             self.citation.insert(printable(c).into_owned());
@@ -232,6 +266,34 @@ impl Acc {
         }
         if keys.contains_key(metadata::BIBTEX) {
             self.citation.insert(format!("bibtex in {shown}"));
+        }
+    }
+}
+
+impl Acc {
+    /// Adds what a README found for the hash says: its path, its citation section, the
+    /// licences it states.
+    fn add_readme(&mut self, r: &Readme) {
+        self.readme.insert(r.path.clone());
+        if r.cites {
+            self.citation
+                .insert(format!("README citation section in {}", r.path));
+        }
+        for s in &r.licenses {
+            match s.spdx {
+                Some(id) => {
+                    self.license_stated = true;
+                    self.license.insert(format!("{id} (stated in {})", r.path));
+                }
+                None => {
+                    self.license_unrecognised = true;
+                    self.license.insert(format!(
+                        "unrecognised statement in {}: \"{}\"",
+                        r.path,
+                        printable(&s.text)
+                    ));
+                }
+            }
         }
     }
 }
@@ -247,10 +309,13 @@ fn recipe_folder(name: &str, key: Option<&str>, around: &dyn Surroundings) -> Op
     }
 }
 
-/// A README read near a manifest: its path as shown and whether it has a citation section.
+/// A README read near a manifest: its path as shown, whether it has a citation section, and
+/// the licences it states (none read from a package's README).
+#[derive(Clone)]
 struct Readme {
     path: String,
     cites: bool,
+    licenses: Vec<LicenseStatement>,
 }
 
 impl Census {
@@ -286,18 +351,23 @@ impl Census {
             None => "",
         };
         let mut readmes: BTreeMap<String, Option<Readme>> = BTreeMap::new();
-        let mut read_readme = |rel: String| -> Option<(String, bool)> {
+        let package = around.is_dir("src") && PACKAGE_FILES.iter().any(|f| around.is_file(f));
+        let mut read_readme = |rel: String| -> Option<Readme> {
             readmes
                 .entry(rel.clone())
                 .or_insert_with(|| match around.text(&rel) {
                     Ok(Some(text)) => Some(Readme {
                         path: format!("{dir}{rel}"),
                         cites: readme::section_text(&text, &readme::CITATION_SECTION).is_some(),
+                        licenses: if package && rel == readme::README_FILE {
+                            Vec::new()
+                        } else {
+                            readme_license::license_statements(&text)
+                        },
                     }),
                     _ => None,
                 })
-                .as_ref()
-                .map(|r| (r.path.clone(), r.cites))
+                .clone()
         };
         let create_script = around.is_file(CREATE_SCRIPT);
         let mut count = 0;
@@ -323,6 +393,13 @@ impl Census {
                 if acc.manifests.last() != Some(&shown) {
                     acc.manifests.push(shown.clone());
                 }
+                let entry = CensusEntry {
+                    manifest: shown.clone(),
+                    name: printable(name).into_owned(),
+                };
+                if !acc.entries.contains(&entry) {
+                    acc.entries.push(entry);
+                }
                 let platform = v.platform.as_ref().map(ToString::to_string);
                 if let Some(p) = &platform {
                     acc.platforms.insert(printable(p).into_owned());
@@ -335,12 +412,8 @@ impl Census {
                     acc.add_download(d);
                 }
                 acc.add_license_and_citation(&v.metadata, &shown);
-                for (path, cites) in &found_readmes {
-                    acc.readme.insert(path.clone());
-                    if *cites {
-                        acc.citation
-                            .insert(format!("README citation section in {path}"));
-                    }
+                for r in &found_readmes {
+                    acc.add_readme(r);
                 }
                 if let Some(k) = key {
                     acc.recipe
@@ -388,6 +461,10 @@ impl Census {
                 (PLACEHOLDER_HASH, placeholder),
                 (NOT_DOWNLOADABLE, !acc.downloadable),
                 (NO_LICENSE, acc.license.is_empty()),
+                (
+                    LICENSE_UNRECOGNISED,
+                    acc.license_unrecognised && !acc.license_key && !acc.license_stated,
+                ),
                 (NO_CITATION, acc.citation.is_empty()),
                 (NO_README, acc.readme.is_empty()),
                 (NO_RECIPE, acc.recipe.is_empty()),
@@ -408,6 +485,7 @@ impl Census {
                 git_tree_sha1: hash.clone(),
                 names: acc.names.iter().cloned().collect(),
                 manifests: acc.manifests.clone(),
+                entries: acc.entries.clone(),
                 urls: acc.urls.clone(),
                 hosts: acc.hosts.iter().cloned().collect(),
                 size: acc.size,
@@ -488,24 +566,157 @@ fn is_archive_host(host: &str) -> bool {
     })
 }
 
-/// One Markdown table cell: escaped, `|` and newlines made harmless.
-fn cell(text: &str) -> String {
-    printable(text)
-        .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
+/// What a problem means (a few words, for the legend) and how to fix it.
+#[derive(Debug, Clone, Copy)]
+pub struct ProblemHelp {
+    /// The code, one of [`PROBLEMS`].
+    pub code: &'static str,
+    /// What it means, in at most 46 characters.
+    pub meaning: &'static str,
+    /// What to do about it.
+    pub fix: &'static str,
+    /// The command that does it, with `MANIFEST` and `NAME...` for the manifests and names
+    /// listed under it and upper-case words for what the user chooses; empty when none.
+    pub command: &'static str,
 }
 
-/// A list as one cell (`-` when empty).
-fn cell_list(items: &[String]) -> String {
+/// The help of every problem, in [`PROBLEMS`] order: the Markdown report's legend and fixes.
+pub const HELP: [ProblemHelp; 11] = [
+    ProblemHelp {
+        code: PLACEHOLDER_HASH,
+        meaning: "the hash is of the name, not of any content",
+        fix: "make the content and its entry with `create`, which computes the real hash \
+              (or give each machine the folder with `override set`)",
+        command: "clima-artifacts create FOLDER --name NAME --manifest MANIFEST",
+    },
+    ProblemHelp {
+        code: NOT_DOWNLOADABLE,
+        meaning: "no download: only an override provides it",
+        fix: "publish it so that the manifest records a download (or give each machine the \
+              folder with `override set`)",
+        command: "clima-artifacts publish NAME --archive URL --manifest MANIFEST",
+    },
+    ProblemHelp {
+        code: NO_LICENSE,
+        meaning: "no `license` key, no licence in a README",
+        fix: "find the data's terms and record them as an SPDX id (CC-BY-4.0, CC0-1.0, ...)",
+        command: "clima-artifacts annotate --manifest MANIFEST NAME... --set license=ID",
+    },
+    ProblemHelp {
+        code: LICENSE_UNRECOGNISED,
+        meaning: "a README's licence names no SPDX id",
+        fix: "read the statement (under the artifact's license below) and record the SPDX id \
+              it means, or a LicenseRef- id for terms that have none",
+        command: "clima-artifacts annotate --manifest MANIFEST NAME... --set license=ID",
+    },
+    ProblemHelp {
+        code: NO_CITATION,
+        meaning: "no citation, doi or bibtex, no README section",
+        fix: "record the DOI of the dataset or of its paper (or `citation=TEXT`), or add a \
+              `Citation` section to its README",
+        command: "clima-artifacts annotate --manifest MANIFEST NAME... --set doi=DOI",
+    },
+    ProblemHelp {
+        code: NO_README,
+        meaning: "no README.md by the manifest or recipe",
+        fix: "write a README.md saying what the data is, where it comes from and how to cite \
+              it (`new` scaffolds one in artifacts/NAME/)",
+        command: "clima-artifacts new NAME --manifest MANIFEST",
+    },
+    ProblemHelp {
+        code: NO_RECIPE,
+        meaning: "no recipe, recipe folder or create script",
+        fix: "scaffold a recipe that makes the content again, or point the entry at the \
+              folder of an existing one with `annotate --set recipe=FOLDER`",
+        command: "clima-artifacts new NAME --manifest MANIFEST",
+    },
+    ProblemHelp {
+        code: SHARE_LINK_HOST,
+        meaning: "downloads only from share links, no archive",
+        fix: "publish the tarball to an archive with a DOI, which adds its URL as another \
+              download (docs/archive.md)",
+        command: "clima-artifacts publish NAME --archive URL --manifest MANIFEST",
+    },
+    ProblemHelp {
+        code: HTTP_URL,
+        meaning: "a download over plain http://",
+        fix: "change the URL to https:// where the server offers it (the sha256 still checks \
+              the bytes, but anyone on the way sees and can block the request)",
+        command: "",
+    },
+    ProblemHelp {
+        code: NAME_CONFLICT,
+        meaning: "a name given other content elsewhere",
+        fix: "make the manifests agree on the content, or rename one of the entries (each \
+              artifact below lists the manifests naming it)",
+        command: "",
+    },
+    ProblemHelp {
+        code: SAME_CONTENT,
+        meaning: "the same content under several names",
+        fix: "nothing to fix when every name is used; otherwise keep one",
+        command: "",
+    },
+];
+
+/// The width the Markdown report's lines fit in (a word longer than that, a path, stands on a
+/// line of its own).
+pub const MARKDOWN_WIDTH: usize = 80;
+
+/// `words` after `first` (then `indent` on each further line), wrapped at [`MARKDOWN_WIDTH`]
+/// characters, with a final newline.
+fn wrap(out: &mut String, first: &str, indent: &str, words: &str) {
+    let mut line = first.trim_end().to_owned();
+    // Whether the line holds no word yet (only its indentation or list marker).
+    let mut empty = line.trim().is_empty() || line.trim() == "-";
+    for word in words.split_whitespace() {
+        let sep = if line.is_empty() || line.ends_with(' ') {
+            ""
+        } else {
+            " "
+        };
+        if !empty && line.chars().count() + sep.len() + word.chars().count() > MARKDOWN_WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line = indent.to_owned();
+        } else {
+            line.push_str(sep);
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
+/// A list as text (`-` when empty), escaped.
+fn listed(items: &[String]) -> String {
     if items.is_empty() {
         "-".to_owned()
     } else {
-        cell(&items.join(", "))
+        printable(&items.join(", ")).into_owned()
+    }
+}
+
+/// One item of a list per line (`-` when empty), escaped; for lists whose items hold commas.
+fn each_item(out: &mut String, label: &str, items: &[String]) {
+    if items.is_empty() {
+        let _ = writeln!(out, "  - {label}: -");
+        return;
+    }
+    if items.len() == 1 {
+        return wrap(out, &format!("  - {label}:"), "    ", &printable(&items[0]));
+    }
+    let _ = writeln!(out, "  - {label}:");
+    for item in items {
+        wrap(out, "    -", "      ", &printable(item));
     }
 }
 
 impl CensusReport {
-    /// The report as Markdown: the manifests (with errors), a table of artifacts, the summary.
+    /// The report as Markdown, in lines of at most [`MARKDOWN_WIDTH`] characters: the
+    /// problems (a legend with counts), then under each problem its fix and the names that have
+    /// it, per manifest; the manifests; each artifact.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
         let broken = self.manifests.iter().filter(|m| m.error.is_some()).count();
@@ -518,8 +729,70 @@ impl CensusReport {
         );
         let _ = writeln!(
             out,
-            "## Manifests\n\n| manifest | artifacts | error |\n|---|---|---|"
+            "## Problems\n\n| problem | artifacts | meaning |\n|---|---|---|"
         );
+        for h in HELP {
+            let n = self.summary.get(h.code).copied().unwrap_or(0);
+            let _ = writeln!(out, "| {} | {n} | {} |", h.code, h.meaning);
+        }
+        for h in HELP {
+            self.problem_section(&mut out, &h);
+        }
+        self.manifests_section(&mut out);
+        self.replaced_markdown(&mut out);
+        let _ = writeln!(out, "\n## Artifacts\n");
+        for a in &self.artifacts {
+            artifact_item(&mut out, a);
+        }
+        out
+    }
+
+    /// The section of one problem, when an artifact has it: its fix, and per manifest the
+    /// names of the entries that have it.
+    fn problem_section(&self, out: &mut String, help: &ProblemHelp) {
+        let mut by_manifest: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        let mut count = 0;
+        for a in self.artifacts.iter() {
+            if !a.problems.iter().any(|p| p == help.code) {
+                continue;
+            }
+            count += 1;
+            for e in &a.entries {
+                by_manifest.entry(&e.manifest).or_default().insert(&e.name);
+            }
+        }
+        if count == 0 {
+            return;
+        }
+        let _ = writeln!(out, "\n### {} ({count})\n", help.code);
+        let mut fix = format!("Fix: {}", help.fix);
+        if !help.command.is_empty() {
+            fix.push(':');
+        } else {
+            fix.push('.');
+        }
+        wrap(out, "", "", &fix);
+        if !help.command.is_empty() {
+            let _ = writeln!(out, "\n    {}", help.command);
+        }
+        out.push('\n');
+        // Manifests in census order.
+        for m in &self.manifests {
+            if let Some(names) = by_manifest.get(m.path.as_str()) {
+                let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+                wrap(
+                    out,
+                    &format!("- {}:", printable(&m.path)),
+                    "  ",
+                    &listed(&names),
+                );
+            }
+        }
+    }
+
+    /// The manifests, with their errors and broken entries.
+    fn manifests_section(&self, out: &mut String) {
+        let _ = writeln!(out, "\n## Manifests\n");
         for m in &self.manifests {
             let mut error = m.error.clone().unwrap_or_default();
             if !m.broken_entries.is_empty() {
@@ -528,51 +801,36 @@ impl CensusReport {
                 }
                 let _ = write!(error, "broken entries: {}", m.broken_entries.join("; "));
             }
-            let error = if error.is_empty() {
-                "-".into()
-            } else {
-                cell(&error)
+            let what = match (m.artifacts, error.is_empty()) {
+                (n, true) => format!("{n} artifact(s)"),
+                (n, false) => format!("{n} artifact(s); {}", printable(&error)),
             };
-            let _ = writeln!(out, "| {} | {} | {error} |", cell(&m.path), m.artifacts);
+            wrap(out, &format!("- {}:", printable(&m.path)), "  ", &what);
         }
-        let installed = self.artifacts.iter().any(|a| a.installed.is_some());
-        let _ = write!(
-            out,
-            "\n## Artifacts\n\n| git-tree-sha1 | names | manifests | hosts | size | license | \
-             citation | recipe | readme |{} problems |\n|---|---|---|---|---|---|---|---|---|{}---|\n",
-            if installed { " installed |" } else { "" },
-            if installed { "---|" } else { "" }
-        );
-        for a in &self.artifacts {
-            let size = a.size.map_or("-".to_owned(), |s| s.to_string());
-            let _ = write!(
-                out,
-                "| {} | {} | {} | {} | {size} | {} | {} | {} | {} |",
-                a.git_tree_sha1,
-                cell_list(&a.names),
-                cell_list(&a.manifests),
-                cell_list(&a.hosts),
-                cell_list(&a.license),
-                cell_list(&a.citation),
-                cell_list(&a.recipe),
-                cell_list(&a.readme),
-            );
-            if let Some(places) = &a.installed {
-                let _ = write!(out, " {} |", cell_list(places));
-            }
-            let _ = writeln!(out, " {} |", cell_list(&a.problems));
-        }
-        self.replaced_markdown(&mut out);
-        let _ = writeln!(out, "\n## Summary\n\n| problem | artifacts |\n|---|---|");
-        for p in PROBLEMS {
-            let _ = writeln!(
-                out,
-                "| {p} | {} |",
-                self.summary.get(p).copied().unwrap_or(0)
-            );
-        }
-        out
     }
+}
+
+/// One artifact as a list item: its hash and names, then its manifests, hosts, size,
+/// license, citation, recipe, README, installed copies and problems.
+fn artifact_item(out: &mut String, a: &CensusArtifact) {
+    wrap(
+        out,
+        &format!("- {}:", a.git_tree_sha1),
+        "    ",
+        &listed(&a.names),
+    );
+    let size = a.size.map_or("-".to_owned(), |s| s.to_string());
+    wrap(out, "  - manifests:", "    ", &listed(&a.manifests));
+    wrap(out, "  - hosts:", "    ", &listed(&a.hosts));
+    let _ = writeln!(out, "  - size: {size}");
+    each_item(out, "license", &a.license);
+    each_item(out, "citation", &a.citation);
+    wrap(out, "  - recipe:", "    ", &listed(&a.recipe));
+    wrap(out, "  - readme:", "    ", &listed(&a.readme));
+    if let Some(places) = &a.installed {
+        wrap(out, "  - installed:", "    ", &listed(places));
+    }
+    wrap(out, "  - problems:", "    ", &listed(&a.problems));
 }
 
 impl CensusReport {

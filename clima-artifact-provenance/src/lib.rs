@@ -10,6 +10,7 @@
 //! | [`record`] | [`ArtifactRecord`]: one accessed artifact (origin, accesses, call sites, ranks, metadata), merged across ranks ([`merge_records`]) |
 //! | [`census`] | the census of many manifests: per content hash its names, manifests, downloads, documentation and problems ([`census::PROBLEMS`]) |
 //! | [`readme`] | the sections of a recipe's README.md ([`readme::SECTIONS`]) and its citation section |
+//! | [`readme_license`] | the licence statements of a README and the SPDX ids they name ([`readme_license::license_statements`]), for the census |
 //! | [`report`] | [`Report`]: the records plus the declared artifacts a run did not use; JSON ([`report::SCHEMA`], `docs/report-schema.md`), Markdown, BibTeX; the three files written atomically |
 //!
 //! The runtime (`clima-artifact-runtime`) records every access in the [`access_log`] and
@@ -19,6 +20,7 @@
 pub mod access_log;
 pub mod census;
 pub mod readme;
+pub mod readme_license;
 pub mod record;
 pub mod report;
 

@@ -78,7 +78,7 @@ pub const MAX_CITATION_CHARS: usize = 2000;
 pub const README_CITATION_KEY: &str = "readme-citation";
 
 /// A heading line: its level (1-6) and normalised text (lower case, spaces collapsed).
-fn heading(line: &str) -> Option<(usize, String)> {
+pub(crate) fn heading(line: &str) -> Option<(usize, String)> {
     let trimmed = line.trim_start_matches(' ');
     if line.len() - trimmed.len() > 3 {
         return None;

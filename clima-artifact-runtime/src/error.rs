@@ -421,6 +421,33 @@ impl SourceFailure {
         }
     }
 
+    /// The failure without its URL: what downloads that failed alike share (`HTTP 404`, `the
+    /// proxy ... refused the connection ...`), for a batch's log to group them by. One line.
+    pub fn cause(&self) -> String {
+        let text = match self {
+            SourceFailure::Net {
+                error: NetError::HttpStatus { status, .. },
+                attempts,
+            } => format!("HTTP {status}{}", render_attempts(*attempts)),
+            SourceFailure::Net {
+                error: NetError::Transport { reason, .. } | NetError::UnsupportedUrl { reason, .. },
+                attempts,
+            } => format!("{reason}{}", render_attempts(*attempts)),
+            SourceFailure::TooLarge { error, .. } | SourceFailure::Install { error, .. } => {
+                error.to_string()
+            }
+            other => {
+                let text = other.to_string();
+                let url = format!("`{}`: ", clima_artifact_net::trust::redact_url(other.url()));
+                match text.strip_prefix(&url) {
+                    Some(rest) => rest.to_owned(),
+                    None => text,
+                }
+            }
+        };
+        one_line(&text)
+    }
+
     /// The same failure after `n` attempts in all (for the kinds that are retried).
     pub(crate) fn after_attempts(mut self, n: u32) -> SourceFailure {
         if let SourceFailure::Net { attempts, .. } = &mut self {
@@ -470,6 +497,15 @@ fn render_override_hint(
         "point it at a local copy by adding this line to `{}`:\n    {hash} = \"/path/to/{name}\"",
         overrides_file.display()
     )
+}
+
+/// `text` on one line: each line break and the indentation after it made one space.
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The URLs, each quoted, credentials redacted.
@@ -567,6 +603,40 @@ impl Error {
         }
     }
 
+    /// What went wrong in one line, for a log line per artifact: for a failed download each
+    /// source's failure (its URL and why), `; `-separated, without the advice that follows
+    /// them in the message; otherwise the message with its line breaks made spaces.
+    pub fn one_line(&self) -> String {
+        match self {
+            Error::DownloadFailed { failures, .. } => failures
+                .iter()
+                .map(|f| one_line(&f.to_string()))
+                .collect::<Vec<_>>()
+                .join("; "),
+            other => one_line(&other.to_string()),
+        }
+    }
+
+    /// The cause of the error without what is particular to one artifact (its name, hash and
+    /// URLs), when it has one: for a failed download, each source's [`SourceFailure::cause`],
+    /// `; `-separated. Artifacts whose downloads failed alike (every one refused by the same
+    /// proxy, say) have the same cause, which a batch's log says once for them all; other
+    /// errors give [`Error::one_line`], which names the artifact.
+    pub fn cause(&self) -> String {
+        match self {
+            Error::DownloadFailed { failures, .. } => {
+                let mut causes: Vec<String> = Vec::new();
+                for c in failures.iter().map(SourceFailure::cause) {
+                    if !causes.contains(&c) {
+                        causes.push(c);
+                    }
+                }
+                causes.join("; ")
+            }
+            other => other.one_line(),
+        }
+    }
+
     /// Serialises the error (variant, fields and therefore its `Display` text) for broadcasting
     /// between processes; [`Error::from_wire`] rebuilds it.
     pub fn to_wire(&self) -> Vec<u8> {
@@ -601,6 +671,56 @@ mod tests {
 
     fn h(c: char) -> GitTreeSha1 {
         GitTreeSha1::from_hex(&c.to_string().repeat(40)).unwrap()
+    }
+
+    /// Two artifacts refused by one proxy share a cause (without names, hashes, URLs), and
+    /// each says what failed in one line; a 404 and a refused proxy do not share one.
+    #[test]
+    fn downloads_that_failed_alike_share_a_cause_in_one_line() {
+        let refused = |name: &str, c: char, status: Option<u16>| Error::DownloadFailed {
+            name: name.into(),
+            hash: h(c),
+            manifest: "/m/Artifacts.toml".into(),
+            overrides_file: "/d/artifacts/Overrides.toml".into(),
+            failures: vec![SourceFailure::Net {
+                error: match status {
+                    Some(status) => NetError::HttpStatus {
+                        url: format!("https://u:pw@x.org/{name}.tar.gz"),
+                        status,
+                    },
+                    None => NetError::Transport {
+                        url: format!("https://x.org/{name}.tar.gz"),
+                        reason: "the proxy `http://p:***@10.0.0.1:3128` (from HTTPS_PROXY) \
+                                 refused the connection"
+                            .into(),
+                        transient: true,
+                    },
+                },
+                attempts: 3,
+            }],
+        };
+        let (a, b) = (refused("a", 'a', None), refused("b", 'b', None));
+        assert_eq!(a.cause(), b.cause());
+        assert_eq!(
+            a.cause(),
+            "the proxy `http://p:***@10.0.0.1:3128` (from HTTPS_PROXY) refused the connection \
+             (after 3 attempts)"
+        );
+        assert_eq!(
+            a.one_line(),
+            format!("`https://x.org/a.tar.gz`: {}", a.cause())
+        );
+        assert!(a.to_string().contains('\n') && !a.one_line().contains('\n'));
+        let gone = refused("c", 'c', Some(404));
+        assert_eq!(gone.cause(), "HTTP 404 (after 3 attempts)");
+        assert_eq!(
+            gone.one_line(),
+            "HTTP 404 from `https://u:***@x.org/c.tar.gz` (after 3 attempts)"
+        );
+        let other = Error::Internal {
+            message: "two\nlines".into(),
+        };
+        assert_eq!(other.cause(), "internal error: two lines");
     }
 
     #[test]

@@ -72,6 +72,9 @@ pub enum Command {
     Sync(SyncCommand),
     /// Say which depots, TLS roots, proxies and limits downloads use here (for support).
     Doctor(DoctorArgs),
+    /// Set or remove provenance keys (license, citation, doi, ...) of existing entries, keeping
+    /// the rest of the manifest as it is; no data needed.
+    Annotate(AnnotateArgs),
     /// Survey every Artifacts.toml under some folders: per content hash its names, manifests,
     /// downloads, license, citation, README, recipe and problems (reads manifests only).
     Census(CensusArgs),
@@ -85,6 +88,28 @@ pub enum Command {
 /// `doctor`.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `annotate`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct AnnotateArgs {
+    /// The artifacts whose entry to change (each a `[name]` entry of the manifest).
+    #[arg(value_name = "NAME", required = true)]
+    pub names: Vec<String>,
+    /// Set a key: `license=CC-BY-4.0`, `doi=10.5194/essd-13-4349-2021`, `citation=...`
+    /// (description, version, license, acknowledgement, citation, doi, bibtex, source,
+    /// maintainer, recipe); repeatable. A license must be an SPDX expression, a DOI well-formed.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Remove a key; repeatable.
+    #[arg(long, value_name = "KEY")]
+    pub unset: Vec<String>,
+    #[command(flatten)]
+    pub manifest: ManifestArg,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,

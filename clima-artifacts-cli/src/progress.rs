@@ -6,13 +6,17 @@
 //!   size and host, a progress line at most every 10 s or 10 %, an end line with bytes, time and
 //!   rate, and one line per notice (lock waits, retries, fall-throughs); no bars.
 //! - With `--json` or `CLIMA_ARTIFACTS_PROGRESS=0`: nothing but warnings and errors.
+//!
+//! Commands that install many artifacts say a retry's cause once ([`OncePerCause`]): the
+//! warnings of other downloads that failed alike are counted, and [`held_back_line`] says how
+//! many at the end.
 
 use std::io::IsTerminal;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use clima_artifact_runtime::progress::{
-    DownloadStart, LogLines, Reporter, Silent, TerminalBars, Transfer, set_reporter,
+    DownloadStart, LogLines, OncePerCause, Reporter, Silent, TerminalBars, Transfer, set_reporter,
 };
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -29,15 +33,41 @@ pub fn enabled() -> bool {
 /// `CLIMA_ARTIFACTS_PROGRESS=0`.
 pub fn report_to_user(quiet: bool) -> bool {
     if quiet || clima_artifact_runtime::progress::notice::quiet_by_environment() {
-        set_reporter(Arc::new(Silent));
+        once_per_cause(Arc::new(Silent));
         false
     } else if enabled() {
-        set_reporter(Arc::new(TerminalBars::within(multi())));
+        once_per_cause(Arc::new(TerminalBars::within(multi())));
         true
     } else {
-        set_reporter(Arc::new(LogLines::default()));
+        once_per_cause(Arc::new(LogLines::default()));
         true
     }
+}
+
+/// The reporter set last by [`once_per_cause`].
+static GROUPED: Mutex<Option<Arc<OncePerCause>>> = Mutex::new(None);
+
+/// Sets `inner`, wrapped so that a retry's cause is told once for all downloads.
+fn once_per_cause(inner: Arc<dyn Reporter>) {
+    let grouped = Arc::new(OncePerCause::new(inner));
+    set_reporter(grouped.clone());
+    *GROUPED.lock().unwrap_or_else(|e| e.into_inner()) = Some(grouped);
+}
+
+/// The line saying how many warnings were not repeated (their cause already told for another
+/// download), if any were held back.
+pub fn held_back_line() -> Option<String> {
+    let held = GROUPED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map_or(0, |g| g.held_back());
+    (held > 0).then(|| {
+        format!(
+            "clima-artifacts: warning: {held} more warning(s) not shown, each with a cause told \
+             above"
+        )
+    })
 }
 
 /// Reports the runtime's notices (lock waits naming the holder, retries, resumed downloads,
@@ -47,10 +77,10 @@ pub fn report_to_user(quiet: bool) -> bool {
 /// (`--json`) or `CLIMA_ARTIFACTS_PROGRESS=0`.
 pub fn notices_only(quiet: bool) -> bool {
     if quiet || clima_artifact_runtime::progress::notice::quiet_by_environment() {
-        set_reporter(Arc::new(Silent));
+        once_per_cause(Arc::new(Silent));
         false
     } else {
-        set_reporter(Arc::new(NoticeLines));
+        once_per_cause(Arc::new(NoticeLines));
         true
     }
 }

@@ -17,10 +17,11 @@ use common::{Sandbox, assert_ok, json, printed_command};
 use serde_json::Value;
 
 /// Every problem code, as the JSON summary must list them.
-const CODES: [&str; 10] = [
+const CODES: [&str; 11] = [
     "placeholder-hash",
     "not-downloadable",
     "no-license",
+    "license-unrecognised",
     "no-citation",
     "no-readme",
     "no-recipe",
@@ -35,6 +36,7 @@ const H1: &str = "b373f1887cff55850cbf76ec005f7d93726ae42e";
 const H2: &str = "c373f1887cff55850cbf76ec005f7d93726ae42e";
 const H3: &str = "d373f1887cff55850cbf76ec005f7d93726ae42e";
 const H4: &str = "e373f1887cff55850cbf76ec005f7d93726ae42e";
+const H5: &str = "f373f1887cff55850cbf76ec005f7d93726ae42e";
 /// SHA-1 of the name `placeholder`.
 const PLACEHOLDER: &str = "ff55435345834a3fe224936776c2aa15f6ed5358";
 
@@ -301,6 +303,20 @@ citation = "c"
              [alias]\ngit-tree-sha1 = \"{H3}\"\n"
         ),
     );
+    // e/: CliMA's layout again, the README stating the licence in words that name no SPDX id.
+    write(
+        &work.join("e/OutputArtifacts.toml"),
+        &format!(
+            "[copernicus]\ngit-tree-sha1 = \"{H5}\"\n[[copernicus.download]]\n\
+             url = \"https://zenodo.org/records/5/files/c.tar.gz\"\nsha256 = \"{S1}\"\n"
+        ),
+    );
+    write(&work.join("e/create_artifact.jl"), "# makes it\n");
+    write(
+        &work.join("e/README.md"),
+        "# ERA5\n## References\nHersbach (2020)\n## Licence\nPlease see [License to Use \
+         Copernicus Products](https://example.org/l.pdf) for more information.\n",
+    );
     // Never searched: hidden folders, .git, target.
     let other = format!("[hidden]\ngit-tree-sha1 = \"{H1}\"\n");
     for d in [".hidden", ".git", "target", "a/.cache"] {
@@ -339,7 +355,8 @@ fn census_fixtures_cover_every_problem_code() {
             "./a/Artifacts.toml",
             "./b/OutputArtifacts.toml",
             "./c/JuliaArtifacts.toml",
-            "./d/Artifacts.toml"
+            "./d/Artifacts.toml",
+            "./e/OutputArtifacts.toml"
         ]
     );
     let linked = &report["manifests"][3];
@@ -366,8 +383,22 @@ fn census_fixtures_cover_every_problem_code() {
         ["share-link-host", "same-content"],
         "shared: cited by its README, made by create_artifact.jl, hosted on a share link"
     );
-    // era5 of c/: every code but those about hashes and downloads it does not have.
-    let not_h4 = ["placeholder-hash", "not-downloadable", "same-content"];
+    assert_eq!(problems(H5), ["license-unrecognised"], "copernicus");
+    assert_eq!(
+        strings(&artifact(&report, H5)["license"]),
+        [
+            "unrecognised statement in ./e/README.md: \"Please see License to Use Copernicus \
+          Products for more information.\""
+        ]
+    );
+    // era5 of c/: every code but those about hashes and downloads it does not have (and
+    // `license-unrecognised`: no README states a licence).
+    let not_h4 = [
+        "placeholder-hash",
+        "not-downloadable",
+        "license-unrecognised",
+        "same-content",
+    ];
     assert_eq!(
         problems(H4),
         CODES
@@ -423,7 +454,7 @@ fn census_fixtures_cover_every_problem_code() {
 }
 
 #[test]
-fn census_prints_a_table_and_says_where_artifacts_are_installed() {
+fn census_prints_a_legend_fixes_and_short_lines_and_says_where_artifacts_are_installed() {
     let sb = Sandbox::new();
     fixture(&sb.work);
     fs::create_dir_all(sb.depot.join("artifacts").join(H1)).unwrap();
@@ -441,18 +472,53 @@ fn census_prints_a_table_and_says_where_artifacts_are_installed() {
     assert_ok(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.starts_with("# Artifact census\n\n3 manifest(s) (0 unreadable), 5 artifact(s).\n"),
+        text.starts_with("# Artifact census\n\n4 manifest(s) (0 unreadable), 6 artifact(s).\n"),
+        "{text}"
+    );
+    // A legend: every code, how many have it, what it means.
+    assert!(
+        text.contains(
+            "| problem | artifacts | meaning |\n|---|---|---|\n\
+             | placeholder-hash | 1 | the hash is of the name, not of any content |\n"
+        ),
         "{text}"
     );
     assert!(
-        text.contains("| git-tree-sha1 | names | manifests |"),
+        text.contains("| name-conflict | 2 | a name given other content elsewhere |\n"),
+        "{text}"
+    );
+    // Under each problem, its fix and the names that have it, per manifest.
+    assert!(
+        text.contains(
+            "### http-url (1)\n\nFix: change the URL to https:// where the server offers it \
+             (the sha256 still\nchecks the bytes, but anyone on the way sees and can block the \
+             request).\n\n- ./c/JuliaArtifacts.toml: era5\n"
+        ),
         "{text}"
     );
     assert!(
-        text.contains(&format!("| {H4} | era5 | ./c/JuliaArtifacts.toml | example.org | - | - | - | - | - | no-license, no-citation, no-readme, no-recipe, share-link-host, http-url, name-conflict |")),
+        text.contains(
+            "### name-conflict (2)\n\nFix: make the manifests agree on the content, or \
+             rename one of the entries (each\nartifact below lists the manifests naming \
+             it).\n\n- ./a/Artifacts.toml: era5\n- ./c/JuliaArtifacts.toml: era5\n"
+        ),
         "{text}"
     );
-    assert!(text.contains("| name-conflict | 2 |"), "{text}");
+    // Each artifact, its problems wrapped to the width of a terminal.
+    assert!(
+        text.contains(&format!(
+            "- {H4}: era5\n  - manifests: ./c/JuliaArtifacts.toml\n  - hosts: example.org\n\
+             \x20 - size: -\n  - license: -\n  - citation: -\n  - recipe: -\n  - readme: -\n\
+             \x20 - problems: no-license, no-citation, no-readme, no-recipe, share-link-host,\n\
+             \x20   http-url, name-conflict\n"
+        )),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "longer than 80: {line:?}");
+    }
+    // The old table of one artifact a line is gone.
+    assert!(!text.contains("| git-tree-sha1 |"), "{text}");
 
     let missing = sb.cli().args(["census", "nowhere"]).output().unwrap();
     assert_eq!(missing.status.code(), Some(2));
@@ -656,4 +722,314 @@ fn a_placeholder_hash_is_replaced_through_the_commands_the_tool_prints() {
             .all(|a| a["git_tree_sha1"] != FLUXNET_PLACEHOLDER),
         "{report:#}"
     );
+}
+
+/// A folder of CliMA's collection: a manifest with one entry `name`, a create script, and this
+/// README.
+fn clima_folder(root: &Path, folder: &str, name: &str, hash: &str, readme: &str) {
+    write(
+        &root.join(folder).join("OutputArtifacts.toml"),
+        &format!(
+            "[{name}]\ngit-tree-sha1 = \"{hash}\"\n[[{name}.download]]\n\
+             url = \"https://zenodo.org/records/1/files/{name}.tar.gz\"\nsha256 = \"{S1}\"\n"
+        ),
+    );
+    write(
+        &root.join(folder).join("create_artifact.jl"),
+        "# makes it\n",
+    );
+    write(&root.join(folder).join("README.md"), readme);
+}
+
+/// The licences of READMEs, in the ways CliMA's collection states them: labels, sentences,
+/// licence sections, names mapped to SPDX ids; what names none is reported as such, a
+/// package's README (the code's licence) and a symlinked README are not read.
+#[test]
+fn census_reads_the_licences_readmes_state() {
+    let sb = Sandbox::new();
+    let w = &sb.work;
+    let hash = |i: u32| format!("{i:040x}");
+    let cases: [(&str, &str); 8] = [
+        (
+            "label",
+            "# Aerosols\n\nLicense: Creative Commons Attribution 4.0 International\n",
+        ),
+        (
+            "sentence",
+            "# Albedo\n## Citation\nX (2020)\n## License\nThis dataset is distributed under the \
+             Creative Commons Attribution-ShareAlike 4.0 International License, permitting use \
+             provided the work is cited.\n",
+        ),
+        (
+            "zero",
+            "# LWP\n\n## License\n\nCreative Commons Zero (CC0)\n\nFor more, see NASA.\n",
+        ),
+        (
+            "typo",
+            "# Snow\n\nLicense: Creative Commons Attribution-NonCommericial 4.0 International\n",
+        ),
+        (
+            "typo_id",
+            "# Snow\n\nLicense: Creative Commons Attribution-NonCommericial 4.0 International \
+             (CC-BY-NC-4.0)\n",
+        ),
+        (
+            "two",
+            "# ILAMB\n# Licenses\n### 1. `et.nc`\nLicense: Creative Commons Zero\n\n\
+             ### 2. `gpp.nc`\nLicense: Creative Commons 4.0 BY\n",
+        ),
+        (
+            "hostile",
+            "# X\n## Licence\nPlease see \u{1b}]0;owned\u{7} the terms.\n",
+        ),
+        ("none", "# Orography\n\nMade from ETOPO.\n"),
+    ];
+    for (i, (folder, readme)) in cases.iter().enumerate() {
+        clima_folder(w, folder, folder, &hash(i as u32 + 1), readme);
+    }
+    // A manifest key wins over what the README says.
+    clima_folder(
+        w,
+        "keyed",
+        "keyed",
+        &hash(20),
+        "License: see the data policy\n",
+    );
+    let keyed = w.join("keyed/OutputArtifacts.toml");
+    let text = fs::read_to_string(&keyed).unwrap();
+    fs::write(
+        &keyed,
+        text.replace("\n[[keyed", "\nlicense = \"CC0-1.0\"\n[[keyed"),
+    )
+    .unwrap();
+    // A Julia package: its README states the code's licence, its recipe README the data's.
+    write(
+        &w.join("pkg/Artifacts.toml"),
+        &format!(
+            "[code]\ngit-tree-sha1 = \"{}\"\n[data]\ngit-tree-sha1 = \"{}\"\n",
+            hash(30),
+            hash(31)
+        ),
+    );
+    write(&w.join("pkg/Project.toml"), "name = \"Pkg\"\n");
+    write(&w.join("pkg/src/Pkg.jl"), "module Pkg end\n");
+    write(
+        &w.join("pkg/README.md"),
+        "# Pkg.jl\n\nThis package is licensed under the MIT License.\n",
+    );
+    write(
+        &w.join("pkg/artifacts/data/README.md"),
+        "# data\n\n- **License:** CC BY 4.0\n",
+    );
+    // A README that is a symlink to a file elsewhere: not followed, not read.
+    clima_folder(w, "link", "link", &hash(40), "");
+    fs::remove_file(w.join("link/README.md")).unwrap();
+    let outside = sb.root.path().join("outside-README.md");
+    fs::write(&outside, "License: MIT\n").unwrap();
+    std::os::unix::fs::symlink(&outside, w.join("link/README.md")).unwrap();
+
+    let report = census_json(&sb, &["."]);
+    let of = |i: u32| artifact(&report, &hash(i));
+    let license = |i: u32| strings(&of(i)["license"]);
+    // The problems about licences (the READMEs here cite nothing).
+    let problems = |i: u32| -> Vec<String> {
+        strings(&of(i)["problems"])
+            .into_iter()
+            .filter(|p| p.contains("license"))
+            .collect()
+    };
+    assert_eq!(license(1), ["CC-BY-4.0 (stated in ./label/README.md)"]);
+    assert_eq!(
+        license(2),
+        ["CC-BY-SA-4.0 (stated in ./sentence/README.md)"]
+    );
+    assert_eq!(license(3), ["CC0-1.0 (stated in ./zero/README.md)"]);
+    assert_eq!(
+        license(4),
+        [
+            "unrecognised statement in ./typo/README.md: \"Creative Commons \
+          Attribution-NonCommericial 4.0 International\""
+        ]
+    );
+    assert_eq!(license(5), ["CC-BY-NC-4.0 (stated in ./typo_id/README.md)"]);
+    assert_eq!(
+        license(6),
+        [
+            "CC-BY-4.0 (stated in ./two/README.md)",
+            "CC0-1.0 (stated in ./two/README.md)"
+        ]
+    );
+    assert_eq!(
+        license(7),
+        [
+            "unrecognised statement in ./hostile/README.md: \"Please see \\u{1b}]0;owned\\u{7} \
+          the terms.\""
+        ]
+    );
+    assert!(license(8).is_empty());
+    assert_eq!(
+        license(20),
+        [
+            "CC0-1.0",
+            "unrecognised statement in ./keyed/README.md: \"see the data policy\""
+        ]
+    );
+    for i in [1, 2, 3, 5, 6, 20] {
+        assert_eq!(problems(i), Vec::<String>::new(), "{i}: {:#}", of(i));
+    }
+    for i in [4, 7] {
+        assert_eq!(problems(i), ["license-unrecognised"], "{i}");
+    }
+    assert_eq!(problems(8), ["no-license"]);
+    // The package's README is read (for citations) but its licence is the code's.
+    assert_eq!(strings(&of(30)["readme"]), ["./pkg/README.md"]);
+    assert!(license(30).is_empty());
+    assert_eq!(problems(30), ["no-license"]);
+    assert_eq!(
+        license(31),
+        ["CC-BY-4.0 (stated in ./pkg/artifacts/data/README.md)"]
+    );
+    // The symlinked README is neither read nor counted.
+    assert!(license(40).is_empty() && strings(&of(40)["readme"]).is_empty());
+    assert_eq!(report["summary"]["license-unrecognised"], 2);
+
+    // The Markdown says the same, escaped, and lists the names under each problem.
+    let out = sb.cli().args(["census", "."]).output().unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "### license-unrecognised (2)\n\nFix: read the statement (under the artifact's \
+             license below) and record the SPDX\nid it means, or a LicenseRef- id for terms \
+             that have none:\n\n    \
+             clima-artifacts annotate --manifest MANIFEST NAME... --set license=ID\n\n\
+             - ./hostile/OutputArtifacts.toml: hostile\n- ./typo/OutputArtifacts.toml: typo\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("  - license:\n    - CC-BY-4.0 (stated in ./two/README.md)\n"),
+        "{text}"
+    );
+}
+
+/// What the census asks for, done without the data: `annotate` sets and removes keys of
+/// existing entries (the command the census prints, filled in, runs), keeps every other byte
+/// of the manifest, and refuses what it must not write, leaving the file as it was.
+#[test]
+fn annotate_sets_the_keys_the_census_asks_for_and_keeps_the_rest() {
+    let sb = Sandbox::new();
+    let manifest = sb.work.join("coll/Artifacts.toml");
+    let original = format!(
+        "# CliMA's datasets\n[era5] # reanalysis\n    git-tree-sha1 = \"{H1}\"\n    \
+         description = \"old\"  # to drop\n    license = \"MIT\" # wrong\n\n    \
+         [[era5.download]]\n    url = \"https://caltech.box.com/s/e.gz\"\n    sha256 = \"{S1}\"\n\
+         [\"clm_data_0.9x1.25\"]\ngit-tree-sha1 = \"{H2}\"\n\n[[plat]]\ngit-tree-sha1 = \"{H3}\"\n\
+         os = \"linux\"\narch = \"x86_64\"\n"
+    );
+    write(&manifest, &original);
+    write(&sb.work.join("coll/README.md"), "# datasets\n");
+    let before = census_json(&sb, &["coll"]);
+    for h in [H1, H2] {
+        assert!(
+            strings(&artifact(&before, h)["problems"]).contains(&"no-citation".to_owned()),
+            "{before:#}"
+        );
+    }
+    assert!(strings(&artifact(&before, H2)["problems"]).contains(&"no-license".to_owned()));
+
+    // The command the census prints for `no-license`, filled in, as a maintainer runs it.
+    let out = sb.cli().args(["census", "coll"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let printed = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("clima-artifacts annotate") && l.ends_with("license=ID"))
+        .unwrap_or_else(|| panic!("no annotate command for no-license: {text}"));
+    let filled = printed
+        .replace("MANIFEST", "coll/Artifacts.toml")
+        .replace("NAME...", "clm_data_0.9x1.25 era5")
+        .replace("license=ID", "license=CC-BY-4.0");
+    let mut args: Vec<&str> = filled.split_whitespace().skip(1).collect();
+    args.extend([
+        "--set",
+        "doi=10.5194/essd-13-4349-2021",
+        "--unset",
+        "description",
+    ]);
+    let out = sb.cli().args(&args).output().unwrap();
+    assert_ok(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "clm_data_0.9x1.25: set license, doi; unchanged description\n\
+         era5: set license, doi; removed description\nwritten: coll/Artifacts.toml\n"
+    );
+    let expected = format!(
+        "# CliMA's datasets\n[era5] # reanalysis\n    git-tree-sha1 = \"{H1}\"\n    \
+         license = \"CC-BY-4.0\" # wrong\n    doi = \"10.5194/essd-13-4349-2021\"\n\n    \
+         [[era5.download]]\n    url = \"https://caltech.box.com/s/e.gz\"\n    sha256 = \"{S1}\"\n\
+         [\"clm_data_0.9x1.25\"]\ngit-tree-sha1 = \"{H2}\"\nlicense = \"CC-BY-4.0\"\n\
+         doi = \"10.5194/essd-13-4349-2021\"\n\n[[plat]]\ngit-tree-sha1 = \"{H3}\"\n\
+         os = \"linux\"\narch = \"x86_64\"\n"
+    );
+    let edited = fs::read_to_string(&manifest).unwrap();
+    assert_eq!(edited, expected);
+    let after = census_json(&sb, &["coll"]);
+    for h in [H1, H2] {
+        let problems = strings(&artifact(&after, h)["problems"]);
+        assert!(
+            !problems
+                .iter()
+                .any(|p| p == "no-license" || p == "no-citation"),
+            "{h}: {problems:?}"
+        );
+    }
+    // The same again changes nothing, and says so.
+    let out = sb
+        .cli()
+        .args(["annotate", "era5", "--set", "license=CC-BY-4.0", "--json"])
+        .args(["--manifest", "coll/Artifacts.toml"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let said = json(&out);
+    assert_eq!(said["changed"], false);
+    assert_eq!(strings(&said["entries"][0]["unchanged"]), ["license"]);
+
+    // Refused, each with a message saying why, the file left byte for byte.
+    let refused: [(&[&str], &str); 7] = [
+        (&["plat", "--set", "license=MIT"], "platform-specific"),
+        (
+            &["era5", "--set", "git-tree-sha1=00"],
+            "not a key `annotate` sets",
+        ),
+        (
+            &["era5", "--set", "license=CC BY 4.0"],
+            "a license name with spaces is not an SPDX id",
+        ),
+        (&["era5", "--set", "doi=nonsense"], "`--set doi=...`"),
+        (&["eraa5", "--set", "license=MIT"], "did you mean `era5`?"),
+        (&["era5"], "nothing to change"),
+        (
+            &["era5", "--set", "license=MIT", "--unset", "license"],
+            "given twice",
+        ),
+    ];
+    for (args, why) in refused {
+        let out = sb
+            .cli()
+            .arg("annotate")
+            .args(args)
+            .args(["--manifest", "coll/Artifacts.toml"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert_eq!(fs::read_to_string(&manifest).unwrap(), expected, "{args:?}");
+    }
 }

@@ -678,3 +678,124 @@ fn overrides_are_verified_on_request_remembered_by_size_and_time_and_placeholder
     );
     assert!(!stderr(&out).contains("`land`"), "{}", stderr(&out));
 }
+
+/// The lines of a batch whose 68 downloads are all refused by one proxy (nothing listens at
+/// its address), as `mirror` and `fetch --all` log them: one line per artifact, no escaped
+/// line break inside a line, the cause said once for all 68 (the retries' too), the proxy's
+/// password hidden, the origin never reached.
+#[test]
+fn a_batch_refused_by_one_proxy_logs_a_line_per_artifact_and_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = TestServer::start();
+    let mut manifest = String::new();
+    for i in 0..68 {
+        manifest.push_str(&format!(
+            "[a{i:02}]\ngit-tree-sha1 = \"{:040x}\"\n[[a{i:02}.download]]\nurl = \"{}\"\n\
+             sha256 = \"{}\"\n\n",
+            i + 1,
+            origin.url(&format!("a{i:02}.tar.gz")),
+            "ab".repeat(32)
+        ));
+    }
+    let manifest_path = dir.path().join("coll/Artifacts.toml");
+    std::fs::create_dir_all(manifest_path.parent().unwrap()).unwrap();
+    std::fs::write(&manifest_path, manifest).unwrap();
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let proxy = format!("http://maint:s3cret@{closed}");
+    let shown_proxy = format!("`http://maint:***@{closed}` (from HTTP_PROXY)");
+
+    for (what, depot_name) in [("mirror", "d1"), ("fetch", "d2")] {
+        let depot = dir.path().join(depot_name);
+        std::fs::create_dir_all(&depot).unwrap();
+        let mut cmd = mirror_cmd(&depot);
+        if what == "fetch" {
+            cmd = Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"));
+            for (k, v) in config_env(&test_config(&[depot.clone()])) {
+                cmd.env(k, v);
+            }
+            cmd.args(["fetch", "--all", "-j", "16", "--manifest"])
+                .arg(&manifest_path);
+        } else {
+            cmd.args(["--jobs", "16"]).arg(&manifest_path);
+        }
+        // A batch job's log: not a terminal, progress on, one retry per download.
+        cmd.env_remove(clima_artifact_runtime::vars::PROGRESS)
+            .env(clima_artifact_runtime::vars::RETRIES, "2")
+            .env("HTTP_PROXY", &proxy)
+            .env_remove("http_proxy")
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy");
+        let out = run(&mut cmd);
+        let (so, se) = (stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(1), "{what}:\n{so}\n{se}");
+        let lines: Vec<&str> = so
+            .lines()
+            .chain(se.lines())
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        // Besides the artifacts' lines: the totals, one retry warning, how many were not
+        // shown, the error, its one cause and what to do.
+        assert!(
+            lines.len() <= 68 + 6,
+            "{what}: {} lines for 68 artifacts:\n{so}\n{se}",
+            lines.len()
+        );
+        for line in &lines {
+            assert!(
+                !line.contains("\\n"),
+                "{what}: an escaped line break: {line}"
+            );
+            assert!(
+                !line.contains("s3cret"),
+                "{what}: the password leaked: {line}"
+            );
+        }
+        // One line of its own per artifact, saying it failed and why.
+        for i in 0..68 {
+            let own: Vec<&&str> = lines
+                .iter()
+                .filter(|l| {
+                    l.starts_with(&format!("failed          a{i:02} ("))
+                        || l.starts_with(&format!("a{i:02}  "))
+                })
+                .collect();
+            assert_eq!(own.len(), 1, "{what}: a{i:02}: {own:?}\n{so}\n{se}");
+            assert!(
+                own[0].contains(&format!("the proxy {shown_proxy} refused the connection")),
+                "{what}: {}",
+                own[0]
+            );
+        }
+        // The cause once, for all 68; the retries' once, and how many were not repeated.
+        let grouped: Vec<&&str> = lines
+            .iter()
+            .filter(|l| {
+                l.starts_with(&format!(
+                    "  68 failed: the proxy {shown_proxy} refused the connection"
+                ))
+            })
+            .collect();
+        assert_eq!(grouped.len(), 1, "{what}:\n{se}");
+        assert!(
+            grouped[0].ends_with(": a00, a01, a02, a03, a04, a05, a06, a07 and 60 more"),
+            "{what}: {}",
+            grouped[0]
+        );
+        let retries = lines.iter().filter(|l| l.contains("retrying in")).count();
+        assert_eq!(retries, 1, "{what}:\n{se}");
+        assert!(
+            se.contains("clima-artifacts: warning: 67 more warning(s) not shown, each with a cause told above"),
+            "{what}:\n{se}"
+        );
+        assert_eq!(
+            origin.total_gets(),
+            0,
+            "the origin was reached around the proxy"
+        );
+    }
+}

@@ -139,6 +139,9 @@ pub enum Event {
     Retry {
         /// The failure.
         error: String,
+        /// The failure without its URL: the same for every download that failed alike (a
+        /// batch's log says it once: [`OncePerCause`](crate::OncePerCause)).
+        cause: String,
         /// The pause before the next attempt.
         delay: Duration,
         /// The number of the next attempt (from 1).
@@ -150,6 +153,8 @@ pub enum Event {
     NextSource {
         /// The failure.
         error: String,
+        /// The failure without its URL (see [`Event::Retry`]).
+        cause: String,
     },
     /// Warning: the package server could not provide `artifact`; the manifest's URLs are tried.
     PackageServerFallback {
@@ -157,6 +162,8 @@ pub enum Event {
         artifact: String,
         /// The failure.
         error: String,
+        /// The failure without its URL (see [`Event::Retry`]).
+        cause: String,
     },
     /// Warning: the depot itself failed (its disk full, say): no other source is tried. The
     /// display is the error's own.
@@ -635,13 +642,16 @@ impl fmt::Display for Event {
                 delay,
                 attempt,
                 attempts,
+                ..
             } => write!(
                 f,
                 "{error}; retrying in {:.1} s (attempt {attempt} of {attempts}, {RETRIES})",
                 delay.as_secs_f64()
             ),
-            NextSource { error } => write!(f, "{error}; trying the next URL"),
-            PackageServerFallback { artifact, error } => write!(
+            NextSource { error, .. } => write!(f, "{error}; trying the next URL"),
+            PackageServerFallback {
+                artifact, error, ..
+            } => write!(
                 f,
                 "the package server could not provide `{artifact}` ({error}); trying the \
                  manifest's URLs"

@@ -43,6 +43,7 @@ impl InstallRequest<'_> {
                     };
                     notice::emit(Event::Retry {
                         error: e.to_string(),
+                        cause: e.cause(),
                         delay: wait,
                         attempt: n + 1,
                         attempts: retry.attempts,

@@ -615,9 +615,11 @@ fn download_and_install(
                     (false, _) => Event::PackageServerFallback {
                         artifact: name.to_owned(),
                         error: e.to_string(),
+                        cause: e.cause(),
                     },
                     (true, true) => Event::NextSource {
                         error: e.to_string(),
+                        cause: e.cause(),
                     },
                     // The last source: its failure is told once, by the error returned.
                     (true, false) => {

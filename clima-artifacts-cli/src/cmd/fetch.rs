@@ -1,4 +1,6 @@
-//! `fetch`: installs artifacts ahead of time, several at once, one progress line each.
+//! `fetch`: installs artifacts ahead of time, several at once, one progress line each; when
+//! some fail, one line each and one line per cause in the error (those that failed alike
+//! share one).
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -25,6 +27,12 @@ struct Fetched {
     bytes: Option<u64>,
     seconds: f64,
     error: Option<String>,
+    /// What failed without the artifact's name and URLs: the same for artifacts that failed
+    /// alike, which the error says once.
+    cause: Option<String>,
+    /// The error in one line, for the line of this artifact.
+    #[serde(skip)]
+    error_line: Option<String>,
 }
 
 /// Entry point of `fetch`.
@@ -77,19 +85,39 @@ pub fn run(args: FetchArgs) -> CliResult {
             f.error.as_deref().unwrap_or("needs an override")
         );
     }
-    let failed: Vec<&Fetched> = results.iter().filter(|f| f.status == "failed").collect();
-    if failed.is_empty() {
-        return Ok(());
+    if let Some(line) = progress::held_back_line() {
+        eprintln!("{line}");
     }
+    let failed: Vec<(String, String)> = results
+        .iter()
+        .filter(|f| f.status == "failed")
+        .map(|f| (f.name.clone(), f.cause.clone().unwrap_or_default()))
+        .collect();
+    let only = results.iter().filter(|f| f.status == "failed");
+    match (failed.len(), only.filter_map(|f| f.error.as_deref()).next()) {
+        (0, _) => return Ok(()),
+        // One failure: its whole message, with the Overrides.toml line to add.
+        (1, Some(error)) => {
+            return Err(CliError::failure(format!(
+                "1 of {} artifact(s) could not be installed:\n  {}: {error}",
+                results.len(),
+                failed[0].0
+            )));
+        }
+        _ => {}
+    }
+    let mut lines = cmd::grouped_failures(&failed);
+    lines.push(
+        "  check the URLs, and the proxies and TLS roots (`clima-artifacts doctor`), or point \
+         each at a folder holding it (`clima-artifacts override set NAME FOLDER`); `--json` \
+         has each one's whole error"
+            .to_owned(),
+    );
     Err(CliError::failure(format!(
         "{} of {} artifact(s) could not be installed:\n{}",
         failed.len(),
         results.len(),
-        failed
-            .iter()
-            .map(|f| format!("  {}: {}", f.name, f.error.as_deref().unwrap_or("")))
-            .collect::<Vec<_>>()
-            .join("\n")
+        lines.join("\n")
     )))
 }
 
@@ -169,13 +197,19 @@ fn fetch_one(
         bytes: None,
         seconds: start.elapsed().as_secs_f64(),
         error: None,
+        cause: None,
+        error_line: None,
     };
     match outcome {
         Err(e @ clima_artifact_runtime::Error::NoDownloads { .. }) if all => {
             f.status = "needs_override";
             f.error = Some(e.to_string());
         }
-        Err(e) => f.error = Some(e.to_string()),
+        Err(e) => {
+            f.error = Some(e.to_string());
+            f.cause = Some(e.cause());
+            f.error_line = Some(e.one_line());
+        }
         Ok(installed) => {
             f.path = Some(installed.path);
             match installed.origin {
@@ -240,7 +274,13 @@ fn print_results(results: &[Fetched]) {
             (None, _) if f.status == "needs_override" => {
                 println!("{:<24} needs an override (no download section)", f.name)
             }
-            (None, _) => println!("{:<24} failed", f.name),
+            (None, line) => println!(
+                "{:<24} failed: {}",
+                f.name,
+                clima_artifact_fs::printable(
+                    f.error_line.as_deref().or(line.as_deref()).unwrap_or("")
+                )
+            ),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `mirror`: parses the arguments, runs [`clima_artifact_ops::mirror::mirror`], and prints one line per
-//! artifact as it finishes, then the table, the overrides still needed and the section written.
+//! artifact as it finishes, then the overrides still needed, the section written and the
+//! totals; when installs failed, one line per cause (not per artifact) in the error.
 
 use std::sync::Mutex;
 
@@ -77,37 +78,53 @@ pub fn run(args: MirrorArgs) -> CliResult {
     for w in &summary.warnings {
         eprintln!("warning: {}", printable(w));
     }
+    if let Some(line) = crate::progress::held_back_line() {
+        eprintln!("{line}");
+    }
     if summary.failed() {
-        let failed: Vec<String> = summary
-            .outcomes
-            .iter()
-            .filter(|o| o.status == Status::Failed)
-            .map(|o| {
-                format!(
-                    "  {}: {}",
-                    names(o),
-                    printable(o.error.as_deref().unwrap_or(""))
-                )
-            })
-            .chain(summary.problems.iter().map(|p| {
-                format!(
-                    "  {}{}: {}",
-                    p.manifest.display(),
-                    p.name
-                        .as_deref()
-                        .map_or(String::new(), |n| format!(" [{}]", printable(n))),
-                    printable(&p.message)
-                )
-            }))
-            .collect();
-        return Err(CliError::failure(format!(
-            "{} of {} could not be mirrored:\n{}",
-            failed.len(),
-            summary.outcomes.len() + summary.problems.len(),
-            failed.join("\n")
-        )));
+        return Err(failure(&summary));
     }
     Ok(())
+}
+
+/// The error of a run where something failed: one line per cause of the failed installs
+/// (artifacts that failed alike share one), one per unreadable manifest or entry, and what to
+/// do.
+fn failure(summary: &Summary) -> CliError {
+    let failed: Vec<(String, String)> = summary
+        .outcomes
+        .iter()
+        .filter(|o| o.status == Status::Failed)
+        .map(|o| {
+            let cause = o.cause.as_deref().or(o.error.as_deref()).unwrap_or("");
+            (names(o), cause.to_owned())
+        })
+        .collect();
+    let mut lines = cmd::grouped_failures(&failed);
+    lines.extend(summary.problems.iter().map(|p| {
+        format!(
+            "  {}{}: {}",
+            p.manifest.display(),
+            p.name
+                .as_deref()
+                .map_or(String::new(), |n| format!(" [{}]", printable(n))),
+            printable(&p.message)
+        )
+    }));
+    if !failed.is_empty() {
+        lines.push(
+            "  check the URLs, and the proxies and TLS roots (`clima-artifacts doctor`), or give \
+             a folder holding each with `--override NAME=PATH`; `--json` has each one's whole \
+             error"
+                .to_owned(),
+        );
+    }
+    CliError::failure(format!(
+        "{} of {} could not be mirrored:\n{}",
+        failed.len() + summary.problems.len(),
+        summary.outcomes.len() + summary.problems.len(),
+        lines.join("\n")
+    ))
 }
 
 fn names(o: &mirror::Outcome) -> String {
@@ -126,7 +143,7 @@ fn line_of(o: &mirror::Outcome) -> String {
             "failed          {} ({hash}) after {:.1} s: {}",
             names(o),
             o.seconds,
-            printable(o.error.as_deref().unwrap_or(""))
+            printable(o.error_line.as_deref().or(o.error.as_deref()).unwrap_or(""))
         ),
         Status::NeedsOverride => format!(
             "needs-override  {} ({hash}): {}",
@@ -179,7 +196,8 @@ fn override_warning(o: &mirror::Outcome) -> Option<String> {
     }
 }
 
-/// The table, the overrides still needed, the section written, the last line.
+/// The overrides still needed, the section written, the last line (each artifact had its line
+/// as it finished; a table of them again would double the log).
 fn print_summary(s: &Summary) {
     let (have, of) = s.installed_of();
     let needs: Vec<&mirror::Outcome> = s
@@ -188,28 +206,7 @@ fn print_summary(s: &Summary) {
         .filter(|o| o.status == Status::NeedsOverride)
         .collect();
     if !s.nothing_to_do() {
-        println!();
-        let width = s
-            .outcomes
-            .iter()
-            .map(|o| names(o).chars().count())
-            .max()
-            .unwrap_or(8)
-            .clamp(8, 48);
-        println!(
-            "{:<width$}  {:<12}  {:>10}  {:<14}  {:>7}",
-            "artifact", "hash", "size", "status", "seconds"
-        );
-        for o in &s.outcomes {
-            println!(
-                "{:<width$}  {:<12}  {:>10}  {:<14}  {:>7.1}",
-                names(o),
-                &o.git_tree_sha1.to_hex()[..12],
-                size(o),
-                o.status.word(),
-                o.seconds
-            );
-        }
+        // Each artifact had its line as it finished: the totals follow.
         println!();
     }
     if !needs.is_empty() {

@@ -3,12 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
+use clima_artifact_fs::printable;
 use clima_artifact_manifest::{ArtifactVariant, GitTreeSha1, Manifest, Platform};
 use clima_artifact_runtime::tree_hash::{Formats, TreeHashes};
 
 use crate::args::{Command, OverrideCommand};
 use crate::error::{CliError, CliResult, io_error};
 
+pub mod annotate;
 pub mod census;
 pub mod create;
 pub mod doctor;
@@ -44,6 +46,7 @@ pub fn run(command: Command) -> CliResult {
         Command::Publish(a) => publish::run(a),
         Command::Sync(c) => sync::run(c),
         Command::Doctor(a) => doctor::run(a),
+        Command::Annotate(a) => annotate::run(a),
         Command::Census(a) => census::run(a),
         Command::Mirror(a) => mirror::run(a),
         Command::Completions(a) => {
@@ -170,6 +173,42 @@ pub fn hash_dir_in(dir: &Path, formats: Formats) -> CliResult<TreeHashes> {
     let result = clima_artifact_runtime::tree_hash::tree_hashes(dir, formats);
     bar.finish_and_clear();
     result.map_err(|e| io_error("hash", dir, &e))
+}
+
+/// Names listed under a cause that several artifacts share, before `and N more`.
+const NAMES_PER_CAUSE: usize = 8;
+
+/// The failures of a batch (`(names, cause)` per artifact), one line per cause: `  NAME:
+/// CAUSE` for a cause one artifact has, `  N failed: CAUSE: NAME, NAME, ... and M more` for one
+/// that several share (68 downloads refused by one proxy are one line); in the order first
+/// met, escaped.
+pub fn grouped_failures(failures: &[(String, String)]) -> Vec<String> {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (names, cause) in failures {
+        match groups.iter_mut().find(|(c, _)| c == cause) {
+            Some((_, all)) => all.push(names),
+            None => groups.push((cause, vec![names])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(cause, names)| {
+            let cause = printable(cause);
+            if let [one] = names.as_slice() {
+                return format!("  {}: {cause}", printable(one));
+            }
+            let shown = names.len().min(NAMES_PER_CAUSE);
+            let more = match names.len() - shown {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            format!(
+                "  {} failed: {cause}: {}{more}",
+                names.len(),
+                printable(&names[..shown].join(", "))
+            )
+        })
+        .collect()
 }
 
 /// Prints a value as pretty JSON on stdout.
