@@ -833,6 +833,22 @@ fn artifact_item(out: &mut String, a: &CensusArtifact) {
     wrap(out, "  - problems:", "    ", &listed(&a.problems));
 }
 
+/// `text` as one Markdown table cell: escaped, `|` quoted, on one line.
+fn cell(text: &str) -> String {
+    printable(text)
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
+
+/// A list as one cell (`-` when empty).
+fn cell_list(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".to_owned()
+    } else {
+        cell(&items.join(", "))
+    }
+}
+
 impl CensusReport {
     /// The section of placeholder hashes that another entry replaced with a content hash: the
     /// manifests still naming each (none when there is none).
