@@ -179,46 +179,15 @@ fn override_warning(o: &mirror::Outcome) -> Option<String> {
     }
 }
 
-/// The table, the overrides still needed, the section written, the last line.
-fn print_summary(s: &Summary) {
-    let (have, of) = s.installed_of();
-    let needs: Vec<&mirror::Outcome> = s
-        .outcomes
-        .iter()
-        .filter(|o| o.status == Status::NeedsOverride)
-        .collect();
-    if !s.nothing_to_do() {
-        println!();
-        let width = s
-            .outcomes
-            .iter()
-            .map(|o| names(o).chars().count())
-            .max()
-            .unwrap_or(8)
-            .clamp(8, 48);
-        println!(
-            "{:<width$}  {:<12}  {:>10}  {:<14}  {:>7}",
-            "artifact", "hash", "size", "status", "seconds"
-        );
-        for o in &s.outcomes {
-            println!(
-                "{:<width$}  {:<12}  {:>10}  {:<14}  {:>7.1}",
-                names(o),
-                &o.git_tree_sha1.to_hex()[..12],
-                size(o),
-                o.status.word(),
-                o.seconds
-            );
-        }
-        println!();
-    }
+/// The overrides still needed, the override folders not hashed, the section written.
+fn print_overrides(s: &Summary, needs: &[&mirror::Outcome]) {
     if !needs.is_empty() {
         println!(
             "{} artifact(s) cannot be downloaded; set an override for each (a folder holding \
              its content), e.g.:",
             needs.len()
         );
-        for o in &needs {
+        for o in needs {
             if let Some(f) = &o.fix {
                 println!("  {}  ({})", names(o), f.reason);
                 println!("    {}", f.command);
@@ -272,6 +241,42 @@ fn print_summary(s: &Summary) {
             );
         }
     }
+}
+
+/// The table, the overrides still needed, the section written, the last line.
+fn print_summary(s: &Summary) {
+    let (have, of) = s.installed_of();
+    let needs: Vec<&mirror::Outcome> = s
+        .outcomes
+        .iter()
+        .filter(|o| o.status == Status::NeedsOverride)
+        .collect();
+    if !s.nothing_to_do() {
+        println!();
+        let width = s
+            .outcomes
+            .iter()
+            .map(|o| names(o).chars().count())
+            .max()
+            .unwrap_or(8)
+            .clamp(8, 48);
+        println!(
+            "{:<width$}  {:<12}  {:>10}  {:<14}  {:>7}",
+            "artifact", "hash", "size", "status", "seconds"
+        );
+        for o in &s.outcomes {
+            println!(
+                "{:<width$}  {:<12}  {:>10}  {:<14}  {:>7.1}",
+                names(o),
+                &o.git_tree_sha1.to_hex()[..12],
+                size(o),
+                o.status.word(),
+                o.seconds
+            );
+        }
+        println!();
+    }
+    print_overrides(s, &needs);
     if s.other_platform > 0 {
         println!(
             "{} entr{} for other platforms skipped",
