@@ -623,6 +623,8 @@ impl Dir {
         use std::os::unix::fs::PermissionsExt;
         let name = name.as_ref();
         let temp = crate::temp_name(&name.to_string_lossy(), crate::WRITE_MARK);
+        // mode_t is u32 here but u16 on some targets.
+        #[allow(clippy::useless_conversion)]
         let replaced = self
             .lstat(name)?
             .filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG)

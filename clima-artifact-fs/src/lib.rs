@@ -196,7 +196,7 @@ pub fn read_shared_text(path: &Path, max: u64) -> io::Result<Option<String>> {
 pub(crate) fn read_bounded_text(file: &fs::File, path: &Path, max: u64) -> io::Result<String> {
     let meta = file.metadata()?;
     let mut bytes = Vec::with_capacity(meta.len().min(max) as usize);
-    (&*file).take(max + 1).read_to_end(&mut bytes)?;
+    file.take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,

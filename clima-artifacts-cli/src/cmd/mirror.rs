@@ -196,26 +196,15 @@ fn override_warning(o: &mirror::Outcome) -> Option<String> {
     }
 }
 
-/// The overrides still needed, the section written, the last line (each artifact had its line
-/// as it finished; a table of them again would double the log).
-fn print_summary(s: &Summary) {
-    let (have, of) = s.installed_of();
-    let needs: Vec<&mirror::Outcome> = s
-        .outcomes
-        .iter()
-        .filter(|o| o.status == Status::NeedsOverride)
-        .collect();
-    if !s.nothing_to_do() {
-        // Each artifact had its line as it finished: the totals follow.
-        println!();
-    }
+/// The overrides still needed, the override folders not hashed, the section written.
+fn print_overrides(s: &Summary, needs: &[&mirror::Outcome]) {
     if !needs.is_empty() {
         println!(
             "{} artifact(s) cannot be downloaded; set an override for each (a folder holding \
              its content), e.g.:",
             needs.len()
         );
-        for o in &needs {
+        for o in needs {
             if let Some(f) = &o.fix {
                 println!("  {}  ({})", names(o), f.reason);
                 println!("    {}", f.command);
@@ -269,6 +258,22 @@ fn print_summary(s: &Summary) {
             );
         }
     }
+}
+
+/// The overrides still needed, the section written, the last line (each artifact had its line
+/// as it finished; a table of them again would double the log).
+fn print_summary(s: &Summary) {
+    let (have, of) = s.installed_of();
+    let needs: Vec<&mirror::Outcome> = s
+        .outcomes
+        .iter()
+        .filter(|o| o.status == Status::NeedsOverride)
+        .collect();
+    if !s.nothing_to_do() {
+        // Each artifact had its line as it finished: the totals follow.
+        println!();
+    }
+    print_overrides(s, &needs);
     if s.other_platform > 0 {
         println!(
             "{} entr{} for other platforms skipped",
