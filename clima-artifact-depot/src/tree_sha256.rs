@@ -95,7 +95,9 @@ impl FolderId {
 impl Depot {
     /// The git tree SHA-256 this depot's record says the installed copy `copy` of `hash` has
     /// (`copy` may be in another depot); `None` when there is no record of that very folder
-    /// that can be trusted (see the [module docs](self)). Never hashes.
+    /// that can be trusted: bound to that folder's device, inode and ctime, and owned by this
+    /// user, root or the folder's owner, read without following a link, at most
+    /// [`MAX_RECORD_BYTES`]. Never hashes.
     pub fn recorded_tree_sha256(&self, hash: &GitTreeSha1, copy: &Path) -> Option<GitTreeSha256> {
         let id = FolderId::of(copy).ok()?;
         let dir = Dir::open(&self.artifacts_dir()).ok()?;

@@ -51,9 +51,9 @@ impl Depot {
     /// artifact a recorded manifest names.
     ///
     /// The entry is appended under Pkg's lock of the log, waited for at most
-    /// [`USAGE_LOCK_WAIT`] by Julia's stale rule; past that, it is kept beside the log for the
-    /// next run to merge (see the [module docs](self)), which this run also does for the
-    /// entries earlier runs of this user kept.
+    /// [`USAGE_LOCK_WAIT`] by Julia's stale rule; past that, it is kept in a file of its own
+    /// beside the log for the next run to merge ([`PendingUsage`]), which this run also does
+    /// for the entries earlier runs of this user kept.
     pub fn record_usage(&self, manifest: &Path) {
         static DONE: LazyLock<Mutex<HashSet<(PathBuf, PathBuf)>>> =
             LazyLock::new(|| Mutex::new(HashSet::new()));
@@ -147,8 +147,9 @@ fn keep_for_next_run(logs: &Path, log: &Path, entry: &str, holder: &Holder) {
     clima_artifact_progress::notice::emit(event);
 }
 
-/// Usage entries that runs kept beside a depot's log for the next run to merge (see the
-/// [module docs](self)), as read from their files.
+/// Usage entries that runs kept beside a depot's log for the next run to merge (when Pkg's
+/// lock of the log was held too long; `logs/.artifact_usage.toml.clima-pending-<owner>`), as read from
+/// their files.
 pub struct PendingUsage {
     /// The logs folder, and this user's files that were read (removed once merged).
     own: Option<(Dir, Vec<(std::ffi::OsString, std::fs::File)>)>,

@@ -60,28 +60,7 @@ pub fn run(args: DoctorArgs) -> CliResult {
         return cmd::print_json(&report);
     }
     println!("clima-artifacts {}", env!("CARGO_PKG_VERSION"));
-    println!("depots (installs go to the first writable one):");
-    for c in &checks {
-        println!("  {}", shown(&c.path));
-        println!("      {}", c.summary());
-    }
-    for d in config
-        .search_depots()
-        .iter()
-        .filter(|d| !config.depots.contains(d))
-    {
-        println!(
-            "  {} (Julia's depot: searched, never written)",
-            shown(d.root())
-        );
-    }
-    match &installs_go_to {
-        Some(d) => println!("installs go to:       {}", shown(d)),
-        None => println!(
-            "installs go to:       nowhere: no depot can be written; put a writable folder \
-             first in {DEPOT_PATH}"
-        ),
-    }
+    print_depots(&config, &checks, installs_go_to.as_deref());
     println!("TLS roots:            {roots}");
     if !config.no_verify_hosts.is_empty() {
         println!(
@@ -125,6 +104,37 @@ pub fn run(args: DoctorArgs) -> CliResult {
         clima_artifact_manifest::Platform::host().triplet()
     );
     Ok(())
+}
+
+/// The depots part of `doctor`'s text: each depot of `config` with what `checks` found,
+/// Julia's depots, and where installs go.
+fn print_depots(
+    config: &clima_artifact_runtime::Config,
+    checks: &[DepotCheck],
+    installs_go_to: Option<&Path>,
+) {
+    println!("depots (installs go to the first writable one):");
+    for c in checks {
+        println!("  {}", shown(&c.path));
+        println!("      {}", c.summary());
+    }
+    for d in config
+        .search_depots()
+        .iter()
+        .filter(|d| !config.depots.contains(d))
+    {
+        println!(
+            "  {} (Julia's depot: searched, never written)",
+            shown(d.root())
+        );
+    }
+    match installs_go_to {
+        Some(d) => println!("installs go to:       {}", shown(d)),
+        None => println!(
+            "installs go to:       nowhere: no depot can be written; put a writable folder \
+             first in {DEPOT_PATH}"
+        ),
+    }
 }
 
 /// `path` as printed: depot paths come from environment variables (ours and Julia's), which
