@@ -514,3 +514,36 @@ fn a_classic_tarball_has_no_index() {
     assert_eq!(made.index_sha256, None);
     assert_eq!(read(&fs::read(Path::new(&out)).unwrap()), Ok(None));
 }
+
+#[test]
+fn an_empty_artifact_is_an_end_of_archive_member_and_its_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("empty");
+    fs::create_dir_all(root.join("only/folders")).unwrap();
+    let out = dir.path().join("e.tar.gz");
+    let entries = collect_entries(&root).unwrap();
+    let made = write_seekable(
+        &root,
+        &entries,
+        &out,
+        Flavour::Gzip,
+        MIN_BLOCK_SIZE,
+        &|_| {},
+    )
+    .unwrap();
+    let file = fs::read(&out).unwrap();
+    assert_eq!(file[..2], [0x1f, 0x8b]);
+    let (locator, doc) = read(&file).unwrap().unwrap();
+    let expected = Expected {
+        tree_sha1: made.tree_hash,
+        tree_sha256: None,
+        index_sha256: made.index_sha256,
+    };
+    let index = seekable::authenticate(&doc, &locator, &expected, &IndexLimits::default()).unwrap();
+    assert!(index.index().entries.is_empty());
+    index.verify_file(&mut Cursor::new(&file)).unwrap();
+    assert_eq!(
+        made.tree_hash.to_hex(),
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    );
+}
