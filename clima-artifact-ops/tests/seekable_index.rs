@@ -136,13 +136,12 @@ impl Fixture {
     }
 }
 
+/// Whether an error is of the variant a test expects.
+type Kind = fn(&IndexError) -> bool;
+
 /// `result` is an error of the variant `matches` whose message contains `needle`.
 #[track_caller]
-fn assert_refused<T: std::fmt::Debug>(
-    result: Result<T, IndexError>,
-    matches: fn(&IndexError) -> bool,
-    needle: &str,
-) {
+fn assert_refused<T: std::fmt::Debug>(result: Result<T, IndexError>, matches: Kind, needle: &str) {
     let err = result.expect_err("the lie was accepted");
     assert!(matches(&err), "wrong error: {err:?}");
     assert!(err.to_string().contains(needle), "`{err}` lacks `{needle}`");
@@ -253,7 +252,7 @@ fn modes_that_lie_are_refused() {
 #[test]
 fn paths_that_lie_are_refused() {
     let f = fixture(Flavour::Gzip);
-    let cases: [(&[u8], fn(&IndexError) -> bool, &str); 5] = [
+    let cases: [(&[u8], Kind, &str); 5] = [
         (
             b"a.tx",
             |e| matches!(e, IndexError::Tree { .. }),
