@@ -136,13 +136,12 @@ impl Fixture {
     }
 }
 
+/// Whether an error is of the variant a test expects.
+type Kind = fn(&IndexError) -> bool;
+
 /// `result` is an error of the variant `matches` whose message contains `needle`.
 #[track_caller]
-fn assert_refused<T: std::fmt::Debug>(
-    result: Result<T, IndexError>,
-    matches: fn(&IndexError) -> bool,
-    needle: &str,
-) {
+fn assert_refused<T: std::fmt::Debug>(result: Result<T, IndexError>, matches: Kind, needle: &str) {
     let err = result.expect_err("the lie was accepted");
     assert!(matches(&err), "wrong error: {err:?}");
     assert!(err.to_string().contains(needle), "`{err}` lacks `{needle}`");
@@ -253,7 +252,7 @@ fn modes_that_lie_are_refused() {
 #[test]
 fn paths_that_lie_are_refused() {
     let f = fixture(Flavour::Gzip);
-    let cases: [(&[u8], fn(&IndexError) -> bool, &str); 5] = [
+    let cases: [(&[u8], Kind, &str); 5] = [
         (
             b"a.tx",
             |e| matches!(e, IndexError::Tree { .. }),
@@ -513,4 +512,37 @@ fn a_classic_tarball_has_no_index() {
     let made = clima_artifact_ops::tarball::write_tarball(&root, &entries, &out, &|_| {}).unwrap();
     assert_eq!(made.index_sha256, None);
     assert_eq!(read(&fs::read(Path::new(&out)).unwrap()), Ok(None));
+}
+
+#[test]
+fn an_empty_artifact_is_an_end_of_archive_member_and_its_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("empty");
+    fs::create_dir_all(root.join("only/folders")).unwrap();
+    let out = dir.path().join("e.tar.gz");
+    let entries = collect_entries(&root).unwrap();
+    let made = write_seekable(
+        &root,
+        &entries,
+        &out,
+        Flavour::Gzip,
+        MIN_BLOCK_SIZE,
+        &|_| {},
+    )
+    .unwrap();
+    let file = fs::read(&out).unwrap();
+    assert_eq!(file[..2], [0x1f, 0x8b]);
+    let (locator, doc) = read(&file).unwrap().unwrap();
+    let expected = Expected {
+        tree_sha1: made.tree_hash,
+        tree_sha256: None,
+        index_sha256: made.index_sha256,
+    };
+    let index = seekable::authenticate(&doc, &locator, &expected, &IndexLimits::default()).unwrap();
+    assert!(index.index().entries.is_empty());
+    index.verify_file(&mut Cursor::new(&file)).unwrap();
+    assert_eq!(
+        made.tree_hash.to_hex(),
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    );
 }

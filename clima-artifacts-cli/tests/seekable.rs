@@ -202,6 +202,10 @@ fn every_reader_extracts_the_manifests_tree(made: &Made, zstd: bool) {
     if !have_git() {
         return;
     }
+    // `tar --zstd` and the Python check of `.tar.zst` need `zstd` too.
+    if zstd && tool("zstd", "zstd").is_none() {
+        return;
+    }
     for (exe, package) in [("7z", "p7zip-full"), ("7zz", "7zip")] {
         if let Some(path) = tool(exe, package) {
             seven_zip(made, &path, exe);

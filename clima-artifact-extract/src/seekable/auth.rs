@@ -210,7 +210,7 @@ fn check_layout(index: &Index, locator: &Locator) -> Result<(), IndexError> {
 
 /// One entry's sizes: its header, its mode's rules, its blocks and members.
 fn check_entry(index: &Index, e: &IndexEntry) -> Result<(), IndexError> {
-    if e.header_len < 512 || e.header_len > MAX_HEADER || e.header_len % 512 != 0 {
+    if e.header_len < 512 || e.header_len > MAX_HEADER || !e.header_len.is_multiple_of(512) {
         return Err(layout_error(
             e,
             format!(

@@ -5,7 +5,7 @@
 //!
 //! | where | what |
 //! |---|---|
-//! | [`format`] | the bytes: members ([`MemberEncoder`], [`decode_member`]), tar headers ([`tar_header`]), the index document ([`Index`]), the locator footer ([`Locator`]), the tail after the entries ([`write_tail`]) |
+//! | [`format`](mod@format) | the bytes: members ([`MemberEncoder`], [`decode_member`]), tar headers ([`tar_header`]), the index document ([`Index`]), the locator footer ([`Locator`]), the tail after the entries ([`write_tail`]) |
 //! | `auth` (private) | [`authenticate`]: hash, bounds, structure and tree checks, giving an [`Authenticated`] index |
 //! | `member` (private) | [`Authenticated::copy_entry`], [`Authenticated::verify_file`]: a member's bytes checked against the authenticated index |
 //!
