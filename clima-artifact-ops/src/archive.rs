@@ -28,8 +28,8 @@
 //! artifact becomes a new version of the same record; while a new record's draft is asked for,
 //! it notes that request, so that a draft whose answer never arrived (a killed run, a lost
 //! answer) is found again rather than made twice. It is bound to what it describes and checked
-//! before use ([`state`]); what the archive answers is checked before it becomes an address, a
-//! path or a message ([`origin`]). HTTP failures: `429` waits for `Retry-After` (saying so),
+//! before use (module `state`); what the archive answers is checked before it becomes an
+//! address, a path or a message (module `origin`). HTTP failures: `429` waits for `Retry-After` (saying so),
 //! `5xx`, broken connections and exchanges over the time bound ([`TIMEOUT_VAR`]) are retried
 //! with the download retry policy ([`clima_artifact_net::retry`]), `401`/`403` name the token
 //! variable.

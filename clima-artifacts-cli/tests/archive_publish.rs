@@ -1182,23 +1182,25 @@ fn a_record_id_that_is_not_one_is_refused_and_printed_escaped() {
     );
 }
 
-/// `publish` with the token and `env`, killed after `limit` if still running (its exit status
-/// has no code then).
-fn publish_within(
-    sb: &Sandbox,
-    server: &InvenioServer,
-    name: &str,
-    env: &[(&str, &str)],
-    limit: std::time::Duration,
-) -> std::process::Output {
-    let mut cmd = sb.cli();
-    cmd.env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
+/// `publish NAME` with each exchange bounded to `secs` seconds and 2 tries, which must fail
+/// (exit 1) within 60 s (it is killed then, and the test fails); its stderr.
+fn publish_past_the_bound(sb: &Sandbox, server: &InvenioServer, name: &str, secs: &str) -> String {
+    let out = sb
+        .cli()
+        .env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
+        .env(clima_artifact_vars::ARCHIVE_TIMEOUT, secs)
+        .env(clima_artifact_vars::RETRIES, "2")
         .args(["publish", name, "--archive", &server.base()])
-        .timeout(limit);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "still running after 60 s: {err}"
+    );
+    err
 }
 
 /// An archive answering one byte every 2 s: each exchange is bounded in total time
@@ -1214,22 +1216,7 @@ fn a_trickling_answer_is_cut_at_the_time_bound_and_named() {
             every: std::time::Duration::from_secs(2),
         });
     }
-    let out = publish_within(
-        &sb,
-        &server,
-        "era5",
-        &[
-            (clima_artifact_vars::ARCHIVE_TIMEOUT, "1"),
-            (clima_artifact_vars::RETRIES, "2"),
-        ],
-        std::time::Duration::from_secs(60),
-    );
-    let err = stderr(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "still running after 60 s: {err}"
-    );
+    let err = publish_past_the_bound(&sb, &server, "era5", "1");
     assert!(
         err.contains(
             "no complete answer within 1 s (CLIMA_ARTIFACTS_ARCHIVE_TIMEOUT; raise it on a slow \
@@ -1256,22 +1243,7 @@ fn an_upload_the_archive_never_reads_is_cut_and_named() {
     for _ in 0..2 {
         server.fault(ArchiveFault::NeverReadUpload { secs: 120 });
     }
-    let out = publish_within(
-        &sb,
-        &server,
-        "big",
-        &[
-            (clima_artifact_vars::ARCHIVE_TIMEOUT, "2"),
-            (clima_artifact_vars::RETRIES, "2"),
-        ],
-        std::time::Duration::from_secs(60),
-    );
-    let err = stderr(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "still running after 60 s: {err}"
-    );
+    let err = publish_past_the_bound(&sb, &server, "big", "2");
     assert!(
         err.contains("uploading `big.tar.gz`")
             && err.contains("CLIMA_ARTIFACTS_ARCHIVE_TIMEOUT")

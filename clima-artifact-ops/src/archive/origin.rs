@@ -15,32 +15,20 @@ use super::ArchiveError;
 /// Scheme, host and port of an `http(s)` URL (lower case, the scheme's default port filled
 /// in); `None` for another scheme, a URL with user info, or without a host.
 fn origin(url: &str) -> Option<(String, String, u16)> {
-    let (scheme, rest) = url.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
+    let uri: ureq::http::Uri = url.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
     let default = match scheme.as_str() {
         "https" => 443,
         "http" => 80,
         _ => return None,
     };
-    let authority = rest.split(['/', '?', '#']).next()?;
-    if authority.is_empty() || authority.contains('@') {
+    let authority = uri.authority()?;
+    let host = authority.host();
+    if authority.as_str().contains('@') || host.is_empty() {
         return None;
     }
-    let (host, port) = match authority.strip_prefix('[') {
-        Some(v6) => {
-            let (h, after) = v6.split_once(']')?;
-            (format!("[{h}]"), after.strip_prefix(':'))
-        }
-        None => match authority.rsplit_once(':') {
-            Some((h, p)) => (h.to_owned(), Some(p)),
-            None => (authority.to_owned(), None),
-        },
-    };
-    let port = match port {
-        Some(p) => p.parse().ok()?,
-        None => default,
-    };
-    (!host.is_empty()).then(|| (scheme, host.to_ascii_lowercase(), port))
+    let port = authority.port_u16().unwrap_or(default);
+    Some((scheme, host.to_ascii_lowercase(), port))
 }
 
 /// Whether `url` is on the origin (scheme, host, port) of `archive`.
