@@ -70,13 +70,11 @@ tarball="$proj/big.tar.gz"
 bytes=$(stat -c %s "$tarball")
 note "tarball: $bytes bytes"
 
-# The server, until its stdin (a fifo we hold open) closes.
-fifo="$work/server-stdin"
-rm -f "$fifo"; mkfifo "$fifo"
-"$server_bin" "$token" < "$fifo" > "$work/server-url" &
+# The server, until this script stops it.
+rm -f "$work/server-url"
+"$server_bin" --token "$token" --discard > "$work/server-url" &
 server_pid=$!
-exec 3> "$fifo"
-cleanup() { exec 3>&- || true; wait "$server_pid" 2>/dev/null || true; rm -f "$fifo"; }
+cleanup() { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; }
 trap cleanup EXIT
 for _ in $(seq 100); do [ -s "$work/server-url" ] && break; sleep 0.05; done
 base=$(head -1 "$work/server-url")

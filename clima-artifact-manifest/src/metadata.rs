@@ -15,6 +15,11 @@
 //! | `bibtex` | a raw BibTeX entry |
 //! | `source` | URL of the original data |
 //! | `maintainer` | who to contact about this artifact |
+//! | `archive-doi` | the DOI of this version's archive record (`publish --archive` writes it) |
+//! | `archive-concept-doi` | the DOI of every version of that record (its parent, "concept") |
+//!
+//! `doi` is the source's (a paper, the original dataset) and is never replaced by an archive's:
+//! `publish --archive` records the archive record's own DOIs under the two `archive-` keys.
 //!
 //! `recipe` ([`RECIPE`]) names the folder of the recipe that makes the artifact's content.
 
@@ -36,6 +41,12 @@ pub const BIBTEX: &str = "bibtex";
 pub const SOURCE: &str = "source";
 /// Who to contact about this artifact.
 pub const MAINTAINER: &str = "maintainer";
+/// The DOI of the archive record holding this version of the artifact (InvenioRDM's
+/// `pids.doi`, what `publish --archive` answers): cite it for exactly these bytes.
+pub const ARCHIVE_DOI: &str = "archive-doi";
+/// The DOI that resolves to the newest version of that archive record (InvenioRDM's
+/// `parent.pids.doi`, Zenodo's "concept DOI"): cite it for the dataset in all its versions.
+pub const ARCHIVE_CONCEPT_DOI: &str = "archive-concept-doi";
 
 /// Where the artifact's recipe folder is, relative to the manifest's folder (`artifacts/<name>`:
 /// an executable `recipe` and a `README.md`; see `clima-artifacts create --recipe`). Not in
@@ -45,7 +56,7 @@ pub const MAINTAINER: &str = "maintainer";
 pub const RECIPE: &str = "recipe";
 
 /// Every recognised provenance key, in the order reports show them.
-pub const KEYS: [&str; 9] = [
+pub const KEYS: [&str; 11] = [
     DESCRIPTION,
     VERSION,
     LICENSE,
@@ -55,4 +66,6 @@ pub const KEYS: [&str; 9] = [
     BIBTEX,
     SOURCE,
     MAINTAINER,
+    ARCHIVE_DOI,
+    ARCHIVE_CONCEPT_DOI,
 ];

@@ -17,16 +17,26 @@
 //! 5. Files: the tarball and the recipe README, each initialised, streamed, committed; the
 //!    server's `md5:` checksum must equal the MD5 of the checked content (computed in step 2's
 //!    streaming pass), otherwise the file is removed from the draft and nothing is published.
-//! 6. Publish (unless `--draft`), then the manifest edit: a `[[NAME.download]]` with the
-//!    record's file URL (after the existing mirrors, or first) and `doi`.
+//! 6. Publish (unless `--draft`); the published record is read back (`GET /api/records/{id}`
+//!    and its file list, which must show the tarball with our checksum), then the manifest
+//!    edit: a `[[NAME.download]]` with the published file's URL (after the existing mirrors, or
+//!    first), `archive-doi` and `archive-concept-doi` (the entry's own `doi`, the source's, is
+//!    kept).
 //!
 //! The state file `.<NAME>.publish-state.json` next to the manifest keeps, per archive, the
 //! draft id and the published record, so a rerun continues the same draft and a changed
 //! artifact becomes a new version of the same record; while a new record's draft is asked for,
 //! it notes that request, so that a draft whose answer never arrived (a killed run, a lost
-//! answer) is found again rather than made twice. HTTP failures: `429` waits for
-//! `Retry-After` (saying so), `5xx` and broken connections are retried with the download retry
-//! policy ([`clima_artifact_net::retry`]), `401`/`403` name the token variable.
+//! answer) is found again rather than made twice. It is bound to what it describes and checked
+//! before use (module `state`); what the archive answers is checked before it becomes an
+//! address, a path or a message (module `origin`). HTTP failures: `429` waits for `Retry-After` (saying so),
+//! `5xx`, broken connections and exchanges over the time bound ([`TIMEOUT_VAR`]) are retried
+//! with the download retry policy ([`clima_artifact_net::retry`]), `401`/`403` name the token
+//! variable.
+
+mod bounds;
+mod origin;
+mod state;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -39,12 +49,15 @@ use clima_artifact_manifest::{ArtifactEntry, ArtifactVariant, Manifest, metadata
 use clima_artifact_net::retry::{RetryPolicy, is_transient_io, is_transient_status};
 use clima_artifact_runtime::extract::seekable;
 use md5::Digest as _;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
 use crate::error::CliError;
 use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, invalid_name, upsert_entry};
+use bounds::{over_budget, upload_budget};
+use origin::{checked_id, checked_key};
+use state::{ArchiveState, CLOCK_SLACK, Creating, DraftState, State, Verified};
 
 /// What a line given to `notify` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +72,12 @@ pub enum Line {
 
 /// The variable holding the archive's personal access token.
 pub const TOKEN_VAR: &str = clima_artifact_vars::ARCHIVE_TOKEN;
+
+/// The variable bounding the time of one exchange with the archive.
+pub const TIMEOUT_VAR: &str = clima_artifact_vars::ARCHIVE_TIMEOUT;
+
+/// The default bound of one exchange with the archive ([`PublishRequest::timeout`]).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Most `429` answers waited out for one request before giving up.
 const MAX_THROTTLED: u32 = 20;
@@ -88,6 +107,10 @@ pub struct PublishRequest {
     /// Creators as `Family, Given` (or an organisation's name); default: the entry's
     /// `maintainer`.
     pub creators: Vec<String>,
+    /// The longest one exchange with the archive may take (from the request to the end of the
+    /// answer); an upload may take that long again per GiB of its file. An exchange over it is
+    /// tried again as a broken connection is. `None`: [`DEFAULT_TIMEOUT`].
+    pub timeout: Option<Duration>,
 }
 
 /// What [`publish`] did.
@@ -101,8 +124,11 @@ pub struct Published {
     pub record: String,
     /// The parent (concept) id shared by every version.
     pub parent: Option<String>,
-    /// The DOI, once published.
+    /// The record's DOI (this version's), once published: the manifest's `archive-doi`.
     pub doi: Option<String>,
+    /// The DOI of every version (the parent's, Zenodo's "concept DOI"), once published: the
+    /// manifest's `archive-concept-doi`.
+    pub concept_doi: Option<String>,
     /// The download URL recorded (once published).
     pub url: Option<String>,
     /// Where to review the draft in a browser (with `--draft`).
@@ -135,6 +161,9 @@ pub struct Published {
     pub edit: Option<EditOutcome>,
     /// The state file.
     pub state_file: PathBuf,
+    /// What the user should fix before publishing (a record without a description of its
+    /// own), also given to `notify` as notices.
+    pub warnings: Vec<String>,
 }
 
 /// Why [`publish`] stopped.
@@ -208,12 +237,36 @@ pub enum ArchiveError {
     },
     /// A local file could not be read or written.
     Io(String),
+    /// The state file does not describe this publication (copied from another checkout,
+    /// edited, or disagreeing with what the archive says of its draft or record); nothing was
+    /// changed.
+    State {
+        /// The state file.
+        file: PathBuf,
+        /// What differs (escaped).
+        differs: String,
+    },
+    /// An answer of the archive that cannot be used (an id that is not an id, a DOI that is
+    /// not a DOI, a published record without our file); the message is escaped.
+    Untrusted(String),
 }
 
 impl fmt::Display for ArchiveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ArchiveError::Input(m) | ArchiveError::Io(m) => f.write_str(m),
+            ArchiveError::Input(m) | ArchiveError::Io(m) | ArchiveError::Untrusted(m) => {
+                f.write_str(m)
+            }
+            ArchiveError::State { file, differs } => write!(
+                f,
+                "the publish state `{}` does not describe this publication: {differs}; nothing \
+                 was changed on the archive or in the manifest. If that file is not this \
+                 checkout's (copied from another one, or edited), remove it and run again (`rm \
+                 {}`): without it a new record is made, or a new version of the record the \
+                 entry's download URL names",
+                file.display(),
+                clima_artifact_fs::shell_word(&file.to_string_lossy())
+            ),
             ArchiveError::NoLicense { name, manifest } => write!(
                 f,
                 "artifact `{name}` in `{}` has no `license`, which an archive record needs as \
@@ -296,7 +349,8 @@ impl From<ArchiveError> for CliError {
             ArchiveError::Input(_)
             | ArchiveError::NoLicense { .. }
             | ArchiveError::NoToken { .. }
-            | ArchiveError::TooLarge { .. } => CliError::usage(e.to_string()),
+            | ArchiveError::TooLarge { .. }
+            | ArchiveError::State { .. } => CliError::usage(e.to_string()),
             _ => CliError::failure(e.to_string()),
         }
     }
@@ -385,92 +439,6 @@ pub fn state_path(manifest: &Path, name: &str) -> PathBuf {
     dir.join(format!(".{name}.publish-state.json"))
 }
 
-/// The state file: per archive URL.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct State {
-    #[serde(default)]
-    archives: BTreeMap<String, ArchiveState>,
-    /// The last verified tarball (path, size, mtime) and its hashes.
-    #[serde(default)]
-    verified: Option<Verified>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct ArchiveState {
-    /// The last published record.
-    record: Option<String>,
-    parent: Option<String>,
-    doi: Option<String>,
-    /// SHA-256 of the tarball last published.
-    published_sha256: Option<String>,
-    /// The draft in progress.
-    draft: Option<DraftState>,
-    /// A new record's draft asked for and not yet answered: written before `POST
-    /// /api/records`, replaced by `draft` once the archive answers; absent otherwise (so a
-    /// state file without one reads, and is written, as before).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    creating: Option<Creating>,
-}
-
-/// What a run asked the archive to create, to find that draft again when the run was killed
-/// before it could save the answer.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-struct Creating {
-    /// SHA-256 of the tarball it is for.
-    sha256: String,
-    /// The metadata's `title` sent.
-    title: String,
-    /// The metadata's `publication_date` sent.
-    publication_date: String,
-    /// The earliest `created` time the draft can have: the time of the note less
-    /// [`CLOCK_SLACK`] for the archive's clock (UTC, `2026-12-04T21:55:00.000Z`).
-    not_before: String,
-}
-
-/// How far the archive's clock may be behind ours when a draft's `created` time is compared
-/// with the time its request was noted.
-const CLOCK_SLACK: std::time::Duration = std::time::Duration::from_secs(600);
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct DraftState {
-    id: String,
-    /// SHA-256 of the tarball it is for.
-    sha256: String,
-    new_version: bool,
-    /// Files committed with the right checksum: key -> md5.
-    #[serde(default)]
-    done: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Verified {
-    path: PathBuf,
-    size: u64,
-    mtime_ns: u128,
-    tree: String,
-    sha256: String,
-    md5: String,
-    /// `index-sha256` of a seekable tarball whose index authenticates against `tree`.
-    #[serde(default)]
-    index_sha256: Option<String>,
-}
-
-fn load_state(path: &Path) -> State {
-    clima_artifact_fs::read_shared_text(path, 1 << 20)
-        .ok()
-        .flatten()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default()
-}
-
-fn save_state(path: &Path, state: &State) -> Result<(), ArchiveError> {
-    let text = serde_json::to_string_pretty(state)
-        .map_err(|e| ArchiveError::Io(format!("cannot encode the publish state: {e}")))?;
-    clima_artifact_fs::write_atomically(path, format!("{text}\n").as_bytes())
-        .map_err(|e| ArchiveError::Io(format!("cannot write `{}`: {e}", path.display())))
-}
-
 /// Publishes artifact `req.name` to `req.archive`; `notify` receives [`Line`]s (for a
 /// terminal or a batch log).
 pub fn publish(
@@ -486,8 +454,8 @@ pub fn publish(
         return p.unchanged(record);
     }
     // 3. The draft, unless an earlier run published it already.
-    let body = match p.open_draft()? {
-        Opened::Published(body) => body,
+    let (id, body) = match p.open_draft()? {
+        Opened::Published(id, body) => (id, body),
         Opened::Draft(mut draft, draft_body) => {
             // 4. Metadata, checked before any upload.
             put_metadata(&p.client, &p.input.archive, &draft.id, &p.record_meta)?;
@@ -497,10 +465,11 @@ pub fn publish(
             if req.draft_only {
                 return p.stop_at_draft(&draft, &draft_body);
             }
-            publish_draft(&p.client, &p.input.archive, &draft.id)?
+            let body = publish_draft(&p.client, &p.input.archive, &draft.id)?;
+            (draft.id, body)
         }
     };
-    p.finish_published(&body)
+    p.finish_published(&id, &body)
 }
 
 /// Step 1 of [`publish`]: what is known before any request.
@@ -578,7 +547,8 @@ impl Input {
 /// record an earlier run published just before it stopped.
 enum Opened {
     Draft(DraftState, Value),
-    Published(Value),
+    /// The record (its id, the archive's answer).
+    Published(String, Value),
 }
 
 /// One publication of an artifact to one archive, as far as it got: the checked input, the
@@ -611,7 +581,12 @@ impl<'a> Publication<'a> {
         notify: &'a dyn Fn(Line, &str),
     ) -> Result<Publication<'a>, ArchiveError> {
         let state_file = state_path(&req.manifest, &req.name);
-        let mut state = load_state(&state_file);
+        let mut state = state::load(&state_file)?;
+        state.bind(
+            &state_file,
+            &req.name,
+            &state::manifest_identity(&req.manifest),
+        )?;
         let verified = verify_tarball(
             &input.tarball,
             input.size,
@@ -620,11 +595,12 @@ impl<'a> Publication<'a> {
             notify,
         )?;
         state.verified = Some(verified.clone());
-        let st = state
+        let mut st = state
             .archives
             .get(&input.archive)
             .cloned()
             .unwrap_or_default();
+        st.archive = Some(input.archive.clone());
         let key = input
             .tarball
             .file_name()
@@ -637,6 +613,7 @@ impl<'a> Publication<'a> {
             record: String::new(),
             parent: st.parent.clone(),
             doi: st.doi.clone(),
+            concept_doi: st.concept_doi.clone(),
             url: None,
             draft_url: None,
             draft: req.draft_only,
@@ -652,10 +629,16 @@ impl<'a> Publication<'a> {
             manifest: req.manifest.clone(),
             edit: None,
             state_file: state_file.clone(),
+            warnings: Vec::new(),
         };
-        let client = Client::new(&input.archive, &input.token, notify)?;
-        let own_dois: Vec<String> = st.doi.iter().cloned().collect();
-        let record_meta = record_metadata(
+        let client = Client::new(
+            &input.archive,
+            &input.token,
+            req.timeout.unwrap_or(DEFAULT_TIMEOUT),
+            notify,
+        )?;
+        let own_dois: Vec<String> = st.doi.iter().chain(&st.concept_doi).cloned().collect();
+        let (record_meta, warning) = record_metadata(
             req,
             &input.variant.metadata,
             &input.license,
@@ -663,6 +646,11 @@ impl<'a> Publication<'a> {
             input.readme.as_ref().map(|(_, t)| t.as_str()),
             &own_dois,
         );
+        let mut published = published;
+        if let Some(w) = warning {
+            notify(Line::Notice, &format!("warning: {w}"));
+            published.warnings.push(w);
+        }
         Ok(Publication {
             req,
             notify,
@@ -692,7 +680,7 @@ impl<'a> Publication<'a> {
         self.state
             .archives
             .insert(self.input.archive.clone(), self.st.clone());
-        save_state(&self.state_file, &self.state)
+        state::save(&self.state_file, &self.state)
     }
 
     /// [`Publication::save`] with `draft` as the draft in progress.
@@ -703,21 +691,93 @@ impl<'a> Publication<'a> {
 
     /// The record already published with this content (not with `--draft`).
     fn already_published(&self) -> Option<String> {
-        let same = self.st.published_sha256.as_deref() == Some(self.verified.sha256.as_str());
+        let same = self.st.published_sha256.as_deref() == Some(self.verified.sha256.as_str())
+            && self.st.published_tree.as_deref() == Some(self.input.tree.as_str());
         self.st
             .record
             .clone()
             .filter(|_| same && !self.req.draft_only)
     }
 
-    /// Nothing to send: `record` goes into the manifest if it is not there yet.
+    /// Nothing to send: `record` goes into the manifest if it is not there yet, once the
+    /// archive shows that it is the state file's record and holds this tarball.
     fn unchanged(mut self, record: String) -> Result<Published, ArchiveError> {
         self.published.url = Some(file_url(&self.input.archive, &record, &self.key));
-        self.published.record = record;
+        self.published.record = record.clone();
         self.published.unchanged = true;
+        if !recorded_already(self.req, &self.input.tree, &self.published) {
+            let body = self.read_published(&record)?;
+            state::check_record(
+                &self.state_file,
+                &self.input.archive,
+                &record,
+                self.st.parent.as_deref(),
+                self.st.doi.as_deref(),
+                &body,
+            )?;
+        }
         self.record_in_manifest()?;
         self.save()?;
         Ok(self.published)
+    }
+
+    /// Checks that `record`, named by the state file as published by an earlier run, is on the
+    /// archive with the parent and DOI the state file recorded ([`state::check_record`]), before
+    /// it gets a new version.
+    fn check_previous(&self, record: &str) -> Result<(), ArchiveError> {
+        let (status, body) = self
+            .client
+            .call("GET", &format!("/api/records/{record}"), None)?;
+        if status != 200 && status != 404 && status != 410 {
+            return Err(http_error(
+                &format!("GET {}/api/records/{record}", self.input.archive),
+                status,
+                &body,
+            ));
+        }
+        state::check_record(
+            &self.state_file,
+            &self.input.archive,
+            record,
+            self.st.parent.as_deref(),
+            self.st.doi.as_deref(),
+            &body,
+        )
+    }
+
+    /// Reads the published record `id` back: its DOIs (this version's, and every version's),
+    /// and its file list, which must show our tarball complete with our MD5; the download URL
+    /// is that file's in the published record, never a link of the archive's answers. The
+    /// record as the archive answered it.
+    fn read_published(&mut self, id: &str) -> Result<Value, ArchiveError> {
+        let archive = self.input.archive.clone();
+        let (status, body) = self
+            .client
+            .call("GET", &format!("/api/records/{id}"), None)?;
+        if status != 200 || body["is_published"].as_bool() != Some(true) {
+            return Err(http_error(
+                &format!("reading the published record {id} back"),
+                status,
+                &body,
+            ));
+        }
+        let (status, files) = self
+            .client
+            .call("GET", &format!("/api/records/{id}/files"), None)?;
+        if status != 200 {
+            return Err(http_error(
+                &format!("listing the files of the published record {id}"),
+                status,
+                &files,
+            ));
+        }
+        let record =
+            origin::published_record(&archive, id, &self.key, &self.verified.md5, &body, &files)?;
+        self.published.doi = record.doi;
+        self.published.concept_doi = record.concept_doi;
+        self.published.parent = record.parent.or(self.published.parent.take());
+        self.published.url = Some(file_url(&archive, id, &self.key));
+        Ok(body)
     }
 
     /// Step 3 of [`publish`]: the draft of the state file, else one an earlier run created
@@ -729,7 +789,7 @@ impl<'a> Publication<'a> {
             None => None,
         };
         let (mut draft, body) = match resumed {
-            Some(Opened::Published(body)) => return Ok(Opened::Published(body)),
+            Some(Opened::Published(id, body)) => return Ok(Opened::Published(id, body)),
             Some(Opened::Draft(d, body)) => (d, body),
             None => match self.created_unrecorded()? {
                 Some(found) => found,
@@ -738,14 +798,12 @@ impl<'a> Publication<'a> {
         };
         self.published.record = draft.id.clone();
         self.published.new_version = draft.new_version;
-        self.published.parent = body["parent"]["id"]
-            .as_str()
-            .map(str::to_owned)
-            .or(self.published.parent.take());
+        self.published.parent = draft.parent.clone().or(self.published.parent.take());
         if draft.sha256 != self.verified.sha256 {
-            // The artifact changed since the draft was started: its files are stale.
+            // The artifact changed since the draft was started: its files are stale (replaced
+            // by `keep_complete_files`, which checks them against `done` first).
             draft.sha256 = self.verified.sha256.clone();
-            draft.done.clear();
+            draft.tree = Some(self.input.tree.clone());
         }
         Ok(Opened::Draft(draft, body))
     }
@@ -757,6 +815,7 @@ impl<'a> Publication<'a> {
             self.client
                 .call("GET", &format!("/api/records/{}/draft", d.id), None)?;
         if status == 200 {
+            state::check_draft(&self.state_file, &self.input.archive, &d, &body)?;
             (self.notify)(
                 Line::Notice,
                 &format!("continuing draft {} of an earlier run", printable(&d.id)),
@@ -776,15 +835,25 @@ impl<'a> Publication<'a> {
             .client
             .call("GET", &format!("/api/records/{}", d.id), None)?;
         if status == 200 && body["is_published"].as_bool() == Some(true) {
+            state::check_record(
+                &self.state_file,
+                &self.input.archive,
+                &d.id,
+                d.parent.as_deref(),
+                None,
+                &body,
+            )?;
             if d.sha256 == self.verified.sha256 {
                 (self.notify)(
                     Line::Notice,
                     &format!("draft {} was published by an earlier run", printable(&d.id)),
                 );
-                return Ok(Some(Opened::Published(body)));
+                return Ok(Some(Opened::Published(d.id, body)));
             }
             // Published with other content: this content is its next version.
             self.st.record = Some(d.id.clone());
+            self.st.parent.clone_from(&d.parent);
+            self.st.doi = None;
         }
         self.st.draft = None;
         Ok(None)
@@ -812,6 +881,9 @@ impl<'a> Publication<'a> {
             ),
         };
         let previous = self.previous();
+        if let Some(record) = &self.st.record {
+            self.check_previous(record)?;
+        }
         if previous.is_none() {
             self.st.creating = Some(intent.clone());
             self.save()?;
@@ -837,7 +909,7 @@ impl<'a> Publication<'a> {
             &self.input.archive,
             previous.as_deref(),
             &self.record_meta,
-            &self.verified,
+            (&self.verified, &self.input.tree),
             &made,
         );
         if let Err(e) = &created
@@ -894,6 +966,10 @@ impl<'a> Publication<'a> {
         let d = DraftState {
             id,
             sha256: intent.sha256,
+            tree: Some(self.input.tree.clone()),
+            parent: state::parent_of(&body)
+                .filter(|p| origin::is_record_id(p))
+                .map(str::to_owned),
             new_version: false,
             done: BTreeMap::new(),
         };
@@ -976,7 +1052,7 @@ impl<'a> Publication<'a> {
                 Upload::Bytes(text.clone().into_bytes()),
             ));
         }
-        keep_complete_files(&self.client, draft, &files)?;
+        keep_complete_files(&self.client, &self.state_file, draft, &files)?;
         for (k, upload) in &files {
             if draft.done.get(k).is_some_and(|m| *m == upload.md5()) {
                 (self.notify)(
@@ -1016,38 +1092,38 @@ impl<'a> Publication<'a> {
         draft: &DraftState,
         draft_body: &Value,
     ) -> Result<Published, ArchiveError> {
-        self.published.draft_url = draft_body["links"]["self_html"]
-            .as_str()
-            .map(|u| printable(u).into_owned())
-            .or_else(|| Some(format!("{}/uploads/{}", self.input.archive, draft.id)));
+        self.published.draft_url = Some(origin::review_page(
+            &self.input.archive,
+            &draft.id,
+            draft_body,
+        ));
         self.save_draft(draft)?;
         Ok(self.published)
     }
 
-    /// After a publish answered `body` (now or by an earlier run): state, manifest.
-    fn finish_published(mut self, body: &Value) -> Result<Published, ArchiveError> {
-        let id = body["id"].as_str().unwrap_or("").to_owned();
-        let doi = body["pids"]["doi"]["identifier"]
-            .as_str()
-            .map(|d| printable(d).into_owned());
-        let files = body["links"]["files"]
-            .as_str()
-            .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
-            .map(|u| format!("{}/{}/content", u.trim_end_matches('/'), self.key))
-            .unwrap_or_else(|| file_url(&self.input.archive, &id, &self.key));
-        self.published.record = id.clone();
-        self.published.doi = doi.clone();
-        self.published.parent = body["parent"]["id"]
-            .as_str()
-            .map(str::to_owned)
-            .or(self.published.parent.take());
-        self.published.url = Some(files);
+    /// After a publish answered `body` for draft `id` (now or by an earlier run): the record
+    /// read back ([`Self::read_published`]), the state, the manifest.
+    fn finish_published(mut self, id: &str, body: &Value) -> Result<Published, ArchiveError> {
+        let answered = checked_id(&self.input.archive, "the publish", &body["id"])?;
+        if answered != id {
+            return Err(ArchiveError::Untrusted(format!(
+                "{} answered record {answered} to the publish of draft {id}; the manifest was \
+                 not changed: look at both in the archive's web page",
+                self.input.archive
+            )));
+        }
+        self.published.record = id.to_owned();
         self.published.draft = false;
-        self.st.record = Some(id);
-        self.st.parent = self.published.parent.clone();
-        self.st.doi = doi;
+        self.st.record = Some(id.to_owned());
+        self.st.parent.clone_from(&self.published.parent);
         self.st.published_sha256 = Some(self.published.sha256.clone());
+        self.st.published_tree = Some(self.input.tree.clone());
         self.st.draft = None;
+        self.save()?;
+        self.read_published(id)?;
+        self.st.parent.clone_from(&self.published.parent);
+        self.st.doi.clone_from(&self.published.doi);
+        self.st.concept_doi.clone_from(&self.published.concept_doi);
         self.save()?;
         self.record_in_manifest()?;
         Ok(self.published)
@@ -1169,14 +1245,14 @@ fn check_limits(
 
 /// Step 3 of [`publish`] without a draft to continue: a new version of the `previous` record,
 /// else a new record with `record_meta` (`made`: the draft a try whose answer was lost made, see
-/// [`Client::call_making`]); the draft's state for the artifact `verified`, and the archive's
-/// answer.
+/// [`Client::call_making`]); the draft's state for the artifact `verified` of tree `tree`, and
+/// the archive's answer.
 fn new_draft(
     client: &Client<'_>,
     archive: &str,
     previous: Option<&str>,
     record_meta: &Value,
-    verified: &Verified,
+    (verified, tree): (&Verified, &str),
     made: &dyn Fn() -> Option<Value>,
 ) -> Result<(DraftState, Value), ArchiveError> {
     let (status, body, new_version) = match previous {
@@ -1200,16 +1276,13 @@ fn new_draft(
             &body,
         ));
     }
-    let Some(id) = body["id"].as_str().map(str::to_owned) else {
-        return Err(ArchiveError::Http {
-            what: format!("creating a draft on {archive}"),
-            status,
-            message: "the answer has no record id".into(),
-        });
-    };
+    let id = checked_id(archive, "the new draft", &body["id"])?;
+    let parent = checked_id(archive, "the new draft's parent", &body["parent"]["id"])?;
     let d = DraftState {
         id,
         sha256: verified.sha256.clone(),
+        tree: Some(tree.to_owned()),
+        parent: Some(parent),
         new_version,
         done: BTreeMap::new(),
     };
@@ -1246,10 +1319,13 @@ fn put_metadata(
     Ok(())
 }
 
-/// Step 5 of [`publish`], before uploading: the files already in the draft that are complete
-/// and are one of `files` with the same MD5 are marked done; any other is deleted.
+/// Step 5 of [`publish`], before uploading: the files already in the draft, once checked
+/// against the state file `state_file` ([`state::check_files`]: none that this run does not
+/// upload and the state file never recorded), that are complete and are one of `files` with
+/// the same MD5 are marked done; any other is deleted.
 fn keep_complete_files(
     client: &Client<'_>,
+    state_file: &Path,
     draft: &mut DraftState,
     files: &[(String, Upload)],
 ) -> Result<(), ArchiveError> {
@@ -1279,6 +1355,12 @@ fn keep_complete_files(
             ))
         })
         .collect();
+    for k in present.keys() {
+        checked_key(&client.base, &draft.id, k)?;
+    }
+    let ours: Vec<&str> = files.iter().map(|(k, _)| k.as_str()).collect();
+    state::check_files(state_file, &client.base, draft, &present, &ours)?;
+    draft.done.retain(|k, _| present.contains_key(k));
     for (k, (status, checksum)) in &present {
         let wanted = files.iter().find(|(w, _)| w == k);
         let good = wanted.is_some_and(|(_, u)| {
@@ -1360,17 +1442,51 @@ fn publish_draft(
     Ok(body)
 }
 
-/// The manifest edit: the download and `doi`.
+/// The archive's keys of the manifest entry: the record's DOI and its parent's.
+fn archive_keys(published: &Published) -> Vec<(&'static str, String)> {
+    [
+        (metadata::ARCHIVE_DOI, &published.doi),
+        (metadata::ARCHIVE_CONCEPT_DOI, &published.concept_doi),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+    .collect()
+}
+
+/// Whether the manifest `req.manifest` already records `published` for the entry of `tree`:
+/// its download, and its DOIs.
+fn recorded_already(req: &PublishRequest, tree: &str, published: &Published) -> bool {
+    let Ok(text) = std::fs::read_to_string(&req.manifest) else {
+        return false;
+    };
+    recorded_in(&text, req, tree, published)
+}
+
+fn recorded_in(text: &str, req: &PublishRequest, tree: &str, published: &Published) -> bool {
+    let Ok(m) = Manifest::parse(text, &req.manifest) else {
+        return false;
+    };
+    let Some(ArtifactEntry::Single(v)) = m.get(&req.name) else {
+        return false;
+    };
+    v.git_tree_sha1.to_hex() == tree
+        && archive_keys(published)
+            .iter()
+            .all(|(k, doi)| v.metadata.get(*k) == Some(doi))
+        && v.downloads.iter().any(|d| {
+            Some(&d.url) == published.url.as_ref() && d.sha256.to_hex() == published.sha256
+        })
+}
+
+/// The manifest edit: the download, `archive-doi` and `archive-concept-doi` (the entry's `doi`,
+/// the source's, stays as it is).
 fn record_in_manifest(
     req: &PublishRequest,
     text: &str,
     tree: &str,
     published: &Published,
 ) -> Result<EditOutcome, ArchiveError> {
-    let mut meta = Vec::new();
-    if let Some(doi) = &published.doi {
-        meta.push((metadata::DOI, doi.clone()));
-    }
+    let meta = archive_keys(published);
     let update = EntryUpdate {
         name: req.name.clone(),
         tree_hash: tree.to_owned(),
@@ -1390,14 +1506,7 @@ fn record_in_manifest(
     // Re-read: the manifest may have changed while the upload ran.
     let now = std::fs::read_to_string(&req.manifest).unwrap_or_else(|_| text.to_owned());
     // Already recorded (a rerun): leave the file, and the downloads' order, as they are.
-    if let Ok(m) = Manifest::parse(&now, &req.manifest)
-        && let Some(ArtifactEntry::Single(v)) = m.get(&req.name)
-        && v.git_tree_sha1.to_hex() == tree
-        && v.metadata.get(metadata::DOI) == published.doi.as_ref()
-        && v.downloads.iter().any(|d| {
-            Some(&d.url) == published.url.as_ref() && d.sha256.to_hex() == published.sha256
-        })
-    {
+    if recorded_in(&now, req, tree, published) {
         return Ok(EditOutcome::Updated {
             previous_hash: Some(tree.to_owned()),
             removed_downloads: 0,
@@ -1524,7 +1633,8 @@ fn readme_title(readme: &str) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
-/// The record's metadata (InvenioRDM's schema).
+/// The record's metadata (InvenioRDM's schema), and a warning when it has no description of
+/// its own (neither the entry's `description` nor a README Contents paragraph).
 fn record_metadata(
     req: &PublishRequest,
     meta: &BTreeMap<String, String>,
@@ -1532,7 +1642,7 @@ fn record_metadata(
     creators: &[Value],
     readme: Option<&str>,
     own_dois: &[String],
-) -> Value {
+) -> (Value, Option<String>) {
     let title = readme
         .and_then(readme_title)
         .or_else(|| meta.get(metadata::DESCRIPTION).cloned())
@@ -1546,8 +1656,17 @@ fn record_metadata(
         }
         description.push_str(&d);
     }
-    if description.is_empty() {
+    let mut warning = None;
+    if description.trim().is_empty() {
         description = format!("The artifact `{}` of a clima-artifacts manifest.", req.name);
+        warning = Some(format!(
+            "artifact `{}` has no `description` and no recipe README with a Contents paragraph: \
+             the record's description would only be \"{description}\"; add a `description` to \
+             the entry in `{}` (or a README.md with a Contents section to its recipe folder) before \
+             publishing",
+            req.name,
+            req.manifest.display()
+        ));
     }
     let mut related = Vec::new();
     if let Some(doi) = meta.get(metadata::DOI)
@@ -1580,11 +1699,12 @@ fn record_metadata(
     if let Some(publisher) = publisher_of(&req.archive) {
         m["publisher"] = json!(publisher);
     }
-    json!({
+    let record = json!({
         "metadata": m,
         "access": {"record": "public", "files": "public"},
         "files": {"enabled": true},
-    })
+    });
+    (record, warning)
 }
 
 /// The `publisher` of the known archives (their own name), by host.
@@ -1859,6 +1979,10 @@ struct Client<'a> {
     token: String,
     agent: ureq::Agent,
     retry: RetryPolicy,
+    /// The bound of one exchange ([`PublishRequest::timeout`]).
+    timeout: Duration,
+    /// The longest a write may wait for the archive to take bytes (the stall timeout).
+    stall: Duration,
     notify: &'a dyn Fn(Line, &str),
 }
 
@@ -1872,6 +1996,7 @@ impl<'a> Client<'a> {
     fn new(
         base: &str,
         token: &str,
+        timeout: Duration,
         notify: &'a dyn Fn(Line, &str),
     ) -> Result<Client<'a>, ArchiveError> {
         let config = crate::depots::config().map_err(from_cli)?;
@@ -1883,6 +2008,8 @@ impl<'a> Client<'a> {
             token: token.to_owned(),
             agent,
             retry: net.retry,
+            timeout,
+            stall: net.stall_timeout,
             notify,
         })
     }
@@ -2000,14 +2127,14 @@ impl<'a> Client<'a> {
                     .header("Content-Type", "application/json")
                     .body(t.clone())
                     .map_err(io::Error::other)
-                    .and_then(|r| self.agent.run(r).map_err(into_io)),
+                    .and_then(|r| self.run(r, self.timeout)),
                 None => builder
                     .body(())
                     .map_err(io::Error::other)
-                    .and_then(|r| self.agent.run(r).map_err(into_io)),
+                    .and_then(|r| self.run(r, self.timeout)),
             };
             let outcome = match result {
-                Ok(resp) => answer_of(resp),
+                Ok(resp) => answer_of(resp, self.timeout),
                 Err(e) => Outcome::Broken(e),
             };
             // Once a try went unanswered, every later try asks first: a later answer (a
@@ -2061,12 +2188,13 @@ impl<'a> Client<'a> {
                 .header("Content-Type", "application/octet-stream")
                 .header("Content-Length", size.to_string())
                 .body(ureq::SendBody::from_reader(&mut body));
+            let budget = upload_budget(self.timeout, size);
             let result = request
                 .map_err(io::Error::other)
-                .and_then(|r| self.agent.run(r).map_err(into_io));
+                .and_then(|r| self.run(r, budget));
             match result {
                 Ok(resp) => {
-                    let outcome = answer_of(resp);
+                    let outcome = answer_of(resp, budget);
                     if matches!(outcome, Outcome::Answer(200..=299, ..)) {
                         progress.done();
                     }
@@ -2093,7 +2221,9 @@ fn into_io(e: ureq::Error) -> io::Error {
     }
 }
 
-fn answer_of(mut resp: ureq::http::Response<ureq::Body>) -> Outcome {
+/// The archive's answer `resp`, its body read within what is left of `budget`: a body that
+/// does not arrive in time is a broken exchange ([`over_budget`]), tried again.
+fn answer_of(mut resp: ureq::http::Response<ureq::Body>, budget: Duration) -> Outcome {
     let status = resp.status().as_u16();
     let retry_after = resp
         .headers()
@@ -2101,12 +2231,19 @@ fn answer_of(mut resp: ureq::http::Response<ureq::Body>) -> Outcome {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
-    let text = resp
+    let text = match resp
         .body_mut()
         .with_config()
         .limit(8 << 20)
         .read_to_string()
-        .unwrap_or_default();
+    {
+        Ok(t) => t,
+        Err(ureq::Error::Timeout(_)) => return Outcome::Broken(over_budget(budget)),
+        Err(ureq::Error::Io(e)) if e.kind() == io::ErrorKind::TimedOut => {
+            return Outcome::Broken(over_budget(budget));
+        }
+        Err(_) => String::new(),
+    };
     let body = serde_json::from_str(&text).unwrap_or(Value::Null);
     Outcome::Answer(status, retry_after, body)
 }

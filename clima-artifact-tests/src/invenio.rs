@@ -10,9 +10,9 @@
 //! | `PUT /api/records/{id}/draft/files/{key}/content` | the bytes (`Content-Length` or chunked), MD5 computed as they arrive; over the file size limit: `400` |
 //! | `POST /api/records/{id}/draft/files/{key}/commit` | `200`, `status: "completed"`, `checksum: "md5:<hex>"`, `size` |
 //! | `DELETE /api/records/{id}/draft/files/{key}` | `204` |
-//! | `POST /api/records/{id}/draft/actions/publish` | `202`, the record, with `pids.doi.identifier` (`10.5072/loopback.<id>`) and `links`; `400` with `errors` (`field`, `messages`) for invalid metadata or a file not committed |
+//! | `POST /api/records/{id}/draft/actions/publish` | `202`, the record, with `pids.doi.identifier` (the version's DOI, `10.5072/loopback.<id>`), `parent.pids.doi.identifier` (the DOI of every version, `10.5072/loopback.<parent>`) and `links` (a published record's: `files` is `/api/records/{id}/files`); `400` with `errors` (`field`, `messages`) for invalid metadata or a file not committed |
 //! | `POST /api/records/{id}/versions` | `201`, a new draft of the same parent (the existing one if there is one) |
-//! | `GET /api/records/{id}`, `/api/records/{id}/files` | the published record and its entries |
+//! | `GET /api/records/{id}`, `/api/records/{id}/files` | the published record and its entries (each with `links.content`, `/api/records/{id}/files/{key}/content`); a published record's draft links (`/api/records/{id}/draft/...`) answer `404`, as InvenioRDM's do once the draft is published |
 //! | `GET /api/records/{id}/files/{key}/content` | the file, through a [`TestServer`] (so `Range`, `If-Range` and a strong `ETag` behave as there) |
 //! | `GET /api/user/records` (`sort`: `newest`, the default, or `oldest`; `size`, default 10; `page`; `allversions`) | the token's drafts and records, `hits.hits` and `hits.total`; of each parent only its latest version unless `allversions=true` |
 //!
@@ -20,8 +20,13 @@
 //! published records: `401` without a token or with another one, `403` with a read-only one.
 //! Faults ([`ArchiveFault`]) apply to the next requests: `429` with `Retry-After`, a `5xx`, a
 //! connection cut mid-upload, a wrong checksum, rejected metadata, a new record's draft made but
-//! its answer held back (for a client killed while it waits). Limits ([`Limits`]): bytes
-//! per file, files per record, bytes per record.
+//! its answer held back (for a client killed while it waits), and the answers of a hostile or
+//! broken archive: a publish answer with the draft's links or links to another host, a record
+//! id that is not one, an answer trickled one byte at a time, an upload never read. Limits
+//! ([`Limits`]): bytes per file, files per record, bytes per record.
+//!
+//! The binary `invenio_server` runs it as a process of its own (`--help`), to rehearse a publish
+//! offline (docs/archive.md).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -87,6 +92,29 @@ pub enum ArchiveFault {
         /// Seconds before the connection is closed.
         secs: u64,
     },
+    /// The next publish answers the record with its draft's links (`links.files` is
+    /// `/api/records/{id}/draft/files`, which answers `404` once published).
+    DraftLinksInPublishAnswer,
+    /// The next publish answers the record with every link under `base` (another host, or
+    /// `http://` for an `https://` archive) instead of the archive's address.
+    ForeignLinksInPublishAnswer {
+        /// What replaces the archive's address in the links, e.g. `http://files.invalid`.
+        base: String,
+    },
+    /// The next new record (`POST /api/records`) gets this id (and answers it as such).
+    RecordId(String),
+    /// The next answer of the JSON API (any request but file content) is sent one byte every
+    /// this often (its headers included).
+    TrickleAnswer {
+        /// Time between two bytes.
+        every: Duration,
+    },
+    /// The next file upload's body is never read: the connection is held open this long, then
+    /// closed.
+    NeverReadUpload {
+        /// Seconds the connection is held.
+        secs: u64,
+    },
 }
 
 /// One file of a draft or record.
@@ -121,6 +149,8 @@ pub struct ArchiveRecord {
     pub files: BTreeMap<String, ArchiveFile>,
     /// Its DOI once published.
     pub doi: Option<String>,
+    /// The DOI of every version (its parent's), once a version is published.
+    pub concept_doi: Option<String>,
     /// Version index within the parent (1-based).
     pub index: usize,
     /// When it was created, as InvenioRDM writes it (`2026-12-04T21:55:00.123+00:00`, UTC).
@@ -155,11 +185,15 @@ pub struct InvenioServer {
 impl InvenioServer {
     /// Starts an archive on `127.0.0.1:<free port>` accepting the bearer token `token`.
     pub fn start(token: &str) -> InvenioServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        listener
-            .set_nonblocking(true)
-            .expect("nonblocking listener");
-        let addr = listener.local_addr().expect("local addr");
+        InvenioServer::start_on(token, 0).expect("bind 127.0.0.1:0")
+    }
+
+    /// Starts an archive on `127.0.0.1:<port>` (`0`: a free one) accepting the bearer token
+    /// `token`; the error when that port cannot be had.
+    pub fn start_on(token: &str, port: u16) -> std::io::Result<InvenioServer> {
+        let listener = TcpListener::bind(("127.0.0.1", port))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 next: 1,
@@ -184,7 +218,7 @@ impl InvenioServer {
                 }
             }
         });
-        InvenioServer { addr, shared, stop }
+        Ok(InvenioServer { addr, shared, stop })
     }
 
     /// The archive's URL, `http://127.0.0.1:<port>` (what `--archive` takes).
@@ -343,6 +377,11 @@ fn read_body(
 }
 
 fn answer(out: &mut TcpStream, code: u16, extra: &str, body: &Value) -> std::io::Result<()> {
+    answer_into(out, code, extra, body)
+}
+
+/// Writes the whole answer (status line, headers, JSON body) to `out`.
+fn answer_into(out: &mut impl Write, code: u16, extra: &str, body: &Value) -> std::io::Result<()> {
     let text = if body.is_null() {
         String::new()
     } else {
@@ -508,7 +547,23 @@ fn json_request(
         std::thread::sleep(Duration::from_secs(secs));
         return Ok(());
     }
-    answer(&mut out, code, "", &answer_body)
+    let trickle = take_fault(&mut sh.inner.lock().unwrap(), |f| match f {
+        ArchiveFault::TrickleAnswer { every } => Some(*every),
+        _ => None,
+    });
+    match trickle {
+        Some(every) => {
+            let mut whole = Vec::new();
+            answer_into(&mut whole, code, "", &answer_body)?;
+            for byte in whole {
+                out.write_all(&[byte])?;
+                out.flush()?;
+                std::thread::sleep(every);
+            }
+            Ok(())
+        }
+        None => answer(&mut out, code, "", &answer_body),
+    }
 }
 
 /// `GET /api/user/records?{query}`: the drafts and records of the token's user (every record
@@ -573,9 +628,13 @@ fn created_now() -> String {
 
 fn record_json(base: &str, r: &ArchiveRecord) -> Value {
     let api = format!("{base}/api/records/{}", r.id);
+    let mut parent = json!({"id": r.parent});
+    if let Some(doi) = &r.concept_doi {
+        parent["pids"] = json!({"doi": {"identifier": doi, "provider": "datacite"}});
+    }
     let mut v = json!({
         "id": r.id,
-        "parent": {"id": r.parent},
+        "parent": parent,
         "is_published": r.published,
         "is_draft": !r.published,
         "status": if r.published { "published" } else { "draft" },
@@ -700,7 +759,12 @@ fn api(sh: &Shared, base: &str, method: &str, rest: &[&str], body: &Value) -> (u
         ("POST", []) => {
             let n = inner.next;
             inner.next += 1;
-            let id = format!("{:05}-{:05}", 10000 + n, (n * 7919) % 100000);
+            let forced = take_fault(&mut inner, |f| match f {
+                ArchiveFault::RecordId(id) => Some(id.clone()),
+                _ => None,
+            });
+            let id =
+                forced.unwrap_or_else(|| format!("{:05}-{:05}", 10000 + n, (n * 7919) % 100000));
             let parent = format!("{:05}-p{:04}", 20000 + n, n % 10000);
             let r = ArchiveRecord {
                 id: id.clone(),
@@ -710,6 +774,7 @@ fn api(sh: &Shared, base: &str, method: &str, rest: &[&str], body: &Value) -> (u
                 metadata: body["metadata"].clone(),
                 files: BTreeMap::new(),
                 doi: None,
+                concept_doi: None,
                 index: 1,
             };
             let v = record_json(base, &r);
@@ -851,12 +916,35 @@ fn api(sh: &Shared, base: &str, method: &str, rest: &[&str], body: &Value) -> (u
             let r = inner.records.get_mut(*id).expect("checked above");
             r.published = true;
             r.doi = Some(format!("10.5072/loopback.{}", r.id));
+            let concept = format!("10.5072/loopback.{}", r.parent);
             let r = r.clone();
+            for other in inner.records.values_mut().filter(|o| o.parent == r.parent) {
+                other.concept_doi = Some(concept.clone());
+            }
+            let r = inner.records[&r.id].clone();
             for f in r.files.values() {
                 sh.files
                     .serve(&InvenioServer::file_path(&r.id, &f.key), (*f.bytes).clone());
             }
-            (202, record_json(base, &r))
+            let mut v = record_json(base, &r);
+            let links = take_fault(&mut inner, |f| match f {
+                ArchiveFault::DraftLinksInPublishAnswer => Some(None),
+                ArchiveFault::ForeignLinksInPublishAnswer { base } => Some(Some(base.clone())),
+                _ => None,
+            });
+            match links {
+                Some(None) => {
+                    let mut draft = r.clone();
+                    draft.published = false;
+                    v["links"] = record_json(base, &draft)["links"].clone();
+                }
+                Some(Some(foreign)) => {
+                    let text = v["links"].to_string().replace(base, &foreign);
+                    v["links"] = serde_json::from_str(&text).unwrap_or(Value::Null);
+                }
+                None => {}
+            }
+            (202, v)
         }
         ("POST", [id, "versions"]) => {
             let Some(r) = inner.records.get(*id).filter(|r| r.published).cloned() else {
@@ -891,6 +979,7 @@ fn api(sh: &Shared, base: &str, method: &str, rest: &[&str], body: &Value) -> (u
                 metadata,
                 files: BTreeMap::new(),
                 doi: None,
+                concept_doi: r.concept_doi.clone(),
                 index,
             };
             let v = record_json(base, &d);
@@ -924,6 +1013,14 @@ fn upload(
         let _ = read_body(reader, req, None, &mut |_| {});
         let (code, body) = error(404, "The file does not exist; initialise it first.");
         return answer(&mut out, code, "", &body);
+    }
+    let never_read = take_fault(&mut sh.inner.lock().unwrap(), |f| match f {
+        ArchiveFault::NeverReadUpload { secs } => Some(*secs),
+        _ => None,
+    });
+    if let Some(secs) = never_read {
+        std::thread::sleep(Duration::from_secs(secs));
+        return Ok(());
     }
     let fault = take_fault(&mut sh.inner.lock().unwrap(), |f| match f {
         ArchiveFault::UploadStatus(c) => Some((Some(*c), None)),

@@ -16,7 +16,7 @@
 //! `JULIA_DEPOT_PATH`, which the depot crate's `julia_depots` reads at lookup time), the TLS and
 //! proxy ones through the network crate; `Platform::host` reads [`PLATFORM_TAGS`]; the progress
 //! crate [`PROGRESS`] and [`VERBOSE`] for notices; run sync's `SyncConfig::from_env` the
-//! `CLIMA_SYNC_*` ones; the CLI's `publish --archive` [`ARCHIVE_TOKEN`]; the build helper
+//! `CLIMA_SYNC_*` ones; the CLI's `publish --archive` [`ARCHIVE_TOKEN`] and [`ARCHIVE_TIMEOUT`]; the build helper
 //! [`BUILD_DENY_WARNINGS`].
 
 /// One environment variable: its name and what it does.
@@ -161,6 +161,11 @@ vars! {
         "publish --archive: personal access token of the InvenioRDM archive (never printed)",
         default: "unset",
         "`publish NAME --archive URL`: the personal access token of the InvenioRDM archive (CaltechDATA, Zenodo or their sandboxes), sent as a bearer header and never printed; see [archive.md](archive.md)";
+    /// `publish --archive`: the longest one exchange with the archive may take, seconds.
+    ARCHIVE_TIMEOUT = "CLIMA_ARTIFACTS_ARCHIVE_TIMEOUT",
+        "publish --archive: seconds one exchange with the archive may take, plus as long per GiB uploaded (600)",
+        default: "`600`",
+        "`publish NAME --archive URL`: the longest one exchange with the archive may take, from the request to the end of the answer, seconds; a file upload may take that long again per GiB of the file (the default asks for about 1.7 MiB/s on average: raise it on a slower link). An exchange over it is tried again, as a broken connection is, then fails naming this variable; see [archive.md](archive.md)";
     /// `1`: the build helper's warnings fail the build.
     BUILD_DENY_WARNINGS = "CLIMA_ARTIFACTS_BUILD_DENY_WARNINGS",
         "1: clima_artifact_build::validate() fails the build on warnings",

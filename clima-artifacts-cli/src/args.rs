@@ -534,7 +534,8 @@ pub struct PublishArgs {
     pub to: Option<String>,
     /// Publish to this InvenioRDM archive instead, as a record with a DOI:
     /// <https://data.caltech.edu>, <https://zenodo.org>, or a sandbox (token in
-    /// CLIMA_ARTIFACTS_ARCHIVE_TOKEN; see docs/archive.md).
+    /// CLIMA_ARTIFACTS_ARCHIVE_TOKEN, time bound of each exchange in
+    /// CLIMA_ARTIFACTS_ARCHIVE_TIMEOUT; see docs/archive.md).
     #[arg(long, value_name = "URL")]
     pub archive: Option<String>,
     /// With --archive: stop before publishing and print the draft's address for review.

@@ -168,9 +168,12 @@ fn a_recipe_artifact_is_published_with_a_doi_and_fetched_from_the_archive() {
     let related = r.metadata["related_identifiers"].to_string();
     assert!(related.contains("10.1002/qj.3803"), "{related}");
 
-    // The manifest: doi and the download, every other byte as it was.
+    // The manifest: the source's doi kept, the record's DOIs under keys of their own, and the
+    // download; every other byte as it was.
     let doi = r.doi.clone().unwrap();
     assert!(doi.starts_with("10."), "{doi}");
+    let concept = r.concept_doi.clone().unwrap();
+    assert_ne!(concept, doi);
     let after = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
     let url = format!(
         "{}/api/records/{}/files/era5.tar.gz/content",
@@ -178,7 +181,9 @@ fn a_recipe_artifact_is_published_with_a_doi_and_fetched_from_the_archive() {
         r.id
     );
     let e = entry(&sb, "era5");
-    assert_eq!(e.metadata["doi"], doi);
+    assert_eq!(e.metadata["doi"], "10.1002/qj.3803");
+    assert_eq!(e.metadata["archive-doi"], doi);
+    assert_eq!(e.metadata["archive-concept-doi"], concept);
     assert_eq!(
         e.downloads
             .iter()
@@ -186,7 +191,12 @@ fn a_recipe_artifact_is_published_with_a_doi_and_fetched_from_the_archive() {
             .collect::<Vec<_>>(),
         [url.as_str()]
     );
-    let expected = before.replace("doi = \"10.1002/qj.3803\"", &format!("doi = \"{doi}\""));
+    let expected = before.replace(
+        "recipe = \"artifacts/era5\"\n",
+        &format!(
+            "recipe = \"artifacts/era5\"\narchive-doi = \"{doi}\"\narchive-concept-doi = \"{concept}\"\n"
+        ),
+    );
     // `create` made a seekable tarball: its index's hash is recorded too (docs/seekable.md).
     let index = e.downloads[0]
         .index_sha256
@@ -229,7 +239,18 @@ fn a_recipe_artifact_is_published_with_a_doi_and_fetched_from_the_archive() {
         .output()
         .unwrap();
     assert_ok(&out);
-    assert!(stdout(&out).contains(&doi), "{}", stdout(&out));
+    let md = stdout(&out);
+    assert!(
+        md.contains("DOI: [10.1002/qj.3803](https://doi.org/10.1002/qj.3803)."),
+        "{md}"
+    );
+    assert!(
+        md.contains(&format!(
+            "Archived as [{doi}](https://doi.org/{doi}) (this version; all versions: \
+             [{concept}](https://doi.org/{concept}))."
+        )),
+        "{md}"
+    );
 
     // Again: nothing sent, nothing changed.
     let requests = server.requests().len();
@@ -524,7 +545,19 @@ fn changed_content_becomes_a_new_version_of_the_same_record() {
     assert_eq!(second.parent, first.parent);
     assert_eq!(second.index, 2);
     let e = entry(&sb, "era5");
-    assert_eq!(e.metadata["doi"], second.doi.clone().unwrap());
+    assert_eq!(e.metadata["archive-doi"], second.doi.clone().unwrap());
+    assert_eq!(
+        e.metadata["doi"], "10.1002/qj.3803",
+        "the source's DOI is kept"
+    );
+    let concept = second.concept_doi.clone().unwrap();
+    assert_eq!(
+        first.concept_doi.as_deref(),
+        Some(concept.as_str()),
+        "one DOI for every version"
+    );
+    assert_eq!(e.metadata["archive-concept-doi"], concept);
+    assert_eq!(concept, format!("10.5072/loopback.{}", first.parent));
     assert_eq!(e.downloads.len(), 1);
     assert!(e.downloads[0].url.contains(&second.id));
     let related = second.metadata["related_identifiers"].to_string();
@@ -655,7 +688,9 @@ fn published_then_rewound(
         serde_json::from_str(&fs::read_to_string(&state_file).unwrap()).unwrap();
     let archive = &mut state["archives"][server.base()];
     let sha256 = archive["published_sha256"].clone();
-    *archive = serde_json::json!({"draft": {"id": r.id, "sha256": sha256, "new_version": false}});
+    let tree = archive["published_tree"].clone();
+    *archive = serde_json::json!({"archive": server.base(), "draft": {
+        "id": r.id, "sha256": sha256, "tree": tree, "parent": r.parent, "new_version": false}});
     fs::write(&state_file, state.to_string()).unwrap();
     r
 }
@@ -712,7 +747,8 @@ fn a_run_stopped_right_after_publishing_records_that_record_on_rerun() {
         stderr(&out)
     );
     assert_eq!(server.records().len(), 1, "no second record");
-    assert_eq!(entry(&sb, "era5").metadata["doi"], r.doi.unwrap());
+    assert_eq!(entry(&sb, "era5").metadata["archive-doi"], r.doi.unwrap());
+    assert_eq!(entry(&sb, "era5").metadata["doi"], "10.1002/qj.3803");
 }
 
 /// As above, but the artifact changed before the rerun: the record the earlier run published
@@ -898,4 +934,417 @@ fn a_lost_answer_to_a_new_draft_does_not_make_a_second_draft() {
     assert_eq!(server.records_created(), 1, "no second draft");
     assert_eq!(server.records().len(), 1);
     assert_eq!(published(&server).len(), 1);
+}
+
+/// The manifest path a state file names: the sandbox's, symlinks resolved.
+fn manifest_of(sb: &Sandbox) -> String {
+    fs::canonicalize(sb.work.join("Artifacts.toml"))
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+/// A state file copied from another checkout (the same artifact name, other content, a draft of
+/// its own on the archive) is refused before anything is asked of the archive: the other
+/// checkout's draft keeps its files, unpublished. Removed as the message says, the run makes a
+/// record of its own.
+#[test]
+fn a_state_file_copied_from_another_checkout_is_refused_and_its_draft_left_alone() {
+    let sb = Sandbox::new();
+    let other = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    make_artifact(
+        &other,
+        "era5",
+        "echo 2 > \"$OUT/u.csv\"\n",
+        Some("CC-BY-4.0"),
+    );
+    assert_ok(&publish(&other, &server, "era5", &["--draft"]));
+    let theirs = server.records()[0].clone();
+    let state_file = sb.work.join(".era5.publish-state.json");
+    fs::copy(other.work.join(".era5.publish-state.json"), &state_file).unwrap();
+    let before = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
+    let requests = server.requests().len();
+
+    let out = publish(&sb, &server, "era5", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "it was written for the manifest `{}`, not `{}`",
+            manifest_of(&other),
+            manifest_of(&sb)
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("nothing was changed on the archive or in the manifest")
+            && err.contains(&format!("(`rm {}`)", state_file.display())),
+        "{err}"
+    );
+    assert_eq!(server.requests().len(), requests, "the archive was asked");
+    let now = server.records();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert!(
+        !now[0].published,
+        "the other checkout's draft was published"
+    );
+    let md5s = |r: &clima_artifact_tests::invenio::ArchiveRecord| {
+        r.files
+            .values()
+            .map(|f| (f.key.clone(), f.md5.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(md5s(&now[0]), md5s(&theirs), "its files were replaced");
+    assert_eq!(
+        fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap(),
+        before
+    );
+
+    // As the message says: without it, a record of its own.
+    fs::remove_file(&state_file).unwrap();
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    let ours = published(&server);
+    assert_eq!(ours.len(), 1);
+    assert_ne!(ours[0].id, theirs.id);
+    let still = server
+        .records()
+        .into_iter()
+        .find(|r| r.id == theirs.id)
+        .unwrap();
+    assert!(!still.published);
+    assert_eq!(md5s(&still), md5s(&theirs));
+}
+
+/// A state file edited to name another artifact's record, or another artifact's state file put
+/// in its place: no version is added to that record; the run stops saying what differs. With
+/// its own state file back, the next version goes to its own record.
+#[test]
+fn an_edited_state_file_never_adds_a_version_to_another_artifacts_record() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    make_artifact(&sb, "sst", "echo 3 > \"$OUT/t.csv\"\n", Some("CC-BY-4.0"));
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    assert_ok(&publish(&sb, &server, "sst", &[]));
+    let by_key = |key: &str| {
+        published(&server)
+            .into_iter()
+            .find(|r| r.files.contains_key(key))
+            .unwrap()
+    };
+    let (era5, sst) = (by_key("era5.tar.gz"), by_key("sst.tar.gz"));
+    make_artifact(&sb, "era5", "echo 2 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    let state_file = sb.work.join(".era5.publish-state.json");
+    let own = fs::read_to_string(&state_file).unwrap();
+    let versions_of = |parent: &str| {
+        server
+            .records()
+            .iter()
+            .filter(|r| r.parent == parent)
+            .count()
+    };
+
+    // The record edited to sst's.
+    let mut state: serde_json::Value = serde_json::from_str(&own).unwrap();
+    state["archives"][server.base()]["record"] = sst.id.clone().into();
+    fs::write(&state_file, state.to_string()).unwrap();
+    let out = publish(&sb, &server, "era5", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "record {} on {}: its parent is `{}` on the archive, the state file says `{}`",
+            sst.id,
+            server.base(),
+            sst.parent,
+            era5.parent
+        )),
+        "{err}"
+    );
+    assert_eq!(versions_of(&sst.parent), 1, "a version was added to sst");
+    assert_eq!(server.records().len(), 2, "a draft was made");
+
+    // sst's state file in era5's place.
+    fs::copy(sb.work.join(".sst.publish-state.json"), &state_file).unwrap();
+    let out = publish(&sb, &server, "era5", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("it is the publish state of artifact `sst`, not of `era5`"),
+        "{err}"
+    );
+    assert_eq!(versions_of(&sst.parent), 1, "a version was added to sst");
+
+    // A record that is not an id, which would go into a request's path with the token.
+    let mut state: serde_json::Value = serde_json::from_str(&own).unwrap();
+    state["archives"][server.base()]["record"] = "../../user/records".into();
+    fs::write(&state_file, state.to_string()).unwrap();
+    let requests = server.requests().len();
+    let out = publish(&sb, &server, "era5", &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("has `../../user/records`, which is not a record id or file name"),
+        "{err}"
+    );
+    assert_eq!(server.requests().len(), requests, "the archive was asked");
+
+    // Its own state file back: the next version of its own record.
+    fs::write(&state_file, &own).unwrap();
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    assert_eq!(versions_of(&era5.parent), 2);
+    assert_eq!(versions_of(&sst.parent), 1);
+}
+
+/// Links in the archive's answers are never recorded: a publish answered with the draft's
+/// links (`/draft/files`, which a real archive answers `404` once published) or with links to
+/// another host and scheme. The download recorded is the published record's own file on the
+/// archive's origin, and a fresh depot installs from it.
+#[test]
+fn the_download_recorded_is_the_published_file_whatever_links_the_archive_answers() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    let faults = [
+        ("era5", ArchiveFault::DraftLinksInPublishAnswer),
+        (
+            "sst",
+            ArchiveFault::ForeignLinksInPublishAnswer {
+                base: "https://files.invalid".into(),
+            },
+        ),
+    ];
+    for (name, fault) in faults {
+        make_artifact(
+            &sb,
+            name,
+            &format!("echo {name} > \"$OUT/{name}.csv\"\n"),
+            Some("CC-BY-4.0"),
+        );
+        server.fault(fault);
+        assert_ok(&publish(&sb, &server, name, &[]));
+        let key = format!("{name}.tar.gz");
+        let r = published(&server)
+            .into_iter()
+            .find(|r| r.files.contains_key(&key))
+            .unwrap();
+        let url = format!("{}/api/records/{}/files/{key}/content", server.base(), r.id);
+        let e = entry(&sb, name);
+        let urls: Vec<&str> = e.downloads.iter().map(|d| d.url.as_str()).collect();
+        assert_eq!(urls, [url.as_str()], "{name}");
+        let depot = fetch_fresh(&sb, name, &[]);
+        assert!(
+            depot
+                .join("artifacts")
+                .join(e.git_tree_sha1.to_hex())
+                .join(format!("{name}.csv"))
+                .is_file()
+        );
+    }
+}
+
+/// A record id with escape sequences and a forged log line in it: refused as soon as it is
+/// answered, never put into a request's path, never printed raw.
+#[test]
+fn a_record_id_that_is_not_one_is_refused_and_printed_escaped() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    let before = fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap();
+    server.fault(ArchiveFault::RecordId(
+        "x\u{1b}]0;owned\u{7}\nclima-artifacts: published era5".into(),
+    ));
+    let out = publish(&sb, &server, "era5", &[]);
+    let (err, text) = (stderr(&out), stdout(&out));
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("with the record id `x\\u{1b}]0;owned\\u{7}\\nclima-artifacts: published era5`, which is not one"),
+        "{err}"
+    );
+    assert!(!err.contains('\u{1b}') && !text.contains('\u{1b}'), "{err}");
+    assert!(
+        !err.lines()
+            .any(|l| l.starts_with("clima-artifacts: published")),
+        "{err}"
+    );
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|r| !r.contains("owned") && !r.contains('\u{1b}')),
+        "{:?}",
+        server.requests()
+    );
+    assert_eq!(
+        fs::read_to_string(sb.work.join("Artifacts.toml")).unwrap(),
+        before
+    );
+}
+
+/// `publish NAME` with each exchange bounded to `secs` seconds and 2 tries, which must fail
+/// (exit 1) within 60 s (it is killed then, and the test fails); its stderr.
+fn publish_past_the_bound(sb: &Sandbox, server: &InvenioServer, name: &str, secs: &str) -> String {
+    let out = sb
+        .cli()
+        .env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
+        .env(clima_artifact_vars::ARCHIVE_TIMEOUT, secs)
+        .env(clima_artifact_vars::RETRIES, "2")
+        .args(["publish", name, "--archive", &server.base()])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "still running after 60 s: {err}"
+    );
+    err
+}
+
+/// An archive answering one byte every 2 s: each exchange is bounded in total time
+/// (`CLIMA_ARTIFACTS_ARCHIVE_TIMEOUT`), tried again, and the run fails saying so, instead of
+/// waiting for the whole answer.
+#[test]
+fn a_trickling_answer_is_cut_at_the_time_bound_and_named() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    make_artifact(&sb, "era5", "echo 1 > \"$OUT/u.csv\"\n", Some("CC-BY-4.0"));
+    for _ in 0..10 {
+        server.fault(ArchiveFault::TrickleAnswer {
+            every: std::time::Duration::from_secs(2),
+        });
+    }
+    let err = publish_past_the_bound(&sb, &server, "era5", "1");
+    assert!(
+        err.contains(
+            "no complete answer within 1 s (CLIMA_ARTIFACTS_ARCHIVE_TIMEOUT; raise it on a slow \
+             link) (after 2 tries)"
+        ),
+        "{err}"
+    );
+    assert!(published(&server).is_empty());
+}
+
+/// An archive that never reads an upload (the connection open, nothing taken): the upload is
+/// bounded in time too, tried again, and the run fails saying so.
+#[test]
+fn an_upload_the_archive_never_reads_is_cut_and_named() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    // More than the socket buffers of both ends take.
+    make_artifact(
+        &sb,
+        "big",
+        "head -c 24000000 /dev/urandom > \"$OUT/big.bin\"\n",
+        Some("CC-BY-4.0"),
+    );
+    for _ in 0..2 {
+        server.fault(ArchiveFault::NeverReadUpload { secs: 120 });
+    }
+    let err = publish_past_the_bound(&sb, &server, "big", "2");
+    assert!(
+        err.contains("uploading `big.tar.gz`")
+            && err.contains("CLIMA_ARTIFACTS_ARCHIVE_TIMEOUT")
+            && err.contains("(after 2 tries)"),
+        "{err}"
+    );
+    assert!(published(&server).is_empty());
+}
+
+/// A record whose description would only be the placeholder (no `description`, no recipe
+/// README): a warning before anything is published, on stderr and in `--json`.
+#[test]
+fn a_record_without_a_description_is_warned_about() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    let data = sb.work.join("data");
+    fs::create_dir_all(&data).unwrap();
+    fs::write(data.join("u.csv"), "1\n").unwrap();
+    let create = |extra: &[&str]| {
+        assert_ok(
+            &sb.cli()
+                .args(["create", "data", "--name", "bare", "-m", "Artifacts.toml"])
+                .args(["--license", "CC-BY-4.0", "--maintainer", "Doe, Jane"])
+                .args(extra)
+                .output()
+                .unwrap(),
+        );
+    };
+    create(&[]);
+    let out = publish(&sb, &server, "bare", &["--draft"]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "clima-artifacts: warning: artifact `bare` has no `description` and no recipe README \
+             with a Contents paragraph"
+        ),
+        "{err}"
+    );
+    let out = publish(&sb, &server, "bare", &["--draft", "--json"]);
+    assert_ok(&out);
+    let warnings = common::json(&out)["warnings"].clone();
+    assert!(
+        warnings[0]
+            .as_str()
+            .is_some_and(|w| w.contains("has no `description`")),
+        "{warnings}"
+    );
+    // With a description: no warning.
+    create(&["--description", "One CSV of u"]);
+    let out = publish(&sb, &server, "bare", &["--draft"]);
+    assert_ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+}
+
+/// `create` without a download suggests publishing to an archive, with a command that runs as
+/// printed (here with the loopback archive's address in place of CaltechDATA's).
+#[test]
+fn create_suggests_publish_to_an_archive_with_a_command_that_runs() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    let data = sb.work.join("data");
+    fs::create_dir_all(&data).unwrap();
+    fs::write(data.join("u.csv"), "1\n").unwrap();
+    fs::create_dir_all(sb.work.join("model")).unwrap();
+    fs::create_dir_all(sb.work.join("out")).unwrap();
+    let out = sb
+        .cli()
+        .args([
+            "create",
+            "data",
+            "--name",
+            "era5",
+            "-m",
+            "model/Artifacts.toml",
+        ])
+        .args(["--license", "CC-BY-4.0", "--maintainer", "Doe, Jane"])
+        .args(["--description", "u", "--tarball-out", "out/era5.tar.gz"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("clima-artifacts publish era5 --archive https://data.caltech.edu"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(text.contains(clima_artifact_vars::ARCHIVE_TOKEN), "{text}");
+    let args: Vec<String> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|w| w.replace("https://data.caltech.edu", &server.base()))
+        .collect();
+    let out = sb
+        .cli()
+        .env(clima_artifact_vars::ARCHIVE_TOKEN, TOKEN)
+        .args(&args)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let drafts = server.records();
+    assert_eq!(drafts.len(), 1);
+    assert!(!drafts[0].published && drafts[0].files.contains_key("era5.tar.gz"));
 }

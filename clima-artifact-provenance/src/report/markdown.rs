@@ -215,7 +215,8 @@ fn references(out: &mut String, report: &Report) {
         let citation = meta(&record.metadata, keys::CITATION).map(one_line);
         let doi = meta(&record.metadata, keys::DOI);
         let has_bibtex = meta(&record.metadata, keys::BIBTEX).is_some();
-        if citation.is_none() && doi.is_none() && !has_bibtex {
+        let archived = archived_as(record);
+        if citation.is_none() && doi.is_none() && !has_bibtex && archived.is_none() {
             without.push(&record.name);
             continue;
         }
@@ -227,6 +228,9 @@ fn references(out: &mut String, report: &Report) {
         if let Some(doi) = doi {
             let doi = super::bare_doi(doi);
             let _ = write!(line, " DOI: [{doi}]({}).", doi_url(doi));
+        }
+        if let Some(archived) = &archived {
+            let _ = write!(line, " {archived}");
         }
         let bib_keys = bib.keys_for(&record.name);
         if !bib_keys.is_empty() {
@@ -240,7 +244,7 @@ fn references(out: &mut String, report: &Report) {
                     .join(", ")
             );
         }
-        if citation.is_none() && doi.is_none() && bib_keys.is_empty() {
+        if has_bibtex && citation.is_none() && doi.is_none() && bib_keys.is_empty() {
             let _ = write!(
                 line,
                 " its `{}` value was left out of the BibTeX file (see the note there).",
@@ -263,6 +267,25 @@ fn references(out: &mut String, report: &Report) {
         );
     } else if !any {
         let _ = writeln!(out, "No dataset was accessed.\n");
+    }
+}
+
+/// "Archived as ..." with the archive record's DOIs (`archive-doi`, the version; and
+/// `archive-concept-doi`, every version), when the entry has either.
+fn archived_as(record: &ArtifactRecord) -> Option<String> {
+    let link = |doi: &str| {
+        let doi = super::bare_doi(doi);
+        format!("[{doi}]({})", doi_url(doi))
+    };
+    let version = meta(&record.metadata, keys::ARCHIVE_DOI).map(link);
+    let all = meta(&record.metadata, keys::ARCHIVE_CONCEPT_DOI).map(link);
+    match (version, all) {
+        (Some(v), Some(a)) => Some(format!(
+            "Archived as {v} (this version; all versions: {a})."
+        )),
+        (Some(v), None) => Some(format!("Archived as {v} (this version).")),
+        (None, Some(a)) => Some(format!("Archived as {a} (all versions).")),
+        (None, None) => None,
     }
 }
 

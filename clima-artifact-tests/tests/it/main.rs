@@ -31,6 +31,7 @@ mod install_api;
 mod install_basic;
 mod install_overrides;
 mod install_sha256;
+mod invenio_server;
 mod julia_interop;
 mod julia_pidlock;
 mod literals;

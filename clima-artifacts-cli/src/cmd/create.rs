@@ -442,6 +442,16 @@ fn print_summary(c: &Created, dir: &Path) {
                  downloaded (the manifest entry has no download yet)",
                 t.display()
             );
+            println!(
+                "  or publish it with a DOI to an InvenioRDM archive (CaltechDATA, Zenodo; a \
+                 token in {}, see docs/archive.md), reviewing the draft first:\n  \
+                 clima-artifacts publish {} --archive https://data.caltech.edu --draft -m {} \
+                 --tarball {}",
+                crate::archive::TOKEN_VAR,
+                shell_word(&c.name),
+                shell_word(&c.manifest.to_string_lossy()),
+                shell_word(&t.to_string_lossy())
+            );
         }
     } else if let (Some(t), Some(url)) = (&c.tarball, &c.url) {
         println!();

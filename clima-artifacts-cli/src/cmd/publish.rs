@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use clima_artifact_fs::printable;
 use clima_artifact_runtime::extract::{ExtractLimits, extract_archive};
 use clima_artifact_sync::{open_storage, sha256_file};
 
@@ -41,6 +42,7 @@ fn run_archive(args: PublishArgs) -> CliResult {
         draft_only: args.draft,
         first: args.first,
         creators: args.creator,
+        timeout: archive_timeout()?,
     };
     let quiet = args.json;
     // As downloads: progress lines only where progress is on (CLIMA_ARTIFACTS_PROGRESS), notices
@@ -55,13 +57,16 @@ fn run_archive(args: PublishArgs) -> CliResult {
     if args.json {
         return cmd::print_json(&done);
     }
+    // The record id and URLs were checked (an id, the archive's origin); the DOIs too. Escaped
+    // all the same: they came from the archive.
+    let shown = |v: Option<&str>| printable(v.unwrap_or("(none)")).into_owned();
     if done.draft {
         println!(
             "draft {} of `{}` is ready for review (not published): {}\n  run the same command \
              without --draft to publish it",
-            done.record,
+            shown(Some(&done.record)),
             done.name,
-            done.draft_url.as_deref().unwrap_or("")
+            shown(done.draft_url.as_deref())
         );
         return Ok(());
     }
@@ -73,17 +78,36 @@ fn run_archive(args: PublishArgs) -> CliResult {
         "published"
     };
     println!(
-        "{what} `{}` ({} bytes) on {}\n  record = {}\n  doi = {}\n  url = {}\n  sha256 = {}\n  recorded in {}",
+        "{what} `{}` ({} bytes) on {}\n  record = {}\n  archive-doi = {} (this version)\n  \
+         archive-concept-doi = {} (all versions)\n  url = {}\n  sha256 = {}\n  recorded in {}",
         done.name,
         done.bytes,
         done.archive,
-        done.record,
-        done.doi.as_deref().unwrap_or("(none)"),
-        done.url.as_deref().unwrap_or(""),
+        shown(Some(&done.record)),
+        shown(done.doi.as_deref()),
+        shown(done.concept_doi.as_deref()),
+        shown(done.url.as_deref()),
         done.sha256,
         done.manifest.display()
     );
     Ok(())
+}
+
+/// [`archive::TIMEOUT_VAR`], when set: seconds.
+fn archive_timeout() -> CliResult<Option<std::time::Duration>> {
+    let Ok(value) = std::env::var(archive::TIMEOUT_VAR) else {
+        return Ok(None);
+    };
+    clima_artifact_vars::parse_seconds(&value)
+        .map(Some)
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "{}=`{}`: {}",
+                archive::TIMEOUT_VAR,
+                printable(&value),
+                clima_artifact_vars::SECONDS_EXPECTED
+            ))
+        })
 }
 
 /// `publish TARBALL --to STORAGE_URL`.
