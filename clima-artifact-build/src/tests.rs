@@ -390,7 +390,7 @@ fn a_debug_build_without_the_profile_block_is_told_what_to_add_once() {
     assert_eq!(found.len(), 1, "{lines:#?}");
     let root = tmp.path().join("Cargo.toml");
     for needle in [
-        "`libbz2-rs-sys`, `lzma-rust2`, `sha1`, `sha2`, `zlib-rs`, `zstd-sys` unoptimised",
+        "`libbz2-rs-sys`, `lzma-rust2`, `sha1`, `sha2`, `ureq-proto`, `zlib-rs`, `zstd-sys` unoptimised",
         &format!("add these lines to `{}`", root.display()),
     ] {
         assert!(found[0].contains(needle), "{needle}: {}", found[0]);

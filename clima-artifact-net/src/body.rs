@@ -304,10 +304,11 @@ impl Body {
                         {
                             stuck = if total > opened_at { 0 } else { stuck + 1 };
                             resumes += 1;
+                            // The broken request ends (its connection closes) before the
+                            // wait, so that the server has the wait to notice the close.
+                            drop(std::mem::replace(&mut source, Box::new(io::empty())));
                             std::thread::sleep(wait);
                             let resumer = resume.as_ref().expect("checked above");
-                            // The broken request ends (its connection closes) before the next.
-                            drop(std::mem::replace(&mut source, Box::new(io::empty())));
                             match resumer.reopen(total) {
                                 Ok(rest) => {
                                     if rules.tell_resumes {

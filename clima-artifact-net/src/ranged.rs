@@ -590,12 +590,11 @@ fn ranged_stream(resp: ureq::http::Response<ureq::Body>, from: u64, permit: Perm
 /// The body of `resp`, holding `permit` until it is dropped.
 fn body_reader(resp: ureq::http::Response<ureq::Body>, permit: Permit) -> Box<dyn Read + Send> {
     let expected = resp.body().content_length();
-    Box::new(CheckedLength {
-        inner: resp.into_body().into_reader(),
+    Box::new(CheckedLength::new(
+        resp.into_body().into_reader(),
         expected,
-        seen: 0,
-        _permit: Some(permit),
-    })
+        Some(permit),
+    ))
 }
 
 /// Who answered the first request: the manifest's URL, the URL it ended at after redirects,

@@ -168,12 +168,11 @@ impl Resumer {
             )));
         }
         let length = resp.body().content_length();
-        Ok(Box::new(CheckedLength {
-            inner: resp.into_body().into_reader(),
-            expected: length,
-            seen: 0,
-            _permit: Some(permit),
-        }))
+        Ok(Box::new(CheckedLength::new(
+            resp.into_body().into_reader(),
+            length,
+            Some(permit),
+        )))
     }
 }
 
@@ -381,6 +380,9 @@ pub(crate) fn plain_source(
     } = reply;
     let status = resp.status().as_u16();
     if !(200..300).contains(&status) {
+        // The response ends before its place among the requests in flight is given back.
+        drop(resp);
+        drop(permit);
         return Err(NetError::HttpStatus {
             url: url.to_owned(),
             status,
@@ -399,12 +401,7 @@ pub(crate) fn plain_source(
     };
     let reader = resp.into_body().into_reader();
     Ok(Source {
-        reader: Box::new(CheckedLength {
-            inner: reader,
-            expected: length,
-            seen: 0,
-            _permit: Some(permit),
-        }),
+        reader: Box::new(CheckedLength::new(reader, length, Some(permit))),
         length,
         resume,
         partial: None,
@@ -660,27 +657,68 @@ pub fn describe_io(e: &io::Error, config: &NetConfig) -> String {
 
 /// Fails with `UnexpectedEof` when the body ends before its `Content-Length`.
 pub(crate) struct CheckedLength<R> {
-    pub(crate) inner: R,
-    pub(crate) expected: Option<u64>,
-    pub(crate) seen: u64,
+    inner: R,
+    expected: Option<u64>,
+    seen: u64,
+    /// The body was read to its end, or the server closed the connection: nothing is left
+    /// for the server to send.
+    ended: bool,
     /// The request's place among those in flight to its server: given back after `inner` is
-    /// dropped (its connection closed), fields dropping in order.
-    pub(crate) _permit: Option<crate::limit::Permit>,
+    /// dropped (its connection closed), fields dropping in order; a while after that when
+    /// the body is given up before its end ([`crate::limit::Permit::linger`]).
+    permit: Option<crate::limit::Permit>,
+}
+
+impl<R> CheckedLength<R> {
+    /// The body `inner` of a response that announced `expected` bytes, holding `permit`.
+    pub(crate) fn new(
+        inner: R,
+        expected: Option<u64>,
+        permit: Option<crate::limit::Permit>,
+    ) -> CheckedLength<R> {
+        CheckedLength {
+            inner,
+            expected,
+            seen: 0,
+            ended: false,
+            permit,
+        }
+    }
+}
+
+impl<R> Drop for CheckedLength<R> {
+    /// A body given up before its end is a request the server is still serving until it
+    /// notices the close: its permit counts a while longer.
+    fn drop(&mut self) {
+        if let (false, Some(permit)) = (self.ended, self.permit.as_mut()) {
+            permit.linger();
+        }
+    }
 }
 
 impl<R: Read> Read for CheckedLength<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf).map_err(|e| {
             // ureq wraps socket errors; surface the io::Error kind for classification.
-            match e.get_ref().and_then(|r| r.downcast_ref::<ureq::Error>()) {
+            let e = match e.get_ref().and_then(|r| r.downcast_ref::<ureq::Error>()) {
                 Some(ureq::Error::Io(inner)) => io::Error::new(inner.kind(), inner.to_string()),
                 Some(ureq::Error::Timeout(t)) => {
                     io::Error::new(io::ErrorKind::TimedOut, t.to_string())
                 }
                 _ => e,
-            }
+            };
+            // The server closed the connection: it counts the request no longer.
+            self.ended |= matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::BrokenPipe
+            );
+            e
         })?;
         self.seen += n as u64;
+        self.ended |= (n == 0 && !buf.is_empty()) || self.expected == Some(self.seen);
         if n == 0
             && !buf.is_empty()
             && let Some(expected) = self.expected

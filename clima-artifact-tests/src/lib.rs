@@ -67,6 +67,10 @@ pub enum Fault {
     /// Send the body without a `Content-Length`, then keep sending zeros until the client
     /// goes away or the server is dropped (a hostile or broken server).
     Endless,
+    /// Answer `200` with `Accept-Ranges: bytes`, the body's ETag and this `Content-Length`
+    /// (whatever the request's range), send the registered body, then close: a server that
+    /// announces far more than it has (a petabyte).
+    Announce(u64),
     /// Serve this request normally (to place the faults after it on later requests).
     Pass,
     /// Answer this request with the whole body (`200`) even if it asks for a range.
@@ -117,6 +121,9 @@ struct State {
     rate: std::sync::atomic::AtomicU64,
     /// Microseconds every GET waits before its response starts (a distant server's latency).
     latency_us: std::sync::atomic::AtomicU64,
+    /// Microseconds a request stays counted in flight after its client closed the
+    /// connection (`0`: the close is noticed at once; see [`TestServer::notice_closes_late`]).
+    late_us: std::sync::atomic::AtomicU64,
 }
 
 /// A loopback HTTP/1.1 server for tests. Dropping it stops it (stalled responses end too).
@@ -209,9 +216,21 @@ impl TestServer {
             .store(latency.as_micros() as u64, Ordering::Relaxed);
     }
 
+    /// Makes the server notice a connection its client closed late, as servers that only
+    /// learn of a close when a write fails, or on their event loop's next turn, do: a paced
+    /// response stops watching for the close between its pieces (the next write fails), and
+    /// a request whose client went away stays counted in flight for `late` more
+    /// ([`TestServer::most_connections`]).
+    pub fn notice_closes_late(&self, late: Duration) {
+        self.state
+            .late_us
+            .store(late.as_micros() as u64, Ordering::Relaxed);
+    }
+
     /// The most requests of `path` in flight at the same time so far, as a server limiting
     /// connections per client counts them: from the request to the last byte of its response,
-    /// or until the client closed the connection.
+    /// or until the server noticed that the client closed the connection (at once, or late:
+    /// [`TestServer::notice_closes_late`]).
     pub fn most_connections(&self, path: &str) -> usize {
         let routes = self.state.routes.lock().unwrap();
         routes.get(&key(path)).map_or(0, |r| r.most_open)
@@ -387,8 +406,12 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     // The request is in flight until the last byte of its response leaves: `done` is called
     // just before that byte is written (or the connection is reset or shut), so a client that
     // read the whole response can never find it still counted.
-    let open = std::cell::RefCell::new(Some(OpenGuard { state, path: &path }));
-    let done = || drop(open.borrow_mut().take());
+    let open = std::cell::RefCell::new(Some(OpenGuard {
+        state,
+        path: &path,
+        late: Duration::from_micros(state.late_us.load(Ordering::Relaxed)),
+    }));
+    let done = || open.borrow_mut().take().map(OpenGuard::ended);
     // A range is honoured when asked for, not ignored by this route or fault, and the
     // If-Range validator (if any) is this body's ETag; otherwise the whole body is sent (as
     // HTTP says).
@@ -407,6 +430,7 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         }
     };
     let rate = state.rate.load(Ordering::Relaxed);
+    let late = state.late_us.load(Ordering::Relaxed) > 0;
     let began = Instant::now();
     let mut paced = 0u64;
     // Writes `bytes` at the route's rate, counting them as they go; `last`: they end the
@@ -439,7 +463,10 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             // one ends the response at once.
             let due = Duration::from_secs_f64(paced as f64 / rate as f64);
             let wait = due.saturating_sub(began.elapsed());
-            if peer_closed_within(out, wait) {
+            // A server that notices closes late learns of one when a write fails.
+            if late {
+                std::thread::sleep(wait);
+            } else if peer_closed_within(out, wait) {
                 return Err(std::io::ErrorKind::BrokenPipe.into());
             }
             if last && i + 1 == pieces {
@@ -539,6 +566,16 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             )?;
             out.flush()
         }
+        Some(Fault::Announce(length)) => {
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Length: {length}\r\nETag: {etag}\r\nAccept-Ranges: bytes\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n"
+            )?;
+            send(&mut out, &body, false)?;
+            out.flush()?;
+            done();
+            out.shutdown(std::net::Shutdown::Both)
+        }
         Some(Fault::Endless) => {
             write!(
                 out,
@@ -589,14 +626,25 @@ fn peer_closed_within(out: &TcpStream, wait: Duration) -> bool {
     n > 0 && fd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
-/// Counts a connection of a path as open while it lives.
+/// Counts a connection of a path as open while it lives. Dropped without [`OpenGuard::ended`],
+/// the response did not end (its client went away, or the server stops): it counts `late`
+/// longer.
 struct OpenGuard<'a> {
     state: &'a State,
     path: &'a str,
+    late: Duration,
+}
+
+impl OpenGuard<'_> {
+    /// The response ended (or is about to): it stops counting now.
+    fn ended(mut self) {
+        self.late = Duration::ZERO;
+    }
 }
 
 impl Drop for OpenGuard<'_> {
     fn drop(&mut self) {
+        std::thread::sleep(self.late);
         if let Some(r) = self.state.routes.lock().unwrap().get_mut(self.path) {
             r.open = r.open.saturating_sub(1);
         }

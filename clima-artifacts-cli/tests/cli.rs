@@ -1203,6 +1203,58 @@ fn verbose_shows_the_redirect_a_download_followed() {
     );
 }
 
+/// An explicit `fetch` of an entry without `size`, from a server that announces a petabyte
+/// (with ranges and an ETag), fails at the response's headers on the free-space rule: no
+/// download starts, no partial file or temp dir is made, the request is not retried, and the
+/// message names the free space and the variable that sets the reserve.
+#[test]
+fn fetch_refuses_a_petabyte_content_length_at_the_headers() {
+    if !clima_artifact_tests::have_git() {
+        return;
+    }
+    let server = TestServer::start();
+    let art = clima_artifact_tests::TestArtifact::sample(1547);
+    server.serve("pb.tar.gz", art.tarball.clone());
+    server.always(
+        "pb.tar.gz",
+        clima_artifact_tests::Fault::Announce(1_000_000_000_000_000),
+    );
+    let sb = Sandbox::new();
+    fs::write(
+        sb.work.join("Artifacts.toml"),
+        format!(
+            "[x]\ngit-tree-sha1 = \"{}\"\n[[x.download]]\nurl = \"{}\"\nsha256 = \"{}\"\n",
+            art.tree_hash,
+            server.url("pb.tar.gz"),
+            art.sha256
+        ),
+    )
+    .unwrap();
+    // Progress on: its log lines would say "downloading `x` (909.5 TiB)" had it started.
+    let out = sb
+        .cli()
+        .env("CLIMA_ARTIFACTS_PROGRESS", "1")
+        .args(["fetch", "x"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("needs 909.5 TiB (the Content-Length of `http://")
+            && stderr.contains("free above the reserve")
+            && stderr.contains("CLIMA_ARTIFACTS_MIN_FREE_SPACE"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("downloading `x`"), "{stderr}");
+    assert_eq!(server.gets("pb.tar.gz"), 1, "{stderr}");
+    assert!(
+        clima_artifact_tests::partial_entries(&sb.depot).is_empty()
+            && clima_artifact_tests::temp_entries(&sb.depot).is_empty(),
+        "{:?}",
+        fs::read_dir(sb.depot.join("artifacts")).map(|d| d.count())
+    );
+}
+
 /// `list` shows every entry, broken ones with their error, and exits 0 (listing is not using);
 /// fetching or verifying a broken entry fails.
 #[test]

@@ -265,6 +265,21 @@ impl InstallRequest<'_> {
                 }),
             });
         }
+        // And the room for it, before the download starts: a large download's partial file
+        // had its room checked before it was made; one stream writes no partial file, but the
+        // unpacked files need at least that much.
+        if dl.size.is_none()
+            && kept.is_none()
+            && let Some(length) = source.length
+        {
+            let from = format!("the Content-Length of `{shown}`");
+            check_room(name, (length, &from), &self.target.dir, config).map_err(|error| {
+                SourceFailure::Install {
+                    url: url.to_owned(),
+                    error: Box::new(error),
+                }
+            })?;
+        }
         let size = source.length.or(dl.size);
         let mut transfer: Box<dyn Transfer> = Box::new(HeldEnd {
             inner: Some(

@@ -408,6 +408,31 @@ fn never_more_requests_in_flight_than_connections_allow() {
     }
 }
 
+#[test]
+fn a_server_that_notices_closes_late_never_counts_more_requests_than_allowed() {
+    let Some(c) = case(2621) else { return };
+    // Slow streams, so that every connection is busy when the stalled chunk is given up and
+    // asked again; the server counts a request whose client closed its connection for 300 ms
+    // after it noticed the close.
+    c.server.cap_rate(100_000);
+    c.server.notice_closes_late(Duration::from_millis(300));
+    c.server
+        .fail_next(PATH, [Fault::Pass, Fault::Stall { after: 0 }]);
+    let config = Config {
+        stall_timeout: Duration::from_secs(1),
+        ..config(&c, 8)
+    };
+    install(&c, &config).unwrap();
+    let at_server = c.server.most_connections(PATH);
+    assert!(
+        at_server <= 8,
+        "{at_server} requests at once at the server, 8 allowed"
+    );
+    assert!(at_server >= 4, "{at_server} requests at once");
+    assert!(c.server.gets(PATH) > 9, "{} requests", c.server.gets(PATH));
+    assert_clean(&c.depot);
+}
+
 /// `1.9 MiB` (as the log prints sizes) in bytes.
 fn parse_size(text: &str) -> f64 {
     let (n, unit) = text.split_once(' ').unwrap_or((text, "B"));
