@@ -346,10 +346,7 @@ impl Census {
             }
         };
         let shown = printable(path).into_owned();
-        let dir = match shown.rfind('/') {
-            Some(i) => &shown[..=i],
-            None => "",
-        };
+        let dir = folder_of(&shown);
         let mut readmes: BTreeMap<String, Option<Readme>> = BTreeMap::new();
         let package = around.is_dir("src") && PACKAGE_FILES.iter().any(|f| around.is_file(f));
         let mut read_readme = |rel: String| -> Option<Readme> {
@@ -808,6 +805,11 @@ impl CensusReport {
             wrap(out, &format!("- {}:", printable(&m.path)), "  ", &what);
         }
     }
+}
+
+/// The folder part of a shown path, with its trailing `/` (empty for a bare file name).
+fn folder_of(shown: &str) -> &str {
+    shown.rfind('/').map_or("", |i| &shown[..=i])
 }
 
 /// One artifact as a list item: its hash and names, then its manifests, hosts, size,

@@ -713,7 +713,7 @@ fn a_batch_refused_by_one_proxy_logs_a_line_per_artifact_and_its_cause_once() {
         let mut cmd = mirror_cmd(&depot);
         if what == "fetch" {
             cmd = Command::new(assert_cmd::cargo::cargo_bin("clima-artifacts"));
-            for (k, v) in config_env(&test_config(&[depot.clone()])) {
+            for (k, v) in config_env(&test_config(std::slice::from_ref(&depot))) {
                 cmd.env(k, v);
             }
             cmd.args(["fetch", "--all", "-j", "16", "--manifest"])
