@@ -715,7 +715,7 @@ mod tests {
         assert_eq!(gone.cause(), "HTTP 404 (after 3 attempts)");
         assert_eq!(
             gone.one_line(),
-            "HTTP 404 from `https://u:***@x.org/c.tar.gz` (after 3 attempts)"
+            "HTTP 404 from `https://***@x.org/c.tar.gz` (after 3 attempts)"
         );
         let other = Error::Internal {
             message: "two\nlines".into(),
