@@ -705,7 +705,7 @@ fn a_batch_refused_by_one_proxy_logs_a_line_per_artifact_and_its_cause_once() {
         listener.local_addr().unwrap()
     };
     let proxy = format!("http://maint:s3cret@{closed}");
-    let shown_proxy = format!("`http://maint:***@{closed}` (from HTTP_PROXY)");
+    let shown_proxy = format!("`http://***@{closed}` (from HTTP_PROXY)");
 
     for (what, depot_name) in [("mirror", "d1"), ("fetch", "d2")] {
         let depot = dir.path().join(depot_name);
