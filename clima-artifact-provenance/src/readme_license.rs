@@ -13,7 +13,7 @@
 //!
 //! Each statement is then matched to an SPDX id ([`spdx_of`]): an SPDX id written in it
 //! (`CC-BY-4.0`, any case, from the common ones that
-//! [`known_license`](clima_artifact_manifest::provenance::known_license) knows), or a common
+//! [`known_license`] knows), or a common
 //! name that maps to exactly one id: the Creative Commons licences by their elements and
 //! version (`Creative Commons Attribution 4.0 International`, `CC BY-NC 4.0`, `Creative Commons
 //! 4.0 BY`), `Creative Commons Zero`/`CC0`, the Open Government Licence with its version, the
