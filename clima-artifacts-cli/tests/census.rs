@@ -426,6 +426,10 @@ fn census_fixtures_cover_every_problem_code() {
         assert!(fields.contains(f), "{f} missing: {clean}");
     }
     assert_eq!(strings(&clean["names"]), ["clean"]);
+    assert_eq!(
+        clean["entries"],
+        serde_json::json!([{"manifest": "./a/Artifacts.toml", "name": "clean"}])
+    );
     assert_eq!(strings(&clean["manifests"]), ["./a/Artifacts.toml"]);
     assert_eq!(
         strings(&clean["urls"]),
@@ -440,6 +444,14 @@ fn census_fixtures_cover_every_problem_code() {
     assert!(clean.get("installed").is_none(), "only with --depot");
     let shared = artifact(&report, H3);
     assert_eq!(strings(&shared["names"]), ["alias", "shared"]);
+    // Each entry naming it, with its manifest: what a fix edits.
+    assert_eq!(
+        shared["entries"],
+        serde_json::json!([
+            {"manifest": "./b/OutputArtifacts.toml", "name": "shared"},
+            {"manifest": "./c/JuliaArtifacts.toml", "name": "alias"}
+        ])
+    );
     assert_eq!(
         strings(&shared["citation"]),
         ["README citation section in ./b/README.md"]
