@@ -25,6 +25,9 @@ const HOLD: libc::c_int = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 const HOLD: libc::c_int = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC;
 
+/// Whether [`HOLD`] holds a path without opening it (`O_PATH`).
+const HOLDS_PATHS: bool = cfg!(any(target_os = "linux", target_os = "android"));
+
 /// Most symlinks followed on one path (the kernel's limit).
 const MAX_LINKS: usize = 40;
 
@@ -305,7 +308,9 @@ fn read_link(
     Ok(PathBuf::from(OsString::from_vec(buf)))
 }
 
-/// The folder held by `fd` (found at `path`), opened for use.
+/// The folder held by `fd` (found at `path`), opened for use. A folder this user may enter but
+/// not list is kept as held (`O_PATH`): opening, creating, renaming and removing names in it
+/// work the same; listing it does not.
 fn dir_of(fd: &OwnedFd, path: PathBuf) -> io::Result<Dir> {
     // SAFETY: the descriptor is open and "." is NUL-terminated; the result is checked.
     let dot = unsafe {
@@ -317,6 +322,9 @@ fn dir_of(fd: &OwnedFd, path: PathBuf) -> io::Result<Dir> {
     };
     if dot == -1 {
         let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::PermissionDenied && HOLDS_PATHS {
+            return Ok(Dir::from_fd(fd.try_clone()?, path));
+        }
         return Err(io::Error::new(
             e.kind(),
             format!("cannot open `{}`: {e}", path.display()),
