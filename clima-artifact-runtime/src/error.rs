@@ -690,7 +690,7 @@ mod tests {
                     },
                     None => NetError::Transport {
                         url: format!("https://x.org/{name}.tar.gz"),
-                        reason: "the proxy `http://p:***@10.0.0.1:3128` (from HTTPS_PROXY) \
+                        reason: "the proxy `http://***@10.0.0.1:3128` (from HTTPS_PROXY) \
                                  refused the connection"
                             .into(),
                         transient: true,
@@ -703,7 +703,7 @@ mod tests {
         assert_eq!(a.cause(), b.cause());
         assert_eq!(
             a.cause(),
-            "the proxy `http://p:***@10.0.0.1:3128` (from HTTPS_PROXY) refused the connection \
+            "the proxy `http://***@10.0.0.1:3128` (from HTTPS_PROXY) refused the connection \
              (after 3 attempts)"
         );
         assert_eq!(

@@ -159,9 +159,9 @@ fn create_twice_gives_the_same_tarball_and_keeps_manifest_comments() {
     );
 }
 
-#[test]
-fn create_fetch_verify_then_tamper() {
-    let sb = Sandbox::new();
+/// `create` of `era5` (the sample tree) into `manifest`, its tarball served over loopback:
+/// the server and the tree hash.
+fn create_served_era5(sb: &Sandbox, manifest: &str) -> (TestServer, String) {
     let data = sb.work.join("src-data");
     sample_tree(&data);
     let served = sb.root.path().join("served");
@@ -170,13 +170,13 @@ fn create_fetch_verify_then_tamper() {
     server.serve_dir(&served);
     let url = server.url("era5.tar.gz");
     let created = create_json(
-        &sb,
+        sb,
         &[
             "src-data",
             "--name",
             "era5",
             "--manifest",
-            "Artifacts.toml",
+            manifest,
             "--tarball-out",
             served.join("era5.tar.gz").to_str().unwrap(),
             "--url",
@@ -184,6 +184,13 @@ fn create_fetch_verify_then_tamper() {
         ],
     );
     let hash = created["git_tree_sha1"].as_str().unwrap().to_string();
+    (server, hash)
+}
+
+#[test]
+fn create_fetch_verify_then_tamper() {
+    let sb = Sandbox::new();
+    let (server, hash) = create_served_era5(&sb, "Artifacts.toml");
 
     let fetched = sb.json_ok(&["fetch", "era5", "--json"]);
     assert_eq!(fetched[0]["status"], "downloaded");
@@ -2162,4 +2169,67 @@ fn verify_never_advises_deleting_an_overrides_folder() {
             .output()
             .unwrap(),
     );
+}
+
+/// Issue 47, item 9: the two hints of `list`'s table run as printed from a folder with no
+/// manifest (they were `run \`clima-artifacts fetch\`` and `needs \`clima-artifacts override
+/// set\``, neither naming the artifact or the manifest): the first installs the missing
+/// artifact, the second, with its folder word replaced by the data's folder, sets the override.
+#[test]
+fn the_hints_of_lists_table_run_as_printed() {
+    let sb = Sandbox::new();
+    let manifest = sb.work.join("project/Artifacts.toml");
+    fs::create_dir_all(manifest.parent().unwrap()).unwrap();
+    let (_server, hash) = create_served_era5(&sb, manifest.to_str().unwrap());
+    let mut text = fs::read_to_string(&manifest).unwrap();
+    text.push_str("\n[local_only]\ngit-tree-sha1 = \"");
+    text.push_str(&hash.replace(&hash[..1], if &hash[..1] == "a" { "b" } else { "a" }));
+    text.push_str("\"\n");
+    fs::write(&manifest, &text).unwrap();
+
+    let elsewhere = sb.root.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let out = sb
+        .cli()
+        .current_dir(&elsewhere)
+        .args(["list", "--manifest"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+
+    let fetch = common::printed_command(&table, "downloadable: run `");
+    let out = sb
+        .cli()
+        .current_dir(&elsewhere)
+        .args(&fetch[1..])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(sb.depot.join("artifacts").join(&hash).is_dir(), "{table}");
+
+    let set = common::printed_command(&table, "no download: set its folder with `");
+    let folder = sb.root.path().join("local-data");
+    sample_tree(&folder);
+    let words: Vec<String> = set
+        .iter()
+        .map(|w| match w.as_str() {
+            "FOLDER" => folder.to_str().unwrap().to_owned(),
+            _ => w.clone(),
+        })
+        .collect();
+    assert!(
+        words.iter().any(|w| *w == folder.to_str().unwrap()),
+        "{table}"
+    );
+    let out = sb
+        .cli()
+        .current_dir(&elsewhere)
+        .args(&words[1..])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let overrides = fs::read_to_string(sb.depot.join("artifacts/Overrides.toml")).unwrap();
+    assert!(overrides.contains(folder.to_str().unwrap()), "{overrides}");
 }

@@ -132,6 +132,9 @@ fn print_rows(out: &mut impl Write, manifest: &Path, rows: &[Status]) -> std::io
         "{:<24} {:<8} {:<5} {:<12} {:>10}  WHERE",
         "NAME", "HASH", "LAZY", "STATE", "SIZE"
     )?;
+    // The hints name the manifest as an absolute path, so that they run from anywhere.
+    let absolute = std::path::absolute(manifest).unwrap_or_else(|_| manifest.to_path_buf());
+    let manifest_word = clima_artifact_fs::shell_word(&absolute.to_string_lossy());
     for s in rows {
         let hash = s.git_tree_sha1.as_deref().map(|h| &h[..8]).unwrap_or("-");
         let (state, where_) = if let Some(e) = &s.error {
@@ -157,12 +160,19 @@ fn print_rows(out: &mut impl Write, manifest: &Path, rows: &[Status]) -> std::io
         } else if s.downloadable {
             (
                 "missing".to_string(),
-                "downloadable: run `clima-artifacts fetch`".to_string(),
+                format!(
+                    "downloadable: run `clima-artifacts fetch {} --manifest {manifest_word}`",
+                    clima_artifact_fs::shell_word(&s.name)
+                ),
             )
         } else {
             (
                 "missing".to_string(),
-                "no download: needs `clima-artifacts override set`".to_string(),
+                format!(
+                    "no download: set its folder with `clima-artifacts override set {} FOLDER \
+                     --manifest {manifest_word}`",
+                    clima_artifact_fs::shell_word(&s.name)
+                ),
             )
         };
         // Installed: its size on disk; not yet: the declared download size, marked `~`.
