@@ -53,7 +53,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
-use crate::error::CliError;
+use crate::error::Error;
 use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, invalid_name, upsert_entry};
 use bounds::{over_budget, upload_budget};
 use origin::{checked_id, checked_key};
@@ -343,21 +343,21 @@ impl fmt::Display for ArchiveError {
 
 impl std::error::Error for ArchiveError {}
 
-impl From<ArchiveError> for CliError {
-    fn from(e: ArchiveError) -> CliError {
+impl From<ArchiveError> for Error {
+    fn from(e: ArchiveError) -> Error {
         match e {
             ArchiveError::Input(_)
             | ArchiveError::NoLicense { .. }
             | ArchiveError::NoToken { .. }
             | ArchiveError::TooLarge { .. }
-            | ArchiveError::State { .. } => CliError::usage(e.to_string()),
-            _ => CliError::failure(e.to_string()),
+            | ArchiveError::State { .. } => Error::input(e.to_string()),
+            _ => Error::failed(e.to_string()),
         }
     }
 }
 
-fn from_cli(e: CliError) -> ArchiveError {
-    ArchiveError::Input(e.message)
+fn from_ops(e: Error) -> ArchiveError {
+    ArchiveError::Input(e.into_message())
 }
 
 /// Where a token of `archive` is made.
@@ -520,7 +520,7 @@ impl Input {
             _ => return Err(ArchiveError::NoToken { archive }),
         };
         let tree = variant.git_tree_sha1.to_hex();
-        let manifest_dir = crate::recipe::manifest_dir(&req.manifest).map_err(from_cli)?;
+        let manifest_dir = crate::recipe::manifest_dir(&req.manifest).map_err(from_ops)?;
         let readme = recipe_readme(&variant.metadata, &manifest_dir);
         let tarball = find_or_pack(req, &manifest_dir, &variant, notify)?;
         let size = std::fs::metadata(&tarball)
@@ -1512,7 +1512,7 @@ fn record_in_manifest(
             removed_downloads: 0,
         });
     }
-    let (new_text, outcome) = upsert_entry(&now, &req.manifest, &update).map_err(from_cli)?;
+    let (new_text, outcome) = upsert_entry(&now, &req.manifest, &update).map_err(from_ops)?;
     if new_text != now {
         clima_artifact_fs::write_atomically(&req.manifest, new_text.as_bytes()).map_err(|e| {
             ArchiveError::Io(format!("cannot write `{}`: {e}", req.manifest.display()))
@@ -1803,7 +1803,7 @@ fn find_or_pack(
         }
     }
     // Pack the installed copy, as `create` would.
-    let config = crate::depots::config().map_err(from_cli)?;
+    let config = crate::depots::config().map_err(from_ops)?;
     let depots = config.search_depots();
     let Some((_, dir)) = crate::depots::installed_in(&depots, &variant.git_tree_sha1) else {
         return Err(ArchiveError::Input(format!(
@@ -1825,12 +1825,12 @@ fn find_or_pack(
             out.display()
         ),
     );
-    let entries = crate::tarball::collect_entries(&dir).map_err(from_cli)?;
-    crate::tarball::check_symlinks(&dir, &entries).map_err(from_cli)?;
+    let entries = crate::tarball::collect_entries(&dir).map_err(from_ops)?;
+    crate::tarball::check_symlinks(&dir, &entries).map_err(from_ops)?;
     let flavour = seekable::Flavour::Gzip;
     let block = seekable::DEFAULT_BLOCK_SIZE;
     let made = crate::tarball::write_seekable(&dir, &entries, &out, flavour, block, &|_| {})
-        .map_err(from_cli)?;
+        .map_err(from_ops)?;
     if made.tree_hash != variant.git_tree_sha1 {
         return Err(ArchiveError::Input(format!(
             "the installed copy `{}` has content {}, not {}; run `clima-artifacts verify {}`",
@@ -1932,7 +1932,7 @@ fn verify_tarball(
         )));
     }
     let index_sha256 = crate::tarball::index_sha256_of(&path, &extracted.tree_hash)
-        .map_err(|e| ArchiveError::Input(e.message))?
+        .map_err(|e| ArchiveError::Input(e.into_message()))?
         .map(|h| h.to_hex());
     Ok(Verified {
         path,
@@ -1999,7 +1999,7 @@ impl<'a> Client<'a> {
         timeout: Duration,
         notify: &'a dyn Fn(Line, &str),
     ) -> Result<Client<'a>, ArchiveError> {
-        let config = crate::depots::config().map_err(from_cli)?;
+        let config = crate::depots::config().map_err(from_ops)?;
         let net = config.net();
         let agent = clima_artifact_net::source::agent(&net)
             .map_err(|e| ArchiveError::Input(e.to_string()))?;

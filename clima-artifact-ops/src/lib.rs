@@ -18,8 +18,9 @@
 //!   the hash it overrides, cached in the depot by the folder's size and time.
 //! - [`gc`]: collect a depot's unreferenced artifacts after Pkg's grace period.
 //! - [`depots`]: the depots of the environment, their overrides, and the usage log.
-//! - [`error`]: the error every operation returns: a message that says what to do, and
-//!   whether the input was bad or the work failed (the CLI's exit codes 2 and 1).
+//! - [`error`]: the [`Error`] every operation returns: a message that says what to do, and its
+//!   [`ErrorKind`]: whether the input was bad or the work failed (the CLI turns these into its
+//!   exit codes 2 and 1; the library knows no exit codes).
 
 pub mod archive;
 pub mod census_walk;
@@ -33,4 +34,4 @@ pub mod overrides_edit;
 pub mod recipe;
 pub mod tarball;
 
-pub use error::{CliError as Error, CliResult as Result};
+pub use error::{Error, ErrorKind, Result};

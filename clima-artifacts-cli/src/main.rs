@@ -40,7 +40,8 @@
 //! [`tarball`] (deterministic `.tar.gz`), [`recipe`] (checking and running
 //! `artifacts/<name>/recipe`), [`manifest_edit`] and [`overrides_edit`] (format-preserving TOML
 //! edits), [`depots`] (depot queries), [`archive`] (publishing to an InvenioRDM archive),
-//! [`census_walk`] (the census's walk), [`error`] (exit codes).
+//! [`census_walk`] (the census's walk); [`error`] is the CLI's own: the exit codes, and
+//! how an operation's error kind becomes one.
 
 use std::process::ExitCode;
 
@@ -48,10 +49,11 @@ use clap::Parser;
 
 mod args;
 mod cmd;
+mod error;
 mod progress;
 
 use clima_artifact_ops::{
-    archive, census_walk, depots, error, manifest_edit, overrides_edit, recipe, tarball,
+    archive, census_walk, depots, manifest_edit, overrides_edit, recipe, tarball,
 };
 
 fn main() -> ExitCode {
