@@ -29,9 +29,10 @@
 //! it notes that request, so that a draft whose answer never arrived (a killed run, a lost
 //! answer) is found again rather than made twice. It is bound to what it describes and checked
 //! before use (module `state`); what the archive answers is checked before it becomes an
-//! address, a path or a message (module `origin`). HTTP failures: `429` waits for `Retry-After` (saying so),
-//! `5xx`, broken connections and exchanges over the time bound ([`TIMEOUT_VAR`]) are retried
-//! with the download retry policy ([`clima_artifact_net::retry`]), `401`/`403` name the token
+//! address, a path or a message (module `origin`). HTTP failures, all by the retry policy of
+//! downloads ([`clima_artifact_net::retry`]): `429` waits for its `Retry-After` (saying so;
+//! its 429 rule, bounded by `MAX_THROTTLED` and `MAX_RETRY_AFTER`), `5xx`, broken connections
+//! and exchanges over the time bound ([`TIMEOUT_VAR`]) are retried; `401`/`403` name the token
 //! variable.
 
 mod bounds;
@@ -46,7 +47,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use clima_artifact_fs::printable;
 use clima_artifact_manifest::{ArtifactEntry, ArtifactVariant, Manifest, metadata};
-use clima_artifact_net::retry::{RetryPolicy, is_transient_io, is_transient_status};
+use clima_artifact_net::retry::{RetryPolicy, is_transient_io, is_transient_status, retry_after};
 use clima_artifact_runtime::extract::seekable;
 use md5::Digest as _;
 use serde::Serialize;
@@ -78,12 +79,6 @@ pub const TIMEOUT_VAR: &str = clima_artifact_vars::ARCHIVE_TIMEOUT;
 
 /// The default bound of one exchange with the archive ([`PublishRequest::timeout`]).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// Most `429` answers waited out for one request before giving up.
-const MAX_THROTTLED: u32 = 20;
-
-/// Longest `Retry-After` honoured (a longer one is waited this long).
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
 /// What to publish, and how.
 #[derive(Debug, Clone)]
@@ -2027,12 +2022,9 @@ impl<'a> Client<'a> {
             let (transient, reason) = match attempt() {
                 Outcome::Answer(429, retry_after, body) => {
                     throttled += 1;
-                    if throttled > MAX_THROTTLED {
+                    let Some(wait) = self.retry.next_after_throttle(throttled, retry_after) else {
                         return Err(http_error(what, 429, &body));
-                    }
-                    let wait = retry_after
-                        .unwrap_or_else(|| self.retry.backoff(throttled))
-                        .min(MAX_RETRY_AFTER);
+                    };
                     (self.notify)(
                         Line::Notice,
                         &format!(
@@ -2225,12 +2217,7 @@ fn into_io(e: ureq::Error) -> io::Error {
 /// does not arrive in time is a broken exchange ([`over_budget`]), tried again.
 fn answer_of(mut resp: ureq::http::Response<ureq::Body>, budget: Duration) -> Outcome {
     let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
+    let retry_after = retry_after(resp.headers());
     let text = match resp
         .body_mut()
         .with_config()
