@@ -7,6 +7,8 @@
 //! Where things live:
 //! - [`archive`]: publish an artifact to an InvenioRDM archive (CaltechDATA, Zenodo) and record
 //!   its DOI and file URL in the manifest (resumable, checksummed).
+//! - [`storage`]: publish a tarball to storage (a folder, `file://`, `s3://`) and record its
+//!   download URL in the manifest.
 //! - [`manifest_edit`]: add or update an `Artifacts.toml` entry, keeping every other byte.
 //! - [`overrides_edit`]: set or remove one line of an `Overrides.toml`, keeping the rest.
 //! - [`tarball`]: the deterministic `.tar.gz` of a folder, and its sha256.
@@ -32,6 +34,7 @@ pub mod mirror;
 pub mod override_check;
 pub mod overrides_edit;
 pub mod recipe;
+pub mod storage;
 pub mod tarball;
 
 pub use error::{Error, ErrorKind, Result};
