@@ -22,7 +22,7 @@ pub(super) struct Client<'a> {
     pub(super) token: String,
     pub(super) agent: ureq::Agent,
     pub(super) retry: RetryPolicy,
-    /// The bound of one exchange ([`PublishRequest::timeout`]).
+    /// The bound of one exchange ([`PublishRequest::timeout`](super::PublishRequest::timeout)).
     pub(super) timeout: Duration,
     /// The longest a write may wait for the archive to take bytes (the stall timeout).
     pub(super) stall: Duration,

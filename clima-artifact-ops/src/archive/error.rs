@@ -9,7 +9,7 @@ use crate::error::Error;
 use super::TOKEN_VAR;
 use super::input::host_of;
 
-/// Why [`publish`] stopped.
+/// Why [`publish`](super::publish) stopped.
 #[derive(Debug, Clone)]
 pub enum ArchiveError {
     /// Bad input found before any request (no entry, no creators, bad URL, a tarball that does

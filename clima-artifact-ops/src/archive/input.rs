@@ -75,7 +75,7 @@ pub(super) fn token_in_the_clear(archive: &str) -> Option<String> {
     })
 }
 
-/// Step 1 of [`publish`]: what is known before any request.
+/// Step 1 of [`publish`](super::publish): what is known before any request.
 pub(super) struct Input {
     /// The archive's address, without a trailing `/`.
     pub(super) archive: String,
@@ -149,7 +149,7 @@ impl Input {
     }
 }
 
-/// Step 1 of [`publish`] for the name and the address: a valid artifact name, and an http(s)
+/// Step 1 of [`publish`](super::publish) for the name and the address: a valid artifact name, and an http(s)
 /// `--archive` without credentials in it; the address without a trailing `/`.
 pub(super) fn checked_archive(req: &PublishRequest) -> Result<String, ArchiveError> {
     if let Some(why) = invalid_name(&req.name) {

@@ -19,7 +19,7 @@ use super::state::{self, ArchiveState, CLOCK_SLACK, Creating, DraftState, State,
 use super::tarball::verify_tarball;
 use super::{ArchiveError, DEFAULT_TIMEOUT, Line, PublishRequest, Published, state_path};
 
-/// What step 3 of [`publish`] found: a draft to fill (with the archive's answer), or the
+/// What step 3 of [`publish`](super::publish) found: a draft to fill (with the archive's answer), or the
 /// record an earlier run published just before it stopped.
 pub(super) enum Opened {
     Draft(DraftState, Value),
@@ -30,7 +30,7 @@ pub(super) enum Opened {
 /// One publication of an artifact to one archive, as far as it got: the checked input, the
 /// verified tarball, the state file with this archive's entry (`st`, written back into `state`
 /// by [`Publication::save`] between requests, so that a killed run resumes), and the result so
-/// far. Each step of [`publish`] is a method.
+/// far. Each step of [`publish`](super::publish) is a method.
 pub(super) struct Publication<'a> {
     pub(super) req: &'a PublishRequest,
     pub(super) notify: &'a dyn Fn(Line, &str),
@@ -49,7 +49,7 @@ pub(super) struct Publication<'a> {
 }
 
 impl<'a> Publication<'a> {
-    /// Step 2 of [`publish`]: the tarball's hashes (checked against the entry, or remembered
+    /// Step 2 of [`publish`](super::publish): the tarball's hashes (checked against the entry, or remembered
     /// from an earlier run), the state file, and the client.
     pub(super) fn start(
         req: &'a PublishRequest,
@@ -256,7 +256,7 @@ impl<'a> Publication<'a> {
         Ok(body)
     }
 
-    /// Step 3 of [`publish`]: the draft of the state file, else one an earlier run created
+    /// Step 3 of [`publish`](super::publish): the draft of the state file, else one an earlier run created
     /// without recording it, else a new version of the record published before, else a new
     /// record; or the record itself when an earlier run published that draft.
     pub(super) fn open_draft(&mut self) -> Result<Opened, ArchiveError> {
@@ -516,7 +516,7 @@ impl<'a> Publication<'a> {
         Ok((status == 200).then_some((id, body)))
     }
 
-    /// Step 5 of [`publish`]: the tarball and the recipe README into `draft`, each file
+    /// Step 5 of [`publish`](super::publish): the tarball and the recipe README into `draft`, each file
     /// recorded in the state file once committed with the right checksum.
     pub(super) fn upload_files(&mut self, draft: &mut DraftState) -> Result<(), ArchiveError> {
         let mut files: Vec<(String, Upload)> = vec![(
@@ -567,7 +567,7 @@ impl<'a> Publication<'a> {
         Ok(())
     }
 
-    /// Step 6 of [`publish`] with `--draft`: the draft stays for review, at its web page.
+    /// Step 6 of [`publish`](super::publish) with `--draft`: the draft stays for review, at its web page.
     pub(super) fn stop_at_draft(
         mut self,
         draft: &DraftState,
@@ -637,7 +637,7 @@ pub(super) fn refused(e: &ArchiveError) -> bool {
     }
 }
 
-/// Step 3 of [`publish`] without a draft to continue: a new version of the `previous` record,
+/// Step 3 of [`publish`](super::publish) without a draft to continue: a new version of the `previous` record,
 /// else a new record with `record_meta` (`made`: the draft a try whose answer was lost made, see
 /// [`Client::call_making`]); the draft's state for the artifact `verified` of tree `tree`, and
 /// the archive's answer.
@@ -683,7 +683,7 @@ pub(super) fn new_draft(
     Ok((d, body))
 }
 
-/// Step 4 of [`publish`]: sets the metadata of draft `draft_id`, which the archive checks
+/// Step 4 of [`publish`](super::publish): sets the metadata of draft `draft_id`, which the archive checks
 /// before any upload.
 pub(super) fn put_metadata(
     client: &Client<'_>,
@@ -713,7 +713,7 @@ pub(super) fn put_metadata(
     Ok(())
 }
 
-/// Step 5 of [`publish`], before uploading: the files already in the draft, once checked
+/// Step 5 of [`publish`](super::publish), before uploading: the files already in the draft, once checked
 /// against the state file `state_file` ([`state::check_files`]: none that this run does not
 /// upload and the state file never recorded), that are complete and are one of `files` with
 /// the same MD5 are marked done; any other is deleted.
@@ -770,7 +770,7 @@ pub(super) fn keep_complete_files(
     Ok(())
 }
 
-/// Step 5 of [`publish`] for one file: starts its upload to draft `draft_id`, sends `upload`
+/// Step 5 of [`publish`](super::publish) for one file: starts its upload to draft `draft_id`, sends `upload`
 /// and commits it; the checksum the archive answers (`md5:...`, empty without one).
 pub(super) fn send_file(
     client: &Client<'_>,
@@ -806,7 +806,7 @@ pub(super) fn send_file(
     Ok(body["checksum"].as_str().unwrap_or("").to_owned())
 }
 
-/// Step 6 of [`publish`]: publishes draft `draft_id`; the archive's answer (the record).
+/// Step 6 of [`publish`](super::publish): publishes draft `draft_id`; the archive's answer (the record).
 pub(super) fn publish_draft(
     client: &Client<'_>,
     archive: &str,
