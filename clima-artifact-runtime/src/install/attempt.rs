@@ -162,6 +162,10 @@ impl InstallRequest<'_> {
         tmp: TempDir,
         mut body: Body,
     ) -> Result<(PathBuf, u64), SourceFailure> {
+        // A seekable tarball is unpacked on every core (seekable.rs).
+        if let Some(index_sha256) = attempt.download.index_sha256 {
+            return self.install_seekable(attempt, tmp, body, index_sha256);
+        }
         let url = &attempt.download.url;
         let limits = self.limits(tmp.path(), attempt);
         let extracted = extract_buffered_at(&mut body, tmp.dir(), &limits);
@@ -386,7 +390,7 @@ impl InstallRequest<'_> {
 
     /// The extraction limits of an install into `tmp` from `attempt`: without a sha256 to
     /// check (a package server), only what the tree hash covers is written.
-    fn limits(&self, tmp: &Path, attempt: &Attempt) -> ExtractLimits {
+    pub(super) fn limits(&self, tmp: &Path, attempt: &Attempt) -> ExtractLimits {
         let config = self.config;
         ExtractLimits {
             only_hashed: attempt.download.sha256.is_none(),
@@ -506,7 +510,7 @@ impl InstallRequest<'_> {
     }
 
     /// Why the source of `body` stopped early, as the install reports it.
-    fn source_failure(&self, body: &Body, dl: &Fetch) -> Option<SourceFailure> {
+    pub(super) fn source_failure(&self, body: &Body, dl: &Fetch) -> Option<SourceFailure> {
         let url = dl.url.as_str();
         body.failure().map(|e| match RuleBroken::of(e) {
             // Without a declared size the bound was CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE.
@@ -563,7 +567,7 @@ impl InstallRequest<'_> {
     /// when the entry gives a `git-tree-sha256` (checked in the same pass), records it for the
     /// folder, so that it is never hashed again. Not when another process's copy won the race
     /// to that name: that copy is checked when it is used.
-    fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
+    pub(super) fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
         use std::os::unix::fs::MetadataExt;
         let ours = tmp.dir().metadata().ok().map(|m| (m.dev(), m.ino()));
         let dest = self.target.dir.commit(tmp, &self.hash, self.name)?;
