@@ -554,7 +554,7 @@ impl InstallRequest<'_> {
     }
 
     /// A transfer of `url` that broke with `e` (`reason` says how), tried once so far.
-    fn broken(&self, url: &str, reason: String, e: &io::Error) -> SourceFailure {
+    pub(super) fn broken(&self, url: &str, reason: String, e: &io::Error) -> SourceFailure {
         NetError::Transport {
             url: url.to_owned(),
             reason,

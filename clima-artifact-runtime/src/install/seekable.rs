@@ -16,7 +16,7 @@
 //! with that key but without an index (a classic tarball) is unpacked from the temp file in
 //! one pass, with the same checks.
 
-use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 
 use crate::extract::seekable::{
     Expected, IndexLimits, Parallelism, authenticate, extract_parallel, read_index,
@@ -108,11 +108,26 @@ impl InstallRequest<'_> {
             .dir()
             .create_new_rw(SPOOLED, 0o600)
             .map_err(|e| self.spool_error(url, spool, e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, &file);
-        let copied = io::copy(&mut body, &mut out).and_then(|_| out.flush());
-        drop(out);
+        // The body's buffers are written as they are, without a copy.
+        let mut out = &file;
+        let (copied, read) = loop {
+            let chunk = match body.fill_buf() {
+                Ok([]) => break (Ok(()), Ok(())),
+                Ok(chunk) => chunk,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => break (Ok(()), Err(e)),
+            };
+            let n = chunk.len();
+            if let Err(e) = out.write_all(chunk) {
+                break (Err(e), Ok(()));
+            }
+            body.consume(n);
+        };
         if let Some(e) = self.source_failure(&body, dl) {
             return Err(e);
+        }
+        if let Err(e) = read {
+            return Err(self.broken(url, download::describe_io(&e, &self.net), &e));
         }
         // The body had no failure: what failed is the write.
         copied.map_err(|e| self.spool_error(url, spool, e))?;
