@@ -69,6 +69,11 @@ fn made(seed: u32) -> Made {
 
 /// [`made`], with these files' contents replaced.
 fn made_with(seed: u32, files: &[(&str, Vec<u8>)]) -> Made {
+    made_as(seed, files, Flavour::Gzip)
+}
+
+/// [`made_with`], of members of `flavour`.
+fn made_as(seed: u32, files: &[(&str, Vec<u8>)], flavour: Flavour) -> Made {
     let dir = tempfile::tempdir().unwrap();
     let content = dir.path().join("content");
     tree(&content, seed);
@@ -78,8 +83,8 @@ fn made_with(seed: u32, files: &[(&str, Vec<u8>)]) -> Made {
         std::fs::write(&p, bytes).unwrap();
     }
     let entries = collect_entries(&content).unwrap();
-    let out = dir.path().join("data.tar.gz");
-    let tarball = write_seekable(&content, &entries, &out, Flavour::Gzip, 1 << 20, &|_| {})
+    let out = dir.path().join("data.tar");
+    let tarball = write_seekable(&content, &entries, &out, flavour, 1 << 20, &|_| {})
         .unwrap_or_else(|e| panic!("{e}"));
     Made {
         bytes: std::fs::read(&out).unwrap(),
@@ -158,10 +163,20 @@ fn install(
 
 #[test]
 fn a_parallel_install_gives_the_tree_of_the_one_pass_install_on_any_number_of_workers() {
-    let m = made(1);
+    for flavour in [Flavour::Gzip, Flavour::Zstd] {
+        same_tree_on_any_number_of_workers(flavour);
+    }
+}
+
+fn same_tree_on_any_number_of_workers(flavour: Flavour) {
+    let m = made_as(1, &[], flavour);
+    let name = match flavour {
+        Flavour::Gzip => "data.tar.gz",
+        Flavour::Zstd => "data.tar.zst",
+    };
     let server = TestServer::start();
-    server.serve("data.tar.gz", m.bytes.clone());
-    let url = server.url("data.tar.gz");
+    server.serve(name, m.bytes.clone());
+    let url = server.url(name);
     // Without `index-sha256` the same file installs in one pass, as any tarball.
     let one_pass = variant(m.tree, None, &url, &m.bytes, None);
     let (_d0, _, classic) = install(&one_pass, None);
@@ -171,7 +186,7 @@ fn a_parallel_install_gives_the_tree_of_the_one_pass_install_on_any_number_of_wo
     let parallel = variant(m.tree, None, &url, &m.bytes, Some(m.index_sha256));
     for threads in [1, 2, 8] {
         let (_d, depot, got) = install(&parallel, Some(threads));
-        let got = got.unwrap_or_else(|e| panic!("{threads} workers: {e}"));
+        let got = got.unwrap_or_else(|e| panic!("{flavour:?}, {threads} workers: {e}"));
         assert_eq!(got, depot.join("artifacts").join(m.tree.to_hex()));
         assert_eq!(listing(&got), want, "{threads} workers");
         if have_git() {
