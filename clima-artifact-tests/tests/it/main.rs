@@ -46,6 +46,7 @@ mod provenance_golden;
 mod proxies;
 mod resume;
 mod review_regressions;
+mod seekable;
 mod size_policy;
 mod tls_trust;
 mod tree_hash_git;
