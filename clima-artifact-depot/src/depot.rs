@@ -93,7 +93,7 @@ impl Depot {
     }
 
     /// A fresh temp dir path for an install of `hash` by this process (not created).
-    pub fn new_temp_dir(&self, hash: &GitTreeSha1) -> PathBuf {
+    pub(crate) fn new_temp_dir(&self, hash: &GitTreeSha1) -> PathBuf {
         self.artifacts_dir()
             .join(clima_artifact_fs::temp_name(&hash.to_hex(), INSTALL_MARK))
     }
@@ -106,7 +106,7 @@ impl Depot {
 
     /// Removes this user's partial downloads of `hash` (after it was installed, they are of
     /// no use).
-    pub fn remove_partials(&self, hash: &GitTreeSha1) {
+    pub(crate) fn remove_partials(&self, hash: &GitTreeSha1) {
         let Ok(dir) = clima_artifact_fs::Dir::open(&self.artifacts_dir()) else {
             return;
         };
@@ -116,7 +116,7 @@ impl Depot {
                 continue;
             };
             if partial_owner(name) == Some((*hash, euid)) {
-                clima_artifact_net::ranged::remove_kept(&dir, name);
+                remove_own_file(&dir, name);
             }
         }
     }
@@ -323,10 +323,34 @@ pub const PARTIAL_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(
 pub fn partial_name(hash: &GitTreeSha1, url: &str) -> String {
     layout::Entry::Partial {
         artifact: *hash,
-        url_key: &clima_artifact_net::ranged::url_key(url),
+        url_key: &url_key(url),
         uid: clima_artifact_fs::euid(),
     }
     .name()
+}
+
+/// The key of `url` in partial file names and headers (hex of its SHA-256's first 8 bytes).
+pub(crate) fn url_key(url: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(url.as_bytes())[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Removes the file `name` of `dir` if it is this user's own regular file (a partial
+/// download); returns whether it did.
+pub(crate) fn remove_own_file(dir: &clima_artifact_fs::Dir, name: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match dir.open_file(name) {
+        Ok(Some(f))
+            if f.metadata()
+                .is_ok_and(|m| m.uid() == clima_artifact_fs::euid()) =>
+        {
+            dir.remove_file_if_same(name, &f).unwrap_or(false)
+        }
+        _ => false,
+    }
 }
 
 /// Age after which a leftover probe file is removed (a live probe exists for microseconds).
@@ -364,6 +388,18 @@ fn probe_writable(depot: &Path) -> Result<(), String> {
             Ok(())
         }
         Err(e) => Err(format!("cannot create a file in `{}`: {e}", dir.display())),
+    }
+}
+
+/// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
+pub(crate) fn remove_tree(path: &Path) {
+    if let Err(e) = clima_artifact_fs::remove_tree(path) {
+        clima_artifact_progress::notice::emit(
+            clima_artifact_progress::notice::Event::CannotRemove {
+                path: path.to_path_buf(),
+                error: e.to_string(),
+            },
+        );
     }
 }
 

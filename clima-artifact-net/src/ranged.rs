@@ -51,7 +51,6 @@ use clima_artifact_fs::Dir;
 use clima_artifact_progress::notice::{
     self, ContentRange, Event, PartialNotKeptReason, PartialRestartReason, PartialUnusableReason,
 };
-use sha2::Digest;
 
 use crate::limit::Permit;
 use crate::partial::{Partial, Watch};
@@ -88,6 +87,9 @@ pub struct Large<'a> {
     pub dir: &'a Dir,
     /// The partial file's name there (one per artifact, URL and user).
     pub name: &'a str,
+    /// The key of the URL, which the file's header records: a kept file of another URL is
+    /// not continued (the depot makes it, with the name: `Staging::partial`).
+    pub key: &'a str,
     /// The artifact, for notices.
     pub artifact: &'a str,
     /// The most bytes the download may have (the manifest's `size`): a longer
@@ -98,15 +100,6 @@ pub struct Large<'a> {
     pub room: &'a dyn Fn(u64, u64) -> Result<(), String>,
     /// Whether resumes are told as info notices.
     pub tell: bool,
-}
-
-/// The key of `url` in partial file names and headers (hex of its SHA-256's first 8 bytes).
-pub fn url_key(url: &str) -> String {
-    hex(&sha2::Sha256::digest(url.as_bytes())[..8])
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What a partial file's header says.
@@ -272,20 +265,6 @@ impl Partial for Shared {
     }
 }
 
-/// Removes the partial file `name` of `dir` if it is this user's own regular file; returns
-/// whether it did.
-pub fn remove_kept(dir: &Dir, name: &str) -> bool {
-    match dir.open_file(name) {
-        Ok(Some(f))
-            if f.metadata()
-                .is_ok_and(|m| m.uid() == clima_artifact_fs::euid()) =>
-        {
-            dir.remove_file_if_same(name, &f).unwrap_or(false)
-        }
-        _ => false,
-    }
-}
-
 /// A kept partial file, opened and checked.
 struct Found {
     file: File,
@@ -295,10 +274,10 @@ struct Found {
     unallocated: u64,
 }
 
-/// The partial file `large.name`, if one of this user's is there for `url`. `Err` says why
-/// the name cannot be used (something of another user's, a link, a folder): the download then
-/// keeps nothing. A file of this user's that is not a usable partial file is removed.
-fn find_kept(large: &Large<'_>, url: &str) -> Result<Option<Found>, PartialNotKeptReason> {
+/// The partial file `large.name`, if one of this user's is there for its URL (`large.key`).
+/// `Err` says why the name cannot be used (something of another user's, a link, a folder): the
+/// download then keeps nothing. A file of this user's that is not a usable partial file is removed.
+fn find_kept(large: &Large<'_>) -> Result<Option<Found>, PartialNotKeptReason> {
     let file = match large.dir.open_file_rw(large.name) {
         Ok(None) => return Ok(None),
         Ok(Some(f)) => f,
@@ -339,7 +318,7 @@ fn find_kept(large: &Large<'_>, url: &str) -> Result<Option<Found>, PartialNotKe
             max,
         });
     }
-    if record.url != url_key(url) || meta.len() != record.file_len() {
+    if record.url != large.key || meta.len() != record.file_len() {
         return unusable(PartialUnusableReason::Mismatch);
     }
     let mut counters = vec![0; 8 * record.chunks()];
@@ -377,7 +356,7 @@ pub fn open_large(
     let Location::Http(u) = locate(url, manifest_dir) else {
         return crate::source::open(agent, url, manifest_dir, config);
     };
-    let found = match find_kept(large, url) {
+    let found = match find_kept(large) {
         Ok(found) => found,
         Err(why) => {
             notice::emit(Event::PartialNotKept {
@@ -501,7 +480,7 @@ fn fresh(
         length,
         chunk: chunk_for(length, config.connections.clamp(1, MAX_CONNECTIONS)),
         validator,
-        url: url_key(url),
+        url: large.key.to_owned(),
     };
     if record.chunks() as u64 > MAX_CHUNKS {
         return plain_source(url, reply, config);
@@ -806,7 +785,7 @@ mod tests {
             length: 5 << 20,
             chunk: MIN_CHUNK,
             validator: "\"abc-1\"".into(),
-            url: url_key("http://x/y"),
+            url: "44573502db60dd3c".into(),
         };
         let bytes = r.encode();
         assert_eq!(bytes.len(), HEADER as usize);

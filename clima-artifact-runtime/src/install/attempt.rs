@@ -102,7 +102,7 @@ impl InstallRequest<'_> {
         match (&result, kept) {
             (Ok(_), Some(kept)) => {
                 kept.remove();
-                self.target.partials.remove_partials(&self.hash);
+                self.target.staging.remove_partials();
             }
             (Err(e), Some(kept))
                 if !e.is_transient()
@@ -144,26 +144,29 @@ impl InstallRequest<'_> {
         installed
     }
 
-    /// A new temp dir in the target depot for an install from `url`.
-    pub(super) fn new_temp_dir(&self, url: &str) -> Result<TempDir, SourceFailure> {
-        let tmp_path = self.target.dir.new_temp_dir(&self.hash);
-        // Private while it is filled; the verified artifact gets 0o755 before its rename.
-        TempDir::create(tmp_path.clone()).map_err(|e| SourceFailure::Install {
-            url: url.to_owned(),
-            error: Box::new(Error::io("create temporary directory", &tmp_path, e)),
-        })
+    /// A new temp dir of the staging for an install from `url`: private while it is filled;
+    /// the verified artifact gets 0o755 before its rename.
+    pub(super) fn new_temp_dir(&self, url: &str) -> Result<TempDir<'_>, SourceFailure> {
+        self.target
+            .staging
+            .temp_dir()
+            .map_err(|e| SourceFailure::Install {
+                url: url.to_owned(),
+                error: Box::new(e.into()),
+            })
     }
 
     /// Streams `body` through the decompressor and the tar writer into `tmp`, checks both
-    /// hashes and renames `tmp` into place.
+    /// hashes and commits `tmp` into place.
     pub(super) fn install_body(
         &self,
         attempt: &Attempt,
-        tmp: TempDir,
+        tmp: TempDir<'_>,
         mut body: Body,
     ) -> Result<(PathBuf, u64), SourceFailure> {
         let url = &attempt.download.url;
         let limits = self.limits(tmp.path(), attempt);
+        // The one place where the tree is written into the staging's temp dir (and hashed).
         let extracted = extract_buffered_at(&mut body, tmp.dir(), &limits);
         if let Err(
             e @ (ExtractError::LowDiskSpace { .. }
@@ -209,11 +212,15 @@ impl InstallRequest<'_> {
                 actual: extracted.tree_hash,
             });
         }
-        self.move_into_place(tmp)
+        // Verified: renamed into place, its git tree SHA-256 recorded.
+        let sha256 = self.hash_sha256.as_ref();
+        self.target
+            .staging
+            .commit(tmp, sha256)
             .map(|dest| (dest, bytes))
             .map_err(|error| SourceFailure::Install {
                 url: attempt.download.url.clone(),
-                error: Box::new(error),
+                error: Box::new(error.into()),
             })
     }
 
@@ -273,12 +280,12 @@ impl InstallRequest<'_> {
             && let Some(length) = source.length
         {
             let from = format!("the Content-Length of `{shown}`");
-            check_room(name, (length, &from), &self.target.dir, config).map_err(|error| {
-                SourceFailure::Install {
+            check_room(name, (length, &from), self.target.staging.depot(), config).map_err(
+                |error| SourceFailure::Install {
                     url: url.to_owned(),
                     error: Box::new(error),
-                }
-            })?;
+                },
+            )?;
         }
         let size = source.length.or(dl.size);
         let mut transfer: Box<dyn Transfer> = Box::new(HeldEnd {
@@ -288,10 +295,10 @@ impl InstallRequest<'_> {
             ),
             end: end.clone(),
         });
-        if let Some(note) = &self.target.note {
+        if let Some(note) = self.target.staging.note() {
             transfer = Box::new(NotingTransfer {
                 inner: transfer,
-                note: note.clone(),
+                note,
                 what: format!("`{name}` from {}", crate::progress::host_of(url)),
                 size,
                 last: None,
@@ -324,8 +331,8 @@ impl InstallRequest<'_> {
             }
             .into());
         };
-        let artifacts = self.target.partials.artifacts_dir();
-        let Ok(dir) = clima_artifact_fs::Dir::open(&artifacts) else {
+        let staging = &self.target.staging;
+        let Some(partial) = staging.partial(url) else {
             return Ok(download::open(
                 agent,
                 url,
@@ -333,10 +340,9 @@ impl InstallRequest<'_> {
                 &self.net,
             )?);
         };
-        let partial = partial_name(&self.hash, url);
         // The room a partial file needs is checked with the install's own rule and error.
         let no_room = std::cell::RefCell::new(None);
-        let (dir_of_install, dir_of_partial) = (&self.target.dir, &self.target.partials);
+        let (dir_of_install, dir_of_partial) = (staging.depot(), staging.partials_depot());
         let room = |partial: u64, length: u64| {
             let from = format!(
                 "the server's Content-Length of {}: {} more for the partial download it is kept \
@@ -359,8 +365,9 @@ impl InstallRequest<'_> {
             })
         };
         let large = Large {
-            dir: &dir,
-            name: &partial,
+            dir: &partial.dir,
+            name: &partial.name,
+            key: &partial.key,
             artifact: self.name,
             max_bytes: dl.size.or(config.max_download_size),
             room: &room,
@@ -377,7 +384,7 @@ impl InstallRequest<'_> {
                 }
                 // A kept partial file that a failing server cannot continue is of no use.
                 if !e.is_transient() {
-                    ranged::remove_kept(&dir, &partial);
+                    staging.remove_partial(&partial);
                 }
                 Err(e.into())
             }
@@ -495,7 +502,10 @@ impl InstallRequest<'_> {
         // A full disk names the setting that put the depot there.
         let text = match e {
             ExtractError::LowDiskSpace { .. } | ExtractError::LowInodes { .. } => {
-                format!("{e} ({})", depot_setting(self.config, &self.target.dir))
+                format!(
+                    "{e} ({})",
+                    depot_setting(self.config, self.target.staging.depot())
+                )
             }
             _ => e.to_string(),
         };
@@ -557,24 +567,5 @@ impl InstallRequest<'_> {
             transient: clima_artifact_net::retry::is_transient_io(e),
         }
         .into()
-    }
-
-    /// Commits the verified `tmp` as `<depot>/artifacts/<hash>` (see [`Depot::commit`]) and,
-    /// when the entry gives a `git-tree-sha256` (checked in the same pass), records it for the
-    /// folder, so that it is never hashed again. Not when another process's copy won the race
-    /// to that name: that copy is checked when it is used.
-    fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
-        use std::os::unix::fs::MetadataExt;
-        let ours = tmp.dir().metadata().ok().map(|m| (m.dev(), m.ino()));
-        let dest = self.target.dir.commit(tmp, &self.hash, self.name)?;
-        let renamed = std::fs::metadata(&dest)
-            .ok()
-            .is_some_and(|m| Some((m.dev(), m.ino())) == ours);
-        if let Some(sha256) = self.hash_sha256
-            && renamed
-        {
-            super::sha256_copy::record_installed(&self.target.dir, &self.hash, &dest, &sha256);
-        }
-        Ok(dest)
     }
 }
