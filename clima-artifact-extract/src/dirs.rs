@@ -62,6 +62,18 @@ impl Dirs {
         Ok(dir)
     }
 
+    /// [`Dirs::get`] of the folder `path` (components joined by `/`; `b""` is the destination).
+    pub(crate) fn get_path(&mut self, path: &[u8]) -> io::Result<Arc<Dir>> {
+        if path.is_empty() {
+            return Ok(Arc::clone(&self.root));
+        }
+        if let Some(dir) = self.cache.get(path) {
+            return Ok(Arc::clone(dir));
+        }
+        let components: Vec<Vec<u8>> = path.split(|b| *b == b'/').map(<[u8]>::to_vec).collect();
+        self.get(&components)
+    }
+
     /// Remembers the handle of a folder just created.
     pub(crate) fn insert(&mut self, key: Vec<u8>, dir: Arc<Dir>) {
         if self.cache.len() >= CACHED_DIRS {

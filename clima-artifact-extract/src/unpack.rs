@@ -72,6 +72,48 @@ const FREE_SPACE_CHECK_EVERY: u64 = 16 << 20;
 /// a block (a folder's or a symlink's, a file's inode and the rounding of its last block).
 const ENTRY_COST: u64 = 4096;
 
+/// What a filesystem has free, as an extraction counts it against its reserves.
+pub(crate) struct Room {
+    /// Bytes free.
+    pub(crate) free: u64,
+    /// Inodes free and in all, where the filesystem counts them (1% of them is kept free).
+    pub(crate) inodes: Option<(u64, u64)>,
+    /// Bytes kept free.
+    pub(crate) reserve: u64,
+}
+
+impl Room {
+    /// Fails unless `cost` more bytes (counted as [`entry_cost`] does) and `entries` more
+    /// inodes fit above the reserves of the filesystem holding `dest`.
+    pub(crate) fn check(&self, dest: &Path, cost: u64, entries: u64) -> Result<(), ExtractError> {
+        if self.free < self.reserve.saturating_add(cost) {
+            return Err(ExtractError::LowDiskSpace {
+                path: dest.to_path_buf(),
+                free: self.free,
+                needed: cost,
+                reserve: self.reserve,
+            });
+        }
+        if let Some((free, total)) = self.inodes {
+            let reserve = total / 100;
+            if free < reserve.saturating_add(entries) {
+                return Err(ExtractError::LowInodes {
+                    path: dest.to_path_buf(),
+                    free,
+                    reserve,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bytes an entry of `kind` (a file of `size` bytes, or else a folder or a symlink) is
+/// counted for against the free-space reserve.
+pub(crate) fn entry_cost(file: bool, size: u64) -> u64 {
+    if file { file_cost(size) } else { ENTRY_COST }
+}
+
 /// The bytes a file of `size` bytes is counted for against the free-space reserve.
 fn file_cost(size: u64) -> u64 {
     size.div_ceil(ENTRY_COST)
@@ -848,26 +890,20 @@ impl<'a> Extraction<'a> {
             disk_entries: self.disk_entries,
         });
         let free = reported.min(base.free.saturating_sub(self.disk_bytes - base.disk_bytes));
-        if free < reserve.saturating_add(cost) {
-            return Err(ExtractError::LowDiskSpace {
-                path: self.dest.to_path_buf(),
-                free,
-                needed: cost,
-                reserve,
-            });
-        }
-        let mut headroom = (free - reserve - cost) / 2;
-        if let Some((reported, total)) = inodes {
+        let inodes = inodes.map(|(reported, total)| {
             let ours = self.disk_entries - base.disk_entries;
             let free = reported.min(base.inodes.unwrap_or(reported).saturating_sub(ours));
+            (free, total)
+        });
+        let room = Room {
+            free,
+            inodes,
+            reserve,
+        };
+        room.check(self.dest, cost, 1)?;
+        let mut headroom = (free - reserve - cost) / 2;
+        if let Some((free, total)) = inodes {
             let reserve = total / 100;
-            if free <= reserve {
-                return Err(ExtractError::LowInodes {
-                    path: self.dest.to_path_buf(),
-                    free,
-                    reserve,
-                });
-            }
             // Every entry is counted for at least ENTRY_COST bytes: this many bytes until the
             // next check cannot use more than half the inodes left above the reserve.
             headroom = headroom.min((free - reserve - 1) / 2 * ENTRY_COST);

@@ -15,7 +15,14 @@
 //! taken, so the block a file's hasher waits for was always charged before any later one: a
 //! worker never waits for room that only a later member could free. A failing member (or a
 //! worker that panics) sets the shared failure, which wakes every waiter; the workers stop
-//! taking members and the first error is returned.
+//! taking members, and of the failures the one of the earliest member is returned (the blob
+//! id of a file of several blocks counts as its last member's): every member before a failing
+//! one was taken before it and is finished, so the error is the same on any number of workers.
+//!
+//! Folders are reached through a bounded cache of handles (as in the one-pass extraction), and
+//! a file of several blocks is open only while its blocks are being written (created by the
+//! first of them to arrive, closed when the last one is in), so the descriptors held do not
+//! grow with the number of folders or files.
 //!
 //! A file of several blocks is written block by block by any worker, but its blob SHA-1 (and
 //! SHA-256) is one hash over the content in order: whichever worker finds the next block
@@ -23,21 +30,23 @@
 //! So a single large file is hashed at one core's speed (each block's own SHA-256 is checked
 //! on the worker that decompressed it).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::{File, Permissions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, PermissionsExt};
-use std::path::PathBuf;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use clima_artifact_fs::Dir;
 use sha2::Digest;
 
 use super::format::{IndexEntry, MemberSpan, decode_member};
 use super::{Authenticated, IndexError, shown};
+use crate::dirs::Dirs;
 use crate::tree_hash::{BlobHasher, EntryMode, Formats, ObjectId, TreeBuilder};
+use crate::unpack::{Room, entry_cost};
 use crate::{ExtractError, ExtractLimits, Extracted};
 
 /// Bytes of buffers in flight by default (compressed and decompressed members, taken and not
@@ -71,6 +80,8 @@ struct Unit {
     block: usize,
     span: MemberSpan,
     last: bool,
+    /// The index of its entry's last unit (where a wrong blob id of the entry is counted).
+    last_unit: usize,
 }
 
 impl Unit {
@@ -80,11 +91,20 @@ impl Unit {
     }
 }
 
-/// The file of several blocks, open for writing, and its in-order hash.
+/// The file of several blocks, open while its blocks are written, and its in-order hash.
 struct Blocks {
-    file: File,
+    open: Mutex<Open>,
     path: PathBuf,
     seq: Mutex<Sequence>,
+}
+
+/// A file of several blocks while it is written.
+#[derive(Default)]
+struct Open {
+    /// Created by the first block to arrive, dropped when the last one is written.
+    file: Option<Arc<File>>,
+    /// Blocks written.
+    written: usize,
 }
 
 /// Blocks of one file that arrived before the one its hasher needs next.
@@ -107,7 +127,8 @@ struct Shared {
 struct Queue {
     next: usize,
     in_flight: u64,
-    failed: Option<ExtractError>,
+    /// The failure of the earliest unit (its index) that failed.
+    failed: Option<(usize, ExtractError)>,
 }
 
 /// Budget taken by one unit, given back when dropped (also when a worker unwinds).
@@ -167,11 +188,12 @@ impl Shared {
         self.wake.notify_all();
     }
 
-    /// Records `e` (the first failure wins) and wakes every waiter.
-    fn fail(&self, e: ExtractError) {
+    /// Records `e`, the failure of unit `at` (the earliest unit's failure wins), and wakes
+    /// every waiter.
+    fn fail(&self, at: usize, e: ExtractError) {
         let mut q = self.lock();
-        if q.failed.is_none() {
-            q.failed = Some(e);
+        if q.failed.as_ref().is_none_or(|(first, _)| at < *first) {
+            q.failed = Some((at, e));
         }
         drop(q);
         self.wake.notify_all();
@@ -184,11 +206,15 @@ struct PanicGuard<'a>(&'a Shared);
 impl Drop for PanicGuard<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.0.fail(ExtractError::Corrupt(
-                "a worker of the parallel unpacking failed unexpectedly (a bug: please report \
+            // Counted as the first unit's: a bug is reported whatever else failed.
+            self.0.fail(
+                0,
+                ExtractError::Corrupt(
+                    "a worker of the parallel unpacking failed unexpectedly (a bug: please report \
                  it); nothing was installed"
-                    .into(),
-            ));
+                        .into(),
+                ),
+            );
         }
     }
 }
@@ -197,49 +223,65 @@ impl Drop for PanicGuard<'_> {
 struct Job<'a> {
     auth: &'a Authenticated,
     tarball: &'a File,
+    /// Where `tarball` is (named when it cannot be read).
+    tarball_path: &'a Path,
     dest: &'a Dir,
-    /// The folder of each entry (an index into `folders`).
-    folder_of: Vec<usize>,
-    folders: Vec<Dir>,
-    /// For an entry of several blocks, its open file and hasher.
+    /// Handles on the folders created, a bounded number of them kept open.
+    dirs: Mutex<Dirs>,
+    /// For an entry of several blocks, its file while written and its hasher.
     blocks: HashMap<usize, Blocks>,
     /// Blob ids of one-member entries, as written.
     ids: Mutex<Vec<Option<ObjectId>>>,
     formats: Formats,
-    /// The entry whose worker panics (tests of the failure path).
-    panic_on: Option<usize>,
+    /// What a test asks of the workers (always `None` outside tests).
+    hook: Option<Hook>,
 }
 
-/// Unpacks the seekable tarball `tarball` (its index `auth`, authenticated against the manifest)
-/// into `dest` (an empty folder) on `how.threads` workers, checking every member against the
+/// Unpacks the seekable tarball `tarball`, the file at `tarball_path` (its index `auth`,
+/// authenticated against the manifest) into `dest` (an empty folder) on `how.threads` workers, checking every member against the
 /// index as it is written, and returns the git tree hashes of the blob ids written (SHA-256
 /// too when `limits.tree_hash_sha256`), for the caller to compare with the manifest's.
 ///
 /// The rules of the one-pass extraction hold: files are created new (never through anything
 /// already there), read-only, `0o444` or `0o555`; folders `0o755`; symlink targets stay inside
-/// the artifact; `limits.max_unpacked_bytes` and the free-space reserve are checked against the
-/// index's sizes before anything is written. A member that does not hold what the index says
-/// is [`ExtractError::Corrupt`] naming the entry; a write that fails is [`ExtractError::Io`].
+/// the artifact; `limits.max_unpacked_bytes`, `limits.max_entries` (folders included) and the
+/// free-space reserves (bytes and inodes, each entry and folder charged as in the one-pass
+/// extraction) are checked against the index before anything is written. A member that does
+/// not hold what the index says is [`ExtractError::Corrupt`] naming the entry (of several,
+/// the earliest in the file); a write, or a read of `tarball`, that fails is
+/// [`ExtractError::Io`].
 /// What was written is left for the caller to remove, as with a failed extraction.
 pub fn extract_parallel(
     auth: &Authenticated,
-    tarball: &File,
+    (tarball, tarball_path): (&File, &Path),
     dest: &Dir,
     limits: &ExtractLimits,
     how: &Parallelism,
 ) -> Result<Extracted, ExtractError> {
-    extract_with(auth, tarball, dest, limits, how, None)
+    extract_with(auth, (tarball, tarball_path), dest, limits, how, None)
 }
 
-/// [`extract_parallel`]; `panic_on`: the entry whose worker panics (tests of the failure
-/// path; always `None` outside them).
+/// What a test asks of the workers of [`extract_with`].
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Hook {
+    /// The worker of this entry panics (tests of the failure path).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Panic(usize),
+    /// The worker of this entry's members waits a while before it decompresses them (tests
+    /// of which failure is reported).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Slow(usize),
+}
+
+/// [`extract_parallel`]; `hook`: what a test asks of the workers (always `None` outside
+/// tests).
 pub(super) fn extract_with(
     auth: &Authenticated,
-    tarball: &File,
+    (tarball, tarball_path): (&File, &Path),
     dest: &Dir,
     limits: &ExtractLimits,
     how: &Parallelism,
-    panic_on: Option<usize>,
+    hook: Option<Hook>,
 ) -> Result<Extracted, ExtractError> {
     let index = auth.index();
     if index.tar_size > limits.max_unpacked_bytes {
@@ -248,20 +290,28 @@ pub(super) fn extract_with(
         });
     }
     let content: u64 = index.entries.iter().map(|e| e.size).sum();
-    check_room(dest, content, limits)?;
+    let folders = folders_of(&index.entries);
+    let count = (index.entries.len() + folders.len()) as u64;
+    if count > limits.max_entries {
+        return Err(ExtractError::TooManyEntries {
+            limit: limits.max_entries,
+        });
+    }
+    check_room(dest, &index.entries, folders.len() as u64, limits)?;
     let formats = Formats::with_sha256(limits.tree_hash_sha256);
+    let root = dest.try_clone().map_err(|e| io_error(dest, b"", e))?;
     let mut job = Job {
         auth,
         tarball,
+        tarball_path,
         dest,
-        folder_of: Vec::with_capacity(index.entries.len()),
-        folders: vec![dest.try_clone().map_err(|e| io_error(dest, b"", e))?],
+        dirs: Mutex::new(Dirs::new(root)),
         blocks: HashMap::new(),
         ids: Mutex::new(vec![None; index.entries.len()]),
         formats,
-        panic_on,
+        hook,
     };
-    job.prepare()?;
+    job.prepare(&folders)?;
     let units = units(auth);
     let shared = Shared {
         state: Mutex::new(Queue {
@@ -278,26 +328,53 @@ pub(super) fn extract_with(
         &shared,
         how.threads.clamp(1, units.len().max(1)),
     );
-    if let Some(e) = shared.lock().failed.take() {
+    if let Some((_, e)) = shared.lock().failed.take() {
         return Err(e);
     }
     job.finish(content)
 }
 
-/// Fails when `dest`'s filesystem cannot take `content` bytes above the reserve.
-fn check_room(dest: &Dir, content: u64, limits: &ExtractLimits) -> Result<(), ExtractError> {
+/// Fails when `dest`'s filesystem cannot take `entries` and `folders` folders above its
+/// reserves of bytes and inodes, each charged as the one-pass extraction charges it.
+fn check_room(
+    dest: &Dir,
+    entries: &[IndexEntry],
+    folders: u64,
+    limits: &ExtractLimits,
+) -> Result<(), ExtractError> {
     let (Some(reserve), Ok(space)) = (limits.min_free_bytes, dest.space()) else {
         return Ok(());
     };
-    if space.available < reserve.saturating_add(content) {
-        return Err(ExtractError::LowDiskSpace {
-            path: dest.path().to_path_buf(),
-            free: space.available,
-            needed: content,
-            reserve,
-        });
+    let cost = entries
+        .iter()
+        .map(|e| entry_cost(e.mode != EntryMode::Symlink, e.size))
+        .chain((0..folders).map(|_| entry_cost(false, 0)))
+        .fold(0u64, u64::saturating_add);
+    let room = Room {
+        free: space.available,
+        inodes: space.inodes,
+        reserve,
+    };
+    room.check(dest.path(), cost, entries.len() as u64 + folders)
+}
+
+/// The folders holding `entries`, each once, every folder after its parent.
+fn folders_of(entries: &[IndexEntry]) -> Vec<&[u8]> {
+    let mut seen: HashSet<&[u8]> = HashSet::new();
+    let mut out = Vec::new();
+    for e in entries {
+        let mut new = Vec::new();
+        let mut path = split_parent(&e.path).0;
+        while !path.is_empty() && !seen.contains(path) {
+            new.push(path);
+            path = split_parent(path).0;
+        }
+        for path in new.into_iter().rev() {
+            seen.insert(path);
+            out.push(path);
+        }
     }
-    Ok(())
+    out
 }
 
 /// Every member of the index, in file order.
@@ -307,34 +384,52 @@ fn units(auth: &Authenticated) -> Vec<Unit> {
     for (i, e) in index.entries.iter().enumerate() {
         let spans = e.members(index.block_size);
         let n = spans.len();
+        let last_unit = units.len() + n.saturating_sub(1);
         for (k, span) in spans.into_iter().enumerate() {
             units.push(Unit {
                 entry: i,
                 block: k,
                 span,
                 last: k + 1 == n,
+                last_unit,
             });
         }
     }
     units
 }
 
-/// Starts `threads` workers on `units` and waits for them; a worker that panicked leaves its
-/// failure in `shared`.
+/// Starts `threads` workers on `units` and waits for them; a worker that panicked, or one
+/// that could not be started, leaves its failure in `shared`.
 fn run_workers(job: &Job<'_>, units: &[Unit], shared: &Shared, threads: usize) {
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let _guard = PanicGuard(shared);
-                    while let Some((i, charge)) = shared.take(units) {
-                        if let Err(e) = job.unit(&units[i], charge) {
-                            shared.fail(e);
-                        }
+        let mut handles = Vec::with_capacity(threads);
+        for k in 0..threads {
+            let worker = || {
+                let _guard = PanicGuard(shared);
+                while let Some((i, charge)) = shared.take(units) {
+                    if let Err((at, e)) = job.unit(i, &units[i], charge) {
+                        shared.fail(at, e);
                     }
-                })
-            })
-            .collect();
+                }
+            };
+            let started = std::thread::Builder::new()
+                .name(format!("unpack-{k}"))
+                .spawn_scoped(s, worker);
+            match started {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    let reason = format!(
+                        "cannot start worker {} of {threads} of the parallel unpacking ({e}); \
+                         set {var} lower",
+                        k + 1,
+                        var = clima_artifact_vars::INSTALL_THREADS
+                    );
+                    let source = io::Error::new(e.kind(), reason);
+                    shared.fail(0, io_error(job.dest, b"", source));
+                    break;
+                }
+            }
+        }
         for h in handles {
             // The panic was recorded by the worker's guard.
             let _ = h.join();
@@ -371,24 +466,30 @@ impl Job<'_> {
         &self.auth.index().entries[i]
     }
 
-    /// Creates every folder (fresh, `0o755`) and every file of several blocks, serially.
-    fn prepare(&mut self) -> Result<(), ExtractError> {
-        let mut by_path: HashMap<Vec<u8>, usize> = HashMap::from([(Vec::new(), 0)]);
-        let entries = &self.auth.index().entries;
-        for (i, e) in entries.iter().enumerate() {
-            let parent = split_parent(&e.path).0;
-            let folder = self.folder(&mut by_path, parent)?;
-            self.folder_of.push(folder);
+    /// Creates every folder of `folders` (fresh, `0o755`, each after its parent), serially,
+    /// and sets up the files of several blocks (created by their first block to arrive).
+    fn prepare(&mut self, folders: &[&[u8]]) -> Result<(), ExtractError> {
+        let dest = self.dest;
+        let dirs = self.dirs.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for path in folders {
+            let (parent, name) = split_parent(path);
+            let dir = dirs
+                .get_path(parent)
+                .and_then(|p| p.create_dir_new(OsStr::from_bytes(name), 0o755))
+                .and_then(|d| d.set_mode(0o755).map(|()| d))
+                .map_err(|e| io_error(dest, path, e))?;
+            dirs.insert(path.to_vec(), Arc::new(dir));
+        }
+        for (i, e) in self.auth.index().entries.iter().enumerate() {
             if e.blocks.is_empty() {
                 continue;
             }
-            let file = self.create_file(folder, e)?;
             let hasher = BlobHasher::with_formats(e.size, self.formats);
             self.blocks.insert(
                 i,
                 Blocks {
-                    file,
-                    path: self.dest.path().join(OsStr::from_bytes(&e.path)),
+                    open: Mutex::new(Open::default()),
+                    path: dest.path().join(OsStr::from_bytes(&e.path)),
                     seq: Mutex::new(Sequence {
                         next: 0,
                         held: BTreeMap::new(),
@@ -401,34 +502,24 @@ impl Job<'_> {
         Ok(())
     }
 
-    /// The folder `path` (created with its parents when new), as an index into `folders`.
-    fn folder(
-        &mut self,
-        by_path: &mut HashMap<Vec<u8>, usize>,
-        path: &[u8],
-    ) -> Result<usize, ExtractError> {
-        if let Some(&i) = by_path.get(path) {
-            return Ok(i);
-        }
-        let (parent, name) = split_parent(path);
-        let parent = self.folder(by_path, parent)?;
-        let dir = self.folders[parent]
-            .create_dir_new(OsStr::from_bytes(name), 0o755)
-            .and_then(|d| d.set_mode(0o755).map(|()| d))
-            .map_err(|e| io_error(self.dest, path, e))?;
-        self.folders.push(dir);
-        by_path.insert(path.to_vec(), self.folders.len() - 1);
-        Ok(self.folders.len() - 1)
+    /// The folder holding entry `path`, from the cache or opened again (without following a
+    /// symlink) from the destination.
+    fn folder(&self, path: &[u8]) -> Result<Arc<Dir>, ExtractError> {
+        let parent = split_parent(path).0;
+        let mut dirs = self.dirs.lock().unwrap_or_else(PoisonError::into_inner);
+        dirs.get_path(parent)
+            .map_err(|e| io_error(self.dest, parent, e))
     }
 
-    /// Creates entry `e`'s file, new, in folder `folder`, with its read-only mode.
-    fn create_file(&self, folder: usize, e: &IndexEntry) -> Result<File, ExtractError> {
+    /// Creates entry `e`'s file, new, in its folder, with its read-only mode.
+    fn create_file(&self, e: &IndexEntry) -> Result<File, ExtractError> {
         let mode = if e.mode == EntryMode::Executable {
             0o555
         } else {
             0o444
         };
-        let file = self.folders[folder]
+        let file = self
+            .folder(&e.path)?
             .create_new(name_of(&e.path), mode)
             .map_err(|err| io_error(self.dest, &e.path, err))?;
         // The umask (or a default ACL) may have removed bits that are promised.
@@ -437,13 +528,31 @@ impl Job<'_> {
         Ok(file)
     }
 
-    /// Decompresses, checks and writes one member.
-    fn unit(&self, unit: &Unit, charge: Charge<'_>) -> Result<(), ExtractError> {
+    /// Decompresses, checks and writes unit `i`: on failure, the error and the unit it
+    /// counts for.
+    fn unit(&self, i: usize, unit: &Unit, charge: Charge<'_>) -> Result<(), (usize, ExtractError)> {
+        let Some((blocks, plain, range)) = self.member(unit).map_err(|e| (i, e))? else {
+            return Ok(());
+        };
+        self.hand_in(unit, blocks, (plain, range, charge))
+            .map_err(|e| (unit.last_unit, e))
+    }
+
+    /// Decompresses, checks and writes one member; for a block of a file of several, the file,
+    /// the member decompressed and the range of the block's content in it, to be hashed.
+    #[allow(clippy::type_complexity)]
+    fn member(
+        &self,
+        unit: &Unit,
+    ) -> Result<Option<(&Blocks, Vec<u8>, std::ops::Range<usize>)>, ExtractError> {
         let e = self.entry(unit.entry);
-        assert!(
-            self.panic_on != Some(unit.entry),
-            "the panic a test asked for"
-        );
+        match self.hook {
+            Some(Hook::Panic(i)) => assert!(i != unit.entry, "the panic a test asked for"),
+            Some(Hook::Slow(i)) if i == unit.entry => {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+            }
+            _ => {}
+        }
         let span = &unit.span;
         let member = |reason: String| IndexError::Member {
             path: shown(&e.path),
@@ -451,9 +560,13 @@ impl Job<'_> {
             reason,
         };
         let mut compressed = vec![0; span.length as usize];
+        // The spooled file is ours: a failure to read it is the depot's, not the download's.
         self.tarball
             .read_exact_at(&mut compressed, span.offset)
-            .map_err(|err| corrupt(member(format!("cannot read it: {err}"))))?;
+            .map_err(|err| ExtractError::Io {
+                path: self.tarball_path.to_path_buf(),
+                source: err,
+            })?;
         let flavour = self.auth.locator().flavour;
         let plain = decode_member(flavour, &compressed, span.plain_len)
             .map_err(|err| corrupt(member(err.to_string())))?;
@@ -473,27 +586,56 @@ impl Job<'_> {
             }
         }
         let Some(blocks) = self.blocks.get(&unit.entry) else {
-            return self.write_whole(unit.entry, &content);
+            self.write_whole(unit.entry, &content)?;
+            return Ok(None);
         };
         // A block of a file: its content, after the headers in the first block.
         drop(content);
         let start = if first { e.header_len as usize } else { 0 };
         let range = start..start + (span.content.end - span.content.start) as usize;
-        blocks
-            .file
-            .write_all_at(&plain[range.clone()], span.content.start)
+        self.write_block(e, blocks, &plain[range.clone()], span.content.start)?;
+        Ok(Some((blocks, plain, range)))
+    }
+
+    /// Writes one block of `e`, a file of several (created by the first block to arrive,
+    /// closed once the last one is written), at `offset`.
+    fn write_block(
+        &self,
+        e: &IndexEntry,
+        blocks: &Blocks,
+        bytes: &[u8],
+        offset: u64,
+    ) -> Result<(), ExtractError> {
+        let lock = || blocks.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let file = {
+            let mut open = lock();
+            match &open.file {
+                Some(file) => Arc::clone(file),
+                None => {
+                    let file = Arc::new(self.create_file(e)?);
+                    open.file = Some(Arc::clone(&file));
+                    file
+                }
+            }
+        };
+        file.write_all_at(bytes, offset)
             .map_err(|err| ExtractError::Io {
                 path: blocks.path.clone(),
                 source: err,
             })?;
-        self.hand_in(unit, blocks, (plain, range, charge))
+        drop(file);
+        let mut open = lock();
+        open.written += 1;
+        if open.written == e.blocks.len() {
+            open.file = None;
+        }
+        Ok(())
     }
 
     /// Writes a one-member entry (a file, or a symlink whose target is `content`) and records
     /// its blob id, checked against the index's.
     fn write_whole(&self, i: usize, content: &[u8]) -> Result<(), ExtractError> {
         let e = self.entry(i);
-        let folder = self.folder_of[i];
         if e.mode == EntryMode::Symlink {
             let depth = e.path.iter().filter(|b| **b == b'/').count();
             crate::unpack::check_symlink_target(content, depth).map_err(|reason| {
@@ -502,11 +644,11 @@ impl Job<'_> {
                     reason,
                 }
             })?;
-            self.folders[folder]
+            self.folder(&e.path)?
                 .symlink(OsStr::from_bytes(content), name_of(&e.path))
                 .map_err(|err| io_error(self.dest, &e.path, err))?;
         } else {
-            let mut file = self.create_file(folder, e)?;
+            let mut file = self.create_file(e)?;
             io::Write::write_all(&mut file, content)
                 .map_err(|err| io_error(self.dest, &e.path, err))?;
         }

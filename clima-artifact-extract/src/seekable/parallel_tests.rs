@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::format::{Block, HeaderKind, Index, IndexEntry, MemberEncoder, tar_header, write_tail};
-use super::parallel::{DEFAULT_BUDGET, Parallelism, extract_with};
+use super::parallel::{DEFAULT_BUDGET, Hook, Parallelism, extract_with};
 use super::{Authenticated, Expected, IndexLimits, authenticate, read_index};
 use crate::tree_hash::{EntryMode, Formats, TreeBuilder, blob_ids};
 use crate::{ExtractError, ExtractLimits, extract_archive};
@@ -49,14 +49,14 @@ fn tree(seed: u32) -> Vec<(String, Vec<u8>, Option<bool>)> {
 
 /// A seekable `.tar.gz` of `tree` (blocks of 1 MiB), its index document and tree hash.
 fn seekable_of(tree: &[(String, Vec<u8>, Option<bool>)]) -> (Vec<u8>, Vec<u8>, Expected) {
-    seekable_lying(tree, None)
+    seekable_lying(tree, &[])
 }
 
-/// [`seekable_of`], with the members of file `lie.0` holding `lie.1` (of the same length)
-/// where the index says the tree's content.
+/// [`seekable_of`], with the members of each file `lie.0` of `lies` holding `lie.1` (of the
+/// same length) where the index says the tree's content.
 fn seekable_lying(
     tree: &[(String, Vec<u8>, Option<bool>)],
-    lie: Option<(&str, &[u8])>,
+    lies: &[(&str, &[u8])],
 ) -> (Vec<u8>, Vec<u8>, Expected) {
     let mut enc = MemberEncoder::new(super::Flavour::Gzip).unwrap();
     let (mut file, mut tar, mut entries) = (Vec::new(), 0u64, Vec::new());
@@ -84,9 +84,9 @@ fn seekable_lying(
         };
         let blob = blob_ids(content, Formats::Sha1AndSha256);
         hashes.insert_bytes(path.as_bytes(), mode, blob);
-        let written = match lie {
-            Some((p, other)) if p == path => other,
-            _ => content.as_slice(),
+        let written = match lies.iter().find(|(p, _)| p == path) {
+            Some((_, other)) => other,
+            None => content.as_slice(),
         };
         let offset = file.len() as u64;
         let padding = vec![0; (512 - content.len() % 512) % 512];
@@ -186,14 +186,15 @@ fn unpack(
     file: &[u8],
     expected: &Expected,
     how: Parallelism,
-    panic_on: Option<usize>,
+    hook: Option<Hook>,
 ) -> (std::path::PathBuf, Result<crate::Extracted, ExtractError>) {
     let auth = authenticated(file, expected);
     let tarball = on_disk(dir, file);
     let dest = dir.join(name);
     std::fs::create_dir(&dest).unwrap();
     let d = Dir::open(&dest).unwrap();
-    let got = extract_with(&auth, &tarball, &d, &limits(), &how, panic_on);
+    let at = dir.join("t.tar.gz");
+    let got = extract_with(&auth, (&tarball, &at), &d, &limits(), &how, hook);
     (dest, got)
 }
 
@@ -244,7 +245,7 @@ fn a_member_that_lies_ends_the_unpacking_with_an_error_naming_it() {
         // Only the last byte differs (for the big file, in its last block).
         let mut other = real.clone();
         *other.last_mut().unwrap() ^= 1;
-        let (file, _, lied) = seekable_lying(&t, Some((path, &other)));
+        let (file, _, lied) = seekable_lying(&t, &[(path, &other)]);
         // The index describes the tree (its offsets are the lying file's).
         assert_eq!(
             (lied.tree_sha1, lied.tree_sha256),
@@ -269,7 +270,14 @@ fn a_worker_that_panics_ends_the_unpacking_with_an_error_not_a_hang() {
         .enumerate()
     {
         let how = Parallelism { threads, budget };
-        let (_, got) = unpack(dir.path(), &format!("p{i}"), &file, &expected, how, Some(5));
+        let (_, got) = unpack(
+            dir.path(),
+            &format!("p{i}"),
+            &file,
+            &expected,
+            how,
+            Some(Hook::Panic(5)),
+        );
         let e = got.expect_err("a worker panicked").to_string();
         assert!(e.contains("failed unexpectedly"), "{e}");
     }
@@ -289,4 +297,92 @@ fn a_symlink_out_of_the_artifact_is_refused() {
     let e = got.expect_err("a link out of the artifact").to_string();
     assert!(e.contains("points outside the artifact"), "{e}");
     assert!(std::fs::symlink_metadata(dest.join("zz")).is_err());
+}
+
+#[test]
+fn of_two_members_that_lie_the_earlier_is_reported_on_any_number_of_workers() {
+    let t = tree(5);
+    let dir = tempfile::tempdir().unwrap();
+    // The big file (first in the file) lies in its first block (1 MiB), a small file after it
+    // too: the small one is checked sooner (the big one's worker made to wait), and yet the
+    // big one is the error.
+    let lie = |path: &str, at: usize| {
+        let mut other = t.iter().find(|e| e.0 == path).unwrap().1.clone();
+        other[at] ^= 1;
+        other
+    };
+    let (big, small) = (lie("big", 1000), lie("d0/f00", 30));
+    let (file, _, lied) = seekable_lying(&t, &[("big", &big), ("d0/f00", &small)]);
+    let mut seen = Vec::new();
+    for round in 0..4 {
+        for threads in [1, 8] {
+            let how = Parallelism {
+                threads,
+                budget: DEFAULT_BUDGET,
+            };
+            let name = format!("r{round}-{threads}");
+            // Entry 0 is the big file.
+            let slow = Some(Hook::Slow(0));
+            let (_, got) = unpack(dir.path(), &name, &file, &lied, how, slow);
+            seen.push(got.expect_err(&name).to_string());
+        }
+    }
+    assert!(seen[0].contains("`big`"), "{}", seen[0]);
+    assert!(seen[0].contains("block 0"), "{}", seen[0]);
+    for e in &seen {
+        assert_eq!(e, &seen[0]);
+    }
+}
+
+/// Set in the child process of the test below, whose descriptors are limited.
+const FEW_DESCRIPTORS: &str = "CLIMA_TEST_FEW_DESCRIPTORS";
+
+#[test]
+fn a_tree_of_2000_folders_unpacks_with_512_descriptors() {
+    let name = "seekable::parallel_tests::a_tree_of_2000_folders_unpacks_with_512_descriptors";
+    if std::env::var_os(FEW_DESCRIPTORS).is_none() {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -n 512 && exec \"$0\" \"$@\"")
+            .arg(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(FEW_DESCRIPTORS, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("1 passed"), "{text}");
+        return;
+    }
+    // 2,000 folders of one file each, and files of several blocks among them.
+    let mut t: Vec<(String, Vec<u8>, Option<bool>)> = (0..2000u32)
+        .map(|i| (format!("d{i:04}/f"), bytes(i, 100), Some(false)))
+        .collect();
+    for i in 0..6u32 {
+        t.push((format!("d{i:04}/g"), bytes(i, (2 << 20) + 9), Some(false)));
+    }
+    t.sort_by(|a, b| a.0.cmp(&b.0));
+    let (file, _, expected) = seekable_of(&t);
+    let dir = tempfile::tempdir().unwrap();
+    for threads in [1, 4] {
+        let how = Parallelism {
+            threads,
+            budget: DEFAULT_BUDGET,
+        };
+        let (dest, got) = unpack(
+            dir.path(),
+            &format!("p{threads}"),
+            &file,
+            &expected,
+            how,
+            None,
+        );
+        let got = got.unwrap_or_else(|e| panic!("{threads}: {e}"));
+        assert_eq!(got.tree_hash, expected.tree_sha1);
+        assert_eq!(
+            std::fs::read(dest.join("d1999/f")).unwrap(),
+            bytes(1999, 100)
+        );
+    }
 }

@@ -71,7 +71,8 @@ impl InstallRequest<'_> {
                     .map_err(|e| archive(format!("the seekable tarball's index: {e}")))?;
                 drop(doc);
                 let how = Parallelism::with_threads(self.config.install_threads);
-                extract_parallel(&auth, &file, tmp.dir(), &limits, &how)
+                let at = spool.path().join(SPOOLED);
+                extract_parallel(&auth, (&file, &at), tmp.dir(), &limits, &how)
             }
         };
         drop(file);
