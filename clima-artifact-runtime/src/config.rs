@@ -19,7 +19,7 @@
 //! | `CLIMA_ARTIFACTS_CONNECTIONS` | most connections of one large download (1 to 8): a download of at least `..._PARALLEL_MIN_SIZE` bytes from a server that serves byte ranges with an ETag or Last-Modified is fetched in chunks over this many ranged connections, fed in order to the same verification pass; `1` keeps one stream. Also the most requests this process has in flight to one server at once (first requests, chunks, retries and other downloads included) | `8` |
 //! | `CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE` | smallest `Content-Length` downloaded that way; such a download also keeps what it received in `<depot>/artifacts/.partial-*` so that the next attempt, of any process on any host sharing the depot, continues it; `K`/`M`/`G`/`T` suffixes | `64M` |
 //! | `CLIMA_ARTIFACTS_MIN_FREE_SPACE` | free space an install leaves on the depot's filesystem: unpacking stops with an error (and its temp dir is removed) before going below it; `K`/`M`/`G`/`T` suffixes; `0` turns it off | 1% of the filesystem or 1 GiB, whichever is smaller |
-//! | `CLIMA_ARTIFACTS_INSTALL_THREADS` | workers that decompress, check and write the members of a seekable tarball at once | the available cores |
+//! | `CLIMA_ARTIFACTS_INSTALL_THREADS` | workers that decompress, check and write the members of a seekable tarball at once (1 to 256) | the available cores |
 //! | `CLIMA_ARTIFACTS_MAX_ENTRIES` | cap on one artifact's number of archive entries (files, directories, links) | `10000000` |
 //! | `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` | MPI node-local mode: a depot path private to each node; the job downloads once and the tarball is copied over MPI to one rank per node, which verifies and installs it there | unset |
 //! | `CLIMA_ARTIFACTS_NODE_ID` | in node-local mode, ranks with the same value (any string) form one node, instead of the ranks sharing a machine: a knob for testing and diagnosing node-local mode on one machine | unset |
@@ -109,7 +109,7 @@ pub struct Config {
     /// Smallest download fetched over several connections and kept in a partial file for
     /// resuming (`CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE`).
     pub parallel_min_size: u64,
-    /// Workers that unpack a seekable tarball (`CLIMA_ARTIFACTS_INSTALL_THREADS`); `None`:
+    /// Workers that unpack a seekable tarball (`CLIMA_ARTIFACTS_INSTALL_THREADS`, 1 to 256); `None`:
     /// the available cores.
     pub install_threads: Option<usize>,
 }
@@ -283,7 +283,7 @@ impl Config {
             c.parallel_min_size = parse_bytes(&n, &v)?;
         }
         if let Some((n, v)) = set(vars::INSTALL_THREADS) {
-            c.install_threads = Some(parse_count(&n, &v, "workers")? as usize);
+            c.install_threads = Some(parse_threads(&n, &v)?);
         }
         if let Some((n, v)) = set(vars::MAX_ENTRIES) {
             c.max_entries = parse_count(&n, &v, "archive entries")?;
@@ -371,6 +371,18 @@ fn parse_count(variable: &str, v: &str, what: &str) -> Result<u64, Error> {
     })
 }
 
+/// A number of workers, from 1 to the most a seekable install starts.
+fn parse_threads(variable: &str, v: &str) -> Result<usize, Error> {
+    let most = clima_artifact_extract::seekable::MAX_THREADS;
+    match vars::parse_count(v) {
+        Some(k) if k <= most as u64 => Ok(k as usize),
+        _ => {
+            let reason = format!("expected a number of workers from 1 to {most}");
+            Err(bad(variable, v, &reason))
+        }
+    }
+}
+
 fn bad(variable: &str, value: &str, reason: &str) -> Error {
     Error::Config {
         variable: variable.to_owned(),
@@ -402,6 +414,18 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Config::from_vars(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn install_threads_are_refused_beyond_the_cap_naming_the_variable_and_the_range() {
+        let threads = |v: &str| cfg(&[("CLIMA_ARTIFACTS_INSTALL_THREADS", v)]);
+        assert_eq!(threads("1").unwrap().install_threads, Some(1));
+        assert_eq!(threads("256").unwrap().install_threads, Some(256));
+        for v in ["257", "100000", "18446744073709551615", "0"] {
+            let e = threads(v).expect_err(v).to_string();
+            assert!(e.contains("CLIMA_ARTIFACTS_INSTALL_THREADS"), "{e}");
+            assert!(e.contains("from 1 to 256"), "{e}");
+        }
     }
 
     #[test]

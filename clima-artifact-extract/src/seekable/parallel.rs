@@ -53,10 +53,14 @@ use crate::{ExtractError, ExtractLimits, Extracted};
 /// yet hashed): 48 MiB.
 pub const DEFAULT_BUDGET: u64 = 48 << 20;
 
+/// Most worker threads of [`extract_parallel`] (more are not started).
+pub const MAX_THREADS: usize = 256;
+
 /// How [`extract_parallel`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parallelism {
-    /// Worker threads (at least 1; no more are started than there are members).
+    /// Worker threads (at least 1; no more are started than there are members, nor than
+    /// [`MAX_THREADS`]).
     pub threads: usize,
     /// Bytes of buffers in flight ([`DEFAULT_BUDGET`] by default). A member larger than the
     /// whole budget is still taken, alone.
@@ -64,11 +68,12 @@ pub struct Parallelism {
 }
 
 impl Parallelism {
-    /// `threads` workers (the available cores when `None`), the default budget.
+    /// `threads` workers (the available cores when `None`; from 1 to [`MAX_THREADS`]), the
+    /// default budget.
     pub fn with_threads(threads: Option<usize>) -> Parallelism {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Parallelism {
-            threads: threads.unwrap_or(cores).max(1),
+            threads: threads.unwrap_or(cores).clamp(1, MAX_THREADS),
             budget: DEFAULT_BUDGET,
         }
     }
@@ -326,7 +331,7 @@ pub(super) fn extract_with(
         &job,
         &units,
         &shared,
-        how.threads.clamp(1, units.len().max(1)),
+        how.threads.min(MAX_THREADS).clamp(1, units.len().max(1)),
     );
     if let Some((_, e)) = shared.lock().failed.take() {
         return Err(e);

@@ -516,7 +516,13 @@ impl InstallRequest<'_> {
                 }
             }
         }
-        // A full disk names the setting that put the depot there.
+        self.depot_refused(&dl.url, tmp, e)
+    }
+
+    /// The depot's refusal `e` (a full disk, a write or a read of its own files failing) of
+    /// the unpacking of `url` into `tmp`; a full disk names the setting that put the depot
+    /// there.
+    pub(super) fn depot_refused(&self, url: &str, tmp: &Path, e: &ExtractError) -> SourceFailure {
         let text = match e {
             ExtractError::LowDiskSpace { .. } | ExtractError::LowInodes { .. } => {
                 format!(
@@ -527,7 +533,7 @@ impl InstallRequest<'_> {
             _ => e.to_string(),
         };
         SourceFailure::Install {
-            url: dl.url.clone(),
+            url: url.to_owned(),
             error: Box::new(Error::io("unpack into", tmp, io::Error::other(text))),
         }
     }

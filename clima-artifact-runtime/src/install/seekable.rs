@@ -77,13 +77,12 @@ impl InstallRequest<'_> {
         };
         drop(file);
         drop(spool);
+        // The download was checked whole before: what the depot refuses is the depot's fault,
+        // reported as the one-pass install reports it (`depot_trouble`).
         let extracted = extracted.map_err(|e| match e {
-            e @ (ExtractError::LowDiskSpace { .. }
+            ExtractError::LowDiskSpace { .. }
             | ExtractError::LowInodes { .. }
-            | ExtractError::Io { .. }) => SourceFailure::Install {
-                url: url.clone(),
-                error: Box::new(Error::io("unpack into", tmp.path(), io::Error::other(e))),
-            },
+            | ExtractError::Io { .. } => self.depot_refused(&url, tmp.path(), &e),
             e => archive(e.to_string()),
         })?;
         self.check_trees(&url, &extracted)?;

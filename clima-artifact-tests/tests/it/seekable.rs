@@ -325,3 +325,56 @@ fn a_member_whose_content_disagrees_with_the_index_is_refused_and_nothing_is_ins
         assert_depot_clean(&depot);
     }
 }
+
+/// A seekable install refused by the depot's free-space reserve says so as the one-pass
+/// install does: the reserve, and the setting that put the depot there.
+#[test]
+fn a_seekable_install_without_room_names_the_reserve_and_the_depot_setting() {
+    // 256 MiB of zeros (a sparse file) make a tarball of a few hundred KiB.
+    let dir = tempfile::tempdir().unwrap();
+    let content = dir.path().join("content");
+    std::fs::create_dir(&content).unwrap();
+    std::fs::File::create(content.join("zeros.bin"))
+        .unwrap()
+        .set_len(256 << 20)
+        .unwrap();
+    std::fs::write(content.join("small.txt"), "small").unwrap();
+    let entries = collect_entries(&content).unwrap();
+    let out = dir.path().join("data.tar");
+    let tarball = write_seekable(&content, &entries, &out, Flavour::Gzip, 1 << 20, &|_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bytes = std::fs::read(&out).unwrap();
+    assert!(bytes.len() < 8 << 20, "{}", bytes.len());
+    let server = TestServer::start();
+    server.serve("data.tar.gz", bytes.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(tarball.tree_hash, None, &url, &bytes, tarball.index_sha256);
+    let depot = dir.path().join("depot");
+    // Room for the tarball and 64 MiB more, not for what it unpacks to.
+    let (free, _) = clima_artifact_runtime::extract::free_space(dir.path()).unwrap();
+    let reserve = free - bytes.len() as u64 - (64 << 20);
+    let config = Config {
+        install_threads: Some(2),
+        min_free_space: Some(reserve),
+        ..test_config(std::slice::from_ref(&depot))
+    };
+    let e = ensure_variant("data", &v, dir.path(), &config).expect_err("no room");
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        matches!(failures[..], [SourceFailure::Install { .. }]),
+        "{failures:?}"
+    );
+    let text = e.to_string();
+    assert!(text.contains("stopped unpacking before"), "{text}");
+    assert!(text.contains("CLIMA_ARTIFACTS_MIN_FREE_SPACE"), "{text}");
+    assert!(text.contains("CLIMA_ARTIFACTS_DEPOT_PATH"), "{text}");
+    assert!(
+        !depot
+            .join("artifacts")
+            .join(tarball.tree_hash.to_hex())
+            .exists()
+    );
+    assert_depot_clean(&depot);
+}
