@@ -12,7 +12,7 @@ use clima_artifact_tests::{
     test_config,
 };
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
@@ -38,7 +38,7 @@ impl Mount {
         Mount::tmpfs(at, &format!("size={size},mode=0755"))
     }
 
-    fn tmpfs(at: &Path, options: &str) -> Option<Mount> {
+    pub(crate) fn tmpfs(at: &Path, options: &str) -> Option<Mount> {
         std::fs::create_dir_all(at).unwrap();
         let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", options, "tmpfs"])

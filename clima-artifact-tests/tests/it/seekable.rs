@@ -378,3 +378,49 @@ fn a_seekable_install_without_room_names_the_reserve_and_the_depot_setting() {
     );
     assert_depot_clean(&depot);
 }
+
+/// The inode reserve holds for a seekable install as for the one-pass install: 3,000 files in
+/// 300 folders onto a filesystem of 2,000 inodes are refused before anything is written,
+/// naming the inodes and the depot setting, instead of failing once the inodes are gone.
+#[test]
+fn a_seekable_install_keeps_the_inode_reserve() {
+    if !have_git() || !crate::disk::is_root() {
+        clima_artifact_tests::skip("mounting a small tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let content = dir.path().join("content");
+    for i in 0..3000 {
+        let sub = content.join(format!("d{:03}", i % 300));
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join(format!("f{i}")), format!("file {i}")).unwrap();
+    }
+    let entries = collect_entries(&content).unwrap();
+    let out = dir.path().join("data.tar");
+    let tarball = write_seekable(&content, &entries, &out, Flavour::Gzip, 1 << 20, &|_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bytes = std::fs::read(&out).unwrap();
+    let server = TestServer::start();
+    server.serve("data.tar.gz", bytes.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(tarball.tree_hash, None, &url, &bytes, tarball.index_sha256);
+    let depot = dir.path().join("inodes-depot");
+    let Some(_mount) = crate::disk::Mount::tmpfs(&depot, "size=64m,nr_inodes=2000") else {
+        return;
+    };
+    let config = Config {
+        install_threads: Some(2),
+        ..test_config(std::slice::from_ref(&depot))
+    };
+    let e = ensure_variant("data", &v, dir.path(), &config).expect_err("too few inodes");
+    let text = e.to_string();
+    assert!(text.contains("runs out of inodes"), "{text}");
+    assert!(text.contains("CLIMA_ARTIFACTS_DEPOT_PATH"), "{text}");
+    assert!(
+        !depot
+            .join("artifacts")
+            .join(tarball.tree_hash.to_hex())
+            .exists()
+    );
+    assert_depot_clean(&depot);
+}
