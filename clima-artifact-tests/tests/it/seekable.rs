@@ -1,7 +1,9 @@
 //! Seekable tarballs installed on every core (issue 49, item 2): a download entry with
 //! `index-sha256` is unpacked by `CLIMA_ARTIFACTS_INSTALL_THREADS` workers. The tree is the one
 //! the one-pass install gives, whatever the number of workers; an index whose tree lies and a
-//! member whose content disagrees with the index are refused with nothing in the depot (the
+//! member whose content disagrees with the index are refused with nothing in the depot; the
+//! descriptors held do not grow with the tree, and the free-space and inode reserves are kept
+//! and reported as in one pass (the
 //! CLI's `fetch` with the variable set is in `clima-artifacts-cli/tests/seekable.rs`). Tarballs are made by `create`'s writer
 //! (`clima_artifact_ops::tarball::write_seekable`), served over loopback.
 
@@ -423,4 +425,86 @@ fn a_seekable_install_keeps_the_inode_reserve() {
             .exists()
     );
     assert_depot_clean(&depot);
+}
+
+/// Set in the child process of the tests below, whose descriptors are limited.
+const FEW_DESCRIPTORS: &str = "CLIMA_TEST_FEW_DESCRIPTORS";
+
+/// In the test process: runs test `name` again in a child whose soft limit of descriptors is
+/// `limit`, checks that it passed, and returns `false`. In that child: `true`.
+fn with_few_descriptors(name: &str, limit: u32) -> bool {
+    if std::env::var_os(FEW_DESCRIPTORS).is_some() {
+        return true;
+    }
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+        .arg(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(FEW_DESCRIPTORS, "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+    false
+}
+
+/// Installs the seekable tarball of `content` with 4 workers: the installed folder.
+fn install_tree(content: &Path) -> (tempfile::TempDir, PathBuf) {
+    let entries = collect_entries(content).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("data.tar");
+    let tarball = write_seekable(content, &entries, &out, Flavour::Gzip, 1 << 20, &|_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bytes = std::fs::read(&out).unwrap();
+    let server = TestServer::start();
+    server.serve("data.tar.gz", bytes.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(tarball.tree_hash, None, &url, &bytes, tarball.index_sha256);
+    let (d, _depot, result) = install(&v, Some(4));
+    let path = result.unwrap_or_else(|e| panic!("{e}"));
+    assert!(path.ends_with(tarball.tree_hash.to_hex()));
+    (d, path)
+}
+
+/// Descriptors do not grow with the folders of a seekable tarball: 2,000 of them install
+/// under a limit of 512 descriptors, as they do in one pass.
+#[test]
+fn a_seekable_tree_of_2000_folders_installs_with_512_descriptors() {
+    let name = "seekable::a_seekable_tree_of_2000_folders_installs_with_512_descriptors";
+    if !with_few_descriptors(name, 512) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..2000 {
+        let sub = dir.path().join(format!("d{i:04}"));
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("f"), format!("file {i}")).unwrap();
+    }
+    let (_d, path) = install_tree(dir.path());
+    assert_eq!(std::fs::read(path.join("d1999/f")).unwrap(), b"file 1999");
+}
+
+/// Nor with its files of several blocks: 150 of them install under a limit of 128.
+#[test]
+fn a_seekable_tree_of_150_files_of_blocks_installs_with_128_descriptors() {
+    let name = "seekable::a_seekable_tree_of_150_files_of_blocks_installs_with_128_descriptors";
+    if !with_few_descriptors(name, 128) {
+        return;
+    }
+    // Sparse files of zeros, two blocks each: a small tarball.
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..150 {
+        std::fs::File::create(dir.path().join(format!("z{i:03}")))
+            .unwrap()
+            .set_len((1 << 20) + 1)
+            .unwrap();
+    }
+    let (_d, path) = install_tree(dir.path());
+    assert_eq!(
+        std::fs::metadata(path.join("z149")).unwrap().len(),
+        (1 << 20) + 1
+    );
 }
