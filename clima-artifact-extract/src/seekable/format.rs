@@ -386,6 +386,13 @@ impl IndexEntry {
 
     /// Its members in file order: one for the whole entry, or one per block.
     pub fn members(&self, block_size: u64) -> Vec<MemberSpan> {
+        (0..self.blocks.len().max(1))
+            .filter_map(|k| self.member(block_size, k))
+            .collect()
+    }
+
+    /// Its member `k` in file order ([`IndexEntry::members`]); `None` past the last.
+    pub fn member(&self, block_size: u64, k: usize) -> Option<MemberSpan> {
         let header = u64::from(self.header_len);
         if self.blocks.is_empty() {
             let content_end = if self.mode == EntryMode::Symlink {
@@ -393,38 +400,31 @@ impl IndexEntry {
             } else {
                 self.size
             };
-            return vec![MemberSpan {
+            return (k == 0).then(|| MemberSpan {
                 offset: self.offset,
                 length: self.length,
                 plain_len: self.tar_len(),
                 content: 0..content_end,
                 sha256: None,
-            }];
+            });
         }
-        let last = self.blocks.len() - 1;
-        let padding = padded(self.size) - self.size;
-        self.blocks
-            .iter()
-            .enumerate()
-            .map(|(k, b)| {
-                let start = (k as u64).saturating_mul(block_size);
-                let end = start.saturating_add(block_size).min(self.size);
-                let mut plain_len = end.saturating_sub(start);
-                if k == 0 {
-                    plain_len += header;
-                }
-                if k == last {
-                    plain_len += padding;
-                }
-                MemberSpan {
-                    offset: b.offset,
-                    length: b.length,
-                    plain_len,
-                    content: start..end,
-                    sha256: Some(b.sha256),
-                }
-            })
-            .collect()
+        let b = self.blocks.get(k)?;
+        let start = (k as u64).saturating_mul(block_size);
+        let end = start.saturating_add(block_size).min(self.size);
+        let mut plain_len = end.saturating_sub(start);
+        if k == 0 {
+            plain_len += header;
+        }
+        if k + 1 == self.blocks.len() {
+            plain_len += padded(self.size) - self.size;
+        }
+        Some(MemberSpan {
+            offset: b.offset,
+            length: b.length,
+            plain_len,
+            content: start..end,
+            sha256: Some(b.sha256),
+        })
     }
 }
 

@@ -42,7 +42,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use clima_artifact_fs::Dir;
 use sha2::Digest;
 
-use super::format::{IndexEntry, MemberSpan, decode_member};
+use super::format::{Index, IndexEntry, MemberSpan, decode_member};
 use super::{Authenticated, IndexError, shown};
 use crate::dirs::Dirs;
 use crate::tree_hash::{BlobHasher, EntryMode, Formats, ObjectId, TreeBuilder};
@@ -89,11 +89,9 @@ struct Unit {
     last_unit: usize,
 }
 
-impl Unit {
-    /// What it holds of the budget: its compressed and its decompressed bytes.
-    fn cost(&self) -> u64 {
-        self.span.length.saturating_add(self.span.plain_len)
-    }
+/// What a member holds of the budget: its compressed and its decompressed bytes.
+fn cost(span: &MemberSpan) -> u64 {
+    span.length.saturating_add(span.plain_len)
 }
 
 /// The file of several blocks, open while its blocks are written, and its in-order hash.
@@ -129,8 +127,12 @@ struct Shared {
     budget: u64,
 }
 
+/// The units in file order, walked as they are taken (none is described ahead of time).
 struct Queue {
+    /// The index of the next unit, and its entry and member in the entry.
     next: usize,
+    entry: usize,
+    block: usize,
     in_flight: u64,
     /// The failure of the earliest unit (its index) that failed.
     failed: Option<(usize, ExtractError)>,
@@ -163,23 +165,38 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The next unit of `units` and its charge, waiting for room in the budget; `None` when
-    /// all are taken or an install failed.
-    fn take(&self, units: &[Unit]) -> Option<(usize, Charge<'_>)> {
+    /// The next unit of `index` (its index) and its charge, waiting for room in the budget;
+    /// `None` when all are taken or an install failed.
+    fn take(&self, index: &Index) -> Option<(usize, Unit, Charge<'_>)> {
         let mut q = self.lock();
         loop {
-            if q.failed.is_some() || q.next >= units.len() {
+            if q.failed.is_some() {
                 return None;
             }
-            let cost = units[q.next].cost();
+            let e = index.entries.get(q.entry)?;
+            let span = e.member(index.block_size, q.block)?;
+            let cost = cost(&span);
             if q.in_flight == 0 || q.in_flight.saturating_add(cost) <= self.budget {
+                let n = e.blocks.len().max(1);
+                let unit = Unit {
+                    entry: q.entry,
+                    block: q.block,
+                    span,
+                    last: q.block + 1 == n,
+                    last_unit: q.next - q.block + n - 1,
+                };
+                let at = q.next;
                 q.in_flight += cost;
                 q.next += 1;
+                q.block += 1;
+                if q.block == n {
+                    (q.entry, q.block) = (q.entry + 1, 0);
+                }
                 let charge = Charge {
                     shared: self,
                     bytes: cost,
                 };
-                return Some((q.next - 1, charge));
+                return Some((at, unit, charge));
             }
             q = self.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
         }
@@ -317,22 +334,20 @@ pub(super) fn extract_with(
         hook,
     };
     job.prepare(&folders)?;
-    let units = units(auth);
+    let units: usize = index.entries.iter().map(|e| e.blocks.len().max(1)).sum();
     let shared = Shared {
         state: Mutex::new(Queue {
             next: 0,
+            entry: 0,
+            block: 0,
             in_flight: 0,
             failed: None,
         }),
         wake: Condvar::new(),
         budget: how.budget.max(1),
     };
-    run_workers(
-        &job,
-        &units,
-        &shared,
-        how.threads.min(MAX_THREADS).clamp(1, units.len().max(1)),
-    );
+    let threads = how.threads.min(MAX_THREADS).clamp(1, units.max(1));
+    run_workers(&job, &shared, threads);
     if let Some((_, e)) = shared.lock().failed.take() {
         return Err(e);
     }
@@ -382,37 +397,16 @@ fn folders_of(entries: &[IndexEntry]) -> Vec<&[u8]> {
     out
 }
 
-/// Every member of the index, in file order.
-fn units(auth: &Authenticated) -> Vec<Unit> {
-    let index = auth.index();
-    let mut units = Vec::new();
-    for (i, e) in index.entries.iter().enumerate() {
-        let spans = e.members(index.block_size);
-        let n = spans.len();
-        let last_unit = units.len() + n.saturating_sub(1);
-        for (k, span) in spans.into_iter().enumerate() {
-            units.push(Unit {
-                entry: i,
-                block: k,
-                span,
-                last: k + 1 == n,
-                last_unit,
-            });
-        }
-    }
-    units
-}
-
-/// Starts `threads` workers on `units` and waits for them; a worker that panicked, or one
-/// that could not be started, leaves its failure in `shared`.
-fn run_workers(job: &Job<'_>, units: &[Unit], shared: &Shared, threads: usize) {
+/// Starts `threads` workers on the units of `job`'s index and waits for them; a worker that
+/// panicked, or one that could not be started, leaves its failure in `shared`.
+fn run_workers(job: &Job<'_>, shared: &Shared, threads: usize) {
     std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(threads);
         for k in 0..threads {
             let worker = || {
                 let _guard = PanicGuard(shared);
-                while let Some((i, charge)) = shared.take(units) {
-                    if let Err((at, e)) = job.unit(i, &units[i], charge) {
+                while let Some((i, unit, charge)) = shared.take(job.auth.index()) {
+                    if let Err((at, e)) = job.unit(i, &unit, charge) {
                         shared.fail(at, e);
                     }
                 }
