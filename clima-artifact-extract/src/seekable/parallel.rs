@@ -260,9 +260,10 @@ struct Job<'a> {
 }
 
 /// Unpacks the seekable tarball `tarball`, the file at `tarball_path` (its index `auth`,
-/// authenticated against the manifest) into `dest` (an empty folder) on `how.threads` workers, checking every member against the
-/// index as it is written, and returns the git tree hashes of the blob ids written (SHA-256
-/// too when `limits.tree_hash_sha256`), for the caller to compare with the manifest's.
+/// authenticated against the manifest) into `dest` (an empty folder) on `how.threads` workers,
+/// checking every member against the index as it is written, and returns the git tree hashes
+/// of the blob ids written (SHA-256 too when `limits.tree_hash_sha256`), for the caller to
+/// compare with the manifest's.
 ///
 /// The rules of the one-pass extraction hold: files are created new (never through anything
 /// already there), read-only, `0o444` or `0o555`; folders `0o755`; symlink targets stay inside
@@ -271,8 +272,8 @@ struct Job<'a> {
 /// extraction) are checked against the index before anything is written. A member that does
 /// not hold what the index says is [`ExtractError::Corrupt`] naming the entry (of several,
 /// the earliest in the file); a write, or a read of `tarball`, that fails is
-/// [`ExtractError::Io`].
-/// What was written is left for the caller to remove, as with a failed extraction.
+/// [`ExtractError::Io`]. What was written is left for the caller to remove, as with a failed
+/// extraction.
 pub fn extract_parallel(
     auth: &Authenticated,
     (tarball, tarball_path): (&File, &Path),
@@ -368,8 +369,10 @@ fn check_room(
     let cost = entries
         .iter()
         .map(|e| entry_cost(e.mode != EntryMode::Symlink, e.size))
-        .chain((0..folders).map(|_| entry_cost(false, 0)))
-        .fold(0u64, u64::saturating_add);
+        .fold(
+            entry_cost(false, 0).saturating_mul(folders),
+            u64::saturating_add,
+        );
     let room = Room {
         free: space.available,
         inodes: space.inodes,
