@@ -1999,8 +1999,7 @@ impl<'a> Client<'a> {
         timeout: Duration,
         notify: &'a dyn Fn(Line, &str),
     ) -> Result<Client<'a>, ArchiveError> {
-        let config = crate::depots::config().map_err(from_cli)?;
-        let net = config.net();
+        let net = crate::depots::config().map_err(from_cli)?.net;
         let agent = clima_artifact_net::source::agent(&net)
             .map_err(|e| ArchiveError::Input(e.to_string()))?;
         Ok(Client {
