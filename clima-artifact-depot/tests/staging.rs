@@ -253,7 +253,9 @@ fn partials_are_named_for_artifact_url_and_user_and_may_live_elsewhere() {
         here.key
     );
     // Kept in the shared depot, whose lock of the artifact is held meanwhile.
-    staging.keep_partials_in(std::slice::from_ref(&shared)).unwrap();
+    staging
+        .keep_partials_in(std::slice::from_ref(&shared))
+        .unwrap();
     assert_eq!(staging.partials_depot(), &shared);
     assert_eq!(
         staging.partial(url).unwrap().dir.path(),
