@@ -71,7 +71,8 @@ pub enum Staged {
 }
 
 /// An install of one artifact in progress in one depot: its locks, held until this value is
-/// dropped, and the depot's side of the install (see the [module docs](self)).
+/// dropped, and the depot's side of the install: [`Staging::temp_dir`], [`Staging::partial`],
+/// [`Staging::commit`] (see [`Depot::stage`]).
 #[must_use = "the locks are released when this value is dropped"]
 pub struct Staging {
     depot: Depot,
