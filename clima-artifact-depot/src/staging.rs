@@ -78,9 +78,12 @@ pub struct Staging {
     depot: Depot,
     hash: GitTreeSha1,
     name: String,
-    /// Released before `ours` (fields drop in order).
+    /// What writes the install's progress into our lock file, for waiters (made once;
+    /// dropped first: fields drop in order).
+    note: Option<HolderNote>,
+    /// Released before `_ours`.
     _julia: Option<JuliaPidfile>,
-    ours: LockedFile,
+    _ours: LockedFile,
     /// The depot that keeps partial downloads when it is not `depot`, with its lock of the
     /// artifact held while they are used.
     partials: Option<(Depot, LockedFile)>,
@@ -142,7 +145,8 @@ impl Depot {
             hash: *hash,
             name: name.to_owned(),
             _julia: julia,
-            ours,
+            note: ours.note(),
+            _ours: ours,
             partials: None,
         })))
     }
@@ -231,7 +235,7 @@ impl Staging {
     /// A handle that writes what the install is doing into our lock file, for another
     /// process waiting for it to tell its user (`None` where the lock file cannot hold it).
     pub fn note(&self) -> Option<HolderNote> {
-        self.ours.note()
+        self.note.clone()
     }
 
     /// A fresh private temp dir for the unpacked files, in the depot's `artifacts` folder and
