@@ -748,7 +748,7 @@ fn safe_components(raw: &[u8]) -> Result<Vec<Vec<u8>>, &'static str> {
 
 /// Checks that a symlink at depth `depth` (number of directories above it) pointing at `target`
 /// cannot resolve outside the artifact.
-fn check_symlink_target(target: &[u8], depth: usize) -> Result<(), String> {
+pub(crate) fn check_symlink_target(target: &[u8], depth: usize) -> Result<(), String> {
     if target.is_empty() {
         return Err("the symlink has an empty target".into());
     }

@@ -19,6 +19,7 @@
 //! | `CLIMA_ARTIFACTS_CONNECTIONS` | most connections of one large download (1 to 8): a download of at least `..._PARALLEL_MIN_SIZE` bytes from a server that serves byte ranges with an ETag or Last-Modified is fetched in chunks over this many ranged connections, fed in order to the same verification pass; `1` keeps one stream. Also the most requests this process has in flight to one server at once (first requests, chunks, retries and other downloads included) | `8` |
 //! | `CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE` | smallest `Content-Length` downloaded that way; such a download also keeps what it received in `<depot>/artifacts/.partial-*` so that the next attempt, of any process on any host sharing the depot, continues it; `K`/`M`/`G`/`T` suffixes | `64M` |
 //! | `CLIMA_ARTIFACTS_MIN_FREE_SPACE` | free space an install leaves on the depot's filesystem: unpacking stops with an error (and its temp dir is removed) before going below it; `K`/`M`/`G`/`T` suffixes; `0` turns it off | 1% of the filesystem or 1 GiB, whichever is smaller |
+//! | `CLIMA_ARTIFACTS_INSTALL_THREADS` | workers that decompress, check and write the members of a seekable tarball at once | the available cores |
 //! | `CLIMA_ARTIFACTS_MAX_ENTRIES` | cap on one artifact's number of archive entries (files, directories, links) | `10000000` |
 //! | `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` | MPI node-local mode: a depot path private to each node; the job downloads once and the tarball is copied over MPI to one rank per node, which verifies and installs it there | unset |
 //! | `CLIMA_ARTIFACTS_NODE_ID` | in node-local mode, ranks with the same value (any string) form one node, instead of the ranks sharing a machine: a knob for testing and diagnosing node-local mode on one machine | unset |
@@ -88,6 +89,9 @@ pub struct Config {
     /// Which node this process counts as in node-local mode (`CLIMA_ARTIFACTS_NODE_ID`): ranks
     /// with the same value form one node; `None` groups the ranks that share a machine.
     pub node_id: Option<String>,
+    /// Workers that unpack a seekable tarball (`CLIMA_ARTIFACTS_INSTALL_THREADS`); `None`:
+    /// the available cores.
+    pub install_threads: Option<usize>,
 }
 
 /// Default of [`Config::max_download_size`]: 4 GiB (the limit `validate` warns about).
@@ -121,6 +125,7 @@ impl Default for Config {
             progress: true,
             node_local_depot: None,
             node_id: None,
+            install_threads: None,
         }
     }
 }
@@ -225,6 +230,9 @@ impl Config {
         }
         if let Some((n, v)) = set(vars::PARALLEL_MIN_SIZE) {
             c.net.parallel_min_size = parse_bytes(&n, &v)?;
+        }
+        if let Some((n, v)) = set(vars::INSTALL_THREADS) {
+            c.install_threads = Some(parse_count(&n, &v, "workers")? as usize);
         }
         if let Some((n, v)) = set(vars::MAX_ENTRIES) {
             c.max_entries = parse_count(&n, &v, "archive entries")?;

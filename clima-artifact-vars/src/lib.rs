@@ -113,6 +113,11 @@ vars! {
         "downloads this large use several connections and resume across processes (64M)",
         default: "`64M`",
         "downloads at least this large (by `Content-Length`) from servers that serve byte ranges use several connections and keep their bytes in `artifacts/.partial-*` so that the next process continues them; `K`/`M`/`G`/`T`";
+    /// Workers that unpack a seekable tarball.
+    INSTALL_THREADS = "CLIMA_ARTIFACTS_INSTALL_THREADS",
+        "workers that unpack a seekable tarball (the available cores)",
+        default: "the available cores",
+        "workers that decompress, check and write the members of a seekable tarball (a download entry with `index-sha256`) at once, within 48 MiB of buffers; `1` unpacks on one core; single-stream tarballs unpack in one pass whatever it says (see [downloads.md](downloads.md#seekable-tarballs-on-every-core))";
     /// Free space an install leaves on the depot's filesystem.
     MIN_FREE_SPACE = "CLIMA_ARTIFACTS_MIN_FREE_SPACE",
         "free space an install leaves on the depot's filesystem (1% or 1G; 0 = off)",

@@ -464,3 +464,42 @@ fn publish_records_the_index_sha256_only_of_an_index_that_holds() {
     );
     assert!(!store.join("lying.tar.gz").exists(), "nothing was uploaded");
 }
+
+#[test]
+fn fetch_unpacks_a_seekable_tarball_with_the_workers_the_variable_says() {
+    let made = create("data.tar.gz", &[]);
+    assert!(made.index_sha256.is_some());
+    for threads in ["1", "3"] {
+        let depot = made.sandbox.root.path().join(format!("depot-{threads}"));
+        let out = cli(&depot, made.sandbox.root.path())
+            .args(["fetch", "data"])
+            .env("CLIMA_ARTIFACTS_INSTALL_THREADS", threads)
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        let installed = depot.join("artifacts").join(made.tree.to_hex());
+        assert_eq!(
+            fs::read(installed.join("large.bin")).unwrap(),
+            fs::read(made.sandbox.root.path().join("content/large.bin")).unwrap(),
+            "{threads} workers"
+        );
+        if have_git() {
+            assert_eq!(git_tree_hash(&installed), made.tree, "{threads} workers");
+        }
+    }
+    // Not a number of workers: refused, naming the variable.
+    let out = cli(
+        &made.sandbox.root.path().join("depot-0"),
+        made.sandbox.root.path(),
+    )
+    .args(["fetch", "data"])
+    .env("CLIMA_ARTIFACTS_INSTALL_THREADS", "0")
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("CLIMA_ARTIFACTS_INSTALL_THREADS"),
+        "{stderr}"
+    );
+}

@@ -97,7 +97,7 @@ impl Authenticated {
     /// The content bytes of one decompressed member: after the headers (checked to be the
     /// prescribed ones) in the first, before the padding (checked to be zeros) in the last.
     /// For a symlink, its target, taken from the header.
-    fn member_content<'a>(
+    pub(super) fn member_content<'a>(
         &self,
         e: &IndexEntry,
         m: &MemberSpan,

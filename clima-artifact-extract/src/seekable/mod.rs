@@ -16,12 +16,14 @@
 mod auth;
 pub mod format;
 mod member;
+pub mod parallel;
 
 pub use auth::{Authenticated, Expected, authenticate};
 pub use format::{
     Block, Flavour, HeaderKind, Index, IndexEntry, Locator, MemberEncoder, decode_member,
     read_index, tar_header, write_tail,
 };
+pub use parallel::{Parallelism, extract_parallel};
 
 use clima_artifact_fs::printable;
 
@@ -150,5 +152,7 @@ pub(crate) fn shown(path: &[u8]) -> String {
     printable(&String::from_utf8_lossy(path)).into_owned()
 }
 
+#[cfg(test)]
+mod parallel_tests;
 #[cfg(test)]
 mod tests;

@@ -164,6 +164,10 @@ impl InstallRequest<'_> {
         tmp: TempDir<'_>,
         mut body: Body,
     ) -> Result<(PathBuf, u64), SourceFailure> {
+        // A seekable tarball is unpacked on every core (seekable.rs).
+        if let Some(index_sha256) = attempt.download.index_sha256 {
+            return self.install_seekable(attempt, tmp, body, index_sha256);
+        }
         let url = &attempt.download.url;
         let limits = self.limits(tmp.path(), attempt);
         // The one place where the tree is written into the staging's temp dir (and hashed).
@@ -193,12 +197,34 @@ impl InstallRequest<'_> {
             url: url.clone(),
             reason: e.to_string(),
         })?;
-        // The SHA-256 tree hash, when the entry gives one, is the stronger check: first.
+        self.check_trees(&url, &extracted)?;
+        self.commit(&url, tmp).map(|dest| (dest, bytes))
+    }
+
+    /// Renames the verified `tmp` into place and records its git tree SHA-256 (the staging's
+    /// commit).
+    pub(super) fn commit(&self, url: &str, tmp: TempDir<'_>) -> Result<PathBuf, SourceFailure> {
+        self.target
+            .staging
+            .commit(tmp, self.hash_sha256.as_ref())
+            .map_err(|error| SourceFailure::Install {
+                url: url.to_owned(),
+                error: Box::new(error.into()),
+            })
+    }
+
+    /// The tree hashes of what was written against the manifest's (SHA-256 first, the stronger
+    /// check, when the entry has one).
+    pub(super) fn check_trees(
+        &self,
+        url: &str,
+        extracted: &crate::extract::Extracted,
+    ) -> Result<(), SourceFailure> {
         if let Some(expected) = self.hash_sha256
             && extracted.tree_hash_sha256 != Some(expected)
         {
             return Err(SourceFailure::TreeHashSha256Mismatch {
-                url,
+                url: url.to_owned(),
                 expected,
                 // Computed whenever the entry has one (see `limits`).
                 actual: extracted.tree_hash_sha256.unwrap_or(GitTreeSha256([0; 32])),
@@ -207,21 +233,12 @@ impl InstallRequest<'_> {
         }
         if extracted.tree_hash != self.hash {
             return Err(SourceFailure::TreeHashMismatch {
-                url,
+                url: url.to_owned(),
                 expected: self.hash,
                 actual: extracted.tree_hash,
             });
         }
-        // Verified: renamed into place, its git tree SHA-256 recorded.
-        let sha256 = self.hash_sha256.as_ref();
-        self.target
-            .staging
-            .commit(tmp, sha256)
-            .map(|dest| (dest, bytes))
-            .map_err(|error| SourceFailure::Install {
-                url: attempt.download.url.clone(),
-                error: Box::new(error.into()),
-            })
+        Ok(())
     }
 
     /// Opens `dl` and starts reading its body on a thread of its own, with progress to the
@@ -393,7 +410,7 @@ impl InstallRequest<'_> {
 
     /// The extraction limits of an install into `tmp` from `attempt`: without a sha256 to
     /// check (a package server), only what the tree hash covers is written.
-    fn limits(&self, tmp: &Path, attempt: &Attempt) -> ExtractLimits {
+    pub(super) fn limits(&self, tmp: &Path, attempt: &Attempt) -> ExtractLimits {
         let config = self.config;
         ExtractLimits {
             only_hashed: attempt.download.sha256.is_none(),
@@ -516,7 +533,7 @@ impl InstallRequest<'_> {
     }
 
     /// Why the source of `body` stopped early, as the install reports it.
-    fn source_failure(&self, body: &Body, dl: &Fetch) -> Option<SourceFailure> {
+    pub(super) fn source_failure(&self, body: &Body, dl: &Fetch) -> Option<SourceFailure> {
         let url = dl.url.as_str();
         body.failure().map(|e| match RuleBroken::of(e) {
             // Without a declared size the bound was CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE.
@@ -560,7 +577,7 @@ impl InstallRequest<'_> {
     }
 
     /// A transfer of `url` that broke with `e` (`reason` says how), tried once so far.
-    fn broken(&self, url: &str, reason: String, e: &io::Error) -> SourceFailure {
+    pub(super) fn broken(&self, url: &str, reason: String, e: &io::Error) -> SourceFailure {
         NetError::Transport {
             url: url.to_owned(),
             reason,

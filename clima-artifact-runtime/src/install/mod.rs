@@ -34,6 +34,7 @@
 //! when renaming, another process won the race: that is success.
 
 mod attempt;
+mod seekable;
 pub(crate) mod sha256_copy;
 mod transfer;
 
@@ -255,6 +256,7 @@ pub(crate) fn install_received(
             url: url.clone(),
             sha256: incoming.sha256,
             size: incoming.length,
+            index_sha256: None,
         },
         from: Some(InstalledFrom::OverMpi),
         not_tried: None,
@@ -470,6 +472,8 @@ pub(crate) struct Fetch {
     pub(crate) url: String,
     pub(crate) sha256: Option<Sha256>,
     pub(crate) size: Option<u64>,
+    /// The entry's `index-sha256`: a seekable tarball, installed on every core.
+    pub(crate) index_sha256: Option<Sha256>,
 }
 
 impl From<&Download> for Fetch {
@@ -478,6 +482,7 @@ impl From<&Download> for Fetch {
             url: dl.url.clone(),
             sha256: Some(dl.sha256),
             size: dl.size,
+            index_sha256: dl.index_sha256,
         }
     }
 }
@@ -490,6 +495,7 @@ fn attempts(variant: &ArtifactVariant, allowed: &[&Download], config: &Config) -
             url: format!("{server}/artifact/{}", variant.git_tree_sha1),
             sha256: None,
             size: None,
+            index_sha256: None,
         },
         from: Some(InstalledFrom::PackageServer),
         not_tried: None,

@@ -1,0 +1,327 @@
+//! Seekable tarballs installed on every core (issue 49, item 2): a download entry with
+//! `index-sha256` is unpacked by `CLIMA_ARTIFACTS_INSTALL_THREADS` workers. The tree is the one
+//! the one-pass install gives, whatever the number of workers; an index whose tree lies and a
+//! member whose content disagrees with the index are refused with nothing in the depot (the
+//! CLI's `fetch` with the variable set is in `clima-artifacts-cli/tests/seekable.rs`). Tarballs are made by `create`'s writer
+//! (`clima_artifact_ops::tarball::write_seekable`), served over loopback.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use clima_artifact_manifest::{ArtifactVariant, Download, GitTreeSha1, GitTreeSha256, Sha256};
+use clima_artifact_ops::tarball::{collect_entries, write_seekable};
+use clima_artifact_runtime::extract::seekable::{self, Flavour};
+use clima_artifact_runtime::{Config, Error, SourceFailure, ensure_variant};
+use clima_artifact_tests::{
+    TestServer, assert_depot_clean, git_tree_hash, have_git, sha256, temp_entries, test_config,
+};
+
+/// Bytes of the file cut into blocks (1 MiB blocks: four of them and a bit).
+const LARGE: usize = (4 << 20) + 4321;
+
+/// Content that compresses, but not to nothing: a pseudo-random byte every third.
+fn bytes(seed: u32, len: usize) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| {
+            if i % 3 == 0 {
+                (i.wrapping_add(seed).wrapping_mul(2_654_435_761) >> 13) as u8
+            } else {
+                b'a' + (i % 26) as u8
+            }
+        })
+        .collect()
+}
+
+/// A tree of many small files in folders, an executable, symlinks, an empty file and a file
+/// of several blocks; `seed` varies the content.
+fn tree(dir: &Path, seed: u32) {
+    for i in 0..120u32 {
+        let sub = dir.join(format!("d{}/e{}", i % 7, i % 3));
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(
+            sub.join(format!("f{i}.txt")),
+            bytes(seed + i, 100 + 997 * i as usize),
+        )
+        .unwrap();
+    }
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::write(dir.join("bin/run"), "#!/bin/sh\necho run\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join("bin/run"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("empty"), "").unwrap();
+    std::fs::write(dir.join("large.bin"), bytes(seed, LARGE)).unwrap();
+    std::os::unix::fs::symlink("large.bin", dir.join("latest")).unwrap();
+    std::os::unix::fs::symlink("../../bin/run", dir.join("d1/e1/run")).unwrap();
+}
+
+/// A seekable tarball of `tree(seed)`, with what its manifest entry says.
+struct Made {
+    _dir: tempfile::TempDir,
+    content: PathBuf,
+    bytes: Vec<u8>,
+    tree: GitTreeSha1,
+    index_sha256: Sha256,
+}
+
+fn made(seed: u32) -> Made {
+    made_with(seed, &[])
+}
+
+/// [`made`], with these files' contents replaced.
+fn made_with(seed: u32, files: &[(&str, Vec<u8>)]) -> Made {
+    made_as(seed, files, Flavour::Gzip)
+}
+
+/// [`made_with`], of members of `flavour`.
+fn made_as(seed: u32, files: &[(&str, Vec<u8>)], flavour: Flavour) -> Made {
+    let dir = tempfile::tempdir().unwrap();
+    let content = dir.path().join("content");
+    tree(&content, seed);
+    for (path, bytes) in files {
+        let p = content.join(path);
+        let _ = std::fs::remove_file(&p);
+        std::fs::write(&p, bytes).unwrap();
+    }
+    let entries = collect_entries(&content).unwrap();
+    let out = dir.path().join("data.tar");
+    let tarball = write_seekable(&content, &entries, &out, flavour, 1 << 20, &|_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    Made {
+        bytes: std::fs::read(&out).unwrap(),
+        content,
+        tree: tarball.tree_hash,
+        index_sha256: tarball
+            .index_sha256
+            .expect("a seekable tarball has an index"),
+        _dir: dir,
+    }
+}
+
+/// The entry of `tarball` (`bytes`) served at `url`: its tree hashes and, when `seekable`,
+/// its `index-sha256`.
+fn variant(
+    tree: GitTreeSha1,
+    tree_sha256: Option<GitTreeSha256>,
+    url: &str,
+    bytes: &[u8],
+    index_sha256: Option<Sha256>,
+) -> ArtifactVariant {
+    let mut v = clima_artifact_tests::variant(tree, &[url.to_owned()], sha256(bytes));
+    v.git_tree_sha256 = tree_sha256;
+    v.downloads = vec![Download {
+        url: url.to_owned(),
+        sha256: sha256(bytes),
+        size: None,
+        index_sha256,
+    }];
+    v
+}
+
+/// Every file, symlink and folder under `dir` with its content (a symlink's target) and mode.
+fn listing(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+            let content = if m.is_symlink() {
+                std::fs::read_link(&p)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes()
+            } else if m.is_dir() {
+                todo.push(p.clone());
+                Vec::new()
+            } else {
+                std::fs::read(&p).unwrap()
+            };
+            let mode = if m.is_symlink() { 0 } else { m.mode() & 0o7777 };
+            out.insert(rel, (content, mode));
+        }
+    }
+    out
+}
+
+/// Installs `variant` into a fresh depot with `threads` workers: the installed folder and
+/// the depot, or the error.
+fn install(
+    variant: &ArtifactVariant,
+    threads: Option<usize>,
+) -> (tempfile::TempDir, PathBuf, Result<PathBuf, Error>) {
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let config = Config {
+        install_threads: threads,
+        ..test_config(std::slice::from_ref(&depot))
+    };
+    let installed = ensure_variant("data", variant, dir.path(), &config).map(|i| i.path);
+    (dir, depot, installed)
+}
+
+#[test]
+fn a_parallel_install_gives_the_tree_of_the_one_pass_install_on_any_number_of_workers() {
+    for flavour in [Flavour::Gzip, Flavour::Zstd] {
+        same_tree_on_any_number_of_workers(flavour);
+    }
+}
+
+fn same_tree_on_any_number_of_workers(flavour: Flavour) {
+    let m = made_as(1, &[], flavour);
+    let name = match flavour {
+        Flavour::Gzip => "data.tar.gz",
+        Flavour::Zstd => "data.tar.zst",
+    };
+    let server = TestServer::start();
+    server.serve(name, m.bytes.clone());
+    let url = server.url(name);
+    // Without `index-sha256` the same file installs in one pass, as any tarball.
+    let one_pass = variant(m.tree, None, &url, &m.bytes, None);
+    let (_d0, _, classic) = install(&one_pass, None);
+    let classic = classic.unwrap_or_else(|e| panic!("{e}"));
+    let want = listing(&classic);
+    assert!(want.len() > 120, "{}", want.len());
+    let parallel = variant(m.tree, None, &url, &m.bytes, Some(m.index_sha256));
+    for threads in [1, 2, 8] {
+        let (_d, depot, got) = install(&parallel, Some(threads));
+        let got = got.unwrap_or_else(|e| panic!("{flavour:?}, {threads} workers: {e}"));
+        assert_eq!(got, depot.join("artifacts").join(m.tree.to_hex()));
+        assert_eq!(listing(&got), want, "{threads} workers");
+        if have_git() {
+            assert_eq!(git_tree_hash(&got), m.tree, "{threads} workers");
+        }
+        assert_eq!(temp_entries(&depot), Vec::<String>::new(), "temp dirs left");
+    }
+    // And the content is the folder the tarball was made of.
+    assert_eq!(
+        listing(&classic)
+            .into_iter()
+            .filter(|(p, _)| !p.as_os_str().is_empty())
+            .map(|(p, (c, _))| (p, c))
+            .collect::<BTreeMap<_, _>>(),
+        listing(&m.content)
+            .into_iter()
+            .map(|(p, (c, _))| (p, c))
+            .collect::<BTreeMap<_, _>>()
+    );
+}
+
+#[test]
+fn a_parallel_install_checks_the_git_tree_sha256_too() {
+    if !have_git() {
+        return;
+    }
+    let m = made(2);
+    let sha256 = clima_artifact_tests::git_tree_hash_sha256(&m.content);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(m.tree, Some(sha256), &url, &m.bytes, Some(m.index_sha256));
+    let (_d, _depot, got) = install(&v, Some(2));
+    let got = got.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(clima_artifact_tests::git_tree_hash_sha256(&got), sha256);
+}
+
+/// The one failure of `result`'s download, as text.
+fn refusal(result: Result<PathBuf, Error>) -> String {
+    let e = result.expect_err("the install must be refused");
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    let text = e.to_string();
+    assert!(
+        failures
+            .iter()
+            .all(|f| matches!(f, SourceFailure::Archive { .. })),
+        "{failures:?}"
+    );
+    text
+}
+
+#[test]
+fn an_index_whose_tree_lies_is_refused_and_nothing_is_installed() {
+    let m = made(3);
+    let other = made(4);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let url = server.url("data.tar.gz");
+    // The manifest names another tree: the index of this file cannot make it.
+    let v = variant(other.tree, None, &url, &m.bytes, Some(m.index_sha256));
+    let (_d, depot, result) = install(&v, Some(4));
+    let text = refusal(result);
+    assert!(text.contains("the index describes tree"), "{text}");
+    assert!(text.contains(&other.tree.to_hex()), "{text}");
+    assert!(!depot.join("artifacts").join(other.tree.to_hex()).exists());
+    assert_depot_clean(&depot);
+}
+
+/// Bytes that do not compress (xorshift).
+fn random(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
+        })
+        .collect()
+}
+
+/// `m`'s tarball with the members of entry `path` taken from `other`'s (the same tree
+/// layout, other content of the same length): the index, and so `index-sha256`, unchanged.
+fn spliced(m: &Made, other: &Made, path: &str) -> Vec<u8> {
+    let index_of = |bytes: &[u8]| {
+        let mut c = std::io::Cursor::new(bytes);
+        let (_, doc) = seekable::read_index(&mut c, bytes.len() as u64, &Default::default())
+            .unwrap()
+            .unwrap();
+        seekable::Index::decode(&doc, &Default::default()).unwrap()
+    };
+    let (ours, theirs) = (index_of(&m.bytes), index_of(&other.bytes));
+    let find = |ix: &seekable::Index| {
+        ix.entries
+            .iter()
+            .find(|e| e.path == path.as_bytes())
+            .unwrap()
+            .clone()
+    };
+    let (a, b) = (find(&ours), find(&theirs));
+    assert_eq!((a.offset, a.length), (b.offset, b.length), "same layout");
+    let mut out = m.bytes.clone();
+    let span = a.offset as usize..(a.offset + a.length) as usize;
+    out[span.clone()].copy_from_slice(&other.bytes[span]);
+    out
+}
+
+#[test]
+fn a_member_whose_content_disagrees_with_the_index_is_refused_and_nothing_is_installed() {
+    // A small file and the file of blocks, each on its own.
+    for (path, threads) in [("d3/e0/f3.txt", 2), ("large.bin", 8), ("d0/e0/f0.txt", 1)] {
+        let len = if path == "large.bin" { LARGE } else { 5000 };
+        let content = random(1, len);
+        // Two bytes swapped: the same letters, so the same Huffman codes and the same member
+        // length, but another blob.
+        let mut swapped = content.clone();
+        let (i, j) = (len - 300, len - 100);
+        assert_ne!(swapped[i], swapped[j]);
+        swapped.swap(i, j);
+        let m = made_with(5, &[(path, content)]);
+        let other = made_with(5, &[(path, swapped)]);
+        let bad = spliced(&m, &other, path);
+        assert_ne!(bad, m.bytes);
+        let server = TestServer::start();
+        server.serve("data.tar.gz", bad.clone());
+        let url = server.url("data.tar.gz");
+        // The entry's `sha256` is the file's as served: only the index can catch it.
+        let v = variant(m.tree, None, &url, &bad, Some(m.index_sha256));
+        let (_d, depot, result) = install(&v, Some(threads));
+        let text = refusal(result);
+        assert!(text.contains(path), "{path}: {text}");
+        assert!(text.contains("does not have the index's"), "{path}: {text}");
+        assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+        assert_depot_clean(&depot);
+    }
+}
