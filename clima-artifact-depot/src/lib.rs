@@ -50,13 +50,13 @@ mod usage;
 
 pub use depot::{
     Depot, PARTIAL_MAX_AGE, PROBE_MAX_AGE, find_installed, first_writable, julia_depots,
-    partial_name, search_order,
+    search_order,
 };
 pub use error::{Error, render_paths};
 pub use installed::{Installed, Origin};
 pub use locked_file::{HolderNote, LockedFile, hostname};
 pub use overrides::{Overrides, ResolvedOverride, lookup};
-pub use staging::{PartialFile, Stage, Staged, Staging, TempDir, Wait};
+pub use staging::{PartialFile, Stage, Staged, Staging, TempDir, Wait, partial_name};
 pub use tree_sha256::MAX_RECORD_BYTES;
 pub use usage::{
     PendingUsage, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY, UsageLogBusy, UsageLogLock, record_usage_of,

@@ -113,7 +113,7 @@ impl Depot {
         let Ok(dir) = clima_artifact_fs::Dir::open(&self.artifacts_dir()) else {
             return false;
         };
-        let removed = crate::depot::remove_own_file(&dir, name);
+        let removed = crate::staging::remove_own_file(&dir, name);
         if removed {
             clima_artifact_progress::notice::emit(Event::PartialRemoved {
                 path: path.to_path_buf(),

@@ -22,17 +22,19 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use clima_artifact_fs::Dir;
 use clima_artifact_manifest::{GitTreeSha1, GitTreeSha256};
-use clima_artifact_progress::notice::{self, Event, PartialOnNodeReason};
+use clima_artifact_progress::notice::{self, Event};
 
 use crate::Error;
-use crate::depot::{Depot, find_installed, first_writable, partial_name, url_key};
+use crate::depot::{Depot, find_installed};
 use crate::installed::{Installed, Origin};
 use crate::julia_lock::{self, JuliaPidfile, Take};
 use crate::locked_file::{HolderNote, LockedFile};
 
+mod partial;
 mod temp_dir;
+pub(crate) use partial::remove_own_file;
+pub use partial::{PartialFile, partial_name};
 pub use temp_dir::TempDir;
 
 /// How an install asks for its staging: see [`Depot::stage`].
@@ -69,30 +71,22 @@ pub enum Staged {
 }
 
 /// An install of one artifact in progress in one depot: its locks, held until this value is
-/// dropped, and the depot's side of the install (see the [module docs](self)).
+/// dropped, and the depot's side of the install: [`Staging::temp_dir`], [`Staging::partial`],
+/// [`Staging::commit`] (see [`Depot::stage`]).
 #[must_use = "the locks are released when this value is dropped"]
 pub struct Staging {
     depot: Depot,
     hash: GitTreeSha1,
     name: String,
-    /// Released before `ours` (fields drop in order).
+    /// What writes the install's progress into our lock file, for waiters (made once;
+    /// dropped first: fields drop in order).
+    note: Option<HolderNote>,
+    /// Released before `_ours`.
     _julia: Option<JuliaPidfile>,
-    ours: LockedFile,
+    _ours: LockedFile,
     /// The depot that keeps partial downloads when it is not `depot`, with its lock of the
     /// artifact held while they are used.
     partials: Option<(Depot, LockedFile)>,
-}
-
-/// The file a large download keeps its bytes in, for resuming: `name` in `dir` (the
-/// `artifacts` folder of the depot that keeps partials), and the key of its URL, which the
-/// file's header records.
-pub struct PartialFile {
-    /// The folder, open.
-    pub dir: Dir,
-    /// The file's name there (one per artifact, URL and user).
-    pub name: String,
-    /// The key of the URL it is downloaded from.
-    pub key: String,
 }
 
 impl Depot {
@@ -151,7 +145,8 @@ impl Depot {
             hash: *hash,
             name: name.to_owned(),
             _julia: julia,
-            ours,
+            note: ours.note(),
+            _ours: ours,
             partials: None,
         })))
     }
@@ -240,7 +235,7 @@ impl Staging {
     /// A handle that writes what the install is doing into our lock file, for another
     /// process waiting for it to tell its user (`None` where the lock file cannot hold it).
     pub fn note(&self) -> Option<HolderNote> {
-        self.ours.note()
+        self.note.clone()
     }
 
     /// A fresh private temp dir for the unpacked files, in the depot's `artifacts` folder and
@@ -248,61 +243,7 @@ impl Staging {
     /// later install reclaims it should this process die. It is removed when dropped, unless
     /// [`Staging::commit`] renamed it into place.
     pub fn temp_dir(&self) -> Result<TempDir<'_>, Error> {
-        let path = self.depot.new_temp_dir(&self.hash);
-        TempDir::create(self, path.clone()).map_err(|e| Error::Io {
-            action: "create temporary directory".to_owned(),
-            path,
-            cause: e.into(),
-        })
-    }
-
-    /// Keeps partial downloads in the first writable of `candidates` instead of this depot
-    /// (in node-local mode, a shared depot: the end of a job may wipe the node's), with its
-    /// lock of the artifact held while they are used. When none is writable, or another
-    /// installer holds that lock, they stay here, and the reason says why.
-    pub fn keep_partials_in(&mut self, candidates: &[Depot]) -> Result<(), PartialOnNodeReason> {
-        let depot = first_writable(candidates, &self.name).map_err(|e| {
-            PartialOnNodeReason::NoSharedDepot {
-                error: e.to_string(),
-            }
-        })?;
-        let Some(lock) = depot.try_lock(&self.hash) else {
-            return Err(PartialOnNodeReason::SharedLockHeld {
-                depot: depot.root().to_path_buf(),
-            });
-        };
-        self.partials = Some((depot, lock));
-        Ok(())
-    }
-
-    /// The depot whose `artifacts` folder keeps this install's partial downloads: this one,
-    /// or the one [`Staging::keep_partials_in`] chose.
-    pub fn partials_depot(&self) -> &Depot {
-        self.partials.as_ref().map_or(&self.depot, |(d, _)| d)
-    }
-
-    /// The partial file of a large download of the artifact from `url` by this user, in the
-    /// depot that keeps partials (`None` when its `artifacts` folder cannot be opened: the
-    /// download then keeps nothing).
-    pub fn partial(&self, url: &str) -> Option<PartialFile> {
-        let dir = Dir::open(&self.partials_depot().artifacts_dir()).ok()?;
-        Some(PartialFile {
-            dir,
-            name: partial_name(&self.hash, url),
-            key: url_key(url),
-        })
-    }
-
-    /// Removes the partial file `partial` if it is this user's own regular file (a download
-    /// that failed in a way another attempt would not mend); returns whether it did.
-    pub fn remove_partial(&self, partial: &PartialFile) -> bool {
-        crate::depot::remove_own_file(&partial.dir, &partial.name)
-    }
-
-    /// Removes this user's partial downloads of the artifact from every URL (once it is
-    /// installed, they are of no use).
-    pub fn remove_partials(&self) {
-        self.partials_depot().remove_partials(&self.hash);
+        TempDir::create(self)
     }
 
     /// Commits the verified install in `tmp` as `artifacts/<hash>`: the folder made 0o755

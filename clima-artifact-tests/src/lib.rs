@@ -546,19 +546,20 @@ pub fn failure_reasons(e: &clima_artifact_runtime::Error) -> String {
 
 /// A configuration for tests: these depots, short timeouts, fast retries, no progress bars.
 pub fn test_config(depots: &[PathBuf]) -> Config {
-    Config {
+    let mut config = Config {
         depots: depots.iter().map(Depot::new).collect(),
         offline: false,
         julia_interop: false,
-        connect_timeout: Duration::from_secs(2),
-        stall_timeout: Duration::from_millis(700),
-        retries: 3,
         lock_timeout: Duration::from_secs(60),
         max_unpacked_bytes: 1 << 30,
         progress: false,
-        retry_backoff: Duration::from_millis(20),
         ..Config::default()
-    }
+    };
+    config.net.connect_timeout = Duration::from_secs(2);
+    config.net.stall_timeout = Duration::from_millis(700);
+    config.net.retry.attempts = 3;
+    config.net.retry.base = Duration::from_millis(20);
+    config
 }
 
 /// The environment variables that make a child process use `config`'s depots and timeouts.
@@ -572,20 +573,23 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
         ("CLIMA_ARTIFACTS_DEPOT_PATH".into(), depots.join(":")),
         (
             "CLIMA_ARTIFACTS_STALL_TIMEOUT".into(),
-            config.stall_timeout.as_secs_f64().to_string(),
+            config.net.stall_timeout.as_secs_f64().to_string(),
         ),
         (
             "CLIMA_ARTIFACTS_LOCK_TIMEOUT".into(),
             config.lock_timeout.as_secs_f64().to_string(),
         ),
-        ("CLIMA_ARTIFACTS_RETRIES".into(), config.retries.to_string()),
+        (
+            "CLIMA_ARTIFACTS_RETRIES".into(),
+            config.net.retry.attempts.to_string(),
+        ),
         (
             "CLIMA_ARTIFACTS_CONNECTIONS".into(),
-            config.connections.to_string(),
+            config.net.connections.to_string(),
         ),
         (
             "CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE".into(),
-            config.parallel_min_size.to_string(),
+            config.net.parallel_min_size.to_string(),
         ),
         ("CLIMA_ARTIFACTS_PROGRESS".into(), "0".into()),
         ("CLIMA_ARTIFACTS_OFFLINE".into(), "0".into()),

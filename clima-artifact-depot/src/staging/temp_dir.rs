@@ -6,6 +6,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use clima_artifact_fs::{Dir, euid};
+use clima_artifact_manifest::layout::INSTALL_MARK;
 use clima_artifact_progress::notice::{self, Event};
 
 use super::Staging;
@@ -22,9 +23,21 @@ pub struct TempDir<'s> {
 }
 
 impl<'s> TempDir<'s> {
-    /// Creates `path` private (0o700 whatever the umask or a default ACL says, so no other
-    /// user can reach into it) and opens it, refusing anything but the folder just made.
-    pub(crate) fn create(staging: &'s Staging, path: PathBuf) -> io::Result<TempDir<'s>> {
+    /// Creates a fresh temp dir of `staging` in its depot's `artifacts` folder, named for this
+    /// process (`.<hash>.clima-install-<host>.<pid>.<random>`), private (0o700 whatever the
+    /// umask or a default ACL says, so no other user can reach into it), and opens it,
+    /// refusing anything but the folder just made.
+    pub(crate) fn create(staging: &'s Staging) -> Result<TempDir<'s>, Error> {
+        let name = clima_artifact_fs::temp_name(&staging.hash().to_hex(), INSTALL_MARK);
+        let path = staging.depot().artifacts_dir().join(name);
+        TempDir::create_at(staging, path.clone()).map_err(|e| Error::Io {
+            action: "create temporary directory".to_owned(),
+            path,
+            cause: e.into(),
+        })
+    }
+
+    fn create_at(staging: &'s Staging, path: PathBuf) -> io::Result<TempDir<'s>> {
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         let replaced = || {
             io::Error::other(

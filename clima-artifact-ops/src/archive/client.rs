@@ -42,8 +42,7 @@ impl<'a> Client<'a> {
         timeout: Duration,
         notify: &'a dyn Fn(Line, &str),
     ) -> Result<Client<'a>, ArchiveError> {
-        let config = crate::depots::config().map_err(from_ops)?;
-        let net = config.net();
+        let net = crate::depots::config().map_err(from_ops)?.net;
         let agent = clima_artifact_net::source::agent(&net)
             .map_err(|e| ArchiveError::Input(e.to_string()))?;
         Ok(Client {

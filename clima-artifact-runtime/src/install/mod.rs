@@ -233,7 +233,7 @@ pub(crate) fn install_received(
         check_room(name, (length, &from), target.staging.depot(), config)?;
     }
     // The bytes arrive as fast as the sender reads them: no low-speed rule here.
-    let mut net = config.net();
+    let mut net = config.net.clone();
     net.low_speed_limit = 0;
     let url = incoming
         .url
@@ -549,7 +549,7 @@ fn download_and_install(
             config,
         )?;
     }
-    let net = config.net();
+    let net = config.net.clone();
     let request = InstallRequest {
         name,
         hash,
