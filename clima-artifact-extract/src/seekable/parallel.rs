@@ -35,7 +35,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use clima_artifact_fs::Dir;
 use sha2::Digest;
 
-use super::format::{IndexEntry, MemberSpan, decode_member};
+use super::format::{IndexEntry, MemberSpan, decode_member_into};
 use super::{Authenticated, IndexError, shown};
 use crate::tree_hash::{BlobHasher, EntryMode, Formats, ObjectId, TreeBuilder};
 use crate::{ExtractError, ExtractLimits, Extracted};
@@ -208,7 +208,14 @@ struct Job<'a> {
     formats: Formats,
     /// The entry whose worker panics (tests of the failure path).
     panic_on: Option<usize>,
+    /// Buffers of decompressed members given back, for the next members: allocating and
+    /// freeing megabytes per member maps and unmaps memory, and every unmap interrupts the
+    /// other workers' cores (a TLB shootdown), which a loaded machine pays dearly.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
+
+/// Most buffers kept in [`Job::spare`].
+const SPARE: usize = 64;
 
 /// Unpacks the seekable tarball `tarball` (its index `auth`, authenticated against the manifest)
 /// into `dest` (an empty folder) on `how.threads` workers, checking every member against the
@@ -260,6 +267,7 @@ pub(super) fn extract_with(
         ids: Mutex::new(vec![None; index.entries.len()]),
         formats,
         panic_on,
+        spare: Mutex::new(Vec::new()),
     };
     job.prepare()?;
     let units = units(auth);
@@ -327,8 +335,9 @@ fn run_workers(job: &Job<'_>, units: &[Unit], shared: &Shared, threads: usize) {
             .map(|_| {
                 s.spawn(|| {
                     let _guard = PanicGuard(shared);
+                    let mut compressed = Vec::new();
                     while let Some((i, charge)) = shared.take(units) {
-                        if let Err(e) = job.unit(&units[i], charge) {
+                        if let Err(e) = job.unit(&units[i], charge, &mut compressed) {
                             shared.fail(e);
                         }
                     }
@@ -437,8 +446,28 @@ impl Job<'_> {
         Ok(file)
     }
 
-    /// Decompresses, checks and writes one member.
-    fn unit(&self, unit: &Unit, charge: Charge<'_>) -> Result<(), ExtractError> {
+    /// A buffer for a decompressed member.
+    fn buffer(&self) -> Vec<u8> {
+        let mut spare = self.spare.lock().unwrap_or_else(PoisonError::into_inner);
+        spare.pop().unwrap_or_default()
+    }
+
+    /// Keeps `buf` for a later member.
+    fn give_back(&self, buf: Vec<u8>) {
+        let mut spare = self.spare.lock().unwrap_or_else(PoisonError::into_inner);
+        if spare.len() < SPARE {
+            spare.push(buf);
+        }
+    }
+
+    /// Decompresses, checks and writes one member; `compressed` is the worker's buffer for
+    /// the member's bytes.
+    fn unit(
+        &self,
+        unit: &Unit,
+        charge: Charge<'_>,
+        compressed: &mut Vec<u8>,
+    ) -> Result<(), ExtractError> {
         let e = self.entry(unit.entry);
         assert!(
             self.panic_on != Some(unit.entry),
@@ -450,14 +479,15 @@ impl Job<'_> {
             offset: span.offset,
             reason,
         };
-        let mut compressed = vec![0; span.length as usize];
+        compressed.clear();
+        compressed.resize(span.length as usize, 0);
         self.tarball
-            .read_exact_at(&mut compressed, span.offset)
+            .read_exact_at(compressed, span.offset)
             .map_err(|err| corrupt(member(format!("cannot read it: {err}"))))?;
         let flavour = self.auth.locator().flavour;
-        let plain = decode_member(flavour, &compressed, span.plain_len)
+        let mut plain = self.buffer();
+        decode_member_into(flavour, compressed, span.plain_len, &mut plain)
             .map_err(|err| corrupt(member(err.to_string())))?;
-        drop(compressed);
         let first = unit.block == 0;
         let content = self
             .auth
@@ -473,7 +503,10 @@ impl Job<'_> {
             }
         }
         let Some(blocks) = self.blocks.get(&unit.entry) else {
-            return self.write_whole(unit.entry, &content);
+            let written = self.write_whole(unit.entry, &content);
+            drop(content);
+            self.give_back(plain);
+            return written;
         };
         // A block of a file: its content, after the headers in the first block.
         drop(content);
@@ -556,7 +589,7 @@ impl Job<'_> {
             };
             drop(seq);
             hasher.update(&plain[range]);
-            drop(plain);
+            self.give_back(plain);
             shared.release(bytes);
             seq = lock();
             seq.next += 1;
