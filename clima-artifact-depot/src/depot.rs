@@ -92,33 +92,10 @@ impl Depot {
         layout::orphan_log(&self.root)
     }
 
-    /// A fresh temp dir path for an install of `hash` by this process (not created).
-    pub fn new_temp_dir(&self, hash: &GitTreeSha1) -> PathBuf {
-        self.artifacts_dir()
-            .join(clima_artifact_fs::temp_name(&hash.to_hex(), INSTALL_MARK))
-    }
-
     /// The artifact, host tag and pid of the install temp dir named `name`, if it is one.
     pub fn temp_dir_owner(name: &str) -> Option<(GitTreeSha1, &str, i32)> {
         let (hash, host, pid) = clima_artifact_fs::temp_owner(name, INSTALL_MARK)?;
         Some((GitTreeSha1::from_hex(hash).ok()?, host, pid))
-    }
-
-    /// Removes this user's partial downloads of `hash` (after it was installed, they are of
-    /// no use).
-    pub fn remove_partials(&self, hash: &GitTreeSha1) {
-        let Ok(dir) = clima_artifact_fs::Dir::open(&self.artifacts_dir()) else {
-            return;
-        };
-        let euid = clima_artifact_fs::euid();
-        for entry in dir.entries().unwrap_or_default() {
-            let Some(name) = entry.name.to_str() else {
-                continue;
-            };
-            if partial_owner(name) == Some((*hash, euid)) {
-                clima_artifact_net::ranged::remove_kept(&dir, name);
-            }
-        }
     }
 
     /// Takes this depot's lock of `hash` if nobody holds it, without waiting (`None` when
@@ -316,19 +293,6 @@ pub(crate) fn partial_owner(name: &str) -> Option<(GitTreeSha1, u32)> {
 /// 7 days since it last received a byte.
 pub const PARTIAL_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
-/// The name of the partial file a large download of `hash` from `url` by this user keeps its
-/// bytes in (in the depot's `artifacts` folder): one per artifact, URL and user, so that any
-/// process of the user, on any host sharing the depot, continues it, and users never write to
-/// each other's.
-pub fn partial_name(hash: &GitTreeSha1, url: &str) -> String {
-    layout::Entry::Partial {
-        artifact: *hash,
-        url_key: &clima_artifact_net::ranged::url_key(url),
-        uid: clima_artifact_fs::euid(),
-    }
-    .name()
-}
-
 /// Age after which a leftover probe file is removed (a live probe exists for microseconds).
 pub const PROBE_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -367,6 +331,18 @@ fn probe_writable(depot: &Path) -> Result<(), String> {
     }
 }
 
+/// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
+pub(crate) fn remove_tree(path: &Path) {
+    if let Err(e) = clima_artifact_fs::remove_tree(path) {
+        clima_artifact_progress::notice::emit(
+            clima_artifact_progress::notice::Event::CannotRemove {
+                path: path.to_path_buf(),
+                error: e.to_string(),
+            },
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,7 +351,9 @@ mod tests {
     fn install_temp_dirs_name_their_artifact_host_and_pid() {
         let hash = GitTreeSha1::from_hex(&"ab".repeat(20)).unwrap();
         let depot = Depot::new("/d");
-        let tmp = depot.new_temp_dir(&hash);
+        let tmp = depot
+            .artifacts_dir()
+            .join(clima_artifact_fs::temp_name(&hash.to_hex(), INSTALL_MARK));
         assert_eq!(tmp.parent(), Some(Path::new("/d/artifacts")));
         let name = tmp.file_name().unwrap().to_str().unwrap();
         let (h, host, pid) = Depot::temp_dir_owner(name).unwrap();

@@ -190,7 +190,7 @@ impl JuliaPidfile {
             Ok(None) => return unusable(std::io::ErrorKind::NotFound.into()),
             Err(e) => return unusable(e),
         };
-        let name = format!("{}.pid", hash.to_hex());
+        let name = layout::Entry::JuliaPidfile(*hash).name();
         take_in(dir, &locks, name, &path, STALE_AGE, dead_rust_holder)
     }
 

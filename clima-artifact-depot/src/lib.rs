@@ -1,8 +1,8 @@
 //! # clima-artifact-depot
 //!
-//! Depots of clima-artifacts, in Julia's layout: the last stage of an install (its locks, its
-//! private temp dir, and the commit of the verified folder as `artifacts/<hash>`,
-//! [`Depot::commit`]) and everything tools do with depots besides.
+//! Depots of clima-artifacts, in Julia's layout: the staging of an install ([`Depot::stage`]:
+//! its locks, its private temp dir, its partial downloads, and the commit of the verified
+//! folder as `artifacts/<hash>`) and everything tools do with depots besides.
 //!
 //! ```text
 //! <depot>/                              one entry of CLIMA_ARTIFACTS_DEPOT_PATH (or the cache dir)
@@ -26,11 +26,11 @@
 //!   [`find_installed`], [`first_writable`], [`julia_depots`]; the node-local depot's check
 //!   ([`Depot::create_private_node`]).
 //! - [`Overrides`]: the overrides of all depots, merged as Julia merges them (`overrides`).
-//! - [`lock_for_install`], [`try_lock_for_install`]: an install's locks, ours and Julia's
-//!   pidfile (`install_lock`, over `locked_file` and `julia_lock`); [`LockedFile`] for tools
-//!   that hold a lock of their own.
-//! - [`TempDir`]: an install's private temp dir, opened through a descriptor, and
-//!   [`Depot::commit`], which renames it into place once verified.
+//! - [`Depot::stage`] → [`Staging`]: an install's locks, ours and Julia's pidfile (over
+//!   `locked_file` and `julia_lock`), the cleanup of what dead installs left, its private
+//!   [`TempDir`], its [`PartialFile`]s, and [`Staging::commit`], which renames the verified
+//!   folder into place and records its git tree SHA-256 (`staging`);
+//!   [`LockedFile`] for tools that hold a lock of their own.
 //! - The reclamation of what dead installs left (`reclaim`) and the usage log (`usage`).
 //! - [`Depot::recorded_tree_sha256`], [`Depot::record_tree_sha256`]: the record of an
 //!   installed copy's git tree SHA-256, verified once (`tree_sha256`).
@@ -39,26 +39,24 @@
 
 mod depot;
 mod error;
-mod install_lock;
 mod installed;
 mod julia_lock;
 mod locked_file;
 mod overrides;
 mod reclaim;
-mod temp_dir;
+mod staging;
 mod tree_sha256;
 mod usage;
 
 pub use depot::{
     Depot, PARTIAL_MAX_AGE, PROBE_MAX_AGE, find_installed, first_writable, julia_depots,
-    partial_name, search_order,
+    search_order,
 };
 pub use error::{Error, render_paths};
-pub use install_lock::{InstallLock, Locked, Wait, lock_for_install, try_lock_for_install};
 pub use installed::{Installed, Origin};
 pub use locked_file::{HolderNote, LockedFile, hostname};
 pub use overrides::{Overrides, ResolvedOverride, lookup};
-pub use temp_dir::TempDir;
+pub use staging::{PartialFile, Stage, Staged, Staging, TempDir, Wait, partial_name};
 pub use tree_sha256::MAX_RECORD_BYTES;
 pub use usage::{
     PendingUsage, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY, UsageLogBusy, UsageLogLock, record_usage_of,

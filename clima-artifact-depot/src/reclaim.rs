@@ -75,7 +75,7 @@ impl Depot {
                 path: entry.path(),
                 pid,
             });
-            crate::temp_dir::remove_tree(&entry.path());
+            crate::depot::remove_tree(&entry.path());
             removed += 1;
         }
         removed
@@ -113,7 +113,7 @@ impl Depot {
         let Ok(dir) = clima_artifact_fs::Dir::open(&self.artifacts_dir()) else {
             return false;
         };
-        let removed = clima_artifact_net::ranged::remove_kept(&dir, name);
+        let removed = crate::staging::remove_own_file(&dir, name);
         if removed {
             clima_artifact_progress::notice::emit(Event::PartialRemoved {
                 path: path.to_path_buf(),

@@ -51,8 +51,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 pub use temp::{
-    OTHER_HOST_MAX_AGE, host_tag, hostname, is_temp_name, reclaim_stale_temps, stale_temps,
-    temp_name, temp_owner, unique,
+    OTHER_HOST_MAX_AGE, host_tag, hostname, is_temp_name, reclaim_stale_temps, split_temp_name,
+    stale_temps, temp_name, temp_name_of, temp_owner, unique,
 };
 
 /// An I/O error shared between clones of an error (so error types stay `Clone`), which

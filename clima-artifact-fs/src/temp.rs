@@ -36,12 +36,21 @@ pub fn hostname() -> String {
 /// A fresh temp name for `name` in the same folder: `.<name><mark><host>.<pid>.<random>`.
 /// `mark` tells what kind of temp file it is, e.g. `.clima-restore-`.
 pub fn temp_name(name: &str, mark: &str) -> String {
-    format!(
-        ".{name}{mark}{}.{}.{:016x}",
-        host_tag(),
-        std::process::id(),
-        unique()
-    )
+    let owner = format!("{}.{}.{:016x}", host_tag(), std::process::id(), unique());
+    temp_name_of(name, mark, &owner)
+}
+
+/// The temp name of `name` with `mark` made by `owner` (`<host>.<pid>.<random>`):
+/// `.<name><mark><owner>`. The one place the form is written; [`split_temp_name`] reads it
+/// back (the depot layout's names of install and gc temp folders use both).
+pub fn temp_name_of(name: &str, mark: &str, owner: &str) -> String {
+    format!(".{name}{mark}{owner}")
+}
+
+/// The `<name>` and `<owner>` of the temp name `name` with `mark` (see [`temp_name_of`]);
+/// `None` when `name` is not one.
+pub fn split_temp_name<'a>(name: &'a str, mark: &str) -> Option<(&'a str, &'a str)> {
+    name.strip_prefix('.')?.rsplit_once(mark)
 }
 
 /// A number that differs between calls, and with high probability between processes: the
@@ -62,7 +71,7 @@ pub fn unique() -> u64 {
 /// Who made the temp entry `name` with `mark`: the `<name>` it stands for, the host tag and
 /// the pid; `None` when `name` is not such a temp name.
 pub fn temp_owner<'a>(name: &'a str, mark: &str) -> Option<(&'a str, &'a str, i32)> {
-    let (head, tail) = name.strip_prefix('.')?.rsplit_once(mark)?;
+    let (head, tail) = split_temp_name(name, mark)?;
     let mut parts = tail.rsplitn(3, '.');
     let (_random, pid, host) = (parts.next()?, parts.next()?, parts.next()?);
     Some((head, host, pid.parse().ok()?))

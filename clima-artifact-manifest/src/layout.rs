@@ -28,8 +28,16 @@
 //!                                      folders, by size and time
 //! ```
 //!
-//! `<owner>` is the `<host>.<pid>.<random>` tail every temp name of the project carries (made
-//! and read by `clima_artifact_fs::temp_name`/`temp_owner`).
+//! `<owner>` is the `<host>.<pid>.<random>` tail every temp name of the project carries; the
+//! form `.<name><mark><owner>` is written and read in one place,
+//! `clima_artifact_fs::temp_name_of`/`split_temp_name` (the temp names here use them too).
+//!
+//! These names stay in this crate rather than the depot's: the build helper
+//! (`clima-artifact-build`, compiled into every model's build script, which depends on this
+//! crate alone besides `toml`) gives build scripts the depot's `Overrides.toml` path, and this
+//! crate's own `validate` names that file in its warnings; moving the names to the depot crate
+//! would put the depot (and its dependencies) under every build script, and splitting them
+//! would give the depot's names two homes.
 
 use std::path::{Path, PathBuf};
 
@@ -172,13 +180,15 @@ impl<'a> Entry<'a> {
         if let Some(owner) = name.strip_prefix(PROBE_PREFIX) {
             return Some(Entry::Probe { owner });
         }
-        if let Some(rest) = name.strip_prefix('.') {
-            let (h, tail) = rest.split_at_checked(40)?;
-            let artifact = hash(h)?;
-            if let Some(owner) = tail.strip_prefix(INSTALL_MARK) {
+        if name.starts_with('.') {
+            let temp = |mark| {
+                let (h, owner) = clima_artifact_fs::split_temp_name(name, mark)?;
+                Some((hash(h).filter(|_| h.len() == 40)?, owner))
+            };
+            if let Some((artifact, owner)) = temp(INSTALL_MARK) {
                 return Some(Entry::InstallTemp { artifact, owner });
             }
-            if let Some(owner) = tail.strip_prefix(GC_MARK) {
+            if let Some((artifact, owner)) = temp(GC_MARK) {
                 return Some(Entry::GcTemp { artifact, owner });
             }
             return None;
@@ -203,8 +213,12 @@ impl<'a> Entry<'a> {
             Entry::TreeSha256Record(h) => format!("{h}{TREE_SHA256_RECORD}"),
             Entry::Overrides => OVERRIDES.to_owned(),
             Entry::Locks => LOCKS.to_owned(),
-            Entry::InstallTemp { artifact, owner } => format!(".{artifact}{INSTALL_MARK}{owner}"),
-            Entry::GcTemp { artifact, owner } => format!(".{artifact}{GC_MARK}{owner}"),
+            Entry::InstallTemp { artifact, owner } => {
+                clima_artifact_fs::temp_name_of(&artifact.to_hex(), INSTALL_MARK, owner)
+            }
+            Entry::GcTemp { artifact, owner } => {
+                clima_artifact_fs::temp_name_of(&artifact.to_hex(), GC_MARK, owner)
+            }
             Entry::Partial {
                 artifact,
                 url_key,
@@ -299,6 +313,23 @@ mod tests {
                 "ab".repeat(20)
             )
         );
+    }
+
+    #[test]
+    fn temp_names_made_by_the_fs_crate_parse_as_their_entries() {
+        // The form is written in one place (`clima_artifact_fs::temp_name_of`): a fresh temp
+        // name of this process, made there, is the entry the layout reads.
+        let h = GitTreeSha1::from_hex(&"cd".repeat(20)).unwrap();
+        for (mark, gc) in [(INSTALL_MARK, false), (GC_MARK, true)] {
+            let name = clima_artifact_fs::temp_name(&h.to_hex(), mark);
+            let (_, owner) = clima_artifact_fs::split_temp_name(&name, mark).unwrap();
+            let want = match gc {
+                false => Entry::InstallTemp { artifact: h, owner },
+                true => Entry::GcTemp { artifact: h, owner },
+            };
+            assert_eq!(Entry::parse(&name), Some(want), "{name}");
+            assert_eq!(want.name(), name);
+        }
     }
 
     #[test]

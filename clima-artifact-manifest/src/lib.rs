@@ -12,6 +12,8 @@
 //! - [`layout`]: the name of every file and folder in a depot (names only, no I/O).
 //! - [`error`]: [`ManifestError`] with file, line, column and artifact name.
 //! - [`validate`](mod@validate): non-fatal [`Warning`]s for build scripts (missing license, `http://` URLs, ...).
+//! - [`origin`]: [`Origin`], where an artifact's data came from (one type for the depot,
+//!   the runtime and the provenance report).
 //! - [`metadata`]: the documented provenance keys (`license`, `citation`, `doi`, ...).
 //! - [`provenance`]: syntax checks of SPDX license expressions, DOIs and BibTeX.
 
@@ -21,6 +23,7 @@ pub mod layout;
 mod location;
 pub mod manifest;
 pub mod metadata;
+pub mod origin;
 pub mod overrides;
 pub mod platform;
 pub mod provenance;
@@ -32,6 +35,7 @@ pub use location::quote as toml_string;
 pub use manifest::{
     ArtifactEntry, ArtifactVariant, Download, Manifest, SubPathError, split_name_and_subpath,
 };
+pub use origin::Origin;
 pub use overrides::{OverrideEntry, OverrideTarget, OverridesFile};
 pub use platform::{Platform, SelectError, suggest_name};
 pub use validate::{Warning, validate};

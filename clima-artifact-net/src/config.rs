@@ -1,6 +1,6 @@
 //! What the network code needs to know: timeouts, the low-speed rule, TLS roots, hosts without
-//! verification, proxies. The runtime builds a [`NetConfig`] from its own `Config` (read from
-//! the `CLIMA_ARTIFACTS_*` variables); nothing else reaches this crate.
+//! verification, proxies. The runtime's `Config` holds a [`NetConfig`] (read from the
+//! `CLIMA_ARTIFACTS_*` variables, defaults from here); nothing else reaches this crate.
 
 use clima_artifact_vars as vars;
 use std::path::PathBuf;
@@ -9,8 +9,9 @@ use std::time::Duration;
 /// Default of [`NetConfig::parallel_min_size`]: 64 MiB.
 pub const DEFAULT_PARALLEL_MIN_SIZE: u64 = 64 << 20;
 
-/// The network settings of downloads.
-#[derive(Debug, Clone)]
+/// The network settings of downloads. Their defaults ([`NetConfig::default`]) are the
+/// defaults of the runtime's `Config` too, which holds one of these.
+#[derive(Debug, Clone, PartialEq)]
 pub struct NetConfig {
     /// TCP connect timeout (`CLIMA_ARTIFACTS_CONNECT_TIMEOUT`).
     pub connect_timeout: Duration,
@@ -22,7 +23,7 @@ pub struct NetConfig {
     /// The window of the low-speed rule (`CLIMA_ARTIFACTS_LOW_SPEED_TIME`).
     pub low_speed_time: Duration,
     /// How often and after how long a failed transfer, chunk or attempt is tried again
-    /// (`CLIMA_ARTIFACTS_RETRIES`, `CLIMA_ARTIFACTS_RETRY_BACKOFF`; see [`crate::retry`]).
+    /// (`CLIMA_ARTIFACTS_RETRIES` sets the attempts; see [`crate::retry`]).
     pub retry: crate::retry::RetryPolicy,
     /// TLS roots named by a variable: (variable, PEM file or folder); `None`: the system's CA
     /// bundle, else the bundled Mozilla roots (see [`trust`](crate::trust)).

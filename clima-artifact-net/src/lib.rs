@@ -6,7 +6,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`source`] | opening a download: `http(s)://` (ureq, rustls), `file://`, paths relative to the manifest; [`source::Resumer`] continues a broken transfer with `Range` + `If-Range` |
-//! | [`retry`] | the retry policy, in one file: which failures are transient, how many tries, the backoff; asked by the install's attempts, the resumes of [`body`] and the chunks of [`ranged`] |
+//! | [`retry`] | the retry policy, in one file: which failures are transient, how many tries, the backoff; asked by the install's attempts, the resumes of [`body`], the chunks of [`ranged`], and an archive client's waits for `429 Too Many Requests` (`Retry-After`) |
 //! | [`body`] | the body as a `BufRead`: read on a thread of its own, bounded by the manifest's `size`, abandoned by the low-speed rule, resumed after a break, SHA-256 of every byte; progress to a [`Transfer`] |
 //! | [`ranged`] | large downloads: several ranged connections into a partial file kept for the next process, read back in order |
 //! | `partial` (private) | what a source carries of a large download ([`ranged::Kept`], the progress counters), apart from [`ranged`] so that a source does not import the code that opens sources |

@@ -1,14 +1,17 @@
 //! The retry policy of downloads, in one place: which failures are worth another try, how
 //! many tries, and how long to wait before each. Every loop that tries again asks it: the
 //! install's attempts per URL (`clima-artifact-runtime`), a broken transfer resumed in the
-//! same pass ([`crate::body`]), and the chunks of a download over several connections
-//! ([`crate::ranged`]).
+//! same pass ([`crate::body`]), the chunks of a download over several connections
+//! ([`crate::ranged`]), and the requests of the archive client of `clima-artifact-ops`, whose
+//! `429 Too Many Requests` answers wait for their `Retry-After`
+//! ([`RetryPolicy::next_after_throttle`]).
 //!
 //! | loop | gives up after | waits before try `n` |
 //! |---|---|---|
 //! | attempts of one URL (whole pipeline again) | [`RetryPolicy::attempts`] attempts in all | `base * 2^(n-1)`, at most [`BACKOFF_CAP`] |
 //! | a chunk, or the one stream of a ranged download | [`MAX_CHUNK_FAILURES`] failures in a row without a byte | the same |
 //! | a broken transfer resumed where it broke | [`MAX_RESUMES`] resumes, or [`MAX_RESUMES_WITHOUT_PROGRESS`] in a row without a byte | `base * 2^k` after `k` resumes in a row without a byte (`k` at most 5) |
+//! | a request answered `429 Too Many Requests` (an archive's API) | [`MAX_THROTTLED`] such answers | the answer's `Retry-After` ([`retry_after`]), at most [`MAX_RETRY_AFTER`]; without one, the backoff |
 //!
 //! Transient: refused, reset, aborted, unreachable or timed-out connections, stalls, bodies
 //! cut short, temporary DNS failures ([`is_transient_io`]); HTTP 5xx, 429 and 408
@@ -31,6 +34,13 @@ pub const MAX_RESUMES: u32 = 50;
 
 /// Resumes in a row without a byte received after which a transfer is given up.
 pub const MAX_RESUMES_WITHOUT_PROGRESS: u32 = 3;
+
+/// Most `429 Too Many Requests` answers waited out for one request before giving up.
+pub const MAX_THROTTLED: u32 = 20;
+
+/// Longest `Retry-After` honoured: a longer one is waited this long, then the request is
+/// tried again (and counts towards [`MAX_THROTTLED`]).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
 /// How often, and after how long, a failed download is tried again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +87,37 @@ impl RetryPolicy {
         (resumes < MAX_RESUMES && stuck <= MAX_RESUMES_WITHOUT_PROGRESS)
             .then(|| self.base * (1 << stuck.min(5)))
     }
+
+    /// After the `throttled`-th `429 Too Many Requests` answer (1-based) to one request, whose
+    /// `Retry-After` asked for `retry_after` ([`retry_after`]): the wait before it is sent
+    /// again (that, else the backoff, at most [`MAX_RETRY_AFTER`]), or `None` to give up after
+    /// more than [`MAX_THROTTLED`]. Throttling is not a failure: it does not count towards
+    /// [`RetryPolicy::attempts`].
+    pub fn next_after_throttle(
+        &self,
+        throttled: u32,
+        retry_after: Option<Duration>,
+    ) -> Option<Duration> {
+        (throttled <= MAX_THROTTLED).then(|| {
+            retry_after
+                .unwrap_or_else(|| self.backoff(throttled))
+                .min(MAX_RETRY_AFTER)
+        })
+    }
+}
+
+/// The wait a response's `Retry-After` header asks for, when it has one in seconds
+/// (`Retry-After: 120`). An HTTP date, or anything else, is `None` (the caller's backoff
+/// applies); a huge number is kept as it is, for [`RetryPolicy::next_after_throttle`] to bound.
+pub fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
+    headers
+        .get(ureq::http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
 }
 
 /// Whether an HTTP status may go away on retry: 5xx, 429 (too many requests), 408.
@@ -163,6 +204,42 @@ mod tests {
         assert_eq!(p.next_resume(10, 3), Some(ms(4000)));
         assert_eq!(p.next_resume(10, 4), None);
         assert_eq!(p.next_resume(50, 0), None);
+    }
+
+    #[test]
+    fn throttling_waits_as_asked_within_bounds() {
+        let p = RetryPolicy::default();
+        // The server's wait, else the backoff; never over the cap.
+        assert_eq!(p.next_after_throttle(1, Some(ms(2000))), Some(ms(2000)));
+        assert_eq!(p.next_after_throttle(1, None), Some(ms(500)));
+        assert_eq!(p.next_after_throttle(3, None), Some(ms(2000)));
+        assert_eq!(
+            p.next_after_throttle(1, Some(Duration::from_secs(86_400))),
+            Some(MAX_RETRY_AFTER)
+        );
+        // A zero wait is honoured as such.
+        assert_eq!(p.next_after_throttle(1, Some(Duration::ZERO)), Some(ms(0)));
+        // At most MAX_THROTTLED waits for one request.
+        assert!(p.next_after_throttle(MAX_THROTTLED, None).is_some());
+        assert_eq!(p.next_after_throttle(MAX_THROTTLED + 1, Some(ms(1))), None);
+    }
+
+    #[test]
+    fn retry_after_takes_seconds_only() {
+        let with = |v: &str| {
+            let mut h = ureq::http::HeaderMap::new();
+            h.insert(
+                ureq::http::header::RETRY_AFTER,
+                ureq::http::HeaderValue::from_str(v).unwrap(),
+            );
+            retry_after(&h)
+        };
+        assert_eq!(with("120"), Some(Duration::from_secs(120)));
+        assert_eq!(with(" 7 "), Some(Duration::from_secs(7)));
+        assert_eq!(with("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(with("-1"), None);
+        assert_eq!(with("1.5"), None);
+        assert_eq!(retry_after(&ureq::http::HeaderMap::new()), None);
     }
 
     #[test]

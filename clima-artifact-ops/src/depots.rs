@@ -17,11 +17,11 @@ use clima_artifact_manifest::{GitTreeSha1, OverridesFile};
 use clima_artifact_runtime::Config;
 use clima_artifact_runtime::depot::{self, Depot, Overrides, ResolvedOverride};
 
-use crate::error::{CliError, CliResult};
+use crate::error::{Error, Result};
 
 /// The runtime configuration from the `CLIMA_ARTIFACTS_*` environment variables.
-pub fn config() -> CliResult<Config> {
-    Config::from_env().map_err(|e| CliError::usage(e.to_string()))
+pub fn config() -> Result<Config> {
+    Config::from_env().map_err(|e| Error::input(e.to_string()))
 }
 
 /// The depot folder `path` named on the command line (`mirror --depot`), opened by the rule of
@@ -29,17 +29,17 @@ pub fn config() -> CliResult<Config> {
 /// given (made absolute, never resolved first), so that [`refuse_planted_links`] sees a symlink
 /// of another user's on the way and refuses it before anything is written there. `doing` says
 /// what the command does, for the error (`mirroring into`).
-pub fn open_depot(path: &Path, doing: &str) -> CliResult<Depot> {
+pub fn open_depot(path: &Path, doing: &str) -> Result<Depot> {
     match fs::metadata(path) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "depot `{}` is not a folder",
                 path.display()
             )));
         }
         Err(e) => {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "depot `{}` cannot be used: {e}",
                 path.display()
             )));
@@ -57,12 +57,12 @@ pub fn open_depot(path: &Path, doing: &str) -> CliResult<Depot> {
 /// written or deleted there; another user of a shared depot could point it at the victim's own
 /// folders. A user's own symlinks (a depot moved to a bigger disk) are followed. `doing` says
 /// what the command does, for the error (`collecting`, `mirroring into`).
-pub fn refuse_planted_links(depot: &Path, doing: &str) -> CliResult {
+pub fn refuse_planted_links(depot: &Path, doing: &str) -> Result {
     let found = Depot::new(depot)
         .planted_link()
         .map_err(|e| crate::error::io_error("check", depot, &e))?;
     if let Some(link) = found {
-        return Err(CliError::failure(format!(
+        return Err(Error::failed(format!(
             "not {doing} `{}`: {}; nothing was removed or written there. Remove the link (or \
              have its owner remove it) and run again",
             clima_artifact_fs::printable(&depot.display().to_string()),
@@ -73,8 +73,8 @@ pub fn refuse_planted_links(depot: &Path, doing: &str) -> CliResult {
 }
 
 /// The first configured depot in which `artifacts/` exists or can be created and written to.
-pub fn first_writable_depot(config: &Config) -> CliResult<Depot> {
-    depot::first_writable(&config.depots, "overrides").map_err(|e| CliError::failure(e.to_string()))
+pub fn first_writable_depot(config: &Config) -> Result<Depot> {
+    depot::first_writable(&config.depots, "overrides").map_err(|e| Error::failed(e.to_string()))
 }
 
 /// The depot and directory of the first installed copy of `hash` among `depots` (the
@@ -95,17 +95,17 @@ pub fn installed_everywhere(config: &Config, hash: &GitTreeSha1) -> Vec<PathBuf>
 }
 
 /// Every searched depot's parsed `Overrides.toml`, in depot order (missing files are empty).
-pub fn overrides_files(config: &Config) -> CliResult<Vec<OverridesFile>> {
+pub fn overrides_files(config: &Config) -> Result<Vec<OverridesFile>> {
     config
         .search_depots()
         .iter()
-        .map(|d| OverridesFile::load(&d.overrides_path()).map_err(CliError::from))
+        .map(|d| OverridesFile::load(&d.overrides_path()).map_err(Error::from))
         .collect()
 }
 
 /// The merged overrides of every searched depot (Julia's rules: earlier depots win).
-pub fn overrides(config: &Config) -> CliResult<Overrides> {
-    Overrides::load(&config.search_depots()).map_err(|e| CliError::usage(e.to_string()))
+pub fn overrides(config: &Config) -> Result<Overrides> {
+    Overrides::load(&config.search_depots()).map_err(|e| Error::input(e.to_string()))
 }
 
 /// Resolves the override of `hash`, if any (chains followed; broken ones are errors that name
@@ -113,10 +113,10 @@ pub fn overrides(config: &Config) -> CliResult<Overrides> {
 pub fn resolve_override(
     overrides: &Overrides,
     hash: &GitTreeSha1,
-) -> CliResult<Option<ResolvedOverride>> {
+) -> Result<Option<ResolvedOverride>> {
     overrides
         .resolve(hash)
-        .map_err(|e| CliError::usage(e.to_string()))
+        .map_err(|e| Error::input(e.to_string()))
 }
 
 /// Records in the first configured depot's usage log that `manifest` used it (what `gc` keeps).
@@ -137,7 +137,7 @@ pub fn record_usage(config: &Config, manifest: &Path) {
 /// Only under Pkg's lock of the log (Julia 1.13 rewrites it under that lock), waited for at
 /// most `wait` while its holder is alive by Julia's rule: when the holder keeps it longer, the
 /// log is left as it is (said), since rewriting it then could drop what the holder adds.
-pub fn compact_usage_log(depot: &Path, wait: std::time::Duration) -> CliResult {
+pub fn compact_usage_log(depot: &Path, wait: std::time::Duration) -> Result {
     let depot = Depot::new(depot);
     let start = std::time::Instant::now();
     let log = depot.usage_log();
@@ -190,7 +190,7 @@ pub fn compact_usage_log(depot: &Path, wait: std::time::Duration) -> CliResult {
         ));
     }
     clima_artifact_fs::write_atomically(&log, out.as_bytes())
-        .map_err(|e| CliError::failure(e.to_string()))?;
+        .map_err(|e| Error::failed(e.to_string()))?;
     pending.remove_merged();
     Ok(())
 }
@@ -213,17 +213,17 @@ fn logged_times(doc: &toml_edit::DocumentMut) -> impl Iterator<Item = (String, S
 /// Manifest paths recorded in `<depot>/logs/artifact_usage.toml` (Julia's format: one
 /// `[["/path/Artifacts.toml"]]` array-of-tables per manifest), and in the entries runs kept
 /// beside it for the next run to merge. A missing log records none.
-pub fn recorded_manifests(depot: &Path) -> CliResult<Vec<PathBuf>> {
+pub fn recorded_manifests(depot: &Path) -> Result<Vec<PathBuf>> {
     let log = Depot::new(depot).usage_log();
     let pending = depot::PendingUsage::read(&Depot::new(depot), false);
     let kept = pending.entries.iter().map(|(m, _)| PathBuf::from(m));
     let text = match read_log(&log) {
         Ok(Some(t)) => t,
         Ok(None) => return Ok(kept.collect()),
-        Err(e) => return Err(CliError::failure(e.to_string())),
+        Err(e) => return Err(Error::failed(e.to_string())),
     };
     let doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        CliError::failure(format!(
+        Error::failed(format!(
             "`{}` is not valid TOML ({}); remove it and let the next runs record manifest usage again",
             log.display(),
             clima_artifact_fs::printable(e.to_string().trim_end())

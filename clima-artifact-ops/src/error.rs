@@ -1,83 +1,112 @@
-//! The CLI's error type and its exit codes.
+//! The error every operation returns: a message that says what went wrong and what to do, and
+//! its [`ErrorKind`]: whether the caller's input was at fault or the work failed.
+//!
+//! The kind is what a caller acts on (the `clima-artifacts` CLI maps [`ErrorKind::Input`] to
+//! exit code 2 and [`ErrorKind::Failed`] to exit code 1; a program may retry a failed operation
+//! but not a bad input); the message is what a person reads.
 
 use std::fmt;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 
-/// Exit code of a successful run.
-pub const EXIT_OK: u8 = 0;
-/// Exit code when the command ran but found or hit a problem (verify mismatch, failed download,
-/// `override set --verify` mismatch, a directory `gc` could not remove).
-pub const EXIT_FAILURE: u8 = 1;
-/// Exit code for bad usage or bad input: unknown flags, unknown artifact names, a missing or
-/// malformed manifest, a path that does not exist.
-pub const EXIT_USAGE: u8 = 2;
-
-/// An error that ends the command: a message for stderr and the exit code to return.
-#[derive(Debug)]
-pub struct CliError {
-    /// The full, actionable message (printed after `error: `).
-    pub message: String,
-    /// [`EXIT_FAILURE`] or [`EXIT_USAGE`].
-    pub code: u8,
+/// Who is at fault when an operation stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Bad input: arguments, a missing or malformed manifest or `Overrides.toml`, an unknown
+    /// artifact name, a path that does not exist or is of the wrong kind, an archive request
+    /// the archive cannot take. Running the operation again unchanged fails again.
+    Input,
+    /// The operation ran and failed: an I/O error, a failed download or upload, a recipe that
+    /// failed, a folder that could not be removed.
+    Failed,
 }
 
-impl CliError {
-    /// A problem found while doing the work (exit code [`EXIT_FAILURE`]).
-    pub fn failure(message: impl Into<String>) -> CliError {
-        CliError {
+/// An error that ends an operation: its [`ErrorKind`] and a full, actionable message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+impl Error {
+    /// An error of `kind` with `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
             message: message.into(),
-            code: EXIT_FAILURE,
         }
     }
 
-    /// Bad arguments or bad input files (exit code [`EXIT_USAGE`]).
-    pub fn usage(message: impl Into<String>) -> CliError {
-        CliError {
-            message: message.into(),
-            code: EXIT_USAGE,
-        }
+    /// Bad input ([`ErrorKind::Input`]).
+    pub fn input(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Input, message)
     }
 
-    /// The process exit code.
-    pub fn exit_code(&self) -> ExitCode {
-        ExitCode::from(self.code)
+    /// A failed operation ([`ErrorKind::Failed`]).
+    pub fn failed(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Failed, message)
+    }
+
+    /// Whether the input was at fault or the work failed.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message, without a leading `error: `.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The message, owned.
+    pub fn into_message(self) -> String {
+        self.message
+    }
+
+    /// The same error, its message prefixed with `what` and `: ` (the kind is kept): say which
+    /// step or thing of the caller the error is about.
+    pub fn context(self, what: impl fmt::Display) -> Error {
+        Error {
+            kind: self.kind,
+            message: format!("{what}: {}", self.message),
+        }
     }
 }
 
-impl fmt::Display for CliError {
+impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for CliError {}
+impl std::error::Error for Error {}
 
-impl From<clima_artifact_manifest::ManifestError> for CliError {
-    fn from(e: clima_artifact_manifest::ManifestError) -> CliError {
-        CliError::usage(e.to_string())
+impl From<clima_artifact_manifest::ManifestError> for Error {
+    fn from(e: clima_artifact_manifest::ManifestError) -> Error {
+        Error::input(e.to_string())
     }
 }
 
-impl From<clima_artifact_manifest::SelectError> for CliError {
-    fn from(e: clima_artifact_manifest::SelectError) -> CliError {
-        CliError::usage(e.to_string())
+impl From<clima_artifact_manifest::SelectError> for Error {
+    fn from(e: clima_artifact_manifest::SelectError) -> Error {
+        Error::input(e.to_string())
     }
 }
 
-/// Result type of every command.
-pub type CliResult<T = ()> = Result<T, CliError>;
+/// Result type of every operation (`Result<()>` when there is nothing to return).
+pub type Result<T = (), E = Error> = std::result::Result<T, E>;
 
-/// Formats an I/O error about `path` as a failure message.
-pub fn io_error(action: &str, path: &std::path::Path, e: &std::io::Error) -> CliError {
-    CliError::failure(format!("cannot {action} `{}`: {e}", path.display()))
+/// A failed I/O action on `path`: "cannot {action} `{path}`: {e}" ([`ErrorKind::Failed`]).
+pub fn io_error(action: &str, path: &Path, e: &std::io::Error) -> Error {
+    Error::failed(format!("cannot {action} `{}`: {e}", path.display()))
 }
 
-/// A folder given by the user: must exist and be a directory; returned absolute.
-pub fn existing_dir(path: &std::path::Path, what: &str) -> CliResult<std::path::PathBuf> {
+/// A folder given by the caller: it must exist and be a directory; returned absolute. `what`
+/// names it in the message ("override folder").
+pub fn existing_dir(path: &Path, what: &str) -> Result<PathBuf> {
     let meta = std::fs::metadata(path)
-        .map_err(|e| CliError::usage(format!("{what} `{}` cannot be used: {e}", path.display())))?;
+        .map_err(|e| Error::input(format!("{what} `{}` cannot be used: {e}", path.display())))?;
     if !meta.is_dir() {
-        return Err(CliError::usage(format!(
+        return Err(Error::input(format!(
             "{what} `{}` is not a folder",
             path.display()
         )));

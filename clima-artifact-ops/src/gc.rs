@@ -23,7 +23,7 @@ use clima_artifact_manifest::{ArtifactEntry, GitTreeSha1, Manifest, OverrideTarg
 use clima_artifact_runtime::depot::Depot;
 
 use crate::depots;
-use crate::error::{CliError, CliResult};
+use crate::error::{Error, Result};
 
 /// A manifest considered.
 #[derive(Debug, serde::Serialize)]
@@ -116,7 +116,7 @@ use clima_artifact_manifest::layout::GC_MARK;
 /// orphaned, deletes those orphaned for longer than the delay, reclaims what killed gc runs
 /// and abandoned downloads left, and compacts the usage logs. Folders that could not be
 /// deleted are listed in the report ([`Report::removal_failures`]), not an error.
-pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> CliResult<Report> {
+pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Result<Report> {
     let take = if options.all_depots { usize::MAX } else { 1 };
     let collected: Vec<PathBuf> = config
         .depots
@@ -165,7 +165,7 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
         );
         // A dry run removes nothing: it lists what a real run would refuse to remove.
         if !options.dry_run {
-            return Err(CliError::usage(why));
+            return Err(Error::input(why));
         }
         refusal = Some(why);
     }
@@ -198,7 +198,7 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Cl
 fn referencing_manifests(
     config: &clima_artifact_runtime::Config,
     given: &[Manifest],
-) -> CliResult<(Vec<ManifestUse>, BTreeSet<GitTreeSha1>)> {
+) -> Result<(Vec<ManifestUse>, BTreeSet<GitTreeSha1>)> {
     let mut manifests = Vec::new();
     let mut referenced = BTreeSet::new();
     let mut recorded = BTreeSet::new();
@@ -214,7 +214,7 @@ fn referencing_manifests(
             continue;
         }
         let m = Manifest::load(&path).map_err(|e| {
-            CliError::failure(format!(
+            Error::failed(format!(
                 "{e}\n(gc reads every recorded manifest to know what to keep; fix this one, or \
                  delete it if nothing uses it any more, then run gc again)"
             ))
@@ -240,7 +240,7 @@ fn referencing_manifests(
 fn protected_by_overrides(
     config: &clima_artifact_runtime::Config,
     referenced: &mut BTreeSet<GitTreeSha1>,
-) -> CliResult<Vec<PathBuf>> {
+) -> Result<Vec<PathBuf>> {
     let mut protected_paths = Vec::new();
     for file in depots::overrides_files(config)? {
         for e in file.entries {
@@ -344,7 +344,7 @@ fn remove_due(unreferenced: &mut [Unreferenced]) {
 
 impl Report {
     /// An error naming every folder that could not be removed, if any.
-    pub fn removal_failures(&self) -> CliResult {
+    pub fn removal_failures(&self) -> Result {
         let failed: Vec<String> = self
             .unreferenced
             .iter()
@@ -357,7 +357,7 @@ impl Report {
         if failed.is_empty() {
             Ok(())
         } else {
-            Err(CliError::failure(format!(
+            Err(Error::failed(format!(
                 "could not remove {} folder(s) (check permissions):\n{}",
                 failed.len(),
                 failed.join("\n")
@@ -376,14 +376,14 @@ struct Orphanage {
 }
 
 impl Orphanage {
-    fn load(depot: &Path) -> CliResult<Orphanage> {
+    fn load(depot: &Path) -> Result<Orphanage> {
         let path = Depot::new(depot).orphan_log();
         let mut entries = std::collections::BTreeMap::new();
         match depots::read_log(&path) {
             Ok(Some(text)) => {
                 let doc: toml_edit::DocumentMut =
                     text.parse().map_err(|e: toml_edit::TomlError| {
-                        CliError::failure(format!(
+                        Error::failed(format!(
                             "`{}` is not valid TOML ({}); remove it (orphans are then marked \
                              again and deleted one delay later)",
                             path.display(),
@@ -402,7 +402,7 @@ impl Orphanage {
                 }
             }
             Ok(None) => {}
-            Err(e) => return Err(CliError::failure(e.to_string())),
+            Err(e) => return Err(Error::failed(e.to_string())),
         }
         Ok(Orphanage {
             path,
@@ -429,7 +429,7 @@ impl Orphanage {
         self.entries.remove(artifact.to_string_lossy().as_ref());
     }
 
-    fn save(&self) -> CliResult {
+    fn save(&self) -> Result {
         if self.entries.is_empty() && !self.path.exists() {
             return Ok(());
         }
@@ -448,6 +448,6 @@ impl Orphanage {
             fs::create_dir_all(dir).map_err(|e| crate::error::io_error("create", dir, &e))?;
         }
         clima_artifact_fs::write_atomically(&self.path, text.as_bytes())
-            .map_err(|e| CliError::failure(e.to_string()))
+            .map_err(|e| Error::failed(e.to_string()))
     }
 }

@@ -7,6 +7,8 @@
 //! Where things live:
 //! - [`archive`]: publish an artifact to an InvenioRDM archive (CaltechDATA, Zenodo) and record
 //!   its DOI and file URL in the manifest (resumable, checksummed).
+//! - [`storage`]: publish a tarball to storage (a folder, `file://`, `s3://`) and record its
+//!   download URL in the manifest.
 //! - [`manifest_edit`]: add or update an `Artifacts.toml` entry, keeping every other byte.
 //! - [`overrides_edit`]: set or remove one line of an `Overrides.toml`, keeping the rest.
 //! - [`tarball`]: the deterministic `.tar.gz` of a folder, and its sha256.
@@ -18,8 +20,9 @@
 //!   the hash it overrides, cached in the depot by the folder's size and time.
 //! - [`gc`]: collect a depot's unreferenced artifacts after Pkg's grace period.
 //! - [`depots`]: the depots of the environment, their overrides, and the usage log.
-//! - [`error`]: the error every operation returns: a message that says what to do, and
-//!   whether the input was bad or the work failed (the CLI's exit codes 2 and 1).
+//! - [`error`]: the [`Error`] every operation returns: a message that says what to do, and its
+//!   [`ErrorKind`]: whether the input was bad or the work failed (the CLI turns these into its
+//!   exit codes 2 and 1; the library knows no exit codes).
 
 pub mod archive;
 pub mod census_walk;
@@ -31,6 +34,7 @@ pub mod mirror;
 pub mod override_check;
 pub mod overrides_edit;
 pub mod recipe;
+pub mod storage;
 pub mod tarball;
 
-pub use error::{CliError as Error, CliResult as Result};
+pub use error::{Error, ErrorKind, Result};

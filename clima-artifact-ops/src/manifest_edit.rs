@@ -28,7 +28,7 @@ use std::path::Path;
 use clima_artifact_manifest::{metadata, provenance};
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Key, Table, Value};
 
-use crate::error::{CliError, CliResult};
+use crate::error::{Error, Result};
 
 /// A download to record.
 #[derive(Debug, Clone)]
@@ -136,9 +136,9 @@ pub fn upsert_entry(
     text: &str,
     path: &Path,
     update: &EntryUpdate,
-) -> CliResult<(String, EditOutcome)> {
+) -> Result<(String, EditOutcome)> {
     let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        CliError::usage(format!(
+        Error::input(format!(
             "`{}` is not valid TOML, so `create` will not edit it: {}",
             path.display(),
             e.to_string().trim_end()
@@ -194,14 +194,14 @@ pub fn upsert_entry(
             }
         }
         Some(Item::ArrayOfTables(_)) => {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "`{}`: artifact `{name}` is platform-specific ([[{name}]]); `create` only writes \
                  single [{name}] entries: choose another name or edit that entry by hand",
                 path.display()
             )));
         }
         Some(_) => {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "`{}`: `{name}` is not a table; `create` only edits [{name}] tables: rename or \
                  remove that key first",
                 path.display()
@@ -241,7 +241,7 @@ fn merged_downloads(
     update: &EntryUpdate,
     same_content: bool,
     path: &Path,
-) -> CliResult<(ArrayOfTables, usize)> {
+) -> Result<(ArrayOfTables, usize)> {
     let name = update.name.as_str();
     let mut removed = 0;
     let mut kept: Vec<Table> = Vec::new();
@@ -262,7 +262,7 @@ fn merged_downloads(
             }
         }
         Some(_) => {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "`{}`: artifact `{name}` has a `download` key that is not an array of \
                  tables ([[{name}.download]]); fix it by hand first",
                 path.display()
@@ -308,17 +308,17 @@ pub struct Annotation {
 impl Annotation {
     /// Reads `KEY=VALUE` arguments (`set`) and `KEY` arguments (`unset`), refusing keys other
     /// than [`ANNOTATE_KEYS`], a key given twice, and values [`check_value`] refuses.
-    pub fn parse(set: &[String], unset: &[String]) -> CliResult<Annotation> {
+    pub fn parse(set: &[String], unset: &[String]) -> Result<Annotation> {
         let mut a = Annotation::default();
         for arg in set {
             let Some((key, value)) = arg.split_once('=') else {
-                return Err(CliError::usage(format!(
+                return Err(Error::input(format!(
                     "`--set {arg}` is not KEY=VALUE (e.g. `--set license=CC-BY-4.0`)"
                 )));
             };
             let key = known_key(key.trim())?;
             check_value(key, value).map_err(|why| {
-                CliError::usage(format!("`--set {key}=...`: {why}; nothing was changed"))
+                Error::input(format!("`--set {key}=...`: {why}; nothing was changed"))
             })?;
             a.set.push((key.to_owned(), value.to_owned()));
         }
@@ -329,13 +329,13 @@ impl Annotation {
         keys.extend(a.unset.iter().map(String::as_str));
         keys.sort_unstable();
         if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "the key `{}` is given twice; set or remove each key once",
                 w[0]
             )));
         }
         if keys.is_empty() {
-            return Err(CliError::usage(
+            return Err(Error::input(
                 "nothing to change: give `--set KEY=VALUE` or `--unset KEY`",
             ));
         }
@@ -344,13 +344,13 @@ impl Annotation {
 }
 
 /// `key` if [`annotate`] sets it, else a usage error listing the keys it does.
-fn known_key(key: &str) -> CliResult<&'static str> {
+fn known_key(key: &str) -> Result<&'static str> {
     ANNOTATE_KEYS
         .iter()
         .find(|k| **k == key)
         .copied()
         .ok_or_else(|| {
-            CliError::usage(format!(
+            Error::input(format!(
                 "`{}` is not a key `annotate` sets; it sets {} (hashes and downloads change \
                  with `create` and `publish`)",
                 clima_artifact_fs::printable(key),
@@ -401,9 +401,9 @@ pub fn annotate(
     path: &Path,
     names: &[String],
     annotation: &Annotation,
-) -> CliResult<(String, Vec<Annotated>)> {
+) -> Result<(String, Vec<Annotated>)> {
     let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        CliError::usage(format!(
+        Error::input(format!(
             "`{}` is not valid TOML, so `annotate` will not edit it: {}",
             path.display(),
             e.to_string().trim_end()
@@ -415,13 +415,13 @@ pub fn annotate(
         let t = match doc.get_mut(name) {
             Some(Item::Table(t)) => t,
             None => {
-                return Err(CliError::usage(format!(
+                return Err(Error::input(format!(
                     "`{}` has no artifact `{shown}`; nothing was changed",
                     path.display()
                 )));
             }
             Some(Item::ArrayOfTables(_)) => {
-                return Err(CliError::usage(format!(
+                return Err(Error::input(format!(
                     "`{}`: artifact `{shown}` is platform-specific ([[{shown}]]), where Julia reads \
                      extra keys as platform tags; provenance keys belong in [name] entries only, \
                      so nothing was changed",
@@ -429,7 +429,7 @@ pub fn annotate(
                 )));
             }
             Some(_) => {
-                return Err(CliError::usage(format!(
+                return Err(Error::input(format!(
                     "`{}`: `{shown}` is not a [{shown}] table; edit it by hand (nothing was \
                      changed)",
                     path.display()
@@ -626,12 +626,16 @@ mod tests {
     fn refuses_platform_entries_and_bad_toml() {
         let text = format!("[[era5]]\ngit-tree-sha1 = \"{H1}\"\nos = \"linux\"\n");
         let err = upsert_entry(&text, Path::new("A.toml"), &update(H1, None)).unwrap_err();
-        assert!(err.message.contains("platform-specific"), "{}", err.message);
+        assert!(
+            err.message().contains("platform-specific"),
+            "{}",
+            err.message()
+        );
         let err = upsert_entry("[era5", Path::new("A.toml"), &update(H1, None)).unwrap_err();
         assert!(
-            err.message.contains("`A.toml` is not valid TOML"),
+            err.message().contains("`A.toml` is not valid TOML"),
             "{}",
-            err.message
+            err.message()
         );
     }
 }

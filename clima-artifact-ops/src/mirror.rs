@@ -26,7 +26,7 @@ use clima_artifact_manifest::{ArtifactVariant, GitTreeSha1, Manifest, Platform, 
 use clima_artifact_runtime::depot::{self, Overrides};
 use clima_artifact_runtime::{Config, Origin, ensure_variant};
 
-use crate::error::{CliError, CliResult};
+use crate::error::{Error, Result};
 use crate::override_check::{Check, Checker};
 use crate::overrides_edit::{self, SectionConflict, SectionLine};
 
@@ -56,7 +56,7 @@ pub struct OverrideRequest {
 
 impl OverrideRequest {
     /// Parses `NAME=PATH` (the command line's `--override`).
-    pub fn parse(spec: &str) -> CliResult<OverrideRequest> {
+    pub fn parse(spec: &str) -> Result<OverrideRequest> {
         match spec.split_once('=') {
             Some((name, path)) if !name.trim().is_empty() && !path.is_empty() => {
                 Ok(OverrideRequest {
@@ -64,7 +64,7 @@ impl OverrideRequest {
                     path: PathBuf::from(path),
                 })
             }
-            _ => Err(CliError::usage(format!(
+            _ => Err(Error::input(format!(
                 "--override `{}`: write it as NAME=PATH (an artifact name or hash, `=`, a folder)",
                 clima_artifact_fs::printable(spec)
             ))),
@@ -73,12 +73,12 @@ impl OverrideRequest {
 
     /// Reads a file of `NAME = "PATH"` lines (TOML: names or hashes as keys, folders as string
     /// values; relative folders are relative to the file's folder).
-    pub fn load_file(file: &Path) -> CliResult<Vec<OverrideRequest>> {
+    pub fn load_file(file: &Path) -> Result<Vec<OverrideRequest>> {
         let text = clima_artifact_fs::read_shared_text(file, 1 << 20)
-            .map_err(|e| CliError::usage(format!("cannot read `{}`: {e}", file.display())))?
-            .ok_or_else(|| CliError::usage(format!("`{}` does not exist", file.display())))?;
+            .map_err(|e| Error::input(format!("cannot read `{}`: {e}", file.display())))?
+            .ok_or_else(|| Error::input(format!("`{}` does not exist", file.display())))?;
         let doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-            CliError::usage(format!(
+            Error::input(format!(
                 "`{}` is not valid TOML (`NAME = \"/path\"` lines): {}",
                 file.display(),
                 e.to_string().trim_end()
@@ -88,7 +88,7 @@ impl OverrideRequest {
         let mut out = Vec::new();
         for (key, item) in doc.as_table() {
             let Some(path) = item.as_str() else {
-                return Err(CliError::usage(format!(
+                return Err(Error::input(format!(
                     "`{}`: `{}` must be a folder path in quotes (`NAME = \"/path\"`)",
                     file.display(),
                     clima_artifact_fs::printable(key)
@@ -398,7 +398,7 @@ fn plan(
 /// exist, cannot be written or is reached through another user's symlink, a bad section id, an override that names no artifact or no
 /// folder, an `Overrides.toml` that is not TOML); failed installs and unreadable manifests are
 /// in the summary.
-pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> CliResult<Summary> {
+pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> Result<Summary> {
     let start = Instant::now();
     // The path as given, never resolved before the check of the links on the way to it.
     let depot = crate::depots::open_depot(&options.depot, "mirroring into")?;
@@ -408,7 +408,7 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
     config.julia_interop = false;
     config.julia_depots = Some(Vec::new());
     config.node_local_depot = None;
-    depot::first_writable(&config.depots, "mirror").map_err(|e| CliError::usage(e.to_string()))?;
+    depot::first_writable(&config.depots, "mirror").map_err(|e| Error::input(e.to_string()))?;
 
     let (jobs, problems, other_platform, loaded) = plan(&options.manifests, &options.platform);
     let overrides = match &options.overrides {
@@ -421,8 +421,8 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> C
         }
         None => None,
     };
-    let existing = Overrides::load(std::slice::from_ref(&depot))
-        .map_err(|e| CliError::usage(e.to_string()))?;
+    let existing =
+        Overrides::load(std::slice::from_ref(&depot)).map_err(|e| Error::input(e.to_string()))?;
     let (checker, warning) = Checker::load(&depot_dir, options.verify_overrides);
     let mut warnings: Vec<String> = warning.into_iter().collect();
 
@@ -578,9 +578,9 @@ fn write_section(
     requests: &[OverrideRequest],
     jobs: &[Job],
     config: &Config,
-) -> CliResult<SectionReport> {
+) -> Result<SectionReport> {
     if !overrides_edit::valid_section_id(id) {
-        return Err(CliError::usage(format!(
+        return Err(Error::input(format!(
             "--id `{}`: use 1 to 64 letters, digits, `.`, `_` or `-`",
             clima_artifact_fs::printable(id)
         )));
@@ -597,7 +597,7 @@ fn write_section(
             resolved
         };
         let target = folder.to_str().ok_or_else(|| {
-            CliError::usage(format!(
+            Error::input(format!(
                 "`{}` is not valid UTF-8 and cannot be written to Overrides.toml",
                 folder.display()
             ))
@@ -658,7 +658,7 @@ fn write_section(
 fn resolve_request<'j>(
     r: &OverrideRequest,
     jobs: &'j [Job],
-) -> CliResult<(GitTreeSha1, Option<String>, Vec<&'j Job>)> {
+) -> Result<(GitTreeSha1, Option<String>, Vec<&'j Job>)> {
     if r.artifact.len() == 40
         && let Ok(h) = GitTreeSha1::from_hex(&r.artifact)
     {
@@ -686,12 +686,12 @@ fn resolve_request<'j>(
             Some(one.names.join(", ")),
             placeholders,
         )),
-        (_, []) => Err(CliError::usage(format!(
+        (_, []) => Err(Error::input(format!(
             "--override `{}`: no artifact of that name in the manifests mirrored (give its \
              git-tree-sha1 instead)",
             clima_artifact_fs::printable(&r.artifact)
         ))),
-        (_, many) => Err(CliError::usage(format!(
+        (_, many) => Err(Error::input(format!(
             "--override `{}`: the name means different content in the manifests ({}); give the \
              git-tree-sha1 of the one to override",
             clima_artifact_fs::printable(&r.artifact),

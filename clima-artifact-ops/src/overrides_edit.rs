@@ -25,7 +25,7 @@ use clima_artifact_manifest::layout;
 use clima_artifact_runtime::depot::LockedFile;
 use toml_edit::{DocumentMut, Item, Value};
 
-use crate::error::{CliError, CliResult};
+use crate::error::{Error, Result};
 
 /// Edits `<depot>/artifacts/Overrides.toml` as every writer of it does (`override set`,
 /// `override unset`, `mirror`): under the depot's overrides lock
@@ -42,20 +42,20 @@ use crate::error::{CliError, CliResult};
 pub fn edit_depot_file<T>(
     depot: &Path,
     timeout: Duration,
-    edit: impl FnOnce(&str, &Path) -> CliResult<(Option<String>, T)>,
-) -> CliResult<(PathBuf, T)> {
+    edit: impl FnOnce(&str, &Path) -> Result<(Option<String>, T)>,
+) -> Result<(PathBuf, T)> {
     let file = layout::overrides_file(depot);
     let _lock = LockedFile::acquire(
         &layout::overrides_lock_file(depot),
         &format!("`{}`", file.display()),
         timeout.max(Duration::from_secs(1)),
     )
-    .map_err(|e| CliError::failure(e.to_string()))?;
+    .map_err(|e| Error::failed(e.to_string()))?;
     let unreadable = |e: clima_artifact_manifest::ManifestError| {
-        CliError::failure(format!("{e}; Overrides.toml was not changed"))
+        Error::failed(format!("{e}; Overrides.toml was not changed"))
     };
     let cannot = |why: String| {
-        CliError::failure(format!(
+        Error::failed(format!(
             "cannot reach `{}`: {}; Overrides.toml was not changed",
             file.display(),
             clima_artifact_fs::printable(&why)
@@ -70,15 +70,15 @@ pub fn edit_depot_file<T>(
     let (new, value) = edit(&text, &file)?;
     if let Some(new) = new.filter(|n| *n != text) {
         reached.write_atomically(new.as_bytes()).map_err(|e| {
-            CliError::failure(clima_artifact_fs::printable(&e.to_string()).into_owned())
+            Error::failed(clima_artifact_fs::printable(&e.to_string()).into_owned())
         })?;
     }
     Ok((file, value))
 }
 
-fn parse(text: &str, path: &Path) -> CliResult<DocumentMut> {
+fn parse(text: &str, path: &Path) -> Result<DocumentMut> {
     text.parse().map_err(|e: toml_edit::TomlError| {
-        CliError::usage(format!(
+        Error::input(format!(
             "`{}` is not valid TOML; fix or remove it before changing overrides: {}",
             path.display(),
             e.to_string().trim_end()
@@ -94,7 +94,7 @@ pub fn set_override(
     hash: &str,
     target: &str,
     name: Option<&str>,
-) -> CliResult<String> {
+) -> Result<String> {
     let mut doc = parse(text, path)?;
     let suffix = match name {
         Some(n) => format!(" # {n}"),
@@ -154,7 +154,7 @@ fn take_file_header(doc: &mut DocumentMut) -> String {
 }
 
 /// Removes the line for `hash`; `None` if the file has none.
-pub fn unset_override(text: &str, path: &Path, hash: &str) -> CliResult<Option<String>> {
+pub fn unset_override(text: &str, path: &Path, hash: &str) -> Result<Option<String>> {
     let mut doc = parse(text, path)?;
     let existing: Option<String> = doc
         .as_table()
@@ -259,7 +259,7 @@ pub fn set_section(
     id: &str,
     intro: &str,
     lines: &[SectionLine],
-) -> CliResult<SectionEdit> {
+) -> Result<SectionEdit> {
     let (begin, end) = (section_begin(id), section_end(id));
     let all: Vec<&str> = text.split_inclusive('\n').collect();
     let is = |l: &str, marker: &str| l.trim_end() == marker;
@@ -269,7 +269,7 @@ pub fn set_section(
         [b] => match (b + 1..all.len()).find(|&i| is(all[i], &end)) {
             Some(e) => Some((*b, e)),
             None => {
-                return Err(CliError::usage(format!(
+                return Err(Error::input(format!(
                     "`{}` line {}: `{begin}` has no `{end}` line after it; add it (or remove \
                      the section) by hand",
                     path.display(),
@@ -278,7 +278,7 @@ pub fn set_section(
             }
         },
         _ => {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "`{}` has `{begin}` more than once; keep one such section and remove the others \
                  by hand",
                 path.display()
@@ -331,7 +331,7 @@ pub fn set_section(
     let check = parse(&out, path)?;
     for l in &written {
         if check.get(&l.hash).and_then(|v| v.as_str()) != Some(l.target.as_str()) {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "`{}`: the section `{begin}` is not at the top level of the file (moved below \
                  a `[table]`?); move it above the first table by hand",
                 path.display()

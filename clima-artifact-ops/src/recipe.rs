@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use clima_artifact_fs::printable;
 use clima_artifact_provenance::readme;
 
-use crate::error::{CliError, CliResult, io_error};
+use crate::error::{Error, Result, io_error};
 use crate::tarball::{self, EntryKind};
 
 /// The executable in a recipe folder.
@@ -57,7 +57,7 @@ pub struct Recipe {
 }
 
 /// The absolute folder of `manifest` (which need not exist yet).
-pub fn manifest_dir(manifest: &Path) -> CliResult<PathBuf> {
+pub fn manifest_dir(manifest: &Path) -> Result<PathBuf> {
     let abs = std::path::absolute(manifest).map_err(|e| io_error("resolve", manifest, &e))?;
     let dir = abs.parent().map(Path::to_path_buf).unwrap_or(abs);
     Ok(fs::canonicalize(&dir).unwrap_or(dir))
@@ -65,7 +65,7 @@ pub fn manifest_dir(manifest: &Path) -> CliResult<PathBuf> {
 
 /// The recipe folder given to `create --recipe`: it must be inside the manifest's folder, so the
 /// recorded key works in every clone.
-pub fn from_folder(folder: &Path, manifest: &Path, name: &str) -> CliResult<Recipe> {
+pub fn from_folder(folder: &Path, manifest: &Path, name: &str) -> Result<Recipe> {
     let dir = crate::error::existing_dir(folder, "recipe folder")?;
     let base = manifest_dir(manifest)?;
     let key = match dir.strip_prefix(&base) {
@@ -75,7 +75,7 @@ pub fn from_folder(folder: &Path, manifest: &Path, name: &str) -> CliResult<Reci
             .collect::<Vec<_>>()
             .join("/"),
         _ => {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "the recipe folder `{}` is not inside the manifest's folder `{}`; put it there \
                  (the convention is `artifacts/{name}` next to the manifest, which \
                  `clima-artifacts new {name}` makes) so the path recorded in the manifest works \
@@ -89,10 +89,10 @@ pub fn from_folder(folder: &Path, manifest: &Path, name: &str) -> CliResult<Reci
 }
 
 /// The recipe of artifact `name` whose manifest entry says `recipe = key`.
-pub fn from_entry(name: &str, key: &str, manifest: &Path) -> CliResult<Recipe> {
+pub fn from_entry(name: &str, key: &str, manifest: &Path) -> Result<Recipe> {
     let rel = Path::new(key);
     if key.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-        return Err(CliError::usage(format!(
+        return Err(Error::input(format!(
             "`{}`: artifact `{name}` has `recipe = \"{}\"`, which is not a relative path inside \
              the manifest's folder (no leading `/`, no `..`); write it as `artifacts/{name}`",
             manifest.display(),
@@ -111,8 +111,8 @@ pub fn from_entry(name: &str, key: &str, manifest: &Path) -> CliResult<Recipe> {
 
 /// The error for a recipe folder or file at `path` that resolves (through symlinks) to
 /// `resolved`, outside the manifest's folder `base`.
-fn outside(name: &str, path: &Path, resolved: &Path, base: &Path) -> CliError {
-    CliError::usage(format!(
+fn outside(name: &str, path: &Path, resolved: &Path, base: &Path) -> Error {
+    Error::input(format!(
         "the recipe of artifact `{name}`, `{}`, resolves through a symlink to `{}`, outside the \
          manifest's folder `{}`: a recipe must live in the manifest's tree, so that what runs is \
          what the repository holds; replace the link with the recipe itself",
@@ -124,7 +124,7 @@ fn outside(name: &str, path: &Path, resolved: &Path, base: &Path) -> CliError {
 
 /// Checks the folder's `recipe` (an executable file inside `base`, the manifest's folder, once
 /// symlinks are resolved) and README.md (present, its sections).
-fn check(name: &str, dir: PathBuf, key: String, base: &Path) -> CliResult<Recipe> {
+fn check(name: &str, dir: PathBuf, key: String, base: &Path) -> Result<Recipe> {
     let script = dir.join(RECIPE_FILE);
     if let Ok(resolved) = fs::canonicalize(&script)
         && !resolved.starts_with(base)
@@ -134,20 +134,20 @@ fn check(name: &str, dir: PathBuf, key: String, base: &Path) -> CliResult<Recipe
     match fs::metadata(&script) {
         Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {}
         Ok(m) if m.is_file() => {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "`{}` is not executable: run `chmod +x {}`",
                 script.display(),
                 script.display()
             )));
         }
         Ok(_) => {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "`{}` is not a file; a recipe folder holds an executable file named `{RECIPE_FILE}`",
                 script.display()
             )));
         }
         Err(e) => {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "`{}` cannot be used ({e}); a recipe folder holds an executable file named \
                  `{RECIPE_FILE}` (`clima-artifacts new {name}` writes a template)",
                 script.display()
@@ -156,9 +156,9 @@ fn check(name: &str, dir: PathBuf, key: String, base: &Path) -> CliResult<Recipe
     }
     let readme_path = dir.join(README_FILE);
     let readme = clima_artifact_fs::read_shared_text(&readme_path, MAX_README_BYTES)
-        .map_err(|e| CliError::usage(format!("the recipe's README cannot be used: {e}")))?
+        .map_err(|e| Error::input(format!("the recipe's README cannot be used: {e}")))?
         .ok_or_else(|| {
-            CliError::usage(format!(
+            Error::input(format!(
                 "`{}` is missing; a recipe folder holds a README.md with the sections {} \
                  (`clima-artifacts new {name}` writes a template)",
                 readme_path.display(),
@@ -167,7 +167,7 @@ fn check(name: &str, dir: PathBuf, key: String, base: &Path) -> CliResult<Recipe
         })?;
     let missing = readme::missing_sections(&readme);
     if !missing.is_empty() {
-        return Err(CliError::usage(format!(
+        return Err(Error::input(format!(
             "`{}` lacks the section(s) {} (or they have no text): add a heading for each (e.g. `## {}`, matched \
              ignoring case) with text under it (HTML comments do not count)",
             readme_path.display(),
@@ -202,7 +202,7 @@ pub struct Output {
 }
 
 /// Runs `recipe` into a fresh temp folder, checks its output and copies its README in.
-pub fn run(recipe: &Recipe, timeout: Option<Duration>) -> CliResult<Output> {
+pub fn run(recipe: &Recipe, timeout: Option<Duration>) -> Result<Output> {
     let tmp = tempfile::Builder::new()
         .prefix("clima-recipe-")
         .tempdir()
@@ -222,7 +222,7 @@ pub fn run(recipe: &Recipe, timeout: Option<Duration>) -> CliResult<Output> {
 }
 
 /// Creates `path` exclusively (never through a symlink or over a file) with exactly `mode`.
-pub fn write_new(path: &Path, text: &str, mode: u32) -> CliResult {
+pub fn write_new(path: &Path, text: &str, mode: u32) -> Result {
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -291,7 +291,7 @@ impl Drop for SignalGuard {
 }
 
 /// Runs the recipe in its own process group, output to our stderr, until it exits or `timeout`.
-fn execute(recipe: &Recipe, out: &Path, timeout: Option<Duration>) -> CliResult {
+fn execute(recipe: &Recipe, out: &Path, timeout: Option<Duration>) -> Result {
     let script = recipe.dir.join(RECIPE_FILE);
     let stderr = std::io::stderr();
     let _ = writeln!(
@@ -328,7 +328,7 @@ fn execute(recipe: &Recipe, out: &Path, timeout: Option<Duration>) -> CliResult 
                 Some(libc::ENOENT) => "its `#!` interpreter was not found".to_owned(),
                 _ => e.to_string(),
             };
-            CliError::failure(format!(
+            Error::failed(format!(
                 "cannot run the recipe `{}`: {why}",
                 script.display()
             ))
@@ -350,7 +350,7 @@ fn execute(recipe: &Recipe, out: &Path, timeout: Option<Duration>) -> CliResult 
             kill_group(pgid);
             let _ = child.wait();
             drop(signals);
-            return Err(CliError::failure(format!(
+            return Err(Error::failed(format!(
                 "interrupted (signal {sig}) while the recipe `{}` of artifact `{}` ran; it and \
                  the processes it started (its process group) were killed",
                 script.display(),
@@ -363,7 +363,7 @@ fn execute(recipe: &Recipe, out: &Path, timeout: Option<Duration>) -> CliResult 
             // Killed before it is reaped, so the group id cannot have been reused.
             kill_group(pgid);
             let _ = child.wait();
-            return Err(CliError::failure(format!(
+            return Err(Error::failed(format!(
                 "the recipe `{}` of artifact `{}` was still running after {} (--timeout); it and \
                  the processes it started (its process group) were killed: make it finish \
                  sooner or give a longer --timeout",
@@ -386,7 +386,7 @@ fn execute(recipe: &Recipe, out: &Path, timeout: Option<Duration>) -> CliResult 
         (None, Some(sig)) => format!("it was killed by signal {sig}"),
         _ => format!("it ended with {status}"),
     };
-    Err(CliError::failure(format!(
+    Err(Error::failed(format!(
         "the recipe `{}` of artifact `{}` failed: {how} (its output is above); fix it and run \
          again",
         script.display(),
@@ -409,13 +409,12 @@ fn human_duration(d: Duration) -> String {
 /// Refuses an output with a symlink that resolves outside it, or with its own top-level
 /// README.md. Nothing outside the output is read: links are resolved one at a time, and only
 /// links inside the output are read.
-fn check_output(recipe: &Recipe, out: &Path) -> CliResult {
-    let entries = tarball::collect_entries(out).map_err(|e| CliError {
-        message: format!(
-            "the output of the recipe of `{}`: {}",
-            recipe.name, e.message
-        ),
-        code: e.code,
+fn check_output(recipe: &Recipe, out: &Path) -> Result {
+    let entries = tarball::collect_entries(out).map_err(|e| {
+        e.context(format_args!(
+            "the output of the recipe of `{}`",
+            recipe.name
+        ))
     })?;
     for e in &entries {
         let EntryKind::Symlink(target) = &e.kind else {
@@ -427,7 +426,7 @@ fn check_output(recipe: &Recipe, out: &Path) -> CliResult {
         match resolve_link(out, rel) {
             Resolved::Inside => {}
             Resolved::Outside => {
-                return Err(CliError::failure(format!(
+                return Err(Error::failed(format!(
                     "the recipe of `{}` left a symlink `{shown}` pointing outside its output \
                      folder (to `{target}`): a recipe must write only inside its output folder \
                      ($OUT), and installers refuse such links; make it a relative link to a \
@@ -436,7 +435,7 @@ fn check_output(recipe: &Recipe, out: &Path) -> CliResult {
                 )));
             }
             Resolved::Loop => {
-                return Err(CliError::failure(format!(
+                return Err(Error::failed(format!(
                     "the recipe of `{}` left a symlink `{shown}` (to `{target}`) that does not \
                      resolve (more than {MAX_HOPS} links, a loop?); fix the recipe",
                     recipe.name
@@ -448,7 +447,7 @@ fn check_output(recipe: &Recipe, out: &Path) -> CliResult {
         .iter()
         .any(|e| matches!(e.kind, EntryKind::File { .. } | EntryKind::Symlink(_)))
     {
-        return Err(CliError::failure(format!(
+        return Err(Error::failed(format!(
             "the recipe `{}` of artifact `{}` exited successfully but wrote nothing into its \
              output folder (empty folders do not count); make it write the data into the folder \
              given as its first argument and as $OUT",
@@ -457,7 +456,7 @@ fn check_output(recipe: &Recipe, out: &Path) -> CliResult {
         )));
     }
     if fs::symlink_metadata(out.join(README_FILE)).is_ok() {
-        return Err(CliError::failure(format!(
+        return Err(Error::failed(format!(
             "the recipe of `{}` wrote `{README_FILE}` at the top of its output; that place is \
              for the recipe folder's `{}`, which is copied there: make the recipe write it \
              elsewhere or not at all",

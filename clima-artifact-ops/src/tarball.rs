@@ -37,7 +37,7 @@ use clima_artifact_runtime::tree_hash::{
 use flate2::{Compression, GzBuilder};
 use sha2::Digest;
 
-use crate::error::{CliError, CliResult, io_error};
+use crate::error::{Error, Result, io_error};
 
 /// The gzip compression level used for every tarball.
 pub const GZIP_LEVEL: u32 = 6;
@@ -69,13 +69,13 @@ pub struct Entry {
 
 /// Walks `root` in the archive's order. Errors name the offending path (sockets, fifos and devices
 /// cannot be part of an artifact).
-pub fn collect_entries(root: &Path) -> CliResult<Vec<Entry>> {
+pub fn collect_entries(root: &Path) -> Result<Vec<Entry>> {
     let mut out = Vec::new();
     walk(root, Vec::new(), &mut out)?;
     Ok(out)
 }
 
-fn walk(dir: &Path, prefix: Vec<u8>, out: &mut Vec<Entry>) -> CliResult {
+fn walk(dir: &Path, prefix: Vec<u8>, out: &mut Vec<Entry>) -> Result {
     let mut children: Vec<(Vec<u8>, PathBuf)> = Vec::new();
     for item in fs::read_dir(dir).map_err(|e| io_error("read folder", dir, &e))? {
         let item = item.map_err(|e| io_error("read folder", dir, &e))?;
@@ -115,7 +115,7 @@ fn walk(dir: &Path, prefix: Vec<u8>, out: &mut Vec<Entry>) -> CliResult {
                 },
             });
         } else {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "`{}` is not a regular file, folder or symlink (a socket, fifo or device); \
                  remove it from the artifact folder",
                 path.display()
@@ -127,7 +127,7 @@ fn walk(dir: &Path, prefix: Vec<u8>, out: &mut Vec<Entry>) -> CliResult {
 
 /// Refuses symlinks the installer would refuse: absolute targets, or targets that climb out of
 /// the artifact through `..`.
-pub fn check_symlinks(root: &Path, entries: &[Entry]) -> CliResult {
+pub fn check_symlinks(root: &Path, entries: &[Entry]) -> Result {
     for e in entries {
         if let EntryKind::Symlink(target) = &e.kind {
             let depth = e.rel.iter().filter(|b| **b == b'/').count() as i64;
@@ -144,7 +144,7 @@ pub fn check_symlinks(root: &Path, entries: &[Entry]) -> CliResult {
                 }
             }
             if escapes {
-                return Err(CliError::usage(format!(
+                return Err(Error::input(format!(
                     "symlink `{}` points to `{}`, outside the artifact; installers refuse such \
                      archives: replace it with a copy of the data or a relative link inside the folder",
                     root.join(std::ffi::OsStr::from_bytes(&e.rel)).display(),
@@ -218,7 +218,7 @@ fn append_file<W: Write>(
     size: u64,
     executable: bool,
     progress: &dyn Fn(u64),
-) -> CliResult<ObjectId> {
+) -> Result<ObjectId> {
     let full = root.join(rel);
     let file = fs::File::open(&full).map_err(|e| io_error("open", &full, &e))?;
     let mut hasher = BlobHasher::new(size);
@@ -232,13 +232,13 @@ fn append_file<W: Write>(
         progress,
     };
     builder.append_data(&mut h, rel, reader).map_err(|e| {
-        CliError::failure(format!(
+        Error::failed(format!(
             "cannot archive `{}` (did it change while `create` ran?): {e}",
             full.display()
         ))
     })?;
     hasher.finish().map_err(|e| {
-        CliError::failure(format!(
+        Error::failed(format!(
             "`{}` changed size while being archived: {e}",
             full.display()
         ))
@@ -253,7 +253,7 @@ pub fn write_tarball(
     entries: &[Entry],
     out: &Path,
     progress: &dyn Fn(u64),
-) -> CliResult<Tarball> {
+) -> Result<Tarball> {
     let (tmp, writer) = open_output(out)?;
     let gz = GzBuilder::new()
         .mtime(0)
@@ -299,7 +299,7 @@ pub fn write_tarball(
                 hasher.update(bytes);
                 let blob = hasher
                     .finish()
-                    .map_err(|e| CliError::failure(format!("hashing symlink `{rel_str}`: {e}")))?;
+                    .map_err(|e| Error::failed(format!("hashing symlink `{rel_str}`: {e}")))?;
                 tree.insert(&rel_str, EntryMode::Symlink, blob);
             }
         }
@@ -320,7 +320,7 @@ pub fn write_tarball(
 type Output = HashingWriter<io::BufWriter<fs::File>>;
 
 /// Creates the temp file in `out`'s folder (created if missing) and a writer on it.
-fn open_output(out: &Path) -> CliResult<(tempfile::NamedTempFile, Output)> {
+fn open_output(out: &Path) -> Result<(tempfile::NamedTempFile, Output)> {
     let out_dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -347,7 +347,7 @@ fn finish_output(
     tmp: tempfile::NamedTempFile,
     mut writer: Output,
     out: &Path,
-) -> CliResult<(Sha256, u64)> {
+) -> Result<(Sha256, u64)> {
     writer.flush().map_err(|e| io_error("write", out, &e))?;
     let HashingWriter {
         inner,
@@ -377,7 +377,7 @@ pub fn write_seekable(
     flavour: Flavour,
     block_size: u64,
     progress: &dyn Fn(u64),
-) -> CliResult<Tarball> {
+) -> Result<Tarball> {
     let (tmp, mut writer) = open_output(out)?;
     let write_err = |e: io::Error| io_error("write", out, &e);
     let mut encoder = MemberEncoder::new(flavour).map_err(write_err)?;
@@ -395,7 +395,7 @@ pub fn write_seekable(
     };
     for entry in items {
         if entry.rel.len() > seekable::MAX_PATH {
-            return Err(CliError::usage(format!(
+            return Err(Error::input(format!(
                 "`{}` has a path of {} bytes, longer than a seekable tarball allows ({}); pass \
                  --classic",
                 root.join(std::ffi::OsStr::from_bytes(&entry.rel)).display(),
@@ -428,7 +428,7 @@ pub fn write_seekable(
     index.data_size = writer.written;
     let doc = index.encode();
     if doc.len() as u64 > seekable::MAX_INDEX_BYTES {
-        return Err(CliError::usage(format!(
+        return Err(Error::input(format!(
             "`{}` has too many files for a seekable tarball: its index would take {} bytes, \
              more than {}; pass --classic",
             root.display(),
@@ -465,7 +465,7 @@ struct Member<'a> {
 
 impl Member<'_> {
     /// Compresses `plain` as one member and appends it; returns its offset and length.
-    fn push(&mut self, plain: &[u8], what: &Path) -> CliResult<(u64, u64)> {
+    fn push(&mut self, plain: &[u8], what: &Path) -> Result<(u64, u64)> {
         let bytes = self
             .encoder
             .encode(plain)
@@ -484,7 +484,7 @@ impl Member<'_> {
         file: &FileToArchive,
         block_size: u64,
         progress: &dyn Fn(u64),
-    ) -> CliResult<IndexEntry> {
+    ) -> Result<IndexEntry> {
         let FileToArchive {
             full,
             size,
@@ -517,7 +517,7 @@ impl Member<'_> {
                 .read_to_end(&mut plain)
                 .map_err(|e| io_error("read", full, &e))?;
             if read as u64 != n {
-                return Err(CliError::failure(format!(
+                return Err(Error::failed(format!(
                     "`{}` changed size while being archived (listed as {size} bytes); run \
                      `create` again once nothing writes to the folder",
                     full.display()
@@ -543,7 +543,7 @@ impl Member<'_> {
             }
         }
         let blob = hasher.finish().map_err(|e| {
-            CliError::failure(format!(
+            Error::failed(format!(
                 "`{}` changed while being archived: {e}",
                 full.display()
             ))
@@ -566,7 +566,7 @@ impl Member<'_> {
     }
 
     /// A symlink's member: its header alone, the target in it.
-    fn symlink(mut self, target: &[u8], out: &Path) -> CliResult<IndexEntry> {
+    fn symlink(mut self, target: &[u8], out: &Path) -> Result<IndexEntry> {
         let header = seekable::tar_header(self.rel, HeaderKind::Symlink(target));
         let (offset, length) = self.push(&header, out)?;
         Ok(IndexEntry {
@@ -586,14 +586,14 @@ impl Member<'_> {
 /// The `index-sha256` of `tarball` if it is a seekable tarball whose index authenticates
 /// against `tree` (and whose members hold what the index says); `None` for a classic tarball.
 /// A seekable tarball whose index does not is an error: it should not be published.
-pub fn index_sha256_of(tarball: &Path, tree: &GitTreeSha1) -> CliResult<Option<Sha256>> {
+pub fn index_sha256_of(tarball: &Path, tree: &GitTreeSha1) -> Result<Option<Sha256>> {
     let mut file = fs::File::open(tarball).map_err(|e| io_error("open", tarball, &e))?;
     let len = file
         .metadata()
         .map_err(|e| io_error("inspect", tarball, &e))?
         .len();
     let refused = |e: seekable::IndexError| {
-        CliError::usage(format!(
+        Error::input(format!(
             "`{}` is a seekable tarball whose index cannot be used: {e}; make it again with \
              `clima-artifacts create`",
             tarball.display()

@@ -6,74 +6,10 @@ use std::collections::BTreeMap;
 use clima_artifact_manifest::GitTreeSha1;
 use serde::{Deserialize, Serialize};
 
-/// Where the data of an accessed artifact came from, as stored in records and reports.
-///
-/// Mirrors `Origin` (of the depot crate, re-exported by the runtime) with a serde
-/// representation that is part of the documented report schema (`docs/report-schema.md`):
-/// `{"kind": "override" | "depot" | "downloaded" | "received", ...}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RecordedOrigin {
-    /// An `Overrides.toml` entry pointed to the data.
-    Override {
-        /// The overrides file that set it (lossy UTF-8).
-        overrides_file: String,
-    },
-    /// The artifact was already installed in a depot.
-    Depot,
-    /// This run downloaded and installed it.
-    Downloaded {
-        /// The URL that succeeded.
-        url: String,
-        /// The tarball's size: every byte of it verified.
-        bytes: u64,
-        /// Bytes of it this run received from the source (absent in reports of versions
-        /// before it was recorded).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        received_bytes: Option<u64>,
-        /// Bytes of it reused from a partial download kept by an earlier attempt
-        /// (`received_bytes + reused_bytes == bytes`; absent like `received_bytes`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reused_bytes: Option<u64>,
-        /// Wall time of the install in seconds.
-        seconds: f64,
-    },
-    /// This run installed it into a node's depot from bytes received over MPI (node-local
-    /// mode), which another node downloaded once for the whole job or had installed.
-    Received {
-        /// The node that installed it (`CLIMA_ARTIFACTS_NODE_ID`, else its host name).
-        node: String,
-        /// The node that sent the bytes.
-        from_node: String,
-        /// The URL the sender downloaded them from; `None` when it sent its installed copy.
-        url: Option<String>,
-        /// Bytes received.
-        bytes: u64,
-        /// Wall time of the install in seconds.
-        seconds: f64,
-    },
-}
-
-impl RecordedOrigin {
-    /// How informative this origin is when several accesses disagree: a download in this run
-    /// beats a copy received over MPI, which beats an override, which beats a depot hit.
-    fn priority(&self) -> u8 {
-        match self {
-            RecordedOrigin::Depot => 0,
-            RecordedOrigin::Override { .. } => 1,
-            RecordedOrigin::Received { .. } => 2,
-            RecordedOrigin::Downloaded { .. } => 3,
-        }
-    }
-
-    /// Keeps `self` unless `other` is strictly more informative: a download in this run beats
-    /// a copy received over MPI, which beats an override, which beats a plain depot hit.
-    pub fn merge(&mut self, other: &RecordedOrigin) {
-        if other.priority() > self.priority() {
-            *self = other.clone();
-        }
-    }
-}
+/// Where the data of an accessed artifact came from, as stored in records and reports: the
+/// one [`Origin`](clima_artifact_manifest::Origin) type, under the name the report schema
+/// (`docs/report-schema.md`) gives it.
+pub use clima_artifact_manifest::Origin as RecordedOrigin;
 
 /// A source location of a `clima_artifact!` call.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

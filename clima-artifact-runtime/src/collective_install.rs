@@ -226,8 +226,8 @@ mod tests {
             origin: crate::Origin::Downloaded {
                 url: "http://127.0.0.1:1/x.tar.gz".into(),
                 bytes: 12345,
-                received_bytes: 12000,
-                reused_bytes: 345,
+                received_bytes: Some(12000),
+                reused_bytes: Some(345),
                 seconds: 0.25,
             },
         };

@@ -55,31 +55,19 @@ pub struct Config {
     /// `JULIA_DEPOT_PATH` (default `~/.julia`) at lookup time (see
     /// [`julia_depots`](crate::depot::julia_depots)).
     pub julia_depots: Option<Vec<Depot>>,
-    /// TCP connect timeout.
-    pub connect_timeout: Duration,
-    /// Longest time without receiving a byte before a download is abandoned.
-    pub stall_timeout: Duration,
-    /// Low-speed rule (`CLIMA_ARTIFACTS_LOW_SPEED_LIMIT`, bytes per second; `0` = off): a
-    /// download slower than this on average over [`Config::low_speed_time`] is abandoned.
-    pub low_speed_limit: u64,
-    /// The window of the low-speed rule (`CLIMA_ARTIFACTS_LOW_SPEED_TIME`).
-    pub low_speed_time: Duration,
-    /// Attempts per URL for transient failures.
-    pub retries: u32,
+    /// The network settings of downloads, as the network crate takes them: timeouts
+    /// (`CLIMA_ARTIFACTS_CONNECT_TIMEOUT`, `..._STALL_TIMEOUT`), the low-speed rule
+    /// (`..._LOW_SPEED_LIMIT`, `..._LOW_SPEED_TIME`), the retry policy (`..._RETRIES`, and
+    /// the backoff), TLS roots and hosts without verification, proxies (`HTTP_PROXY`, ...),
+    /// connections of a large download (`..._CONNECTIONS`, `..._PARALLEL_MIN_SIZE`). Their
+    /// defaults are [`NetConfig::default`]'s, held there alone.
+    pub net: NetConfig,
     /// How long to wait for another process's lock on an artifact.
     pub lock_timeout: Duration,
     /// Cap on the unpacked size of one artifact.
     pub max_unpacked_bytes: u64,
     /// Cap on the number of archive entries of one artifact (`CLIMA_ARTIFACTS_MAX_ENTRIES`).
     pub max_entries: u64,
-    /// TLS roots named by a variable: (variable, PEM file or folder); `None`: the system's CA
-    /// bundle, else the bundled Mozilla roots (see [`trust`](crate::trust)).
-    pub ca_roots: Option<(String, PathBuf)>,
-    /// Hosts whose TLS certificates are not verified (`CLIMA_ARTIFACTS_NO_VERIFY_HOSTS`).
-    pub no_verify_hosts: Vec<String>,
-    /// The proxies downloads go through (from `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`,
-    /// `NO_PROXY`, lower case too; `Config::default()` has none).
-    pub proxy: ProxySettings,
     /// A Julia package server (or a folder/bucket served as one): `<server>/artifact/<hash>`
     /// is tried before the manifest's URLs (`CLIMA_ARTIFACTS_PKG_SERVER`, else
     /// `JULIA_PKG_SERVER`; `None`: not used).
@@ -96,44 +84,14 @@ pub struct Config {
     /// notices such as lock waits and resumed downloads (`CLIMA_ARTIFACTS_PROGRESS`); `false`
     /// keeps only warnings (see [`progress`](crate::progress)).
     pub progress: bool,
-    /// Delay before the first retry; doubles with each further retry (capped at 30 s).
-    pub retry_backoff: Duration,
     /// MPI node-local mode (`CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT`): a depot private to each node.
     pub node_local_depot: Option<Depot>,
     /// Which node this process counts as in node-local mode (`CLIMA_ARTIFACTS_NODE_ID`): ranks
     /// with the same value form one node; `None` groups the ranks that share a machine.
     pub node_id: Option<String>,
-    /// Most connections of one large download, and most requests in flight to one server
-    /// from this process (`CLIMA_ARTIFACTS_CONNECTIONS`, 1 to 8).
-    pub connections: usize,
-    /// Smallest download fetched over several connections and kept in a partial file for
-    /// resuming (`CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE`).
-    pub parallel_min_size: u64,
     /// Workers that unpack a seekable tarball (`CLIMA_ARTIFACTS_INSTALL_THREADS`); `None`:
     /// the available cores.
     pub install_threads: Option<usize>,
-}
-
-impl Config {
-    /// What the network code (`clima-artifact-net`) needs of this configuration: timeouts, the
-    /// low-speed rule, the retry policy, TLS roots, hosts without verification, proxies.
-    pub fn net(&self) -> NetConfig {
-        NetConfig {
-            connect_timeout: self.connect_timeout,
-            stall_timeout: self.stall_timeout,
-            low_speed_limit: self.low_speed_limit,
-            low_speed_time: self.low_speed_time,
-            retry: clima_artifact_net::retry::RetryPolicy {
-                attempts: self.retries,
-                base: self.retry_backoff,
-            },
-            ca_roots: self.ca_roots.clone(),
-            no_verify_hosts: self.no_verify_hosts.clone(),
-            proxy: self.proxy.clone(),
-            connections: self.connections,
-            parallel_min_size: self.parallel_min_size,
-        }
-    }
 }
 
 /// Default of [`Config::max_download_size`]: 4 GiB (the limit `validate` warns about).
@@ -147,8 +105,9 @@ pub const DEFAULT_MAX_ENTRIES: u64 = clima_artifact_extract::DEFAULT_MAX_ENTRIES
 pub const CACHE_DIR_NAME: &str = "clima-artifacts";
 
 impl Default for Config {
-    /// Built-in defaults (no environment variables read): the user cache depot, online, 30 s
-    /// connect, 60 s stall, abandon below 1 KiB/s over 60 s, 3 attempts, 1 h lock wait, 1 TiB and 10 million entries caps,
+    /// Built-in defaults (no environment variables read): the user cache depot, online, the
+    /// network's defaults ([`NetConfig::default`]: 30 s connect, 60 s stall, abandon below
+    /// 1 KiB/s over 60 s, 3 attempts, ...), 1 h lock wait, 1 TiB and 10 million entries caps,
     /// progress on.
     fn default() -> Config {
         Config {
@@ -156,26 +115,16 @@ impl Default for Config {
             offline: false,
             julia_interop: false,
             julia_depots: None,
-            connect_timeout: Duration::from_secs(30),
-            stall_timeout: Duration::from_secs(60),
-            low_speed_limit: 1024,
-            low_speed_time: Duration::from_secs(60),
-            retries: 3,
+            net: NetConfig::default(),
             lock_timeout: Duration::from_secs(3600),
             max_unpacked_bytes: clima_artifact_extract::DEFAULT_MAX_UNPACKED_BYTES,
             max_entries: DEFAULT_MAX_ENTRIES,
             min_free_space: None,
             max_download_size: Some(DEFAULT_MAX_DOWNLOAD_SIZE),
             pkg_server: None,
-            ca_roots: None,
-            no_verify_hosts: Vec::new(),
-            proxy: ProxySettings::default(),
             progress: true,
-            retry_backoff: Duration::from_millis(500),
             node_local_depot: None,
             node_id: None,
-            connections: clima_artifact_net::ranged::MAX_CONNECTIONS,
-            parallel_min_size: clima_artifact_net::DEFAULT_PARALLEL_MIN_SIZE,
             install_threads: None,
         }
     }
@@ -229,9 +178,9 @@ impl Config {
             }
             Ok(())
         };
-        seconds(vars::CONNECT_TIMEOUT, &mut c.connect_timeout)?;
-        seconds(vars::STALL_TIMEOUT, &mut c.stall_timeout)?;
-        seconds(vars::LOW_SPEED_TIME, &mut c.low_speed_time)?;
+        seconds(vars::CONNECT_TIMEOUT, &mut c.net.connect_timeout)?;
+        seconds(vars::STALL_TIMEOUT, &mut c.net.stall_timeout)?;
+        seconds(vars::LOW_SPEED_TIME, &mut c.net.low_speed_time)?;
         seconds(vars::LOCK_TIMEOUT, &mut c.lock_timeout)?;
         // `0` turns these limits off.
         let zero_or_bytes = |n: &str, v: &str| match v.trim() {
@@ -239,7 +188,7 @@ impl Config {
             _ => parse_bytes(n, v).map(Some),
         };
         if let Some((n, v)) = set(vars::LOW_SPEED_LIMIT) {
-            c.low_speed_limit = zero_or_bytes(&n, &v)?.unwrap_or(0);
+            c.net.low_speed_limit = zero_or_bytes(&n, &v)?.unwrap_or(0);
         }
         if let Some((n, v)) = set(vars::MAX_DOWNLOAD_SIZE) {
             c.max_download_size = zero_or_bytes(&n, &v)?;
@@ -251,11 +200,11 @@ impl Config {
             c.max_unpacked_bytes = parse_bytes(&n, &v)?;
         }
         if let Some((n, v)) = set(vars::RETRIES) {
-            c.retries = parse_count(&n, &v, "attempts")? as u32;
+            c.net.retry.attempts = parse_count(&n, &v, "attempts")? as u32;
         }
         if let Some((n, v)) = set(vars::CONNECTIONS) {
             let most = clima_artifact_net::ranged::MAX_CONNECTIONS;
-            c.connections = match v.trim().parse::<usize>() {
+            c.net.connections = match v.trim().parse::<usize>() {
                 Ok(k) if (1..=most).contains(&k) => k,
                 // Out of range: the nearest allowed number, said once, so a command that
                 // downloads nothing (`list`) is not stopped by it.
@@ -280,7 +229,7 @@ impl Config {
             };
         }
         if let Some((n, v)) = set(vars::PARALLEL_MIN_SIZE) {
-            c.parallel_min_size = parse_bytes(&n, &v)?;
+            c.net.parallel_min_size = parse_bytes(&n, &v)?;
         }
         if let Some((n, v)) = set(vars::INSTALL_THREADS) {
             c.install_threads = Some(parse_count(&n, &v, "workers")? as usize);
@@ -316,7 +265,7 @@ impl Config {
             value,
             reason,
         };
-        self.ca_roots =
+        self.net.ca_roots =
             clima_artifact_net::trust::ca_roots_from_vars(get, self.julia_interop, false)
                 .map_err(config_error)?;
         let mut hosts_vars = vec![vars::NO_VERIFY_HOSTS];
@@ -325,9 +274,9 @@ impl Config {
         }
         for v in hosts_vars.into_iter().filter_map(get) {
             let hosts = v.split(',').map(str::trim).filter(|h| !h.is_empty());
-            self.no_verify_hosts.extend(hosts.map(str::to_owned));
+            self.net.no_verify_hosts.extend(hosts.map(str::to_owned));
         }
-        self.proxy = ProxySettings::from_vars(get).map_err(config_error)?;
+        self.net.proxy = ProxySettings::from_vars(get).map_err(config_error)?;
         Ok(())
     }
 }
@@ -427,14 +376,34 @@ mod tests {
             vec![Depot::new("/a"), Depot::new("/b"), Depot::new(default)]
         );
         assert!(c.offline && c.julia_interop && !c.progress);
-        assert_eq!(c.connect_timeout, Duration::from_millis(2500));
-        assert_eq!(c.stall_timeout, Duration::from_secs(7));
-        assert_eq!(c.retries, 5);
+        assert_eq!(c.net.connect_timeout, Duration::from_millis(2500));
+        assert_eq!(c.net.stall_timeout, Duration::from_secs(7));
+        assert_eq!(c.net.retry.attempts, 5);
         assert_eq!(c.lock_timeout, Duration::from_secs(9));
         assert_eq!(c.max_unpacked_bytes, 3 << 30);
         assert_eq!(c.max_entries, 1000);
         assert_eq!(c.node_local_depot, Some(Depot::new("/tmp/node")));
         assert_eq!(c.node_id.as_deref(), Some("rack2-n07"));
+    }
+
+    #[test]
+    fn the_network_defaults_are_the_network_crates() {
+        use clima_artifact_net::retry::RetryPolicy;
+        // Held once, in the network crate: what a model gets without any variable set is
+        // what `NetConfig::default()` and `RetryPolicy::default()` say, field for field.
+        assert_eq!(Config::default().net, NetConfig::default());
+        assert_eq!(cfg(&[]).unwrap().net, NetConfig::default());
+        assert_eq!(Config::default().net.retry, RetryPolicy::default());
+        // A variable changes its field alone; the rest keep the network crate's defaults.
+        let c = cfg(&[("CLIMA_ARTIFACTS_RETRIES", "7")]).unwrap();
+        let want = NetConfig {
+            retry: RetryPolicy {
+                attempts: 7,
+                ..RetryPolicy::default()
+            },
+            ..NetConfig::default()
+        };
+        assert_eq!(c.net, want);
     }
 
     #[test]

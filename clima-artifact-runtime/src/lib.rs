@@ -67,8 +67,8 @@ mod resolve;
 pub use clima_artifact_provenance::access_log;
 /// Depots, for tools: every path of a depot ([`Depot`](depot::Depot), with its usage log and
 /// the reclaiming of what dead installs left), lookups, overrides, a per-artifact lock, the
-/// partial-download name. From the crate `clima-artifact-depot`, whose install locks and
-/// temp dirs the runtime's installs use and this module leaves out.
+/// partial-download name. From the crate `clima-artifact-depot`, whose staging of installs
+/// (`Depot::stage`) the runtime's installs use and this module leaves out.
 pub mod depot {
     pub use clima_artifact_depot::{
         Depot, Error, LockedFile, Overrides, PARTIAL_MAX_AGE, PROBE_MAX_AGE, PendingUsage,

@@ -97,7 +97,7 @@ fn report_of_real_accesses() {
     assert_eq!(
         local.origin,
         RecordedOrigin::Override {
-            overrides_file: overrides.to_string_lossy().into_owned()
+            overrides_file: overrides.to_string_lossy().into_owned().into()
         }
     );
     assert!(local.metadata.is_empty());

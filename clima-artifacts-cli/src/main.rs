@@ -36,11 +36,12 @@
 //! `reproduce` exits 1 when a recipe fails, times out, or makes content other than the pinned one.
 //!
 //! Module map: [`args`] (syntax), [`cmd`] (one module per subcommand), [`progress`] (bars on a
-//! terminal); the work is `clima-artifact-ops`'s, whose modules are imported here by name:
-//! [`tarball`] (deterministic `.tar.gz`), [`recipe`] (checking and running
-//! `artifacts/<name>/recipe`), [`manifest_edit`] and [`overrides_edit`] (format-preserving TOML
-//! edits), [`depots`] (depot queries), [`archive`] (publishing to an InvenioRDM archive),
-//! [`census_walk`] (the census's walk), [`error`] (exit codes).
+//! terminal), [`error`] (the exit codes, and how an operation's error kind becomes one); the
+//! work is `clima-artifact-ops`'s, whose modules are imported here by name: [`tarball`]
+//! (deterministic `.tar.gz`), [`recipe`] (checking and running `artifacts/<name>/recipe`),
+//! [`manifest_edit`] and [`overrides_edit`] (format-preserving TOML edits), [`depots`] (depot
+//! queries), [`storage`] (publishing to storage), [`archive`] (publishing to an InvenioRDM
+//! archive), [`census_walk`] (the census's walk).
 
 use std::process::ExitCode;
 
@@ -48,10 +49,11 @@ use clap::Parser;
 
 mod args;
 mod cmd;
+mod error;
 mod progress;
 
 use clima_artifact_ops::{
-    archive, census_walk, depots, error, manifest_edit, overrides_edit, recipe, tarball,
+    archive, census_walk, depots, manifest_edit, overrides_edit, recipe, storage, tarball,
 };
 
 fn main() -> ExitCode {

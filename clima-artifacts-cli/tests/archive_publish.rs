@@ -651,6 +651,9 @@ fn the_parallel_downloader_fetches_ranges_from_the_archive() {
     );
     assert_ok(&publish(&sb, &server, "big", &[]));
     let r = published(&server)[0].clone();
+    // A link of 2 MB/s per connection: under load, one connection must not have read the whole
+    // file before the others start.
+    server.file_server().cap_rate(2_000_000);
     let depot = fetch_fresh(
         &sb,
         "big",

@@ -7,7 +7,8 @@
 use std::io;
 use std::time::Duration;
 
-use super::{Client, TIMEOUT_VAR};
+use super::TIMEOUT_VAR;
+use super::client::{Client, into_io};
 
 impl Client<'_> {
     /// Runs `request` within `budget` (the whole exchange, answer included; a write waiting
@@ -34,7 +35,7 @@ impl Client<'_> {
                 ),
             ),
             ureq::Error::Timeout(_) => over_budget(budget),
-            other => super::into_io(other),
+            other => into_io(other),
         })
     }
 }

@@ -84,7 +84,7 @@ fn origin_text(record: &ArtifactRecord) -> String {
         RecordedOrigin::Override { overrides_file } => format!(
             "override: {} (set in {})",
             code(&record.path),
-            code(overrides_file)
+            code(&overrides_file.to_string_lossy())
         ),
         RecordedOrigin::Depot => {
             let source = meta(&record.metadata, keys::SOURCE)

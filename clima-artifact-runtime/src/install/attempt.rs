@@ -102,7 +102,7 @@ impl InstallRequest<'_> {
         match (&result, kept) {
             (Ok(_), Some(kept)) => {
                 kept.remove();
-                self.target.partials.remove_partials(&self.hash);
+                self.target.staging.remove_partials();
             }
             (Err(e), Some(kept))
                 if !e.is_transient()
@@ -144,22 +144,24 @@ impl InstallRequest<'_> {
         installed
     }
 
-    /// A new temp dir in the target depot for an install from `url`.
-    pub(super) fn new_temp_dir(&self, url: &str) -> Result<TempDir, SourceFailure> {
-        let tmp_path = self.target.dir.new_temp_dir(&self.hash);
-        // Private while it is filled; the verified artifact gets 0o755 before its rename.
-        TempDir::create(tmp_path.clone()).map_err(|e| SourceFailure::Install {
-            url: url.to_owned(),
-            error: Box::new(Error::io("create temporary directory", &tmp_path, e)),
-        })
+    /// A new temp dir of the staging for an install from `url`: private while it is filled;
+    /// the verified artifact gets 0o755 before its rename.
+    pub(super) fn new_temp_dir(&self, url: &str) -> Result<TempDir<'_>, SourceFailure> {
+        self.target
+            .staging
+            .temp_dir()
+            .map_err(|e| SourceFailure::Install {
+                url: url.to_owned(),
+                error: Box::new(e.into()),
+            })
     }
 
     /// Streams `body` through the decompressor and the tar writer into `tmp`, checks both
-    /// hashes and renames `tmp` into place.
+    /// hashes and commits `tmp` into place.
     pub(super) fn install_body(
         &self,
         attempt: &Attempt,
-        tmp: TempDir,
+        tmp: TempDir<'_>,
         mut body: Body,
     ) -> Result<(PathBuf, u64), SourceFailure> {
         // A seekable tarball is unpacked on every core (seekable.rs).
@@ -168,6 +170,7 @@ impl InstallRequest<'_> {
         }
         let url = &attempt.download.url;
         let limits = self.limits(tmp.path(), attempt);
+        // The one place where the tree is written into the staging's temp dir (and hashed).
         let extracted = extract_buffered_at(&mut body, tmp.dir(), &limits);
         if let Err(
             e @ (ExtractError::LowDiskSpace { .. }
@@ -194,12 +197,34 @@ impl InstallRequest<'_> {
             url: url.clone(),
             reason: e.to_string(),
         })?;
-        // The SHA-256 tree hash, when the entry gives one, is the stronger check: first.
+        self.check_trees(&url, &extracted)?;
+        self.commit(&url, tmp).map(|dest| (dest, bytes))
+    }
+
+    /// Renames the verified `tmp` into place and records its git tree SHA-256 (the staging's
+    /// commit).
+    pub(super) fn commit(&self, url: &str, tmp: TempDir<'_>) -> Result<PathBuf, SourceFailure> {
+        self.target
+            .staging
+            .commit(tmp, self.hash_sha256.as_ref())
+            .map_err(|error| SourceFailure::Install {
+                url: url.to_owned(),
+                error: Box::new(error.into()),
+            })
+    }
+
+    /// The tree hashes of what was written against the manifest's (SHA-256 first, the stronger
+    /// check, when the entry has one).
+    pub(super) fn check_trees(
+        &self,
+        url: &str,
+        extracted: &crate::extract::Extracted,
+    ) -> Result<(), SourceFailure> {
         if let Some(expected) = self.hash_sha256
             && extracted.tree_hash_sha256 != Some(expected)
         {
             return Err(SourceFailure::TreeHashSha256Mismatch {
-                url,
+                url: url.to_owned(),
                 expected,
                 // Computed whenever the entry has one (see `limits`).
                 actual: extracted.tree_hash_sha256.unwrap_or(GitTreeSha256([0; 32])),
@@ -208,17 +233,12 @@ impl InstallRequest<'_> {
         }
         if extracted.tree_hash != self.hash {
             return Err(SourceFailure::TreeHashMismatch {
-                url,
+                url: url.to_owned(),
                 expected: self.hash,
                 actual: extracted.tree_hash,
             });
         }
-        self.move_into_place(tmp)
-            .map(|dest| (dest, bytes))
-            .map_err(|error| SourceFailure::Install {
-                url: attempt.download.url.clone(),
-                error: Box::new(error),
-            })
+        Ok(())
     }
 
     /// Opens `dl` and starts reading its body on a thread of its own, with progress to the
@@ -277,12 +297,12 @@ impl InstallRequest<'_> {
             && let Some(length) = source.length
         {
             let from = format!("the Content-Length of `{shown}`");
-            check_room(name, (length, &from), &self.target.dir, config).map_err(|error| {
-                SourceFailure::Install {
+            check_room(name, (length, &from), self.target.staging.depot(), config).map_err(
+                |error| SourceFailure::Install {
                     url: url.to_owned(),
                     error: Box::new(error),
-                }
-            })?;
+                },
+            )?;
         }
         let size = source.length.or(dl.size);
         let mut transfer: Box<dyn Transfer> = Box::new(HeldEnd {
@@ -292,10 +312,10 @@ impl InstallRequest<'_> {
             ),
             end: end.clone(),
         });
-        if let Some(note) = &self.target.note {
+        if let Some(note) = self.target.staging.note() {
             transfer = Box::new(NotingTransfer {
                 inner: transfer,
-                note: note.clone(),
+                note,
                 what: format!("`{name}` from {}", crate::progress::host_of(url)),
                 size,
                 last: None,
@@ -328,8 +348,8 @@ impl InstallRequest<'_> {
             }
             .into());
         };
-        let artifacts = self.target.partials.artifacts_dir();
-        let Ok(dir) = clima_artifact_fs::Dir::open(&artifacts) else {
+        let staging = &self.target.staging;
+        let Some(partial) = staging.partial(url) else {
             return Ok(download::open(
                 agent,
                 url,
@@ -337,10 +357,9 @@ impl InstallRequest<'_> {
                 &self.net,
             )?);
         };
-        let partial = partial_name(&self.hash, url);
         // The room a partial file needs is checked with the install's own rule and error.
         let no_room = std::cell::RefCell::new(None);
-        let (dir_of_install, dir_of_partial) = (&self.target.dir, &self.target.partials);
+        let (dir_of_install, dir_of_partial) = (staging.depot(), staging.partials_depot());
         let room = |partial: u64, length: u64| {
             let from = format!(
                 "the server's Content-Length of {}: {} more for the partial download it is kept \
@@ -363,8 +382,9 @@ impl InstallRequest<'_> {
             })
         };
         let large = Large {
-            dir: &dir,
-            name: &partial,
+            dir: &partial.dir,
+            name: &partial.name,
+            key: &partial.key,
             artifact: self.name,
             max_bytes: dl.size.or(config.max_download_size),
             room: &room,
@@ -381,7 +401,7 @@ impl InstallRequest<'_> {
                 }
                 // A kept partial file that a failing server cannot continue is of no use.
                 if !e.is_transient() {
-                    ranged::remove_kept(&dir, &partial);
+                    staging.remove_partial(&partial);
                 }
                 Err(e.into())
             }
@@ -499,7 +519,10 @@ impl InstallRequest<'_> {
         // A full disk names the setting that put the depot there.
         let text = match e {
             ExtractError::LowDiskSpace { .. } | ExtractError::LowInodes { .. } => {
-                format!("{e} ({})", depot_setting(self.config, &self.target.dir))
+                format!(
+                    "{e} ({})",
+                    depot_setting(self.config, self.target.staging.depot())
+                )
             }
             _ => e.to_string(),
         };
@@ -561,24 +584,5 @@ impl InstallRequest<'_> {
             transient: clima_artifact_net::retry::is_transient_io(e),
         }
         .into()
-    }
-
-    /// Commits the verified `tmp` as `<depot>/artifacts/<hash>` (see [`Depot::commit`]) and,
-    /// when the entry gives a `git-tree-sha256` (checked in the same pass), records it for the
-    /// folder, so that it is never hashed again. Not when another process's copy won the race
-    /// to that name: that copy is checked when it is used.
-    pub(super) fn move_into_place(&self, tmp: TempDir) -> Result<PathBuf, Error> {
-        use std::os::unix::fs::MetadataExt;
-        let ours = tmp.dir().metadata().ok().map(|m| (m.dev(), m.ino()));
-        let dest = self.target.dir.commit(tmp, &self.hash, self.name)?;
-        let renamed = std::fs::metadata(&dest)
-            .ok()
-            .is_some_and(|m| Some((m.dev(), m.ino())) == ours);
-        if let Some(sha256) = self.hash_sha256
-            && renamed
-        {
-            super::sha256_copy::record_installed(&self.target.dir, &self.hash, &dest, &sha256);
-        }
-        Ok(dest)
     }
 }

@@ -54,12 +54,8 @@ use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
 use crate::{Installed, Origin};
-use clima_artifact_depot::{
-    Depot, InstallLock, Locked, Wait, first_writable, lock_for_install, lookup, partial_name,
-    try_lock_for_install,
-};
-use clima_artifact_depot::{HolderNote, LockedFile, TempDir};
-use clima_artifact_progress::notice::{self, Event, InstalledFrom, PartialOnNodeReason};
+use clima_artifact_depot::{Depot, Stage, Staged, Staging, TempDir, Wait, first_writable, lookup};
+use clima_artifact_progress::notice::{self, Event, InstalledFrom};
 use transfer::Unreported;
 
 /// The access to `variant` of artifact `name` (defined in `manifest`) that `installed`
@@ -77,7 +73,7 @@ pub(crate) fn access_event(
         name: name.to_owned(),
         hash: variant.git_tree_sha1,
         path: installed.path.clone(),
-        origin: (&installed.origin).into(),
+        origin: installed.origin.clone(),
         call_site,
         manifest,
         metadata: variant.metadata.clone(),
@@ -149,101 +145,46 @@ pub(crate) fn ensure_variant_tapped(
             urls: skipped.iter().map(|d| d.url.clone()).collect(),
         });
     }
-    let (_lock, mut target) = match lock_target(name, &hash, &depots, config)? {
-        Err(found) => return sha256_copy::usable(name, variant, found, config),
-        Ok(locked) => locked,
+    let target = match stage(name, &hash, &depots, config, true)? {
+        Staged::Ready(staging) => InstallTarget::new(*staging, name, config),
+        Staged::Installed(found) => return sha256_copy::usable(name, variant, found, config),
+        // Not when waiting: a holder is waited for, or the wait is an error.
+        Staged::Busy => return Err(busy(name, &hash)),
     };
-    partials_depot(name, &hash, config, &mut target);
     download_and_install(name, variant, &allowed, manifest, config, target, taps)
 }
 
-/// The locks of an install, held until it ends, and its target; or the copy another process
-/// installed while this one waited.
-type LockedTarget = Result<(InstallLock, InstallTarget), Installed>;
-
-/// Locks the artifact in the first writable depot of `config` (waiting for another holder:
-/// our lock, then Julia's pidfile), looks again in `depots` (another process may have
-/// installed it meanwhile) and reclaims the temp dirs of dead processes: `Err` with the copy
-/// another process installed meanwhile.
-fn lock_target(
+/// Asks the first writable depot of `config` for the staging of `hash` (the install's one
+/// question to the depot): its locks, held until the install ends (waiting for another holder
+/// when `wait`: our lock, then Julia's pidfile), another look in `depots` (another process
+/// may have installed it meanwhile) and the reclamation of what dead installs left.
+fn stage(
     name: &str,
     hash: &GitTreeSha1,
     depots: &[Depot],
     config: &Config,
-) -> Result<LockedTarget, Error> {
-    let wait = Wait {
+    wait: bool,
+) -> Result<Staged, Error> {
+    let wait = wait.then_some(Wait {
         timeout: config.lock_timeout,
         tell: config.progress,
-    };
-    Ok(target_of(lock_for_install(
-        name,
-        hash,
-        &config.depots,
-        depots,
-        wait,
-    )?))
-}
-
-/// [`lock_target`] without waiting: `None` when another holder (ours or Julia's) has the lock.
-fn try_lock_target(
-    name: &str,
-    hash: &GitTreeSha1,
-    depots: &[Depot],
-    config: &Config,
-) -> Result<Option<LockedTarget>, Error> {
-    Ok(try_lock_for_install(name, hash, &config.depots, depots)?.map(target_of))
-}
-
-/// The install's target once its locks are held, or the copy found meanwhile.
-fn target_of(locked: Locked) -> LockedTarget {
-    match locked {
-        Locked::Installed(found) => Err(found),
-        Locked::Held(lock, depot) => {
-            let note = lock.note();
-            Ok((
-                lock,
-                InstallTarget {
-                    partials: depot.clone(),
-                    dir: depot,
-                    note,
-                    _partials_lock: None,
-                    partials_note: None,
-                },
-            ))
-        }
-    }
-}
-
-/// In node-local mode (`target` is the node depot, which the end of a job may wipe), where the
-/// download's partial file goes so that the next job continues it: the first writable shared
-/// depot of `config`, with its lock of `hash` held for the download. Without one (or while
-/// another installer holds that lock) it stays in `target`, and the note says so.
-fn partials_depot(name: &str, hash: &GitTreeSha1, config: &Config, target: &mut InstallTarget) {
-    if config.node_local_depot.as_ref() != Some(&target.dir) {
-        return;
-    }
-    let mut shared = config.depots.clone();
-    shared.retain(|d| *d != target.dir);
-    let why = match first_writable(&shared, name) {
-        Ok(depot) => match depot.try_lock(hash) {
-            Some(lock) => {
-                target.partials = depot;
-                target._partials_lock = Some(lock);
-                return;
-            }
-            None => PartialOnNodeReason::SharedLockHeld {
-                depot: depot.root().to_path_buf(),
-            },
-        },
-        Err(e) => PartialOnNodeReason::NoSharedDepot {
-            error: e.to_string(),
-        },
-    };
-    target.partials_note = Some(Event::PartialOnNode {
-        artifact: name.to_owned(),
-        depot: target.dir.root().to_path_buf(),
-        why,
     });
+    let stage = Stage {
+        name,
+        search: depots,
+        wait,
+    };
+    Ok(first_writable(&config.depots, name)?.stage(hash, stage)?)
+}
+
+/// The error of a waiting [`stage`] that came back busy, which it never does.
+fn busy(name: &str, hash: &GitTreeSha1) -> Error {
+    Error::Internal {
+        message: format!(
+            "the staging of artifact `{name}` ({hash}) was busy although it waited; please \
+             report this"
+        ),
+    }
 }
 
 /// What a node that receives an artifact's bytes over MPI is told about them.
@@ -280,17 +221,19 @@ pub(crate) fn install_received(
     let manifest = ManifestPlace::of(manifest);
     let hash = variant.git_tree_sha1;
     let depots = config.search_depots();
-    let (_lock, target) = match try_lock_target(name, &hash, &depots, config)? {
-        Some(Err(found)) => return sha256_copy::usable(name, variant, found, config).map(Some),
-        Some(Ok(locked)) => locked,
-        None => return Ok(None),
+    let target = match stage(name, &hash, &depots, config, false)? {
+        Staged::Ready(staging) => InstallTarget::received(*staging),
+        Staged::Installed(found) => {
+            return sha256_copy::usable(name, variant, found, config).map(Some);
+        }
+        Staged::Busy => return Ok(None),
     };
     if let Some(length) = incoming.length {
         let from = format!("the length node `{}` announced", incoming.from_node);
-        check_room(name, (length, &from), &target.dir, config)?;
+        check_room(name, (length, &from), target.staging.depot(), config)?;
     }
     // The bytes arrive as fast as the sender reads them: no low-speed rule here.
-    let mut net = config.net();
+    let mut net = config.net.clone();
     net.low_speed_limit = 0;
     let url = incoming
         .url
@@ -391,18 +334,47 @@ fn depot_setting(config: &Config, depot: &Depot) -> &'static str {
     }
 }
 
-/// The depot an install goes to, and the lock's holder line to keep up to date.
+/// An install's staging in its depot, and what the install says about it.
 struct InstallTarget {
-    dir: Depot,
-    note: Option<HolderNote>,
-    /// The depot whose `artifacts` folder keeps a large download's partial file: `dir`, or
-    /// in node-local mode the shared depot (see [`partials_depot`]).
-    partials: Depot,
-    /// That depot's lock of the artifact, held while its partial file is used (when it is
-    /// not `dir`, whose lock the install holds anyway).
-    _partials_lock: Option<LockedFile>,
+    /// The locks, the temp dirs, the partial downloads and the final rename.
+    staging: Staging,
     /// Said once when a partial file is kept where the next job may not find it.
     partials_note: Option<Event>,
+}
+
+impl InstallTarget {
+    /// The target of a download through `staging`. In node-local mode (the staging is in the
+    /// node depot, which the end of a job may wipe), the download's partial file goes to the
+    /// first writable shared depot of `config`, so that the next job continues it; without
+    /// one (or while another installer holds its lock) it stays in the node depot, and the
+    /// note says so.
+    fn new(mut staging: Staging, name: &str, config: &Config) -> InstallTarget {
+        let node = staging.depot().clone();
+        let mut partials_note = None;
+        if config.node_local_depot.as_ref() == Some(&node) {
+            let mut shared = config.depots.clone();
+            shared.retain(|d| *d != node);
+            if let Err(why) = staging.keep_partials_in(&shared) {
+                partials_note = Some(Event::PartialOnNode {
+                    artifact: name.to_owned(),
+                    depot: node.root().to_path_buf(),
+                    why,
+                });
+            }
+        }
+        InstallTarget {
+            staging,
+            partials_note,
+        }
+    }
+
+    /// The target of an install of bytes received over MPI (which keeps no partial file).
+    fn received(staging: Staging) -> InstallTarget {
+        InstallTarget {
+            staging,
+            partials_note: None,
+        }
+    }
 }
 
 /// Whether fetching `url` would use the network (`http(s)://`); local paths, `file://` URLs
@@ -573,11 +545,11 @@ fn download_and_install(
         check_room(
             name,
             (size, "its size in the manifest"),
-            &target.dir,
+            target.staging.depot(),
             config,
         )?;
     }
-    let net = config.net();
+    let net = config.net.clone();
     let request = InstallRequest {
         name,
         hash,
@@ -673,8 +645,8 @@ fn downloaded(
             // Recorded (access log, provenance report) without credentials.
             url: redact_url(&dl.url),
             bytes,
-            received_bytes: received,
-            reused_bytes: reused,
+            received_bytes: Some(received),
+            reused_bytes: Some(reused),
             seconds,
         },
     }

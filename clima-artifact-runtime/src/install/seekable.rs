@@ -18,10 +18,10 @@
 
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 
+use crate::extract::extract_buffered_at;
 use crate::extract::seekable::{
     Expected, IndexLimits, Parallelism, authenticate, extract_parallel, read_index,
 };
-use crate::extract::{Extracted, extract_buffered_at};
 
 use super::*;
 
@@ -36,7 +36,7 @@ impl InstallRequest<'_> {
     pub(super) fn install_seekable(
         &self,
         attempt: &Attempt,
-        tmp: TempDir,
+        tmp: TempDir<'_>,
         body: Body,
         index_sha256: Sha256,
     ) -> Result<(PathBuf, u64), SourceFailure> {
@@ -86,12 +86,7 @@ impl InstallRequest<'_> {
             e => archive(e.to_string()),
         })?;
         self.check_trees(&url, &extracted)?;
-        self.move_into_place(tmp)
-            .map(|dest| (dest, bytes))
-            .map_err(|error| SourceFailure::Install {
-                url,
-                error: Box::new(error),
-            })
+        self.commit(&url, tmp).map(|dest| (dest, bytes))
     }
 
     /// Reads `body` to its end into a new file of `spool`, and checks its SHA-256 against the
@@ -100,7 +95,7 @@ impl InstallRequest<'_> {
         &self,
         attempt: &Attempt,
         mut body: Body,
-        spool: &TempDir,
+        spool: &TempDir<'_>,
     ) -> Result<(std::fs::File, u64), SourceFailure> {
         let dl = &attempt.download;
         let url = dl.url.as_str();
@@ -146,7 +141,7 @@ impl InstallRequest<'_> {
     }
 
     /// A failure of the depot while it keeps the downloaded tarball.
-    fn spool_error(&self, url: &str, spool: &TempDir, e: io::Error) -> SourceFailure {
+    fn spool_error(&self, url: &str, spool: &TempDir<'_>, e: io::Error) -> SourceFailure {
         SourceFailure::Install {
             url: url.to_owned(),
             error: Box::new(Error::io(
@@ -155,28 +150,5 @@ impl InstallRequest<'_> {
                 e,
             )),
         }
-    }
-
-    /// The tree hashes of what was written against the manifest's (SHA-256 first, when the
-    /// entry has one).
-    fn check_trees(&self, url: &str, extracted: &Extracted) -> Result<(), SourceFailure> {
-        if let Some(expected) = self.hash_sha256
-            && extracted.tree_hash_sha256 != Some(expected)
-        {
-            return Err(SourceFailure::TreeHashSha256Mismatch {
-                url: url.to_owned(),
-                expected,
-                actual: extracted.tree_hash_sha256.unwrap_or(GitTreeSha256([0; 32])),
-                sha1_matches: extracted.tree_hash == self.hash,
-            });
-        }
-        if extracted.tree_hash != self.hash {
-            return Err(SourceFailure::TreeHashMismatch {
-                url: url.to_owned(),
-                expected: self.hash,
-                actual: extracted.tree_hash,
-            });
-        }
-        Ok(())
     }
 }

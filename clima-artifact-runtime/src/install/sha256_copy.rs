@@ -61,23 +61,6 @@ pub(crate) fn usable(
     Ok(found)
 }
 
-/// Records that the copy `copy` of `hash` that this process just installed (checked by both
-/// tree hashes) has `sha256`, in the depot that holds it; failures are told and otherwise
-/// ignored (the copy is then hashed once when next used).
-pub(crate) fn record_installed(
-    depot: &Depot,
-    hash: &GitTreeSha1,
-    copy: &Path,
-    sha256: &GitTreeSha256,
-) {
-    if let Err(e) = depot.record_tree_sha256(hash, copy, sha256) {
-        notice::emit(Event::TreeSha256NotRecorded {
-            path: copy.to_path_buf(),
-            error: e.to_string(),
-        });
-    }
-}
-
 /// Where a record of `copy` is looked for and written, in order: the depot that holds it when
 /// that is one of this process's own depots (Julia's depots are never written), then this
 /// process's depots (the node-local one first, as installs search them).

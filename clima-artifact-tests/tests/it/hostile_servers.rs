@@ -63,10 +63,8 @@ fn an_endless_body_stops_one_byte_past_the_manifests_size() {
 fn an_endless_body_without_size_is_bounded_after_the_archive() {
     let Some(c) = case(1412) else { return };
     c.server.always("a.tar.gz", Fault::Endless);
-    let config = Config {
-        retries: 1,
-        ..test_config(std::slice::from_ref(&c.depot))
-    };
+    let mut config = test_config(std::slice::from_ref(&c.depot));
+    config.net.retry.attempts = 1;
     let start = Instant::now();
     let e = c.install(&config, None).unwrap_err();
     let text = failure_reasons(&e);
@@ -97,13 +95,11 @@ fn a_trickling_body_is_abandoned_by_the_low_speed_rule_and_releases_the_lock() {
             delay: Duration::from_millis(20),
         },
     );
-    let config = Config {
-        retries: 1,
-        low_speed_limit: 64 << 10,
-        low_speed_time: Duration::from_secs(1),
-        stall_timeout: Duration::from_secs(5),
-        ..test_config(std::slice::from_ref(&c.depot))
-    };
+    let mut config = test_config(std::slice::from_ref(&c.depot));
+    config.net.retry.attempts = 1;
+    config.net.low_speed_limit = 64 << 10;
+    config.net.low_speed_time = Duration::from_secs(1);
+    config.net.stall_timeout = Duration::from_secs(5);
     let start = Instant::now();
     let e = c.install(&config, None).unwrap_err();
     let text = failure_reasons(&e);
@@ -144,10 +140,8 @@ fn a_waiter_sees_how_far_the_lock_holder_is() {
         },
     );
     assert!(c.art.tarball.len() > 150_000, "{}", c.art.tarball.len());
-    let config = Config {
-        low_speed_limit: 0,
-        ..test_config(std::slice::from_ref(&c.depot))
-    };
+    let mut config = test_config(std::slice::from_ref(&c.depot));
+    config.net.low_speed_limit = 0;
     std::thread::scope(|s| {
         let holder = s.spawn(|| c.install(&config, None));
         // Let the holder take the lock and report some progress (every 2 s).

@@ -68,8 +68,9 @@ fn julia_installer(depot: &Path, art: &TestArtifact, work: Duration, refresh: Du
         .env("DST", artifacts.join(art.tree_hash.to_hex()))
         .spawn()
         .unwrap();
+    // The shell creates the file before it writes the holder into it: wait for the holder.
     let start = Instant::now();
-    while !pidfile(depot, art).exists() {
+    while fs::read_to_string(pidfile(depot, art)).map_or(true, |s| s.is_empty()) {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "the holder never started"

@@ -22,6 +22,7 @@ mod crash;
 mod deps;
 mod disk;
 mod docs;
+mod file_sizes;
 mod hostile_depot;
 mod hostile_redirects;
 mod hostile_servers;

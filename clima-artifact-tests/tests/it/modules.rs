@@ -1,8 +1,8 @@
 //! No import circle between the modules of a crate (issue 36): in every crate of the
 //! workspace, the top-level modules of `src/` (a file or a folder each; the CLI's `cmd/`
 //! counts each command apart) import one another without a cycle. A module "imports" another
-//! when its non-test code outside comments names `crate::other` (or `super::other` inside
-//! `cmd/`): an item under `#[cfg(test)]` (a module, inline or in a file of its own, or any
+//! when its non-test code outside comments names `crate::other` (or, inside `cmd/`,
+//! `super::other`, `crate::cmd::other` or a bare `cmd::other`): an item under `#[cfg(test)]` (a module, inline or in a file of its own, or any
 //! single item) does not count, and what follows it does. A circle listed in `KNOWN` with the
 //! reason it stays passes (none is); a new one fails.
 
@@ -130,7 +130,9 @@ fn literal_end(text: &str, at: usize) -> Option<usize> {
     }
 }
 
-/// Identifiers following `prefix` in `code` (`crate::a`, and each item of `crate::{a, b}`).
+/// Identifiers following `prefix` in `code` (`crate::a`, and each item of `crate::{a, b}`),
+/// where `prefix` starts a path segment (`cmd::` in `cmd::a` or `crate::cmd::a`, not in
+/// `subcmd::a`).
 fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
     let ident = |s: &str| -> String {
         s.chars()
@@ -139,6 +141,13 @@ fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
     };
     let mut out = BTreeSet::new();
     for (at, _) in code.match_indices(prefix) {
+        let within_a_name = code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        if within_a_name {
+            continue;
+        }
         let rest = &code[at + prefix.len()..];
         if let Some(group) = rest.strip_prefix('{') {
             // The items of the group at its own depth: `{a::{b, c}, d}` -> `a`, `d`.
@@ -192,7 +201,8 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             let module = match rel.as_slice() {
                 [one] if one == "lib" || one == "main" => "<root>".to_owned(),
                 [cmd, file, ..] if cmd == "cmd" && file != "mod" => {
-                    for m in names_after(&code, "crate::cmd::")
+                    // `cmd::x` covers `crate::cmd::x` and a bare `cmd::x` after `use crate::cmd`.
+                    for m in names_after(&code, "cmd::")
                         .into_iter()
                         .chain(names_after(&code, "super::"))
                     {
@@ -202,7 +212,7 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
                 }
                 [first, ..] => {
                     if first == "cmd" {
-                        for m in names_after(&code, "crate::cmd::") {
+                        for m in names_after(&code, "cmd::") {
                             used.insert(format!("cmd::{m}"));
                         }
                     }
@@ -337,6 +347,42 @@ fn a_circle_is_found_and_a_chain_is_not() {
             .into_iter()
             .collect()
     );
+}
+
+#[test]
+fn a_circle_through_a_bare_cmd_path_is_found() {
+    // The CLI's `create` called `cmd::guided::ask` (after `use crate::cmd`), and `guided` used
+    // `crate::cmd::create::Plan`: a circle, though one side names no `crate::cmd::guided`.
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("src");
+    std::fs::create_dir_all(src.join("cmd")).unwrap();
+    let write = |rel: &str, text: &str| std::fs::write(src.join(rel), text).unwrap();
+    write("main.rs", "mod cmd;\nfn main() { cmd::create::run() }\n");
+    write(
+        "cmd/mod.rs",
+        "pub mod create;\npub mod guided;\npub mod plan;\n",
+    );
+    write(
+        "cmd/create.rs",
+        "use crate::cmd;\npub fn run() { let _ = cmd::guided::ask(); }\n",
+    );
+    write(
+        "cmd/guided.rs",
+        "use crate::cmd::create::Plan;\npub fn ask() -> Plan { Plan }\n",
+    );
+    write("cmd/plan.rs", "pub struct Plan;\n");
+    assert_eq!(
+        circles(&graph(&src)),
+        [["cmd::create".to_owned(), "cmd::guided".to_owned()]]
+    );
+    // What both need in a module of their own: no circle.
+    write(
+        "cmd/guided.rs",
+        "use crate::cmd::plan::Plan;\npub fn ask() -> Plan { Plan }\n",
+    );
+    assert!(circles(&graph(&src)).is_empty());
+    // A name that merely ends in `cmd` is no path to `cmd`.
+    assert!(names_after("fn f() { subcmd::guided(); my_cmd::x(); }", "cmd::").is_empty());
 }
 
 #[test]

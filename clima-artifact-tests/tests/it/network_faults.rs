@@ -174,7 +174,7 @@ fn short_body_is_detected_and_retried() {
 #[test]
 fn stall_beyond_the_timeout_fails_over_to_the_next_url() {
     let Some(mut c) = case() else { return };
-    c.config.retries = 1;
+    c.config.net.retry.attempts = 1;
     c.server.always("a.tar.gz", Fault::Stall { after: 5000 });
     assert_success(&c, install(&c, &["a.tar.gz", "b.tar.gz"]));
 
@@ -238,7 +238,7 @@ fn wrong_bytes_on_first_url_good_on_second() {
 #[test]
 fn connection_refused_is_reported_with_the_url() {
     let Some(mut c) = case() else { return };
-    c.config.retries = 2;
+    c.config.net.retry.attempts = 2;
     // A port nobody listens on: bind, note the port, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -256,7 +256,7 @@ fn connection_refused_is_reported_with_the_url() {
 #[test]
 fn errors_that_cannot_succeed_on_retry_are_tried_once() {
     let Some(c) = case() else { return };
-    assert_eq!(c.config.retries, 3);
+    assert_eq!(c.config.net.retry.attempts, 3);
     // A plain-HTTP listener that counts connections; `https://` to it is a TLS error.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();

@@ -211,12 +211,12 @@ fn a_package_servers_large_copy_comes_over_several_ranged_connections() {
     server.serve(&path, art.tarball.clone());
     server.always("gone.tar.gz", Fault::Status(404));
     let depot = dir.path().join("depot");
-    let config = clima_artifact_runtime::Config {
-        connections: 4,
-        parallel_min_size: 1 << 20,
+    let mut config = clima_artifact_runtime::Config {
         pkg_server: Some(server.base()),
         ..test_config(std::slice::from_ref(&depot))
     };
+    config.net.connections = 4;
+    config.net.parallel_min_size = 1 << 20;
     let variant = art.variant(&[server.url("gone.tar.gz")]);
     let got = ensure_variant("large", &variant, dir.path(), &config).unwrap();
     art.assert_content(&got.path);

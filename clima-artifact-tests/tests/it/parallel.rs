@@ -24,11 +24,10 @@ fn case(seed: u64) -> Option<Served> {
 
 /// Downloads of 1 MiB and more are large, over `connections`.
 fn config(c: &Served, connections: usize) -> Config {
-    Config {
-        connections,
-        parallel_min_size: 1 << 20,
-        ..test_config(std::slice::from_ref(&c.depot))
-    }
+    let mut config = test_config(std::slice::from_ref(&c.depot));
+    config.net.connections = connections;
+    config.net.parallel_min_size = 1 << 20;
+    config
 }
 
 fn install(c: &Served, config: &Config) -> Result<std::path::PathBuf, String> {
@@ -418,10 +417,8 @@ fn a_server_that_notices_closes_late_never_counts_more_requests_than_allowed() {
     c.server.notice_closes_late(Duration::from_millis(300));
     c.server
         .fail_next(PATH, [Fault::Pass, Fault::Stall { after: 0 }]);
-    let config = Config {
-        stall_timeout: Duration::from_secs(1),
-        ..config(&c, 8)
-    };
+    let mut config = config(&c, 8);
+    config.net.stall_timeout = Duration::from_secs(1);
     install(&c, &config).unwrap();
     let at_server = c.server.most_connections(PATH);
     assert!(
@@ -560,12 +557,10 @@ fn the_low_speed_rule_counts_the_bytes_of_every_connection() {
     // Eight streams capped at 160 kB/s each: 1.28 MB/s in all, each one below the rule's
     // 512 KiB/s, and the bytes in order (one stream's) too.
     c.server.cap_rate(160_000);
-    let config = Config {
-        low_speed_limit: 512 << 10,
-        low_speed_time: Duration::from_secs(1),
-        retries: 1,
-        ..config(&c, 8)
-    };
+    let mut config = config(&c, 8);
+    config.net.low_speed_limit = 512 << 10;
+    config.net.low_speed_time = Duration::from_secs(1);
+    config.net.retry.attempts = 1;
     install(&c, &config).unwrap();
     let at_server = c.server.most_connections(PATH);
     assert!(at_server >= 4, "{at_server} connections at once");

@@ -10,10 +10,9 @@ use clima_artifact_tests::{
 };
 
 fn with_proxy(depot: &std::path::Path, proxy: ProxySettings) -> Config {
-    Config {
-        proxy,
-        ..test_config(&[depot.to_path_buf()])
-    }
+    let mut config = test_config(&[depot.to_path_buf()]);
+    config.net.proxy = proxy;
+    config
 }
 
 #[test]
@@ -49,7 +48,7 @@ fn http_and_https_go_through_the_proxy_and_no_proxy_goes_around() {
 
     // https:// through a CONNECT tunnel (the test CA trusted).
     let mut config = with_proxy(&dir.path().join("d2"), settings.clone());
-    config.ca_roots = Some((
+    config.net.ca_roots = Some((
         "CLIMA_ARTIFACTS_CA_ROOTS".into(),
         tls.ca_pem().to_path_buf(),
     ));
@@ -86,6 +85,7 @@ fn http_and_https_go_through_the_proxy_and_no_proxy_goes_around() {
                 .map(|(_, v)| (*v).to_owned())
         })
         .unwrap()
+        .net
         .proxy
     };
     let p = from_env(&[("HTTPS_PROXY", "http://p:3128")]);

@@ -14,11 +14,10 @@ fn config_from(depot: &std::path::Path, vars: &[(&str, String)]) -> Config {
             .map(|(_, v)| v.clone())
     })
     .unwrap();
-    Config {
-        ca_roots: from_env.ca_roots,
-        no_verify_hosts: from_env.no_verify_hosts,
-        ..test_config(&[depot.to_path_buf()])
-    }
+    let mut config = test_config(&[depot.to_path_buf()]);
+    config.net.ca_roots = from_env.net.ca_roots;
+    config.net.no_verify_hosts = from_env.net.no_verify_hosts;
+    config
 }
 
 #[test]
@@ -54,7 +53,7 @@ fn downloads_trust_the_roots_they_are_told_to() {
     {
         let depot = dir.path().join(format!("d{}", i + 1));
         let config = config_from(&depot, std::slice::from_ref(&var));
-        assert_eq!(config.ca_roots.as_ref().unwrap().0, var.0);
+        assert_eq!(config.net.ca_roots.as_ref().unwrap().0, var.0);
         let got = ensure_variant("era5", &v, dir.path(), &config)
             .unwrap_or_else(|e| panic!("{}: {e}", var.0));
         art.assert_content(&got.path);

@@ -5,99 +5,18 @@
 use std::path::{Path, PathBuf};
 
 use clima_artifact_fs::shell_word;
-use clima_artifact_manifest::{GitTreeSha1, Manifest, metadata};
+use clima_artifact_manifest::{GitTreeSha1, Manifest};
 use std::os::unix::ffi::OsStrExt;
 
 use clima_artifact_runtime::extract::seekable::{self, Flavour};
 use clima_artifact_runtime::tree_hash::Formats;
 
 use crate::args::CreateArgs;
+use crate::cmd::plan::{MetadataArgs, Plan};
 use crate::cmd::{self, check_name, existing_dir};
 use crate::error::{CliError, CliResult};
 use crate::manifest_edit::{self, EditOutcome, EntryUpdate, NewDownload, upsert_entry};
 use crate::{depots, progress, recipe, tarball};
-
-/// Everything `create` needs, from flags or from the guided prompts.
-#[derive(Debug, Clone, Default)]
-pub struct Plan {
-    /// The content folder.
-    pub dir: PathBuf,
-    /// Artifact name.
-    pub name: String,
-    /// The manifest to edit.
-    pub manifest: PathBuf,
-    /// Download URL of the tarball, if known.
-    pub url: Option<String>,
-    /// Where to write the tarball (default `<name>.tar.gz`).
-    pub tarball_out: Option<PathBuf>,
-    /// A classic single-stream tarball instead of a seekable one.
-    pub classic: bool,
-    /// `lazy = true`.
-    pub lazy: bool,
-    /// No tarball, no downloads.
-    pub external: bool,
-    /// Metadata keys to write.
-    pub metadata: Vec<(&'static str, String)>,
-    /// JSON output.
-    pub json: bool,
-    /// The `recipe` key to record (the content folder is then the recipe's output).
-    pub recipe: Option<String>,
-}
-
-/// The provenance metadata `create` writes, from flags or guided answers.
-#[derive(Debug, Clone, Default)]
-pub struct MetadataArgs {
-    /// `description`.
-    pub description: Option<String>,
-    /// `version`.
-    pub version: Option<String>,
-    /// `license`.
-    pub license: Option<String>,
-    /// `acknowledgement`.
-    pub acknowledgement: Option<String>,
-    /// `citation`.
-    pub citation: Option<String>,
-    /// `doi`.
-    pub doi: Option<String>,
-    /// `source`.
-    pub source: Option<String>,
-    /// `maintainer`.
-    pub maintainer: Option<String>,
-}
-
-impl MetadataArgs {
-    /// The metadata flags of `create`.
-    pub fn from_args(args: &CreateArgs) -> MetadataArgs {
-        MetadataArgs {
-            description: args.description.clone(),
-            version: args.dataset_version.clone(),
-            license: args.license.clone(),
-            acknowledgement: args.acknowledgement.clone(),
-            citation: args.citation.clone(),
-            doi: args.doi.clone(),
-            source: args.source.clone(),
-            maintainer: args.maintainer.clone(),
-        }
-    }
-
-    /// Metadata keys that have a value, in the order they are written (that of
-    /// [`metadata::KEYS`]).
-    pub fn entries(self) -> Vec<(&'static str, String)> {
-        [
-            (metadata::DESCRIPTION, self.description),
-            (metadata::VERSION, self.version),
-            (metadata::LICENSE, self.license),
-            (metadata::ACKNOWLEDGEMENT, self.acknowledgement),
-            (metadata::CITATION, self.citation),
-            (metadata::DOI, self.doi),
-            (metadata::SOURCE, self.source),
-            (metadata::MAINTAINER, self.maintainer),
-        ]
-        .into_iter()
-        .filter_map(|(k, v)| v.filter(|v| !v.trim().is_empty()).map(|v| (k, v)))
-        .collect()
-    }
-}
 
 /// The manifest `create` edits: `--manifest`, else the one found from the current folder
 /// upwards (as every other command), else `Artifacts.toml` in the current folder (created).

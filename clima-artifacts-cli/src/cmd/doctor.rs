@@ -27,8 +27,8 @@ pub fn run(args: DoctorArgs) -> CliResult {
         .collect();
     let installs_go_to = checks.iter().find(|c| c.writable).map(|c| c.path.clone());
     // What the network crate decides from this configuration.
-    let net = config.net();
-    let roots = clima_artifact_runtime::trust::roots_source(&net).to_string();
+    let net = &config.net;
+    let roots = clima_artifact_runtime::trust::roots_source(net).to_string();
     let proxy = |p: &Option<(String, String)>| {
         p.as_ref().map(|(var, url)| {
             format!(
@@ -62,24 +62,24 @@ pub fn run(args: DoctorArgs) -> CliResult {
     println!("clima-artifacts {}", env!("CARGO_PKG_VERSION"));
     print_depots(&config, &checks, installs_go_to.as_deref());
     println!("TLS roots:            {roots}");
-    if !config.no_verify_hosts.is_empty() {
+    if !config.net.no_verify_hosts.is_empty() {
         println!(
             "not verified (!):     {}",
-            clima_artifact_fs::printable(&config.no_verify_hosts.join(", "))
+            clima_artifact_fs::printable(&config.net.no_verify_hosts.join(", "))
         );
     }
     println!(
         "proxy for http://:    {}",
-        proxy(&config.proxy.http).unwrap_or_else(|| "none".into())
+        proxy(&config.net.proxy.http).unwrap_or_else(|| "none".into())
     );
     println!(
         "proxy for https://:   {}",
-        proxy(&config.proxy.https).unwrap_or_else(|| "none".into())
+        proxy(&config.net.proxy.https).unwrap_or_else(|| "none".into())
     );
-    if !config.proxy.no_proxy.is_empty() {
+    if !config.net.proxy.no_proxy.is_empty() {
         println!(
             "no proxy for:         {}",
-            clima_artifact_fs::printable(&config.proxy.no_proxy.join(", "))
+            clima_artifact_fs::printable(&config.net.proxy.no_proxy.join(", "))
         );
     }
     println!(

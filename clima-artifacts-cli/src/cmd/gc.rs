@@ -34,7 +34,7 @@ pub fn run(args: GcArgs) -> CliResult {
     } else {
         print_report(&report, args.delay);
     }
-    report.removal_failures()
+    Ok(report.removal_failures()?)
 }
 
 /// The report for people: missing manifests, what was (or would be) removed, what waits.

@@ -7,8 +7,8 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use crate::args::CreateArgs;
-use crate::cmd::create::{MetadataArgs, Plan};
 use crate::cmd::invalid_name;
+use crate::cmd::plan::{MetadataArgs, Plan};
 use crate::error::{CliError, CliResult};
 
 struct Prompter<'a> {

@@ -88,7 +88,7 @@ pub fn run(args: ListArgs) -> CliResult {
                         s.override_file = Some(o.overrides_file);
                     }
                     Ok(None) => {}
-                    Err(e) => s.override_error = Some(e.message),
+                    Err(e) => s.override_error = Some(e.into_message()),
                 }
                 if let Some((depot, path)) = depots::installed_in(&searched, &v.git_tree_sha1) {
                     s.size_bytes = Some(depots::size_on_disk(&path));

@@ -31,7 +31,7 @@ pub fn run(args: MirrorArgs) -> CliResult {
         .overrides
         .iter()
         .map(|s| OverrideRequest::parse(s))
-        .collect::<CliResult<_>>()?;
+        .collect::<clima_artifact_ops::Result<_>>()?;
     if let Some(file) = &args.overrides_from {
         requests.extend(OverrideRequest::load_file(file)?);
     }

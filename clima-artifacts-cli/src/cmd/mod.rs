@@ -22,6 +22,7 @@ pub mod list;
 pub mod mirror;
 pub mod new;
 pub mod overrides;
+pub mod plan;
 pub mod publish;
 pub mod report;
 pub mod reproduce;

@@ -207,6 +207,7 @@ fn reproduce_one(
     };
     let made = recipe::from_entry(name, &key, &manifest.path)
         .and_then(|rec| recipe::run(&rec, timeout))
+        .map_err(CliError::from)
         .and_then(|out| cmd::hash_dir(&out.dir).map(|hash| (out, hash)));
     let (output, hash) = match made {
         Ok(m) => m,
