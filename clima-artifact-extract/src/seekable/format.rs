@@ -285,15 +285,29 @@ pub fn decode_member(
     compressed: &[u8],
     expected: u64,
 ) -> Result<Vec<u8>, MemberError> {
+    let mut out = Vec::new();
+    decode_member_into(flavour, compressed, expected, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_member`] into `out` (cleared first), so that a caller decoding many members
+/// reuses one buffer instead of allocating (and the kernel mapping) one per member.
+pub fn decode_member_into(
+    flavour: Flavour,
+    compressed: &[u8],
+    expected: u64,
+    out: &mut Vec<u8>,
+) -> Result<(), MemberError> {
+    out.clear();
     let cap = usize::try_from(expected.min(MAX_BLOCK_SIZE * 2)).unwrap_or(0);
-    let mut out = Vec::with_capacity(cap);
+    out.reserve(cap);
     let limit = expected.saturating_add(1);
     let rest = match flavour {
         Flavour::Gzip => {
             let mut decoder = flate2::bufread::GzDecoder::new(compressed);
             (&mut decoder)
                 .take(limit)
-                .read_to_end(&mut out)
+                .read_to_end(out)
                 .map_err(|e| MemberError::Corrupt(format!("not a valid gzip member: {e}")))?;
             decoder.into_inner().len()
         }
@@ -303,7 +317,7 @@ pub fn decode_member(
                 .single_frame();
             (&mut decoder)
                 .take(limit)
-                .read_to_end(&mut out)
+                .read_to_end(out)
                 .map_err(|e| MemberError::Corrupt(format!("not a valid zstd frame: {e}")))?;
             decoder.finish().len()
         }
@@ -318,7 +332,7 @@ pub fn decode_member(
     if rest != 0 {
         return Err(MemberError::Trailing(rest as u64));
     }
-    Ok(out)
+    Ok(())
 }
 
 // ---- the index document ----

@@ -42,7 +42,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use clima_artifact_fs::Dir;
 use sha2::Digest;
 
-use super::format::{Index, IndexEntry, MemberSpan, decode_member};
+use super::format::{Index, IndexEntry, MemberSpan, decode_member_into};
 use super::{Authenticated, IndexError, shown};
 use crate::dirs::Dirs;
 use crate::tree_hash::{BlobHasher, EntryMode, Formats, ObjectId, TreeBuilder};
@@ -257,7 +257,14 @@ struct Job<'a> {
     formats: Formats,
     /// What a test asks of the workers (always `None` outside tests).
     hook: Option<Hook>,
+    /// Buffers of decompressed members given back, for the next members: allocating and
+    /// freeing megabytes per member maps and unmaps memory, and every unmap interrupts the
+    /// other workers' cores (a TLB shootdown), which a loaded machine pays dearly.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
+
+/// Most buffers kept in [`Job::spare`].
+const SPARE: usize = 64;
 
 /// Unpacks the seekable tarball `tarball`, the file at `tarball_path` (its index `auth`,
 /// authenticated against the manifest) into `dest` (an empty folder) on `how.threads` workers,
@@ -333,6 +340,7 @@ pub(super) fn extract_with(
         ids: Mutex::new(vec![None; index.entries.len()]),
         formats,
         hook,
+        spare: Mutex::new(Vec::new()),
     };
     job.prepare(&folders)?;
     let units: usize = index.entries.iter().map(|e| e.blocks.len().max(1)).sum();
@@ -408,8 +416,9 @@ fn run_workers(job: &Job<'_>, shared: &Shared, threads: usize) {
         for k in 0..threads {
             let worker = || {
                 let _guard = PanicGuard(shared);
+                let mut compressed = Vec::new();
                 while let Some((i, unit, charge)) = shared.take(job.auth.index()) {
-                    if let Err((at, e)) = job.unit(i, &unit, charge) {
+                    if let Err((at, e)) = job.unit(i, &unit, charge, &mut compressed) {
                         shared.fail(at, e);
                     }
                 }
@@ -530,10 +539,31 @@ impl Job<'_> {
         Ok(file)
     }
 
-    /// Decompresses, checks and writes unit `i`: on failure, the error and the unit it
-    /// counts for.
-    fn unit(&self, i: usize, unit: &Unit, charge: Charge<'_>) -> Result<(), (usize, ExtractError)> {
-        let Some((blocks, plain, range)) = self.member(unit).map_err(|e| (i, e))? else {
+    /// A buffer for a decompressed member.
+    fn buffer(&self) -> Vec<u8> {
+        let mut spare = self.spare.lock().unwrap_or_else(PoisonError::into_inner);
+        spare.pop().unwrap_or_default()
+    }
+
+    /// Keeps `buf` for a later member.
+    fn give_back(&self, buf: Vec<u8>) {
+        let mut spare = self.spare.lock().unwrap_or_else(PoisonError::into_inner);
+        if spare.len() < SPARE {
+            spare.push(buf);
+        }
+    }
+
+    /// Decompresses, checks and writes unit `i` (`compressed`: the worker's buffer for the
+    /// member's bytes): on failure, the error and the unit it counts for.
+    fn unit(
+        &self,
+        i: usize,
+        unit: &Unit,
+        charge: Charge<'_>,
+        compressed: &mut Vec<u8>,
+    ) -> Result<(), (usize, ExtractError)> {
+        let Some((blocks, plain, range)) = self.member(unit, compressed).map_err(|e| (i, e))?
+        else {
             return Ok(());
         };
         self.hand_in(unit, blocks, (plain, range, charge))
@@ -546,6 +576,7 @@ impl Job<'_> {
     fn member(
         &self,
         unit: &Unit,
+        compressed: &mut Vec<u8>,
     ) -> Result<Option<(&Blocks, Vec<u8>, std::ops::Range<usize>)>, ExtractError> {
         let e = self.entry(unit.entry);
         match self.hook {
@@ -561,18 +592,19 @@ impl Job<'_> {
             offset: span.offset,
             reason,
         };
-        let mut compressed = vec![0; span.length as usize];
+        compressed.clear();
+        compressed.resize(span.length as usize, 0);
         // The spooled file is ours: a failure to read it is the depot's, not the download's.
         self.tarball
-            .read_exact_at(&mut compressed, span.offset)
+            .read_exact_at(compressed, span.offset)
             .map_err(|err| ExtractError::Io {
                 path: self.tarball_path.to_path_buf(),
                 source: err,
             })?;
         let flavour = self.auth.locator().flavour;
-        let plain = decode_member(flavour, &compressed, span.plain_len)
+        let mut plain = self.buffer();
+        decode_member_into(flavour, compressed, span.plain_len, &mut plain)
             .map_err(|err| corrupt(member(err.to_string())))?;
-        drop(compressed);
         let first = unit.block == 0;
         let content = self
             .auth
@@ -588,8 +620,10 @@ impl Job<'_> {
             }
         }
         let Some(blocks) = self.blocks.get(&unit.entry) else {
-            self.write_whole(unit.entry, &content)?;
-            return Ok(None);
+            let written = self.write_whole(unit.entry, &content);
+            drop(content);
+            self.give_back(plain);
+            return written.map(|()| None);
         };
         // A block of a file: its content, after the headers in the first block.
         drop(content);
@@ -700,7 +734,7 @@ impl Job<'_> {
             };
             drop(seq);
             hasher.update(&plain[range]);
-            drop(plain);
+            self.give_back(plain);
             shared.release(bytes);
             seq = lock();
             seq.next += 1;

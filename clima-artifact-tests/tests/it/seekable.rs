@@ -328,6 +328,52 @@ fn a_member_whose_content_disagrees_with_the_index_is_refused_and_nothing_is_ins
     }
 }
 
+#[test]
+fn a_seekable_download_with_the_wrong_sha256_is_refused_before_its_index_is_read() {
+    let m = made(8);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let url = server.url("data.tar.gz");
+    let mut v = variant(m.tree, None, &url, &m.bytes, Some(m.index_sha256));
+    v.downloads[0].sha256 = sha256(b"another file");
+    let (_d, depot, result) = install(&v, Some(2));
+    let e = result.expect_err("a wrong sha256");
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        failures
+            .iter()
+            .all(|f| matches!(f, SourceFailure::Sha256Mismatch { .. })),
+        "{failures:?}"
+    );
+    assert_depot_clean(&depot);
+}
+
+#[test]
+fn an_entry_with_index_sha256_whose_file_has_no_index_installs_in_one_pass() {
+    // A single-stream tarball of the same tree (tar's own writer, gzip): no footer.
+    let m = made(9);
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.follow_symlinks(false);
+    builder.append_dir_all(".", &m.content).unwrap();
+    let tar = builder.into_inner().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &tar).unwrap();
+    let classic = gz.finish().unwrap();
+    let server = TestServer::start();
+    server.serve("data.tar.gz", classic.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(m.tree, None, &url, &classic, Some(m.index_sha256));
+    let (_d, depot, got) = install(&v, Some(2));
+    let got = got.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(got, depot.join("artifacts").join(m.tree.to_hex()));
+    if have_git() {
+        assert_eq!(git_tree_hash(&got), m.tree);
+    }
+    assert_eq!(temp_entries(&depot), Vec::<String>::new(), "temp dirs left");
+}
+
 /// A seekable install refused by the depot's free-space reserve says so as the one-pass
 /// install does: the reserve, and the setting that put the depot there.
 #[test]
