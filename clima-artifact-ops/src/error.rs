@@ -100,6 +100,27 @@ pub fn io_error(action: &str, path: &Path, e: &std::io::Error) -> Error {
     Error::failed(format!("cannot {action} `{}`: {e}", path.display()))
 }
 
+/// Reads a text file; a missing file reads as empty (a manifest that is about to be created).
+pub fn read_or_empty(path: &Path) -> Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(io_error("read", path, &e)),
+    }
+}
+
+/// Writes `text` to `path` atomically ([`clima_artifact_fs::write_atomically`]), creating its
+/// folder first.
+pub fn write_text(path: &Path, text: &str) -> Result {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| io_error("create folder", &dir, &e))?;
+    clima_artifact_fs::write_atomically(path, text.as_bytes())
+        .map_err(|e| Error::failed(e.to_string()))
+}
+
 /// A folder given by the caller: it must exist and be a directory; returned absolute. `what`
 /// names it in the message ("override folder").
 pub fn existing_dir(path: &Path, what: &str) -> Result<PathBuf> {

@@ -121,7 +121,7 @@ pub fn publish(req: &PublishRequest, step: &dyn Fn(Step<'_>)) -> Result<Publishe
         download_last: false,
     };
     let (new_text, edit) = upsert_entry(&checked.text, &req.manifest, &update)?;
-    write_manifest(&req.manifest, &new_text)?;
+    crate::error::write_text(&req.manifest, &new_text)?;
     Ok(Published {
         name: req.name.clone(),
         uploaded_to: format!("{}/{key}", storage_url.trim_end_matches('/')),
@@ -175,7 +175,7 @@ fn check(req: &PublishRequest) -> Result<Checked> {
             .ok_or_else(|| Error::input("the tarball's file name is not UTF-8; pass --key NAME"))?,
     };
     clima_artifact_sync::check_key(&key).map_err(|e| Error::input(e.to_string()))?;
-    let text = read_or_empty(&req.manifest)?;
+    let text = crate::error::read_or_empty(&req.manifest)?;
     if let Some(existing) = existing_hash(&text, name)
         && existing != tree_hash
     {
@@ -226,24 +226,4 @@ fn existing_hash(text: &str, name: &str) -> Option<String> {
         .get("git-tree-sha1")?
         .as_str()
         .map(str::to_ascii_lowercase)
-}
-
-/// Reads the manifest; a missing one reads as empty (it is created).
-fn read_or_empty(path: &Path) -> Result<String> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => Ok(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(io_error("read", path, &e)),
-    }
-}
-
-/// Writes the manifest atomically, creating its folder first.
-fn write_manifest(path: &Path, text: &str) -> Result {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| io_error("create folder", &dir, &e))?;
-    clima_artifact_fs::write_atomically(path, text.as_bytes())
-        .map_err(|e| Error::failed(e.to_string()))
 }

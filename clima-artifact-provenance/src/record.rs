@@ -7,8 +7,8 @@ use clima_artifact_manifest::GitTreeSha1;
 use serde::{Deserialize, Serialize};
 
 /// Where the data of an accessed artifact came from, as stored in records and reports: the
-/// one [`Origin`](clima_artifact_manifest::Origin) type, under the name the report schema
-/// (`docs/report-schema.md`) gives it.
+/// one [`Origin`](clima_artifact_manifest::Origin) type, re-exported under its earlier name
+/// (the report schema, `docs/report-schema.md`, calls it `Origin`).
 pub use clima_artifact_manifest::Origin as RecordedOrigin;
 
 /// A source location of a `clima_artifact!` call.

@@ -47,6 +47,8 @@
 //! Where things happen inside (private modules): `install` (an install request: the lookup,
 //! the locks, the order of its sources; `install::attempt`: one attempt, source -> sha256 ->
 //! decompress -> tar -> temp dir -> tree hash -> rename, with the retries around it;
+//! `install::seekable`: a download with `index-sha256` saved whole, then unpacked by
+//! `extract_parallel` on every core;
 //! `install::transfer`: its progress), `config` (reading the variables once),
 //! `collective_install` (who installs under MPI), `node_stream` (node-local mode: one
 //! download per job, broadcast to one leader per node, verified and installed there), `resolve` (the resolver behind the macro).

@@ -117,7 +117,7 @@ vars! {
     INSTALL_THREADS = "CLIMA_ARTIFACTS_INSTALL_THREADS",
         "workers that unpack a seekable tarball, 1 to 256 (the available cores)",
         default: "the available cores",
-        "workers (1 to 256; a larger number is refused) that decompress, check and write the members of a seekable tarball (a download entry with `index-sha256`) at once, within 48 MiB of buffers; `1` unpacks on one core; single-stream tarballs unpack in one pass whatever it says (see [downloads.md](downloads.md#seekable-tarballs-on-every-core))";
+        "workers (1 to 256; a larger number is refused) that decompress, check and write the members of a seekable tarball (a download entry with `index-sha256`) at once, within 48 MiB of members in flight; `1` unpacks on one core; single-stream tarballs unpack in one pass whatever it says (see [downloads.md](downloads.md#seekable-tarballs-on-every-core))";
     /// Free space an install leaves on the depot's filesystem.
     MIN_FREE_SPACE = "CLIMA_ARTIFACTS_MIN_FREE_SPACE",
         "free space an install leaves on the depot's filesystem (1% or 1G; 0 = off)",

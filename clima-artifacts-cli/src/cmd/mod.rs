@@ -1,7 +1,7 @@
 //! One module per subcommand, plus helpers they share (manifest lookup, name validation,
 //! JSON printing).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clima_artifact_fs::printable;
 use clima_artifact_manifest::{ArtifactVariant, GitTreeSha1, Manifest, Platform};
@@ -220,23 +220,12 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> CliResult {
     Ok(())
 }
 
-/// Writes `text` to `path` atomically ([`clima_artifact_fs::write_atomically`]), creating its
-/// folder first.
+/// Writes `text` to `path` atomically, creating its folder first (ops' `write_text`).
 pub fn write_atomically(path: &Path, text: &str) -> CliResult {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| io_error("create folder", &dir, &e))?;
-    clima_artifact_fs::write_atomically(path, text.as_bytes())
-        .map_err(|e| CliError::failure(e.to_string()))
+    Ok(clima_artifact_ops::error::write_text(path, text)?)
 }
 
-/// Reads a text file; a missing file reads as empty.
+/// Reads a text file; a missing file reads as empty (ops' `read_or_empty`).
 pub fn read_or_empty(path: &Path) -> CliResult<String> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => Ok(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(io_error("read", path, &e)),
-    }
+    Ok(clima_artifact_ops::error::read_or_empty(path)?)
 }
