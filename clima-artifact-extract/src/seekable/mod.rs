@@ -155,6 +155,4 @@ pub(crate) fn shown(path: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod parallel_tests;
-#[cfg(test)]
 mod tests;

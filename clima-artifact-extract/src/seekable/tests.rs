@@ -97,3 +97,6 @@ fn the_tail_is_found_from_the_last_bytes() {
         );
     }
 }
+
+/// The parallel unpacking (`seekable::parallel`).
+mod parallel;

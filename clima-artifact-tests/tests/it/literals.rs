@@ -5,7 +5,7 @@
 //!
 //! Only string literals of non-test code count: comments and docs may name a variable or a
 //! file, and tests may spell what they check. The scan reads every `.rs` file of the members'
-//! `src/` folders and build scripts, skipping `tests.rs` files and `#[cfg(test)]` items.
+//! `src/` folders and build scripts, skipping `tests.rs` files, `tests/` folders and `#[cfg(test)]` items.
 
 use std::path::{Path, PathBuf};
 
@@ -147,8 +147,12 @@ fn workspace_literals() -> Vec<Literal> {
         for entry in entries.flatten() {
             let path = entry.path();
             let kind = entry.file_type().unwrap();
+            // A unit-test module is `tests.rs` and the folder of its submodules `tests/`
+            // (the rule of file_sizes.rs too).
             if kind.is_dir() {
-                walk(&path, out);
+                if entry.file_name() != "tests" {
+                    walk(&path, out);
+                }
             } else if path.extension().is_some_and(|e| e == "rs") && entry.file_name() != "tests.rs"
             {
                 out.push(path);

@@ -5,9 +5,11 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::format::{Block, HeaderKind, Index, IndexEntry, MemberEncoder, tar_header, write_tail};
-use super::parallel::{DEFAULT_BUDGET, Hook, Parallelism, extract_with};
-use super::{Authenticated, Expected, IndexLimits, authenticate, read_index};
+use crate::seekable::format::{
+    Block, HeaderKind, Index, IndexEntry, MemberEncoder, tar_header, write_tail,
+};
+use crate::seekable::parallel::{DEFAULT_BUDGET, Hook, Parallelism, extract_with};
+use crate::seekable::{Authenticated, Expected, IndexLimits, authenticate, read_index};
 use crate::tree_hash::{EntryMode, Formats, TreeBuilder, blob_ids};
 use crate::{ExtractError, ExtractLimits, extract_archive};
 use clima_artifact_fs::Dir;
@@ -58,7 +60,7 @@ fn seekable_lying(
     tree: &[(String, Vec<u8>, Option<bool>)],
     lies: &[(&str, &[u8])],
 ) -> (Vec<u8>, Vec<u8>, Expected) {
-    let mut enc = MemberEncoder::new(super::Flavour::Gzip).unwrap();
+    let mut enc = MemberEncoder::new(crate::seekable::Flavour::Gzip).unwrap();
     let (mut file, mut tar, mut entries) = (Vec::new(), 0u64, Vec::new());
     let mut hashes = TreeBuilder::with_formats(Formats::Sha1AndSha256);
     for (path, content, kind) in tree {
@@ -339,7 +341,7 @@ const FEW_DESCRIPTORS: &str = "CLIMA_TEST_FEW_DESCRIPTORS";
 
 #[test]
 fn a_tree_of_2000_folders_unpacks_with_512_descriptors() {
-    let name = "seekable::parallel_tests::a_tree_of_2000_folders_unpacks_with_512_descriptors";
+    let name = "seekable::tests::parallel::a_tree_of_2000_folders_unpacks_with_512_descriptors";
     if std::env::var_os(FEW_DESCRIPTORS).is_none() {
         let out = std::process::Command::new("sh")
             .arg("-c")
