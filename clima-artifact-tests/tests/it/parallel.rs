@@ -350,11 +350,22 @@ fn partial_downloads_nobody_continued_for_a_week_are_reclaimed() {
     let f = std::fs::File::options().write(true).open(&path).unwrap();
     f.set_modified(old).unwrap();
     drop(f);
+    // Nobody holds the artifact's lock now; but a child that another test of this process
+    // forked while the reclaim above held the lock shares it until that child execs, which a
+    // loaded machine can delay: wait for that, as a later `gc` would simply find it free.
+    let depot = clima_artifact_runtime::depot::Depot::new(&c.depot);
+    let lock = std::fs::File::open(depot.lock_path(&c.art.tree_hash)).unwrap();
+    let started = Instant::now();
+    while let Err(std::fs::TryLockError::WouldBlock) = lock.try_lock() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the lock stays held"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(lock);
     // What `gc` runs (the next install in the depot runs the same check).
-    assert_eq!(
-        clima_artifact_runtime::depot::Depot::new(&c.depot).reclaim_stale_partials(),
-        1
-    );
+    assert_eq!(depot.reclaim_stale_partials(), 1);
     assert!(!path.exists(), "{} is still there", path.display());
 }
 
