@@ -183,16 +183,7 @@ impl InstallRequest<'_> {
         let (actual, bytes) = self.finish_body(body, &attempt.download, &extracted)?;
         let url = url.clone();
         // A wrong download is reported as such even when it also fails to unpack.
-        if let Some(expected) = attempt.download.sha256
-            && actual != expected
-        {
-            return Err(SourceFailure::Sha256Mismatch {
-                url,
-                expected,
-                actual,
-                bytes,
-            });
-        }
+        check_sha256(&url, &attempt.download, actual, bytes)?;
         let extracted = extracted.map_err(|e| SourceFailure::Archive {
             url: url.clone(),
             reason: e.to_string(),
@@ -590,5 +581,23 @@ impl InstallRequest<'_> {
             transient: clima_artifact_net::retry::is_transient_io(e),
         }
         .into()
+    }
+}
+
+/// The SHA-256 of the `bytes` downloaded from `url` against the entry's, when it gives one.
+pub(super) fn check_sha256(
+    url: &str,
+    dl: &Fetch,
+    actual: Sha256,
+    bytes: u64,
+) -> Result<(), SourceFailure> {
+    match dl.sha256 {
+        Some(expected) if actual != expected => Err(SourceFailure::Sha256Mismatch {
+            url: url.to_owned(),
+            expected,
+            actual,
+            bytes,
+        }),
+        _ => Ok(()),
     }
 }

@@ -127,16 +127,7 @@ impl InstallRequest<'_> {
         // The body had no failure: what failed is the write.
         copied.map_err(|e| self.spool_error(url, spool, e))?;
         let (actual, bytes) = body.finish();
-        if let Some(expected) = dl.sha256
-            && actual != expected
-        {
-            return Err(SourceFailure::Sha256Mismatch {
-                url: url.to_owned(),
-                expected,
-                actual,
-                bytes,
-            });
-        }
+        super::attempt::check_sha256(url, dl, actual, bytes)?;
         Ok((file, bytes))
     }
 
