@@ -8,7 +8,7 @@
 //! | [`format`](mod@format) | the bytes: members ([`MemberEncoder`], [`decode_member`]), tar headers ([`tar_header`]), the index document ([`Index`]), the locator footer ([`Locator`]), the tail after the entries ([`write_tail`]) |
 //! | `auth` (private) | [`authenticate`]: hash, bounds, structure and tree checks, giving an [`Authenticated`] index |
 //! | `member` (private) | [`Authenticated::copy_entry`], [`Authenticated::verify_file`]: a member's bytes checked against the authenticated index |
-//! | [`parallel`] | [`extract_parallel`](parallel::extract_parallel): an authenticated tarball unpacked into a folder by several workers (threads, files, folders) |
+//! | [`parallel`] | [`extract_parallel`]: an authenticated tarball unpacked into a folder by several workers (threads, files, folders) |
 //!
 //! Nothing an index says is trusted before [`authenticate`] accepted it: the only way to an
 //! index's entries is an [`Authenticated`] value. `format`, `auth` and `member` are pure and
