@@ -482,7 +482,7 @@ impl InstallRequest<'_> {
         if let Some(failure) = self.source_failure(&body, dl) {
             return failure;
         }
-        if let Some(expected) = dl.sha256.filter(|_| !attempt.checked_by_sender) {
+        if dl.sha256.is_some() && !attempt.checked_by_sender {
             let before = body.consumed();
             let read = io::copy(
                 &mut (&mut body).take(DEPOT_TROUBLE_READ + 1),
@@ -497,13 +497,8 @@ impl InstallRequest<'_> {
             }
             if at_end && body.failure().is_none() {
                 let (actual, bytes) = body.finish();
-                if actual != expected {
-                    return SourceFailure::Sha256Mismatch {
-                        url: dl.url.clone(),
-                        expected,
-                        actual,
-                        bytes,
-                    };
+                if let Err(wrong) = check_sha256(&dl.url, dl, actual, bytes) {
+                    return wrong;
                 }
             }
         }
