@@ -279,7 +279,9 @@ pub(crate) fn install_received(
     let source = download::Source::from_reader(reader, incoming.length);
     let rules = BodyRules::new(&request.net, incoming.length, false);
     let body = Body::spawn(source, Box::new(Unreported), rules, name.to_owned());
-    let (path, bytes) = request.install_body(&attempt, tmp, body).map_err(failed)?;
+    let (path, bytes) = request
+        .install_body(&attempt, tmp, body, None)
+        .map_err(failed)?;
     let seconds = start.elapsed().as_secs_f64();
     notice::emit(Event::ReceivedOverMpi {
         artifact: name.to_owned(),
