@@ -34,9 +34,13 @@
 //! - The reclamation of what dead installs left (`reclaim`) and the usage log (`usage`).
 //! - [`Depot::recorded_tree_sha256`], [`Depot::record_tree_sha256`]: the record of an
 //!   installed copy's git tree SHA-256, verified once (`tree_sha256`).
+//! - [`Blobs`]: content the installed artifacts of some depots hold, found by its git blob id
+//!   and size and verified when handed out (`blobs`; for a ranged install that copies what
+//!   the depot has instead of fetching it).
 //! - [`Installed`], [`Origin`]: what making an artifact available returns.
 //! - [`Error`]: what a depot operation fails with; the runtime's error wraps it.
 
+mod blobs;
 mod depot;
 mod error;
 mod installed;
@@ -48,6 +52,7 @@ mod staging;
 mod tree_sha256;
 mod usage;
 
+pub use blobs::{BlobLimits, Blobs, FoundBlob};
 pub use depot::{
     Depot, PARTIAL_MAX_AGE, PROBE_MAX_AGE, find_installed, first_writable, julia_depots,
     search_order,
