@@ -1,26 +1,7 @@
 //! Content the depots already hold, found by its git blob id: the look-up a ranged install
 //! needs to copy a file it would otherwise fetch (issue 49, item 4).
 //!
-//! [`Blobs::scan`] walks the installed artifacts of some depots once (`artifacts/<hash>/`,
-//! which are renamed into place only when verified: never a temp folder, a partial file or
-//! anything else of the depot) and notes every regular file by its size; nothing is read.
-//! [`Blobs::find`] then takes a git blob id (SHA-1) and a size and returns a file of that
-//! content, *verified now*: reached again from its artifact's folder without following any
-//! link, a regular file of that size, whose content hashes (`blob <size>\0` and the bytes,
-//! SHA-1) to that id. A file whose content changed since the scan, a path replaced by a
-//! symlink, or a record that lies is therefore never returned.
-//!
-//! Bounds: the walk visits at most [`BlobLimits::max_entries`] entries (files, folders,
-//! symlinks), after which the rest of the depots is not looked at ([`Blobs::complete`] says
-//! so); a look-up hashes only files of the exact size asked for, and a file that did not match
-//! at most once for the life of the [`Blobs`] (its id is kept), so the bytes hashed to find
-//! nothing are at most the bytes of the files scanned; a file that matches is hashed again at
-//! each look-up that returns it (it is verified when it is handed out).
-//!
-//! What is returned is an open handle on a file someone may still change afterwards (its
-//! owner can make it writable): a caller copies from it and checks what it copied (a ranged
-//! install checks every file's blob id as it writes it), and never hands the file itself, or a
-//! hard link to it, to an artifact unless that file is read-only and its own.
+//! See [`Blobs`].
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -61,7 +42,28 @@ struct Candidate {
     id: Option<[u8; 20]>,
 }
 
-/// The files of the installed artifacts of some depots, by size (see the [module](self)).
+/// The files of the installed artifacts of some depots, by size.
+///
+/// [`Blobs::scan`] walks the installed artifacts of some depots once (`artifacts/<hash>/`,
+/// which are renamed into place only when verified: never a temp folder, a partial file or
+/// anything else of the depot) and notes every regular file by its size; nothing is read.
+/// [`Blobs::find`] then takes a git blob id (SHA-1) and a size and returns a file of that
+/// content, *verified now*: reached again from its artifact's folder without following any
+/// link, a regular file of that size, whose content hashes (`blob <size>\0` and the bytes,
+/// SHA-1) to that id. A file whose content changed since the scan, a path replaced by a
+/// symlink, or a record that lies is therefore never returned.
+///
+/// Bounds: the walk visits at most [`BlobLimits::max_entries`] entries (files, folders,
+/// symlinks), after which the rest of the depots is not looked at ([`Blobs::complete`] says
+/// so); a look-up hashes only files of the exact size asked for, and a file that did not match
+/// at most once for the life of the [`Blobs`] (its id is kept), so the bytes hashed to find
+/// nothing are at most the bytes of the files scanned; a file that matches is hashed again at
+/// each look-up that returns it (it is verified when it is handed out).
+///
+/// What is returned is an open handle on a file someone may still change afterwards (its
+/// owner can make it writable): a caller copies from it and checks what it copied (a ranged
+/// install checks every file's blob id as it writes it), and never hands the file itself, or a
+/// hard link to it, to an artifact unless that file is read-only and its own.
 #[derive(Debug, Default)]
 pub struct Blobs {
     by_size: HashMap<u64, Vec<Candidate>>,
@@ -158,8 +160,8 @@ impl Blobs {
         self.visited
     }
 
-    /// A file of `size` bytes whose git blob id is `sha1`, verified now (see the
-    /// [module](self)); `None` when no file noted by the scan has that content any more.
+    /// A file of `size` bytes whose git blob id is `sha1`, verified now (see [`Blobs`]);
+    /// `None` when no file noted by the scan has that content any more.
     pub fn find(&mut self, sha1: &[u8; 20], size: u64) -> Option<FoundBlob> {
         let candidates = self.by_size.get_mut(&size)?;
         for c in candidates.iter_mut() {
