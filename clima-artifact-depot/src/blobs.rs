@@ -34,9 +34,9 @@ impl Default for BlobLimits {
 /// A file of an installed artifact that may hold some content.
 #[derive(Debug)]
 struct Candidate {
-    /// The artifact's folder.
-    artifact: PathBuf,
-    /// The file's path in it, by component.
+    /// The `artifacts` folder of its depot.
+    artifacts: std::sync::Arc<PathBuf>,
+    /// The file's path in that folder, by component (the artifact's hash first).
     rel: Vec<OsString>,
     /// Its blob id, once hashed (and found not to be the one asked for).
     id: Option<[u8; 20]>,
@@ -94,6 +94,7 @@ impl Blobs {
             let Ok(dir) = Dir::open(&depot.artifacts_dir()) else {
                 continue;
             };
+            let artifacts = std::sync::Arc::new(dir.path().to_path_buf());
             let Ok(entries) = dir.entries() else {
                 continue;
             };
@@ -108,7 +109,8 @@ impl Blobs {
                 let Ok(Some(artifact)) = dir.open_dir(&e.name) else {
                     continue;
                 };
-                if !blobs.walk(artifact, &limits) {
+                let at = (artifacts.clone(), e.name.clone());
+                if !blobs.walk(artifact, at, &limits) {
                     blobs.complete = false;
                     return blobs;
                 }
@@ -117,10 +119,16 @@ impl Blobs {
         blobs
     }
 
-    /// Notes the files under `artifact`; `false` once the limit is reached.
-    fn walk(&mut self, artifact: Dir, limits: &BlobLimits) -> bool {
-        let root = artifact.path().to_path_buf();
-        let mut todo = vec![(artifact, Vec::<OsString>::new())];
+    /// Notes the files under `artifact`, the folder `name` of the `artifacts` folder `at.0`;
+    /// `false` once the limit is reached.
+    fn walk(
+        &mut self,
+        artifact: Dir,
+        at: (std::sync::Arc<PathBuf>, OsString),
+        limits: &BlobLimits,
+    ) -> bool {
+        let (artifacts, name) = at;
+        let mut todo = vec![(artifact, vec![name])];
         while let Some((dir, rel)) = todo.pop() {
             let Ok(entries) = dir.entries() else {
                 continue;
@@ -134,7 +142,7 @@ impl Blobs {
                 path.push(e.name.clone());
                 match e.kind {
                     EntryKind::File => self.by_size.entry(e.len).or_default().push(Candidate {
-                        artifact: root.clone(),
+                        artifacts: artifacts.clone(),
                         rel: path,
                         id: None,
                     }),
@@ -187,12 +195,12 @@ impl Blobs {
 }
 
 impl Candidate {
-    /// Opens the file again from its artifact's folder, never through a link: a regular file
-    /// of `size` bytes.
+    /// Opens the file again from its depot's `artifacts` folder, never through a link (the
+    /// artifact's folder included): a regular file of `size` bytes.
     fn open(&self, size: u64) -> io::Result<(File, PathBuf)> {
         let gone = || io::Error::new(io::ErrorKind::NotFound, "no longer there");
         let (name, folders) = self.rel.split_last().ok_or_else(gone)?;
-        let mut dir = Dir::open(&self.artifact)?;
+        let mut dir = Dir::open(&self.artifacts)?;
         for f in folders {
             dir = dir.open_dir(f)?.ok_or_else(gone)?;
         }
@@ -331,6 +339,13 @@ mod tests {
         std::fs::remove_dir_all(dir.join("a")).unwrap();
         std::os::unix::fs::symlink(&copy, dir.join("a")).unwrap();
         assert!(blobs.find(&id(b"original"), 8).is_none());
+        // The artifact's folder itself swapped for a symlink to a copy: not followed either.
+        let (depot2, dir2) = depot_with(&t.path().join("d2"), &"56".repeat(20), &[("h", b"hh")]);
+        let mut blobs2 = Blobs::scan(std::slice::from_ref(&depot2), BlobLimits::default());
+        let elsewhere = t.path().join("elsewhere");
+        std::fs::rename(&dir2, &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &dir2).unwrap();
+        assert!(blobs2.find(&id(b"hh"), 2).is_none());
         // What is there now is found.
         assert_eq!(
             read(blobs.find(&id(b"ORIGINAL"), 8)).unwrap().1,
