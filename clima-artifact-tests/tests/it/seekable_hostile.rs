@@ -148,6 +148,12 @@ impl Honest {
 /// file's `sha256` and `index_sha256`, on 3 workers: the refusal's text, after checking that
 /// the depot holds nothing.
 fn refused(tree: GitTreeSha1, file: &[u8], index_sha256: Sha256) -> String {
+    refused_as(tree, file, index_sha256, false)
+}
+
+/// [`refused`]; when `large`, the download is a large one (kept in a partial file, which the
+/// install reads again instead of a copy of its own), and that file is gone afterwards too.
+fn refused_as(tree: GitTreeSha1, file: &[u8], index_sha256: Sha256, large: bool) -> String {
     let server = TestServer::start();
     server.serve("hostile.tar.gz", file.to_vec());
     let url = server.url("hostile.tar.gz");
@@ -161,10 +167,14 @@ fn refused(tree: GitTreeSha1, file: &[u8], index_sha256: Sha256) -> String {
     }];
     let dir = tempfile::tempdir().unwrap();
     let depot = dir.path().join("depot");
-    let config = Config {
+    let mut config = Config {
         install_threads: Some(3),
         ..test_config(std::slice::from_ref(&depot))
     };
+    if large {
+        config.net.parallel_min_size = 1 << 10;
+        config.net.connections = 2;
+    }
     let result = ensure_variant("hostile", &v, dir.path(), &config).map(|i| i.path);
     let e = result.expect_err("the lie was installed");
     let Error::DownloadFailed { failures, .. } = &e else {
@@ -179,6 +189,8 @@ fn refused(tree: GitTreeSha1, file: &[u8], index_sha256: Sha256) -> String {
     let installed: PathBuf = depot.join("artifacts").join(tree.to_hex());
     assert!(!installed.exists(), "{}", installed.display());
     assert_depot_clean(&depot);
+    let partials = clima_artifact_tests::partial_entries(&depot);
+    assert!(partials.is_empty(), "{partials:?}");
     let text = e.to_string();
     assert!(text.contains("artifact `hostile`"), "{text}");
     text
@@ -326,4 +338,17 @@ fn an_index_that_is_not_the_manifests_is_refused_by_its_hash() {
         text.contains("not the one the manifest was made with"),
         "{text}"
     );
+}
+
+/// The lies about one entry, in a large download read again from its partial file: refused
+/// the same, and the partial file removed with the rest (a wrong file is not kept to resume).
+#[test]
+fn an_index_that_lies_in_a_large_download_is_refused_and_its_partial_file_removed() {
+    let h = honest(Flavour::Gzip);
+    let (file, doc) = h.lying(|ix| ix.entries[h.at("sub/big.bin")].blocks[1].sha256[0] ^= 1);
+    let text = refused_as(h.tree, &file, sha256(&doc), true);
+    assert!(text.contains("`sub/big.bin`"), "{text}");
+    let (file, doc) = h.bomb("noise.bin");
+    let text = refused_as(h.tree, &file, sha256(&doc), true);
+    assert!(text.contains("decompression bomb"), "{text}");
 }
