@@ -36,12 +36,16 @@
 //!   installed copy's git tree SHA-256, verified once (`tree_sha256`).
 //! - [`Installed`], [`Origin`]: what making an artifact available returns.
 //! - [`Error`]: what a depot operation fails with; the runtime's error wraps it.
+//! - [`notice`]: the depot's notices and their lines ([`notice::LockEvent`]: lock waits and
+//!   Julia's pidfiles; [`notice::DepotEvent`]: upkeep; [`notice::UsageEvent`]: the usage
+//!   log), sent to the process's reporter (`clima_artifact_progress`).
 
 mod depot;
 mod error;
 mod installed;
 mod julia_lock;
 mod locked_file;
+pub mod notice;
 mod overrides;
 mod reclaim;
 mod staging;

@@ -51,11 +51,13 @@ use clima_artifact_net::trust::redact_url;
 use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken, Tap};
 
 use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
+use crate::notice::{InstallEvent, InstalledFrom, MpiEvent};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
 use crate::{Installed, Origin};
+use clima_artifact_depot::notice::DepotEvent;
 use clima_artifact_depot::{Depot, Stage, Staged, Staging, TempDir, Wait, first_writable, lookup};
-use clima_artifact_progress::notice::{self, Event, InstalledFrom};
+use clima_artifact_progress::notice;
 use transfer::Unreported;
 
 /// The access to `variant` of artifact `name` (defined in `manifest`) that `installed`
@@ -275,7 +277,7 @@ pub(crate) fn install_received(
     let body = Body::spawn(source, Box::new(Unreported), rules, name.to_owned());
     let (path, bytes) = request.install_body(&attempt, tmp, body).map_err(failed)?;
     let seconds = start.elapsed().as_secs_f64();
-    notice::emit(Event::ReceivedOverMpi {
+    notice::emit(MpiEvent::ReceivedOverMpi {
         artifact: name.to_owned(),
         from_node: incoming.from_node.clone(),
         path: path.clone(),
@@ -339,7 +341,7 @@ struct InstallTarget {
     /// The locks, the temp dirs, the partial downloads and the final rename.
     staging: Staging,
     /// Said once when a partial file is kept where the next job may not find it.
-    partials_note: Option<Event>,
+    partials_note: Option<DepotEvent>,
 }
 
 impl InstallTarget {
@@ -355,7 +357,7 @@ impl InstallTarget {
             let mut shared = config.depots.clone();
             shared.retain(|d| *d != node);
             if let Err(why) = staging.keep_partials_in(&shared) {
-                partials_note = Some(Event::PartialOnNode {
+                partials_note = Some(DepotEvent::PartialOnNode {
                     artifact: name.to_owned(),
                     depot: node.root().to_path_buf(),
                     why,
@@ -577,7 +579,7 @@ fn download_and_install(
             // The depot's own trouble (its disk full): every other source would meet it too.
             // And a stream that its receivers stopped goes no further.
             Err(e @ SourceFailure::Install { .. }) => {
-                notice::emit(Event::InstallFailed {
+                notice::emit(InstallEvent::InstallFailed {
                     error: e.to_string(),
                 });
                 failures.push(e);
@@ -590,12 +592,12 @@ fn download_and_install(
             Err(e) => {
                 let more = attempts[i + 1..].iter().any(|a| a.not_tried.is_none());
                 notice::emit(match (attempt.download.sha256.is_some(), more) {
-                    (false, _) => Event::PackageServerFallback {
+                    (false, _) => InstallEvent::PackageServerFallback {
                         artifact: name.to_owned(),
                         error: e.to_string(),
                         cause: e.cause(),
                     },
-                    (true, true) => Event::NextSource {
+                    (true, true) => InstallEvent::NextSource {
                         error: e.to_string(),
                         cause: e.cause(),
                     },
@@ -631,7 +633,7 @@ fn downloaded(
 ) -> Installed {
     let seconds = start.elapsed().as_secs_f64();
     let received = bytes - reused;
-    notice::emit(Event::Installed {
+    notice::emit(InstallEvent::Installed {
         artifact: name.to_owned(),
         from: how,
         path: path.clone(),
