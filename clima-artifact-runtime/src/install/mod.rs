@@ -201,6 +201,10 @@ pub(crate) struct Incoming {
     pub(crate) sha256: Option<Sha256>,
     /// How many bytes come, when known.
     pub(crate) length: Option<u64>,
+    /// The entry's `index-sha256` when they are a seekable tarball of a manifest URL: the
+    /// node then unpacks them on every core, as the sender does (`seekable.rs`).
+    #[serde(default)]
+    pub(crate) index_sha256: Option<Sha256>,
 }
 
 /// Installs `variant` on `node` from the tarball bytes of `reader` (received over MPI, see
@@ -258,7 +262,9 @@ pub(crate) fn install_received(
             url: url.clone(),
             sha256: incoming.sha256,
             size: incoming.length,
-            index_sha256: None,
+            // Only with the SHA-256 of the whole file, which the seekable install checks
+            // before it reads the index.
+            index_sha256: incoming.index_sha256.filter(|_| incoming.sha256.is_some()),
         },
         from: Some(InstalledFrom::OverMpi),
         not_tried: None,
@@ -275,7 +281,9 @@ pub(crate) fn install_received(
     let source = download::Source::from_reader(reader, incoming.length);
     let rules = BodyRules::new(&request.net, incoming.length, false);
     let body = Body::spawn(source, Box::new(Unreported), rules, name.to_owned());
-    let (path, bytes) = request.install_body(&attempt, tmp, body).map_err(failed)?;
+    let (path, bytes) = request
+        .install_body(&attempt, tmp, body, None)
+        .map_err(failed)?;
     let seconds = start.elapsed().as_secs_f64();
     notice::emit(MpiEvent::ReceivedOverMpi {
         artifact: name.to_owned(),
