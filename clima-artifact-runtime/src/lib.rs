@@ -62,6 +62,7 @@ mod error;
 mod install;
 mod macros;
 mod node_stream;
+mod partial;
 mod resolve;
 
 /// The provenance access log: every artifact access in this process, aggregated per artifact
@@ -108,4 +109,5 @@ pub use config::Config;
 pub use error::{Error, IoCause, SourceFailure};
 pub use install::ensure_variant;
 pub use macros::set_macro_config;
+pub use partial::{Files, ensure_files};
 pub use report::{Report, ReportGuard, report};

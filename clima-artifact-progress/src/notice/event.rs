@@ -165,6 +165,15 @@ pub enum Event {
         /// The failure without its URL (see [`Event::Retry`]).
         cause: String,
     },
+    /// Warning: only some files of `artifact` were asked for, but they cannot be fetched
+    /// alone (`why`: the tarball is not seekable, or its server does not serve byte ranges):
+    /// the artifact is downloaded whole.
+    PartialFallback {
+        /// The artifact's name.
+        artifact: String,
+        /// Why (a URL in it without credentials).
+        why: String,
+    },
     /// Warning: the depot itself failed (its disk full, say): no other source is tried. The
     /// display is the error's own.
     InstallFailed {
@@ -523,6 +532,7 @@ impl Event {
             | Retry { .. }
             | NextSource { .. }
             | PackageServerFallback { .. }
+            | PartialFallback { .. }
             | InstallFailed { .. }
             | PartialNotKept { .. }
             | PartialUnusable { .. }
@@ -655,6 +665,11 @@ impl fmt::Display for Event {
                 f,
                 "the package server could not provide `{artifact}` ({error}); trying the \
                  manifest's URLs"
+            ),
+            PartialFallback { artifact, why } => write!(
+                f,
+                "cannot fetch only some files of `{artifact}` ({}); downloading it whole",
+                printable(why)
             ),
             InstallFailed { error } => f.write_str(error),
             ResumingBroken {
