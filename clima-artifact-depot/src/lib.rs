@@ -34,6 +34,8 @@
 //! - The reclamation of what dead installs left (`reclaim`) and the usage log (`usage`).
 //! - [`Depot::recorded_tree_sha256`], [`Depot::record_tree_sha256`]: the record of an
 //!   installed copy's git tree SHA-256, verified once (`tree_sha256`).
+//! - [`Depot::partial_file`], [`Staging::partial_files`] ([`PartialFiles`]): the files of an
+//!   artifact fetched one by one, in `<depot>/clima_partial/<hash>/` (`partial_files`).
 //! - [`Installed`], [`Origin`]: what making an artifact available returns.
 //! - [`Error`]: what a depot operation fails with; the runtime's error wraps it.
 //! - [`notice`]: the depot's notices and their lines ([`notice::LockEvent`]: lock waits and
@@ -47,6 +49,7 @@ mod julia_lock;
 mod locked_file;
 pub mod notice;
 mod overrides;
+mod partial_files;
 mod reclaim;
 mod staging;
 mod tree_sha256;
@@ -60,6 +63,7 @@ pub use error::{Error, render_paths};
 pub use installed::{Installed, Origin};
 pub use locked_file::{HolderNote, LockedFile, hostname};
 pub use overrides::{Overrides, ResolvedOverride, lookup};
+pub use partial_files::PartialFiles;
 pub use staging::{PartialFile, Stage, Staged, Staging, TempDir, Wait, partial_name};
 pub use tree_sha256::MAX_RECORD_BYTES;
 pub use usage::{

@@ -65,6 +65,7 @@ mod install;
 mod macros;
 mod node_stream;
 pub mod notice;
+mod partial;
 mod resolve;
 
 /// The provenance access log: every artifact access in this process, aggregated per artifact
@@ -112,4 +113,5 @@ pub use config::Config;
 pub use error::{Error, IoCause, SourceFailure};
 pub use install::ensure_variant;
 pub use macros::set_macro_config;
+pub use partial::{Files, ensure_files};
 pub use report::{Report, ReportGuard, report};

@@ -305,7 +305,7 @@ pub(crate) fn install_received(
 /// Fails when the filesystem of `depot` cannot take `size` more bytes above its free-space
 /// reserve (the tarball's size: the unpacked content is at least about that large); `from`
 /// says where that size comes from.
-fn check_room(
+pub(crate) fn check_room(
     name: &str,
     (size, from): (u64, &str),
     depot: &Depot,
@@ -389,7 +389,7 @@ impl InstallTarget {
 
 /// Whether fetching `url` would use the network (`http(s)://`); local paths, `file://` URLs
 /// and unsupported schemes (which fail without any access) are not.
-fn is_network(url: &str, manifest_dir: &Path) -> bool {
+pub(crate) fn is_network(url: &str, manifest_dir: &Path) -> bool {
     matches!(
         download::locate(url, manifest_dir),
         download::Location::Http(_)
@@ -398,7 +398,7 @@ fn is_network(url: &str, manifest_dir: &Path) -> bool {
 
 /// The `Overrides.toml` that error messages suggest adding a line to: the first depot's, whose
 /// entries win over all others.
-fn suggested_overrides_file(config: &Config) -> PathBuf {
+pub(crate) fn suggested_overrides_file(config: &Config) -> PathBuf {
     match config.depots.first() {
         Some(first) => first.overrides_path(),
         None => Depot::new(crate::config::default_depot().unwrap_or_else(|| "<depot>".into()))

@@ -48,6 +48,7 @@ mod proxies;
 mod resume;
 mod review_regressions;
 mod seekable;
+mod seekable_partial;
 mod size_policy;
 mod tls_trust;
 mod tree_hash_git;
