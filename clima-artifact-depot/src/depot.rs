@@ -21,6 +21,7 @@
 //! interop is on: [`search_order`]); installs go to the first writable one of its own depots
 //! ([`first_writable`]; Julia's depots are searched, never written).
 
+use crate::notice::DepotEvent;
 use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::GitTreeSha1;
@@ -334,12 +335,10 @@ fn probe_writable(depot: &Path) -> Result<(), String> {
 /// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
 pub(crate) fn remove_tree(path: &Path) {
     if let Err(e) = clima_artifact_fs::remove_tree(path) {
-        clima_artifact_progress::notice::emit(
-            clima_artifact_progress::notice::Event::CannotRemove {
-                path: path.to_path_buf(),
-                error: e.to_string(),
-            },
-        );
+        clima_artifact_progress::notice::emit(DepotEvent::CannotRemove {
+            path: path.to_path_buf(),
+            error: e.to_string(),
+        });
     }
 }
 

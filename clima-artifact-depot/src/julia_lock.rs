@@ -48,9 +48,9 @@ use std::time::{Duration, SystemTime};
 
 use clima_artifact_fs::Dir;
 
+use crate::notice::{LockEvent, PidfileReason, StaleReason};
 use clima_artifact_manifest::GitTreeSha1;
 use clima_artifact_manifest::layout;
-use clima_artifact_progress::notice::{Event, PidfileReason, StaleReason};
 
 /// Pkg's `stale_age` for artifact installs (`mkpidlock(pidfile, stale_age = 20)`), in seconds.
 pub(crate) const STALE_AGE: f64 = 20.0;
@@ -261,7 +261,7 @@ fn take_in(
             } else {
                 StaleReason::ProcessGone
             };
-            clima_artifact_progress::notice::emit(Event::StalePidfileRemoved {
+            clima_artifact_progress::notice::emit(LockEvent::StalePidfileRemoved {
                 path: path.to_path_buf(),
                 holder: holder.describe(),
                 why,

@@ -37,8 +37,13 @@
 //! - [`Blobs`]: content the installed artifacts of some depots hold, found by its git blob id
 //!   and size and verified when handed out (`blobs`; for a ranged install that copies what
 //!   the depot has instead of fetching it).
+//! - [`Depot::partial_file`], [`Staging::partial_files`] ([`PartialFiles`]): the files of an
+//!   artifact fetched one by one, in `<depot>/clima_partial/<hash>/` (`partial_files`).
 //! - [`Installed`], [`Origin`]: what making an artifact available returns.
 //! - [`Error`]: what a depot operation fails with; the runtime's error wraps it.
+//! - [`notice`]: the depot's notices and their lines ([`notice::LockEvent`]: lock waits and
+//!   Julia's pidfiles; [`notice::DepotEvent`]: upkeep; [`notice::UsageEvent`]: the usage
+//!   log), sent to the process's reporter (`clima_artifact_progress`).
 
 mod blobs;
 mod depot;
@@ -46,7 +51,9 @@ mod error;
 mod installed;
 mod julia_lock;
 mod locked_file;
+pub mod notice;
 mod overrides;
+mod partial_files;
 mod reclaim;
 mod staging;
 mod tree_sha256;
@@ -61,6 +68,7 @@ pub use error::{Error, render_paths};
 pub use installed::{Installed, Origin};
 pub use locked_file::{HolderNote, LockedFile, hostname};
 pub use overrides::{Overrides, ResolvedOverride, lookup};
+pub use partial_files::PartialFiles;
 pub use staging::{PartialFile, Stage, Staged, Staging, TempDir, Wait, partial_name};
 pub use tree_sha256::MAX_RECORD_BYTES;
 pub use usage::{

@@ -28,7 +28,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clima_artifact_progress::notice::{self, Event, LockFileReason, Planted};
+use crate::notice::{LockEvent, LockFileReason, Planted};
+use clima_artifact_progress::notice;
 
 use crate::Error;
 
@@ -63,7 +64,7 @@ impl LockedFile {
         timeout: Duration,
         tell_wait: bool,
     ) -> Result<LockedFile, Error> {
-        let info = |event: Event| {
+        let info = |event: LockEvent| {
             if tell_wait {
                 notice::emit(event);
             }
@@ -88,7 +89,7 @@ impl LockedFile {
             }
         }
         let holder = read_holder(&file);
-        info(Event::LockWait {
+        info(LockEvent::LockWait {
             what: what.to_owned(),
             path: path.to_owned(),
             holder: holder.clone(),
@@ -105,7 +106,7 @@ impl LockedFile {
                 // Batch logs show that the wait goes on, and how far the holder is.
                 let holder = read_holder(&file);
                 if holder != last_holder || last_log.elapsed() >= 4 * WAIT_LOG_EVERY {
-                    info(Event::LockStillWaiting {
+                    info(LockEvent::LockStillWaiting {
                         what: what.to_owned(),
                         path: path.to_owned(),
                         holder: holder.clone(),
@@ -118,7 +119,7 @@ impl LockedFile {
             }
             match try_lock_once(&file, path) {
                 Some(true) => {
-                    info(Event::LockTaken {
+                    info(LockEvent::LockTaken {
                         what: what.to_owned(),
                         waited: start.elapsed(),
                     });
@@ -149,7 +150,7 @@ impl LockedFile {
         let file = match open_lock_file(path) {
             Ok(file) => file,
             Err(e) => {
-                notice::emit(Event::LockFileUnusable { why: e });
+                notice::emit(LockEvent::LockFileUnusable { why: e });
                 return Ok(LockedFile::unlocked(path));
             }
         };
@@ -242,7 +243,7 @@ fn try_lock_once(file: &File, path: &Path) -> Option<bool> {
         Ok(()) => Some(true),
         Err(TryLockError::WouldBlock) => Some(false),
         Err(TryLockError::Error(e)) => {
-            notice::emit(Event::LockRefused {
+            notice::emit(LockEvent::LockRefused {
                 path: path.to_owned(),
                 error: e.to_string(),
             });

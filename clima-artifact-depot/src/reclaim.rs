@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use crate::notice::DepotEvent;
 use clima_artifact_manifest::{GitTreeSha1, layout};
-use clima_artifact_progress::notice::Event;
 
 use crate::depot::{Depot, PARTIAL_MAX_AGE, PROBE_MAX_AGE, partial_owner};
 
@@ -61,7 +61,7 @@ impl Depot {
             } else {
                 match try_lock_existing(&self.lock_path(&hash)) {
                     LockProbe::Held => {
-                        clima_artifact_progress::notice::emit(Event::LeftoverKept {
+                        clima_artifact_progress::notice::emit(DepotEvent::LeftoverKept {
                             path: entry.path(),
                             pid,
                         });
@@ -71,7 +71,7 @@ impl Depot {
                     LockProbe::Unknown => None,
                 }
             };
-            clima_artifact_progress::notice::emit(Event::LeftoverRemoved {
+            clima_artifact_progress::notice::emit(DepotEvent::LeftoverRemoved {
                 path: entry.path(),
                 pid,
             });
@@ -115,7 +115,7 @@ impl Depot {
         };
         let removed = crate::staging::remove_own_file(&dir, name);
         if removed {
-            clima_artifact_progress::notice::emit(Event::PartialRemoved {
+            clima_artifact_progress::notice::emit(DepotEvent::PartialRemoved {
                 path: path.to_path_buf(),
                 days: PARTIAL_MAX_AGE.as_secs() / 86400,
             });
@@ -156,7 +156,7 @@ fn remove_if_older(path: &Path, age: std::time::Duration) {
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|elapsed| elapsed > age);
     if old {
-        clima_artifact_progress::notice::emit(Event::ProbeFileRemoved {
+        clima_artifact_progress::notice::emit(DepotEvent::ProbeFileRemoved {
             path: path.to_path_buf(),
         });
         let _ = std::fs::remove_file(path);

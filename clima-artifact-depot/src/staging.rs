@@ -22,8 +22,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::notice::{DepotEvent, LockEvent};
 use clima_artifact_manifest::{GitTreeSha1, GitTreeSha256};
-use clima_artifact_progress::notice::{self, Event};
+use clima_artifact_progress::notice;
 
 use crate::Error;
 use crate::depot::{Depot, find_installed};
@@ -123,7 +124,7 @@ impl Depot {
                     Take::Held(pidfile) => Some(pidfile),
                     Take::Busy(_) => return Ok(Staged::Busy),
                     Take::Unusable(why) => {
-                        notice::emit(Event::JuliaLockUnusable {
+                        notice::emit(LockEvent::JuliaLockUnusable {
                             why,
                             artifact: None,
                         });
@@ -173,7 +174,7 @@ impl Depot {
             let holder = match JuliaPidfile::try_take(self.root(), hash, dead.as_ref()) {
                 Take::Held(pidfile) => {
                     if told.is_some() && wait.tell {
-                        notice::emit(Event::JuliaLockFree {
+                        notice::emit(LockEvent::JuliaLockFree {
                             artifact: name.to_owned(),
                             waited: start.elapsed(),
                         });
@@ -181,7 +182,7 @@ impl Depot {
                     return Ok(Ok(Some(pidfile)));
                 }
                 Take::Unusable(why) => {
-                    notice::emit(Event::JuliaLockUnusable {
+                    notice::emit(LockEvent::JuliaLockUnusable {
                         why,
                         artifact: Some(name.to_owned()),
                     });
@@ -193,7 +194,7 @@ impl Depot {
                 .as_ref()
                 .is_none_or(|t| (t.pid, &t.host) != (holder.pid, &holder.host));
             if changed && wait.tell {
-                notice::emit(Event::JuliaLockWait {
+                notice::emit(LockEvent::JuliaLockWait {
                     artifact: name.to_owned(),
                     holder: holder.describe(),
                     path: path.clone(),
@@ -274,7 +275,7 @@ impl Staging {
             && ours
             && let Err(e) = self.depot.record_tree_sha256(&self.hash, &dest, sha256)
         {
-            notice::emit(Event::TreeSha256NotRecorded {
+            notice::emit(DepotEvent::TreeSha256NotRecorded {
                 path: dest.clone(),
                 error: e.to_string(),
             });

@@ -18,11 +18,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::notice::{
+    LockEvent, Planted, UsageEvent, UsageLogUnlockedReason, UsageNotRecordedReason,
+};
 use clima_artifact_fs::Dir;
 use clima_artifact_manifest::layout::{self, USAGE_LOG, USAGE_PENDING_MARK};
-use clima_artifact_progress::notice::{
-    Event, Planted, UsageLogUnlockedReason, UsageNotRecordedReason,
-};
 
 use crate::depot::Depot;
 use crate::installed::{Installed, Origin};
@@ -81,14 +81,14 @@ impl Depot {
         // Through another user's symlink the entry would land in their target (say, the
         // victim's own `~/.julia/logs`): not written, and said once.
         if let Ok(Some(link)) = clima_artifact_fs::foreign_link(&logs) {
-            clima_artifact_progress::notice::emit(Event::UsageNotRecorded {
+            clima_artifact_progress::notice::emit(UsageEvent::UsageNotRecorded {
                 path: path.clone(),
                 why: UsageNotRecordedReason::ForeignLink(link),
             });
             return;
         }
         if let Err(e) = std::fs::create_dir_all(&logs) {
-            clima_artifact_progress::notice::emit(Event::UsageRecordFailed {
+            clima_artifact_progress::notice::emit(UsageEvent::UsageRecordFailed {
                 path: path.clone(),
                 error: e.to_string(),
             });
@@ -104,15 +104,17 @@ impl Depot {
         match append_to_regular_file(&path, bytes.as_bytes()) {
             Ok(()) => pending.remove_merged(),
             Err(Append::Planted(what)) => {
-                clima_artifact_progress::notice::emit(Event::UsageNotRecorded {
+                clima_artifact_progress::notice::emit(UsageEvent::UsageNotRecorded {
                     path: path.clone(),
                     why: UsageNotRecordedReason::Planted(what),
                 })
             }
-            Err(Append::Io(e)) => clima_artifact_progress::notice::emit(Event::UsageRecordFailed {
-                path: path.clone(),
-                error: e.to_string(),
-            }),
+            Err(Append::Io(e)) => {
+                clima_artifact_progress::notice::emit(UsageEvent::UsageRecordFailed {
+                    path: path.clone(),
+                    error: e.to_string(),
+                })
+            }
         }
     }
 }
@@ -131,12 +133,12 @@ fn log_entry(manifest: &str, time: SystemTime) -> String {
 fn keep_for_next_run(logs: &Path, log: &Path, entry: &str, holder: &Holder) {
     let kept = logs.join(clima_artifact_fs::temp_name(USAGE_LOG, USAGE_PENDING_MARK));
     let event = match clima_artifact_fs::write_atomically(&kept, entry.as_bytes()) {
-        Ok(()) => Event::UsageEntryKept {
+        Ok(()) => UsageEvent::UsageEntryKept {
             log: log.to_path_buf(),
             kept,
             holder: holder.describe(),
         },
-        Err(e) => Event::UsageRecordFailed {
+        Err(e) => UsageEvent::UsageRecordFailed {
             path: log.to_path_buf(),
             error: format!(
                 "its lock is held by {}, and the entry cannot be kept for the next run: {e}",
@@ -304,7 +306,7 @@ fn usage_log_pidlock(logs: &Path, wait: Duration, tell: Option<&Path>) -> LogLoc
         match JuliaPidfile::try_take_file(logs, &name, USAGE_STALE_AGE) {
             Take::Held(pidfile) => return LogLock::Held(Some(pidfile)),
             Take::Unusable(why) => {
-                clima_artifact_progress::notice::emit(Event::UsageLogUnlocked {
+                clima_artifact_progress::notice::emit(UsageEvent::UsageLogUnlocked {
                     why: UsageLogUnlockedReason::Pidfile(why),
                 });
                 return LogLock::Held(None);
@@ -313,7 +315,7 @@ fn usage_log_pidlock(logs: &Path, wait: Duration, tell: Option<&Path>) -> LogLoc
             Take::Busy(holder) => {
                 if let Some(log) = tell.filter(|_| !told) {
                     told = true;
-                    clima_artifact_progress::notice::emit(Event::LockWait {
+                    clima_artifact_progress::notice::emit(LockEvent::LockWait {
                         what: format!("the usage log `{}`", log.display()),
                         path: logs.join(&name),
                         holder: holder.describe(),

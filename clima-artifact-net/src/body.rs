@@ -11,10 +11,11 @@ use std::io::{self, BufRead, Read};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
+use crate::notice::NetEvent;
 use clima_artifact_fs::human_bytes;
 use clima_artifact_manifest::Sha256;
 use clima_artifact_progress::Transfer;
-use clima_artifact_progress::notice::{self, Event};
+use clima_artifact_progress::notice;
 use clima_artifact_vars::{LOW_SPEED_LIMIT, LOW_SPEED_TIME};
 use sha2::Digest;
 
@@ -312,7 +313,7 @@ impl Body {
                             match resumer.reopen(total) {
                                 Ok(rest) => {
                                     if rules.tell_resumes {
-                                        notice::emit(Event::ResumingBroken {
+                                        notice::emit(NetEvent::ResumingBroken {
                                             artifact: name.clone(),
                                             at: total,
                                             error: e.to_string(),

@@ -47,10 +47,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use clima_artifact_fs::Dir;
-use clima_artifact_progress::notice::{
-    self, ContentRange, Event, PartialNotKeptReason, PartialRestartReason, PartialUnusableReason,
+use crate::notice::{
+    ContentRange, NetEvent, PartialNotKeptReason, PartialRestartReason, PartialUnusableReason,
 };
+use clima_artifact_fs::Dir;
+use clima_artifact_progress::notice;
 
 use crate::limit::Permit;
 use crate::partial::{Partial, Watch};
@@ -299,7 +300,7 @@ fn find_kept(large: &Large<'_>) -> Result<Option<Found>, PartialNotKeptReason> {
         });
     }
     let unusable = |why: PartialUnusableReason| {
-        notice::emit(Event::PartialUnusable {
+        notice::emit(NetEvent::PartialUnusable {
             path: path.clone(),
             why,
         });
@@ -364,7 +365,7 @@ pub fn open_large(
     let found = match find_kept(large) {
         Ok(found) => found,
         Err(why) => {
-            notice::emit(Event::PartialNotKept {
+            notice::emit(NetEvent::PartialNotKept {
                 artifact: large.artifact.to_owned(),
                 why,
             });
@@ -393,7 +394,7 @@ pub fn open_large(
     let status = reply.resp.status().as_u16();
     let path = large.dir.path().join(large.name);
     let drop_kept = |why: PartialRestartReason| {
-        notice::emit(Event::PartialRestart {
+        notice::emit(NetEvent::PartialRestart {
             path: path.clone(),
             why,
         });
@@ -494,7 +495,7 @@ fn fresh(
     let file = match create_partial(large, &record) {
         Ok(file) => file,
         Err(e) => {
-            notice::emit(Event::PartialNotKept {
+            notice::emit(NetEvent::PartialNotKept {
                 artifact: large.artifact.to_owned(),
                 why: PartialNotKeptReason::CannotCreate(e.into()),
             });
@@ -691,7 +692,7 @@ fn start(
         resumed_at: kept,
     });
     if kept > 0 && large.tell {
-        notice::emit(Event::Resuming {
+        notice::emit(NetEvent::Resuming {
             artifact: large.artifact.to_owned(),
             at: kept,
             of: shared.record.length,

@@ -145,7 +145,7 @@ pub fn compact_usage_log(depot: &Path, wait: std::time::Duration) -> Result {
         Ok(lock) => lock,
         Err(busy) => {
             clima_artifact_runtime::progress::notice::emit(
-                clima_artifact_runtime::progress::notice::Event::UsageLogNotCompacted {
+                clima_artifact_runtime::depot::notice::UsageEvent::UsageLogNotCompacted {
                     log,
                     holder: busy.holder,
                     waited: start.elapsed(),

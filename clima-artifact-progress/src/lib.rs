@@ -21,11 +21,12 @@
 //! waits, retries, fall-throughs to the next source, resumed downloads, skipped restores and
 //! other warnings. They are events of the reporter, not `tracing` events, so that they reach
 //! the user's stderr without the model's author installing a subscriber, and a program that
-//! draws its own progress gets them in the same place as its bars, each as a typed
-//! [`notice::Event`] to `match` on (a lock wait with its holder and timeout, a retry with its
-//! delay and attempt) besides its level and line. The network layer, the depot crate, the
-//! runtime and run sync all report here; this crate depends on nothing but the ground floor
-//! (`clima-artifact-vars`, `clima-artifact-fs`), so none of them needs the others for it.
+//! draws its own progress gets them in the same place as its bars, each as a typed event to
+//! `match` on (a lock wait with its holder and timeout, a retry with its delay and attempt)
+//! besides its level and line. The network layer, the depot crate, the runtime and run sync
+//! all report here, each with notices of its own that implement [`notice::Event`]: this crate
+//! knows none of them, and depends on nothing but the ground floor (`clima-artifact-vars`,
+//! `clima-artifact-fs`), so none of them needs the others for it.
 //!
 //! Events come from the thread that reads the download, so implementations are `Send + Sync`
 //! and should be cheap (`received` is called for every buffer read, about every 256 KiB).
@@ -139,8 +140,8 @@ pub fn reporter(progress: bool) -> Arc<dyn Reporter> {
 /// up for the next, the package server's fallback) whose cause it already passed for another
 /// download, or the same one: those it counts ([`OncePerCause::held_back`]). 68 downloads
 /// refused by one proxy then log one retry warning, not 136; downloads that fail in different
-/// ways each still log theirs. The cause is the failure without its URL
-/// ([`notice::Event::Retry`]'s `cause`).
+/// ways each still log theirs. The kind and cause (the failure without its URL) are the
+/// event's own to say ([`notice::Event::repeated_cause`]).
 pub struct OncePerCause {
     inner: Arc<dyn Reporter>,
     /// Per kind of notice and cause: how many were held back.
@@ -171,20 +172,17 @@ impl Reporter for OncePerCause {
     }
 
     fn notice(&self, notice: &Notice<'_>) {
-        use notice::Event;
-        let key = match notice.event {
-            Event::Retry { cause, .. } => ("retry", cause),
-            Event::NextSource { cause, .. } => ("next source", cause),
-            Event::PackageServerFallback { cause, .. } => ("package server", cause),
-            _ => return self.inner.notice(notice),
+        let Some((kind, cause)) = notice.event.repeated_cause() else {
+            return self.inner.notice(notice);
         };
         {
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(held) = seen.get_mut(&(key.0, key.1.clone())) {
+            let key = (kind, cause.to_owned());
+            if let Some(held) = seen.get_mut(&key) {
                 *held += 1;
                 return;
             }
-            seen.insert((key.0, key.1.clone()), 0);
+            seen.insert(key, 0);
         }
         self.inner.notice(notice);
     }

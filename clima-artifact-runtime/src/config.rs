@@ -35,8 +35,8 @@ use std::time::Duration;
 use clima_artifact_net::{NetConfig, ProxySettings};
 
 use crate::Error;
+use crate::notice::InstallEvent;
 use clima_artifact_depot::Depot;
-use clima_artifact_progress::notice::Event;
 use clima_artifact_vars as vars;
 
 /// Settings of the install pipeline and lookups. [`Config::from_env`] reads the `CLIMA_ARTIFACTS_*`
@@ -212,7 +212,7 @@ impl Config {
                     let used = k.clamp(1, most);
                     static TOLD: std::sync::Once = std::sync::Once::new();
                     TOLD.call_once(|| {
-                        clima_artifact_progress::notice::emit(Event::ConfigOutOfRange {
+                        clima_artifact_progress::notice::emit(InstallEvent::ConfigOutOfRange {
                             variable: n.clone(),
                             value: v.clone(),
                             min: 1,

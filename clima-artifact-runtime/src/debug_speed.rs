@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use clima_artifact_progress::notice::Event;
+use crate::notice::InstallEvent;
 use sha1::Digest;
 
 /// Installs smaller than this are fast enough either way.
@@ -46,8 +46,8 @@ fn probe() -> f64 {
 }
 
 /// The warning for a hash speed of `speed` bytes per second, if it is slow.
-fn slow(name: &str, bytes: u64, took: Duration, speed: f64) -> Option<Event> {
-    (speed < SLOW).then(|| Event::SlowDebugBuild {
+fn slow(name: &str, bytes: u64, took: Duration, speed: f64) -> Option<InstallEvent> {
+    (speed < SLOW).then(|| InstallEvent::SlowDebugBuild {
         artifact: name.to_owned(),
         bytes,
         took,

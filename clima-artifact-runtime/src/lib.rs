@@ -38,7 +38,9 @@
 //! - [`trust`]: which TLS roots and unverified hosts downloads use (from the network crate,
 //!   `clima-artifact-net`, which opens sources, follows redirects and reads bodies).
 //! - [`progress`]: download progress and notices (lock waits, retries, warnings) as events,
-//!   and the reporters that draw them.
+//!   and the reporters that draw them; [`notice`]: the kinds of notices, each domain's enum
+//!   with its lines (the runtime's installs, MPI and report; the network's and the depot's
+//!   re-exported), for a program that matches on them.
 //! - [`access_log`]: the provenance access log (every artifact access in this process);
 //!   [`report`](mod@report): the end-of-run report built from it (the log, the report's
 //!   schema and renderings are the crate `clima-artifact-provenance`).
@@ -62,6 +64,8 @@ mod error;
 mod install;
 mod macros;
 mod node_stream;
+pub mod notice;
+mod partial;
 mod resolve;
 
 /// The provenance access log: every artifact access in this process, aggregated per artifact
@@ -76,7 +80,7 @@ pub mod depot {
         BlobLimits, Blobs, Depot, Error, FoundBlob, LockedFile, Overrides, PARTIAL_MAX_AGE,
         PROBE_MAX_AGE, PendingUsage, ResolvedOverride, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY,
         UsageLogBusy, UsageLogLock, find_installed, first_writable, hostname, julia_depots, lookup,
-        partial_name, search_order,
+        notice, partial_name, search_order,
     };
 }
 /// Safe tar extraction that hashes every blob while writing it (the crate
@@ -109,4 +113,5 @@ pub use config::Config;
 pub use error::{Error, IoCause, SourceFailure};
 pub use install::ensure_variant;
 pub use macros::set_macro_config;
+pub use partial::{Files, ensure_files};
 pub use report::{Report, ReportGuard, report};

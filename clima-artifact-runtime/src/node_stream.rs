@@ -32,10 +32,10 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::thread::JoinHandle;
 
+use crate::notice::MpiEvent;
 use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_net::Tap;
 use clima_artifact_net::trust::redact_url;
-use clima_artifact_progress::notice::Event;
 use clima_comms::stream::{
     BroadcastReader, BroadcastWriter, StreamLimits, StreamReceiver, StreamSender, broadcast_stream,
     receive_stream,
@@ -289,7 +289,7 @@ fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
         .parent()
         .and_then(Path::parent)
         .unwrap_or(&have.path);
-    clima_artifact_progress::notice::emit(Event::FoundInSharedDepot {
+    clima_artifact_progress::notice::emit(MpiEvent::FoundInSharedDepot {
         artifact: me.name.to_owned(),
         depot: depot.to_path_buf(),
         path: have.path.clone(),

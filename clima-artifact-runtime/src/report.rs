@@ -22,7 +22,7 @@ use std::io;
 use std::path::Path;
 
 use crate::access_log::{self, ArtifactRecord, CallSite};
-use clima_artifact_progress::notice::Event;
+use crate::notice::ReportEvent;
 use clima_artifact_provenance::readme;
 use clima_comms::{CollectiveError, Context};
 
@@ -118,13 +118,13 @@ impl Part {
 
     /// One warning per run of ranks of `0..size` whose records are not in this part, saying
     /// why (the errors met on the way).
-    fn unreadable_ranks(&self, size: usize) -> Vec<Event> {
+    fn unreadable_ranks(&self, size: usize) -> Vec<ReportEvent> {
         let mut out = Vec::new();
         let mut next = 0;
         for &[a, b] in self.from.iter().chain(&[[size, size]]) {
             let missing = next..a.min(size);
             if !missing.is_empty() {
-                out.push(Event::RecordsUnreadable {
+                out.push(ReportEvent::RecordsUnreadable {
                     first: missing.start as u64,
                     last: (missing.end - 1) as u64,
                     errors: self.unreadable.clone(),

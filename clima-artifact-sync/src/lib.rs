@@ -40,7 +40,7 @@
 //! 4. after all files, the manifest is stored, then written locally. A crash in between only
 //!    means the next sync re-hashes (and may re-send) the files of the interrupted one.
 //!
-//! A sync still running after [`SyncConfig::slow_warning_after`] prints a warning (a [`clima_artifact_progress::notice`])
+//! A sync still running after [`SyncConfig::slow_warning_after`] prints a warning (a [`notice::SyncEvent::SlowSync`])
 //! that names the biggest files and is returned in [`SyncReport::slow_warning`].
 //!
 //! # Restore
@@ -63,6 +63,7 @@
 mod config;
 mod error;
 mod index;
+pub mod notice;
 #[cfg(feature = "s3")]
 mod object;
 mod path;

@@ -26,8 +26,8 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::notice::SyncEvent;
 use clima_artifact_fs::{Dir, EntryKind, Unexpected};
-use clima_artifact_progress::notice::Event;
 
 use crate::SyncError;
 use crate::storage::{MAX_INDEX_BYTES, Storage, StoredObject, check_key};
@@ -190,7 +190,7 @@ fn reclaim_once(dir: &Dir) {
     {
         let n = dir.reclaim_stale_temps(UPLOAD_MARK);
         if n > 0 {
-            clima_artifact_progress::notice::emit(Event::UploadTempsRemoved {
+            clima_artifact_progress::notice::emit(SyncEvent::UploadTempsRemoved {
                 count: n as u64,
                 dir: dir.path().to_path_buf(),
             });

@@ -13,8 +13,8 @@ use crate::index::{
     FileEntry, FileKind, INDEX_KEY, STATE_DIR, SyncIndex, is_under, mtime_ns, set_mtime_ns,
     sha256_file,
 };
+use crate::notice::{NotRestoredReason, NotSyncedReason, SyncEvent};
 use crate::storage::{Prefixed, Storage, check_key};
-use clima_artifact_progress::notice::{Event, NotRestoredReason, NotSyncedReason};
 use clima_comms::Context;
 
 use crate::SyncError;
@@ -284,7 +284,7 @@ impl SlowWatch {
         if self.warned.is_some() || elapsed < self.after {
             return;
         }
-        let event = Event::SlowSync {
+        let event = SyncEvent::SlowSync {
             what: self.what.clone(),
             took: elapsed,
             after: self.after,
@@ -384,7 +384,7 @@ impl Local<'_> {
             for entry in entries {
                 let entry = entry.map_err(|e| SyncError::io("list", &dir, e))?;
                 let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                    clima_artifact_progress::notice::emit(Event::NotSynced {
+                    clima_artifact_progress::notice::emit(SyncEvent::NotSynced {
                         path: entry.path(),
                         why: NotSyncedReason::NameNotUtf8,
                     });
@@ -402,7 +402,7 @@ impl Local<'_> {
                     Ok(meta) => meta,
                     // Deleted since it was listed (a model removing a temp file): not an output.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        clima_artifact_progress::notice::emit(Event::NotSynced {
+                        clima_artifact_progress::notice::emit(SyncEvent::NotSynced {
                             path: PathBuf::from(&child),
                             why: NotSyncedReason::VanishedWhileListing,
                         });
@@ -467,7 +467,7 @@ impl Local<'_> {
             let sha256 = match sha256_file(&c.path) {
                 Ok(sha) => sha,
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
-                    clima_artifact_progress::notice::emit(Event::NotSynced {
+                    clima_artifact_progress::notice::emit(SyncEvent::NotSynced {
                         path: PathBuf::from(&c.rel),
                         why: NotSyncedReason::VanishedDuringSync,
                     });
@@ -509,7 +509,7 @@ impl Local<'_> {
             let sent = match self.storage.put_file(&c.rel, &c.path) {
                 Ok(sent) => sent,
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
-                    clima_artifact_progress::notice::emit(Event::NotSynced {
+                    clima_artifact_progress::notice::emit(SyncEvent::NotSynced {
                         path: PathBuf::from(&c.rel),
                         why: NotSyncedReason::VanishedDuringSync,
                     });
@@ -575,7 +575,7 @@ impl Local<'_> {
                     if meta.len() == entry.size && local_mtime == entry.mtime_ns {
                         restored.up_to_date += 1;
                     } else if local_mtime > entry.mtime_ns {
-                        clima_artifact_progress::notice::emit(Event::NotRestored {
+                        clima_artifact_progress::notice::emit(SyncEvent::NotRestored {
                             path: path.clone(),
                             from: None,
                             why: NotRestoredReason::LocalNewer {
@@ -631,7 +631,7 @@ impl Local<'_> {
                 Ok((n, sha)) if sha == entry.sha256 => n,
                 Ok((_, sha)) => {
                     let _ = fs::remove_file(&tmp);
-                    clima_artifact_progress::notice::emit(Event::NotRestored {
+                    clima_artifact_progress::notice::emit(SyncEvent::NotRestored {
                         path: PathBuf::from(&rel),
                         from: Some(self.storage.url()),
                         why: NotRestoredReason::ContentMismatch {
@@ -648,7 +648,7 @@ impl Local<'_> {
                     | SyncError::LargerThanRecorded { .. }),
                 ) => {
                     let _ = fs::remove_file(&tmp);
-                    clima_artifact_progress::notice::emit(Event::NotRestored {
+                    clima_artifact_progress::notice::emit(SyncEvent::NotRestored {
                         path: PathBuf::from(&rel),
                         from: None,
                         why: NotRestoredReason::Refused(e.to_string()),

@@ -4,6 +4,7 @@
 
 use super::transfer::{EndLine, HeldEnd, NotingTransfer};
 use super::*;
+use clima_artifact_net::notice::NetEvent;
 
 /// Most bytes read after the end of the archive (or after it failed to unpack) when the
 /// manifest gives no `size`: tar's end padding and a compressor's trailer are far smaller, so
@@ -41,7 +42,7 @@ impl InstallRequest<'_> {
                     let Some(wait) = next.filter(|_| !self.stopped()) else {
                         return Err(e.after_attempts(n));
                     };
-                    notice::emit(Event::Retry {
+                    notice::emit(NetEvent::Retry {
                         error: e.to_string(),
                         cause: e.cause(),
                         delay: wait,
@@ -77,7 +78,7 @@ impl InstallRequest<'_> {
             && kept.resumed_at() > 0
         {
             kept.remove();
-            notice::emit(Event::KeptBytesFailedVerification {
+            notice::emit(InstallEvent::KeptBytesFailedVerification {
                 artifact: self.name.to_owned(),
                 kept: kept.resumed_at(),
                 path: kept.path().to_path_buf(),
@@ -247,7 +248,7 @@ impl InstallRequest<'_> {
         let (name, url, config) = (self.name, dl.url.as_str(), self.config);
         // Printed and logged without credentials (a package server's URL may carry a token).
         let shown = redact_url(url);
-        notice::emit(Event::Downloading {
+        notice::emit(InstallEvent::Downloading {
             artifact: name.to_owned(),
             url: shown.clone(),
         });

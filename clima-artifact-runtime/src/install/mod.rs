@@ -51,11 +51,13 @@ use clima_artifact_net::trust::redact_url;
 use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken, Tap};
 
 use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
+use crate::notice::{InstallEvent, InstalledFrom, MpiEvent};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
 use crate::{Installed, Origin};
+use clima_artifact_depot::notice::DepotEvent;
 use clima_artifact_depot::{Depot, Stage, Staged, Staging, TempDir, Wait, first_writable, lookup};
-use clima_artifact_progress::notice::{self, Event, InstalledFrom};
+use clima_artifact_progress::notice;
 use transfer::Unreported;
 
 /// The access to `variant` of artifact `name` (defined in `manifest`) that `installed`
@@ -283,7 +285,7 @@ pub(crate) fn install_received(
         .install_body(&attempt, tmp, body, None)
         .map_err(failed)?;
     let seconds = start.elapsed().as_secs_f64();
-    notice::emit(Event::ReceivedOverMpi {
+    notice::emit(MpiEvent::ReceivedOverMpi {
         artifact: name.to_owned(),
         from_node: incoming.from_node.clone(),
         path: path.clone(),
@@ -303,7 +305,7 @@ pub(crate) fn install_received(
 /// Fails when the filesystem of `depot` cannot take `size` more bytes above its free-space
 /// reserve (the tarball's size: the unpacked content is at least about that large); `from`
 /// says where that size comes from.
-fn check_room(
+pub(crate) fn check_room(
     name: &str,
     (size, from): (u64, &str),
     depot: &Depot,
@@ -347,7 +349,7 @@ struct InstallTarget {
     /// The locks, the temp dirs, the partial downloads and the final rename.
     staging: Staging,
     /// Said once when a partial file is kept where the next job may not find it.
-    partials_note: Option<Event>,
+    partials_note: Option<DepotEvent>,
 }
 
 impl InstallTarget {
@@ -363,7 +365,7 @@ impl InstallTarget {
             let mut shared = config.depots.clone();
             shared.retain(|d| *d != node);
             if let Err(why) = staging.keep_partials_in(&shared) {
-                partials_note = Some(Event::PartialOnNode {
+                partials_note = Some(DepotEvent::PartialOnNode {
                     artifact: name.to_owned(),
                     depot: node.root().to_path_buf(),
                     why,
@@ -387,7 +389,7 @@ impl InstallTarget {
 
 /// Whether fetching `url` would use the network (`http(s)://`); local paths, `file://` URLs
 /// and unsupported schemes (which fail without any access) are not.
-fn is_network(url: &str, manifest_dir: &Path) -> bool {
+pub(crate) fn is_network(url: &str, manifest_dir: &Path) -> bool {
     matches!(
         download::locate(url, manifest_dir),
         download::Location::Http(_)
@@ -396,7 +398,7 @@ fn is_network(url: &str, manifest_dir: &Path) -> bool {
 
 /// The `Overrides.toml` that error messages suggest adding a line to: the first depot's, whose
 /// entries win over all others.
-fn suggested_overrides_file(config: &Config) -> PathBuf {
+pub(crate) fn suggested_overrides_file(config: &Config) -> PathBuf {
     match config.depots.first() {
         Some(first) => first.overrides_path(),
         None => Depot::new(crate::config::default_depot().unwrap_or_else(|| "<depot>".into()))
@@ -585,7 +587,7 @@ fn download_and_install(
             // The depot's own trouble (its disk full): every other source would meet it too.
             // And a stream that its receivers stopped goes no further.
             Err(e @ SourceFailure::Install { .. }) => {
-                notice::emit(Event::InstallFailed {
+                notice::emit(InstallEvent::InstallFailed {
                     error: e.to_string(),
                 });
                 failures.push(e);
@@ -598,12 +600,12 @@ fn download_and_install(
             Err(e) => {
                 let more = attempts[i + 1..].iter().any(|a| a.not_tried.is_none());
                 notice::emit(match (attempt.download.sha256.is_some(), more) {
-                    (false, _) => Event::PackageServerFallback {
+                    (false, _) => InstallEvent::PackageServerFallback {
                         artifact: name.to_owned(),
                         error: e.to_string(),
                         cause: e.cause(),
                     },
-                    (true, true) => Event::NextSource {
+                    (true, true) => InstallEvent::NextSource {
                         error: e.to_string(),
                         cause: e.cause(),
                     },
@@ -639,7 +641,7 @@ fn downloaded(
 ) -> Installed {
     let seconds = start.elapsed().as_secs_f64();
     let received = bytes - reused;
-    notice::emit(Event::Installed {
+    notice::emit(InstallEvent::Installed {
         artifact: name.to_owned(),
         from: how,
         path: path.clone(),

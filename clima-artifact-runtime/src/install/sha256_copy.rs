@@ -12,11 +12,13 @@
 
 use std::path::Path;
 
+use crate::notice::InstallEvent;
 use clima_artifact_depot::Depot;
+use clima_artifact_depot::notice::DepotEvent;
 use clima_artifact_extract::tree_hash::{Formats, tree_hashes};
 use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_manifest::layout::ARTIFACTS;
-use clima_artifact_progress::notice::{self, Event};
+use clima_artifact_progress::notice;
 
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Installed, Origin};
 
@@ -89,7 +91,7 @@ fn hash_once(
     copy: &Path,
     places: &[Depot],
 ) -> Result<(GitTreeSha256, GitTreeSha1), Error> {
-    notice::emit(Event::HashingInstalledCopy {
+    notice::emit(InstallEvent::HashingInstalledCopy {
         artifact: name.to_owned(),
         path: copy.to_path_buf(),
     });
@@ -112,7 +114,7 @@ fn hash_once(
             Err(e) => last = Some(e),
         }
     }
-    notice::emit(Event::TreeSha256NotRecorded {
+    notice::emit(DepotEvent::TreeSha256NotRecorded {
         path: copy.to_path_buf(),
         error: last.map_or_else(|| "no depot of this process".to_owned(), |e| e.to_string()),
     });

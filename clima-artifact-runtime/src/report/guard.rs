@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{ReportPaths, report, report_collective};
-use clima_artifact_progress::notice::Event;
+use crate::notice::ReportEvent;
 use clima_comms::Context;
 use clima_comms::{CollectiveError, WireError, root_decides};
 
@@ -130,7 +130,9 @@ impl Drop for ReportGuard<'_> {
         let result = match self.ctx {
             Some(ctx) if std::thread::panicking() && ctx.size() > 1 => {
                 let rank = ctx.rank();
-                clima_artifact_progress::notice::emit(Event::ReportRankOnly { rank: rank as u64 });
+                clima_artifact_progress::notice::emit(ReportEvent::ReportRankOnly {
+                    rank: rank as u64,
+                });
                 let mut local = report();
                 local.communicator_size = ctx.size();
                 local.write_rank_files(&self.target, rank).map(Some)
@@ -138,13 +140,13 @@ impl Drop for ReportGuard<'_> {
             _ => self.write(),
         };
         match result {
-            Ok(Some(paths)) => clima_artifact_progress::notice::emit(Event::ReportWritten {
+            Ok(Some(paths)) => clima_artifact_progress::notice::emit(ReportEvent::ReportWritten {
                 markdown: paths.markdown,
                 json: paths.json,
                 bibtex: paths.bibtex,
             }),
             Ok(None) => {}
-            Err(err) => clima_artifact_progress::notice::emit(Event::ReportFailed {
+            Err(err) => clima_artifact_progress::notice::emit(ReportEvent::ReportFailed {
                 error: err.to_string(),
             }),
         }

@@ -1,0 +1,337 @@
+//! Only the files a run reads (issue 49, item 3): some files of an artifact whose download is
+//! a seekable tarball, fetched by byte ranges into the depot's partial folder
+//! (`<depot>/clima_partial/<hash>/`), each verified against the authenticated index; never
+//! `artifacts/<hash>`. A server that lies about a range is caught and named; a server without
+//! ranges (or a tarball without an index) gives the whole artifact instead. The CLI's
+//! `fetch --only` and `list` are in `clima-artifacts-cli/tests/seekable.rs`.
+
+use std::path::{Path, PathBuf};
+
+use clima_artifact_manifest::{ArtifactVariant, Download, GitTreeSha1, Sha256};
+use clima_artifact_ops::tarball::{collect_entries, write_seekable};
+use clima_artifact_runtime::extract::seekable::{self, Expected, Flavour, IndexLimits};
+use clima_artifact_runtime::{Config, Error, Files, ensure_files, ensure_variant};
+use clima_artifact_tests::{TestServer, git_tree_hash, sha256, test_config};
+
+/// Content that compresses a little: a pseudo-random byte every other one.
+fn bytes(seed: u32, len: usize) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| {
+            if i % 2 == 0 {
+                (i.wrapping_add(seed).wrapping_mul(2_654_435_761) >> 13) as u8
+            } else {
+                b'a' + (i % 26) as u8
+            }
+        })
+        .collect()
+}
+
+/// A seekable tarball of `files` files in 10 folders (`d<k>/f<i>.txt`), an executable and a
+/// file of several 1 MiB blocks.
+struct Made {
+    dir: tempfile::TempDir,
+    bytes: Vec<u8>,
+    tree: GitTreeSha1,
+    index_sha256: Sha256,
+}
+
+fn made(files: u32) -> Made {
+    let dir = tempfile::tempdir().unwrap();
+    let content = dir.path().join("content");
+    for i in 0..files {
+        let sub = content.join(format!("d{}", i % 10));
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(
+            sub.join(format!("f{i}.txt")),
+            bytes(i, 3000 + 13 * i as usize),
+        )
+        .unwrap();
+    }
+    std::fs::create_dir_all(content.join("bin")).unwrap();
+    std::fs::write(content.join("bin/run"), "#!/bin/sh\necho run\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        content.join("bin/run"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::write(content.join("large.bin"), bytes(7, (2 << 20) + 999)).unwrap();
+    let entries = collect_entries(&content).unwrap();
+    let out = dir.path().join("data.tar.gz");
+    let tarball = write_seekable(&content, &entries, &out, Flavour::Gzip, 1 << 20, &|_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    Made {
+        bytes: std::fs::read(&out).unwrap(),
+        tree: tarball.tree_hash,
+        index_sha256: tarball.index_sha256.unwrap(),
+        dir,
+    }
+}
+
+impl Made {
+    fn content(&self) -> PathBuf {
+        self.dir.path().join("content")
+    }
+
+    /// The entry served at `url`, with `index-sha256` when `keyed`.
+    fn variant(&self, url: &str, keyed: bool) -> ArtifactVariant {
+        let mut v =
+            clima_artifact_tests::variant(self.tree, &[url.to_owned()], sha256(&self.bytes));
+        v.downloads = vec![Download {
+            url: url.to_owned(),
+            sha256: sha256(&self.bytes),
+            size: None,
+            index_sha256: keyed.then_some(self.index_sha256),
+        }];
+        v
+    }
+
+    /// The authenticated index, read here from the bytes.
+    fn index(&self) -> seekable::Authenticated {
+        let len = self.bytes.len() as u64;
+        let (locator, doc) = seekable::read_index(
+            &mut std::io::Cursor::new(&self.bytes),
+            len,
+            &IndexLimits::default(),
+        )
+        .unwrap()
+        .unwrap();
+        let expected = Expected {
+            tree_sha1: self.tree,
+            tree_sha256: None,
+            index_sha256: Some(self.index_sha256),
+        };
+        seekable::authenticate(&doc, &locator, &expected, &IndexLimits::default()).unwrap()
+    }
+
+    /// Bytes of the members of the entry at `path`.
+    fn member_bytes(&self, path: &str) -> u64 {
+        let auth = self.index();
+        auth.index()
+            .entries
+            .iter()
+            .find(|e| e.path == path.as_bytes())
+            .map(|e| e.length)
+            .unwrap()
+    }
+}
+
+/// Every file under `dir` (none when it does not exist).
+fn files_under(dir: &Path) -> Vec<String> {
+    if dir.exists() {
+        clima_artifact_tests::tree_files(dir)
+    } else {
+        Vec::new()
+    }
+}
+
+fn fresh() -> (tempfile::TempDir, PathBuf, Config) {
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let config = test_config(std::slice::from_ref(&depot));
+    (dir, depot, config)
+}
+
+fn fetch(v: &ArtifactVariant, config: &Config, at: &Path, paths: &[&str]) -> Result<Files, Error> {
+    ensure_files("data", v, at, config, paths)
+}
+
+#[test]
+fn one_file_of_many_is_fetched_alone_into_the_partial_folder_and_nothing_else() {
+    let m = made(400);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let files = fetch(&v, &config, dir.path(), &["d3/f213.txt"]).unwrap();
+
+    let expected = depot
+        .join("clima_partial")
+        .join(m.tree.to_hex())
+        .join("d3/f213.txt");
+    assert_eq!(files.paths, vec![expected.clone()]);
+    assert_eq!(
+        (files.fetched, files.held, files.whole.is_none()),
+        (1, 0, true)
+    );
+    assert_eq!(
+        std::fs::read(&expected).unwrap(),
+        std::fs::read(m.content().join("d3/f213.txt")).unwrap()
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&expected).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o444, "read-only");
+    // Neither Julia nor our lookup may take it for the artifact.
+    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+    assert!(ensure_variant_is_not_installed(&v, &config));
+    // Bytes: the member, the index, the footer and the first tail's few KiB, nothing more.
+    let auth = m.index();
+    let index_len = auth.locator().index_length;
+    let bound = m.member_bytes("d3/f213.txt") + index_len + 66 + seekable::remote::FIRST_TAIL;
+    let sent = server.bytes_sent_for("data.tar.gz");
+    assert!(
+        sent <= bound,
+        "{sent} bytes sent for one file; the file's members, the index and the tail are {bound}"
+    );
+    assert!(
+        sent < m.bytes.len() as u64 / 10,
+        "{sent} of {}",
+        m.bytes.len()
+    );
+    assert_eq!(files.received, sent);
+
+    // A second call asks nothing.
+    let gets = server.gets("data.tar.gz");
+    let again = fetch(&v, &config, dir.path(), &["d3/f213.txt"]).unwrap();
+    assert_eq!(
+        (again.paths, again.held, again.fetched),
+        (vec![expected], 1, 0)
+    );
+    assert_eq!(server.gets("data.tar.gz"), gets);
+}
+
+/// Whether `v` is still missing from the depots of `config` (by the lookup every install
+/// makes first).
+fn ensure_variant_is_not_installed(v: &ArtifactVariant, config: &Config) -> bool {
+    clima_artifact_runtime::depot::lookup(&v.git_tree_sha1, &config.search_depots())
+        .unwrap()
+        .is_none()
+}
+
+#[test]
+fn a_folder_a_large_file_and_an_executable_are_fetched_and_verified() {
+    let m = made(60);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    // Without `index-sha256`: the footer says seekable, the tree alone authenticates.
+    let v = m.variant(&server.url("data.tar.gz"), false);
+    let (dir, depot, config) = fresh();
+    let files = fetch(&v, &config, dir.path(), &["d4/", "large.bin", "bin/run"]).unwrap();
+    let root = depot.join("clima_partial").join(m.tree.to_hex());
+    assert_eq!(
+        files.paths,
+        vec![
+            root.join("d4"),
+            root.join("large.bin"),
+            root.join("bin/run")
+        ]
+    );
+    assert_eq!(files.fetched, 6 + 2);
+    for name in std::fs::read_dir(m.content().join("d4")).unwrap() {
+        let name = name.unwrap().file_name();
+        assert_eq!(
+            std::fs::read(root.join("d4").join(&name)).unwrap(),
+            std::fs::read(m.content().join("d4").join(&name)).unwrap()
+        );
+    }
+    assert_eq!(
+        std::fs::read(root.join("large.bin")).unwrap(),
+        std::fs::read(m.content().join("large.bin")).unwrap()
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(root.join("bin/run"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o555);
+    assert_eq!(
+        clima_artifact_runtime::depot::Depot::new(&depot).partial_count(&m.tree),
+        Some(62)
+    );
+}
+
+#[test]
+fn a_path_that_is_not_in_the_artifact_is_named() {
+    let m = made(20);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let err = fetch(&v, &config, dir.path(), &["d3/nope.txt"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("d3/nope.txt"), "{err}");
+    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+}
+
+#[test]
+fn a_server_that_answers_a_range_with_other_bytes_is_caught_and_named() {
+    // Few files: the index comes with the footer, so the lie is in the member.
+    for keyed in [true, false] {
+        let m = made(8);
+        let server = TestServer::start();
+        server.serve("data.tar.gz", m.bytes.clone());
+        server.corrupt_ranges("data.tar.gz");
+        let v = m.variant(&server.url("data.tar.gz"), keyed);
+        let (dir, depot, config) = fresh();
+        let err = fetch(&v, &config, dir.path(), &["d2/f2.txt"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&server.url("data.tar.gz")), "{err}");
+        assert!(err.contains("d2/f2.txt"), "{err}");
+        let root = depot.join("clima_partial").join(m.tree.to_hex());
+        assert!(
+            !root.join("d2/f2.txt").exists(),
+            "nothing unverified is visible"
+        );
+        assert_eq!(files_under(&root), Vec::<String>::new());
+        assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+    }
+}
+
+#[test]
+fn a_content_range_other_than_the_one_asked_for_is_refused() {
+    let m = made(8);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    server.always("data.tar.gz", clima_artifact_tests::Fault::WrongRange);
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let err = fetch(&v, &config, dir.path(), &["d2/f2.txt"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("Content-Range"), "{err}");
+    assert!(err.contains(&server.url("data.tar.gz")), "{err}");
+    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+}
+
+#[test]
+fn a_server_without_ranges_gives_the_whole_artifact() {
+    let m = made(30);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    server.ignore_ranges("data.tar.gz");
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let files = fetch(&v, &config, dir.path(), &["d2/f2.txt"]).unwrap();
+    let whole = depot.join("artifacts").join(m.tree.to_hex());
+    assert_eq!(files.paths, vec![whole.join("d2/f2.txt")]);
+    assert!(files.whole.is_some());
+    assert_eq!(git_tree_hash(&whole), m.tree);
+}
+
+#[test]
+fn an_installed_artifact_answers_from_inside_it_and_a_later_install_is_whole() {
+    let m = made(30);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let part = fetch(&v, &config, dir.path(), &["d1/f1.txt"]).unwrap();
+    assert!(part.whole.is_none());
+    // A later whole install: the artifact whole, in its usual place; the partial file stays
+    // valid for whoever holds its path.
+    let whole = ensure_variant("data", &v, dir.path(), &config)
+        .unwrap()
+        .path;
+    assert_eq!(whole, depot.join("artifacts").join(m.tree.to_hex()));
+    assert_eq!(git_tree_hash(&whole), m.tree);
+    let after = fetch(&v, &config, dir.path(), &["d1/f1.txt"]).unwrap();
+    assert_eq!(after.paths, vec![whole.join("d1/f1.txt")]);
+    assert!(after.whole.is_some());
+    assert_eq!(
+        std::fs::read(&part.paths[0]).unwrap(),
+        std::fs::read(&after.paths[0]).unwrap()
+    );
+}
