@@ -77,10 +77,10 @@ pub use clima_artifact_provenance::access_log;
 /// (`Depot::stage`) the runtime's installs use and this module leaves out.
 pub mod depot {
     pub use clima_artifact_depot::{
-        Depot, Error, LockedFile, Overrides, PARTIAL_MAX_AGE, PROBE_MAX_AGE, PendingUsage,
-        ResolvedOverride, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY, UsageLogBusy, UsageLogLock,
-        find_installed, first_writable, hostname, julia_depots, lookup, notice, partial_name,
-        search_order,
+        BlobLimits, Blobs, Depot, Error, FoundBlob, LockedFile, Overrides, PARTIAL_MAX_AGE,
+        PROBE_MAX_AGE, PendingUsage, ResolvedOverride, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY,
+        UsageLogBusy, UsageLogLock, find_installed, first_writable, hostname, julia_depots, lookup,
+        notice, partial_name, search_order,
     };
 }
 /// Safe tar extraction that hashes every blob while writing it (the crate

@@ -1927,15 +1927,24 @@ fn mpi_node_local_only_leaders_touch_the_depots() {
 /// A seekable tarball of 60 files (one of several 1 MiB blocks) made by `create`'s writer, and
 /// the manifest that serves it from `server` at `/seekable.tar.gz` with its `index-sha256`.
 fn serve_seekable(server: &TestServer, dir: &Path) -> (PathBuf, String) {
+    serve_seekable_of(server, dir, &|content| {
+        for i in 0..60u32 {
+            let sub = content.join(format!("d{}", i % 5));
+            std::fs::create_dir_all(&sub).expect("folder");
+            let body: Vec<u8> = (0..2_000 + 731 * i).map(|j| (j * 7 + i) as u8).collect();
+            std::fs::write(sub.join(format!("f{i}.bin")), body).expect("file");
+        }
+        let large = incompressible((3 << 20) + 17, 9);
+        std::fs::write(content.join("large.bin"), large).expect("large");
+    })
+}
+
+/// [`serve_seekable`] of the tree `fill` writes into the folder it is given.
+fn serve_seekable_of(server: &TestServer, dir: &Path, fill: &dyn Fn(&Path)) -> (PathBuf, String) {
     use clima_artifact_ops::tarball::{collect_entries, write_seekable};
     let content = dir.join("content");
-    for i in 0..60u32 {
-        let sub = content.join(format!("d{}", i % 5));
-        std::fs::create_dir_all(&sub).expect("folder");
-        let body: Vec<u8> = (0..2_000 + 731 * i).map(|j| (j * 7 + i) as u8).collect();
-        std::fs::write(sub.join(format!("f{i}.bin")), body).expect("file");
-    }
-    std::fs::write(content.join("large.bin"), incompressible((3 << 20) + 17, 9)).expect("large");
+    std::fs::create_dir_all(&content).expect("content");
+    fill(&content);
     let entries = collect_entries(&content).expect("entries");
     let out = dir.join("seekable.tar.gz");
     let flavour = clima_artifact_runtime::extract::seekable::Flavour::Gzip;
@@ -2041,6 +2050,67 @@ fn mpi_node_local_a_seekable_tarball_is_unpacked_on_every_core_on_each_node() {
          (one pass?)\n{}",
         describe(&run)
     );
+}
+
+/// A node that receives a seekable tarball it has no room to unpack (node 1's depot a 40 MiB
+/// tmpfs: the 8 MiB tarball it keeps fits, the 56 MiB it unpacks to does not) refuses it
+/// before writing a file, with the node-local setting in the error, which every rank
+/// reports; node 1's depot keeps nothing (neither the tarball nor a temp folder), node 0 the
+/// verified artifact only.
+#[test]
+fn mpi_node_local_a_node_without_room_for_a_seekable_tarball_fails_every_rank_cleanly() {
+    let test = "mpi_node_local_a_node_without_room_for_a_seekable_tarball_fails_every_rank_cleanly";
+    let Some(mpirun) = Mpirun::find(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::start();
+    let (manifest, hash) = serve_seekable_of(&server, tmp.path(), &|content| {
+        let zeros = content.join("zeros");
+        std::fs::create_dir_all(&zeros).expect("zeros");
+        for i in 0..48 {
+            std::fs::write(zeros.join(format!("{i:02}.bin")), vec![0u8; 1 << 20]).expect("zeros");
+        }
+        let big = incompressible(8 << 20, 0x9e37_79b9_7f4a_7c15);
+        std::fs::write(content.join("big.bin"), big).expect("big");
+    });
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let Some(_mount) = crate::disk::Mount::small(&node_depot(1), "40m") else {
+        return;
+    };
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let groups = node_groups(4, 2, &node_depot, &|_| vec![], &argv);
+    let run = run_bounded(
+        mpirun.command(&groups),
+        &[
+            (
+                "CLIMA_ARTIFACTS_DEPOT_PATH",
+                shared.to_str().expect("utf-8"),
+            ),
+            ("CLIMA_ARTIFACTS_RETRIES", "1"),
+            ("CLIMA_ARTIFACTS_INSTALL_THREADS", "2"),
+        ],
+    );
+    assert!(!run.status.success(), "{}", describe(&run));
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 4, "{}", describe(&run));
+    let first = all[0].result.as_ref().expect_err("rank 0 failed");
+    for o in &all {
+        assert_eq!(o.result.as_ref(), Err(first), "rank {} differs", o.rank);
+    }
+    for e in [
+        "node `node-1`",
+        "era5",
+        "stopped unpacking",
+        "larger filesystem (CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT)",
+    ] {
+        assert!(first.contains(e), "`{e}` not in: {first}");
+    }
+    assert_eq!(server.gets("/seekable.tar.gz"), 1);
+    assert_nothing_unverified(&node_depot(1), &[]);
+    assert_nothing_unverified(&node_depot(0), &[&hash]);
+    assert_nothing_unverified(&shared, &[]);
 }
 
 /// What rank `rank` of an `mpi_fetch` run said its collective step `step` cost (its `STEP` line:

@@ -678,3 +678,64 @@ fn a_broken_large_seekable_download_is_continued_and_unpacked_from_its_partial_f
     assert_eq!(temp_entries(&depot), Vec::<String>::new(), "temp dirs left");
     assert!(clima_artifact_tests::partial_entries(&depot).is_empty());
 }
+
+/// Issue 49, item 4's look-up: after a seekable install, every file of the artifact is found
+/// in the depot by the blob id and size its index gives (what a ranged install of a next
+/// version asks), with the bytes of that file; a file changed in the depot afterwards is not.
+#[test]
+fn the_files_of_an_installed_artifact_are_found_by_their_blob_ids() {
+    use clima_artifact_runtime::depot::{BlobLimits, Blobs};
+    use clima_artifact_runtime::tree_hash::EntryMode;
+    use std::io::Read;
+    let m = made(8);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(m.tree, None, &url, &m.bytes, Some(m.index_sha256));
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let config = Config {
+        install_threads: Some(2),
+        ..test_config(std::slice::from_ref(&depot))
+    };
+    let installed = ensure_variant("data", &v, dir.path(), &config)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .path;
+    let mut c = std::io::Cursor::new(&m.bytes);
+    let (_, doc) = seekable::read_index(&mut c, m.bytes.len() as u64, &Default::default())
+        .unwrap()
+        .unwrap();
+    let index = seekable::Index::decode(&doc, &Default::default()).unwrap();
+    let mut blobs = Blobs::scan(&config.search_depots(), BlobLimits::default());
+    assert!(blobs.complete());
+    let mut files = 0;
+    for e in index
+        .entries
+        .iter()
+        .filter(|e| e.mode != EntryMode::Symlink)
+    {
+        let path = String::from_utf8(e.path.clone()).unwrap();
+        let mut found = blobs
+            .find(&e.blob.sha1, e.size)
+            .unwrap_or_else(|| panic!("`{path}` not found by its blob id"));
+        let mut bytes = Vec::new();
+        found.file.read_to_end(&mut bytes).unwrap();
+        assert!(
+            bytes == std::fs::read(m.content.join(&path)).unwrap(),
+            "`{path}`: other bytes"
+        );
+        files += 1;
+    }
+    assert!(files > 100, "{files}");
+    // The large file rewritten in place (its owner made it writable): no longer found.
+    let large = installed.join("large.bin");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&large, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&large, random(3, LARGE)).unwrap();
+    let e = index
+        .entries
+        .iter()
+        .find(|e| e.path == b"large.bin")
+        .unwrap();
+    assert!(blobs.find(&e.blob.sha1, e.size).is_none());
+}
