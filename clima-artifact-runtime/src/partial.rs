@@ -39,10 +39,10 @@ use clima_artifact_net::trust::redact_url;
 use clima_artifact_progress::notice::{self, Event};
 
 use crate::install::{ManifestPlace, check_room, is_network, suggested_overrides_file};
-use crate::{Config, Error, Installed, SourceFailure};
+use crate::{Config, Error, Installed, Origin, SourceFailure};
 
 /// What [`ensure_files`] made available.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Files {
     /// The full path of each path asked for, in order: inside the installed artifact, or in
     /// the partial folder.
@@ -58,6 +58,68 @@ pub struct Files {
     pub received: u64,
     /// The URL the files came from (without credentials), when some were fetched.
     pub url: Option<String>,
+    /// Wall time of the call in seconds.
+    pub seconds: f64,
+}
+
+impl Files {
+    /// Where the files came from, as the provenance report records it: downloaded by this
+    /// call (the bytes received), else from the depot (or the whole artifact's origin).
+    pub fn origin(&self) -> Origin {
+        if let Some(whole) = &self.whole {
+            return whole.origin.clone();
+        }
+        match &self.url {
+            Some(url) if self.fetched > 0 => Origin::Downloaded {
+                url: url.clone(),
+                bytes: self.received,
+                received_bytes: Some(self.received),
+                reused_bytes: Some(0),
+                seconds: self.seconds,
+            },
+            _ => Origin::Depot,
+        }
+    }
+}
+
+/// Whether a call for a sub-path of `variant` should fetch that file alone when the artifact
+/// is not installed: a download says it is seekable (`index-sha256`). (`fetch --only` tries
+/// any download: a tarball whose footer says seekable is read by ranges too.)
+pub(crate) fn prefers_partial(variant: &ArtifactVariant) -> bool {
+    variant.downloads.iter().any(|d| d.index_sha256.is_some())
+}
+
+/// [`ensure_files`] as a collective call over `ctx` (every rank must make it, as for
+/// [`ensure_collective`](crate::ensure_collective)): rank 0 fetches the files once and every
+/// rank gets its answer, or the same error. In node-local mode the leader of each node
+/// fetches them into its node's depot (a few ranges each: no broadcast of the bytes), and
+/// the ranks of a node get their leader's answer.
+pub fn ensure_files_collective(
+    ctx: &dyn clima_comms::Context,
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &Path,
+    config: &Config,
+    paths: &[&str],
+) -> Result<Files, Error> {
+    let what = format!("fetching files of artifact `{name}`");
+    let Some(node_depot) = &config.node_local_depot else {
+        return clima_comms::root_decides(ctx, &what, || {
+            ensure_files(name, variant, manifest, config, paths)
+        });
+    };
+    let node = crate::node_stream::split_nodes(ctx, config)?;
+    let mut node_config = config.clone();
+    node_config.depots.retain(|d| d != node_depot);
+    node_config.depots.insert(0, node_depot.clone());
+    let mine = clima_comms::root_decides(&*node, &what, || {
+        ensure_files(name, variant, manifest, &node_config, paths)
+    });
+    // Every rank of the job gets an error if any node failed (the lowest node's).
+    clima_comms::all_succeed(ctx, mine, |rank, e| {
+        let _ = rank;
+        e
+    })
 }
 
 /// A tarball read by ranges: over HTTP, or a local file (`file://`, a path).
@@ -229,6 +291,7 @@ fn inside(name: &str, whole: Installed, paths: &[&str]) -> Result<Files, Error> 
         held: 0,
         received: 0,
         url: None,
+        seconds: 0.0,
     })
 }
 
@@ -247,6 +310,7 @@ fn all_held(depots: &[Depot], variant: &ArtifactVariant, paths: &[&str]) -> Opti
         fetched: 0,
         received: 0,
         url: None,
+        seconds: 0.0,
     })
 }
 
@@ -402,6 +466,7 @@ fn fetch_from(
         held: held.len(),
         received,
         url: Some(redact_url(url)),
+        seconds: start.elapsed().as_secs_f64(),
     })
 }
 

@@ -372,6 +372,12 @@ fn resolve(
             let config = current_config()?;
             // The manifest file itself, so messages name it (relative URLs resolve next to it).
             let dir = Path::new(site.manifest.path);
+            // Only the file asked for, when the artifact is seekable and not installed.
+            if let Some(sub) = subpath
+                && let Some(part) = partial_call(site, artifact, &variant, sub, ctx, &config)?
+            {
+                return Ok(part);
+            }
             let installed = match ctx {
                 Some(ctx) => {
                     let installed = crate::collective_install::ensure_collective_unrecorded(
@@ -436,6 +442,73 @@ fn resolve(
         event: later,
         confirmed,
     })
+}
+
+/// The answer to a call for `sub` of a seekable artifact that is not installed: the file
+/// fetched alone (or found fetched) into a partial folder (`crate::partial`). `None` when the
+/// artifact is not seekable or turned out installed whole (the usual path answers then).
+/// Not kept in [`INSTALLED`], which holds whole artifacts only: another sub-path of the same
+/// artifact is fetched by its own call.
+fn partial_call(
+    site: &'static MacroSite,
+    artifact: &'static StaticArtifact,
+    variant: &ArtifactVariant,
+    sub: &str,
+    ctx: Option<&dyn Context>,
+    config: &Config,
+) -> Result<Option<Resolved>, Error> {
+    if !crate::partial::prefers_partial(variant) {
+        return Ok(None);
+    }
+    if ctx.is_none_or(|c| c.size() <= 1)
+        && clima_artifact_depot::lookup(&variant.git_tree_sha1, &config.search_depots())?.is_some()
+    {
+        return Ok(None);
+    }
+    let manifest = Path::new(site.manifest.path);
+    let files = match ctx {
+        Some(ctx) => crate::partial::ensure_files_collective(
+            ctx,
+            artifact.name,
+            variant,
+            manifest,
+            config,
+            &[sub],
+        )?,
+        None => crate::partial::ensure_files(artifact.name, variant, manifest, config, &[sub])?,
+    };
+    if files.whole.is_some() {
+        return Ok(None);
+    }
+    let Some(full_path) = files.paths.first().cloned() else {
+        return Ok(None);
+    };
+    let installed = Installed {
+        path: full_path.clone(),
+        origin: files.origin(),
+    };
+    let event = crate::install::access_event(
+        &installed,
+        artifact.name,
+        variant,
+        PathBuf::from(site.manifest.path),
+        Some((site.file, site.line)),
+        ctx.map_or(0, |c| c.rank()),
+    );
+    crate::access_log::record(event.clone());
+    let mut later = event;
+    if let RecordedOrigin::Downloaded { .. } = later.origin {
+        later.origin = RecordedOrigin::Depot;
+    }
+    let confirmed = Arc::new(Confirmed::default());
+    if let Some(ctx) = ctx {
+        confirmed.add(ctx);
+    }
+    Ok(Some(Resolved {
+        full_path,
+        event: later,
+        confirmed,
+    }))
 }
 
 /// Runs `f` on the [`INSTALLED`] entry of `hash`, creating it from `installed` if missing.
