@@ -109,5 +109,5 @@ pub use config::Config;
 pub use error::{Error, IoCause, SourceFailure};
 pub use install::ensure_variant;
 pub use macros::set_macro_config;
-pub use partial::{Files, ensure_files};
+pub use partial::{Files, ensure_files, ensure_files_collective};
 pub use report::{Report, ReportGuard, report};

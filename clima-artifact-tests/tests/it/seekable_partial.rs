@@ -335,3 +335,120 @@ fn an_installed_artifact_answers_from_inside_it_and_a_later_install_is_whole() {
         std::fs::read(&after.paths[0]).unwrap()
     );
 }
+
+/// The size policy: an artifact too large to download whole on first use stays usable file
+/// by file, and the whole install's error says so.
+#[test]
+fn an_artifact_too_large_to_download_whole_stays_usable_file_by_file() {
+    let m = made(100);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let mut v = m.variant(&server.url("data.tar.gz"), true);
+    v.downloads[0].size = Some(m.bytes.len() as u64);
+    let (dir, depot, mut config) = fresh();
+    config.max_download_size = Some(m.bytes.len() as u64 / 4);
+    let err = ensure_variant("data", &v, dir.path(), &config).unwrap_err();
+    assert!(matches!(err, Error::DownloadTooLarge { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("file by file"), "{text}");
+    assert!(text.contains("fetch data --only PATH"), "{text}");
+    let files = fetch(&v, &config, dir.path(), &["d5/f55.txt"]).unwrap();
+    assert_eq!(
+        std::fs::read(&files.paths[0]).unwrap(),
+        std::fs::read(m.content().join("d5/f55.txt")).unwrap()
+    );
+    // A file larger than the limit is refused like the whole artifact.
+    let err = fetch(&v, &config, dir.path(), &["large.bin"]).unwrap_err();
+    assert!(matches!(err, Error::DownloadTooLarge { .. }), "{err}");
+    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+}
+
+/// Under a context of several ranks the root fetches once and every rank gets its answer;
+/// an error is the same on every rank; in node-local mode each node's leader fetches into its
+/// node's depot and its ranks get that path.
+#[test]
+fn collective_calls_fetch_once_and_every_rank_gets_the_same_answer() {
+    let m = made(200);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let answers = clima_comms::on_thread_ranks(4, |ctx| {
+        clima_artifact_runtime::ensure_files_collective(
+            ctx,
+            "data",
+            &v,
+            dir.path(),
+            &config,
+            &["d7/f117.txt"],
+        )
+        .map(|f| f.paths)
+        .map_err(|e| e.to_string())
+    });
+    let want = depot
+        .join("clima_partial")
+        .join(m.tree.to_hex())
+        .join("d7/f117.txt");
+    assert!(
+        answers.iter().all(|a| *a == Ok(vec![want.clone()])),
+        "{answers:?}"
+    );
+    let once = server.gets("data.tar.gz");
+    assert!(once <= 3, "{once} requests for one file, fetched once");
+
+    // The same error on every rank.
+    let lying = TestServer::start();
+    lying.serve("data.tar.gz", m.bytes.clone());
+    lying.corrupt_ranges("data.tar.gz");
+    let v2 = m.variant(&lying.url("data.tar.gz"), true);
+    let (dir2, _depot2, config2) = fresh();
+    let answers = clima_comms::on_thread_ranks(3, |ctx| {
+        clima_artifact_runtime::ensure_files_collective(
+            ctx,
+            "data",
+            &v2,
+            dir2.path(),
+            &config2,
+            &["d7/f117.txt"],
+        )
+        .map_err(|e| e.to_string())
+    });
+    let first = answers[0].clone().unwrap_err();
+    assert!(
+        answers.iter().all(|a| a.as_ref().err() == Some(&first)),
+        "{answers:?}"
+    );
+
+    // Node-local: two nodes of two ranks, a depot each.
+    let nodes = tempfile::tempdir().unwrap();
+    let base = server.gets("data.tar.gz");
+    let answers = clima_comms::on_thread_ranks(4, |ctx| {
+        let node = ctx.rank() / 2;
+        let mut c = config.clone();
+        c.node_id = Some(format!("n{node}"));
+        c.node_local_depot = Some(nodes.path().join(format!("node{node}")).into());
+        clima_artifact_runtime::ensure_files_collective(
+            ctx,
+            "data",
+            &v,
+            dir.path(),
+            &c,
+            &["d8/f18.txt"],
+        )
+        .map(|f| f.paths)
+        .map_err(|e| e.to_string())
+    });
+    for (rank, a) in answers.iter().enumerate() {
+        let want = nodes
+            .path()
+            .join(format!("node{}", rank / 2))
+            .join("clima_partial")
+            .join(m.tree.to_hex())
+            .join("d8/f18.txt");
+        assert_eq!(a, &Ok(vec![want]), "rank {rank}");
+    }
+    assert!(
+        server.gets("data.tar.gz") - base <= 6,
+        "at most one fetch per node"
+    );
+}
