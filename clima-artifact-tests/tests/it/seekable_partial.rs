@@ -452,3 +452,61 @@ fn collective_calls_fetch_once_and_every_rank_gets_the_same_answer() {
         "at most one fetch per node"
     );
 }
+
+/// A whole install after some files were fetched alone copies those (their blob ids checked)
+/// and fetches only the rest by ranges; a partial file changed since is not trusted but
+/// fetched again; the tree installed is the manifest's.
+#[test]
+fn a_later_whole_install_reuses_the_files_fetched_and_fetches_only_the_rest() {
+    let m = made(100);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let part = fetch(&v, &config, dir.path(), &["large.bin", "d1", "d2"]).unwrap();
+    assert!(part.whole.is_none());
+    // Someone changes a fetched file (its owner can): it must not be reused as it is.
+    let changed = depot
+        .join("clima_partial")
+        .join(m.tree.to_hex())
+        .join("d1/f11.txt");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&changed, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&changed, b"not the content").unwrap();
+    let before = server.bytes_sent_for("data.tar.gz");
+    let installed = ensure_variant("data", &v, dir.path(), &config).unwrap();
+    let whole = depot.join("artifacts").join(m.tree.to_hex());
+    assert_eq!(installed.path, whole);
+    assert_eq!(git_tree_hash(&whole), m.tree);
+    let sent = server.bytes_sent_for("data.tar.gz") - before;
+    let reused = m.member_bytes("large.bin");
+    // The rest, the index again, the first tail, the changed file, and at most one gap of
+    // held bytes between two fetched neighbours.
+    let slack = seekable::remote::FIRST_TAIL
+        + m.index().locator().index_length
+        + m.member_bytes("d1/f11.txt")
+        + seekable::remote::MAX_GAP;
+    assert!(
+        sent + reused <= m.bytes.len() as u64 + slack,
+        "{sent} bytes sent for the rest; {reused} of {} were held",
+        m.bytes.len()
+    );
+    match installed.origin {
+        clima_artifact_runtime::Origin::Downloaded { reused_bytes, .. } => {
+            assert!(reused_bytes.unwrap() >= reused, "{reused_bytes:?}")
+        }
+        o => panic!("{o:?}"),
+    }
+    let mode = std::fs::metadata(whole.join("bin/run"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o555);
+    let mode = std::fs::metadata(whole.join("large.bin"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o444);
+}

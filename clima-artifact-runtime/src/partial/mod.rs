@@ -41,6 +41,9 @@ use clima_artifact_progress::notice::{self, Event};
 use crate::install::{ManifestPlace, check_room, is_network, suggested_overrides_file};
 use crate::{Config, Error, Installed, Origin, SourceFailure};
 
+mod reuse;
+pub(crate) use reuse::install_reusing;
+
 /// What [`ensure_files`] made available.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Files {
@@ -123,7 +126,7 @@ pub fn ensure_files_collective(
 }
 
 /// A tarball read by ranges: over HTTP, or a local file (`file://`, a path).
-enum Ranges {
+pub(super) enum Ranges {
     Http(Box<RemoteFile>),
     Local { file: File, len: u64, url: String },
 }
@@ -157,7 +160,7 @@ impl RangeSource for Ranges {
 }
 
 impl Ranges {
-    fn received(&self) -> u64 {
+    pub(super) fn received(&self) -> u64 {
         match self {
             Ranges::Http(r) => r.received(),
             Ranges::Local { .. } => 0,
@@ -166,7 +169,7 @@ impl Ranges {
 }
 
 /// Why only some files could not be fetched from one download.
-enum Refusal {
+pub(super) enum Refusal {
     /// Not possible from this source: install the whole artifact instead.
     Whole(String),
     /// This source failed: try the next one.
@@ -264,7 +267,7 @@ pub fn ensure_files(
 }
 
 /// The downloads of `variant` usable now, those that say they are seekable first.
-fn ordered<'a>(
+pub(super) fn ordered<'a>(
     variant: &'a ArtifactVariant,
     config: &Config,
     place: &ManifestPlace,
@@ -366,7 +369,7 @@ fn range_refusal(url: &str, e: RangeError) -> Refusal {
 }
 
 /// What a failure while reading the tarball of `url` becomes.
-fn remote_refusal(url: &str, e: RemoteError<RangeError>) -> Refusal {
+pub(super) fn remote_refusal(url: &str, e: RemoteError<RangeError>) -> Refusal {
     match e {
         RemoteError::Source(e) => range_refusal(url, e),
         RemoteError::Index(e) => Refusal::Failed(SourceFailure::Archive {
