@@ -510,3 +510,37 @@ fn a_later_whole_install_reuses_the_files_fetched_and_fetches_only_the_rest() {
         & 0o777;
     assert_eq!(mode, 0o444);
 }
+
+/// A file replaced on the server between two range requests is never mixed: a server that
+/// honours `If-Range` answers the whole new file (then the whole install's `sha256` refuses
+/// it), one that ignores it answers with another ETag or size, refused naming the URL.
+#[test]
+fn a_file_replaced_between_two_ranges_is_never_mixed() {
+    let m = made(200);
+    let other = made(201);
+    for ignoring in [false, true] {
+        let server = TestServer::start();
+        server.serve("data.tar.gz", m.bytes.clone());
+        let replaced = other.bytes.clone();
+        let fault = if ignoring {
+            clima_artifact_tests::Fault::ReplaceIgnoringIfRange(replaced)
+        } else {
+            clima_artifact_tests::Fault::Replace(replaced)
+        };
+        server.fail_next("data.tar.gz", [clima_artifact_tests::Fault::Pass, fault]);
+        let v = m.variant(&server.url("data.tar.gz"), true);
+        let (dir, depot, config) = fresh();
+        let err = fetch(&v, &config, dir.path(), &["d3/f13.txt"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&server.url("data.tar.gz")), "{err}");
+        if ignoring {
+            assert!(err.contains("changed"), "{err}");
+        } else {
+            assert!(err.contains("sha256 mismatch"), "{err}");
+        }
+        let root = depot.join("clima_partial").join(m.tree.to_hex());
+        assert_eq!(files_under(&root), Vec::<String>::new());
+        assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+    }
+}
