@@ -544,3 +544,46 @@ fn a_file_replaced_between_two_ranges_is_never_mixed() {
         assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
     }
 }
+
+/// `gc` collects a partial folder as it collects an installed artifact: kept while a recorded
+/// manifest names the artifact, removed (with its count) once none does.
+#[test]
+fn gc_keeps_a_referenced_partial_folder_and_removes_an_unreferenced_one() {
+    let m = made(20);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    fetch(&v, &config, dir.path(), &["d1/f1.txt"]).unwrap();
+    let root = depot.join("clima_partial").join(m.tree.to_hex());
+    assert!(root.join("d1/f1.txt").is_file());
+    let manifest = |hash: &str| {
+        let text = format!("[data]\ngit-tree-sha1 = \"{hash}\"\n");
+        clima_artifact_manifest::Manifest::parse(&text, &dir.path().join("Artifacts.toml")).unwrap()
+    };
+    let options = |hash: &str| clima_artifact_ops::gc::Options {
+        manifests: vec![manifest(hash)],
+        all_depots: false,
+        delay: std::time::Duration::ZERO,
+        dry_run: false,
+        force: false,
+    };
+    let kept = clima_artifact_ops::gc::collect(&config, &options(&m.tree.to_hex())).unwrap();
+    assert!(kept.unreferenced.is_empty(), "{:?}", kept.unreferenced);
+    assert!(root.join("d1/f1.txt").is_file());
+    let other = "0123456789abcdef0123456789abcdef01234567";
+    let gone = clima_artifact_ops::gc::collect(&config, &options(other)).unwrap();
+    assert_eq!(gone.unreferenced.len(), 1, "{:?}", gone.unreferenced);
+    assert!(gone.unreferenced[0].removed);
+    assert!(!root.exists());
+    assert!(
+        !depot
+            .join("clima_partial")
+            .join(format!("{}.count", m.tree.to_hex()))
+            .exists()
+    );
+    assert_eq!(
+        files_under(&depot.join("clima_partial")),
+        Vec::<String>::new()
+    );
+}
