@@ -587,3 +587,43 @@ fn gc_keeps_a_referenced_partial_folder_and_removes_an_unreferenced_one() {
         Vec::<String>::new()
     );
 }
+
+/// The `Artifacts` API answers a sub-path of a seekable artifact as the macro does.
+#[test]
+fn the_artifacts_api_fetches_a_sub_path_alone() {
+    let m = made(40);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let manifest = dir.path().join("Artifacts.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[data]\ngit-tree-sha1 = \"{}\"\n[[data.download]]\nurl = \"{}\"\nsha256 = \"{}\"\nindex-sha256 = \"{}\"\n",
+            m.tree,
+            server.url("data.tar.gz"),
+            sha256(&m.bytes).to_hex(),
+            m.index_sha256.to_hex()
+        ),
+    )
+    .unwrap();
+    let artifacts = clima_artifact_runtime::Artifacts::load(&manifest)
+        .unwrap()
+        .with_config(test_config(std::slice::from_ref(&depot)));
+    let path = artifacts.ensure_installed("data/d6/f16.txt").unwrap();
+    assert_eq!(
+        path,
+        depot
+            .join("clima_partial")
+            .join(m.tree.to_hex())
+            .join("d6/f16.txt")
+    );
+    assert!(!artifacts.is_installed("data").unwrap());
+    let whole = artifacts.ensure_installed("data").unwrap();
+    assert_eq!(whole, depot.join("artifacts").join(m.tree.to_hex()));
+    assert_eq!(
+        artifacts.ensure_installed("data/d6/f16.txt").unwrap(),
+        whole.join("d6/f16.txt")
+    );
+}
