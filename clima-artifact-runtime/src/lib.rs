@@ -63,7 +63,9 @@ mod install;
 mod macros;
 mod node_stream;
 mod partial;
+mod ranged_source;
 mod resolve;
+mod subpath;
 
 /// The provenance access log: every artifact access in this process, aggregated per artifact
 /// into the records of the report (the crate `clima-artifact-provenance`).

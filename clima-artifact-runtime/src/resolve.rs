@@ -26,6 +26,7 @@ use clima_artifact_manifest::{
 };
 
 use crate::access_log::{AccessEvent, RecordedOrigin};
+pub(crate) use crate::subpath::with_subpath;
 use crate::{Config, Context, Error};
 use crate::{Installed, Origin};
 
@@ -534,46 +535,6 @@ fn subpath_in(name: &str, dir: &Path, sub: &str, hash: &GitTreeSha1) -> Result<P
         return Ok(known);
     }
     with_subpath(name, dir, Some(sub))
-}
-
-/// `dir` itself, or `dir/sub` if it exists (a symlink inside the artifact counts as present),
-/// else [`Error::SubPathMissing`] listing what the artifact's top level holds. The one
-/// sub-path check of `clima_artifact!` and [`Artifacts`](crate::Artifacts).
-pub(crate) fn with_subpath(name: &str, dir: &Path, sub: Option<&str>) -> Result<PathBuf, Error> {
-    let Some(sub) = sub else {
-        return Ok(dir.to_owned());
-    };
-    let full = dir.join(sub);
-    if full.symlink_metadata().is_ok() {
-        Ok(full)
-    } else {
-        Err(Error::SubPathMissing {
-            name: name.to_owned(),
-            subpath: sub.to_owned(),
-            artifact_path: dir.to_owned(),
-            top_level: list_dir(dir),
-        })
-    }
-}
-
-fn list_dir(dir: &Path) -> String {
-    let mut names: Vec<String> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => return "nothing readable".to_owned(),
-    };
-    names.sort();
-    if names.is_empty() {
-        return "nothing".to_owned();
-    }
-    if names.len() > 12 {
-        let more = names.len() - 12;
-        names.truncate(12);
-        names.push(format!("... and {more} more"));
-    }
-    names.join(", ")
 }
 
 /// What an expansion returns after a compile error, so the caller sees no follow-up type errors.

@@ -34,6 +34,7 @@
 //! when renaming, another process won the race: that is success.
 
 mod attempt;
+mod reuse;
 mod seekable;
 pub(crate) mod sha256_copy;
 mod transfer;
@@ -155,7 +156,7 @@ pub(crate) fn ensure_variant_tapped(
     // when the bytes also go to other nodes: they need the whole stream).
     if taps.is_none()
         && let Some(installed) =
-            crate::partial::install_reusing(name, variant, &manifest.file, config, &target.staging)?
+            reuse::install_reusing(name, variant, &manifest.file, config, &target.staging)?
     {
         return Ok(installed);
     }

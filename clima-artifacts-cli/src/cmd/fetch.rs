@@ -39,7 +39,7 @@ struct Fetched {
 pub fn run(args: FetchArgs) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
     if !args.only.is_empty() {
-        return super::fetch_only::run(&args, &manifest);
+        return super::fetch_only::run(&args, &manifest, install_config(args.json)?);
     }
     let jobs = jobs(&manifest, &args)?;
     let config = install_config(args.json)?;

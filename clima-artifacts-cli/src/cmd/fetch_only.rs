@@ -32,8 +32,12 @@ struct FetchedFiles {
     seconds: f64,
 }
 
-/// Entry point of `fetch --only`.
-pub fn run(args: &FetchArgs, manifest: &Manifest) -> CliResult {
+/// Entry point of `fetch --only`, with `fetch`'s runtime configuration.
+pub fn run(
+    args: &FetchArgs,
+    manifest: &Manifest,
+    config: clima_artifact_runtime::Config,
+) -> CliResult {
     let [name] = args.names.as_slice() else {
         return Err(CliError::usage(
             "--only takes the paths of one artifact: name exactly one artifact",
@@ -41,7 +45,6 @@ pub fn run(args: &FetchArgs, manifest: &Manifest) -> CliResult {
     };
     cmd::check_names(manifest, std::slice::from_ref(name))?;
     let variant = cmd::select_for(manifest, name, args.platform.platform.as_ref())?.clone();
-    let config = super::fetch::install_config(args.json)?;
     let paths: Vec<&str> = args.only.iter().map(String::as_str).collect();
     for p in &paths {
         clima_artifact_manifest::split_name_and_subpath(&format!("{name}/{p}"))

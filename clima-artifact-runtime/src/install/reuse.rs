@@ -35,8 +35,8 @@ use clima_artifact_net::ranges::RangeError;
 use clima_artifact_net::trust::redact_url;
 use clima_artifact_progress::notice::{self, Event};
 
-use super::{Ranges, Refusal, open, ordered, remote_refusal};
-use crate::install::{ManifestPlace, check_room};
+use super::{ManifestPlace, check_room};
+use crate::ranged_source::{Ranges, Refusal, open, ordered, remote_refusal};
 use crate::{Config, Error, Installed, Origin};
 
 /// The share of the members' bytes that must be held already for the reuse to be worth it.
@@ -61,7 +61,7 @@ pub(crate) fn install_reusing(
     }
     let place = ManifestPlace::of(manifest);
     // The first usable download, which the seekable ones come first among.
-    let Some(dl) = ordered(variant, config, &place).into_iter().next() else {
+    let Some(dl) = ordered(variant, config, &place.folder).into_iter().next() else {
         return Ok(None);
     };
     let start = Instant::now();
@@ -105,7 +105,7 @@ fn rebuild(
 ) -> Result<Option<(std::path::PathBuf, u64, u64)>, Refusal> {
     let depot = staging.depot();
     let hash = variant.git_tree_sha1;
-    let (mut src, tail) = open(dl, place, config)?;
+    let (mut src, tail) = open(dl, &place.folder, config)?;
     let expected = Expected {
         tree_sha1: hash,
         tree_sha256: variant.git_tree_sha256,
