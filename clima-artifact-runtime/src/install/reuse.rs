@@ -33,7 +33,9 @@ use clima_artifact_fs::Dir;
 use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_net::ranges::RangeError;
 use clima_artifact_net::trust::redact_url;
-use clima_artifact_progress::notice::{self, Event};
+use clima_artifact_progress::notice;
+
+use crate::notice::InstallEvent;
 
 use super::{ManifestPlace, check_room};
 use crate::ranged_source::{Ranges, Refusal, open, ordered, remote_refusal};
@@ -73,7 +75,7 @@ pub(crate) fn install_reusing(
         Err(Refusal::Whole(why)) => return Ok(said(name, why)),
         Err(Refusal::Failed(f)) => return Ok(said(name, f.to_string())),
     };
-    notice::emit(Event::Installed {
+    notice::emit(InstallEvent::Installed {
         artifact: name.to_owned(),
         from: None,
         path: path.clone(),
@@ -160,7 +162,7 @@ fn rebuild(
 
 /// The warning that the files fetched before are not reused (`why`), and `None`.
 fn said(name: &str, why: String) -> Option<Installed> {
-    notice::emit(Event::PartialFallback {
+    notice::emit(InstallEvent::PartialFallback {
         artifact: name.to_owned(),
         why: format!("the files fetched before are not reused: {why}"),
     });
