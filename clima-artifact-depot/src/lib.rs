@@ -34,11 +34,11 @@
 //! - The reclamation of what dead installs left (`reclaim`) and the usage log (`usage`).
 //! - [`Depot::recorded_tree_sha256`], [`Depot::record_tree_sha256`]: the record of an
 //!   installed copy's git tree SHA-256, verified once (`tree_sha256`).
-//! - [`Blobs`]: content the installed artifacts of some depots hold, found by its git blob id
-//!   and size and verified when handed out (`blobs`; for a ranged install that copies what
-//!   the depot has instead of fetching it).
 //! - [`Depot::partial_file`], [`Staging::partial_files`] ([`PartialFiles`]): the files of an
 //!   artifact fetched one by one, in `<depot>/clima_partial/<hash>/` (`partial_files`).
+//! - [`Blobs`]: content the installed artifacts (and files fetched one by one) of some depots hold, found by its git blob id
+//!   and size and verified when handed out (`blobs`; for a ranged install that copies what
+//!   the depot has instead of fetching it).
 //! - [`Installed`], [`Origin`]: what making an artifact available returns.
 //! - [`Error`]: what a depot operation fails with; the runtime's error wraps it.
 //! - [`notice`]: the depot's notices and their lines ([`notice::LockEvent`]: lock waits and

@@ -19,12 +19,11 @@ use std::path::{Path, PathBuf};
 
 use clima_artifact_fs::{Dir, EntryKind};
 use clima_artifact_manifest::GitTreeSha1;
-use clima_artifact_manifest::layout::{self, PARTIAL_FILE_MARK};
+use clima_artifact_manifest::layout::{
+    self, PARTIAL_COUNT_SUFFIX as COUNT_SUFFIX, PARTIAL_FILE_MARK,
+};
 
 use crate::{Depot, Error, Staging};
-
-/// The end of the name of the file that records an artifact's number of files.
-const COUNT_SUFFIX: &str = ".count";
 
 /// Most files counted or listed in one artifact's partial folder (a bound on the walk).
 const MAX_LISTED: usize = 10_000_000;

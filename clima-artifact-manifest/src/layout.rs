@@ -22,6 +22,7 @@
 //!                                      seekable tarball (read-only, each verified), for an
 //!                                      artifact not installed whole; outside `artifacts/`,
 //!                                      where neither Julia's lookups nor `Pkg.gc()` look
+//!     <git-tree-sha1>.count            how many files the whole artifact has (for `list`)
 //!     <git-tree-sha1>/.<name>.clima-partial-<owner>
 //!                                      such a file being written (renamed when verified)
 //!   logs/
@@ -83,6 +84,9 @@ pub const PARTIAL_PREFIX: &str = ".partial-";
 pub const PROBE_PREFIX: &str = ".probe-";
 /// `<depot>/clima_partial`: files of artifacts fetched one by one (see [`partial_files_dir`]).
 pub const PARTIAL_FILES: &str = "clima_partial";
+/// The end of the name of the file that records how many files an artifact has, beside its
+/// partial folder: `<depot>/clima_partial/<hash>.count`.
+pub const PARTIAL_COUNT_SUFFIX: &str = ".count";
 /// The mark of a partial file being written: `.<name>.clima-partial-<owner>`.
 pub const PARTIAL_FILE_MARK: &str = ".clima-partial-";
 /// In a project (not a depot): the folder of per-artifact recipe folders,

@@ -66,7 +66,9 @@ mod macros;
 mod node_stream;
 pub mod notice;
 mod partial;
+mod ranged_source;
 mod resolve;
+mod subpath;
 
 /// The provenance access log: every artifact access in this process, aggregated per artifact
 /// into the records of the report (the crate `clima-artifact-provenance`).
@@ -113,5 +115,5 @@ pub use config::Config;
 pub use error::{Error, IoCause, SourceFailure};
 pub use install::ensure_variant;
 pub use macros::set_macro_config;
-pub use partial::{Files, ensure_files};
+pub use partial::{Files, ensure_files, ensure_files_collective};
 pub use report::{Report, ReportGuard, report};

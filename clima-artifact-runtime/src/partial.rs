@@ -19,32 +19,27 @@
 //! `Content-Range`, the same total, a bounded body); what a server sends is trusted only
 //! through the authenticated index. A file is visible only once its blob id is the index's.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clima_artifact_depot::{Depot, Stage, Staged, Wait, first_writable, lookup};
-use clima_artifact_extract::seekable::remote::{
-    FIRST_TAIL, RangeSource, RemoteError, SpanReader, remote_index,
-};
+use clima_artifact_extract::seekable::remote::{RemoteError, SpanReader, remote_index};
 use clima_artifact_extract::seekable::{Authenticated, Expected, IndexLimits};
 use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
-use clima_artifact_net::NetError;
-use clima_artifact_net::ranges::{RangeError, RemoteFile};
-use clima_artifact_net::source::{self as download, Location};
+use clima_artifact_net::ranges::RangeError;
 use clima_artifact_net::trust::redact_url;
 use clima_artifact_progress::notice;
 
 use crate::notice::InstallEvent;
 
-use crate::install::{ManifestPlace, check_room, is_network, suggested_overrides_file};
-use crate::{Config, Error, Installed, SourceFailure};
+use crate::install::{ManifestPlace, check_room, suggested_overrides_file};
+use crate::ranged_source::{Ranges, Refusal, open, ordered, remote_refusal};
+use crate::{Config, Error, Installed, Origin, SourceFailure};
 
 /// What [`ensure_files`] made available.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Files {
     /// The full path of each path asked for, in order: inside the installed artifact, or in
     /// the partial folder.
@@ -60,60 +55,65 @@ pub struct Files {
     pub received: u64,
     /// The URL the files came from (without credentials), when some were fetched.
     pub url: Option<String>,
+    /// Wall time of the call in seconds.
+    pub seconds: f64,
 }
 
-/// A tarball read by ranges: over HTTP, or a local file (`file://`, a path).
-enum Ranges {
-    Http(Box<RemoteFile>),
-    Local { file: File, len: u64, url: String },
-}
-
-impl RangeSource for Ranges {
-    type Error = RangeError;
-
-    fn len(&self) -> u64 {
-        match self {
-            Ranges::Http(r) => r.len(),
-            Ranges::Local { len, .. } => *len,
+impl Files {
+    /// Where the files came from, as the provenance report records it: downloaded by this
+    /// call (the bytes received), else from the depot (or the whole artifact's origin).
+    pub fn origin(&self) -> Origin {
+        if let Some(whole) = &self.whole {
+            return whole.origin.clone();
         }
-    }
-
-    fn read(&mut self, start: u64, len: u64) -> Result<Vec<u8>, RangeError> {
-        match self {
-            Ranges::Http(r) => r.read(start, len),
-            Ranges::Local { file, url, .. } => {
-                let mut buf = vec![0; usize::try_from(len).unwrap_or(0)];
-                file.read_exact_at(&mut buf, start).map_err(|e| {
-                    RangeError::Net(NetError::Transport {
-                        url: url.clone(),
-                        reason: format!("cannot read bytes {start}..+{len}: {e}"),
-                        transient: false,
-                    })
-                })?;
-                Ok(buf)
-            }
+        match &self.url {
+            Some(url) if self.fetched > 0 => Origin::Downloaded {
+                url: url.clone(),
+                bytes: self.received,
+                received_bytes: Some(self.received),
+                reused_bytes: Some(0),
+                seconds: self.seconds,
+            },
+            _ => Origin::Depot,
         }
     }
 }
 
-impl Ranges {
-    fn received(&self) -> u64 {
-        match self {
-            Ranges::Http(r) => r.received(),
-            Ranges::Local { .. } => 0,
-        }
-    }
+/// Whether a call for a sub-path of `variant` should fetch that file alone when the artifact
+/// is not installed: a download says it is seekable (`index-sha256`). (`fetch --only` tries
+/// any download: a tarball whose footer says seekable is read by ranges too.)
+pub(crate) fn prefers_partial(variant: &ArtifactVariant) -> bool {
+    variant.downloads.iter().any(|d| d.index_sha256.is_some())
 }
 
-/// Why only some files could not be fetched from one download.
-enum Refusal {
-    /// Not possible from this source: install the whole artifact instead.
-    Whole(String),
-    /// This source failed: try the next one.
-    Failed(SourceFailure),
-    /// Not a matter of the source (a path the artifact does not have, a depot that refuses):
-    /// the call fails.
-    Fatal(Error),
+/// [`ensure_files`] as a collective call over `ctx` (every rank must make it, as for
+/// [`ensure_collective`](crate::ensure_collective)): rank 0 fetches the files once and every
+/// rank gets its answer, or the same error. In node-local mode the leader of each node
+/// fetches them into its node's depot (a few ranges each: no broadcast of the bytes), and
+/// the ranks of a node get their leader's answer.
+pub fn ensure_files_collective(
+    ctx: &dyn clima_comms::Context,
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &Path,
+    config: &Config,
+    paths: &[&str],
+) -> Result<Files, Error> {
+    let what = format!("fetching files of artifact `{name}`");
+    let Some(node_depot) = &config.node_local_depot else {
+        return clima_comms::root_decides(ctx, &what, || {
+            ensure_files(name, variant, manifest, config, paths)
+        });
+    };
+    let node = crate::node_stream::split_nodes(ctx, config)?;
+    let mut node_config = config.clone();
+    node_config.depots.retain(|d| d != node_depot);
+    node_config.depots.insert(0, node_depot.clone());
+    let mine = clima_comms::root_decides(&*node, &what, || {
+        ensure_files(name, variant, manifest, &node_config, paths)
+    });
+    // Every rank of the job gets an error if any node failed (the lowest node's).
+    clima_comms::all_succeed(ctx, mine, |_, e| e)
 }
 
 /// Makes the files `paths` (each a file, a symlink, or a folder whose files are all meant)
@@ -161,7 +161,7 @@ pub fn ensure_files(
     };
     let mut failures = Vec::new();
     let mut why_whole = None;
-    let sources = ordered(variant, config, &place);
+    let sources = ordered(variant, config, &place.folder);
     for (k, dl) in sources.iter().enumerate() {
         match fetch_from(name, variant, dl, &place, config, &staging, paths) {
             Ok(files) => return Ok(files),
@@ -203,26 +203,11 @@ pub fn ensure_files(
     })
 }
 
-/// The downloads of `variant` usable now, those that say they are seekable first.
-fn ordered<'a>(
-    variant: &'a ArtifactVariant,
-    config: &Config,
-    place: &ManifestPlace,
-) -> Vec<&'a Download> {
-    let mut usable: Vec<&Download> = variant
-        .downloads
-        .iter()
-        .filter(|d| !config.offline || !is_network(&d.url, &place.folder))
-        .collect();
-    usable.sort_by_key(|d| d.index_sha256.is_none());
-    usable
-}
-
 /// The paths asked for inside the whole artifact `whole`.
 fn inside(name: &str, whole: Installed, paths: &[&str]) -> Result<Files, Error> {
     let paths = paths
         .iter()
-        .map(|p| crate::resolve::with_subpath(name, &whole.path, Some(p)))
+        .map(|p| crate::subpath::with_subpath(name, &whole.path, Some(p)))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Files {
         paths,
@@ -231,6 +216,7 @@ fn inside(name: &str, whole: Installed, paths: &[&str]) -> Result<Files, Error> 
         held: 0,
         received: 0,
         url: None,
+        seconds: 0.0,
     })
 }
 
@@ -249,69 +235,8 @@ fn all_held(depots: &[Depot], variant: &ArtifactVariant, paths: &[&str]) -> Opti
         fetched: 0,
         received: 0,
         url: None,
+        seconds: 0.0,
     })
-}
-
-/// Opens `dl` for reading by ranges: its last bytes and the source.
-fn open(
-    dl: &Download,
-    place: &ManifestPlace,
-    config: &Config,
-) -> Result<(Ranges, Vec<u8>), Refusal> {
-    let failed = |error: NetError| Refusal::Failed(SourceFailure::Net { error, attempts: 1 });
-    match download::locate(&dl.url, &place.folder) {
-        Location::File(path) => {
-            let file = File::open(&path).map_err(|e| {
-                failed(NetError::LocalSource {
-                    url: dl.url.clone(),
-                    path: path.clone(),
-                    cause: e.into(),
-                })
-            })?;
-            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-            let mut src = Ranges::Local {
-                file,
-                len,
-                url: dl.url.clone(),
-            };
-            let n = len.min(FIRST_TAIL);
-            let tail = src
-                .read(len - n, n)
-                .map_err(|e| range_refusal(&dl.url, e))?;
-            Ok((src, tail))
-        }
-        Location::Unsupported(reason) => Err(failed(NetError::UnsupportedUrl {
-            url: dl.url.clone(),
-            reason,
-        })),
-        Location::Http(_) => {
-            let agent = download::agent(&config.net).map_err(failed)?;
-            let (file, tail) = RemoteFile::open(&agent, &dl.url, &config.net, FIRST_TAIL)
-                .map_err(|e| range_refusal(&dl.url, e))?;
-            Ok((Ranges::Http(Box::new(file)), tail))
-        }
-    }
-}
-
-fn range_refusal(url: &str, e: RangeError) -> Refusal {
-    match e {
-        RangeError::NoRanges { .. } => Refusal::Whole(e.to_string()),
-        RangeError::Net(error) => {
-            let _ = url;
-            Refusal::Failed(SourceFailure::Net { error, attempts: 1 })
-        }
-    }
-}
-
-/// What a failure while reading the tarball of `url` becomes.
-fn remote_refusal(url: &str, e: RemoteError<RangeError>) -> Refusal {
-    match e {
-        RemoteError::Source(e) => range_refusal(url, e),
-        RemoteError::Index(e) => Refusal::Failed(SourceFailure::Archive {
-            url: url.to_owned(),
-            reason: format!("the seekable tarball, read by byte ranges: {e}"),
-        }),
-    }
 }
 
 /// Fetches the files `paths` of `variant` from `dl` into the partial folder of `staging`.
@@ -326,7 +251,7 @@ fn fetch_from(
 ) -> Result<Files, Refusal> {
     let start = Instant::now();
     let url = dl.url.as_str();
-    let (mut src, tail) = open(dl, place, config)?;
+    let (mut src, tail) = open(dl, &place.folder, config)?;
     let expected = Expected {
         tree_sha1: variant.git_tree_sha1,
         tree_sha256: variant.git_tree_sha256,
@@ -404,6 +329,7 @@ fn fetch_from(
         held: held.len(),
         received,
         url: Some(redact_url(url)),
+        seconds: start.elapsed().as_secs_f64(),
     })
 }
 

@@ -78,8 +78,18 @@ fn create(file_name: &str, extra: &[&str]) -> Made {
             "--tarball-out",
         ])
         .arg(sandbox.work.join(file_name))
-        .arg("--url")
-        .arg(format!("file://{}", sandbox.work.join(file_name).display()))
+        // The tarball's own `file://` URL, unless `extra` gives one.
+        .args(
+            (!extra.contains(&"--url"))
+                .then(|| {
+                    [
+                        "--url".to_owned(),
+                        format!("file://{}", sandbox.work.join(file_name).display()),
+                    ]
+                })
+                .into_iter()
+                .flatten(),
+        )
         .args(extra)
         .current_dir(sandbox.root.path())
         .output()
@@ -556,4 +566,122 @@ fn fetch_unpacks_a_seekable_tarball_with_the_workers_the_variable_says() {
         stderr.contains("CLIMA_ARTIFACTS_INSTALL_THREADS"),
         "{stderr}"
     );
+}
+
+/// `fetch NAME --only PATH...` (issue 49, item 3): a file and a folder of a seekable artifact
+/// served over loopback come alone, by byte ranges, into the depot's partial folder (the bytes
+/// the server sent stay near those files' members and the index); `artifacts/<hash>` is not
+/// made; `list` says `partial: N of M files`; a later `fetch NAME` installs the whole artifact.
+#[test]
+fn fetch_only_fetches_some_files_and_list_says_partial() {
+    let server = clima_artifact_tests::TestServer::start();
+    let made = create("data.tar.gz", &["--url", &server.url("data.tar.gz")]);
+    server.serve("data.tar.gz", fs::read(&made.tarball).unwrap());
+    let auth = the_index_authenticates(&made);
+    let root = made.sandbox.root.path();
+    let depot = root.join("depot-partial");
+    let out = cli(&depot, root)
+        .args([
+            "fetch",
+            "data",
+            "--json",
+            "--only",
+            "README.md",
+            "données/été",
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let got = json(&out);
+    assert_eq!(got["held_as"], "partial", "{got}");
+    assert_eq!(got["fetched"], 3, "{got}");
+    let partial = depot.join("clima_partial").join(made.tree.to_hex());
+    assert_eq!(
+        got["paths"][0].as_str().unwrap(),
+        partial.join("README.md").to_str().unwrap()
+    );
+    assert_eq!(
+        fs::read_to_string(partial.join("données/été/température.csv")).unwrap(),
+        "t,K\n0,273.15\n"
+    );
+    assert_eq!(
+        fs::read_link(partial.join("données/été/readme")).unwrap(),
+        Path::new("../../README.md")
+    );
+    assert!(!depot.join("artifacts").join(made.tree.to_hex()).exists());
+    let members: u64 = auth
+        .index()
+        .entries
+        .iter()
+        .filter(|e| e.path == b"README.md" || e.path.starts_with("données/été/".as_bytes()))
+        .map(|e| e.length)
+        .sum();
+    let bound = members
+        + auth.locator().index_length
+        + seekable::remote::FIRST_TAIL
+        + 2 * seekable::remote::MAX_GAP;
+    let sent = server.bytes_sent_for("data.tar.gz");
+    assert!(sent <= bound, "{sent} bytes sent; bound {bound}");
+    assert!(
+        sent * 20 < fs::metadata(&made.tarball).unwrap().len(),
+        "{sent}"
+    );
+
+    let total = auth.index().entries.len();
+    let out = cli(&depot, root).args(["list"]).output().unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("partial: 3 of {total} files")),
+        "{text}"
+    );
+    let out = cli(&depot, root).args(["list", "--json"]).output().unwrap();
+    let rows = json(&out);
+    assert_eq!(rows[0]["partial_files"], 3, "{rows}");
+
+    // The whole artifact afterwards: installed as always, and `--only` answers inside it.
+    let out = cli(&depot, root).args(["fetch", "data"]).output().unwrap();
+    assert_ok(&out);
+    let whole = depot.join("artifacts").join(made.tree.to_hex());
+    if have_git() {
+        assert_eq!(git_tree_hash(&whole), made.tree);
+    }
+    let out = cli(&depot, root)
+        .args(["fetch", "data", "--json", "--only", "README.md"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let got = json(&out);
+    assert_eq!(got["held_as"], "whole", "{got}");
+    assert_eq!(
+        got["paths"][0].as_str().unwrap(),
+        whole.join("README.md").to_str().unwrap()
+    );
+}
+
+/// `--only` with several artifacts, or with a path that is not in the artifact, is refused
+/// with what to do.
+#[test]
+fn fetch_only_refuses_several_artifacts_and_missing_paths() {
+    let made = create("data.tar.gz", &[]);
+    let root = made.sandbox.root.path();
+    let depot = root.join("depot-refused");
+    let out = cli(&depot, root)
+        .args(["fetch", "data", "data", "--only", "README.md"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("one artifact"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cli(&depot, root)
+        .args(["fetch", "data", "--only", "no/such/file"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no/such/file"), "{stderr}");
+    assert!(!depot.join("artifacts").join(made.tree.to_hex()).exists());
 }

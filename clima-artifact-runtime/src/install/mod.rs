@@ -34,6 +34,7 @@
 //! when renaming, another process won the race: that is success.
 
 mod attempt;
+mod reuse;
 mod seekable;
 pub(crate) mod sha256_copy;
 mod transfer;
@@ -153,6 +154,14 @@ pub(crate) fn ensure_variant_tapped(
         // Not when waiting: a holder is waited for, or the wait is an error.
         Staged::Busy => return Err(busy(name, &hash)),
     };
+    // Files of it fetched one by one before are reused, with only the rest fetched (not
+    // when the bytes also go to other nodes: they need the whole stream).
+    if taps.is_none()
+        && let Some(installed) =
+            reuse::install_reusing(name, variant, &manifest.file, config, &target.staging)?
+    {
+        return Ok(installed);
+    }
     download_and_install(name, variant, &allowed, manifest, config, target, taps)
 }
 

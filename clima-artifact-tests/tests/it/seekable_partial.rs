@@ -335,3 +335,295 @@ fn an_installed_artifact_answers_from_inside_it_and_a_later_install_is_whole() {
         std::fs::read(&after.paths[0]).unwrap()
     );
 }
+
+/// The size policy: an artifact too large to download whole on first use stays usable file
+/// by file, and the whole install's error says so.
+#[test]
+fn an_artifact_too_large_to_download_whole_stays_usable_file_by_file() {
+    let m = made(100);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let mut v = m.variant(&server.url("data.tar.gz"), true);
+    v.downloads[0].size = Some(m.bytes.len() as u64);
+    let (dir, depot, mut config) = fresh();
+    config.max_download_size = Some(m.bytes.len() as u64 / 4);
+    let err = ensure_variant("data", &v, dir.path(), &config).unwrap_err();
+    assert!(matches!(err, Error::DownloadTooLarge { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("file by file"), "{text}");
+    assert!(text.contains("fetch data --only PATH"), "{text}");
+    let files = fetch(&v, &config, dir.path(), &["d5/f55.txt"]).unwrap();
+    assert_eq!(
+        std::fs::read(&files.paths[0]).unwrap(),
+        std::fs::read(m.content().join("d5/f55.txt")).unwrap()
+    );
+    // A file larger than the limit is refused like the whole artifact.
+    let err = fetch(&v, &config, dir.path(), &["large.bin"]).unwrap_err();
+    assert!(matches!(err, Error::DownloadTooLarge { .. }), "{err}");
+    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+}
+
+/// Under a context of several ranks the root fetches once and every rank gets its answer;
+/// an error is the same on every rank; in node-local mode each node's leader fetches into its
+/// node's depot and its ranks get that path.
+#[test]
+fn collective_calls_fetch_once_and_every_rank_gets_the_same_answer() {
+    let m = made(200);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let answers = clima_comms::on_thread_ranks(4, |ctx| {
+        clima_artifact_runtime::ensure_files_collective(
+            ctx,
+            "data",
+            &v,
+            dir.path(),
+            &config,
+            &["d7/f117.txt"],
+        )
+        .map(|f| f.paths)
+        .map_err(|e| e.to_string())
+    });
+    let want = depot
+        .join("clima_partial")
+        .join(m.tree.to_hex())
+        .join("d7/f117.txt");
+    assert!(
+        answers.iter().all(|a| *a == Ok(vec![want.clone()])),
+        "{answers:?}"
+    );
+    let once = server.gets("data.tar.gz");
+    assert!(once <= 3, "{once} requests for one file, fetched once");
+
+    // The same error on every rank.
+    let lying = TestServer::start();
+    lying.serve("data.tar.gz", m.bytes.clone());
+    lying.corrupt_ranges("data.tar.gz");
+    let v2 = m.variant(&lying.url("data.tar.gz"), true);
+    let (dir2, _depot2, config2) = fresh();
+    let answers = clima_comms::on_thread_ranks(3, |ctx| {
+        clima_artifact_runtime::ensure_files_collective(
+            ctx,
+            "data",
+            &v2,
+            dir2.path(),
+            &config2,
+            &["d7/f117.txt"],
+        )
+        .map_err(|e| e.to_string())
+    });
+    let first = answers[0].clone().unwrap_err();
+    assert!(
+        answers.iter().all(|a| a.as_ref().err() == Some(&first)),
+        "{answers:?}"
+    );
+
+    // Node-local: two nodes of two ranks, a depot each.
+    let nodes = tempfile::tempdir().unwrap();
+    let base = server.gets("data.tar.gz");
+    let answers = clima_comms::on_thread_ranks(4, |ctx| {
+        let node = ctx.rank() / 2;
+        let mut c = config.clone();
+        c.node_id = Some(format!("n{node}"));
+        c.node_local_depot = Some(nodes.path().join(format!("node{node}")).into());
+        clima_artifact_runtime::ensure_files_collective(
+            ctx,
+            "data",
+            &v,
+            dir.path(),
+            &c,
+            &["d8/f18.txt"],
+        )
+        .map(|f| f.paths)
+        .map_err(|e| e.to_string())
+    });
+    for (rank, a) in answers.iter().enumerate() {
+        let want = nodes
+            .path()
+            .join(format!("node{}", rank / 2))
+            .join("clima_partial")
+            .join(m.tree.to_hex())
+            .join("d8/f18.txt");
+        assert_eq!(a, &Ok(vec![want]), "rank {rank}");
+    }
+    assert!(
+        server.gets("data.tar.gz") - base <= 6,
+        "at most one fetch per node"
+    );
+}
+
+/// A whole install after some files were fetched alone copies those (their blob ids checked)
+/// and fetches only the rest by ranges; a partial file changed since is not trusted but
+/// fetched again; the tree installed is the manifest's.
+#[test]
+fn a_later_whole_install_reuses_the_files_fetched_and_fetches_only_the_rest() {
+    let m = made(100);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let part = fetch(&v, &config, dir.path(), &["large.bin", "d1", "d2"]).unwrap();
+    assert!(part.whole.is_none());
+    // Someone changes a fetched file (its owner can): it must not be reused as it is.
+    let changed = depot
+        .join("clima_partial")
+        .join(m.tree.to_hex())
+        .join("d1/f11.txt");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&changed, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&changed, b"not the content").unwrap();
+    let before = server.bytes_sent_for("data.tar.gz");
+    let installed = ensure_variant("data", &v, dir.path(), &config).unwrap();
+    let whole = depot.join("artifacts").join(m.tree.to_hex());
+    assert_eq!(installed.path, whole);
+    assert_eq!(git_tree_hash(&whole), m.tree);
+    let sent = server.bytes_sent_for("data.tar.gz") - before;
+    let reused = m.member_bytes("large.bin");
+    // The rest, the index again, the first tail, the changed file, and at most one gap of
+    // held bytes between two fetched neighbours.
+    let slack = seekable::remote::FIRST_TAIL
+        + m.index().locator().index_length
+        + m.member_bytes("d1/f11.txt")
+        + seekable::remote::MAX_GAP;
+    assert!(
+        sent + reused <= m.bytes.len() as u64 + slack,
+        "{sent} bytes sent for the rest; {reused} of {} were held",
+        m.bytes.len()
+    );
+    match installed.origin {
+        clima_artifact_runtime::Origin::Downloaded { reused_bytes, .. } => {
+            assert!(reused_bytes.unwrap() >= reused, "{reused_bytes:?}")
+        }
+        o => panic!("{o:?}"),
+    }
+    let mode = std::fs::metadata(whole.join("bin/run"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o555);
+    let mode = std::fs::metadata(whole.join("large.bin"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o444);
+}
+
+/// A file replaced on the server between two range requests is never mixed: a server that
+/// honours `If-Range` answers the whole new file (then the whole install's `sha256` refuses
+/// it), one that ignores it answers with another ETag or size, refused naming the URL.
+#[test]
+fn a_file_replaced_between_two_ranges_is_never_mixed() {
+    let m = made(200);
+    let other = made(201);
+    for ignoring in [false, true] {
+        let server = TestServer::start();
+        server.serve("data.tar.gz", m.bytes.clone());
+        let replaced = other.bytes.clone();
+        let fault = if ignoring {
+            clima_artifact_tests::Fault::ReplaceIgnoringIfRange(replaced)
+        } else {
+            clima_artifact_tests::Fault::Replace(replaced)
+        };
+        server.fail_next("data.tar.gz", [clima_artifact_tests::Fault::Pass, fault]);
+        let v = m.variant(&server.url("data.tar.gz"), true);
+        let (dir, depot, config) = fresh();
+        let err = fetch(&v, &config, dir.path(), &["d3/f13.txt"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&server.url("data.tar.gz")), "{err}");
+        if ignoring {
+            assert!(err.contains("changed"), "{err}");
+        } else {
+            assert!(err.contains("sha256 mismatch"), "{err}");
+        }
+        let root = depot.join("clima_partial").join(m.tree.to_hex());
+        assert_eq!(files_under(&root), Vec::<String>::new());
+        assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+    }
+}
+
+/// `gc` collects a partial folder as it collects an installed artifact: kept while a recorded
+/// manifest names the artifact, removed (with its count) once none does.
+#[test]
+fn gc_keeps_a_referenced_partial_folder_and_removes_an_unreferenced_one() {
+    let m = made(20);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    fetch(&v, &config, dir.path(), &["d1/f1.txt"]).unwrap();
+    let root = depot.join("clima_partial").join(m.tree.to_hex());
+    assert!(root.join("d1/f1.txt").is_file());
+    let manifest = |hash: &str| {
+        let text = format!("[data]\ngit-tree-sha1 = \"{hash}\"\n");
+        clima_artifact_manifest::Manifest::parse(&text, &dir.path().join("Artifacts.toml")).unwrap()
+    };
+    let options = |hash: &str| clima_artifact_ops::gc::Options {
+        manifests: vec![manifest(hash)],
+        all_depots: false,
+        delay: std::time::Duration::ZERO,
+        dry_run: false,
+        force: false,
+    };
+    let kept = clima_artifact_ops::gc::collect(&config, &options(&m.tree.to_hex())).unwrap();
+    assert!(kept.unreferenced.is_empty(), "{:?}", kept.unreferenced);
+    assert!(root.join("d1/f1.txt").is_file());
+    let other = "0123456789abcdef0123456789abcdef01234567";
+    let gone = clima_artifact_ops::gc::collect(&config, &options(other)).unwrap();
+    assert_eq!(gone.unreferenced.len(), 1, "{:?}", gone.unreferenced);
+    assert!(gone.unreferenced[0].removed);
+    assert!(!root.exists());
+    assert!(
+        !depot
+            .join("clima_partial")
+            .join(format!("{}.count", m.tree.to_hex()))
+            .exists()
+    );
+    assert_eq!(
+        files_under(&depot.join("clima_partial")),
+        Vec::<String>::new()
+    );
+}
+
+/// The `Artifacts` API answers a sub-path of a seekable artifact as the macro does.
+#[test]
+fn the_artifacts_api_fetches_a_sub_path_alone() {
+    let m = made(40);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let manifest = dir.path().join("Artifacts.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[data]\ngit-tree-sha1 = \"{}\"\n[[data.download]]\nurl = \"{}\"\nsha256 = \"{}\"\nindex-sha256 = \"{}\"\n",
+            m.tree,
+            server.url("data.tar.gz"),
+            sha256(&m.bytes).to_hex(),
+            m.index_sha256.to_hex()
+        ),
+    )
+    .unwrap();
+    let artifacts = clima_artifact_runtime::Artifacts::load(&manifest)
+        .unwrap()
+        .with_config(test_config(std::slice::from_ref(&depot)));
+    let path = artifacts.ensure_installed("data/d6/f16.txt").unwrap();
+    assert_eq!(
+        path,
+        depot
+            .join("clima_partial")
+            .join(m.tree.to_hex())
+            .join("d6/f16.txt")
+    );
+    assert!(!artifacts.is_installed("data").unwrap());
+    let whole = artifacts.ensure_installed("data").unwrap();
+    assert_eq!(whole, depot.join("artifacts").join(m.tree.to_hex()));
+    assert_eq!(
+        artifacts.ensure_installed("data/d6/f16.txt").unwrap(),
+        whole.join("d6/f16.txt")
+    );
+}

@@ -38,6 +38,9 @@ struct Fetched {
 /// Entry point of `fetch`.
 pub fn run(args: FetchArgs) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
+    if !args.only.is_empty() {
+        return super::fetch_only::run(&args, &manifest, install_config(args.json)?);
+    }
     let jobs = jobs(&manifest, &args)?;
     let config = install_config(args.json)?;
     let multi = progress::multi();
