@@ -9,8 +9,9 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
-use clima_artifact_fs::{Dir, EntryKind};
-use clima_artifact_manifest::layout::Entry;
+use clima_artifact_fs::{Dir, EntryKind, split_temp_name};
+use clima_artifact_manifest::GitTreeSha1;
+use clima_artifact_manifest::layout::{self, Entry};
 use sha1::Digest;
 
 use crate::depot::Depot;
@@ -34,7 +35,7 @@ impl Default for BlobLimits {
 /// A file of an installed artifact that may hold some content.
 #[derive(Debug)]
 struct Candidate {
-    /// The `artifacts` folder of its depot.
+    /// The `artifacts` (or `clima_partial`) folder of its depot.
     artifacts: std::sync::Arc<PathBuf>,
     /// The file's path in that folder, by component (the artifact's hash first).
     rel: Vec<OsString>,
@@ -45,8 +46,10 @@ struct Candidate {
 /// The files of the installed artifacts of some depots, by size.
 ///
 /// [`Blobs::scan`] walks the installed artifacts of some depots once (`artifacts/<hash>/`,
-/// which are renamed into place only when verified: never a temp folder, a partial file or
-/// anything else of the depot) and notes every regular file by its size; nothing is read.
+/// which are renamed into place only when verified: never a temp folder, a partial download or
+/// anything else of the depot), and the files of artifacts fetched one by one
+/// (`clima_partial/<hash>/<path>`, renamed to their names only when verified; those still
+/// being written, under their temp names, are left out) and notes every regular file by its size; nothing is read.
 /// [`Blobs::find`] then takes a git blob id (SHA-1) and a size and returns a file of that
 /// content, *verified now*: reached again from its artifact's folder without following any
 /// link, a regular file of that size, whose content hashes (`blob <size>\0` and the bytes,
@@ -82,35 +85,22 @@ pub struct FoundBlob {
 }
 
 impl Blobs {
-    /// Notes the regular files of every installed artifact of `depots` (in that order), by
-    /// size, without reading them or following any link, within `limits`. A depot or folder
-    /// that cannot be read is passed over.
+    /// Notes the regular files of every installed artifact of `depots` (in that order), and
+    /// of every artifact's files fetched one by one (`clima_partial/<hash>/`, verified files
+    /// only: not those still being written), by size, without reading them or following any
+    /// link, within `limits`. A depot or folder that cannot be read is passed over.
     pub fn scan(depots: &[Depot], limits: BlobLimits) -> Blobs {
         let mut blobs = Blobs {
             complete: true,
             ..Blobs::default()
         };
         for depot in depots {
-            let Ok(dir) = Dir::open(&depot.artifacts_dir()) else {
-                continue;
-            };
-            let artifacts = std::sync::Arc::new(dir.path().to_path_buf());
-            let Ok(entries) = dir.entries() else {
-                continue;
-            };
-            for e in entries {
-                let installed = e.kind == EntryKind::Dir
-                    && e.name
-                        .to_str()
-                        .is_some_and(|n| matches!(Entry::parse(n), Some(Entry::Artifact(_))));
-                if !installed {
-                    continue;
-                }
-                let Ok(Some(artifact)) = dir.open_dir(&e.name) else {
-                    continue;
-                };
-                let at = (artifacts.clone(), e.name.clone());
-                if !blobs.walk(artifact, at, &limits) {
+            let roots = [
+                depot.artifacts_dir(),
+                depot.root().join(layout::PARTIAL_FILES),
+            ];
+            for (k, root) in roots.iter().enumerate() {
+                if !blobs.scan_root(root, k == 0, &limits) {
                     blobs.complete = false;
                     return blobs;
                 }
@@ -119,8 +109,38 @@ impl Blobs {
         blobs
     }
 
-    /// Notes the files under `artifact`, the folder `name` of the `artifacts` folder `at.0`;
-    /// `false` once the limit is reached.
+    /// Notes the files of the artifacts' folders in `root`: `artifacts/<hash>` when
+    /// `installed`, else `clima_partial/<hash>`. `false` once the limit is reached.
+    fn scan_root(&mut self, root: &std::path::Path, installed: bool, limits: &BlobLimits) -> bool {
+        let Ok(dir) = Dir::open(root) else {
+            return true;
+        };
+        let shared_root = std::sync::Arc::new(dir.path().to_path_buf());
+        let Ok(entries) = dir.entries() else {
+            return true;
+        };
+        for e in entries {
+            let name = e.name.to_str().unwrap_or("");
+            let wanted = e.kind == EntryKind::Dir
+                && match installed {
+                    true => matches!(Entry::parse(name), Some(Entry::Artifact(_))),
+                    false => name.len() == 40 && GitTreeSha1::from_hex(name).is_ok(),
+                };
+            if !wanted {
+                continue;
+            }
+            let Ok(Some(artifact)) = dir.open_dir(&e.name) else {
+                continue;
+            };
+            if !self.walk(artifact, (shared_root.clone(), e.name.clone()), limits) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Notes the files under `artifact`, the folder `at.1` of the folder `at.0` (`artifacts`
+    /// or `clima_partial`); `false` once the limit is reached.
     fn walk(
         &mut self,
         artifact: Dir,
@@ -140,7 +160,12 @@ impl Blobs {
                 self.visited += 1;
                 let mut path = rel.clone();
                 path.push(e.name.clone());
+                let in_progress = e
+                    .name
+                    .to_str()
+                    .is_some_and(|n| split_temp_name(n, layout::PARTIAL_FILE_MARK).is_some());
                 match e.kind {
+                    EntryKind::File if in_progress => {}
                     EntryKind::File => self.by_size.entry(e.len).or_default().push(Candidate {
                         artifacts: artifacts.clone(),
                         rel: path,
@@ -351,6 +376,27 @@ mod tests {
             read(blobs.find(&id(b"ORIGINAL"), 8)).unwrap().1,
             dir.join("g.bin")
         );
+    }
+
+    #[test]
+    fn files_fetched_one_by_one_are_found_but_not_those_being_written() {
+        let t = tempfile::tempdir().unwrap();
+        let depot = Depot::new(t.path());
+        let hash = "78".repeat(20);
+        let dir = t
+            .path()
+            .join(layout::PARTIAL_FILES)
+            .join(&hash)
+            .join("era5");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("u.nc"), b"fetched").unwrap();
+        std::fs::write(dir.join(".v.nc.clima-partial-h.1.2"), b"halfway").unwrap();
+        let mut blobs = Blobs::scan(std::slice::from_ref(&depot), BlobLimits::default());
+        assert_eq!(
+            read(blobs.find(&id(b"fetched"), 7)).unwrap().1,
+            dir.join("u.nc")
+        );
+        assert!(blobs.find(&id(b"halfway"), 7).is_none());
     }
 
     #[test]

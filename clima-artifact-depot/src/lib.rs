@@ -36,7 +36,7 @@
 //!   installed copy's git tree SHA-256, verified once (`tree_sha256`).
 //! - [`Depot::partial_file`], [`Staging::partial_files`] ([`PartialFiles`]): the files of an
 //!   artifact fetched one by one, in `<depot>/clima_partial/<hash>/` (`partial_files`).
-//! - [`Blobs`]: content the installed artifacts of some depots hold, found by its git blob id
+//! - [`Blobs`]: content the installed artifacts (and files fetched one by one) of some depots hold, found by its git blob id
 //!   and size and verified when handed out (`blobs`; for a ranged install that copies what
 //!   the depot has instead of fetching it).
 //! - [`Installed`], [`Origin`]: what making an artifact available returns.

@@ -739,3 +739,35 @@ fn the_files_of_an_installed_artifact_are_found_by_their_blob_ids() {
         .unwrap();
     assert!(blobs.find(&e.blob.sha1, e.size).is_none());
 }
+
+/// The same look-up finds a file fetched alone (`ensure_files`, into the depot's partial
+/// folder), which a later install of the whole artifact or of a next version can copy.
+#[test]
+fn a_file_fetched_alone_is_found_by_its_blob_id() {
+    use clima_artifact_runtime::depot::{BlobLimits, Blobs};
+    use std::io::Read;
+    let m = made(9);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(m.tree, None, &url, &m.bytes, Some(m.index_sha256));
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let config = test_config(std::slice::from_ref(&depot));
+    let path = "d4/e1/f25.txt";
+    let files = clima_artifact_runtime::ensure_files("data", &v, dir.path(), &config, &[path])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(files.fetched, 1);
+    let content = std::fs::read(m.content.join(path)).unwrap();
+    let mut blob = format!("blob {}\0", content.len()).into_bytes();
+    blob.extend_from_slice(&content);
+    let id: [u8; 20] = <sha1::Sha1 as sha1::Digest>::digest(&blob).into();
+    let mut blobs = Blobs::scan(&config.search_depots(), BlobLimits::default());
+    let mut found = blobs
+        .find(&id, content.len() as u64)
+        .expect("the fetched file is found");
+    assert_eq!(found.path, files.paths[0]);
+    let mut bytes = Vec::new();
+    found.file.read_to_end(&mut bytes).unwrap();
+    assert!(bytes == content);
+}
