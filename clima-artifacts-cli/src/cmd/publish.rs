@@ -4,6 +4,9 @@
 
 use crate::progress::Ui;
 use clima_artifact_fs::printable;
+use clima_artifact_runtime::progress::notice::{self, Notice};
+use clima_artifact_runtime::progress::{DownloadStart, Reporter, Reporting, Silent, Transfer};
+use std::sync::Arc;
 
 use crate::args::PublishArgs;
 use crate::cmd;
@@ -37,12 +40,8 @@ fn run_archive(args: PublishArgs, ui: &Ui) -> CliResult {
     // As downloads: progress lines only where progress is on (CLIMA_ARTIFACTS_PROGRESS), notices
     // (resumes, waits, retries, checksums) always, unless the output is JSON.
     let progress = ui.config()?.progress;
-    let notify = |kind: archive::Line, line: &str| {
-        if !quiet && (progress || kind == archive::Line::Notice) {
-            eprintln!("clima-artifacts: {line}");
-        }
-    };
-    let done = archive::publish(&request, &notify)?;
+    let reporting = Reporting::to(Arc::new(ArchiveLines { quiet, progress }));
+    let done = archive::publish(&request, &reporting)?;
     if args.json {
         return cmd::print_json(&done);
     }
@@ -142,4 +141,28 @@ fn run_storage(args: PublishArgs, ui: &Ui) -> CliResult {
         done.manifest.display()
     );
     Ok(())
+}
+
+/// How `publish --archive` shows the archive's notices: nothing with `--json`; progress lines
+/// of uploads only where progress is on (`CLIMA_ARTIFACTS_PROGRESS`); every other notice as
+/// its plain line.
+struct ArchiveLines {
+    quiet: bool,
+    progress: bool,
+}
+
+impl Reporter for ArchiveLines {
+    fn start(&self, _: &DownloadStart<'_>) -> Box<dyn Transfer> {
+        Box::new(Silent)
+    }
+
+    fn notice(&self, notice: &Notice<'_>) {
+        let shown = match notice.event.downcast_ref::<archive::ArchiveEvent>() {
+            Some(event) => self.progress || event.line() == archive::Line::Notice,
+            None => true,
+        };
+        if !self.quiet && shown {
+            eprintln!("{}", notice::plain_line(notice));
+        }
+    }
 }
