@@ -17,6 +17,14 @@
 //!     .<hash>.gc-<owner>               an artifact gc is deleting (renamed out of the way first)
 //!     .partial-<hash>-<url key>-u<uid> the kept bytes of a large download, for resuming
 //!     .probe-<pid>-<rand>              a writability probe (removed at once)
+//!   clima_partial/
+//!     <git-tree-sha1>/<path>           files of an artifact fetched one by one from its
+//!                                      seekable tarball (read-only, each verified), for an
+//!                                      artifact not installed whole; outside `artifacts/`,
+//!                                      where neither Julia's lookups nor `Pkg.gc()` look
+//!     <git-tree-sha1>.count            how many files the whole artifact has (for `list`)
+//!     <git-tree-sha1>/.<name>.clima-partial-<owner>
+//!                                      such a file being written (renamed when verified)
 //!   logs/
 //!     artifact_usage.toml              which manifests used this depot (Julia's format)
 //!     artifact_usage.toml.pid          Pkg 1.13's lock of that log
@@ -74,6 +82,13 @@ pub const GC_MARK: &str = ".gc-";
 pub const PARTIAL_PREFIX: &str = ".partial-";
 /// The start of writability probe names: `.probe-<pid>-<random>`.
 pub const PROBE_PREFIX: &str = ".probe-";
+/// `<depot>/clima_partial`: files of artifacts fetched one by one (see [`partial_files_dir`]).
+pub const PARTIAL_FILES: &str = "clima_partial";
+/// The end of the name of the file that records how many files an artifact has, beside its
+/// partial folder: `<depot>/clima_partial/<hash>.count`.
+pub const PARTIAL_COUNT_SUFFIX: &str = ".count";
+/// The mark of a partial file being written: `.<name>.clima-partial-<owner>`.
+pub const PARTIAL_FILE_MARK: &str = ".clima-partial-";
 /// In a project (not a depot): the folder of per-artifact recipe folders,
 /// `artifacts/<name>/` next to the manifest, as CliMA's collection keeps them.
 pub const PROJECT_RECIPES: &str = "artifacts";
@@ -240,6 +255,12 @@ impl<'a> Entry<'a> {
             Entry::Overrides | Entry::Locks | Entry::Probe { .. } => None,
         }
     }
+}
+
+/// `<depot>/clima_partial/<hash>`: the files of artifact `hash` fetched one by one, at their
+/// paths in the artifact, when the artifact is not installed whole.
+pub fn partial_files_dir(depot: &Path, hash: &GitTreeSha1) -> PathBuf {
+    depot.join(PARTIAL_FILES).join(hash.to_hex())
 }
 
 /// `<depot>/artifacts/.locks/<hash>.lock`.

@@ -9,6 +9,7 @@
 //! | [`retry`] | the retry policy, in one file: which failures are transient, how many tries, the backoff; asked by the install's attempts, the resumes of [`body`], the chunks of [`ranged`], and an archive client's waits for `429 Too Many Requests` (`Retry-After`) |
 //! | [`body`] | the body as a `BufRead`: read on a thread of its own, bounded by the manifest's `size`, abandoned by the low-speed rule, resumed after a break, SHA-256 of every byte; progress to a [`Transfer`] |
 //! | [`ranged`] | large downloads: several ranged connections into a partial file kept for the next process, read back in order |
+//! | [`ranges`] | byte ranges of a remote file, each answer checked (`206`, the exact `Content-Range`, the same total, a bounded body): the reading of only some files of a seekable tarball |
 //! | `partial` (private) | what a source carries of a large download ([`ranged::Kept`], the progress counters), apart from [`ranged`] so that a source does not import the code that opens sources |
 //! | `limit` (private) | at most [`NetConfig::connections`] requests in flight to one server, for the whole process |
 //! | `redirect` (private) | the redirect rule: never `https` to `http`, never into loopback, link-local or private addresses from outside them |
@@ -31,6 +32,7 @@ pub mod retry;
 
 pub mod body;
 pub mod ranged;
+pub mod ranges;
 pub mod source;
 pub mod trust;
 

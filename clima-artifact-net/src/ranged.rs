@@ -264,6 +264,11 @@ impl Partial for Shared {
     fn length(&self) -> u64 {
         self.record.length
     }
+    fn whole(&self) -> Option<io::Result<(File, u64)>> {
+        let st = self.state();
+        (st.first >= st.done.len() && st.fatal.is_none())
+            .then(|| self.file.try_clone().map(|f| (f, self.record.data_at())))
+    }
 }
 
 /// A kept partial file, opened and checked.

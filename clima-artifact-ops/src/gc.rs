@@ -258,8 +258,10 @@ fn protected_by_overrides(
 
 /// Removes the folders that killed gc runs left in `depot` (renamed, not yet deleted).
 fn reclaim_killed_gcs(depot: &Path) -> usize {
-    clima_artifact_fs::stale_temps(&Depot::new(depot).artifacts_dir(), GC_MARK)
-        .into_iter()
+    let partial = depot.join(clima_artifact_manifest::layout::PARTIAL_FILES);
+    [Depot::new(depot).artifacts_dir(), partial]
+        .iter()
+        .flat_map(|folder| clima_artifact_fs::stale_temps(folder, GC_MARK))
         .filter(|stale| clima_artifact_fs::remove_tree(stale).is_ok())
         .count()
 }
@@ -273,15 +275,30 @@ struct Keep {
 }
 
 impl Keep {
-    /// Lists the installed artifacts of `depot`, marks the unreferenced ones in `orphanage`
-    /// and adds them to `unreferenced`; returns how many artifacts are installed there.
+    /// Lists the installed artifacts of `depot`, and the partial folders of artifacts fetched
+    /// file by file (`clima_partial/<hash>`, collected alike), marks the unreferenced ones in
+    /// `orphanage` and adds them to `unreferenced`; returns how many there are.
     fn scan(
         &self,
         depot: &Path,
         orphanage: &mut Orphanage,
         unreferenced: &mut Vec<Unreferenced>,
     ) -> usize {
-        let Ok(rd) = fs::read_dir(Depot::new(depot).artifacts_dir()) else {
+        let partial = depot.join(clima_artifact_manifest::layout::PARTIAL_FILES);
+        [Depot::new(depot).artifacts_dir(), partial]
+            .into_iter()
+            .map(|folder| self.scan_folder(&folder, orphanage, unreferenced))
+            .sum()
+    }
+
+    /// [`Keep::scan`] of one folder of artifact folders named by their hash.
+    fn scan_folder(
+        &self,
+        folder: &Path,
+        orphanage: &mut Orphanage,
+        unreferenced: &mut Vec<Unreferenced>,
+    ) -> usize {
+        let Ok(rd) = fs::read_dir(folder) else {
             return 0;
         };
         let mut entries: Vec<_> = rd.flatten().collect();
@@ -331,10 +348,13 @@ fn remove_due(unreferenced: &mut [Unreferenced]) {
         match result {
             Ok(()) => {
                 u.removed = true;
-                // The record of its git tree SHA-256 speaks for a folder that is gone.
+                // The record of its git tree SHA-256 (or, for a partial folder, of its
+                // number of files) speaks for a folder that is gone.
                 if let Ok(hash) = GitTreeSha1::from_hex(&u.git_tree_sha1) {
                     let record = clima_artifact_manifest::layout::Entry::TreeSha256Record(hash);
                     let _ = fs::remove_file(parent.join(record.name()));
+                    let count = clima_artifact_manifest::layout::PARTIAL_COUNT_SUFFIX;
+                    let _ = fs::remove_file(parent.join(format!("{hash}{count}")));
                 }
             }
             Err(e) => u.error = Some(e.to_string()),

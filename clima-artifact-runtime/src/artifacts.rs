@@ -113,10 +113,35 @@ impl Artifacts {
     }
 
     /// Like [`Artifacts::ensure_installed`], also saying where the artifact came from
-    /// (override, depot, or downloaded now). `path` includes the sub-path, if any.
+    /// (override, depot, or downloaded now). `path` includes the sub-path, if any. A sub-path
+    /// of a seekable artifact (its download has `index-sha256`) that is not installed is
+    /// fetched alone, as `clima_artifact!` does ([`ensure_files`](crate::ensure_files)).
     pub fn ensure_installed_detailed(&self, spec: &str) -> Result<Installed, Error> {
         let (name, sub) = split_name_and_subpath(spec)?;
         let variant = self.variant(name)?;
+        if let Some(sub) = sub
+            && crate::partial::prefers_partial(variant)
+        {
+            let files =
+                crate::ensure_files(name, variant, &self.manifest_path, &self.config, &[sub])?;
+            if files.whole.is_none()
+                && let Some(path) = files.paths.first().cloned()
+            {
+                let installed = Installed {
+                    path,
+                    origin: files.origin(),
+                };
+                access_log::record(crate::install::access_event(
+                    &installed,
+                    name,
+                    variant,
+                    self.manifest_path.clone(),
+                    None,
+                    0,
+                ));
+                return Ok(installed);
+            }
+        }
         let installed = install::ensure_variant(name, variant, &self.manifest_path, &self.config)?;
         let full = with_subpath(name, &installed.path, sub)?;
         clima_artifact_depot::record_usage_of(

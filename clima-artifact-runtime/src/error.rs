@@ -135,7 +135,9 @@ pub enum Error {
          download on first use ({MAX_DOWNLOAD_SIZE}); fetch it ahead with \
          `clima-artifacts fetch {name} --manifest {}` (explicit fetches are not limited), raise \
          the limit, or override it with a copy that already exists (`clima-artifacts override \
-         set {name} /path/to/copy`)",
+         set {name} /path/to/copy`); a seekable artifact (its download has `index-sha256`) stays \
+         usable file by file: `clima_artifact!(\"{name}/path/in/it\")` and `clima-artifacts \
+         fetch {name} --only PATH` fetch only those files",
         clima_artifact_fs::human_bytes(*size),
         clima_artifact_fs::human_bytes(*limit),
         manifest.display(),

@@ -65,7 +65,10 @@ mod install;
 mod macros;
 mod node_stream;
 pub mod notice;
+mod partial;
+mod ranged_source;
 mod resolve;
+mod subpath;
 
 /// The provenance access log: every artifact access in this process, aggregated per artifact
 /// into the records of the report (the crate `clima-artifact-provenance`).
@@ -76,10 +79,10 @@ pub use clima_artifact_provenance::access_log;
 /// (`Depot::stage`) the runtime's installs use and this module leaves out.
 pub mod depot {
     pub use clima_artifact_depot::{
-        Depot, Error, LockedFile, Overrides, PARTIAL_MAX_AGE, PROBE_MAX_AGE, PendingUsage,
-        ResolvedOverride, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY, UsageLogBusy, UsageLogLock,
-        find_installed, first_writable, hostname, julia_depots, lookup, notice, partial_name,
-        search_order,
+        BlobLimits, Blobs, Depot, Error, FoundBlob, LockedFile, Overrides, PARTIAL_MAX_AGE,
+        PROBE_MAX_AGE, PendingUsage, ResolvedOverride, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY,
+        UsageLogBusy, UsageLogLock, find_installed, first_writable, hostname, julia_depots, lookup,
+        notice, partial_name, search_order,
     };
 }
 /// Safe tar extraction that hashes every blob while writing it (the crate
@@ -112,4 +115,5 @@ pub use config::Config;
 pub use error::{Error, IoCause, SourceFailure};
 pub use install::ensure_variant;
 pub use macros::set_macro_config;
+pub use partial::{Files, ensure_files, ensure_files_collective};
 pub use report::{Report, ReportGuard, report};

@@ -15,7 +15,8 @@
 //!                need it (header: URL, SHA-256, length), checkpoints at which a receiving
 //!                node that failed stops the stream for all, the source's outcome
 //!  receivers     a BroadcastReader -> Body (SHA-256) -> extraction -> tree hash -> rename into
-//!                the node depot, while the next frames arrive
+//!                the node depot, while the next frames arrive; a seekable download (its
+//!                `index-sha256` in the header) is kept whole, then unpacked on every core
 //!  leaders  3.   all_succeed: every node's outcome; a failure names its node
 //!  node ranks    get their leader's path, or the same error
 //! ```
@@ -378,6 +379,7 @@ impl Taps for ToBroadcast<'_> {
             url: Some(redact_url(&download.url)),
             sha256: download.sha256,
             length,
+            index_sha256: download.index_sha256,
         }))
     }
 
@@ -406,6 +408,7 @@ fn send_installed(taps: &ToBroadcast<'_>, dir: &Path) -> io::Result<()> {
         url: None,
         sha256: None,
         length: None,
+        index_sha256: None,
     });
     {
         // Whole frames, not the tar writer's small pieces.

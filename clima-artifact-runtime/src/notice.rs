@@ -52,6 +52,15 @@ pub enum InstallEvent {
         /// The failure without its URL (see [`NetEvent::Retry`](clima_artifact_net::notice::NetEvent::Retry)).
         cause: String,
     },
+    /// Warning: only some files of `artifact` were asked for, but they cannot be fetched
+    /// alone (`why`: the tarball is not seekable, or its server does not serve byte ranges):
+    /// the artifact is downloaded whole.
+    PartialFallback {
+        /// The artifact's name.
+        artifact: String,
+        /// Why (a URL in it without credentials).
+        why: String,
+    },
     /// Warning: the depot itself failed (its disk full, say): no other source is tried. The
     /// display is the error's own.
     InstallFailed {
@@ -129,6 +138,7 @@ impl Event for InstallEvent {
             Downloading { .. } | Installed { .. } => Level::Detail,
             NextSource { .. }
             | PackageServerFallback { .. }
+            | PartialFallback { .. }
             | InstallFailed { .. }
             | KeptBytesFailedVerification { .. }
             | SlowDebugBuild { .. }
@@ -159,6 +169,11 @@ impl fmt::Display for InstallEvent {
                 f,
                 "the package server could not provide `{artifact}` ({error}); trying the \
                  manifest's URLs"
+            ),
+            PartialFallback { artifact, why } => write!(
+                f,
+                "cannot fetch only some files of `{artifact}` ({}); downloading it whole",
+                printable(why)
             ),
             InstallFailed { error } => f.write_str(error),
             KeptBytesFailedVerification {

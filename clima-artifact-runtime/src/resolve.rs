@@ -26,6 +26,7 @@ use clima_artifact_manifest::{
 };
 
 use crate::access_log::{AccessEvent, RecordedOrigin};
+pub(crate) use crate::subpath::with_subpath;
 use crate::{Config, Context, Error};
 use crate::{Installed, Origin};
 
@@ -372,6 +373,12 @@ fn resolve(
             let config = current_config()?;
             // The manifest file itself, so messages name it (relative URLs resolve next to it).
             let dir = Path::new(site.manifest.path);
+            // Only the file asked for, when the artifact is seekable and not installed.
+            if let Some(sub) = subpath
+                && let Some(part) = partial_call(site, artifact, &variant, sub, ctx, &config)?
+            {
+                return Ok(part);
+            }
             let installed = match ctx {
                 Some(ctx) => {
                     let installed = crate::collective_install::ensure_collective_unrecorded(
@@ -439,6 +446,73 @@ fn resolve(
     })
 }
 
+/// The answer to a call for `sub` of a seekable artifact that is not installed: the file
+/// fetched alone (or found fetched) into a partial folder (`crate::partial`). `None` when the
+/// artifact is not seekable or turned out installed whole (the usual path answers then).
+/// Not kept in [`INSTALLED`], which holds whole artifacts only: another sub-path of the same
+/// artifact is fetched by its own call.
+fn partial_call(
+    site: &'static MacroSite,
+    artifact: &'static StaticArtifact,
+    variant: &ArtifactVariant,
+    sub: &str,
+    ctx: Option<&dyn Context>,
+    config: &Config,
+) -> Result<Option<Resolved>, Error> {
+    if !crate::partial::prefers_partial(variant) {
+        return Ok(None);
+    }
+    if ctx.is_none_or(|c| c.size() <= 1)
+        && clima_artifact_depot::lookup(&variant.git_tree_sha1, &config.search_depots())?.is_some()
+    {
+        return Ok(None);
+    }
+    let manifest = Path::new(site.manifest.path);
+    let files = match ctx {
+        Some(ctx) => crate::partial::ensure_files_collective(
+            ctx,
+            artifact.name,
+            variant,
+            manifest,
+            config,
+            &[sub],
+        )?,
+        None => crate::partial::ensure_files(artifact.name, variant, manifest, config, &[sub])?,
+    };
+    if files.whole.is_some() {
+        return Ok(None);
+    }
+    let Some(full_path) = files.paths.first().cloned() else {
+        return Ok(None);
+    };
+    let installed = Installed {
+        path: full_path.clone(),
+        origin: files.origin(),
+    };
+    let event = crate::install::access_event(
+        &installed,
+        artifact.name,
+        variant,
+        PathBuf::from(site.manifest.path),
+        Some((site.file, site.line)),
+        ctx.map_or(0, |c| c.rank()),
+    );
+    crate::access_log::record(event.clone());
+    let mut later = event;
+    if let RecordedOrigin::Downloaded { .. } = later.origin {
+        later.origin = RecordedOrigin::Depot;
+    }
+    let confirmed = Arc::new(Confirmed::default());
+    if let Some(ctx) = ctx {
+        confirmed.add(ctx);
+    }
+    Ok(Some(Resolved {
+        full_path,
+        event: later,
+        confirmed,
+    }))
+}
+
 /// Runs `f` on the [`INSTALLED`] entry of `hash`, creating it from `installed` if missing.
 fn known_entry<T>(hash: GitTreeSha1, installed: &Installed, f: impl FnOnce(&mut Known) -> T) -> T {
     let mut map = INSTALLED.write().unwrap_or_else(|e| e.into_inner());
@@ -462,46 +536,6 @@ fn subpath_in(name: &str, dir: &Path, sub: &str, hash: &GitTreeSha1) -> Result<P
         return Ok(known);
     }
     with_subpath(name, dir, Some(sub))
-}
-
-/// `dir` itself, or `dir/sub` if it exists (a symlink inside the artifact counts as present),
-/// else [`Error::SubPathMissing`] listing what the artifact's top level holds. The one
-/// sub-path check of `clima_artifact!` and [`Artifacts`](crate::Artifacts).
-pub(crate) fn with_subpath(name: &str, dir: &Path, sub: Option<&str>) -> Result<PathBuf, Error> {
-    let Some(sub) = sub else {
-        return Ok(dir.to_owned());
-    };
-    let full = dir.join(sub);
-    if full.symlink_metadata().is_ok() {
-        Ok(full)
-    } else {
-        Err(Error::SubPathMissing {
-            name: name.to_owned(),
-            subpath: sub.to_owned(),
-            artifact_path: dir.to_owned(),
-            top_level: list_dir(dir),
-        })
-    }
-}
-
-fn list_dir(dir: &Path) -> String {
-    let mut names: Vec<String> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => return "nothing readable".to_owned(),
-    };
-    names.sort();
-    if names.is_empty() {
-        return "nothing".to_owned();
-    }
-    if names.len() > 12 {
-        let more = names.len() - 12;
-        names.truncate(12);
-        names.push(format!("... and {more} more"));
-    }
-    names.join(", ")
 }
 
 /// What an expansion returns after a compile error, so the caller sees no follow-up type errors.

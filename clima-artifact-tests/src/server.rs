@@ -76,6 +76,9 @@ struct Route {
     ignore_ranges: bool,
     /// Serve ranges whatever their `If-Range` says.
     ignore_if_range: bool,
+    /// Answer range requests with other bytes than the body's (under the right
+    /// `Content-Range`): a server that lies, or storage that rotted.
+    corrupt_ranges: bool,
     /// Body bytes sent for this path.
     sent: u64,
     /// Range requests received for this path (the `Range` header's start offsets).
@@ -231,6 +234,14 @@ impl TestServer {
         routes.entry(key(path)).or_default().ignore_ranges = true;
     }
 
+    /// Makes `path` answer every range request `bytes=a-b` (not a suffix `bytes=-n`) with
+    /// other bytes than the body's (each byte inverted) under the `Content-Range` asked for:
+    /// a server that lies about what it sends.
+    pub fn corrupt_ranges(&self, path: &str) {
+        let mut routes = self.state.routes.lock().unwrap();
+        routes.entry(key(path)).or_default().corrupt_ranges = true;
+    }
+
     /// Body bytes sent for `path` so far.
     pub fn bytes_sent_for(&self, path: &str) -> u64 {
         let routes = self.state.routes.lock().unwrap();
@@ -331,20 +342,25 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     if latency > 0 {
         std::thread::sleep(Duration::from_micros(latency));
     }
-    // `bytes=a-` or `bytes=a-b` (inclusive).
-    let range = request_headers
+    // `bytes=a-`, `bytes=a-b` (inclusive) or `bytes=-n` (the last n bytes).
+    let range_spec = request_headers
         .get("range")
         .and_then(|r| r.strip_prefix("bytes="))
         .and_then(|r| r.split_once('-'))
-        .and_then(|(a, b)| {
-            let start = a.parse::<u64>().ok()?;
-            let end = match b {
-                "" => None,
-                b => Some(b.parse::<u64>().ok()?),
-            };
-            Some((start, end))
-        });
-    let (body, etag, fault, ignore_ranges, ignore_if_range) = {
+        .map(|(a, b)| (a.to_owned(), b.to_owned()));
+    let suffix = range_spec
+        .as_ref()
+        .filter(|(a, _)| a.is_empty())
+        .and_then(|(_, b)| b.parse::<u64>().ok());
+    let range = range_spec.as_ref().and_then(|(a, b)| {
+        let start = a.parse::<u64>().ok()?;
+        let end = match b.as_str() {
+            "" => None,
+            b => Some(b.parse::<u64>().ok()?),
+        };
+        Some((start, end))
+    });
+    let (body, etag, fault, ignore_ranges, ignore_if_range, corrupt_ranges) = {
         let mut routes = state.routes.lock().unwrap();
         match routes.get_mut(&path) {
             None => {
@@ -365,6 +381,9 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
                 if let Some((start, _)) = range {
                     r.ranges.push(start);
                 }
+                if let Some(n) = suffix {
+                    r.ranges.push((r.body.len() as u64).saturating_sub(n));
+                }
                 r.open += 1;
                 r.most_open = r.most_open.max(r.open);
                 if r.etag.is_empty() {
@@ -376,6 +395,7 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
                     f,
                     r.ignore_ranges,
                     r.ignore_if_range,
+                    r.corrupt_ranges,
                 )
             }
         }
@@ -392,6 +412,8 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     // A range is honoured when asked for, not ignored by this route or fault, and the
     // If-Range validator (if any) is this body's ETag; otherwise the whole body is sent (as
     // HTTP says).
+    let len = body.len() as u64;
+    let range = range.or_else(|| suffix.filter(|n| *n > 0).map(|n| (len - n.min(len), None)));
     let honoured = range
         .filter(|_| !ignore_ranges && !matches!(fault, Some(Fault::IgnoreRange)))
         .filter(|_| ignore_if_range || request_headers.get("if-range").is_none_or(|v| *v == etag))
@@ -410,6 +432,15 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     let late = state.late_us.load(Ordering::Relaxed) > 0;
     let began = Instant::now();
     let mut paced = 0u64;
+    // A route that lies sends other bytes for a range (each byte inverted), under the right
+    // `Content-Range`.
+    let body = if corrupt_ranges && honoured.is_some() && suffix.is_none() {
+        let mut other = body.to_vec();
+        other[start..end].iter_mut().for_each(|b| *b = !*b);
+        Arc::new(other)
+    } else {
+        body
+    };
     // Writes `bytes` at the route's rate, counting them as they go; `last`: they end the
     // response (the request stops being counted as in flight before the last piece).
     let mut send = |out: &mut TcpStream, bytes: &[u8], last: bool| -> std::io::Result<()> {

@@ -79,6 +79,26 @@ fn sub_path_and_context_forms() {
     assert_eq!(file.parent().unwrap(), dir);
 }
 
+/// `seekable-many` is a seekable tarball (it has `index-sha256`): a sub-path of it is fetched
+/// alone into the depot's partial folder, never as `artifacts/<hash>`; a file already fetched
+/// is answered from there, the context form gives the same, and a folder works as well.
+#[test]
+fn a_sub_path_of_a_seekable_artifact_is_fetched_alone() {
+    const HASH: &str = "33f9070fb6eb791887cfd27ed0df6de00667c601";
+    let root = depot().join("clima_partial").join(HASH);
+    let file = clima_artifact!("seekable-many/year3/u4.csv").unwrap();
+    assert_eq!(file, root.join("year3/u4.csv"));
+    let csv = std::fs::read_to_string(&file).unwrap();
+    assert!(csv.starts_with("3,4,"), "{csv}");
+    assert!(!depot().join("artifacts").join(HASH).exists());
+    let again = clima_artifact!("seekable-many/year3/u4.csv", &Singleton).unwrap();
+    assert_eq!(again, file);
+    let folder = clima_artifact!(String::from("seekable-many/year1")).unwrap();
+    assert_eq!(folder, root.join("year1"));
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 6);
+    assert!(!depot().join("artifacts").join(HASH).exists());
+}
+
 #[test]
 fn a_missing_sub_path_is_a_clear_error() {
     let _ = depot();
@@ -195,7 +215,8 @@ fn declared_artifacts_lists_the_call_sites_of_this_binary() {
             "local-only",
             "ozone",
             "per-arch",
-            "profile"
+            "profile",
+            "seekable-many"
         ]
     );
     let local = declared.iter().find(|a| a.name == "local-only").unwrap();

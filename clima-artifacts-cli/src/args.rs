@@ -325,6 +325,11 @@ pub struct FetchArgs {
     /// With --all, also install lazy artifacts.
     #[arg(long, requires = "all")]
     pub include_lazy: bool,
+    /// Fetch only these files (or folders: every file below) of the one artifact named, from
+    /// its seekable tarball by byte ranges, into the depot's partial folder; the whole artifact
+    /// when it is not seekable or its server serves no ranges.
+    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with = "all")]
+    pub only: Vec<String>,
     /// How many artifacts to install at once.
     #[arg(long, short = 'j', default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,

@@ -78,8 +78,18 @@ fn create(file_name: &str, extra: &[&str]) -> Made {
             "--tarball-out",
         ])
         .arg(sandbox.work.join(file_name))
-        .arg("--url")
-        .arg(format!("file://{}", sandbox.work.join(file_name).display()))
+        // The tarball's own `file://` URL, unless `extra` gives one.
+        .args(
+            (!extra.contains(&"--url"))
+                .then(|| {
+                    [
+                        "--url".to_owned(),
+                        format!("file://{}", sandbox.work.join(file_name).display()),
+                    ]
+                })
+                .into_iter()
+                .flatten(),
+        )
         .args(extra)
         .current_dir(sandbox.root.path())
         .output()
@@ -331,13 +341,29 @@ fn classic_writes_a_single_stream_that_installs_as_before() {
     every_reader_extracts_the_manifests_tree(&made, false);
 }
 
-#[test]
-fn a_new_version_keeps_the_members_of_unchanged_files_byte_for_byte() {
-    let v1 = create("data.tar.gz", &[]);
+/// What a new version does to the tree of version 1.
+#[derive(Clone, Copy, PartialEq)]
+enum Change {
+    /// `README.md` edited, nothing else.
+    OneFile,
+    /// `README.md` edited, `a new file` added, `name with spaces 🌍.txt` removed.
+    AddedAndRemoved,
+}
+
+/// `create` of version 1 into `file_name`, then of version 2 after `change`: every file of
+/// version 2 that version 1 had unchanged has, by the two indexes, the very same member bytes;
+/// the changed file's differ; the added file is new; the removed one is gone.
+fn a_new_version_keeps_unchanged_members(file_name: &str, change: Change) {
+    let v1 = create(file_name, &[]);
     let old = v1.the_members();
     let content = v1.sandbox.root.path().join("content");
     fs::write(content.join("README.md"), "seekable sample, version 2\n").unwrap();
-    fs::write(content.join("a new file"), "new\n").unwrap();
+    let (added, removed): (&[u8], &[u8]) = (b"a new file", "name with spaces 🌍.txt".as_bytes());
+    if change == Change::AddedAndRemoved {
+        fs::write(content.join("a new file"), "new\n").unwrap();
+        fs::remove_file(content.join("name with spaces 🌍.txt")).unwrap();
+    }
+    let v2_name = format!("v2-{file_name}");
     let out = cli(&v1.sandbox.depot, &v1.sandbox.work)
         .args([
             "create",
@@ -347,14 +373,14 @@ fn a_new_version_keeps_the_members_of_unchanged_files_byte_for_byte() {
             "--json",
             "--tarball-out",
         ])
-        .arg(v1.sandbox.work.join("v2.tar.gz"))
+        .arg(v1.sandbox.work.join(&v2_name))
         .current_dir(v1.sandbox.root.path())
         .output()
         .unwrap();
     assert_ok(&out);
     let created = json(&out);
     let v2 = Made {
-        tarball: v1.sandbox.work.join("v2.tar.gz"),
+        tarball: v1.sandbox.work.join(&v2_name),
         tree: GitTreeSha1::from_hex(created["git_tree_sha1"].as_str().unwrap()).unwrap(),
         tree_sha256: git_tree_hash_sha256(&content),
         index_sha256: created["index_sha256"]
@@ -362,27 +388,65 @@ fn a_new_version_keeps_the_members_of_unchanged_files_byte_for_byte() {
             .map(|h| Sha256::from_hex(h).unwrap()),
         sandbox: v1.sandbox,
     };
+    assert_ne!(v2.tree, v1.tree);
+    let magic = |p: &Path| fs::read(p).unwrap()[..4].to_vec();
+    assert_eq!(
+        magic(&v2.tarball),
+        magic(&v1.tarball),
+        "{file_name}: the same format"
+    );
     let new = v2.the_members();
     let mut same = 0;
     for (path, bytes) in &new {
-        match path.as_slice() {
-            b"README.md" | b"a new file" => {}
-            _ => {
-                assert_eq!(
-                    Some(bytes),
-                    old.get(path),
-                    "`{}` changed",
-                    String::from_utf8_lossy(path)
-                );
-                same += 1;
-            }
+        if path == b"README.md" || path == added {
+            continue;
         }
+        assert!(
+            Some(bytes) == old.get(path),
+            "{file_name}: the members of `{}` changed",
+            String::from_utf8_lossy(path)
+        );
+        same += 1;
     }
-    assert_eq!(same, old.len() - 1, "every unchanged file is compared");
     assert_ne!(
         new.get(b"README.md".as_slice()),
-        old.get(b"README.md".as_slice())
+        old.get(b"README.md".as_slice()),
+        "{file_name}: the changed file's members"
     );
+    match change {
+        Change::OneFile => {
+            assert_eq!(
+                same,
+                old.len() - 1,
+                "{file_name}: every unchanged file compared"
+            );
+        }
+        Change::AddedAndRemoved => {
+            assert!(new.contains_key(added) && !old.contains_key(added));
+            assert!(old.contains_key(removed) && !new.contains_key(removed));
+            assert_eq!(
+                same,
+                old.len() - 2,
+                "{file_name}: every unchanged file compared"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_new_version_keeps_the_members_of_unchanged_files_byte_for_byte() {
+    a_new_version_keeps_unchanged_members("data.tar.gz", Change::AddedAndRemoved);
+}
+
+#[test]
+fn a_new_version_with_one_file_changed_keeps_every_other_member() {
+    a_new_version_keeps_unchanged_members("data.tar.gz", Change::OneFile);
+    a_new_version_keeps_unchanged_members("data.tar.zst", Change::OneFile);
+}
+
+#[test]
+fn a_new_tar_zst_version_with_a_file_added_and_one_removed_keeps_the_other_members() {
+    a_new_version_keeps_unchanged_members("data.tar.zst", Change::AddedAndRemoved);
 }
 
 impl Made {
@@ -502,4 +566,122 @@ fn fetch_unpacks_a_seekable_tarball_with_the_workers_the_variable_says() {
         stderr.contains("CLIMA_ARTIFACTS_INSTALL_THREADS"),
         "{stderr}"
     );
+}
+
+/// `fetch NAME --only PATH...` (issue 49, item 3): a file and a folder of a seekable artifact
+/// served over loopback come alone, by byte ranges, into the depot's partial folder (the bytes
+/// the server sent stay near those files' members and the index); `artifacts/<hash>` is not
+/// made; `list` says `partial: N of M files`; a later `fetch NAME` installs the whole artifact.
+#[test]
+fn fetch_only_fetches_some_files_and_list_says_partial() {
+    let server = clima_artifact_tests::TestServer::start();
+    let made = create("data.tar.gz", &["--url", &server.url("data.tar.gz")]);
+    server.serve("data.tar.gz", fs::read(&made.tarball).unwrap());
+    let auth = the_index_authenticates(&made);
+    let root = made.sandbox.root.path();
+    let depot = root.join("depot-partial");
+    let out = cli(&depot, root)
+        .args([
+            "fetch",
+            "data",
+            "--json",
+            "--only",
+            "README.md",
+            "données/été",
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let got = json(&out);
+    assert_eq!(got["held_as"], "partial", "{got}");
+    assert_eq!(got["fetched"], 3, "{got}");
+    let partial = depot.join("clima_partial").join(made.tree.to_hex());
+    assert_eq!(
+        got["paths"][0].as_str().unwrap(),
+        partial.join("README.md").to_str().unwrap()
+    );
+    assert_eq!(
+        fs::read_to_string(partial.join("données/été/température.csv")).unwrap(),
+        "t,K\n0,273.15\n"
+    );
+    assert_eq!(
+        fs::read_link(partial.join("données/été/readme")).unwrap(),
+        Path::new("../../README.md")
+    );
+    assert!(!depot.join("artifacts").join(made.tree.to_hex()).exists());
+    let members: u64 = auth
+        .index()
+        .entries
+        .iter()
+        .filter(|e| e.path == b"README.md" || e.path.starts_with("données/été/".as_bytes()))
+        .map(|e| e.length)
+        .sum();
+    let bound = members
+        + auth.locator().index_length
+        + seekable::remote::FIRST_TAIL
+        + 2 * seekable::remote::MAX_GAP;
+    let sent = server.bytes_sent_for("data.tar.gz");
+    assert!(sent <= bound, "{sent} bytes sent; bound {bound}");
+    assert!(
+        sent * 20 < fs::metadata(&made.tarball).unwrap().len(),
+        "{sent}"
+    );
+
+    let total = auth.index().entries.len();
+    let out = cli(&depot, root).args(["list"]).output().unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("partial: 3 of {total} files")),
+        "{text}"
+    );
+    let out = cli(&depot, root).args(["list", "--json"]).output().unwrap();
+    let rows = json(&out);
+    assert_eq!(rows[0]["partial_files"], 3, "{rows}");
+
+    // The whole artifact afterwards: installed as always, and `--only` answers inside it.
+    let out = cli(&depot, root).args(["fetch", "data"]).output().unwrap();
+    assert_ok(&out);
+    let whole = depot.join("artifacts").join(made.tree.to_hex());
+    if have_git() {
+        assert_eq!(git_tree_hash(&whole), made.tree);
+    }
+    let out = cli(&depot, root)
+        .args(["fetch", "data", "--json", "--only", "README.md"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let got = json(&out);
+    assert_eq!(got["held_as"], "whole", "{got}");
+    assert_eq!(
+        got["paths"][0].as_str().unwrap(),
+        whole.join("README.md").to_str().unwrap()
+    );
+}
+
+/// `--only` with several artifacts, or with a path that is not in the artifact, is refused
+/// with what to do.
+#[test]
+fn fetch_only_refuses_several_artifacts_and_missing_paths() {
+    let made = create("data.tar.gz", &[]);
+    let root = made.sandbox.root.path();
+    let depot = root.join("depot-refused");
+    let out = cli(&depot, root)
+        .args(["fetch", "data", "data", "--only", "README.md"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("one artifact"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cli(&depot, root)
+        .args(["fetch", "data", "--only", "no/such/file"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no/such/file"), "{stderr}");
+    assert!(!depot.join("artifacts").join(made.tree.to_hex()).exists());
 }

@@ -952,13 +952,19 @@ pub fn read_index<R: Read + Seek>(
             locator.index_length
         )));
     }
-    let compressed = unwrap_index(locator.flavour, &stored, locator.index_offset)?;
-    let doc = decode_member(locator.flavour, &compressed, locator.index_size).map_err(|e| {
+    stored_index(&locator, &stored).map(|doc| Some((locator, doc)))
+}
+
+/// The index document from `stored`, the `locator.index_length` bytes of the file at
+/// `locator.index_offset` (the pieces, or the skippable frame), decompressed to exactly the
+/// length the locator gives. Not authenticated yet: pass it to [`super::authenticate`].
+pub fn stored_index(locator: &Locator, stored: &[u8]) -> Result<Vec<u8>, IndexError> {
+    let compressed = unwrap_index(locator.flavour, stored, locator.index_offset)?;
+    decode_member(locator.flavour, &compressed, locator.index_size).map_err(|e| {
         let what = format!("the compressed index: {e}");
         match e {
             MemberError::Bomb { .. } => IndexError::TooLarge(what),
             _ => IndexError::Locator(what),
         }
-    })?;
-    Ok(Some((locator, doc)))
+    })
 }

@@ -8,6 +8,7 @@
 //! | [`format`](mod@format) | the bytes: members ([`MemberEncoder`], [`decode_member`]), tar headers ([`tar_header`]), the index document ([`Index`]), the locator footer ([`Locator`]), the tail after the entries ([`write_tail`]) |
 //! | `auth` (private) | [`authenticate`]: hash, bounds, structure and tree checks, giving an [`Authenticated`] index |
 //! | `member` (private) | [`Authenticated::copy_entry`], [`Authenticated::verify_file`]: a member's bytes checked against the authenticated index |
+//! | [`remote`] | some files of a tarball that is not here, by byte ranges: [`remote::remote_index`], [`Authenticated::select`], [`Authenticated::spans`], [`remote::SpanReader`] |
 //! | [`parallel`] | [`extract_parallel`]: an authenticated tarball unpacked into a folder by several workers (threads, files, folders) |
 //!
 //! Nothing an index says is trusted before [`authenticate`] accepted it: the only way to an
@@ -19,13 +20,14 @@ mod auth;
 pub mod format;
 mod member;
 pub mod parallel;
+pub mod remote;
 
 pub use auth::{Authenticated, Expected, authenticate};
 pub use format::{
     Block, Flavour, HeaderKind, Index, IndexEntry, Locator, MemberEncoder, decode_member,
-    read_index, tar_header, write_tail,
+    read_index, stored_index, tar_header, write_tail,
 };
-pub use parallel::{MAX_THREADS, Parallelism, extract_parallel};
+pub use parallel::{MAX_THREADS, Parallelism, extract_parallel, extract_parallel_at};
 
 use clima_artifact_fs::printable;
 

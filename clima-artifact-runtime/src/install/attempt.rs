@@ -146,7 +146,7 @@ impl InstallRequest<'_> {
         let tmp = self.new_temp_dir(&attempt.download.url)?;
         let end = EndLine::default();
         let body = self.open(attempt, kept, &end)?;
-        let installed = self.install_body(attempt, tmp, body);
+        let installed = self.install_body(attempt, tmp, body, kept.as_ref());
         // "downloaded" is said of a download that proved to be the artifact; a wrong one is
         // told once, by its error.
         if installed.is_ok() {
@@ -168,16 +168,18 @@ impl InstallRequest<'_> {
     }
 
     /// Streams `body` through the decompressor and the tar writer into `tmp`, checks both
-    /// hashes and commits `tmp` into place.
+    /// hashes and commits `tmp` into place. `kept`: the partial file a large download is
+    /// kept in, which a seekable install reads again instead of keeping a copy.
     pub(super) fn install_body(
         &self,
         attempt: &Attempt,
         tmp: TempDir<'_>,
         mut body: Body,
+        kept: Option<&Kept>,
     ) -> Result<(PathBuf, u64), SourceFailure> {
         // A seekable tarball is unpacked on every core (seekable.rs).
         if let Some(index_sha256) = attempt.download.index_sha256 {
-            return self.install_seekable(attempt, tmp, body, index_sha256);
+            return self.install_seekable(attempt, tmp, body, (index_sha256, kept));
         }
         let url = &attempt.download.url;
         let limits = self.limits(tmp.path(), attempt);

@@ -34,6 +34,7 @@
 //! when renaming, another process won the race: that is success.
 
 mod attempt;
+mod reuse;
 mod seekable;
 pub(crate) mod sha256_copy;
 mod transfer;
@@ -153,6 +154,14 @@ pub(crate) fn ensure_variant_tapped(
         // Not when waiting: a holder is waited for, or the wait is an error.
         Staged::Busy => return Err(busy(name, &hash)),
     };
+    // Files of it fetched one by one before are reused, with only the rest fetched (not
+    // when the bytes also go to other nodes: they need the whole stream).
+    if taps.is_none()
+        && let Some(installed) =
+            reuse::install_reusing(name, variant, &manifest.file, config, &target.staging)?
+    {
+        return Ok(installed);
+    }
     download_and_install(name, variant, &allowed, manifest, config, target, taps)
 }
 
@@ -202,6 +211,10 @@ pub(crate) struct Incoming {
     pub(crate) sha256: Option<Sha256>,
     /// How many bytes come, when known.
     pub(crate) length: Option<u64>,
+    /// The entry's `index-sha256` when they are a seekable tarball of a manifest URL: the
+    /// node then unpacks them on every core, as the sender does (`seekable.rs`).
+    #[serde(default)]
+    pub(crate) index_sha256: Option<Sha256>,
 }
 
 /// Installs `variant` on `node` from the tarball bytes of `reader` (received over MPI, see
@@ -259,7 +272,9 @@ pub(crate) fn install_received(
             url: url.clone(),
             sha256: incoming.sha256,
             size: incoming.length,
-            index_sha256: None,
+            // Only with the SHA-256 of the whole file, which the seekable install checks
+            // before it reads the index.
+            index_sha256: incoming.index_sha256.filter(|_| incoming.sha256.is_some()),
         },
         from: Some(InstalledFrom::OverMpi),
         not_tried: None,
@@ -276,7 +291,9 @@ pub(crate) fn install_received(
     let source = download::Source::from_reader(reader, incoming.length);
     let rules = BodyRules::new(&request.net, incoming.length, false);
     let body = Body::spawn(source, Box::new(Unreported), rules, name.to_owned());
-    let (path, bytes) = request.install_body(&attempt, tmp, body).map_err(failed)?;
+    let (path, bytes) = request
+        .install_body(&attempt, tmp, body, None)
+        .map_err(failed)?;
     let seconds = start.elapsed().as_secs_f64();
     request.net.reporting.emit(MpiEvent::ReceivedOverMpi {
         artifact: name.to_owned(),
@@ -298,7 +315,7 @@ pub(crate) fn install_received(
 /// Fails when the filesystem of `depot` cannot take `size` more bytes above its free-space
 /// reserve (the tarball's size: the unpacked content is at least about that large); `from`
 /// says where that size comes from.
-fn check_room(
+pub(crate) fn check_room(
     name: &str,
     (size, from): (u64, &str),
     depot: &Depot,
@@ -382,7 +399,7 @@ impl InstallTarget {
 
 /// Whether fetching `url` would use the network (`http(s)://`); local paths, `file://` URLs
 /// and unsupported schemes (which fail without any access) are not.
-fn is_network(url: &str, manifest_dir: &Path) -> bool {
+pub(crate) fn is_network(url: &str, manifest_dir: &Path) -> bool {
     matches!(
         download::locate(url, manifest_dir),
         download::Location::Http(_)
@@ -391,7 +408,7 @@ fn is_network(url: &str, manifest_dir: &Path) -> bool {
 
 /// The `Overrides.toml` that error messages suggest adding a line to: the first depot's, whose
 /// entries win over all others.
-fn suggested_overrides_file(config: &Config) -> PathBuf {
+pub(crate) fn suggested_overrides_file(config: &Config) -> PathBuf {
     match config.depots.first() {
         Some(first) => first.overrides_path(),
         None => Depot::new(crate::config::default_depot().unwrap_or_else(|| "<depot>".into()))

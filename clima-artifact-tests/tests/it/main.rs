@@ -49,6 +49,8 @@ mod proxies;
 mod resume;
 mod review_regressions;
 mod seekable;
+mod seekable_hostile;
+mod seekable_partial;
 mod size_policy;
 mod tls_trust;
 mod tree_hash_git;

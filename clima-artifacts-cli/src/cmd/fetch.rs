@@ -39,6 +39,9 @@ struct Fetched {
 /// Entry point of `fetch`.
 pub fn run(args: FetchArgs, ui: &Ui) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
+    if !args.only.is_empty() {
+        return super::fetch_only::run(&args, &manifest, install_config(args.json)?);
+    }
     let jobs = jobs(&manifest, &args)?;
     let (config, reports) = install_config(ui, args.json)?;
     let multi = ui.multi();

@@ -47,6 +47,16 @@ struct Status {
     error: Option<String>,
     /// The entry's `recipe` key: its recipe folder, relative to the manifest.
     recipe: Option<String>,
+    /// Files of the artifact fetched one by one (`fetch --only`, a sub-path of a seekable
+    /// artifact), when it is not installed whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partial_files: Option<u64>,
+    /// How many files the whole artifact has, when recorded with them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partial_of: Option<u64>,
+    /// The folder holding them (`<depot>/clima_partial/<git-tree-sha1>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partial_path: Option<PathBuf>,
     /// The hash is the SHA-1 of the name, not of content (see
     /// [`clima_artifact_manifest::validate::is_name_placeholder`]): never verifiable.
     placeholder_hash: bool,
@@ -95,6 +105,8 @@ pub fn run(args: ListArgs, ui: &Ui) -> CliResult {
                     s.size_bytes = Some(depots::size_on_disk(&path));
                     s.installed_depot = Some(depot.root().to_path_buf());
                     s.installed_path = Some(path);
+                } else {
+                    partial_state(&mut s, &searched, &v.git_tree_sha1);
                 }
             }
         }
@@ -158,6 +170,20 @@ fn print_rows(out: &mut impl Write, manifest: &Path, rows: &[Status]) -> std::io
             )
         } else if let Some(p) = &s.installed_path {
             ("installed".to_string(), p.display().to_string())
+        } else if let (Some(n), Some(p)) = (s.partial_files, &s.partial_path) {
+            let of = s
+                .partial_of
+                .map(|total| format!(" of {}", thousands(total)))
+                .unwrap_or_default();
+            (
+                "partial".to_string(),
+                format!(
+                    "partial: {}{of} files in {}; `clima-artifacts fetch {} --manifest                      {manifest_word}` installs it whole",
+                    thousands(n),
+                    p.display(),
+                    clima_artifact_fs::shell_word(&s.name)
+                ),
+            )
         } else if s.downloadable {
             (
                 "missing".to_string(),
@@ -211,4 +237,35 @@ fn print_rows(out: &mut impl Write, manifest: &Path, rows: &[Status]) -> std::io
         )?;
     }
     Ok(())
+}
+
+/// The files of `hash` fetched one by one in the first of `depots` that has some.
+fn partial_state(
+    s: &mut Status,
+    depots: &[clima_artifact_runtime::depot::Depot],
+    hash: &clima_artifact_manifest::GitTreeSha1,
+) {
+    for depot in depots {
+        let held = depot.partial_file_paths(hash);
+        if held.is_empty() {
+            continue;
+        }
+        s.partial_files = Some(held.len() as u64);
+        s.partial_of = depot.partial_count(hash);
+        s.partial_path = Some(depot.partial_files_dir(hash));
+        return;
+    }
+}
+
+/// `n` with a comma every three digits: `1,000`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

@@ -16,6 +16,7 @@ pub mod census;
 pub mod create;
 pub mod doctor;
 pub mod fetch;
+pub mod fetch_only;
 pub mod gc;
 pub mod guided;
 pub mod hash;

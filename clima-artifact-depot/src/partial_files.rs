@@ -1,0 +1,232 @@
+//! The home of an artifact's files fetched one by one (from a seekable tarball, by byte
+//! ranges) while the artifact is not installed whole: `<depot>/clima_partial/<hash>/<path>`.
+//!
+//! Outside `artifacts/` on purpose: Julia's lookups only ever look at `artifacts/<hash>`, and
+//! `Pkg.gc()` walks every folder of `artifacts/` and deletes those no manifest names (a
+//! hidden name included), so a folder of some files kept there would be deleted under a
+//! running model by Julia's gc, and a folder named `artifacts/<hash>` would be taken for the
+//! whole artifact by everyone. Neither Pkg nor our lookups look into `clima_partial/`.
+//!
+//! Each file is written under a temp name in its folder (`.<name>.clima-partial-<owner>`,
+//! created exclusively, never through a symlink), checked by the caller while it is written,
+//! made read-only (0444, 0555 when executable) and only then renamed to its name. Writers
+//! hold the artifact's install lock ([`Staging`]), so two processes do not fetch the same
+//! files at once; a reader only ever finds a verified file at a name.
+
+use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use clima_artifact_fs::{Dir, EntryKind};
+use clima_artifact_manifest::GitTreeSha1;
+use clima_artifact_manifest::layout::{
+    self, PARTIAL_COUNT_SUFFIX as COUNT_SUFFIX, PARTIAL_FILE_MARK,
+};
+
+use crate::{Depot, Error, Staging};
+
+/// Most files counted or listed in one artifact's partial folder (a bound on the walk).
+const MAX_LISTED: usize = 10_000_000;
+
+fn io_error(action: &str, path: PathBuf, cause: std::io::Error) -> Error {
+    Error::Io {
+        action: action.to_owned(),
+        path,
+        cause: cause.into(),
+    }
+}
+
+/// `rel` split into its folder and its name; `None` for an empty path or an empty name.
+fn split(rel: &str) -> Option<(&Path, &str)> {
+    let rel = rel.trim_end_matches('/');
+    let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    (!name.is_empty()).then_some((Path::new(parent), name))
+}
+
+impl Depot {
+    /// `<depot>/clima_partial/<hash>`: where the files of `hash` fetched one by one are.
+    pub fn partial_files_dir(&self, hash: &GitTreeSha1) -> PathBuf {
+        layout::partial_files_dir(self.root(), hash)
+    }
+
+    /// The file (or symlink, itself) of `hash` at `rel` in this depot's partial folder, if one
+    /// was fetched; reached without following a symlink in any folder.
+    pub fn partial_file(&self, hash: &GitTreeSha1, rel: &str) -> Option<PathBuf> {
+        let (parent, name) = split(rel)?;
+        let root = Dir::open(&self.partial_files_dir(hash)).ok()?;
+        let dir = root.open_dirs(parent).ok()??;
+        match dir.entry(name).ok()?? {
+            e if matches!(e.kind, EntryKind::File | EntryKind::Symlink) => {
+                Some(dir.path().join(name))
+            }
+            _ => None,
+        }
+    }
+
+    /// Records beside the partial folder of `hash` how many files the whole artifact has
+    /// (from its authenticated index), for listings: `<depot>/clima_partial/<hash>.count`.
+    pub fn record_partial_count(&self, hash: &GitTreeSha1, files: u64) -> Result<(), Error> {
+        let root = Dir::open(self.root())
+            .map_err(|e| io_error("open the depot", self.root().to_path_buf(), e))?;
+        let dir = root
+            .create_dir(layout::PARTIAL_FILES, 0o755)
+            .map_err(|e| io_error("create", self.root().join(layout::PARTIAL_FILES), e))?;
+        let name = format!("{}{COUNT_SUFFIX}", hash.to_hex());
+        dir.write_atomically(&name, files.to_string().as_bytes())
+            .map_err(|e| io_error("write", dir.path().join(&name), e))
+    }
+
+    /// How many files the whole artifact `hash` has, as recorded by
+    /// [`Depot::record_partial_count`]; `None` when nothing (usable) is recorded.
+    pub fn partial_count(&self, hash: &GitTreeSha1) -> Option<u64> {
+        let dir = Dir::open(&self.root().join(layout::PARTIAL_FILES)).ok()?;
+        let mut file = dir
+            .open_file(format!("{}{COUNT_SUFFIX}", hash.to_hex()))
+            .ok()??;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::Read::take(&mut file, 32), &mut text).ok()?;
+        text.trim().parse().ok()
+    }
+
+    /// The paths (relative, `/`-separated, sorted) of the files of `hash` this depot holds in
+    /// its partial folder (temp files left out); empty when none.
+    pub fn partial_file_paths(&self, hash: &GitTreeSha1) -> Vec<String> {
+        let Ok(root) = Dir::open(&self.partial_files_dir(hash)) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut todo = vec![(root, String::new())];
+        while let Some((dir, prefix)) = todo.pop() {
+            let Ok(entries) = dir.entries() else { continue };
+            for e in entries {
+                let Some(name) = e.name.to_str() else {
+                    continue;
+                };
+                if clima_artifact_fs::is_temp_name(name, PARTIAL_FILE_MARK) {
+                    continue;
+                }
+                let rel = format!("{prefix}{name}");
+                match e.kind {
+                    EntryKind::File | EntryKind::Symlink if out.len() < MAX_LISTED => {
+                        out.push(rel);
+                    }
+                    EntryKind::Dir => {
+                        if let Ok(Some(sub)) = dir.open_dir(&e.name) {
+                            todo.push((sub, format!("{rel}/")));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+/// The partial folder of one artifact, open for writing under its install lock (see
+/// [`Staging::partial_files`]).
+pub struct PartialFiles<'a> {
+    dir: Dir,
+    _staging: &'a Staging,
+}
+
+impl Staging {
+    /// The partial folder of the staged artifact in its depot, created if missing (never
+    /// through a symlink below the depot), for files fetched one by one.
+    pub fn partial_files(&self) -> Result<PartialFiles<'_>, Error> {
+        let depot = self.depot();
+        let root = Dir::open(depot.root())
+            .map_err(|e| io_error("open the depot", depot.root().to_path_buf(), e))?;
+        let rel = Path::new(layout::PARTIAL_FILES).join(self.hash().to_hex());
+        let dir = root
+            .create_dirs(&rel, 0o755)
+            .map_err(|e| io_error("create", depot.root().join(&rel), e))?;
+        Ok(PartialFiles {
+            dir,
+            _staging: self,
+        })
+    }
+}
+
+impl PartialFiles<'_> {
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes the file `rel` (a clean relative path, as an authenticated index gives it):
+    /// `write` fills a new temp file beside it and checks what it wrote; only when it returns
+    /// `Ok` is the file made read-only (`executable`: 0555, else 0444) and renamed to `rel`
+    /// (replacing what is there: another process's copy of the same verified content). On
+    /// any error the temp file is removed. The outer error is the depot's, the inner one
+    /// `write`'s.
+    pub fn put<T, E>(
+        &self,
+        rel: &str,
+        executable: bool,
+        write: impl FnOnce(&mut File) -> Result<T, E>,
+    ) -> Result<Result<T, E>, Error> {
+        let (parent, name) = split(rel).ok_or_else(|| {
+            io_error(
+                "write a file of",
+                self.path().to_path_buf(),
+                std::io::Error::other(format!("`{rel}` is not a file path")),
+            )
+        })?;
+        let dir = self
+            .dir
+            .create_dirs(parent, 0o755)
+            .map_err(|e| io_error("create", self.path().join(parent), e))?;
+        dir.reclaim_stale_temps(PARTIAL_FILE_MARK);
+        let temp = clima_artifact_fs::temp_name(name, PARTIAL_FILE_MARK);
+        let mut file = dir
+            .create_new(&temp, 0o600)
+            .map_err(|e| io_error("create", dir.path().join(&temp), e))?;
+        let written = write(&mut file);
+        let done = match written {
+            Err(e) => Ok(Err(e)),
+            Ok(v) => {
+                let mode = if executable { 0o555 } else { 0o444 };
+                file.set_permissions(std::fs::Permissions::from_mode(mode))
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| io_error("finish", dir.path().join(&temp), e))
+                    .and_then(|()| {
+                        drop(file);
+                        dir.rename(&temp, name)
+                            .map_err(|e| io_error("move into place", dir.path().join(name), e))
+                    })
+                    .map(|()| Ok(v))
+            }
+        };
+        if !matches!(done, Ok(Ok(_))) {
+            let _ = dir.remove_file(&temp);
+        }
+        done
+    }
+
+    /// Makes the symlink `rel` pointing at `target` (verified by the caller), replacing what
+    /// is there, through a temp name and a rename as for files.
+    pub fn put_symlink(&self, rel: &str, target: &[u8]) -> Result<(), Error> {
+        use std::os::unix::ffi::OsStrExt;
+        let (parent, name) = split(rel).ok_or_else(|| {
+            io_error(
+                "write a symlink of",
+                self.path().to_path_buf(),
+                std::io::Error::other(format!("`{rel}` is not a path")),
+            )
+        })?;
+        let dir = self
+            .dir
+            .create_dirs(parent, 0o755)
+            .map_err(|e| io_error("create", self.path().join(parent), e))?;
+        let temp = clima_artifact_fs::temp_name(name, PARTIAL_FILE_MARK);
+        let target = std::ffi::OsStr::from_bytes(target);
+        dir.symlink(target, &temp)
+            .map_err(|e| io_error("create the symlink", dir.path().join(&temp), e))?;
+        dir.rename(&temp, name).map_err(|e| {
+            let _ = dir.remove_file(&temp);
+            io_error("move into place", dir.path().join(name), e)
+        })
+    }
+}

@@ -1,0 +1,330 @@
+//! A whole install that reuses the files of the artifact already fetched one by one: the
+//! files in the depot's partial folder are copied into the install's temp dir (their blob ids
+//! checked against the authenticated index while they are copied: a partial file is trusted
+//! no more than a download), and only the members of the other files are fetched, by byte
+//! ranges; then the usual commit into `artifacts/<hash>`.
+//!
+//! ```text
+//! partial files here? -> index (last bytes, authenticated) -> enough of it held?
+//!   (at least 1/10 of the members' bytes: else the ordinary download, over several
+//!   connections and unpacked on every core, is the faster way)
+//! -> each entry in file order: a held file copied (blob id checked) or, failing that, its
+//!    members fetched with the rest -> every file read-only in the temp dir -> commit
+//! ```
+//!
+//! Every file of the tree is an entry of the authenticated index whose blob id was checked
+//! as it was written, so the tree written is the index's, which is the manifest's
+//! (`git-tree-sha1`, and `git-tree-sha256` when the entry has one). Anything that goes wrong
+//! with the source gives `None` and the ordinary install, said with a warning.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Instant;
+
+use clima_artifact_depot::{Staging, TempDir};
+use clima_artifact_extract::seekable::remote::{RemoteError, SpanReader, remote_index};
+use clima_artifact_extract::seekable::{Authenticated, Expected, IndexError, IndexLimits};
+use clima_artifact_extract::tree_hash::{BlobHasher, EntryMode, Formats};
+use clima_artifact_fs::Dir;
+use clima_artifact_manifest::ArtifactVariant;
+use clima_artifact_net::ranges::RangeError;
+use clima_artifact_net::trust::redact_url;
+use clima_artifact_progress::notice;
+
+use crate::notice::InstallEvent;
+
+use super::{ManifestPlace, check_room};
+use crate::ranged_source::{Ranges, Refusal, open, ordered, remote_refusal};
+use crate::{Config, Error, Installed, Origin};
+
+/// The share of the members' bytes that must be held already for the reuse to be worth it.
+const MIN_HELD_SHARE: u64 = 10;
+
+/// Installs `variant` into the depot of `staging` from its partial files and ranges of its
+/// seekable tarball (see the module's documentation). `Ok(None)`: not done (no partial files,
+/// too few, no seekable source, or the source failed: said), nothing left behind; the caller
+/// installs as usual.
+pub(crate) fn install_reusing(
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &Path,
+    config: &Config,
+    staging: &Staging,
+) -> Result<Option<Installed>, Error> {
+    let depot = staging.depot();
+    let hash = variant.git_tree_sha1;
+    let held: HashSet<String> = depot.partial_file_paths(&hash).into_iter().collect();
+    if held.is_empty() {
+        return Ok(None);
+    }
+    let place = ManifestPlace::of(manifest);
+    // The first usable download, which the seekable ones come first among.
+    let Some(dl) = ordered(variant, config, &place.folder).into_iter().next() else {
+        return Ok(None);
+    };
+    let start = Instant::now();
+    let (path, received, reused) = match rebuild(name, variant, dl, &place, config, staging, &held)
+    {
+        Ok(Some(done)) => done,
+        Ok(None) => return Ok(None),
+        Err(Refusal::Fatal(e)) => return Err(e),
+        Err(Refusal::Whole(why)) => return Ok(said(name, why)),
+        Err(Refusal::Failed(f)) => return Ok(said(name, f.to_string())),
+    };
+    notice::emit(InstallEvent::Installed {
+        artifact: name.to_owned(),
+        from: None,
+        path: path.clone(),
+        received,
+        reused,
+    });
+    Ok(Some(Installed {
+        path,
+        origin: Origin::Downloaded {
+            url: redact_url(&dl.url),
+            bytes: received + reused,
+            received_bytes: Some(received),
+            reused_bytes: Some(reused),
+            seconds: start.elapsed().as_secs_f64(),
+        },
+    }))
+}
+
+/// The install itself from `dl`: the committed path, the bytes received and the members'
+/// bytes reused; `None` when too little is held for it to pay.
+fn rebuild(
+    name: &str,
+    variant: &ArtifactVariant,
+    dl: &clima_artifact_manifest::Download,
+    place: &ManifestPlace,
+    config: &Config,
+    staging: &Staging,
+    held: &HashSet<String>,
+) -> Result<Option<(std::path::PathBuf, u64, u64)>, Refusal> {
+    let depot = staging.depot();
+    let hash = variant.git_tree_sha1;
+    let (mut src, tail) = open(dl, &place.folder, config)?;
+    let expected = Expected {
+        tree_sha1: hash,
+        tree_sha256: variant.git_tree_sha256,
+        index_sha256: dl.index_sha256,
+    };
+    let limits = IndexLimits {
+        max_entries: config.max_entries,
+        ..IndexLimits::default()
+    };
+    let Some(auth) = remote_index(&mut src, &tail, &expected, &limits)
+        .map_err(|e| remote_refusal(&dl.url, e))?
+    else {
+        return Ok(None);
+    };
+    let entries = &auth.index().entries;
+    let is_held = |i: usize| std::str::from_utf8(&entries[i].path).is_ok_and(|p| held.contains(p));
+    let held_bytes: u64 = (0..entries.len())
+        .filter(|i| is_held(*i))
+        .map(|i| entries[i].length)
+        .sum();
+    if held_bytes.saturating_mul(MIN_HELD_SHARE) < auth.index().data_size {
+        return Ok(None);
+    }
+    let sizes = entries.iter().map(|e| e.size).sum();
+    check_room(name, (sizes, "the files of the artifact"), depot, config)
+        .map_err(Refusal::Fatal)?;
+    let tmp = staging.temp_dir().map_err(|e| Refusal::Fatal(e.into()))?;
+    let mut tree = Tree::new(&tmp);
+    let partial = Dir::open(&depot.partial_files_dir(&hash)).ok();
+    let mut todo = Vec::new();
+    let mut reused = 0;
+    for (i, e) in entries.iter().enumerate() {
+        match partial.as_ref().filter(|_| is_held(i)) {
+            Some(dir) if tree.copy_held(&auth, i, dir).map_err(Refusal::Fatal)? => {
+                reused += e.length;
+            }
+            _ => todo.push(i),
+        }
+    }
+    for span in auth.spans(&todo) {
+        let mut reader = SpanReader::new(&mut src, &span);
+        for i in &span.entries {
+            tree.fetch(&auth, *i, &mut reader, &dl.url)?;
+        }
+    }
+    drop(tree);
+    let path = staging
+        .commit(tmp, variant.git_tree_sha256.as_ref())
+        .map_err(|e| Refusal::Fatal(e.into()))?;
+    Ok(Some((path, src.received(), reused)))
+}
+
+/// The warning that the files fetched before are not reused (`why`), and `None`.
+fn said(name: &str, why: String) -> Option<Installed> {
+    notice::emit(InstallEvent::PartialFallback {
+        artifact: name.to_owned(),
+        why: format!("the files fetched before are not reused: {why}"),
+    });
+    None
+}
+
+/// The tree being written in the install's temp dir: its folders, made as files need them.
+struct Tree<'a> {
+    tmp: &'a TempDir<'a>,
+    folders: HashMap<Vec<u8>, Dir>,
+}
+
+impl<'a> Tree<'a> {
+    fn new(tmp: &'a TempDir<'a>) -> Tree<'a> {
+        Tree {
+            tmp,
+            folders: HashMap::new(),
+        }
+    }
+
+    fn failed(&self, what: &str, rel: &[u8], e: std::io::Error) -> Error {
+        Error::io(what, self.tmp.path().join(OsStr::from_bytes(rel)), e)
+    }
+
+    /// The folder of `path` (a `/`-separated relative path from an authenticated index) and
+    /// its name; folders are made `0o755` as the extraction makes them.
+    fn parent_of<'p>(&mut self, path: &'p [u8]) -> Result<(&Dir, &'p [u8]), Error> {
+        let (parent, name) = match path.iter().rposition(|b| *b == b'/') {
+            Some(at) => (&path[..at], &path[at + 1..]),
+            None => (&path[..0], path),
+        };
+        if !self.folders.contains_key(parent) {
+            let mut at = 0;
+            let mut dir = self
+                .tmp
+                .dir()
+                .try_clone()
+                .map_err(|e| self.failed("open", b"", e))?;
+            for component in parent.split(|b| *b == b'/').filter(|c| !c.is_empty()) {
+                at += component.len() + usize::from(at > 0);
+                let prefix = &parent[..at];
+                dir = match self.folders.get(prefix) {
+                    Some(d) => d.try_clone().map_err(|e| self.failed("open", prefix, e))?,
+                    None => {
+                        let d = dir
+                            .create_dir(OsStr::from_bytes(component), 0o755)
+                            .and_then(|d| d.set_mode(0o755).map(|()| d))
+                            .map_err(|e| self.failed("create", prefix, e))?;
+                        let kept = d.try_clone().map_err(|e| self.failed("open", prefix, e))?;
+                        self.folders.insert(prefix.to_vec(), kept);
+                        d
+                    }
+                };
+            }
+            self.folders.insert(parent.to_vec(), dir);
+        }
+        Ok((&self.folders[parent], name))
+    }
+
+    /// Copies entry `i`'s file from the partial folder `held` into the tree, checking its blob
+    /// id against the index's: `false` (nothing left in the tree) when it is not there, not a
+    /// regular file, or not the content the index says (then it is fetched with the rest).
+    fn copy_held(&mut self, auth: &Authenticated, i: usize, held: &Dir) -> Result<bool, Error> {
+        let e = &auth.index().entries[i];
+        if e.mode == EntryMode::Symlink {
+            return Ok(false);
+        }
+        let rel = Path::new(OsStr::from_bytes(&e.path));
+        let (Some(parent), Some(file_name)) = (rel.parent(), rel.file_name()) else {
+            return Ok(false);
+        };
+        let Ok(Some(mut from)) = held
+            .open_dirs(parent)
+            .and_then(|d| d.map_or(Ok(None), |d| d.open_file(file_name)))
+        else {
+            return Ok(false);
+        };
+        let (dir, name) = self.parent_of(&e.path)?;
+        let name = OsStr::from_bytes(name);
+        let mut out = dir
+            .create_new(name, 0o600)
+            .map_err(|err| Error::io("create", dir.path().join(name), err))?;
+        let mut blob =
+            BlobHasher::with_formats(e.size, Formats::with_sha256(e.blob.sha256.is_some()));
+        let mut buf = vec![0; 1 << 20];
+        let mut copied = 0u64;
+        let same = loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) => {
+                    break blob
+                        .finish()
+                        .is_ok_and(|id| id == e.blob && copied == e.size);
+                }
+                Ok(n) => n,
+                Err(_) => break false,
+            };
+            copied += n as u64;
+            if copied > e.size {
+                break false;
+            }
+            blob.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|err| Error::io("write", dir.path().join(name), err))?;
+        };
+        if !same {
+            drop(out);
+            dir.remove_file(name)
+                .map_err(|err| Error::io("remove", dir.path().join(name), err))?;
+            return Ok(false);
+        }
+        set_read_only(&out, e.mode)
+            .map_err(|err| Error::io("finish", dir.path().join(name), err))?;
+        Ok(true)
+    }
+
+    /// Fetches entry `i`'s members from `reader`, checked, into the tree.
+    fn fetch(
+        &mut self,
+        auth: &Authenticated,
+        i: usize,
+        reader: &mut SpanReader<'_, Ranges>,
+        url: &str,
+    ) -> Result<(), Refusal> {
+        let e = &auth.index().entries[i];
+        let (dir, name) = self.parent_of(&e.path).map_err(Refusal::Fatal)?;
+        let name = OsStr::from_bytes(name);
+        if e.mode == EntryMode::Symlink {
+            let mut target = Vec::new();
+            reader
+                .copy_entry(auth, i, &mut target)
+                .map_err(|err| remote_refusal(url, err))?;
+            return dir
+                .symlink(OsStr::from_bytes(&target), name)
+                .map_err(|err| Refusal::Fatal(Error::io("create", dir.path().join(name), err)));
+        }
+        let file = dir
+            .create_new(name, 0o600)
+            .map_err(|err| Refusal::Fatal(Error::io("create", dir.path().join(name), err)))?;
+        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        reader
+            .copy_entry(auth, i, &mut out)
+            .and_then(|_| {
+                out.flush().map_err(|err| {
+                    RemoteError::<RangeError>::Index(IndexError::Io(format!(
+                        "cannot write `{}`: {err}",
+                        dir.path().join(name).display()
+                    )))
+                })
+            })
+            .map_err(|err| remote_refusal(url, err))?;
+        drop(out);
+        set_read_only(&file, e.mode)
+            .map_err(|err| Refusal::Fatal(Error::io("finish", dir.path().join(name), err)))
+    }
+}
+
+/// `0o555` for an executable, else `0o444`, as the extraction leaves installed files.
+fn set_read_only(file: &std::fs::File, mode: EntryMode) -> std::io::Result<()> {
+    let bits = if mode == EntryMode::Executable {
+        0o555
+    } else {
+        0o444
+    };
+    file.set_permissions(std::fs::Permissions::from_mode(bits))
+}

@@ -1,0 +1,416 @@
+//! Only the files a run reads: some files of an artifact whose download is a seekable tarball
+//! (`docs/seekable.md`), fetched by byte ranges and kept in the depot's partial folder
+//! (`<depot>/clima_partial/<hash>/`, see the depot crate's `partial_files`) while the artifact
+//! is not installed whole.
+//!
+//! ```text
+//! override or artifacts/<hash> in a depot -> the path inside it (as for any sub-path)
+//! every file asked for already fetched    -> its path in the partial folder
+//! else, under the artifact's install lock in the first writable depot:
+//!   the last bytes (footer, usually the index) -> the index -> authenticate (index-sha256,
+//!   bounds, structure, git-tree-sha1 / git-tree-sha256) -> the members of the files asked
+//!   for that are not there yet (neighbours in one request) -> each decompressed, its header,
+//!   block digests and blob id checked while it is written to a temp file -> read-only ->
+//!   renamed to its path
+//! not seekable, or a server without ranges -> the whole artifact, installed as always
+//! ```
+//!
+//! Every range answer is checked by the network crate (`ranges`: `206`, the exact
+//! `Content-Range`, the same total, a bounded body); what a server sends is trusted only
+//! through the authenticated index. A file is visible only once its blob id is the index's.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clima_artifact_depot::{Depot, Stage, Staged, Wait, first_writable, lookup};
+use clima_artifact_extract::seekable::remote::{RemoteError, SpanReader, remote_index};
+use clima_artifact_extract::seekable::{Authenticated, Expected, IndexLimits};
+use clima_artifact_extract::tree_hash::EntryMode;
+use clima_artifact_manifest::{ArtifactVariant, Download};
+use clima_artifact_net::ranges::RangeError;
+use clima_artifact_net::trust::redact_url;
+use clima_artifact_progress::notice;
+
+use crate::notice::InstallEvent;
+
+use crate::install::{ManifestPlace, check_room, suggested_overrides_file};
+use crate::ranged_source::{Ranges, Refusal, open, ordered, remote_refusal};
+use crate::{Config, Error, Installed, Origin, SourceFailure};
+
+/// What [`ensure_files`] made available.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Files {
+    /// The full path of each path asked for, in order: inside the installed artifact, or in
+    /// the partial folder.
+    pub paths: Vec<PathBuf>,
+    /// The artifact as a whole, when it is installed (or overridden): the paths are inside
+    /// it. `None` when the paths are in a partial folder.
+    pub whole: Option<Installed>,
+    /// Files fetched by this call.
+    pub fetched: usize,
+    /// Files asked for that were there already.
+    pub held: usize,
+    /// Bytes received from the server by this call.
+    pub received: u64,
+    /// The URL the files came from (without credentials), when some were fetched.
+    pub url: Option<String>,
+    /// Wall time of the call in seconds.
+    pub seconds: f64,
+}
+
+impl Files {
+    /// Where the files came from, as the provenance report records it: downloaded by this
+    /// call (the bytes received), else from the depot (or the whole artifact's origin).
+    pub fn origin(&self) -> Origin {
+        if let Some(whole) = &self.whole {
+            return whole.origin.clone();
+        }
+        match &self.url {
+            Some(url) if self.fetched > 0 => Origin::Downloaded {
+                url: url.clone(),
+                bytes: self.received,
+                received_bytes: Some(self.received),
+                reused_bytes: Some(0),
+                seconds: self.seconds,
+            },
+            _ => Origin::Depot,
+        }
+    }
+}
+
+/// Whether a call for a sub-path of `variant` should fetch that file alone when the artifact
+/// is not installed: a download says it is seekable (`index-sha256`). (`fetch --only` tries
+/// any download: a tarball whose footer says seekable is read by ranges too.)
+pub(crate) fn prefers_partial(variant: &ArtifactVariant) -> bool {
+    variant.downloads.iter().any(|d| d.index_sha256.is_some())
+}
+
+/// [`ensure_files`] as a collective call over `ctx` (every rank must make it, as for
+/// [`ensure_collective`](crate::ensure_collective)): rank 0 fetches the files once and every
+/// rank gets its answer, or the same error. In node-local mode the leader of each node
+/// fetches them into its node's depot (a few ranges each: no broadcast of the bytes), and
+/// the ranks of a node get their leader's answer.
+pub fn ensure_files_collective(
+    ctx: &dyn clima_comms::Context,
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &Path,
+    config: &Config,
+    paths: &[&str],
+) -> Result<Files, Error> {
+    let what = format!("fetching files of artifact `{name}`");
+    let Some(node_depot) = &config.node_local_depot else {
+        return clima_comms::root_decides(ctx, &what, || {
+            ensure_files(name, variant, manifest, config, paths)
+        });
+    };
+    let node = crate::node_stream::split_nodes(ctx, config)?;
+    let mut node_config = config.clone();
+    node_config.depots.retain(|d| d != node_depot);
+    node_config.depots.insert(0, node_depot.clone());
+    let mine = clima_comms::root_decides(&*node, &what, || {
+        ensure_files(name, variant, manifest, &node_config, paths)
+    });
+    // Every rank of the job gets an error if any node failed (the lowest node's).
+    clima_comms::all_succeed(ctx, mine, |_, e| e)
+}
+
+/// Makes the files `paths` (each a file, a symlink, or a folder whose files are all meant)
+/// of artifact `name` available: inside the artifact when it is installed (or overridden),
+/// else fetched alone from its seekable tarball into the partial folder of the first writable
+/// depot. Falls back to installing the whole artifact (with a warning) when its tarball is not
+/// seekable or its server serves no byte ranges. `manifest` is as for
+/// [`ensure_variant`](crate::ensure_variant).
+pub fn ensure_files(
+    name: &str,
+    variant: &ArtifactVariant,
+    manifest: &Path,
+    config: &Config,
+    paths: &[&str],
+) -> Result<Files, Error> {
+    let hash = variant.git_tree_sha1;
+    let depots = config.search_depots();
+    if let Some(found) = lookup(&hash, &depots)? {
+        let whole = crate::install::sha256_copy::usable(name, variant, found, config)?;
+        return inside(name, whole, paths);
+    }
+    if let Some(held) = all_held(&depots, variant, paths) {
+        return Ok(held);
+    }
+    let place = ManifestPlace::of(manifest);
+    let stage = Stage {
+        name,
+        search: &depots,
+        wait: Some(Wait {
+            timeout: config.lock_timeout,
+            tell: config.progress,
+        }),
+    };
+    let staging = match first_writable(&config.depots, name)?.stage(&hash, stage)? {
+        Staged::Ready(staging) => staging,
+        Staged::Installed(found) => {
+            let whole = crate::install::sha256_copy::usable(name, variant, found, config)?;
+            return inside(name, whole, paths);
+        }
+        Staged::Busy => {
+            return Err(Error::Internal {
+                message: format!("the staging of `{name}` was busy although it waited"),
+            });
+        }
+    };
+    let mut failures = Vec::new();
+    let mut why_whole = None;
+    let sources = ordered(variant, config, &place.folder);
+    for (k, dl) in sources.iter().enumerate() {
+        match fetch_from(name, variant, dl, &place, config, &staging, paths) {
+            Ok(files) => return Ok(files),
+            Err(Refusal::Whole(why)) => {
+                why_whole.get_or_insert(why);
+            }
+            Err(Refusal::Fatal(e)) => return Err(e),
+            Err(Refusal::Failed(f)) => {
+                if k + 1 < sources.len() {
+                    notice::emit(InstallEvent::NextSource {
+                        error: f.to_string(),
+                        cause: f.to_string(),
+                    });
+                }
+                failures.push(f);
+            }
+        }
+    }
+    drop(staging);
+    if let Some(why) = why_whole {
+        notice::emit(InstallEvent::PartialFallback {
+            artifact: name.to_owned(),
+            why,
+        });
+        let whole = crate::install::ensure_variant(name, variant, manifest, config)?;
+        return inside(name, whole, paths);
+    }
+    if failures.is_empty() {
+        // Only network sources, and offline: the whole install says so.
+        let whole = crate::install::ensure_variant(name, variant, manifest, config)?;
+        return inside(name, whole, paths);
+    }
+    Err(Error::DownloadFailed {
+        name: name.to_owned(),
+        hash,
+        failures,
+        manifest: place.file,
+        overrides_file: suggested_overrides_file(config),
+    })
+}
+
+/// The paths asked for inside the whole artifact `whole`.
+fn inside(name: &str, whole: Installed, paths: &[&str]) -> Result<Files, Error> {
+    let paths = paths
+        .iter()
+        .map(|p| crate::subpath::with_subpath(name, &whole.path, Some(p)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Files {
+        paths,
+        whole: Some(whole),
+        fetched: 0,
+        held: 0,
+        received: 0,
+        url: None,
+        seconds: 0.0,
+    })
+}
+
+/// The answer without any request when every path asked for is a file already fetched into
+/// one of `depots` (a folder needs the index to know its files).
+fn all_held(depots: &[Depot], variant: &ArtifactVariant, paths: &[&str]) -> Option<Files> {
+    let hash = variant.git_tree_sha1;
+    let found = paths
+        .iter()
+        .map(|p| depots.iter().find_map(|d| d.partial_file(&hash, p)))
+        .collect::<Option<Vec<_>>>()?;
+    Some(Files {
+        held: found.len(),
+        paths: found,
+        whole: None,
+        fetched: 0,
+        received: 0,
+        url: None,
+        seconds: 0.0,
+    })
+}
+
+/// Fetches the files `paths` of `variant` from `dl` into the partial folder of `staging`.
+fn fetch_from(
+    name: &str,
+    variant: &ArtifactVariant,
+    dl: &Download,
+    place: &ManifestPlace,
+    config: &Config,
+    staging: &clima_artifact_depot::Staging,
+    paths: &[&str],
+) -> Result<Files, Refusal> {
+    let start = Instant::now();
+    let url = dl.url.as_str();
+    let (mut src, tail) = open(dl, &place.folder, config)?;
+    let expected = Expected {
+        tree_sha1: variant.git_tree_sha1,
+        tree_sha256: variant.git_tree_sha256,
+        index_sha256: dl.index_sha256,
+    };
+    let limits = IndexLimits {
+        max_entries: config.max_entries,
+        ..IndexLimits::default()
+    };
+    let auth = remote_index(&mut src, &tail, &expected, &limits)
+        .map_err(|e| remote_refusal(url, e))?
+        .ok_or_else(|| {
+            Refusal::Whole(format!(
+                "`{}` is not a seekable tarball (it has no index)",
+                redact_url(url)
+            ))
+        })?;
+    drop(tail);
+    let mut wanted = Vec::new();
+    for p in paths {
+        let found = auth.select(p);
+        if found.is_empty() {
+            return Err(Refusal::Fatal(missing(name, &auth, p)));
+        }
+        wanted.extend(found);
+    }
+    let depot = staging.depot();
+    let hash = variant.git_tree_sha1;
+    let entries = &auth.index().entries;
+    let (held, todo): (Vec<usize>, Vec<usize>) = wanted.iter().partition(|i| {
+        std::str::from_utf8(&entries[**i].path)
+            .is_ok_and(|p| depot.partial_file(&hash, p).is_some())
+    });
+    let bytes: u64 = todo.iter().map(|i| entries[*i].length).sum();
+    if let Some(limit) = config.max_download_size
+        && bytes > limit
+    {
+        return Err(Refusal::Fatal(Error::DownloadTooLarge {
+            name: name.to_owned(),
+            size: bytes,
+            limit,
+            from: "the members of the files asked for".to_owned(),
+            manifest: place.file.clone(),
+        }));
+    }
+    let sizes: u64 = todo.iter().map(|i| entries[*i].size).sum();
+    check_room(name, (sizes, "the files asked for"), depot, config).map_err(Refusal::Fatal)?;
+    let files = staging
+        .partial_files()
+        .map_err(|e| Refusal::Fatal(e.into()))?;
+    record_count(depot, &hash, entries.len());
+    for span in auth.spans(&todo) {
+        let mut reader = SpanReader::new(&mut src, &span);
+        for i in &span.entries {
+            write_entry(&auth, *i, &mut reader, &files, url)?;
+        }
+    }
+    let root = files.path().to_path_buf();
+    let received = src.received();
+    notice::emit(InstallEvent::Installed {
+        artifact: name.to_owned(),
+        from: None,
+        path: root.clone(),
+        received,
+        reused: 0,
+    });
+    crate::debug_speed::after_install(name, received, start.elapsed());
+    Ok(Files {
+        paths: paths
+            .iter()
+            .map(|p| root.join(p.trim_end_matches('/')))
+            .collect(),
+        whole: None,
+        fetched: todo.len(),
+        held: held.len(),
+        received,
+        url: Some(redact_url(url)),
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Entry `i` of `auth` read from `reader`, checked, and made visible in `files`.
+fn write_entry(
+    auth: &Authenticated,
+    i: usize,
+    reader: &mut SpanReader<'_, Ranges>,
+    files: &clima_artifact_depot::PartialFiles<'_>,
+    url: &str,
+) -> Result<(), Refusal> {
+    let e = &auth.index().entries[i];
+    let depot_failure = |error: Error| {
+        Refusal::Failed(SourceFailure::Install {
+            url: url.to_owned(),
+            error: Box::new(error),
+        })
+    };
+    let Ok(rel) = std::str::from_utf8(&e.path) else {
+        return Err(Refusal::Failed(SourceFailure::Archive {
+            url: url.to_owned(),
+            reason: format!(
+                "entry `{}`: a path that is not UTF-8 cannot be fetched alone; install the \
+                 whole artifact",
+                String::from_utf8_lossy(&e.path).escape_debug()
+            ),
+        }));
+    };
+    if e.mode == EntryMode::Symlink {
+        let mut target = Vec::new();
+        reader
+            .copy_entry(auth, i, &mut target)
+            .map_err(|e| remote_refusal(url, e))?;
+        return files
+            .put_symlink(rel, &target)
+            .map_err(|e| depot_failure(e.into()));
+    }
+    let executable = e.mode == EntryMode::Executable;
+    let written = files
+        .put(rel, executable, |file| {
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            let n = reader.copy_entry(auth, i, &mut out)?;
+            out.flush().map_err(|err| {
+                RemoteError::Index(clima_artifact_extract::seekable::IndexError::Io(format!(
+                    "cannot write `{rel}`: {err}"
+                )))
+            })?;
+            Ok::<u64, RemoteError<RangeError>>(n)
+        })
+        .map_err(|e| depot_failure(e.into()))?;
+    written.map(drop).map_err(|e| remote_refusal(url, e))
+}
+
+/// The error of a path that names nothing in the artifact.
+fn missing(name: &str, auth: &Authenticated, path: &str) -> Error {
+    let mut top: Vec<String> = auth
+        .index()
+        .entries
+        .iter()
+        .map(|e| {
+            let p = String::from_utf8_lossy(&e.path);
+            p.split('/').next().unwrap_or("").to_owned()
+        })
+        .collect();
+    top.dedup();
+    let more = top.len().saturating_sub(12);
+    top.truncate(12);
+    let mut top_level = top.join(", ");
+    if more > 0 {
+        top_level.push_str(&format!(", ... and {more} more"));
+    }
+    Error::SubPathMissing {
+        name: name.to_owned(),
+        subpath: path.to_owned(),
+        artifact_path: PathBuf::from(format!("<{name}>")),
+        top_level,
+    }
+}
+
+/// Writes how many files the artifact has beside its partial folder, for `list` (a count
+/// shown, never trusted for anything else); failures are ignored.
+fn record_count(depot: &Depot, hash: &clima_artifact_manifest::GitTreeSha1, n: usize) {
+    let _ = depot.record_partial_count(hash, n as u64);
+}
