@@ -40,7 +40,7 @@ struct Fetched {
 pub fn run(args: FetchArgs, ui: &Ui) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
     if !args.only.is_empty() {
-        return super::fetch_only::run(&args, &manifest, install_config(args.json)?);
+        return super::fetch_only::run(&args, &manifest, install_config(ui, args.json)?.0);
     }
     let jobs = jobs(&manifest, &args)?;
     let (config, reports) = install_config(ui, args.json)?;
