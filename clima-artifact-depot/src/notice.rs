@@ -2,7 +2,7 @@
 //! ([`LockEvent`]), its upkeep ([`DepotEvent`]) and its usage log ([`UsageEvent`]), and the
 //! reasons they give, as values to match on. They implement the progress crate's
 //! [`Event`] and are sent to the process's reporter with
-//! [`emit`](clima_artifact_progress::notice::emit); the progress crate knows none of them.
+//! [`emit`](clima_artifact_progress::Reporting::emit); the progress crate knows none of them.
 
 use std::fmt;
 use std::path::PathBuf;

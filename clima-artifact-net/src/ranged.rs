@@ -51,7 +51,7 @@ use crate::notice::{
     ContentRange, NetEvent, PartialNotKeptReason, PartialRestartReason, PartialUnusableReason,
 };
 use clima_artifact_fs::Dir;
-use clima_artifact_progress::notice;
+use clima_artifact_progress::Reporting;
 
 use crate::limit::Permit;
 use crate::partial::{Partial, Watch};
@@ -283,7 +283,10 @@ struct Found {
 /// The partial file `large.name`, if one of this user's is there for its URL (`large.key`).
 /// `Err` says why the name cannot be used (something of another user's, a link, a folder): the
 /// download then keeps nothing. A file of this user's that is not a usable partial file is removed.
-fn find_kept(large: &Large<'_>) -> Result<Option<Found>, PartialNotKeptReason> {
+fn find_kept(
+    large: &Large<'_>,
+    reporting: &Reporting,
+) -> Result<Option<Found>, PartialNotKeptReason> {
     let file = match large.dir.open_file_rw(large.name) {
         Ok(None) => return Ok(None),
         Ok(Some(f)) => f,
@@ -300,7 +303,7 @@ fn find_kept(large: &Large<'_>) -> Result<Option<Found>, PartialNotKeptReason> {
         });
     }
     let unusable = |why: PartialUnusableReason| {
-        notice::emit(NetEvent::PartialUnusable {
+        reporting.emit(NetEvent::PartialUnusable {
             path: path.clone(),
             why,
         });
@@ -362,10 +365,10 @@ pub fn open_large(
     let Location::Http(u) = locate(url, manifest_dir) else {
         return crate::source::open(agent, url, manifest_dir, config);
     };
-    let found = match find_kept(large) {
+    let found = match find_kept(large, &config.reporting) {
         Ok(found) => found,
         Err(why) => {
-            notice::emit(NetEvent::PartialNotKept {
+            config.reporting.emit(NetEvent::PartialNotKept {
                 artifact: large.artifact.to_owned(),
                 why,
             });
@@ -394,7 +397,7 @@ pub fn open_large(
     let status = reply.resp.status().as_u16();
     let path = large.dir.path().join(large.name);
     let drop_kept = |why: PartialRestartReason| {
-        notice::emit(NetEvent::PartialRestart {
+        config.reporting.emit(NetEvent::PartialRestart {
             path: path.clone(),
             why,
         });
@@ -495,7 +498,7 @@ fn fresh(
     let file = match create_partial(large, &record) {
         Ok(file) => file,
         Err(e) => {
-            notice::emit(NetEvent::PartialNotKept {
+            config.reporting.emit(NetEvent::PartialNotKept {
                 artifact: large.artifact.to_owned(),
                 why: PartialNotKeptReason::CannotCreate(e.into()),
             });
@@ -692,7 +695,7 @@ fn start(
         resumed_at: kept,
     });
     if kept > 0 && large.tell {
-        notice::emit(NetEvent::Resuming {
+        config.reporting.emit(NetEvent::Resuming {
             artifact: large.artifact.to_owned(),
             at: kept,
             of: shared.record.length,

@@ -417,7 +417,7 @@ fn agent_for(agent: &ureq::Agent, url: &str, config: &NetConfig) -> Result<ureq:
     let proxy = config.proxy.for_url(url);
     match redirect::parts(url).map(|p| p.host.to_owned()) {
         Some(host) if crate::trust::skips_verification(config, &host) => {
-            clima_artifact_progress::notice::emit(NetEvent::TlsNotVerified { host });
+            config.reporting.emit(NetEvent::TlsNotVerified { host });
             agent_verifying(config, false, proxy)
         }
         _ if proxy.is_some() => agent_verifying(config, true, proxy),
@@ -492,7 +492,7 @@ pub(crate) fn get_following_redirects(
                 crate::trust::redact_url(&next)
             ))
         })?;
-        clima_artifact_progress::notice::emit(NetEvent::Redirect {
+        config.reporting.emit(NetEvent::Redirect {
             from: crate::trust::redact_url(&current),
             to: crate::trust::redact_url(&next),
         });

@@ -4,8 +4,8 @@
 //!
 //! Each download calls [`Reporter::start`] with its [`DownloadStart`] (artifact, URL, size if
 //! known) and then reports to the returned [`Transfer`]: bytes received so far, then `done` or
-//! `failed`. Three reporters ship here, chosen by [`default_reporter`] unless a program sets its
-//! own with [`set_reporter`]:
+//! `failed`. Three reporters ship here, chosen by [`default_reporter`] unless a program passes
+//! its own in its [`Reporting`]:
 //!
 //! | reporter | when | what it prints on stderr |
 //! |---|---|---|
@@ -30,11 +30,22 @@
 //!
 //! Events come from the thread that reads the download, so implementations are `Send + Sync`
 //! and should be cheap (`received` is called for every buffer read, about every 256 KiB).
+//!
+//! No reporter is set process-wide: a [`Reporting`] value (the reporter, and whether details
+//! are shown) is built where a program starts and passed down to whatever reports; its
+//! default is the reporters above, chosen from the terminal and the environment. What stays
+//! process-wide is only what the environment says (`CLIMA_ARTIFACTS_PROGRESS`,
+//! `CLIMA_ARTIFACTS_VERBOSE`), read where a default is used, and the few notices about the
+//! process itself that are said once per process whatever reports them (a setting out of
+//! range, a slow debug build, a sync folder's leftovers cleaned).
 
 pub mod notice;
+mod reporting;
+
+pub use reporting::Reporting;
 
 use std::io::{IsTerminal, Write};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
@@ -100,22 +111,8 @@ pub trait Transfer: Send {
     fn failed(self: Box<Self>, reason: &str);
 }
 
-static REPORTER: RwLock<Option<Arc<dyn Reporter>>> = RwLock::new(None);
-
-/// Sets the reporter that every download of this process reports to (replacing the default,
-/// or a reporter set before), and that receives every notice ([`Reporter::notice`]) of this
-/// process, the run sync's included. The CLI sets [`TerminalBars::within`] its own display.
-pub fn set_reporter(reporter: Arc<dyn Reporter>) {
-    *REPORTER.write().unwrap_or_else(|e| e.into_inner()) = Some(reporter);
-}
-
-/// The reporter a program set, if any.
-fn installed() -> Option<Arc<dyn Reporter>> {
-    REPORTER.read().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-/// The reporter used when none was set: [`Silent`] if `progress` is off, [`TerminalBars`] if
-/// stderr is a terminal, else [`LogLines`].
+/// The reporter used where a program gave none: [`Silent`] if `progress` is off,
+/// [`TerminalBars`] if stderr is a terminal, else [`LogLines`].
 pub fn default_reporter(progress: bool) -> Arc<dyn Reporter> {
     if !progress {
         Arc::new(Silent)
@@ -123,15 +120,6 @@ pub fn default_reporter(progress: bool) -> Arc<dyn Reporter> {
         Arc::new(TerminalBars::default())
     } else {
         Arc::new(LogLines::default())
-    }
-}
-
-/// The reporter in force for a download whose progress is on (`progress`) or off: the one
-/// set with [`set_reporter`], else [`default_reporter`]; off always means [`Silent`].
-pub fn reporter(progress: bool) -> Arc<dyn Reporter> {
-    match installed() {
-        Some(r) if progress => r,
-        _ => default_reporter(progress),
     }
 }
 
@@ -197,7 +185,7 @@ impl Reporter for Silent {
         Box::new(Silent)
     }
     /// Warnings still reach stderr (quiet means no progress, not no warnings), and so do
-    /// details when they were asked for ([`notice::verbose`]).
+    /// details when they were asked for ([`Reporting::verbose`]).
     fn notice(&self, notice: &Notice<'_>) {
         if notice.level != Level::Info {
             print_plain(notice);

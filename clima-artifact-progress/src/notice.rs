@@ -4,22 +4,24 @@
 //! The artifact runtime, the depot crate, the network layer and run sync report these here
 //! instead of through `tracing`, because a model's author should not have to install a
 //! subscriber to learn that a download is being retried or that an install waits for another
-//! process's lock. Every notice
-//! goes to the process's one reporter ([`crate::set_reporter`]):
+//! process's lock. Every notice goes through the [`Reporting`](crate::Reporting) value that
+//! the code reporting it was given:
 //!
 //! - by default ([`print_plain`]), a line on stderr: `clima-artifacts: <text>` for
 //!   [`Level::Info`], `clima-artifacts: warning: <text>` for [`Level::Warning`]; info lines
 //!   are left out when `CLIMA_ARTIFACTS_PROGRESS=0`, warnings never are; [`Level::Detail`]
-//!   lines (why a download took the path it took) only when asked for ([`verbose`]);
-//! - or to whatever reporter the program installed, so that a program that draws its own
-//!   progress gets these events too, in the same place as its bars.
+//!   lines (why a download took the path it took) only when asked for
+//!   ([`Reporting::with_verbose`](crate::Reporting::with_verbose), or
+//!   [`verbose_by_environment`]);
+//! - or to the reporter the program passed, so that a program that draws its own progress
+//!   gets these events too, in the same place as its bars.
 //!
 //! Each notice is a value of a type that implements [`Event`]: its level, and a `Display`
 //! that is the line printed. This crate knows no kind of notice: each domain owns its own
 //! notices and their words, as an enum of its own with one variant per kind of notice and its
 //! facts as fields (the depot crate's lock waits and upkeep, the network crate's retries and
 //! resumes, the runtime's installs and report, run sync's skipped files). Code that reports
-//! calls [`emit`] with one; a reporter receives it in [`Notice::event`] beside the level and
+//! calls [`Reporting::emit`](crate::Reporting::emit) with one; a reporter receives it in [`Notice::event`] beside the level and
 //! text, and a program that wants the facts asks for the domain's type with
 //! [`downcast_ref`](trait.Event.html#method.downcast_ref) and matches on it. There is no
 //! free-form notice: a new kind of message is a new variant of its domain's enum. A failure
@@ -33,13 +35,12 @@ use clima_artifact_vars as vars;
 use std::any::Any;
 use std::fmt;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How much a notice matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     /// A detail of how the work went (a redirect followed, a server that ignored a range
-    /// request, a usage record that could not be written): printed only when [`verbose`] is
+    /// request, a usage record that could not be written): printed only when [`Reporting::verbose`](crate::Reporting::verbose) is
     /// on, for someone finding out why a download took the path it took.
     Detail,
     /// Progress the user may want to know about: waiting for a lock, resuming a download.
@@ -144,33 +145,10 @@ impl fmt::Display for SystemError {
     }
 }
 
-static VERBOSE: AtomicBool = AtomicBool::new(false);
-
-/// Turns [`Level::Detail`] notices on or off for this process (the CLI's `--verbose`). They
-/// are also on when `CLIMA_ARTIFACTS_VERBOSE=1`.
-pub fn set_verbose(on: bool) {
-    VERBOSE.store(on, Ordering::Relaxed);
-}
-
-/// Whether [`Level::Detail`] notices are shown: [`set_verbose`], or `CLIMA_ARTIFACTS_VERBOSE=1`.
-pub fn verbose() -> bool {
-    VERBOSE.load(Ordering::Relaxed) || std::env::var_os(vars::VERBOSE).is_some_and(|v| v == "1")
-}
-
-/// Emits `event` as a notice to the reporter in force ([`crate::set_reporter`], else
-/// [`print_plain`]), at its [`Event::level`]. A [`Level::Detail`] notice is dropped here
-/// unless [`verbose`] is on (before its text is made).
-pub fn emit(event: impl Event) {
-    let event: &dyn Event = &event;
-    if event.level() == Level::Detail && !verbose() {
-        return;
-    }
-    let text = event.to_string();
-    let notice = Notice::new(event, &text);
-    match crate::installed() {
-        Some(reporter) => reporter.notice(&notice),
-        None => print_plain(&notice),
-    }
+/// Whether `CLIMA_ARTIFACTS_VERBOSE=1` asks for [`Level::Detail`] notices (a program can ask
+/// for them too: [`Reporting::with_verbose`](crate::Reporting::with_verbose)).
+pub fn verbose_by_environment() -> bool {
+    std::env::var_os(vars::VERBOSE).is_some_and(|v| v == "1")
 }
 
 /// Whether `CLIMA_ARTIFACTS_PROGRESS=0` asks for quiet (warnings and errors only).
@@ -195,7 +173,7 @@ pub fn line(event: &dyn Event) -> String {
 }
 
 /// Writes `notice` as one line on stderr; info notices are left out when
-/// `CLIMA_ARTIFACTS_PROGRESS=0` (details, asked for by [`verbose`], are not).
+/// `CLIMA_ARTIFACTS_PROGRESS=0` (details, asked for by [`Reporting::verbose`](crate::Reporting::verbose), are not).
 pub fn print_plain(notice: &Notice<'_>) {
     if notice.level == Level::Info && quiet_by_environment() {
         return;
@@ -231,7 +209,7 @@ mod tests {
 #[cfg(test)]
 mod channel_tests {
     use super::*;
-    use crate::{DownloadStart, OncePerCause, Reporter, Silent, Transfer, set_reporter};
+    use crate::{DownloadStart, OncePerCause, Reporter, Reporting, Silent, Transfer};
     use std::sync::{Arc, Mutex};
 
     /// A domain's notices, as the domain crates write theirs: an enum, its levels, its lines.
@@ -299,24 +277,24 @@ mod channel_tests {
         }
     }
 
-    /// One channel: whatever reporter the program set receives every notice of any domain,
-    /// as a typed event it can match on, details only when verbose is on, and a batch's
-    /// reporter holds back a retry whose cause it passed before. (One test: the reporter and
-    /// the verbosity are process-wide.)
+    /// One channel: whatever reporter the program passes receives every notice of any
+    /// domain, as a typed event it can match on, details only when verbose is on, and a
+    /// batch's reporter holds back a retry whose cause it passed before.
     #[test]
     fn notices_of_any_domain_reach_the_reporter_set_typed() {
         let collect = Arc::new(Collect::default());
-        set_reporter(collect.clone());
-        emit(Domain::Wait { secs: 10 });
-        emit(Domain::Why { first: 1 });
-        set_verbose(true);
-        emit(Domain::Why { first: 2 });
-        set_verbose(false);
-        emit(Other);
+        let reporting = Reporting::to(collect.clone());
+        reporting.emit(Domain::Wait { secs: 10 });
+        reporting.emit(Domain::Why { first: 1 });
+        reporting
+            .clone()
+            .with_verbose(true)
+            .emit(Domain::Why { first: 2 });
+        reporting.emit(Other);
         let batch = Arc::new(OncePerCause::new(collect.clone()));
-        set_reporter(batch.clone());
+        let reporting = Reporting::to(batch.clone());
         for url in ["a", "b"] {
-            emit(Domain::Retry {
+            reporting.emit(Domain::Retry {
                 error: format!("HTTP 503 from `{url}`"),
                 cause: "HTTP 503".into(),
             });

@@ -148,6 +148,7 @@ impl Artifacts {
             self.config.depots.first(),
             &installed,
             &self.manifest_path,
+            self.config.reporting(),
         );
         access_log::record(crate::install::access_event(
             &installed,

@@ -289,7 +289,7 @@ fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
         .parent()
         .and_then(Path::parent)
         .unwrap_or(&have.path);
-    clima_artifact_progress::notice::emit(MpiEvent::FoundInSharedDepot {
+    me.config.reporting().emit(MpiEvent::FoundInSharedDepot {
         artifact: me.name.to_owned(),
         depot: depot.to_path_buf(),
         path: have.path.clone(),

@@ -2,7 +2,7 @@
 //! sources tried in turn, what was installed and from where, settings out of range, slow debug
 //! builds), collective installs under MPI ([`MpiEvent`]) and the provenance report
 //! ([`ReportEvent`]). They implement the progress crate's [`Event`] and are sent to the
-//! process's reporter with [`emit`](clima_artifact_progress::notice::emit); the progress crate
+//! process's reporter with [`emit`](clima_artifact_progress::Reporting::emit); the progress crate
 //! knows none of them.
 //! The notices of the crates below are theirs, re-exported here so that a model matching on
 //! notices needs this crate alone: [`net`] (retries, resumes, ranged downloads) and [`depot`]

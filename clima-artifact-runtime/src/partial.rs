@@ -30,7 +30,6 @@ use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::ranges::RangeError;
 use clima_artifact_net::trust::redact_url;
-use clima_artifact_progress::notice;
 
 use crate::notice::InstallEvent;
 
@@ -146,6 +145,7 @@ pub fn ensure_files(
             timeout: config.lock_timeout,
             tell: config.progress,
         }),
+        reporting: config.reporting(),
     };
     let staging = match first_writable(&config.depots, name)?.stage(&hash, stage)? {
         Staged::Ready(staging) => staging,
@@ -171,7 +171,7 @@ pub fn ensure_files(
             Err(Refusal::Fatal(e)) => return Err(e),
             Err(Refusal::Failed(f)) => {
                 if k + 1 < sources.len() {
-                    notice::emit(InstallEvent::NextSource {
+                    config.reporting().emit(InstallEvent::NextSource {
                         error: f.to_string(),
                         cause: f.to_string(),
                     });
@@ -182,7 +182,7 @@ pub fn ensure_files(
     }
     drop(staging);
     if let Some(why) = why_whole {
-        notice::emit(InstallEvent::PartialFallback {
+        config.reporting().emit(InstallEvent::PartialFallback {
             artifact: name.to_owned(),
             why,
         });
@@ -311,14 +311,14 @@ fn fetch_from(
     }
     let root = files.path().to_path_buf();
     let received = src.received();
-    notice::emit(InstallEvent::Installed {
+    config.reporting().emit(InstallEvent::Installed {
         artifact: name.to_owned(),
         from: None,
         path: root.clone(),
         received,
         reused: 0,
     });
-    crate::debug_speed::after_install(name, received, start.elapsed());
+    crate::debug_speed::after_install(name, received, start.elapsed(), config.reporting());
     Ok(Files {
         paths: paths
             .iter()

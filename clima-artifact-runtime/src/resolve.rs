@@ -402,6 +402,7 @@ fn resolve(
                     config.depots.first(),
                     &installed,
                     Path::new(site.manifest.path),
+                    config.reporting(),
                 );
             }
             installed

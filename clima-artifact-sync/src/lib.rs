@@ -7,8 +7,9 @@
 //! use clima_comms::Singleton;
 //! use clima_artifact_sync::{RunSync, SyncConfig, open_storage};
 //!
-//! let storage = open_storage("s3://archive/runs/2025-01-run7")?; // or "/archive/run7"
-//! let mut sync = RunSync::new("run7", storage, SyncConfig::from_env()?, &Singleton)?;
+//! let config = SyncConfig::from_env()?;  // its `reporting`: where notices go (stderr by default)
+//! let storage = open_storage("s3://archive/runs/2025-01-run7", &config.reporting)?; // or "/archive/run7"
+//! let mut sync = RunSync::new("run7", storage, config, &Singleton)?;
 //! let restored = sync.restore()?;          // on resume: latest checkpoint + output artifacts
 //! // ... run; after writing run7/checkpoints/step-100/:
 //! sync.on_checkpoint("checkpoints/step-100")?;

@@ -1,7 +1,7 @@
 //! Run sync's notices, each with the line the user reads ([`SyncEvent`]: files not synced or
 //! not restored, slow syncs, cleanups), and the reasons they give, as values to match on.
 //! They implement the progress crate's [`Event`] and are sent to the process's reporter with
-//! [`emit`](clima_artifact_progress::notice::emit); the progress crate knows none of them.
+//! [`emit`](clima_artifact_progress::Reporting::emit); the progress crate knows none of them.
 
 use std::fmt;
 use std::path::PathBuf;

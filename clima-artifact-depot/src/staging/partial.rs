@@ -32,7 +32,7 @@ impl Staging {
                 error: e.to_string(),
             }
         })?;
-        let Some(lock) = depot.try_lock(&self.hash) else {
+        let Some(lock) = depot.try_lock(&self.hash, &self.reporting) else {
             return Err(PartialOnNodeReason::SharedLockHeld {
                 depot: depot.root().to_path_buf(),
             });

@@ -34,7 +34,15 @@ impl InstallRequest<'_> {
                     let dl = &attempt.download;
                     let reused = self.carried.get().unwrap_or(0).min(bytes);
                     let sizes = (bytes, reused);
-                    return Ok(downloaded(self.name, attempt.from, dl, path, sizes, start));
+                    return Ok(downloaded(
+                        self.name,
+                        attempt.from,
+                        dl,
+                        path,
+                        sizes,
+                        start,
+                        &self.net.reporting,
+                    ));
                 }
                 Err(e) => {
                     let retry = self.net.retry;
@@ -42,7 +50,7 @@ impl InstallRequest<'_> {
                     let Some(wait) = next.filter(|_| !self.stopped()) else {
                         return Err(e.after_attempts(n));
                     };
-                    notice::emit(NetEvent::Retry {
+                    self.net.reporting.emit(NetEvent::Retry {
                         error: e.to_string(),
                         cause: e.cause(),
                         delay: wait,
@@ -78,12 +86,14 @@ impl InstallRequest<'_> {
             && kept.resumed_at() > 0
         {
             kept.remove();
-            notice::emit(InstallEvent::KeptBytesFailedVerification {
-                artifact: self.name.to_owned(),
-                kept: kept.resumed_at(),
-                path: kept.path().to_path_buf(),
-                error: e.to_string(),
-            });
+            self.net
+                .reporting
+                .emit(InstallEvent::KeptBytesFailedVerification {
+                    artifact: self.name.to_owned(),
+                    kept: kept.resumed_at(),
+                    path: kept.path().to_path_buf(),
+                    error: e.to_string(),
+                });
             let (again, kept) = self.install_once(attempt);
             return self.settle_partial(again, kept);
         }
@@ -248,7 +258,7 @@ impl InstallRequest<'_> {
         let (name, url, config) = (self.name, dl.url.as_str(), self.config);
         // Printed and logged without credentials (a package server's URL may carry a token).
         let shown = redact_url(url);
-        notice::emit(InstallEvent::Downloading {
+        self.net.reporting.emit(InstallEvent::Downloading {
             artifact: name.to_owned(),
             url: shown.clone(),
         });
@@ -257,7 +267,7 @@ impl InstallRequest<'_> {
         if kept.is_some()
             && let Some(note) = &self.target.partials_note
         {
-            notice::emit(note.clone());
+            self.net.reporting.emit(note.clone());
         }
         let resumed_at = kept.as_ref().map_or(0, Kept::resumed_at);
         // What an earlier process kept is carried on while the attempts continue it.
@@ -300,10 +310,10 @@ impl InstallRequest<'_> {
         }
         let size = source.length.or(dl.size);
         let mut transfer: Box<dyn Transfer> = Box::new(HeldEnd {
-            inner: Some(
-                crate::progress::reporter(config.progress)
-                    .start(&DownloadStart::new(name, url, size, resumed_at)),
-            ),
+            inner: Some(self.net.reporting.start(
+                config.progress,
+                &DownloadStart::new(name, url, size, resumed_at),
+            )),
             end: end.clone(),
         });
         if let Some(note) = self.target.staging.note() {

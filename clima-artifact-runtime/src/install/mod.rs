@@ -58,7 +58,7 @@ use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
 use crate::{Installed, Origin};
 use clima_artifact_depot::notice::DepotEvent;
 use clima_artifact_depot::{Depot, Stage, Staged, Staging, TempDir, Wait, first_writable, lookup};
-use clima_artifact_progress::notice;
+use clima_artifact_progress::Reporting;
 use transfer::Unreported;
 
 /// The access to `variant` of artifact `name` (defined in `manifest`) that `installed`
@@ -184,6 +184,7 @@ fn stage(
         name,
         search: depots,
         wait,
+        reporting: config.reporting(),
     };
     Ok(first_writable(&config.depots, name)?.stage(hash, stage)?)
 }
@@ -294,7 +295,7 @@ pub(crate) fn install_received(
         .install_body(&attempt, tmp, body, None)
         .map_err(failed)?;
     let seconds = start.elapsed().as_secs_f64();
-    notice::emit(MpiEvent::ReceivedOverMpi {
+    request.net.reporting.emit(MpiEvent::ReceivedOverMpi {
         artifact: name.to_owned(),
         from_node: incoming.from_node.clone(),
         path: path.clone(),
@@ -596,7 +597,7 @@ fn download_and_install(
             // The depot's own trouble (its disk full): every other source would meet it too.
             // And a stream that its receivers stopped goes no further.
             Err(e @ SourceFailure::Install { .. }) => {
-                notice::emit(InstallEvent::InstallFailed {
+                request.net.reporting.emit(InstallEvent::InstallFailed {
                     error: e.to_string(),
                 });
                 failures.push(e);
@@ -608,22 +609,25 @@ fn download_and_install(
             }
             Err(e) => {
                 let more = attempts[i + 1..].iter().any(|a| a.not_tried.is_none());
-                notice::emit(match (attempt.download.sha256.is_some(), more) {
-                    (false, _) => InstallEvent::PackageServerFallback {
-                        artifact: name.to_owned(),
-                        error: e.to_string(),
-                        cause: e.cause(),
-                    },
-                    (true, true) => InstallEvent::NextSource {
-                        error: e.to_string(),
-                        cause: e.cause(),
-                    },
-                    // The last source: its failure is told once, by the error returned.
-                    (true, false) => {
-                        failures.push(e);
-                        continue;
-                    }
-                });
+                request
+                    .net
+                    .reporting
+                    .emit(match (attempt.download.sha256.is_some(), more) {
+                        (false, _) => InstallEvent::PackageServerFallback {
+                            artifact: name.to_owned(),
+                            error: e.to_string(),
+                            cause: e.cause(),
+                        },
+                        (true, true) => InstallEvent::NextSource {
+                            error: e.to_string(),
+                            cause: e.cause(),
+                        },
+                        // The last source: its failure is told once, by the error returned.
+                        (true, false) => {
+                            failures.push(e);
+                            continue;
+                        }
+                    });
                 failures.push(e);
             }
         }
@@ -647,17 +651,18 @@ fn downloaded(
     path: PathBuf,
     (bytes, reused): (u64, u64),
     start: Instant,
+    reporting: &Reporting,
 ) -> Installed {
     let seconds = start.elapsed().as_secs_f64();
     let received = bytes - reused;
-    notice::emit(InstallEvent::Installed {
+    reporting.emit(InstallEvent::Installed {
         artifact: name.to_owned(),
         from: how,
         path: path.clone(),
         received,
         reused,
     });
-    crate::debug_speed::after_install(name, bytes, start.elapsed());
+    crate::debug_speed::after_install(name, bytes, start.elapsed(), reporting);
     Installed {
         path,
         origin: Origin::Downloaded {

@@ -41,6 +41,7 @@ mod manifest_corpus;
 mod modules;
 mod mpi;
 mod network_faults;
+mod notices;
 mod package_server;
 mod parallel;
 mod provenance_golden;

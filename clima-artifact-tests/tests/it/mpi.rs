@@ -615,6 +615,7 @@ fn mpi_node_local_a_lock_holder_that_installs_nothing_is_outlived() {
         &lock,
         "era5 (the test's)",
         Duration::from_secs(5),
+        &clima_artifact_runtime::progress::Reporting::default(),
     )
     .expect("lock");
     assert!(held.is_locked(), "the test holds `{}`", lock.display());
@@ -1746,6 +1747,7 @@ fn mpi_node_local_a_partial_download_the_next_job_cannot_see_is_said() {
         &clima_artifact_runtime::manifest::layout::lock_file(&shared, &artifact.tree_hash),
         "era5 (the test's)",
         Duration::from_secs(5),
+        &clima_artifact_runtime::progress::Reporting::default(),
     )
     .expect("lock");
     let argv = fetch_argv(&manifest, &["era5"], &[]);

@@ -1,7 +1,7 @@
-//! One channel for the notices of every domain (a process of its own: the reporter and the
-//! verbosity are process-wide). Whatever reporter the program set receives every notice, as a
-//! typed event of its domain it can match on (the depot's lock wait, the network's retry and
-//! range fallback), and details only when verbose is on.
+//! One channel for the notices of every domain: whatever reporter the program passes (in its
+//! [`Reporting`]) receives every notice, as a typed event of its domain it can match on (the
+//! depot's lock wait, the network's retry and range fallback), and details only when verbose
+//! is on.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use clima_artifact_runtime::notice::depot::LockEvent;
 use clima_artifact_runtime::notice::net::{ContentRange, NetEvent, RangeFallbackReason};
-use clima_artifact_runtime::progress::notice::{self, Level, Notice, emit, set_verbose};
-use clima_artifact_runtime::progress::{DownloadStart, Reporter, Silent, Transfer, set_reporter};
+use clima_artifact_runtime::progress::notice::{self, Level, Notice};
+use clima_artifact_runtime::progress::{DownloadStart, Reporter, Reporting, Silent, Transfer};
 
 /// What a program keeps of a notice: its level, its line, and its facts when it knows the
 /// domain.
@@ -45,36 +45,35 @@ impl Reporter for Collect {
 #[test]
 fn notices_reach_the_reporter_set_typed_and_details_only_when_verbose() {
     let collect = Arc::new(Collect::default());
-    set_reporter(collect.clone());
-    emit(LockEvent::LockWait {
+    let reporting = Reporting::to(collect.clone());
+    reporting.emit(LockEvent::LockWait {
         what: "the install of `era5`".into(),
         path: PathBuf::from("/d/a.lock"),
         holder: "another process".into(),
         timeout: Duration::from_secs(10),
     });
-    emit(NetEvent::Retry {
+    reporting.emit(NetEvent::Retry {
         error: "timed out".into(),
         cause: "timed out".into(),
         delay: Duration::from_secs(2),
         attempt: 2,
         attempts: 3,
     });
-    emit(NetEvent::Redirect {
+    reporting.emit(NetEvent::Redirect {
         from: "a".into(),
         to: "b".into(),
     });
-    set_verbose(true);
-    emit(NetEvent::RangeFallback {
+    let verbose = reporting.clone().with_verbose(true);
+    verbose.emit(NetEvent::RangeFallback {
         why: RangeFallbackReason::NoValidator,
     });
-    emit(NetEvent::RangeFallback {
+    verbose.emit(NetEvent::RangeFallback {
         why: RangeFallbackReason::OtherRange(ContentRange::Bytes {
             first: 0,
             last: 99,
             total: 1000,
         }),
     });
-    set_verbose(false);
     let seen = collect.0.lock().unwrap().clone();
     let lines: Vec<_> = seen.iter().map(|(l, t, _)| (*l, t.as_str())).collect();
     assert_eq!(
