@@ -61,6 +61,7 @@ mod collective_install;
 mod config;
 mod debug_speed;
 mod error;
+mod held;
 mod install;
 mod macros;
 mod node_stream;

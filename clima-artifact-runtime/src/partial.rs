@@ -48,7 +48,8 @@ pub struct Files {
     pub whole: Option<Installed>,
     /// Files fetched by this call.
     pub fetched: usize,
-    /// Files asked for that were there already.
+    /// Files asked for that were there already: in the partial folder, or copied (checked)
+    /// from a file of the same content the depots held (another version's, say).
     pub held: usize,
     /// Bytes received from the server by this call.
     pub received: u64,
@@ -285,6 +286,13 @@ fn fetch_from(
         std::str::from_utf8(&entries[**i].path)
             .is_ok_and(|p| depot.partial_file(&hash, p).is_some())
     });
+    let sizes: u64 = todo.iter().map(|i| entries[*i].size).sum();
+    check_room(name, (sizes, "the files asked for"), depot, config).map_err(Refusal::Fatal)?;
+    let files = staging
+        .partial_files()
+        .map_err(|e| Refusal::Fatal(e.into()))?;
+    // Files the depots hold under other names are copied, checked (`crate::held`).
+    let (copied, todo) = crate::held::copy_into_partial(&auth, todo, &files, config)?;
     let bytes: u64 = todo.iter().map(|i| entries[*i].length).sum();
     if let Some(limit) = config.max_download_size
         && bytes > limit
@@ -297,11 +305,6 @@ fn fetch_from(
             manifest: place.file.clone(),
         }));
     }
-    let sizes: u64 = todo.iter().map(|i| entries[*i].size).sum();
-    check_room(name, (sizes, "the files asked for"), depot, config).map_err(Refusal::Fatal)?;
-    let files = staging
-        .partial_files()
-        .map_err(|e| Refusal::Fatal(e.into()))?;
     record_count(depot, &hash, entries.len());
     for span in auth.spans(&todo) {
         let mut reader = SpanReader::new(&mut src, &span);
@@ -326,7 +329,7 @@ fn fetch_from(
             .collect(),
         whole: None,
         fetched: todo.len(),
-        held: held.len(),
+        held: held.len() + copied,
         received,
         url: Some(redact_url(url)),
         seconds: start.elapsed().as_secs_f64(),
