@@ -726,6 +726,8 @@ fn fetch_of_a_new_version_receives_only_the_changed_file() {
     server.serve("v2.tar.gz", fs::read(&v2.tarball).unwrap());
     let out = cli(&depot, root).args(["fetch", "data"]).output().unwrap();
     assert_ok(&out);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("copied from files the depot held"), "{said}");
     let whole = depot.join("artifacts").join(v2.tree.to_hex());
     assert_eq!(git_tree_hash(&whole), v2.tree);
     if have_git() {
