@@ -573,17 +573,29 @@ fn fetch_only_fetches_some_files_and_list_says_partial() {
         "{sent}"
     );
 
+    // A symlink brings its target: the path returned can be read.
+    let out = cli(&depot, root)
+        .args(["fetch", "data", "--json", "--only", "leaf-link"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert_eq!(json(&out)["fetched"], 2, "{}", json(&out));
+    assert_eq!(
+        fs::read_to_string(partial.join("leaf-link")).unwrap(),
+        "deep leaf\n"
+    );
+
     let total = auth.index().entries.len();
     let out = cli(&depot, root).args(["list"]).output().unwrap();
     assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains(&format!("partial: 3 of {total} files")),
+        text.contains(&format!("partial: 5 of {total} files")),
         "{text}"
     );
     let out = cli(&depot, root).args(["list", "--json"]).output().unwrap();
     let rows = json(&out);
-    assert_eq!(rows[0]["partial_files"], 3, "{rows}");
+    assert_eq!(rows[0]["partial_files"], 5, "{rows}");
 
     // The whole artifact afterwards: installed as always, and `--only` answers inside it.
     let out = cli(&depot, root).args(["fetch", "data"]).output().unwrap();
