@@ -632,3 +632,29 @@ fn the_artifacts_api_fetches_a_sub_path_alone() {
         whole.join("d6/f16.txt")
     );
 }
+
+/// A symlink planted in the partial folder (shared storage is hostile) is never followed: a
+/// file under it is neither found there nor written through it.
+#[test]
+fn a_symlink_planted_in_the_partial_folder_is_never_followed() {
+    let m = made(20);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("f3.txt"), "planted").unwrap();
+    let root = depot.join("clima_partial").join(m.tree.to_hex());
+    std::fs::create_dir_all(&root).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, root.join("d3")).unwrap();
+    let err = fetch(&v, &config, dir.path(), &["d3/f3.txt"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("d3"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("f3.txt")).unwrap(),
+        "planted"
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 1);
+}
