@@ -658,3 +658,24 @@ fn a_symlink_planted_in_the_partial_folder_is_never_followed() {
     );
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 1);
 }
+
+/// Credentials in the URL never reach a message: the lying server's error names the URL
+/// without them.
+#[test]
+fn a_lying_server_is_named_without_the_credentials_of_its_url() {
+    let m = made(8);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    server.corrupt_ranges("data.tar.gz");
+    let url = server
+        .url("data.tar.gz")
+        .replace("http://", "http://reader:s3cr3t-token@");
+    let v = m.variant(&url, true);
+    let (dir, _depot, config) = fresh();
+    let err = fetch(&v, &config, dir.path(), &["d2/f2.txt"])
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains("s3cr3t"), "{err}");
+    assert!(err.contains("***@127.0.0.1"), "{err}");
+    assert!(err.contains("d2/f2.txt"), "{err}");
+}
