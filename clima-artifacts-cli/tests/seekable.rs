@@ -643,3 +643,30 @@ fn fetch_only_refuses_several_artifacts_and_missing_paths() {
     assert!(stderr.contains("no/such/file"), "{stderr}");
     assert!(!depot.join("artifacts").join(made.tree.to_hex()).exists());
 }
+
+/// `--only` on a classic (single-stream) tarball cannot fetch files alone: it says so and
+/// installs the whole artifact, and gives the paths inside it.
+#[test]
+fn fetch_only_of_a_classic_tarball_installs_it_whole_and_says_so() {
+    let made = create("data.tar.gz", &["--classic"]);
+    assert!(made.index_sha256.is_none());
+    let root = made.sandbox.root.path();
+    let depot = root.join("depot-classic");
+    let out = cli(&depot, root)
+        .args(["fetch", "data", "--json", "--only", "README.md"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let got = json(&out);
+    assert_eq!(got["held_as"], "whole", "{got}");
+    let whole = depot.join("artifacts").join(made.tree.to_hex());
+    assert_eq!(
+        got["paths"][0].as_str().unwrap(),
+        whole.join("README.md").to_str().unwrap()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot fetch only some files of `data`"),
+        "{stderr}"
+    );
+}
