@@ -625,6 +625,9 @@ fn the_artifacts_api_fetches_a_sub_path_alone() {
             .join("d6/f16.txt")
     );
     assert!(!artifacts.is_installed("data").unwrap());
+    // The manifest is in the usage log, so that `gc` keeps the partial folder.
+    let log = std::fs::read_to_string(depot.join("logs/artifact_usage.toml")).unwrap();
+    assert!(log.contains("Artifacts.toml"), "{log}");
     let whole = artifacts.ensure_installed("data").unwrap();
     assert_eq!(whole, depot.join("artifacts").join(m.tree.to_hex()));
     assert_eq!(
