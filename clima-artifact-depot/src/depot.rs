@@ -21,6 +21,8 @@
 //! interop is on: [`search_order`]); installs go to the first writable one of its own depots
 //! ([`first_writable`]; Julia's depots are searched, never written).
 
+use crate::notice::DepotEvent;
+use clima_artifact_progress::Reporting;
 use std::path::{Path, PathBuf};
 
 use clima_artifact_manifest::GitTreeSha1;
@@ -100,8 +102,9 @@ impl Depot {
 
     /// Takes this depot's lock of `hash` if nobody holds it, without waiting (`None` when
     /// another process, or another open lock file of this one, holds it).
-    pub fn try_lock(&self, hash: &GitTreeSha1) -> Option<LockedFile> {
-        LockedFile::try_acquire(&self.lock_path(hash))
+    /// An unusable lock file is said through `reporting` and yields an unlocked guard.
+    pub fn try_lock(&self, hash: &GitTreeSha1, reporting: &Reporting) -> Option<LockedFile> {
+        LockedFile::try_acquire(&self.lock_path(hash), reporting)
     }
 
     /// The rule that keeps installs and `gc` out of a victim's folders: the first symlink on
@@ -332,14 +335,12 @@ fn probe_writable(depot: &Path) -> Result<(), String> {
 }
 
 /// [`clima_artifact_fs::remove_tree`], logging instead of failing (cleanup of temp dirs).
-pub(crate) fn remove_tree(path: &Path) {
+pub(crate) fn remove_tree(path: &Path, reporting: &Reporting) {
     if let Err(e) = clima_artifact_fs::remove_tree(path) {
-        clima_artifact_progress::notice::emit(
-            clima_artifact_progress::notice::Event::CannotRemove {
-                path: path.to_path_buf(),
-                error: e.to_string(),
-            },
-        );
+        reporting.emit(DepotEvent::CannotRemove {
+            path: path.to_path_buf(),
+            error: e.to_string(),
+        });
     }
 }
 

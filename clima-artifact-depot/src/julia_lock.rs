@@ -48,9 +48,10 @@ use std::time::{Duration, SystemTime};
 
 use clima_artifact_fs::Dir;
 
+use crate::notice::{LockEvent, PidfileReason, StaleReason};
 use clima_artifact_manifest::GitTreeSha1;
 use clima_artifact_manifest::layout;
-use clima_artifact_progress::notice::{Event, PidfileReason, StaleReason};
+use clima_artifact_progress::Reporting;
 
 /// Pkg's `stale_age` for artifact installs (`mkpidlock(pidfile, stale_age = 20)`), in seconds.
 pub(crate) const STALE_AGE: f64 = 20.0;
@@ -169,6 +170,7 @@ impl JuliaPidfile {
         depot: &Path,
         hash: &GitTreeSha1,
         dead_rust_holder: Option<&(u32, String)>,
+        reporting: &Reporting,
     ) -> Take {
         let path = pidfile_path(depot, hash);
         let artifacts = layout::artifacts_dir(depot);
@@ -191,12 +193,25 @@ impl JuliaPidfile {
             Err(e) => return unusable(e),
         };
         let name = layout::Entry::JuliaPidfile(*hash).name();
-        take_in(dir, &locks, name, &path, STALE_AGE, dead_rust_holder)
+        take_in(
+            dir,
+            &locks,
+            name,
+            &path,
+            STALE_AGE,
+            dead_rust_holder,
+            reporting,
+        )
     }
 
     /// One attempt at the pidfile `name` in the folder `folder` (created if missing), with
     /// Julia's `stale_age` in seconds (Pkg's usage logs: `<log>.pid` with `stale_age = 3`).
-    pub(crate) fn try_take_file(folder: &Path, name: &str, stale_age: f64) -> Take {
+    pub(crate) fn try_take_file(
+        folder: &Path,
+        name: &str,
+        stale_age: f64,
+        reporting: &Reporting,
+    ) -> Take {
         let path = folder.join(name);
         let dir = std::fs::create_dir_all(folder).and_then(|()| Dir::open(folder));
         let (dir, temps) = match dir.and_then(|d| Ok((d.try_clone()?, d))) {
@@ -208,7 +223,15 @@ impl JuliaPidfile {
                 });
             }
         };
-        take_in(dir, &temps, name.to_owned(), &path, stale_age, None)
+        take_in(
+            dir,
+            &temps,
+            name.to_owned(),
+            &path,
+            stale_age,
+            None,
+            reporting,
+        )
     }
 }
 
@@ -221,6 +244,7 @@ fn take_in(
     path: &Path,
     stale_age: f64,
     dead_rust_holder: Option<&(u32, String)>,
+    reporting: &Reporting,
 ) -> Take {
     let unusable = |e: std::io::Error| {
         Take::Unusable(PidfileReason::CannotTake {
@@ -261,7 +285,7 @@ fn take_in(
             } else {
                 StaleReason::ProcessGone
             };
-            clima_artifact_progress::notice::emit(Event::StalePidfileRemoved {
+            reporting.emit(LockEvent::StalePidfileRemoved {
                 path: path.to_path_buf(),
                 holder: holder.describe(),
                 why,

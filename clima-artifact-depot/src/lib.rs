@@ -36,14 +36,22 @@
 //!   installed copy's git tree SHA-256, verified once (`tree_sha256`).
 //! - [`Depot::partial_file`], [`Staging::partial_files`] ([`PartialFiles`]): the files of an
 //!   artifact fetched one by one, in `<depot>/clima_partial/<hash>/` (`partial_files`).
+//! - [`Blobs`]: content the installed artifacts (and files fetched one by one) of some depots hold, found by its git blob id
+//!   and size and verified when handed out (`blobs`; for a ranged install that copies what
+//!   the depot has instead of fetching it).
 //! - [`Installed`], [`Origin`]: what making an artifact available returns.
 //! - [`Error`]: what a depot operation fails with; the runtime's error wraps it.
+//! - [`notice`]: the depot's notices and their lines ([`notice::LockEvent`]: lock waits and
+//!   Julia's pidfiles; [`notice::DepotEvent`]: upkeep; [`notice::UsageEvent`]: the usage
+//!   log), sent to the process's reporter (`clima_artifact_progress`).
 
+mod blobs;
 mod depot;
 mod error;
 mod installed;
 mod julia_lock;
 mod locked_file;
+pub mod notice;
 mod overrides;
 mod partial_files;
 mod reclaim;
@@ -51,6 +59,7 @@ mod staging;
 mod tree_sha256;
 mod usage;
 
+pub use blobs::{BlobLimits, Blobs, FoundBlob};
 pub use depot::{
     Depot, PARTIAL_MAX_AGE, PROBE_MAX_AGE, find_installed, first_writable, julia_depots,
     search_order,

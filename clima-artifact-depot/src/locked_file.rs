@@ -28,7 +28,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clima_artifact_progress::notice::{self, Event, LockFileReason, Planted};
+use crate::notice::{LockEvent, LockFileReason, Planted};
+use clima_artifact_progress::Reporting;
 
 use crate::Error;
 
@@ -50,9 +51,15 @@ impl LockedFile {
     /// A lock file that cannot be created or opened (e.g. a shared depot whose `.locks` folder
     /// belongs to another user), or a filesystem that refuses `flock`, is logged and yields an
     /// unlocked guard: the lock only saves duplicate downloads, so it never stops an install.
-    /// Only waiting longer than `timeout` for a live holder is an error.
-    pub fn acquire(path: &Path, what: &str, timeout: Duration) -> Result<LockedFile, Error> {
-        LockedFile::acquire_telling(path, what, timeout, true)
+    /// Only waiting longer than `timeout` for a live holder is an error. The wait and the
+    /// warnings are told through `reporting`.
+    pub fn acquire(
+        path: &Path,
+        what: &str,
+        timeout: Duration,
+        reporting: &Reporting,
+    ) -> Result<LockedFile, Error> {
+        LockedFile::acquire_telling(path, what, timeout, true, reporting)
     }
 
     /// [`LockedFile::acquire`]; the wait is told as info notices only when `tell_wait` (the
@@ -62,13 +69,14 @@ impl LockedFile {
         what: &str,
         timeout: Duration,
         tell_wait: bool,
+        reporting: &Reporting,
     ) -> Result<LockedFile, Error> {
-        let info = |event: Event| {
+        let info = |event: LockEvent| {
             if tell_wait {
-                notice::emit(event);
+                reporting.emit(event);
             }
         };
-        let file = match LockedFile::try_first(path) {
+        let file = match LockedFile::try_first(path, reporting) {
             Ok(guard) => return Ok(guard),
             Err(file) => file,
         };
@@ -81,14 +89,14 @@ impl LockedFile {
                 break;
             }
             std::thread::sleep(Duration::from_millis(5));
-            match try_lock_once(&file, path) {
+            match try_lock_once(&file, path, reporting) {
                 Some(true) => return Ok(LockedFile::held(file, path)),
                 Some(false) => {}
                 None => return Ok(LockedFile::unlocked(path)),
             }
         }
         let holder = read_holder(&file);
-        info(Event::LockWait {
+        info(LockEvent::LockWait {
             what: what.to_owned(),
             path: path.to_owned(),
             holder: holder.clone(),
@@ -105,7 +113,7 @@ impl LockedFile {
                 // Batch logs show that the wait goes on, and how far the holder is.
                 let holder = read_holder(&file);
                 if holder != last_holder || last_log.elapsed() >= 4 * WAIT_LOG_EVERY {
-                    info(Event::LockStillWaiting {
+                    info(LockEvent::LockStillWaiting {
                         what: what.to_owned(),
                         path: path.to_owned(),
                         holder: holder.clone(),
@@ -116,9 +124,9 @@ impl LockedFile {
                     last_holder = holder;
                 }
             }
-            match try_lock_once(&file, path) {
+            match try_lock_once(&file, path, reporting) {
                 Some(true) => {
-                    info(Event::LockTaken {
+                    info(LockEvent::LockTaken {
                         what: what.to_owned(),
                         waited: start.elapsed(),
                     });
@@ -139,21 +147,21 @@ impl LockedFile {
 
     /// Locks `path` if nobody holds it: `None` when another holder does. An unusable lock
     /// file yields an unlocked guard, as in [`LockedFile::acquire`].
-    pub(crate) fn try_acquire(path: &Path) -> Option<LockedFile> {
-        LockedFile::try_first(path).ok()
+    pub(crate) fn try_acquire(path: &Path, reporting: &Reporting) -> Option<LockedFile> {
+        LockedFile::try_first(path, reporting).ok()
     }
 
     /// One try: the guard (held, or unlocked when the lock file is unusable), or the open
     /// lock file when another holder has it.
-    fn try_first(path: &Path) -> Result<LockedFile, File> {
+    fn try_first(path: &Path, reporting: &Reporting) -> Result<LockedFile, File> {
         let file = match open_lock_file(path) {
             Ok(file) => file,
             Err(e) => {
-                notice::emit(Event::LockFileUnusable { why: e });
+                reporting.emit(LockEvent::LockFileUnusable { why: e });
                 return Ok(LockedFile::unlocked(path));
             }
         };
-        match try_lock_once(&file, path) {
+        match try_lock_once(&file, path, reporting) {
             Some(true) => Ok(LockedFile::held(file, path)),
             Some(false) => Err(file),
             None => Ok(LockedFile::unlocked(path)),
@@ -237,12 +245,12 @@ impl HolderNote {
 /// `Some(false)` when another holder has it, `None` when the filesystem refuses `flock` (logged;
 /// some network filesystems do, and correctness does not depend on the lock, so the caller
 /// proceeds unlocked).
-fn try_lock_once(file: &File, path: &Path) -> Option<bool> {
+fn try_lock_once(file: &File, path: &Path, reporting: &Reporting) -> Option<bool> {
     match file.try_lock() {
         Ok(()) => Some(true),
         Err(TryLockError::WouldBlock) => Some(false),
         Err(TryLockError::Error(e)) => {
-            notice::emit(Event::LockRefused {
+            reporting.emit(LockEvent::LockRefused {
                 path: path.to_owned(),
                 error: e.to_string(),
             });
@@ -384,7 +392,13 @@ mod tests {
         std::thread::scope(|s| {
             for _ in 0..6 {
                 s.spawn(|| {
-                    let _l = LockedFile::acquire(&path, "test", Duration::from_secs(20)).unwrap();
+                    let _l = LockedFile::acquire(
+                        &path,
+                        "test",
+                        Duration::from_secs(20),
+                        &Reporting::default(),
+                    )
+                    .unwrap();
                     let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
                     max.fetch_max(n, Ordering::SeqCst);
                     std::thread::sleep(Duration::from_millis(20));
@@ -401,17 +415,28 @@ mod tests {
         // Something that is not a file sits where the lock file should be.
         let path = dir.path().join("c.lock");
         std::fs::create_dir(&path).unwrap();
-        let guard = LockedFile::acquire(&path, "test", Duration::from_secs(1)).unwrap();
+        let guard =
+            LockedFile::acquire(&path, "test", Duration::from_secs(1), &Reporting::default())
+                .unwrap();
         assert!(!guard.is_locked());
         drop(guard);
         assert!(path.is_dir());
         // A folder that cannot be created (a file is in the way).
         std::fs::write(dir.path().join("f"), b"x").unwrap();
-        let guard =
-            LockedFile::acquire(&dir.path().join("f/d.lock"), "test", Duration::from_secs(1))
-                .unwrap();
+        let guard = LockedFile::acquire(
+            &dir.path().join("f/d.lock"),
+            "test",
+            Duration::from_secs(1),
+            &Reporting::default(),
+        )
+        .unwrap();
         assert!(!guard.is_locked());
-        let ok = LockedFile::acquire(&dir.path().join("e.lock"), "t", Duration::from_secs(1));
+        let ok = LockedFile::acquire(
+            &dir.path().join("e.lock"),
+            "t",
+            Duration::from_secs(1),
+            &Reporting::default(),
+        );
         assert!(ok.unwrap().is_locked());
     }
 
@@ -422,7 +447,9 @@ mod tests {
         std::fs::write(&secret, b"precious bytes").unwrap();
         let path = dir.path().join("x.lock");
         std::os::unix::fs::symlink(&secret, &path).unwrap();
-        let guard = LockedFile::acquire(&path, "test", Duration::from_secs(1)).unwrap();
+        let guard =
+            LockedFile::acquire(&path, "test", Duration::from_secs(1), &Reporting::default())
+                .unwrap();
         assert!(!guard.is_locked());
         drop(guard);
         assert_eq!(std::fs::read(&secret).unwrap(), b"precious bytes");
@@ -466,7 +493,9 @@ mod tests {
         let mut old = vec![b'x'; 1000];
         old[999] = b'\n';
         std::fs::write(&path, &old).unwrap();
-        let held = LockedFile::acquire(&path, "test", Duration::from_secs(1)).unwrap();
+        let held =
+            LockedFile::acquire(&path, "test", Duration::from_secs(1), &Reporting::default())
+                .unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len(), 1000);
         assert!(bytes.starts_with(format!("pid {} on ", std::process::id()).as_bytes()));
@@ -481,11 +510,19 @@ mod tests {
     fn waiters_see_how_far_the_holder_is() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.lock");
-        let held = LockedFile::acquire(&path, "test", Duration::from_secs(1)).unwrap();
+        let held =
+            LockedFile::acquire(&path, "test", Duration::from_secs(1), &Reporting::default())
+                .unwrap();
         held.note()
             .unwrap()
             .set("downloading `era5`: 1.2 GiB of 40.0 GiB");
-        let e = LockedFile::acquire(&path, "test", Duration::from_millis(50)).unwrap_err();
+        let e = LockedFile::acquire(
+            &path,
+            "test",
+            Duration::from_millis(50),
+            &Reporting::default(),
+        )
+        .unwrap_err();
         let s = e.to_string();
         assert!(
             s.contains(&format!(
@@ -505,13 +542,25 @@ mod tests {
         let path = dir.path().join("c.lock");
         let raw = File::create(&path).unwrap();
         raw.lock().unwrap();
-        let e = LockedFile::acquire(&path, "test", Duration::from_millis(100)).unwrap_err();
+        let e = LockedFile::acquire(
+            &path,
+            "test",
+            Duration::from_millis(100),
+            &Reporting::default(),
+        )
+        .unwrap_err();
         let Error::LockTimeout { holder, .. } = &e else {
             panic!("{e}")
         };
         assert_eq!(holder, "another process");
         raw.unlock().unwrap();
-        let got = LockedFile::acquire(&path, "test", Duration::from_millis(100)).unwrap();
+        let got = LockedFile::acquire(
+            &path,
+            "test",
+            Duration::from_millis(100),
+            &Reporting::default(),
+        )
+        .unwrap();
         drop(got);
     }
 
@@ -519,8 +568,16 @@ mod tests {
     fn timeout_names_the_variable_and_the_holder() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.lock");
-        let _held = LockedFile::acquire(&path, "test", Duration::from_secs(1)).unwrap();
-        let e = LockedFile::acquire(&path, "test", Duration::from_millis(100)).unwrap_err();
+        let _held =
+            LockedFile::acquire(&path, "test", Duration::from_secs(1), &Reporting::default())
+                .unwrap();
+        let e = LockedFile::acquire(
+            &path,
+            "test",
+            Duration::from_millis(100),
+            &Reporting::default(),
+        )
+        .unwrap_err();
         let s = e.to_string();
         assert!(s.contains("CLIMA_ARTIFACTS_LOCK_TIMEOUT"), "{s}");
         assert!(s.contains(&format!("pid {}", std::process::id())), "{s}");

@@ -1,10 +1,11 @@
 //! Reclaiming what dead installs left in a depot: install temp dirs of dead processes of this
 //! host, old writability probes, and this user's partial downloads nobody continued.
 
+use clima_artifact_progress::Reporting;
 use std::path::Path;
 
+use crate::notice::DepotEvent;
 use clima_artifact_manifest::{GitTreeSha1, layout};
-use clima_artifact_progress::notice::Event;
 
 use crate::depot::{Depot, PARTIAL_MAX_AGE, PROBE_MAX_AGE, partial_owner};
 
@@ -18,13 +19,17 @@ impl Depot {
     /// A pid that looks dead may be a live process in another PID namespace (a container with the
     /// same host name sharing the depot), so a temp dir is also left alone while anyone holds the
     /// lock of its artifact: a live installer always does (where `flock` works).
-    pub fn reclaim_stale_temp_dirs(&self) -> usize {
-        self.reclaim_stale(None)
+    pub fn reclaim_stale_temp_dirs(&self, reporting: &Reporting) -> usize {
+        self.reclaim_stale(None, reporting)
     }
 
     /// [`Depot::reclaim_stale_temp_dirs`], called while this process holds the lock of `holding` (so that
     /// lock says nothing about other processes).
-    pub(crate) fn reclaim_stale(&self, holding: Option<&GitTreeSha1>) -> usize {
+    pub(crate) fn reclaim_stale(
+        &self,
+        holding: Option<&GitTreeSha1>,
+        reporting: &Reporting,
+    ) -> usize {
         // Never clean up through another user's link (see [`planted_link`]).
         if !matches!(self.planted_link(), Ok(None)) {
             return 0;
@@ -40,11 +45,11 @@ impl Depot {
             let Some(name) = name.to_str() else { continue };
             match layout::Entry::parse(name) {
                 Some(layout::Entry::Probe { .. }) => {
-                    remove_if_older(&entry.path(), PROBE_MAX_AGE);
+                    remove_if_older(&entry.path(), PROBE_MAX_AGE, reporting);
                     continue;
                 }
                 Some(layout::Entry::Partial { artifact, uid, .. }) => {
-                    let _ = self.reclaim_partial(name, &artifact, uid, holding);
+                    let _ = self.reclaim_partial(name, &artifact, uid, holding, reporting);
                     continue;
                 }
                 _ => {}
@@ -61,7 +66,7 @@ impl Depot {
             } else {
                 match try_lock_existing(&self.lock_path(&hash)) {
                     LockProbe::Held => {
-                        clima_artifact_progress::notice::emit(Event::LeftoverKept {
+                        reporting.emit(DepotEvent::LeftoverKept {
                             path: entry.path(),
                             pid,
                         });
@@ -71,11 +76,11 @@ impl Depot {
                     LockProbe::Unknown => None,
                 }
             };
-            clima_artifact_progress::notice::emit(Event::LeftoverRemoved {
+            reporting.emit(DepotEvent::LeftoverRemoved {
                 path: entry.path(),
                 pid,
             });
-            crate::depot::remove_tree(&entry.path());
+            crate::depot::remove_tree(&entry.path(), reporting);
             removed += 1;
         }
         removed
@@ -92,6 +97,7 @@ impl Depot {
         hash: &GitTreeSha1,
         uid: u32,
         holding: Option<&GitTreeSha1>,
+        reporting: &Reporting,
     ) -> bool {
         let path = self.artifacts_dir().join(name);
         let old = std::fs::symlink_metadata(&path)
@@ -115,7 +121,7 @@ impl Depot {
         };
         let removed = crate::staging::remove_own_file(&dir, name);
         if removed {
-            clima_artifact_progress::notice::emit(Event::PartialRemoved {
+            reporting.emit(DepotEvent::PartialRemoved {
                 path: path.to_path_buf(),
                 days: PARTIAL_MAX_AGE.as_secs() / 86400,
             });
@@ -128,7 +134,7 @@ impl Depot {
     /// Removes this user's partial downloads in this depot that received nothing for
     /// [`PARTIAL_MAX_AGE`] while nobody holds their artifact's lock (what `gc` does besides
     /// collecting artifacts). Returns how many were removed.
-    pub fn reclaim_stale_partials(&self) -> usize {
+    pub fn reclaim_stale_partials(&self, reporting: &Reporting) -> usize {
         let depot = self;
         let Ok(dir) = clima_artifact_fs::Dir::open(&depot.artifacts_dir()) else {
             return 0;
@@ -139,7 +145,7 @@ impl Depot {
                 continue;
             };
             if let Some((hash, uid)) = partial_owner(name)
-                && depot.reclaim_partial(name, &hash, uid, None)
+                && depot.reclaim_partial(name, &hash, uid, None, reporting)
             {
                 removed += 1;
             }
@@ -149,14 +155,14 @@ impl Depot {
 }
 
 /// Removes the file at `path` if it was last modified more than `age` ago.
-fn remove_if_older(path: &Path, age: std::time::Duration) {
+fn remove_if_older(path: &Path, age: std::time::Duration, reporting: &Reporting) {
     let old = std::fs::symlink_metadata(path)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|elapsed| elapsed > age);
     if old {
-        clima_artifact_progress::notice::emit(Event::ProbeFileRemoved {
+        reporting.emit(DepotEvent::ProbeFileRemoved {
             path: path.to_path_buf(),
         });
         let _ = std::fs::remove_file(path);

@@ -22,8 +22,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::notice::{DepotEvent, LockEvent};
 use clima_artifact_manifest::{GitTreeSha1, GitTreeSha256};
-use clima_artifact_progress::notice::{self, Event};
+use clima_artifact_progress::Reporting;
 
 use crate::Error;
 use crate::depot::{Depot, find_installed};
@@ -48,6 +49,8 @@ pub struct Stage<'a> {
     /// `Some`: wait for another holder of the locks as it says; `None`: do not wait
     /// ([`Staged::Busy`] when another holder has them).
     pub wait: Option<Wait>,
+    /// Where the locks' waits and warnings, and the staging's, are told.
+    pub reporting: &'a Reporting,
 }
 
 /// How long to wait for another holder, and whether to say so as it happens.
@@ -87,6 +90,8 @@ pub struct Staging {
     /// The depot that keeps partial downloads when it is not `depot`, with its lock of the
     /// artifact held while they are used.
     partials: Option<(Depot, LockedFile)>,
+    /// Where the staging's notices go ([`Stage::reporting`]).
+    reporting: Reporting,
 }
 
 impl Depot {
@@ -108,6 +113,7 @@ impl Depot {
                     &format!("artifact `{name}` ({hash})"),
                     wait.timeout,
                     wait.tell,
+                    stage.reporting,
                 )?;
                 match self.wait_for_julia(hash, &stage, wait, &ours)? {
                     Ok(julia) => (ours, julia),
@@ -115,21 +121,23 @@ impl Depot {
                 }
             }
             None => {
-                let Some(ours) = self.try_lock(hash) else {
+                let Some(ours) = self.try_lock(hash, stage.reporting) else {
                     return Ok(Staged::Busy);
                 };
                 let dead = ours.dead_holder();
-                let julia = match JuliaPidfile::try_take(self.root(), hash, dead.as_ref()) {
-                    Take::Held(pidfile) => Some(pidfile),
-                    Take::Busy(_) => return Ok(Staged::Busy),
-                    Take::Unusable(why) => {
-                        notice::emit(Event::JuliaLockUnusable {
-                            why,
-                            artifact: None,
-                        });
-                        None
-                    }
-                };
+                let julia =
+                    match JuliaPidfile::try_take(self.root(), hash, dead.as_ref(), stage.reporting)
+                    {
+                        Take::Held(pidfile) => Some(pidfile),
+                        Take::Busy(_) => return Ok(Staged::Busy),
+                        Take::Unusable(why) => {
+                            stage.reporting.emit(LockEvent::JuliaLockUnusable {
+                                why,
+                                artifact: None,
+                            });
+                            None
+                        }
+                    };
                 (ours, julia)
             }
         };
@@ -139,7 +147,7 @@ impl Depot {
                 origin: Origin::Depot,
             }));
         }
-        self.reclaim_stale(Some(hash));
+        self.reclaim_stale(Some(hash), stage.reporting);
         Ok(Staged::Ready(Box::new(Staging {
             depot: self.clone(),
             hash: *hash,
@@ -148,6 +156,7 @@ impl Depot {
             note: ours.note(),
             _ours: ours,
             partials: None,
+            reporting: stage.reporting.clone(),
         })))
     }
 
@@ -170,30 +179,31 @@ impl Depot {
         let mut pause = Duration::from_millis(5);
         let mut told: Option<julia_lock::Holder> = None;
         loop {
-            let holder = match JuliaPidfile::try_take(self.root(), hash, dead.as_ref()) {
-                Take::Held(pidfile) => {
-                    if told.is_some() && wait.tell {
-                        notice::emit(Event::JuliaLockFree {
-                            artifact: name.to_owned(),
-                            waited: start.elapsed(),
-                        });
+            let holder =
+                match JuliaPidfile::try_take(self.root(), hash, dead.as_ref(), stage.reporting) {
+                    Take::Held(pidfile) => {
+                        if told.is_some() && wait.tell {
+                            stage.reporting.emit(LockEvent::JuliaLockFree {
+                                artifact: name.to_owned(),
+                                waited: start.elapsed(),
+                            });
+                        }
+                        return Ok(Ok(Some(pidfile)));
                     }
-                    return Ok(Ok(Some(pidfile)));
-                }
-                Take::Unusable(why) => {
-                    notice::emit(Event::JuliaLockUnusable {
-                        why,
-                        artifact: Some(name.to_owned()),
-                    });
-                    return Ok(Ok(None));
-                }
-                Take::Busy(holder) => holder,
-            };
+                    Take::Unusable(why) => {
+                        stage.reporting.emit(LockEvent::JuliaLockUnusable {
+                            why,
+                            artifact: Some(name.to_owned()),
+                        });
+                        return Ok(Ok(None));
+                    }
+                    Take::Busy(holder) => holder,
+                };
             let changed = told
                 .as_ref()
                 .is_none_or(|t| (t.pid, &t.host) != (holder.pid, &holder.host));
             if changed && wait.tell {
-                notice::emit(Event::JuliaLockWait {
+                stage.reporting.emit(LockEvent::JuliaLockWait {
                     artifact: name.to_owned(),
                     holder: holder.describe(),
                     path: path.clone(),
@@ -274,7 +284,7 @@ impl Staging {
             && ours
             && let Err(e) = self.depot.record_tree_sha256(&self.hash, &dest, sha256)
         {
-            notice::emit(Event::TreeSha256NotRecorded {
+            self.reporting.emit(DepotEvent::TreeSha256NotRecorded {
                 path: dest.clone(),
                 error: e.to_string(),
             });

@@ -12,17 +12,18 @@
 //! the lock and removes it (only its own user's: another user's is merged and left for them).
 //! `gc` counts those entries too.
 
+use clima_artifact_progress::Reporting;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::notice::{
+    LockEvent, Planted, UsageEvent, UsageLogUnlockedReason, UsageNotRecordedReason,
+};
 use clima_artifact_fs::Dir;
 use clima_artifact_manifest::layout::{self, USAGE_LOG, USAGE_PENDING_MARK};
-use clima_artifact_progress::notice::{
-    Event, Planted, UsageLogUnlockedReason, UsageNotRecordedReason,
-};
 
 use crate::depot::Depot;
 use crate::installed::{Installed, Origin};
@@ -54,7 +55,8 @@ impl Depot {
     /// [`USAGE_LOCK_WAIT`] by Julia's stale rule; past that, it is kept in a file of its own
     /// beside the log for the next run to merge ([`PendingUsage`]), which this run also does
     /// for the entries earlier runs of this user kept.
-    pub fn record_usage(&self, manifest: &Path) {
+    /// What cannot be recorded is said through `reporting`.
+    pub fn record_usage(&self, manifest: &Path, reporting: &Reporting) {
         static DONE: LazyLock<Mutex<HashSet<(PathBuf, PathBuf)>>> =
             LazyLock::new(|| Mutex::new(HashSet::new()));
         let key = (self.root().to_owned(), manifest.to_owned());
@@ -81,35 +83,35 @@ impl Depot {
         // Through another user's symlink the entry would land in their target (say, the
         // victim's own `~/.julia/logs`): not written, and said once.
         if let Ok(Some(link)) = clima_artifact_fs::foreign_link(&logs) {
-            clima_artifact_progress::notice::emit(Event::UsageNotRecorded {
+            reporting.emit(UsageEvent::UsageNotRecorded {
                 path: path.clone(),
                 why: UsageNotRecordedReason::ForeignLink(link),
             });
             return;
         }
         if let Err(e) = std::fs::create_dir_all(&logs) {
-            clima_artifact_progress::notice::emit(Event::UsageRecordFailed {
+            reporting.emit(UsageEvent::UsageRecordFailed {
                 path: path.clone(),
                 error: e.to_string(),
             });
             return;
         }
-        let _julia = match usage_log_pidlock(&logs, USAGE_LOCK_WAIT, None) {
+        let _julia = match usage_log_pidlock(&logs, USAGE_LOCK_WAIT, None, reporting) {
             LogLock::Held(pidfile) => pidfile,
-            LogLock::Busy(holder) => return keep_for_next_run(&logs, &path, &entry, &holder),
+            LogLock::Busy(holder) => {
+                return keep_for_next_run(&logs, &path, &entry, &holder, reporting);
+            }
         };
         // This user's entries that earlier runs could not write in time go in first.
         let pending = PendingUsage::read(self, true);
         let bytes = pending.as_log_text() + &entry;
         match append_to_regular_file(&path, bytes.as_bytes()) {
             Ok(()) => pending.remove_merged(),
-            Err(Append::Planted(what)) => {
-                clima_artifact_progress::notice::emit(Event::UsageNotRecorded {
-                    path: path.clone(),
-                    why: UsageNotRecordedReason::Planted(what),
-                })
-            }
-            Err(Append::Io(e)) => clima_artifact_progress::notice::emit(Event::UsageRecordFailed {
+            Err(Append::Planted(what)) => reporting.emit(UsageEvent::UsageNotRecorded {
+                path: path.clone(),
+                why: UsageNotRecordedReason::Planted(what),
+            }),
+            Err(Append::Io(e)) => reporting.emit(UsageEvent::UsageRecordFailed {
                 path: path.clone(),
                 error: e.to_string(),
             }),
@@ -128,15 +130,15 @@ fn log_entry(manifest: &str, time: SystemTime) -> String {
 
 /// Keeps `entry` (for the usage log `log` in `logs`, whose lock `holder` held too long) in a
 /// new file of its own for the next run to merge, and says so.
-fn keep_for_next_run(logs: &Path, log: &Path, entry: &str, holder: &Holder) {
+fn keep_for_next_run(logs: &Path, log: &Path, entry: &str, holder: &Holder, reporting: &Reporting) {
     let kept = logs.join(clima_artifact_fs::temp_name(USAGE_LOG, USAGE_PENDING_MARK));
     let event = match clima_artifact_fs::write_atomically(&kept, entry.as_bytes()) {
-        Ok(()) => Event::UsageEntryKept {
+        Ok(()) => UsageEvent::UsageEntryKept {
             log: log.to_path_buf(),
             kept,
             holder: holder.describe(),
         },
-        Err(e) => Event::UsageRecordFailed {
+        Err(e) => UsageEvent::UsageRecordFailed {
             path: log.to_path_buf(),
             error: format!(
                 "its lock is held by {}, and the entry cannot be kept for the next run: {e}",
@@ -144,7 +146,7 @@ fn keep_for_next_run(logs: &Path, log: &Path, entry: &str, holder: &Holder) {
             ),
         },
     };
-    clima_artifact_progress::notice::emit(event);
+    reporting.emit(event);
 }
 
 /// Usage entries that runs kept beside a depot's log for the next run to merge (when Pkg's
@@ -274,8 +276,12 @@ impl Depot {
     /// [`UsageLogBusy`] when a live holder kept it that long: the log must not be rewritten.
     /// A pidfile that cannot be used at all (no permission, something planted at its name) is
     /// said, and the lock is then `Ok` without it, as Julia could not take it either.
-    pub fn lock_usage_log(&self, wait: Duration) -> Result<UsageLogLock, UsageLogBusy> {
-        match usage_log_pidlock(&self.logs_dir(), wait, Some(&self.usage_log())) {
+    pub fn lock_usage_log(
+        &self,
+        wait: Duration,
+        reporting: &Reporting,
+    ) -> Result<UsageLogLock, UsageLogBusy> {
+        match usage_log_pidlock(&self.logs_dir(), wait, Some(&self.usage_log()), reporting) {
             LogLock::Held(held) => Ok(UsageLogLock { _held: held }),
             LogLock::Busy(holder) => Err(UsageLogBusy {
                 holder: holder.describe(),
@@ -295,16 +301,21 @@ enum LogLock {
 /// Pkg's lock of the usage log in `logs` (`write_env_usage`:
 /// `mkpidlock("<log>.pid", stale_age = 3)`), waited for at most `wait`; with `tell` (the log),
 /// the wait is said once, naming the holder.
-fn usage_log_pidlock(logs: &Path, wait: Duration, tell: Option<&Path>) -> LogLock {
+fn usage_log_pidlock(
+    logs: &Path,
+    wait: Duration,
+    tell: Option<&Path>,
+    reporting: &Reporting,
+) -> LogLock {
     let start = Instant::now();
     let name = layout::pidfile_name(USAGE_LOG);
     let mut pause = Duration::from_millis(20);
     let mut told = false;
     loop {
-        match JuliaPidfile::try_take_file(logs, &name, USAGE_STALE_AGE) {
+        match JuliaPidfile::try_take_file(logs, &name, USAGE_STALE_AGE, reporting) {
             Take::Held(pidfile) => return LogLock::Held(Some(pidfile)),
             Take::Unusable(why) => {
-                clima_artifact_progress::notice::emit(Event::UsageLogUnlocked {
+                reporting.emit(UsageEvent::UsageLogUnlocked {
                     why: UsageLogUnlockedReason::Pidfile(why),
                 });
                 return LogLock::Held(None);
@@ -313,7 +324,7 @@ fn usage_log_pidlock(logs: &Path, wait: Duration, tell: Option<&Path>) -> LogLoc
             Take::Busy(holder) => {
                 if let Some(log) = tell.filter(|_| !told) {
                     told = true;
-                    clima_artifact_progress::notice::emit(Event::LockWait {
+                    reporting.emit(LockEvent::LockWait {
                         what: format!("the usage log `{}`", log.display()),
                         path: logs.join(&name),
                         holder: holder.describe(),
@@ -334,9 +345,14 @@ fn usage_log_pidlock(logs: &Path, wait: Duration, tell: Option<&Path>) -> LogLoc
 /// `Pkg.gc()` reads only the usage logs of the depots it collects, and since Pkg 1.13 deletes
 /// an unreachable artifact at once: a Julia user whose first depot is the shared depot that
 /// holds this artifact must find its manifest in that depot's log.
-pub fn record_usage_of(first: Option<&Depot>, installed: &Installed, manifest: &Path) {
+pub fn record_usage_of(
+    first: Option<&Depot>,
+    installed: &Installed,
+    manifest: &Path,
+    reporting: &Reporting,
+) {
     if let Some(first) = first {
-        first.record_usage(manifest);
+        first.record_usage(manifest, reporting);
     }
     if matches!(installed.origin, Origin::Override { .. }) {
         return;
@@ -349,7 +365,7 @@ pub fn record_usage_of(first: Option<&Depot>, installed: &Installed, manifest: &
     if let Some(holder) = holder
         && Some(holder) != first.map(Depot::root)
     {
-        Depot::new(holder).record_usage(manifest);
+        Depot::new(holder).record_usage(manifest, reporting);
     }
 }
 
@@ -450,9 +466,9 @@ mod tests {
     #[test]
     fn usage_log_appends_once_per_process() {
         let dir = tempfile::tempdir().unwrap();
-        Depot::new(dir.path()).record_usage(Path::new("/p/Artifacts.toml"));
-        Depot::new(dir.path()).record_usage(Path::new("/p/Artifacts.toml"));
-        Depot::new(dir.path()).record_usage(Path::new("/q/\"odd\".toml"));
+        Depot::new(dir.path()).record_usage(Path::new("/p/Artifacts.toml"), &Reporting::default());
+        Depot::new(dir.path()).record_usage(Path::new("/p/Artifacts.toml"), &Reporting::default());
+        Depot::new(dir.path()).record_usage(Path::new("/q/\"odd\".toml"), &Reporting::default());
         let s = std::fs::read_to_string(dir.path().join("logs/artifact_usage.toml")).unwrap();
         assert_eq!(s.matches("[[").count(), 2, "{s}");
         assert!(s.contains("[[\"/p/Artifacts.toml\"]]\ntime = "), "{s}");
@@ -472,9 +488,11 @@ mod tests {
         )
         .unwrap();
         // Recorded today already (by another process): not written again.
-        Depot::new(dir.path()).record_usage(Path::new("/day/Artifacts.toml"));
+        Depot::new(dir.path())
+            .record_usage(Path::new("/day/Artifacts.toml"), &Reporting::default());
         // Recorded long ago: a new entry.
-        Depot::new(dir.path()).record_usage(Path::new("/old/Artifacts.toml"));
+        Depot::new(dir.path())
+            .record_usage(Path::new("/old/Artifacts.toml"), &Reporting::default());
         let s = std::fs::read_to_string(&log).unwrap();
         assert_eq!(s.matches("[[\"/day/Artifacts.toml\"]]").count(), 1, "{s}");
         assert_eq!(s.matches("[[\"/old/Artifacts.toml\"]]").count(), 2, "{s}");
@@ -510,7 +528,8 @@ mod tests {
             "the test must cut inside a character"
         );
         std::fs::write(&log, &text).unwrap();
-        Depot::new(dir.path()).record_usage(Path::new("/day/Artifacts.toml"));
+        Depot::new(dir.path())
+            .record_usage(Path::new("/day/Artifacts.toml"), &Reporting::default());
         let after = std::fs::read_to_string(&log).unwrap();
         assert_eq!(after.len(), text.len(), "today's entry was written again");
     }
@@ -522,7 +541,8 @@ mod tests {
         std::fs::write(&victim, b"keep").unwrap();
         std::fs::create_dir(dir.path().join("logs")).unwrap();
         std::os::unix::fs::symlink(&victim, dir.path().join("logs/artifact_usage.toml")).unwrap();
-        Depot::new(dir.path()).record_usage(Path::new("/planted/Artifacts.toml"));
+        Depot::new(dir.path())
+            .record_usage(Path::new("/planted/Artifacts.toml"), &Reporting::default());
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clima_artifact_depot::{Depot, Stage, Staged, Staging, Wait};
 use clima_artifact_manifest::layout::Entry;
 use clima_artifact_manifest::{GitTreeSha1, GitTreeSha256, Origin};
+use clima_artifact_progress::Reporting;
 
 const HASH: GitTreeSha1 = GitTreeSha1([0x5a; 20]);
 
@@ -18,6 +19,7 @@ fn stage(depot: &Depot, wait: Option<Wait>) -> Staged {
         name: "demo",
         search: &search,
         wait,
+        reporting: &Reporting::default(),
     };
     depot
         .stage(&HASH, stage)
@@ -105,6 +107,7 @@ fn a_waiting_stager_times_out_naming_the_lock() {
             name: "demo",
             search: &search,
             wait: Some(wait),
+            reporting: &Reporting::default(),
         };
         depot2.stage(&HASH, stage).err().expect("a timeout")
     })

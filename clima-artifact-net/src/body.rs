@@ -11,10 +11,11 @@ use std::io::{self, BufRead, Read};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
+use crate::notice::NetEvent;
 use clima_artifact_fs::human_bytes;
 use clima_artifact_manifest::Sha256;
+use clima_artifact_progress::Reporting;
 use clima_artifact_progress::Transfer;
-use clima_artifact_progress::notice::{self, Event};
 use clima_artifact_vars::{LOW_SPEED_LIMIT, LOW_SPEED_TIME};
 use sha2::Digest;
 
@@ -24,7 +25,7 @@ use crate::source::Source;
 const CHUNK: usize = 256 * 1024;
 
 /// Bounds on what the reader thread takes from a source.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct BodyRules {
     /// The manifest's `size`: reading byte `size + 1` is an error ([`RuleBroken::TooLong`]).
     pub max_bytes: Option<u64>,
@@ -37,6 +38,8 @@ pub struct BodyRules {
     pub retry: crate::retry::RetryPolicy,
     /// Whether resumes are told as info notices.
     pub tell_resumes: bool,
+    /// Where they are told (the configuration's [`NetConfig::reporting`]).
+    pub reporting: Reporting,
 }
 
 impl BodyRules {
@@ -48,6 +51,7 @@ impl BodyRules {
             low_speed_time: config.low_speed_time,
             retry: config.retry,
             tell_resumes,
+            reporting: config.reporting.clone(),
         }
     }
 }
@@ -312,7 +316,7 @@ impl Body {
                             match resumer.reopen(total) {
                                 Ok(rest) => {
                                     if rules.tell_resumes {
-                                        notice::emit(Event::ResumingBroken {
+                                        rules.reporting.emit(NetEvent::ResumingBroken {
                                             artifact: name.clone(),
                                             at: total,
                                             error: e.to_string(),

@@ -2,6 +2,7 @@
 //! verification, proxies. The runtime's `Config` holds a [`NetConfig`] (read from the
 //! `CLIMA_ARTIFACTS_*` variables, defaults from here); nothing else reaches this crate.
 
+use clima_artifact_progress::Reporting;
 use clima_artifact_vars as vars;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -39,6 +40,10 @@ pub struct NetConfig {
     /// Smallest `Content-Length` downloaded as a large download (several connections, a
     /// partial file kept for resuming; `CLIMA_ARTIFACTS_PARALLEL_MIN_SIZE`).
     pub parallel_min_size: u64,
+    /// Where the network's notices (redirects, retries, resumes, partial files) and downloads'
+    /// progress go: the program's [`Reporting`], passed down from its entry point; by default
+    /// today's lines on stderr.
+    pub reporting: Reporting,
 }
 
 impl Default for NetConfig {
@@ -57,6 +62,7 @@ impl Default for NetConfig {
             proxy: ProxySettings::default(),
             connections: crate::ranged::MAX_CONNECTIONS,
             parallel_min_size: DEFAULT_PARALLEL_MIN_SIZE,
+            reporting: Reporting::default(),
         }
     }
 }

@@ -16,6 +16,7 @@
 //! | [`trust`] | TLS roots (variables, system bundle, bundled Mozilla roots), hosts without verification, credentials redacted from URLs |
 //! | `config` | [`NetConfig`], [`ProxySettings`] |
 //! | `error` | [`NetError`] |
+//! | [`notice`] | the network's notices and their lines ([`notice::NetEvent`]: redirects, TLS not verified, retries, resumes, partial files, range fallbacks), sent to the process's reporter (`clima_artifact_progress`) |
 //!
 //! The runtime builds the configuration from its `CLIMA_ARTIFACTS_*` variables; this crate
 //! reads no variable itself except the proxies' and the TLS roots' (`ProxySettings::from_vars`,
@@ -24,6 +25,7 @@
 mod config;
 mod error;
 mod limit;
+pub mod notice;
 mod partial;
 mod redirect;
 pub mod retry;

@@ -21,6 +21,9 @@ pub(crate) trait Partial: Send + Sync {
     fn connections(&self) -> usize;
     /// The download's length.
     fn length(&self) -> u64;
+    /// The partial file and the offset of the download's byte 0 in it, once every byte was
+    /// received; `None` before.
+    fn whole(&self) -> Option<std::io::Result<(std::fs::File, u64)>>;
 }
 
 /// The partial file of a large download, as the caller handles it after the attempt.
@@ -48,6 +51,16 @@ impl Kept {
     /// names it.
     pub fn remove(&self) {
         self.0.remove()
+    }
+
+    /// Once every byte was received: the partial file, open for reading (a new handle on the
+    /// file the download wrote, never opened again by name), and the offset of the download's
+    /// byte 0 in it, behind its header. What a caller that reads the download again after its
+    /// verification pass (the seekable install) reads instead of a copy of its own; what it
+    /// reads there is not trusted on this account (it checks it against what it verified).
+    /// `None` while bytes are missing.
+    pub fn whole(&self) -> Option<std::io::Result<(std::fs::File, u64)>> {
+        self.0.whole()
     }
 }
 

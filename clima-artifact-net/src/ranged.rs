@@ -47,10 +47,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use clima_artifact_fs::Dir;
-use clima_artifact_progress::notice::{
-    self, ContentRange, Event, PartialNotKeptReason, PartialRestartReason, PartialUnusableReason,
+use crate::notice::{
+    ContentRange, NetEvent, PartialNotKeptReason, PartialRestartReason, PartialUnusableReason,
 };
+use clima_artifact_fs::Dir;
+use clima_artifact_progress::Reporting;
 
 use crate::limit::Permit;
 use crate::partial::{Partial, Watch};
@@ -263,6 +264,11 @@ impl Partial for Shared {
     fn length(&self) -> u64 {
         self.record.length
     }
+    fn whole(&self) -> Option<io::Result<(File, u64)>> {
+        let st = self.state();
+        (st.first >= st.done.len() && st.fatal.is_none())
+            .then(|| self.file.try_clone().map(|f| (f, self.record.data_at())))
+    }
 }
 
 /// A kept partial file, opened and checked.
@@ -277,7 +283,10 @@ struct Found {
 /// The partial file `large.name`, if one of this user's is there for its URL (`large.key`).
 /// `Err` says why the name cannot be used (something of another user's, a link, a folder): the
 /// download then keeps nothing. A file of this user's that is not a usable partial file is removed.
-fn find_kept(large: &Large<'_>) -> Result<Option<Found>, PartialNotKeptReason> {
+fn find_kept(
+    large: &Large<'_>,
+    reporting: &Reporting,
+) -> Result<Option<Found>, PartialNotKeptReason> {
     let file = match large.dir.open_file_rw(large.name) {
         Ok(None) => return Ok(None),
         Ok(Some(f)) => f,
@@ -294,7 +303,7 @@ fn find_kept(large: &Large<'_>) -> Result<Option<Found>, PartialNotKeptReason> {
         });
     }
     let unusable = |why: PartialUnusableReason| {
-        notice::emit(Event::PartialUnusable {
+        reporting.emit(NetEvent::PartialUnusable {
             path: path.clone(),
             why,
         });
@@ -356,10 +365,10 @@ pub fn open_large(
     let Location::Http(u) = locate(url, manifest_dir) else {
         return crate::source::open(agent, url, manifest_dir, config);
     };
-    let found = match find_kept(large) {
+    let found = match find_kept(large, &config.reporting) {
         Ok(found) => found,
         Err(why) => {
-            notice::emit(Event::PartialNotKept {
+            config.reporting.emit(NetEvent::PartialNotKept {
                 artifact: large.artifact.to_owned(),
                 why,
             });
@@ -388,7 +397,7 @@ pub fn open_large(
     let status = reply.resp.status().as_u16();
     let path = large.dir.path().join(large.name);
     let drop_kept = |why: PartialRestartReason| {
-        notice::emit(Event::PartialRestart {
+        config.reporting.emit(NetEvent::PartialRestart {
             path: path.clone(),
             why,
         });
@@ -489,7 +498,7 @@ fn fresh(
     let file = match create_partial(large, &record) {
         Ok(file) => file,
         Err(e) => {
-            notice::emit(Event::PartialNotKept {
+            config.reporting.emit(NetEvent::PartialNotKept {
                 artifact: large.artifact.to_owned(),
                 why: PartialNotKeptReason::CannotCreate(e.into()),
             });
@@ -686,7 +695,7 @@ fn start(
         resumed_at: kept,
     });
     if kept > 0 && large.tell {
-        notice::emit(Event::Resuming {
+        config.reporting.emit(NetEvent::Resuming {
             artifact: large.artifact.to_owned(),
             at: kept,
             of: shared.record.length,

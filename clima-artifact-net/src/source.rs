@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::{NetConfig, NetError, redirect};
 
-use clima_artifact_progress::notice::Event;
+use crate::notice::NetEvent;
 use clima_artifact_vars as vars;
 use clima_artifact_vars::{CONNECT_TIMEOUT, STALL_TIMEOUT};
 /// The HTTP client that [`open`] takes (made by [`agent`]): connection pool, timeouts, TLS.
@@ -417,7 +417,7 @@ fn agent_for(agent: &ureq::Agent, url: &str, config: &NetConfig) -> Result<ureq:
     let proxy = config.proxy.for_url(url);
     match redirect::parts(url).map(|p| p.host.to_owned()) {
         Some(host) if crate::trust::skips_verification(config, &host) => {
-            clima_artifact_progress::notice::emit(Event::TlsNotVerified { host });
+            config.reporting.emit(NetEvent::TlsNotVerified { host });
             agent_verifying(config, false, proxy)
         }
         _ if proxy.is_some() => agent_verifying(config, true, proxy),
@@ -492,7 +492,7 @@ pub(crate) fn get_following_redirects(
                 crate::trust::redact_url(&next)
             ))
         })?;
-        clima_artifact_progress::notice::emit(Event::Redirect {
+        config.reporting.emit(NetEvent::Redirect {
             from: crate::trust::redact_url(&current),
             to: crate::trust::redact_url(&next),
         });

@@ -48,6 +48,7 @@ mod client;
 mod error;
 mod input;
 mod meta;
+mod notice;
 mod origin;
 mod progress;
 mod publication;
@@ -67,17 +68,7 @@ use publication::{Opened, Publication, publish_draft, put_metadata};
 pub use api::file_url;
 pub use error::{ArchiveError, token_hint};
 pub use input::Limits;
-
-/// What a line given to `notify` is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Line {
-    /// Progress of an upload (start, every 10 % or 10 s, end): for a terminal or a batch log,
-    /// hidden where progress is off.
-    Progress,
-    /// Something the user should know: a resumed draft, a wait for `Retry-After`, a retry, a
-    /// checksum checked.
-    Notice,
-}
+pub use notice::{ArchiveEvent, Line};
 
 /// The variable holding the archive's personal access token.
 pub const TOKEN_VAR: &str = clima_artifact_vars::ARCHIVE_TOKEN;
@@ -165,7 +156,7 @@ pub struct Published {
     /// The state file.
     pub state_file: PathBuf,
     /// What the user should fix before publishing (a record without a description of its
-    /// own), also given to `notify` as notices.
+    /// own), also told as notices ([`ArchiveEvent::RecordWarning`]).
     pub warnings: Vec<String>,
 }
 
@@ -178,16 +169,16 @@ pub fn state_path(manifest: &Path, name: &str) -> PathBuf {
     dir.join(format!(".{name}.publish-state.json"))
 }
 
-/// Publishes artifact `req.name` to `req.archive`; `notify` receives [`Line`]s (for a
-/// terminal or a batch log).
+/// Publishes artifact `req.name` to `req.archive`; its notices ([`ArchiveEvent`]: steps,
+/// upload progress, retries, warnings) go through `reporting`.
 pub fn publish(
     req: &PublishRequest,
-    notify: &dyn Fn(Line, &str),
+    reporting: &clima_artifact_runtime::progress::Reporting,
 ) -> Result<Published, ArchiveError> {
     // 1. Checks without a request.
-    let input = Input::check(req, notify)?;
+    let input = Input::check(req, reporting)?;
     // 2. The tarball holds the artifact (and its hashes), remembered across runs.
-    let mut p = Publication::start(req, input, notify)?;
+    let mut p = Publication::start(req, input, reporting)?;
     // Already published with this content: only the manifest may need the record.
     if let Some(record) = p.already_published() {
         return p.unchanged(record);

@@ -123,7 +123,7 @@ pub fn resolve_override(
 pub fn record_usage(config: &Config, manifest: &Path) {
     if let Some(first) = config.depots.first() {
         let manifest = fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_path_buf());
-        first.record_usage(&manifest);
+        first.record_usage(&manifest, config.reporting());
     }
 }
 
@@ -136,16 +136,21 @@ pub fn record_usage(config: &Config, manifest: &Path) {
 ///
 /// Only under Pkg's lock of the log (Julia 1.13 rewrites it under that lock), waited for at
 /// most `wait` while its holder is alive by Julia's rule: when the holder keeps it longer, the
-/// log is left as it is (said), since rewriting it then could drop what the holder adds.
-pub fn compact_usage_log(depot: &Path, wait: std::time::Duration) -> Result {
+/// log is left as it is (said through `reporting`), since rewriting it then could drop what
+/// the holder adds.
+pub fn compact_usage_log(
+    depot: &Path,
+    wait: std::time::Duration,
+    reporting: &clima_artifact_runtime::progress::Reporting,
+) -> Result {
     let depot = Depot::new(depot);
     let start = std::time::Instant::now();
     let log = depot.usage_log();
-    let _lock = match depot.lock_usage_log(wait) {
+    let _lock = match depot.lock_usage_log(wait, reporting) {
         Ok(lock) => lock,
         Err(busy) => {
-            clima_artifact_runtime::progress::notice::emit(
-                clima_artifact_runtime::progress::notice::Event::UsageLogNotCompacted {
+            reporting.emit(
+                clima_artifact_runtime::depot::notice::UsageEvent::UsageLogNotCompacted {
                     log,
                     holder: busy.holder,
                     waited: start.elapsed(),

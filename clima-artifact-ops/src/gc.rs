@@ -142,7 +142,7 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Re
         let mut orphanage = Orphanage::load(depot)?;
         if !options.dry_run {
             reclaimed += reclaim_killed_gcs(depot);
-            reclaimed += Depot::new(depot).reclaim_stale_partials();
+            reclaimed += Depot::new(depot).reclaim_stale_partials(config.reporting());
         }
         installed += keep.scan(depot, &mut orphanage, &mut unreferenced);
         orphanage.keep_only_marked();
@@ -178,7 +178,7 @@ pub fn collect(config: &clima_artifact_runtime::Config, options: &Options) -> Re
             orphanage.save()?;
         }
         for depot in &collected {
-            depots::compact_usage_log(depot, config.lock_timeout)?;
+            depots::compact_usage_log(depot, config.lock_timeout, config.reporting())?;
         }
     }
     Ok(Report {

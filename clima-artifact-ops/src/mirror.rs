@@ -454,7 +454,7 @@ pub fn mirror(options: &MirrorOptions, on_done: &(dyn Fn(&Outcome) + Sync)) -> R
     // `gc` of the depot keeps what a recorded manifest names: record every manifest mirrored.
     for manifest in &loaded {
         let m = std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.clone());
-        depot.record_usage(&m);
+        depot.record_usage(&m, options.config.reporting());
     }
     Ok(Summary {
         depot: depot_dir,
@@ -627,12 +627,16 @@ fn write_section(
         "Written by `clima-artifacts mirror --id {id}`: its next run given overrides replaces\n\
          the lines between these markers. Edit outside them (or pass --override to it)."
     );
-    let (file, (edit, changed)) =
-        overrides_edit::edit_depot_file(depot, config.lock_timeout, |text, file| {
+    let (file, (edit, changed)) = overrides_edit::edit_depot_file(
+        depot,
+        config.lock_timeout,
+        config.reporting(),
+        |text, file| {
             let edit = overrides_edit::set_section(text, file, id, &intro, &lines)?;
             let changed = edit.text != text;
             Ok((Some(edit.text.clone()), (edit, changed)))
-        })?;
+        },
+    )?;
     Ok(SectionReport {
         file,
         id: id.to_owned(),

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use clima_artifact_manifest::layout;
 use clima_artifact_runtime::depot::LockedFile;
+use clima_artifact_runtime::progress::Reporting;
 use toml_edit::{DocumentMut, Item, Value};
 
 use crate::error::{Error, Result};
@@ -42,6 +43,7 @@ use crate::error::{Error, Result};
 pub fn edit_depot_file<T>(
     depot: &Path,
     timeout: Duration,
+    reporting: &Reporting,
     edit: impl FnOnce(&str, &Path) -> Result<(Option<String>, T)>,
 ) -> Result<(PathBuf, T)> {
     let file = layout::overrides_file(depot);
@@ -49,6 +51,7 @@ pub fn edit_depot_file<T>(
         &layout::overrides_lock_file(depot),
         &format!("`{}`", file.display()),
         timeout.max(Duration::from_secs(1)),
+        reporting,
     )
     .map_err(|e| Error::failed(e.to_string()))?;
     let unreadable = |e: clima_artifact_manifest::ManifestError| {

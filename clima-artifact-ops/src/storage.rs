@@ -19,6 +19,8 @@ use crate::manifest_edit::{EditOutcome, EntryUpdate, NewDownload, invalid_name, 
 /// What to upload, where, and which entry records it.
 #[derive(Debug, Clone)]
 pub struct PublishRequest {
+    /// Where the storage's notices go (the program's; by default today's lines on stderr).
+    pub reporting: clima_artifact_runtime::progress::Reporting,
     /// The `.tar.gz` written by `create`.
     pub tarball: PathBuf,
     /// The storage: a folder, `file:///path` or `s3://bucket/prefix`.
@@ -80,7 +82,7 @@ pub enum Step<'a> {
 /// URL or key) is refused before anything is uploaded.
 pub fn publish(req: &PublishRequest, step: &dyn Fn(Step<'_>)) -> Result<Published> {
     let checked = check(req)?;
-    let storage = open_storage(&req.to).map_err(|e| Error::input(e.to_string()))?;
+    let storage = open_storage(&req.to, &req.reporting).map_err(|e| Error::input(e.to_string()))?;
     let key = &checked.key;
     let url = match &req.public_url {
         Some(u) if u.ends_with('/') => format!("{u}{key}"),

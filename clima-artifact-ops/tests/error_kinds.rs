@@ -98,7 +98,13 @@ fn an_archive_request_for_a_missing_manifest_is_bad_input_before_any_request() {
         creators: Vec::new(),
         timeout: None,
     };
-    let e = Error::from(archive::publish(&req, &|_, _| {}).unwrap_err());
+    let e = Error::from(
+        archive::publish(
+            &req,
+            &clima_artifact_runtime::progress::Reporting::default(),
+        )
+        .unwrap_err(),
+    );
     assert_eq!(e.kind(), ErrorKind::Input, "{e}");
     assert_names(&e, &manifest);
 }

@@ -37,6 +37,7 @@ fn request(tarball: &Path, store: &Path, manifest: &Path, name: &str) -> Publish
         name: name.to_owned(),
         key: None,
         by_hash: false,
+        reporting: clima_artifact_runtime::progress::Reporting::default(),
     }
 }
 

@@ -4,8 +4,8 @@
 //!
 //! Each download calls [`Reporter::start`] with its [`DownloadStart`] (artifact, URL, size if
 //! known) and then reports to the returned [`Transfer`]: bytes received so far, then `done` or
-//! `failed`. Three reporters ship here, chosen by [`default_reporter`] unless a program sets its
-//! own with [`set_reporter`]:
+//! `failed`. Three reporters ship here, chosen by [`default_reporter`] unless a program passes
+//! its own in its [`Reporting`]:
 //!
 //! | reporter | when | what it prints on stderr |
 //! |---|---|---|
@@ -21,19 +21,31 @@
 //! waits, retries, fall-throughs to the next source, resumed downloads, skipped restores and
 //! other warnings. They are events of the reporter, not `tracing` events, so that they reach
 //! the user's stderr without the model's author installing a subscriber, and a program that
-//! draws its own progress gets them in the same place as its bars, each as a typed
-//! [`notice::Event`] to `match` on (a lock wait with its holder and timeout, a retry with its
-//! delay and attempt) besides its level and line. The network layer, the depot crate, the
-//! runtime and run sync all report here; this crate depends on nothing but the ground floor
-//! (`clima-artifact-vars`, `clima-artifact-fs`), so none of them needs the others for it.
+//! draws its own progress gets them in the same place as its bars, each as a typed event to
+//! `match` on (a lock wait with its holder and timeout, a retry with its delay and attempt)
+//! besides its level and line. The network layer, the depot crate, the runtime and run sync
+//! all report here, each with notices of its own that implement [`notice::Event`]: this crate
+//! knows none of them, and depends on nothing but the ground floor (`clima-artifact-vars`,
+//! `clima-artifact-fs`), so none of them needs the others for it.
 //!
 //! Events come from the thread that reads the download, so implementations are `Send + Sync`
 //! and should be cheap (`received` is called for every buffer read, about every 256 KiB).
+//!
+//! No reporter is set process-wide: a [`Reporting`] value (the reporter, and whether details
+//! are shown) is built where a program starts and passed down to whatever reports; its
+//! default is the reporters above, chosen from the terminal and the environment. What stays
+//! process-wide is only what the environment says (`CLIMA_ARTIFACTS_PROGRESS`,
+//! `CLIMA_ARTIFACTS_VERBOSE`), read where a default is used, and the few notices about the
+//! process itself that are said once per process whatever reports them (a setting out of
+//! range, a slow debug build, a sync folder's leftovers cleaned).
 
 pub mod notice;
+mod reporting;
+
+pub use reporting::Reporting;
 
 use std::io::{IsTerminal, Write};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::human_bytes;
@@ -99,22 +111,8 @@ pub trait Transfer: Send {
     fn failed(self: Box<Self>, reason: &str);
 }
 
-static REPORTER: RwLock<Option<Arc<dyn Reporter>>> = RwLock::new(None);
-
-/// Sets the reporter that every download of this process reports to (replacing the default,
-/// or a reporter set before), and that receives every notice ([`Reporter::notice`]) of this
-/// process, the run sync's included. The CLI sets [`TerminalBars::within`] its own display.
-pub fn set_reporter(reporter: Arc<dyn Reporter>) {
-    *REPORTER.write().unwrap_or_else(|e| e.into_inner()) = Some(reporter);
-}
-
-/// The reporter a program set, if any.
-fn installed() -> Option<Arc<dyn Reporter>> {
-    REPORTER.read().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-/// The reporter used when none was set: [`Silent`] if `progress` is off, [`TerminalBars`] if
-/// stderr is a terminal, else [`LogLines`].
+/// The reporter used where a program gave none: [`Silent`] if `progress` is off,
+/// [`TerminalBars`] if stderr is a terminal, else [`LogLines`].
 pub fn default_reporter(progress: bool) -> Arc<dyn Reporter> {
     if !progress {
         Arc::new(Silent)
@@ -125,22 +123,13 @@ pub fn default_reporter(progress: bool) -> Arc<dyn Reporter> {
     }
 }
 
-/// The reporter in force for a download whose progress is on (`progress`) or off: the one
-/// set with [`set_reporter`], else [`default_reporter`]; off always means [`Silent`].
-pub fn reporter(progress: bool) -> Arc<dyn Reporter> {
-    match installed() {
-        Some(r) if progress => r,
-        _ => default_reporter(progress),
-    }
-}
-
 /// A reporter for a batch of installs (the CLI's `mirror` and `fetch`): it passes everything
 /// to the reporter it wraps, except a warning about a failed attempt (a retry, a source given
 /// up for the next, the package server's fallback) whose cause it already passed for another
 /// download, or the same one: those it counts ([`OncePerCause::held_back`]). 68 downloads
 /// refused by one proxy then log one retry warning, not 136; downloads that fail in different
-/// ways each still log theirs. The cause is the failure without its URL
-/// ([`notice::Event::Retry`]'s `cause`).
+/// ways each still log theirs. The kind and cause (the failure without its URL) are the
+/// event's own to say ([`notice::Event::repeated_cause`]).
 pub struct OncePerCause {
     inner: Arc<dyn Reporter>,
     /// Per kind of notice and cause: how many were held back.
@@ -171,20 +160,17 @@ impl Reporter for OncePerCause {
     }
 
     fn notice(&self, notice: &Notice<'_>) {
-        use notice::Event;
-        let key = match notice.event {
-            Event::Retry { cause, .. } => ("retry", cause),
-            Event::NextSource { cause, .. } => ("next source", cause),
-            Event::PackageServerFallback { cause, .. } => ("package server", cause),
-            _ => return self.inner.notice(notice),
+        let Some((kind, cause)) = notice.event.repeated_cause() else {
+            return self.inner.notice(notice);
         };
         {
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(held) = seen.get_mut(&(key.0, key.1.clone())) {
+            let key = (kind, cause.to_owned());
+            if let Some(held) = seen.get_mut(&key) {
                 *held += 1;
                 return;
             }
-            seen.insert((key.0, key.1.clone()), 0);
+            seen.insert(key, 0);
         }
         self.inner.notice(notice);
     }
@@ -199,7 +185,7 @@ impl Reporter for Silent {
         Box::new(Silent)
     }
     /// Warnings still reach stderr (quiet means no progress, not no warnings), and so do
-    /// details when they were asked for ([`notice::verbose`]).
+    /// details when they were asked for ([`Reporting::verbose`]).
     fn notice(&self, notice: &Notice<'_>) {
         if notice.level != Level::Info {
             print_plain(notice);

@@ -4,49 +4,43 @@
 //! The artifact runtime, the depot crate, the network layer and run sync report these here
 //! instead of through `tracing`, because a model's author should not have to install a
 //! subscriber to learn that a download is being retried or that an install waits for another
-//! process's lock. Every notice
-//! goes to the process's one reporter ([`crate::set_reporter`]):
+//! process's lock. Every notice goes through the [`Reporting`](crate::Reporting) value that
+//! the code reporting it was given:
 //!
 //! - by default ([`print_plain`]), a line on stderr: `clima-artifacts: <text>` for
 //!   [`Level::Info`], `clima-artifacts: warning: <text>` for [`Level::Warning`]; info lines
 //!   are left out when `CLIMA_ARTIFACTS_PROGRESS=0`, warnings never are; [`Level::Detail`]
-//!   lines (why a download took the path it took) only when asked for ([`verbose`]);
-//! - or to whatever reporter the program installed, so that a program that draws its own
-//!   progress gets these events too, in the same place as its bars.
+//!   lines (why a download took the path it took) only when asked for
+//!   ([`Reporting::with_verbose`](crate::Reporting::with_verbose), or
+//!   [`verbose_by_environment`]);
+//! - or to the reporter the program passed, so that a program that draws its own progress
+//!   gets these events too, in the same place as its bars.
 //!
-//! Each notice is an [`Event`]: one variant per kind of notice with its facts as fields, its
-//! [`Event::level`], and a `Display` that is the line printed. Code that reports calls
-//! [`emit`] with one; a reporter receives it in [`Notice::event`] beside the level and text.
-//! There is no free-form notice: a new kind of message is a new variant. Where a notice's
-//! cause is one of a few known ones (why a kept partial download is unusable, how a server
-//! answered a range request, why a file is not synced), its `why` is a reason enum of its own
-//! ([`RangeFallbackReason`], [`NotSyncedReason`], ...) to match on too, whose `Display` is the
-//! words of the line; a failure of the system in it is a [`SystemError`] (its
-//! [`std::io::ErrorKind`] and message).
+//! Each notice is a value of a type that implements [`Event`]: its level, and a `Display`
+//! that is the line printed. This crate knows no kind of notice: each domain owns its own
+//! notices and their words, as an enum of its own with one variant per kind of notice and its
+//! facts as fields (the depot crate's lock waits and upkeep, the network crate's retries and
+//! resumes, the runtime's installs and report, run sync's skipped files). Code that reports
+//! calls [`Reporting::emit`](crate::Reporting::emit) with one; a reporter receives it in [`Notice::event`] beside the level and
+//! text, and a program that wants the facts asks for the domain's type with
+//! [`downcast_ref`](trait.Event.html#method.downcast_ref) and matches on it. There is no
+//! free-form notice: a new kind of message is a new variant of its domain's enum. A failure
+//! of the system in a notice's reason is a [`SystemError`] (its [`std::io::ErrorKind`] and
+//! message).
 //!
 //! Under MPI only the ranks that do the work (the installing root) emit notices, so a job's
 //! log shows each one once.
 
-mod event;
-mod reason;
-
-pub use event::Event;
-pub use reason::{
-    ContentRange, InstalledFrom, LockFileReason, NotRestoredReason, NotSyncedReason,
-    PartialNotKeptReason, PartialOnNodeReason, PartialRestartReason, PartialUnusableReason,
-    PidfileReason, Planted, RangeFallbackReason, StaleReason, SystemError, UsageLogUnlockedReason,
-    UsageNotRecordedReason,
-};
-
 use clima_artifact_vars as vars;
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::any::Any;
+use std::fmt;
+use std::io::{self, Write};
 
 /// How much a notice matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     /// A detail of how the work went (a redirect followed, a server that ignored a range
-    /// request, a usage record that could not be written): printed only when [`verbose`] is
+    /// request, a usage record that could not be written): printed only when [`Reporting::verbose`](crate::Reporting::verbose) is
     /// on, for someone finding out why a download took the path it took.
     Detail,
     /// Progress the user may want to know about: waiting for a lock, resuming a download.
@@ -56,12 +50,40 @@ pub enum Level {
     Warning,
 }
 
+/// What a notice says happened: a kind of notice of some domain, with its facts.
+///
+/// Implemented by each domain's enum of notices (`clima_artifact_depot::notice::LockEvent`,
+/// `clima_artifact_net::notice::NetEvent`, ...). Its `Display` is the notice's line without
+/// the `clima-artifacts:` prefix, the text that [`Notice::text`] carries; text that came from
+/// a file, a server or an archive is escaped by it ([`printable`]).
+pub trait Event: fmt::Display + fmt::Debug + Send + Sync + Any {
+    /// How much it matters.
+    fn level(&self) -> Level;
+
+    /// For a warning about a failed attempt that a batch tells once per cause
+    /// ([`OncePerCause`](crate::OncePerCause)): the kind of notice and its cause (the failure
+    /// without its URL, the same for every download that failed alike). `None`, the default,
+    /// for every other notice: it is always passed on.
+    fn repeated_cause(&self) -> Option<(&'static str, &str)> {
+        None
+    }
+}
+
+impl dyn Event {
+    /// The event as its domain's type `T`, if it is one: how a program matches on the facts
+    /// of a notice (`notice.event.downcast_ref::<LockEvent>()`).
+    pub fn downcast_ref<T: Event>(&self) -> Option<&T> {
+        (self as &dyn Any).downcast_ref::<T>()
+    }
+}
+
 /// One message for the user: what happened ([`Event`]), how much it matters, and the line
 /// that says it.
 ///
 /// A reporter that prints lines uses `level` and `text`; a program that draws its own progress
-/// can `match` on `event` instead of reading English (a lock wait, a retry and its delay, a
-/// resumed download are variants with their facts as fields).
+/// can match on `event` instead of reading English (a lock wait, a retry and its delay, a
+/// resumed download are variants of their domain's enum with their facts as fields;
+/// [`downcast_ref`](trait.Event.html#method.downcast_ref)).
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct Notice<'a> {
@@ -71,40 +93,62 @@ pub struct Notice<'a> {
     /// Text that came from a file, a server or an archive is escaped ([`printable`]).
     pub text: &'a str,
     /// What happened.
-    pub event: &'a Event,
+    pub event: &'a dyn Event,
 }
 
-static VERBOSE: AtomicBool = AtomicBool::new(false);
-
-/// Turns [`Level::Detail`] notices on or off for this process (the CLI's `--verbose`). They
-/// are also on when `CLIMA_ARTIFACTS_VERBOSE=1`.
-pub fn set_verbose(on: bool) {
-    VERBOSE.store(on, Ordering::Relaxed);
-}
-
-/// Whether [`Level::Detail`] notices are shown: [`set_verbose`], or `CLIMA_ARTIFACTS_VERBOSE=1`.
-pub fn verbose() -> bool {
-    VERBOSE.load(Ordering::Relaxed) || std::env::var_os(vars::VERBOSE).is_some_and(|v| v == "1")
-}
-
-/// Emits `event` as a notice to the reporter in force ([`crate::set_reporter`], else
-/// [`print_plain`]), at its [`Event::level`]. A [`Level::Detail`] notice is dropped here
-/// unless [`verbose`] is on (before its text is made).
-pub fn emit(event: Event) {
-    let level = event.level();
-    if level == Level::Detail && !verbose() {
-        return;
+impl<'a> Notice<'a> {
+    /// The notice of `event` whose line is `text` (`event`'s `Display`), at `event`'s level.
+    pub fn new(event: &'a dyn Event, text: &'a str) -> Notice<'a> {
+        Notice {
+            level: event.level(),
+            text,
+            event,
+        }
     }
-    let text = event.to_string();
-    let notice = Notice {
-        level,
-        text: &text,
-        event: &event,
-    };
-    match crate::installed() {
-        Some(reporter) => reporter.notice(&notice),
-        None => print_plain(&notice),
+}
+
+/// A failure of the system, as a notice carries it: its kind, and its message (the error's
+/// `Display`, often naming the file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemError {
+    /// The error's kind (`NotFound`, `PermissionDenied`, ...).
+    pub kind: io::ErrorKind,
+    /// The error's message, as printed.
+    pub message: String,
+}
+
+impl SystemError {
+    /// A failure of `kind` saying `message`.
+    pub fn new(kind: io::ErrorKind, message: impl Into<String>) -> SystemError {
+        SystemError {
+            kind,
+            message: message.into(),
+        }
     }
+}
+
+impl From<&io::Error> for SystemError {
+    fn from(e: &io::Error) -> SystemError {
+        SystemError::new(e.kind(), e.to_string())
+    }
+}
+
+impl From<io::Error> for SystemError {
+    fn from(e: io::Error) -> SystemError {
+        SystemError::from(&e)
+    }
+}
+
+impl fmt::Display for SystemError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Whether `CLIMA_ARTIFACTS_VERBOSE=1` asks for [`Level::Detail`] notices (a program can ask
+/// for them too: [`Reporting::with_verbose`](crate::Reporting::with_verbose)).
+pub fn verbose_by_environment() -> bool {
+    std::env::var_os(vars::VERBOSE).is_some_and(|v| v == "1")
 }
 
 /// Whether `CLIMA_ARTIFACTS_PROGRESS=0` asks for quiet (warnings and errors only).
@@ -121,8 +165,15 @@ pub fn plain_line(notice: &Notice<'_>) -> String {
     }
 }
 
+/// The whole line [`print_plain`] prints for `event`, prefix and level included (what the
+/// domains' tests pin their notices' lines with).
+pub fn line(event: &dyn Event) -> String {
+    let text = event.to_string();
+    plain_line(&Notice::new(event, &text))
+}
+
 /// Writes `notice` as one line on stderr; info notices are left out when
-/// `CLIMA_ARTIFACTS_PROGRESS=0` (details, asked for by [`verbose`], are not).
+/// `CLIMA_ARTIFACTS_PROGRESS=0` (details, asked for by [`Reporting::verbose`](crate::Reporting::verbose), are not).
 pub fn print_plain(notice: &Notice<'_>) {
     if notice.level == Level::Info && quiet_by_environment() {
         return;
@@ -132,23 +183,9 @@ pub fn print_plain(notice: &Notice<'_>) {
 
 pub use clima_artifact_fs::printable;
 
-/// The whole line [`print_plain`] prints for `event`, prefix and level included (for the
-/// tests that pin them).
-#[cfg(test)]
-fn line(event: &Event) -> String {
-    let text = event.to_string();
-    plain_line(&Notice {
-        level: event.level(),
-        text: &text,
-        event,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-    use std::time::Duration;
 
     #[test]
     fn control_characters_are_escaped() {
@@ -160,240 +197,74 @@ mod tests {
     }
 
     #[test]
-    fn lines_have_the_prefix_and_level() {
-        let retry = Event::Retry {
-            error: "HTTP 503 from `https://example.org/a.tar.gz`".into(),
-            cause: "HTTP 503".into(),
-            delay: Duration::from_millis(1500),
-            attempt: 2,
-            attempts: 4,
-        };
-        assert_eq!(
-            line(&retry),
-            "clima-artifacts: warning: HTTP 503 from `https://example.org/a.tar.gz`; retrying in \
-             1.5 s (attempt 2 of 4, CLIMA_ARTIFACTS_RETRIES)"
-        );
-        let redirect = Event::Redirect {
-            from: "https://a.org/x".into(),
-            to: "https://b.org/y".into(),
-        };
-        assert_eq!(
-            line(&redirect),
-            "clima-artifacts: detail: redirected from `https://a.org/x` to `https://b.org/y`"
-        );
-    }
-
-    /// The displays are the lines the CLI's snapshots and the integration tests read: pinned.
-    #[test]
-    #[allow(
-        clippy::too_many_lines,
-        reason = "a table of cases: each notice and the line it prints"
-    )]
-    fn displays_are_todays_lines() {
-        let cases: Vec<(Event, Level, &str)> = vec![
-            (
-                Event::LockWait {
-                    what: "the install of `era5`".into(),
-                    path: PathBuf::from("/d/artifacts/ab.lock"),
-                    holder: "pid 7 on n1".into(),
-                    timeout: Duration::from_secs(600),
-                },
-                Level::Info,
-                "waiting for the install of `era5`: another process holds its lock \
-                 `/d/artifacts/ab.lock`: pid 7 on n1; waiting at most 600 s \
-                 (CLIMA_ARTIFACTS_LOCK_TIMEOUT)",
-            ),
-            (
-                Event::LockTaken {
-                    what: "the install of `era5`".into(),
-                    waited: Duration::from_millis(2340),
-                },
-                Level::Info,
-                "got the lock for the install of `era5` after waiting 2.3 s",
-            ),
-            (
-                Event::JuliaLockUnusable {
-                    why: PidfileReason::KeepsChanging {
-                        path: PathBuf::from("/d/artifacts/ab.pid"),
-                    },
-                    artifact: Some("era5".into()),
-                },
-                Level::Warning,
-                "Julia's lock `/d/artifacts/ab.pid` keeps changing; continuing without it (a \
-                 Julia 1.13 process installing `era5` at the same time downloads it too)",
-            ),
-            (
-                Event::Resuming {
-                    artifact: "era5".into(),
-                    at: 3 << 20,
-                    of: 8 << 20,
-                    kept_in: PathBuf::from("/d/artifacts/p"),
-                },
-                Level::Info,
-                "resuming the download of `era5` at 3.0 MiB of 8.0 MiB (kept in \
-                 `/d/artifacts/p` by an earlier attempt)",
-            ),
-            (
-                Event::TlsNotVerified {
-                    host: "evil\u{1b}[2J.org".into(),
-                },
-                Level::Warning,
-                "not verifying the TLS certificate of `evil\\u{1b}[2J.org` \
-                 (CLIMA_ARTIFACTS_NO_VERIFY_HOSTS); the sha256 and the tree hash still check \
-                 what is downloaded",
-            ),
-            (
-                Event::Installed {
-                    artifact: "era5".into(),
-                    from: Some(InstalledFrom::PackageServer),
-                    path: PathBuf::from("/d/artifacts/ab"),
-                    received: 1 << 20,
-                    reused: 2 << 20,
-                },
-                Level::Detail,
-                "installed `era5` from the package server into `/d/artifacts/ab` (1.0 MiB \
-                 received, 2.0 MiB reused from an earlier partial download)",
-            ),
-            (
-                Event::Installed {
-                    artifact: "era5".into(),
-                    from: None,
-                    path: PathBuf::from("/d/artifacts/ab"),
-                    received: 5,
-                    reused: 0,
-                },
-                Level::Detail,
-                "installed `era5` into `/d/artifacts/ab`",
-            ),
-            (
-                Event::RecordsUnreadable {
-                    first: 1,
-                    last: 3,
-                    errors: vec!["unknown tag".into()],
-                },
-                Level::Warning,
-                "provenance records from ranks 1-3 are unreadable and left out of the report \
-                 (unknown tag; are all ranks running the same binary?)",
-            ),
-            // A decoding error may quote the bytes another rank sent: escaped.
-            (
-                Event::RecordsUnreadable {
-                    first: 2,
-                    last: 2,
-                    errors: vec!["unknown variant `\u{1b}[2J`".into()],
-                },
-                Level::Warning,
-                "provenance records from rank 2 are unreadable and left out of the report \
-                 (unknown variant `\\u{1b}[2J`; are all ranks running the same binary?)",
-            ),
-            (
-                Event::NotRestored {
-                    path: PathBuf::from("out/a.nc"),
-                    from: Some("file:///s".into()),
-                    why: NotRestoredReason::ContentMismatch {
-                        sha256: "ab".into(),
-                        recorded: "cd".into(),
-                    },
-                },
-                Level::Warning,
-                "not restoring `out/a.nc` from `file:///s`: its content (sha256 ab) is not what \
-                 the sync index records (cd); it was changed or only half uploaded",
-            ),
-            (
-                // A name from a planted sync index: escaped, as is the storage URL.
-                Event::NotRestored {
-                    path: PathBuf::from("out/\u{1b}[2Ja.nc"),
-                    from: Some("file:///s\u{7}".into()),
-                    why: NotRestoredReason::Refused("refused".into()),
-                },
-                Level::Warning,
-                "not restoring `out/\\u{1b}[2Ja.nc` from `file:///s\\u{7}`: refused",
-            ),
-            (
-                Event::NotSynced {
-                    path: PathBuf::from("diag/e\nforged.csv"),
-                    why: NotSyncedReason::VanishedDuringSync,
-                },
-                Level::Warning,
-                "not syncing `diag/e\\nforged.csv`: it vanished during the sync",
-            ),
-            (
-                Event::ReportWritten {
-                    markdown: "r/a.md".into(),
-                    json: "r/a.json".into(),
-                    bibtex: "r/a.bib".into(),
-                },
-                Level::Info,
-                "provenance report written to `r/a.md`, `r/a.json` and `r/a.bib`",
-            ),
-            (
-                Event::SlowSync {
-                    what: "the sync of outputs".into(),
-                    took: Duration::from_millis(75_040),
-                    after: Duration::from_secs(60),
-                    biggest: vec![("a.nc".into(), 3 << 30), ("b.nc".into(), 1 << 20)],
-                },
-                Level::Warning,
-                "the sync of outputs has taken 75.0 s (more than the 60.0 s set by \
-                 slow_warning_after / CLIMA_SYNC_WARN_AFTER); the biggest files are `a.nc` \
-                 (3.0 GiB), `b.nc` (1.0 MiB). If another component already uploads them, add \
-                 exclude globs for them (CLIMA_SYNC_EXCLUDE), or turn sync_artifacts off \
-                 (CLIMA_SYNC_ARTIFACTS=0) to move only checkpoints",
-            ),
-            (
-                Event::LeftoverKept {
-                    path: PathBuf::from("/d/artifacts/.tmp-x"),
-                    pid: 42,
-                },
-                Level::Detail,
-                "keeping `/d/artifacts/.tmp-x`: its artifact's lock is held (pid 42 may live in \
-                 another PID namespace)",
-            ),
-            (
-                Event::JuliaLockWait {
-                    artifact: "era5".into(),
-                    holder: "pid 9 on n2".into(),
-                    path: PathBuf::from("/d/artifacts/ab.pid"),
-                    timeout: Duration::from_secs(30),
-                },
-                Level::Info,
-                "waiting for a Julia process (pid 9 on n2) installing `era5`: it holds Pkg's \
-                 install lock `/d/artifacts/ab.pid`; waiting at most 30 s \
-                 (CLIMA_ARTIFACTS_LOCK_TIMEOUT)",
-            ),
-            (
-                Event::PartialOnNode {
-                    artifact: "era5".into(),
-                    depot: PathBuf::from("/tmp/node"),
-                    why: PartialOnNodeReason::NoSharedDepot {
-                        error: "read-only".into(),
-                    },
-                },
-                Level::Info,
-                "the partial download of `era5` is kept in the node-local depot `/tmp/node`, \
-                 which the end of the job may wipe: no shared depot can keep it (read-only); a \
-                 later job starts this download over. Set CLIMA_ARTIFACTS_DEPOT_PATH to a \
-                 writable shared folder to continue it in the next job",
-            ),
-        ];
-        for (event, level, text) in cases {
-            assert_eq!(event.level(), level, "{event:?}");
-            assert_eq!(event.to_string(), text);
-        }
+    fn a_system_error_keeps_its_kind_and_message() {
+        let e = io::Error::new(io::ErrorKind::PermissionDenied, "`/d/x`: no");
+        let s = SystemError::from(&e);
+        assert_eq!(s.kind, io::ErrorKind::PermissionDenied);
+        assert_eq!(s.to_string(), "`/d/x`: no");
+        assert_eq!(SystemError::from(e), s);
     }
 }
 
 #[cfg(test)]
 mod channel_tests {
     use super::*;
-    use crate::{DownloadStart, Reporter, Silent, Transfer, set_reporter};
-    use std::path::PathBuf;
+    use crate::{DownloadStart, OncePerCause, Reporter, Reporting, Silent, Transfer};
     use std::sync::{Arc, Mutex};
-    use std::time::Duration;
 
-    /// A program's own reporter: it keeps the events, and the lines.
+    /// A domain's notices, as the domain crates write theirs: an enum, its levels, its lines.
+    #[derive(Debug, Clone, PartialEq)]
+    enum Domain {
+        Wait { secs: u64 },
+        Retry { error: String, cause: String },
+        Why { first: u64 },
+    }
+
+    impl fmt::Display for Domain {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self {
+                Domain::Wait { secs } => write!(f, "waiting at most {secs} s"),
+                Domain::Retry { error, .. } => write!(f, "{error}; retrying"),
+                Domain::Why { first } => write!(f, "a range from byte {first}"),
+            }
+        }
+    }
+
+    impl Event for Domain {
+        fn level(&self) -> Level {
+            match self {
+                Domain::Wait { .. } => Level::Info,
+                Domain::Retry { .. } => Level::Warning,
+                Domain::Why { .. } => Level::Detail,
+            }
+        }
+        fn repeated_cause(&self) -> Option<(&'static str, &str)> {
+            match self {
+                Domain::Retry { cause, .. } => Some(("retry", cause)),
+                _ => None,
+            }
+        }
+    }
+
+    /// Another domain's notice: not a `Domain`.
+    #[derive(Debug)]
+    struct Other;
+
+    impl fmt::Display for Other {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("other")
+        }
+    }
+
+    impl Event for Other {
+        fn level(&self) -> Level {
+            Level::Info
+        }
+    }
+
+    /// A program's own reporter: it keeps the events (as the domain's type), and the lines.
     #[derive(Default)]
-    struct Collect(Mutex<Vec<(Level, String, Event)>>);
+    struct Collect(Mutex<Vec<(Level, String, Option<Domain>)>>);
 
     impl Reporter for Collect {
         fn start(&self, _: &DownloadStart<'_>) -> Box<dyn Transfer> {
@@ -401,108 +272,70 @@ mod channel_tests {
         }
         fn notice(&self, notice: &Notice<'_>) {
             let mut seen = self.0.lock().unwrap();
-            seen.push((notice.level, notice.text.to_owned(), notice.event.clone()));
+            let typed = notice.event.downcast_ref::<Domain>().cloned();
+            seen.push((notice.level, notice.text.to_owned(), typed));
         }
     }
 
-    /// One channel: whatever reporter the program set receives every notice, as a typed
-    /// event it can match on, and details only when verbose is on. (One test: the reporter
-    /// and the verbosity are process-wide.)
+    /// One channel: whatever reporter the program passes receives every notice of any
+    /// domain, as a typed event it can match on, details only when verbose is on, and a
+    /// batch's reporter holds back a retry whose cause it passed before.
     #[test]
-    fn notices_reach_the_reporter_set_typed_and_details_only_when_verbose() {
+    fn notices_of_any_domain_reach_the_reporter_set_typed() {
         let collect = Arc::new(Collect::default());
-        set_reporter(collect.clone());
-        emit(Event::LockWait {
-            what: "the install of `era5`".into(),
-            path: PathBuf::from("/d/a.lock"),
-            holder: "another process".into(),
-            timeout: Duration::from_secs(10),
-        });
-        emit(Event::Retry {
-            error: "timed out".into(),
-            cause: "timed out".into(),
-            delay: Duration::from_secs(2),
-            attempt: 2,
-            attempts: 3,
-        });
-        emit(Event::Redirect {
-            from: "a".into(),
-            to: "b".into(),
-        });
-        set_verbose(true);
-        emit(Event::RangeFallback {
-            why: RangeFallbackReason::NoValidator,
-        });
-        emit(Event::RangeFallback {
-            why: RangeFallbackReason::OtherRange(ContentRange::Bytes {
-                first: 0,
-                last: 99,
-                total: 1000,
-            }),
-        });
-        set_verbose(false);
+        let reporting = Reporting::to(collect.clone());
+        reporting.emit(Domain::Wait { secs: 10 });
+        reporting.emit(Domain::Why { first: 1 });
+        reporting
+            .clone()
+            .with_verbose(true)
+            .emit(Domain::Why { first: 2 });
+        reporting.emit(Other);
+        let batch = Arc::new(OncePerCause::new(collect.clone()));
+        let reporting = Reporting::to(batch.clone());
+        for url in ["a", "b"] {
+            reporting.emit(Domain::Retry {
+                error: format!("HTTP 503 from `{url}`"),
+                cause: "HTTP 503".into(),
+            });
+        }
+        assert_eq!(batch.held_back(), 1);
         let seen = collect.0.lock().unwrap().clone();
-        let lines: Vec<_> = seen.iter().map(|(l, t, _)| (*l, t.as_str())).collect();
         assert_eq!(
-            lines,
+            seen,
             [
                 (
                     Level::Info,
-                    "waiting for the install of `era5`: another process holds its lock \
-                     `/d/a.lock`: another process; waiting at most 10 s \
-                     (CLIMA_ARTIFACTS_LOCK_TIMEOUT)"
+                    "waiting at most 10 s".to_owned(),
+                    Some(Domain::Wait { secs: 10 })
                 ),
+                (
+                    Level::Detail,
+                    "a range from byte 2".to_owned(),
+                    Some(Domain::Why { first: 2 })
+                ),
+                (Level::Info, "other".to_owned(), None),
                 (
                     Level::Warning,
-                    "timed out; retrying in 2.0 s (attempt 2 of 3, CLIMA_ARTIFACTS_RETRIES)"
-                ),
-                (
-                    Level::Detail,
-                    "a range came without a validator; one stream from now on"
-                ),
-                (
-                    Level::Detail,
-                    "a range request was answered with `Content-Range: bytes 0-99/1000`; one \
-                     stream from now on"
+                    "HTTP 503 from `a`; retrying".to_owned(),
+                    Some(Domain::Retry {
+                        error: "HTTP 503 from `a`".into(),
+                        cause: "HTTP 503".into()
+                    })
                 ),
             ]
         );
-        // What a program drawing its own progress does: tell a lock wait from a retry, and a
-        // server that sent ranges without a validator from one that ignored the range asked
-        // for, without reading the text.
-        let said: Vec<String> = seen
-            .iter()
-            .map(|(_, _, event)| match event {
-                Event::LockWait { timeout, .. } => format!("lock wait, {} s", timeout.as_secs()),
-                Event::Retry {
-                    attempt, attempts, ..
-                } => format!("retry {attempt}/{attempts}"),
-                Event::RangeFallback {
-                    why: RangeFallbackReason::NoValidator,
-                } => "one stream: no validator".to_owned(),
-                Event::RangeFallback {
-                    why: RangeFallbackReason::OtherRange(ContentRange::Bytes { first, last, .. }),
-                } => format!("one stream: got bytes {first}-{last}"),
-                _ => "other".to_owned(),
-            })
-            .collect();
         assert_eq!(
-            said,
-            [
-                "lock wait, 10 s",
-                "retry 2/3",
-                "one stream: no validator",
-                "one stream: got bytes 0-99"
-            ]
+            line(&Domain::Why { first: 3 }),
+            "clima-artifacts: detail: a range from byte 3"
         );
-        let x = Event::RangeFallback {
-            why: RangeFallbackReason::NoValidator,
-        };
-        let detail_line = plain_line(&Notice {
-            level: Level::Detail,
-            text: "x",
-            event: &x,
-        });
-        assert_eq!(detail_line, "clima-artifacts: detail: x");
+        assert_eq!(
+            line(&Domain::Retry {
+                error: "x".into(),
+                cause: "x".into()
+            }),
+            "clima-artifacts: warning: x; retrying"
+        );
+        assert_eq!(line(&Other), "clima-artifacts: other");
     }
 }

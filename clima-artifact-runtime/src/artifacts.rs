@@ -132,7 +132,7 @@ impl Artifacts {
                     origin: files.origin(),
                 };
                 if let Some(first) = self.config.depots.first() {
-                    first.record_usage(&self.manifest_path);
+                    first.record_usage(&self.manifest_path, self.config.reporting());
                 }
                 access_log::record(crate::install::access_event(
                     &installed,
@@ -151,6 +151,7 @@ impl Artifacts {
             self.config.depots.first(),
             &installed,
             &self.manifest_path,
+            self.config.reporting(),
         );
         access_log::record(crate::install::access_event(
             &installed,

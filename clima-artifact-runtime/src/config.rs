@@ -29,14 +29,15 @@
 //! Booleans accept `1/0`, `true/false`, `yes/no`, `on/off`. Durations accept fractional seconds.
 //! A value that cannot be used is an [`Error::Config`] naming the variable.
 
+use clima_artifact_progress::Reporting;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clima_artifact_net::{NetConfig, ProxySettings};
 
 use crate::Error;
+use crate::notice::InstallEvent;
 use clima_artifact_depot::Depot;
-use clima_artifact_progress::notice::Event;
 use clima_artifact_vars as vars;
 
 /// Settings of the install pipeline and lookups. [`Config::from_env`] reads the `CLIMA_ARTIFACTS_*`
@@ -60,7 +61,10 @@ pub struct Config {
     /// (`..._LOW_SPEED_LIMIT`, `..._LOW_SPEED_TIME`), the retry policy (`..._RETRIES`, and
     /// the backoff), TLS roots and hosts without verification, proxies (`HTTP_PROXY`, ...),
     /// connections of a large download (`..._CONNECTIONS`, `..._PARALLEL_MIN_SIZE`). Their
-    /// defaults are [`NetConfig::default`]'s, held there alone.
+    /// defaults are [`NetConfig::default`]'s, held there alone. It also holds where
+    /// everything the user sees goes, [`NetConfig::reporting`] ([`Config::reporting`]): a
+    /// program that draws its own progress sets `config.net.reporting =
+    /// Reporting::to(its_reporter)`.
     pub net: NetConfig,
     /// How long to wait for another process's lock on an artifact.
     pub lock_timeout: Duration,
@@ -136,6 +140,13 @@ pub fn default_depot() -> Option<PathBuf> {
 }
 
 impl Config {
+    /// Where downloads' progress and every notice of an install go (held in
+    /// [`Config::net`], passed down to the depot, the network and the runtime; by default
+    /// today's lines on stderr: [`Reporting::default`]).
+    pub fn reporting(&self) -> &Reporting {
+        &self.net.reporting
+    }
+
     /// Every depot lookups search, in order: [`Config::depots`], then Julia's depots
     /// ([`Config::julia_depots`], else [`julia_depots`](crate::depot::julia_depots)) when
     /// [`Config::julia_interop`] is set.
@@ -212,7 +223,7 @@ impl Config {
                     let used = k.clamp(1, most);
                     static TOLD: std::sync::Once = std::sync::Once::new();
                     TOLD.call_once(|| {
-                        clima_artifact_progress::notice::emit(Event::ConfigOutOfRange {
+                        c.net.reporting.emit(InstallEvent::ConfigOutOfRange {
                             variable: n.clone(),
                             value: v.clone(),
                             min: 1,

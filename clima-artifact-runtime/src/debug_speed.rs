@@ -8,10 +8,11 @@
 //! [`SLOW`] bytes per second it is unoptimised (optimised SHA-1 runs at 0.5-2 GB/s on one
 //! core, unoptimised at a few tens of MB/s), and the log says so.
 
+use clima_artifact_progress::Reporting;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use clima_artifact_progress::notice::Event;
+use crate::notice::InstallEvent;
 use sha1::Digest;
 
 /// Installs smaller than this are fast enough either way.
@@ -27,12 +28,12 @@ static PROBED: AtomicBool = AtomicBool::new(false);
 
 /// Called after an install of `bytes`; probes (once per process, in debug builds only) and
 /// warns when the hot path is unoptimised.
-pub(crate) fn after_install(name: &str, bytes: u64, took: Duration) {
+pub(crate) fn after_install(name: &str, bytes: u64, took: Duration, reporting: &Reporting) {
     if !cfg!(debug_assertions) || bytes < LARGE || PROBED.swap(true, Ordering::Relaxed) {
         return;
     }
     if let Some(event) = slow(name, bytes, took, probe()) {
-        clima_artifact_progress::notice::emit(event);
+        reporting.emit(event);
     }
 }
 
@@ -46,8 +47,8 @@ fn probe() -> f64 {
 }
 
 /// The warning for a hash speed of `speed` bytes per second, if it is slow.
-fn slow(name: &str, bytes: u64, took: Duration, speed: f64) -> Option<Event> {
-    (speed < SLOW).then(|| Event::SlowDebugBuild {
+fn slow(name: &str, bytes: u64, took: Duration, speed: f64) -> Option<InstallEvent> {
+    (speed < SLOW).then(|| InstallEvent::SlowDebugBuild {
         artifact: name.to_owned(),
         bytes,
         took,

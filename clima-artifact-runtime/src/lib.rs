@@ -41,7 +41,9 @@
 //! - [`trust`]: which TLS roots and unverified hosts downloads use (from the network crate,
 //!   `clima-artifact-net`, which opens sources, follows redirects and reads bodies).
 //! - [`progress`]: download progress and notices (lock waits, retries, warnings) as events,
-//!   and the reporters that draw them.
+//!   and the reporters that draw them; [`notice`]: the kinds of notices, each domain's enum
+//!   with its lines (the runtime's installs, MPI and report; the network's and the depot's
+//!   re-exported), for a program that matches on them.
 //! - [`access_log`]: the provenance access log (every artifact access in this process);
 //!   [`report`](mod@report): the end-of-run report built from it (the log, the report's
 //!   schema and renderings are the crate `clima-artifact-provenance`).
@@ -67,6 +69,7 @@ mod error;
 mod install;
 mod macros;
 mod node_stream;
+pub mod notice;
 mod partial;
 mod ranged_source;
 mod resolve;
@@ -81,9 +84,10 @@ pub use clima_artifact_provenance::access_log;
 /// (`Depot::stage`) the runtime's installs use and this module leaves out.
 pub mod depot {
     pub use clima_artifact_depot::{
-        Depot, Error, LockedFile, Overrides, PARTIAL_MAX_AGE, PROBE_MAX_AGE, PendingUsage,
-        ResolvedOverride, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY, UsageLogBusy, UsageLogLock,
-        find_installed, first_writable, hostname, julia_depots, lookup, partial_name, search_order,
+        BlobLimits, Blobs, Depot, Error, FoundBlob, LockedFile, Overrides, PARTIAL_MAX_AGE,
+        PROBE_MAX_AGE, PendingUsage, ResolvedOverride, USAGE_LOCK_WAIT, USAGE_RECORD_EVERY,
+        UsageLogBusy, UsageLogLock, find_installed, first_writable, hostname, julia_depots, lookup,
+        notice, partial_name, search_order,
     };
 }
 /// Safe tar extraction that hashes every blob while writing it (the crate

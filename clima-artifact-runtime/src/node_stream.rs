@@ -15,7 +15,8 @@
 //!                need it (header: URL, SHA-256, length), checkpoints at which a receiving
 //!                node that failed stops the stream for all, the source's outcome
 //!  receivers     a BroadcastReader -> Body (SHA-256) -> extraction -> tree hash -> rename into
-//!                the node depot, while the next frames arrive
+//!                the node depot, while the next frames arrive; a seekable download (its
+//!                `index-sha256` in the header) is kept whole, then unpacked on every core
 //!  leaders  3.   all_succeed: every node's outcome; a failure names its node
 //!  node ranks    get their leader's path, or the same error
 //! ```
@@ -31,10 +32,10 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::thread::JoinHandle;
 
+use crate::notice::MpiEvent;
 use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_net::Tap;
 use clima_artifact_net::trust::redact_url;
-use clima_artifact_progress::notice::Event;
 use clima_comms::stream::{
     BroadcastReader, BroadcastWriter, StreamLimits, StreamReceiver, StreamSender, broadcast_stream,
     receive_stream,
@@ -288,7 +289,7 @@ fn tell_found_shared(me: &Leader<'_>, have: &Installed) {
         .parent()
         .and_then(Path::parent)
         .unwrap_or(&have.path);
-    clima_artifact_progress::notice::emit(Event::FoundInSharedDepot {
+    me.config.reporting().emit(MpiEvent::FoundInSharedDepot {
         artifact: me.name.to_owned(),
         depot: depot.to_path_buf(),
         path: have.path.clone(),
@@ -378,6 +379,7 @@ impl Taps for ToBroadcast<'_> {
             url: Some(redact_url(&download.url)),
             sha256: download.sha256,
             length,
+            index_sha256: download.index_sha256,
         }))
     }
 
@@ -406,6 +408,7 @@ fn send_installed(taps: &ToBroadcast<'_>, dir: &Path) -> io::Result<()> {
         url: None,
         sha256: None,
         length: None,
+        index_sha256: None,
     });
     {
         // Whole frames, not the tar writer's small pieces.

@@ -30,7 +30,8 @@ use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::ranges::RangeError;
 use clima_artifact_net::trust::redact_url;
-use clima_artifact_progress::notice::{self, Event};
+
+use crate::notice::InstallEvent;
 
 use crate::install::{ManifestPlace, check_room, suggested_overrides_file};
 use crate::ranged_source::{Ranges, Refusal, open, ordered, remote_refusal};
@@ -144,6 +145,7 @@ pub fn ensure_files(
             timeout: config.lock_timeout,
             tell: config.progress,
         }),
+        reporting: config.reporting(),
     };
     let staging = match first_writable(&config.depots, name)?.stage(&hash, stage)? {
         Staged::Ready(staging) => staging,
@@ -169,7 +171,7 @@ pub fn ensure_files(
             Err(Refusal::Fatal(e)) => return Err(e),
             Err(Refusal::Failed(f)) => {
                 if k + 1 < sources.len() {
-                    notice::emit(Event::NextSource {
+                    config.reporting().emit(InstallEvent::NextSource {
                         error: f.to_string(),
                         cause: f.to_string(),
                     });
@@ -180,7 +182,7 @@ pub fn ensure_files(
     }
     drop(staging);
     if let Some(why) = why_whole {
-        notice::emit(Event::PartialFallback {
+        config.reporting().emit(InstallEvent::PartialFallback {
             artifact: name.to_owned(),
             why,
         });
@@ -314,7 +316,7 @@ fn fetch_from(
     }
     let root = files.path().to_path_buf();
     let received = src.received();
-    crate::debug_speed::after_install(name, received, start.elapsed());
+    crate::debug_speed::after_install(name, received, start.elapsed(), config.reporting());
     Ok(Files {
         paths: paths
             .iter()

@@ -17,12 +17,13 @@
 
 mod guard;
 
+use clima_artifact_progress::Reporting;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
 use crate::access_log::{self, ArtifactRecord, CallSite};
-use clima_artifact_progress::notice::Event;
+use crate::notice::ReportEvent;
 use clima_artifact_provenance::readme;
 use clima_comms::{CollectiveError, Context};
 
@@ -61,15 +62,19 @@ pub fn write_all(dir: impl AsRef<Path>) -> io::Result<ReportPaths> {
 /// [`clima_comms::reduce_outcomes`]), with their ranks as ranges: when every rank accessed the
 /// same artifacts, rank 0 receives `ceil(log2 P)` messages of about one rank's records each,
 /// whatever the number of ranks. Records that arrive unreadable are left out, with a warning
-/// that names their ranks and says what was wrong with them.
+/// that names their ranks and says what was wrong with them, told through `reporting`.
 ///
 /// [`report_collective`] calls this with [`access_log::snapshot`]; it is public for contexts whose
 /// ranks do not each have their own registry (tests with threads as ranks).
-pub fn gather_records(ctx: &dyn Context, local: &[ArtifactRecord]) -> Option<Vec<ArtifactRecord>> {
+pub fn gather_records(
+    ctx: &dyn Context,
+    local: &[ArtifactRecord],
+    reporting: &Reporting,
+) -> Option<Vec<ArtifactRecord>> {
     let merged = clima_comms::reduce_outcomes(ctx, Part::of(ctx.rank(), local), merge_parts)?;
     let part = Part::or_unreadable(merged);
     for warning in part.unreadable_ranks(ctx.size()) {
-        clima_artifact_progress::notice::emit(warning);
+        reporting.emit(warning);
     }
     Some(part.into_records())
 }
@@ -118,13 +123,13 @@ impl Part {
 
     /// One warning per run of ranks of `0..size` whose records are not in this part, saying
     /// why (the errors met on the way).
-    fn unreadable_ranks(&self, size: usize) -> Vec<Event> {
+    fn unreadable_ranks(&self, size: usize) -> Vec<ReportEvent> {
         let mut out = Vec::new();
         let mut next = 0;
         for &[a, b] in self.from.iter().chain(&[[size, size]]) {
             let missing = next..a.min(size);
             if !missing.is_empty() {
-                out.push(Event::RecordsUnreadable {
+                out.push(ReportEvent::RecordsUnreadable {
                     first: missing.start as u64,
                     last: (missing.end - 1) as u64,
                     errors: self.unreadable.clone(),
@@ -186,9 +191,10 @@ fn merge_parts(
 }
 
 /// Collective [`report`]: gathers every rank's records to rank 0 of `ctx`, which gets the merged
-/// report; the other ranks get `None`. Every rank of `ctx` must call it.
-pub fn report_collective(ctx: &dyn Context) -> Option<Report> {
-    let records = gather_records(ctx, &access_log::snapshot())?;
+/// report; the other ranks get `None`. Every rank of `ctx` must call it. Records that arrive
+/// unreadable are told through `reporting` ([`gather_records`]).
+pub fn report_collective(ctx: &dyn Context, reporting: &Reporting) -> Option<Report> {
+    let records = gather_records(ctx, &access_log::snapshot(), reporting)?;
     let mut report =
         Report::from_parts(readme::with_recipe_citations(records), declared_in_binary());
     report.communicator_size = ctx.size();
@@ -197,12 +203,14 @@ pub fn report_collective(ctx: &dyn Context) -> Option<Report> {
 
 /// Collective [`write_all`]: rank 0 writes the merged report once and tells every rank the
 /// outcome, so all ranks return an error if the write failed. Rank 0 gets the paths, the others
-/// `Ok(None)`. Every rank of `ctx` must call it.
+/// `Ok(None)`. Every rank of `ctx` must call it. Records that arrive unreadable are told
+/// through `reporting`.
 pub fn write_all_collective(
     ctx: &dyn Context,
     dir: impl AsRef<Path>,
+    reporting: &Reporting,
 ) -> io::Result<Option<ReportPaths>> {
-    guard::write_collective(ctx, dir.as_ref())
+    guard::write_collective(ctx, dir.as_ref(), reporting)
 }
 
 /// A call site's declaration, as the report lists it.

@@ -402,6 +402,7 @@ fn resolve(
                     config.depots.first(),
                     &installed,
                     Path::new(site.manifest.path),
+                    config.reporting(),
                 );
             }
             installed
@@ -489,7 +490,7 @@ fn partial_call(
     if ctx.is_none_or(|c| c.rank() == 0)
         && let Some(first) = config.depots.first()
     {
-        first.record_usage(manifest);
+        first.record_usage(manifest, config.reporting());
     }
     let installed = Installed {
         path: full_path.clone(),

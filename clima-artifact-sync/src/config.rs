@@ -1,5 +1,6 @@
 //! [`SyncConfig`]: what a [`RunSync`](crate::RunSync) moves, and who moves it.
 
+use clima_artifact_progress::Reporting;
 use std::time::Duration;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -41,6 +42,9 @@ pub struct SyncConfig {
     pub slow_warning_after: Duration,
     /// Which ranks move files.
     pub mode: SyncMode,
+    /// Where the sync's notices (files not synced or not restored, slow syncs) go: the
+    /// program's, passed down from its entry point; by default today's lines on stderr.
+    pub reporting: Reporting,
 }
 
 impl Default for SyncConfig {
@@ -50,6 +54,7 @@ impl Default for SyncConfig {
             exclude: Vec::new(),
             slow_warning_after: Duration::from_secs(60),
             mode: SyncMode::Root,
+            reporting: Reporting::default(),
         }
     }
 }

@@ -7,8 +7,9 @@
 //! use clima_comms::Singleton;
 //! use clima_artifact_sync::{RunSync, SyncConfig, open_storage};
 //!
-//! let storage = open_storage("s3://archive/runs/2025-01-run7")?; // or "/archive/run7"
-//! let mut sync = RunSync::new("run7", storage, SyncConfig::from_env()?, &Singleton)?;
+//! let config = SyncConfig::from_env()?;  // its `reporting`: where notices go (stderr by default)
+//! let storage = open_storage("s3://archive/runs/2025-01-run7", &config.reporting)?; // or "/archive/run7"
+//! let mut sync = RunSync::new("run7", storage, config, &Singleton)?;
 //! let restored = sync.restore()?;          // on resume: latest checkpoint + output artifacts
 //! // ... run; after writing run7/checkpoints/step-100/:
 //! sync.on_checkpoint("checkpoints/step-100")?;
@@ -40,7 +41,7 @@
 //! 4. after all files, the manifest is stored, then written locally. A crash in between only
 //!    means the next sync re-hashes (and may re-send) the files of the interrupted one.
 //!
-//! A sync still running after [`SyncConfig::slow_warning_after`] prints a warning (a [`clima_artifact_progress::notice`])
+//! A sync still running after [`SyncConfig::slow_warning_after`] prints a warning (a [`notice::SyncEvent::SlowSync`])
 //! that names the biggest files and is returned in [`SyncReport::slow_warning`].
 //!
 //! # Restore
@@ -63,6 +64,7 @@
 mod config;
 mod error;
 mod index;
+pub mod notice;
 #[cfg(feature = "s3")]
 mod object;
 mod path;

@@ -20,14 +20,15 @@
 //! size the index records ([`MAX_INDEX_BYTES`] for the manifest). The root itself is the
 //! caller's: a symlink in the root's own path is followed.
 
+use clima_artifact_progress::Reporting;
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::notice::SyncEvent;
 use clima_artifact_fs::{Dir, EntryKind, Unexpected};
-use clima_artifact_progress::notice::Event;
 
 use crate::SyncError;
 use crate::storage::{MAX_INDEX_BYTES, Storage, StoredObject, check_key};
@@ -39,6 +40,8 @@ const UPLOAD_MARK: &str = ".clima-upload-";
 #[derive(Debug, Clone)]
 pub struct PathStorage {
     root: PathBuf,
+    /// Where the removal of killed syncs' temp files is told.
+    reporting: Reporting,
 }
 
 /// The folders of a checked key and its last component (`a/b/c.bin` -> `a/b`, `c.bin`).
@@ -50,6 +53,14 @@ fn split_key(key: &str) -> (&Path, &str) {
 }
 
 impl PathStorage {
+    /// The same storage, telling its notices (upload temp files of killed syncs removed)
+    /// through `reporting` instead of the default.
+    #[must_use]
+    pub fn with_reporting(mut self, reporting: Reporting) -> PathStorage {
+        self.reporting = reporting;
+        self
+    }
+
     /// Storage rooted at `root` (made absolute; created on the first upload).
     pub fn new(root: impl Into<PathBuf>) -> Result<PathStorage, SyncError> {
         let root = root.into();
@@ -60,7 +71,10 @@ impl PathStorage {
                 reason: "it exists but is not a folder; give a folder to store into".to_owned(),
             });
         }
-        Ok(PathStorage { root })
+        Ok(PathStorage {
+            root,
+            reporting: Reporting::default(),
+        })
     }
 
     /// The root folder.
@@ -133,7 +147,7 @@ impl PathStorage {
                 io::ErrorKind::NotFound.into(),
             )
         })?;
-        reclaim_once(&dir);
+        reclaim_once(&dir, &self.reporting);
         let tmp = clima_artifact_fs::temp_name(name, UPLOAD_MARK);
         // Exclusively, in the key's own folder: never truncating or writing through anything
         // planted at the name. Only once it is ours is it removed on failure.
@@ -181,7 +195,7 @@ fn is_upload_temp(name: &str) -> bool {
 
 /// Removes, once per process and folder, the upload temp files of killed processes in `dir`
 /// (through its descriptor, so a folder swapped since cannot redirect the removals).
-fn reclaim_once(dir: &Dir) {
+fn reclaim_once(dir: &Dir, reporting: &Reporting) {
     static DONE: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
     let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
     if done
@@ -190,7 +204,7 @@ fn reclaim_once(dir: &Dir) {
     {
         let n = dir.reclaim_stale_temps(UPLOAD_MARK);
         if n > 0 {
-            clima_artifact_progress::notice::emit(Event::UploadTempsRemoved {
+            reporting.emit(SyncEvent::UploadTempsRemoved {
                 count: n as u64,
                 dir: dir.path().to_path_buf(),
             });

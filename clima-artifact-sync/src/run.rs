@@ -1,5 +1,6 @@
 //! [`RunSync`]: push a run folder to storage at checkpoints, pull it back on restore.
 
+use clima_artifact_progress::Reporting;
 use std::fs;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -13,8 +14,8 @@ use crate::index::{
     FileEntry, FileKind, INDEX_KEY, STATE_DIR, SyncIndex, is_under, mtime_ns, set_mtime_ns,
     sha256_file,
 };
+use crate::notice::{NotRestoredReason, NotSyncedReason, SyncEvent};
 use crate::storage::{Prefixed, Storage, check_key};
-use clima_artifact_progress::notice::{Event, NotRestoredReason, NotSyncedReason};
 use clima_comms::Context;
 
 use crate::SyncError;
@@ -264,10 +265,16 @@ struct SlowWatch {
     what: String,
     biggest: Vec<(String, u64)>,
     warned: Option<String>,
+    reporting: Reporting,
 }
 
 impl SlowWatch {
-    fn new(what: String, after: Duration, mut sizes: Vec<(String, u64)>) -> SlowWatch {
+    fn new(
+        what: String,
+        after: Duration,
+        mut sizes: Vec<(String, u64)>,
+        reporting: Reporting,
+    ) -> SlowWatch {
         sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         sizes.truncate(3);
         SlowWatch {
@@ -276,6 +283,7 @@ impl SlowWatch {
             what,
             biggest: sizes,
             warned: None,
+            reporting,
         }
     }
 
@@ -284,14 +292,14 @@ impl SlowWatch {
         if self.warned.is_some() || elapsed < self.after {
             return;
         }
-        let event = Event::SlowSync {
+        let event = SyncEvent::SlowSync {
             what: self.what.clone(),
             took: elapsed,
             after: self.after,
             biggest: self.biggest.clone(),
         };
         let message = event.to_string();
-        clima_artifact_progress::notice::emit(event);
+        self.reporting.emit(event);
         self.warned = Some(message);
     }
 }
@@ -384,7 +392,7 @@ impl Local<'_> {
             for entry in entries {
                 let entry = entry.map_err(|e| SyncError::io("list", &dir, e))?;
                 let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                    clima_artifact_progress::notice::emit(Event::NotSynced {
+                    self.config.reporting.emit(SyncEvent::NotSynced {
                         path: entry.path(),
                         why: NotSyncedReason::NameNotUtf8,
                     });
@@ -402,7 +410,7 @@ impl Local<'_> {
                     Ok(meta) => meta,
                     // Deleted since it was listed (a model removing a temp file): not an output.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        clima_artifact_progress::notice::emit(Event::NotSynced {
+                        self.config.reporting.emit(SyncEvent::NotSynced {
                             path: PathBuf::from(&child),
                             why: NotSyncedReason::VanishedWhileListing,
                         });
@@ -467,7 +475,7 @@ impl Local<'_> {
             let sha256 = match sha256_file(&c.path) {
                 Ok(sha) => sha,
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
-                    clima_artifact_progress::notice::emit(Event::NotSynced {
+                    self.config.reporting.emit(SyncEvent::NotSynced {
                         path: PathBuf::from(&c.rel),
                         why: NotSyncedReason::VanishedDuringSync,
                     });
@@ -504,12 +512,13 @@ impl Local<'_> {
                 .iter()
                 .map(|(c, _)| (c.rel.clone(), c.size))
                 .collect(),
+            self.config.reporting.clone(),
         );
         for (c, entry) in to_send {
             let sent = match self.storage.put_file(&c.rel, &c.path) {
                 Ok(sent) => sent,
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
-                    clima_artifact_progress::notice::emit(Event::NotSynced {
+                    self.config.reporting.emit(SyncEvent::NotSynced {
                         path: PathBuf::from(&c.rel),
                         why: NotSyncedReason::VanishedDuringSync,
                     });
@@ -575,7 +584,7 @@ impl Local<'_> {
                     if meta.len() == entry.size && local_mtime == entry.mtime_ns {
                         restored.up_to_date += 1;
                     } else if local_mtime > entry.mtime_ns {
-                        clima_artifact_progress::notice::emit(Event::NotRestored {
+                        self.config.reporting.emit(SyncEvent::NotRestored {
                             path: path.clone(),
                             from: None,
                             why: NotRestoredReason::LocalNewer {
@@ -609,6 +618,7 @@ impl Local<'_> {
                 .iter()
                 .map(|(r, _, e)| (r.clone(), e.size))
                 .collect(),
+            self.config.reporting.clone(),
         );
         let mut reclaimed_in = std::collections::HashSet::new();
         for (rel, path, entry) in to_fetch {
@@ -631,7 +641,7 @@ impl Local<'_> {
                 Ok((n, sha)) if sha == entry.sha256 => n,
                 Ok((_, sha)) => {
                     let _ = fs::remove_file(&tmp);
-                    clima_artifact_progress::notice::emit(Event::NotRestored {
+                    self.config.reporting.emit(SyncEvent::NotRestored {
                         path: PathBuf::from(&rel),
                         from: Some(self.storage.url()),
                         why: NotRestoredReason::ContentMismatch {
@@ -648,7 +658,7 @@ impl Local<'_> {
                     | SyncError::LargerThanRecorded { .. }),
                 ) => {
                     let _ = fs::remove_file(&tmp);
-                    clima_artifact_progress::notice::emit(Event::NotRestored {
+                    self.config.reporting.emit(SyncEvent::NotRestored {
                         path: PathBuf::from(&rel),
                         from: None,
                         why: NotRestoredReason::Refused(e.to_string()),

@@ -10,6 +10,7 @@
 //! | `/archive/run1`, `file:///..` | [`PathStorage`](crate::PathStorage)       | always  |
 //! | `s3://bucket/prefix`          | `ObjectStorage` (S3-compatible)           | `s3`    |
 
+use clima_artifact_progress::Reporting;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -104,7 +105,8 @@ forward_storage!(Box, Arc);
 
 /// Opens the storage named by `url`: a path or `file://` URL ([`crate::PathStorage`]), or, with
 /// the `s3` feature, `s3://bucket/prefix` (endpoint and credentials from the `AWS_*` variables).
-pub fn open_storage(url: &str) -> Result<Box<dyn Storage>, SyncError> {
+/// Its notices are told through `reporting`.
+pub fn open_storage(url: &str, reporting: &Reporting) -> Result<Box<dyn Storage>, SyncError> {
     let url = url.trim();
     if url.is_empty() {
         return Err(bad_url(
@@ -113,7 +115,9 @@ pub fn open_storage(url: &str) -> Result<Box<dyn Storage>, SyncError> {
         ));
     }
     if let Some(path) = file_url_path(url) {
-        return Ok(Box::new(crate::PathStorage::new(path)?));
+        return Ok(Box::new(
+            crate::PathStorage::new(path)?.with_reporting(reporting.clone()),
+        ));
     }
     if let Some((scheme, _)) = url.split_once("://") {
         return match scheme {
@@ -135,7 +139,9 @@ pub fn open_storage(url: &str) -> Result<Box<dyn Storage>, SyncError> {
             )),
         };
     }
-    Ok(Box::new(crate::PathStorage::new(PathBuf::from(url))?))
+    Ok(Box::new(
+        crate::PathStorage::new(PathBuf::from(url))?.with_reporting(reporting.clone()),
+    ))
 }
 
 /// The local path of a `file://` URL (`file:///abs` or `file://localhost/abs`), else `None`.
@@ -258,17 +264,34 @@ mod tests {
     #[test]
     fn urls_pick_a_backend() {
         let dir = tempfile::tempdir().unwrap();
-        let s = open_storage(&format!("file://{}", dir.path().display())).unwrap();
+        let s = open_storage(
+            &format!("file://{}", dir.path().display()),
+            &clima_artifact_progress::Reporting::default(),
+        )
+        .unwrap();
         assert_eq!(s.url(), format!("file://{}", dir.path().display()));
-        let s = open_storage(dir.path().to_str().unwrap()).unwrap();
+        let s = open_storage(
+            dir.path().to_str().unwrap(),
+            &clima_artifact_progress::Reporting::default(),
+        )
+        .unwrap();
         assert!(s.url().starts_with("file://"));
-        let e = open_storage("ftp://x/y").unwrap_err().to_string();
+        let e = open_storage("ftp://x/y", &clima_artifact_progress::Reporting::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`ftp://` is not supported"), "{e}");
-        let e = open_storage("  ").unwrap_err().to_string();
+        let e = open_storage("  ", &clima_artifact_progress::Reporting::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("empty"), "{e}");
         #[cfg(not(feature = "s3"))]
         {
-            let e = open_storage("s3://bucket/p").unwrap_err().to_string();
+            let e = open_storage(
+                "s3://bucket/p",
+                &clima_artifact_progress::Reporting::default(),
+            )
+            .unwrap_err()
+            .to_string();
             assert!(
                 e.contains("without `--no-default-features`")
                     && e.contains("clima-artifact-sync needs that crate's feature `s3`"),

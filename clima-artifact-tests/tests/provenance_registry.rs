@@ -254,7 +254,11 @@ fn gathering_merges_every_ranks_records_on_the_root() {
     let _serial = exclusive();
     const SIZE: usize = 5;
     let results = on_thread_ranks(SIZE, |ctx| {
-        report::gather_records(ctx, &records_of(ctx.rank()))
+        report::gather_records(
+            ctx,
+            &records_of(ctx.rank()),
+            &clima_artifact_runtime::progress::Reporting::default(),
+        )
     });
     for (rank, result) in results.iter().enumerate().skip(1) {
         assert!(result.is_none(), "rank {rank} got records");
@@ -290,7 +294,11 @@ fn collective_write_happens_once_on_the_root_and_every_rank_learns_the_outcome()
     const SIZE: usize = 4;
 
     let results = on_thread_ranks(SIZE, |ctx| {
-        report::write_all_collective(ctx, dir.path().join("out/"))
+        report::write_all_collective(
+            ctx,
+            dir.path().join("out/"),
+            &clima_artifact_runtime::progress::Reporting::default(),
+        )
     });
     let paths = results[0].as_ref().unwrap().as_ref().unwrap();
     for result in &results[1..] {
@@ -308,7 +316,11 @@ fn collective_write_happens_once_on_the_root_and_every_rank_learns_the_outcome()
     // The root cannot write: every rank gets an error naming the target.
     std::fs::write(dir.path().join("file"), "x").unwrap();
     let results = on_thread_ranks(SIZE, |ctx| {
-        report::write_all_collective(ctx, dir.path().join("file/sub/"))
+        report::write_all_collective(
+            ctx,
+            dir.path().join("file/sub/"),
+            &clima_artifact_runtime::progress::Reporting::default(),
+        )
     });
     for (rank, result) in results.iter().enumerate() {
         let err = result.as_ref().unwrap_err().to_string();
@@ -383,7 +395,11 @@ impl Context for Corrupting<'_> {
 fn unreadable_records_from_one_rank_are_left_out_not_fatal() {
     let _serial = exclusive();
     let results = on_thread_ranks(3, |ctx| {
-        report::gather_records(&Corrupting(ctx), &records_of(ctx.rank()))
+        report::gather_records(
+            &Corrupting(ctx),
+            &records_of(ctx.rank()),
+            &clima_artifact_runtime::progress::Reporting::default(),
+        )
     });
     let merged = results[0].as_ref().unwrap();
     let names: Vec<&str> = merged.iter().map(|r| r.name.as_str()).collect();
@@ -410,7 +426,11 @@ fn gathering_64_ranks_brings_the_root_log_p_messages_of_one_ranks_size() {
     let one_rank = serde_json::to_vec(&same(0)).unwrap().len() as u64;
     let results = on_thread_ranks(64, |ctx| {
         let before = clima_comms::traffic::this_thread();
-        let merged = report::gather_records(ctx, &same(ctx.rank()));
+        let merged = report::gather_records(
+            ctx,
+            &same(ctx.rank()),
+            &clima_artifact_runtime::progress::Reporting::default(),
+        );
         (merged, clima_comms::traffic::this_thread().since(&before))
     });
     let (merged, root) = &results[0];

@@ -64,10 +64,9 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = args::Cli::parse();
-    if cli.verbose {
-        clima_artifact_runtime::progress::notice::set_verbose(true);
-    }
-    match cmd::run(cli.command) {
+    // What the user sees, for this command: passed down, never set process-wide.
+    let ui = progress::Ui::new(cli.verbose);
+    match cmd::run(cli.command, &ui) {
         Ok(()) => ExitCode::from(error::EXIT_OK),
         Err(e) => {
             eprintln!("error: {}", e.message);

@@ -1351,3 +1351,65 @@ fn create_suggests_publish_to_an_archive_with_a_command_that_runs() {
     assert_eq!(drafts.len(), 1);
     assert!(!drafts[0].published && drafts[0].files.contains_key("era5.tar.gz"));
 }
+
+/// Each entry's member bytes in the seekable tarball `bytes`, by path (read by its index).
+fn members_of(bytes: &[u8]) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    use clima_artifact_runtime::extract::seekable::{self, Index, IndexLimits};
+    let limits = IndexLimits::default();
+    let mut file = std::io::Cursor::new(bytes);
+    let (_, doc) = seekable::read_index(&mut file, bytes.len() as u64, &limits)
+        .unwrap()
+        .expect("a seekable tarball");
+    let index = Index::decode(&doc, &limits).unwrap();
+    index
+        .entries
+        .iter()
+        .map(|e| {
+            let range = e.offset as usize..(e.offset + e.length) as usize;
+            (e.path.clone(), bytes[range].to_vec())
+        })
+        .collect()
+}
+
+/// Issue 49, item 4: a new version published to the archive (`create --recipe`, then
+/// `publish`) with one file changed, one added and one removed keeps the members of every
+/// other file byte for byte, by the indexes of the two tarballs the archive received.
+#[test]
+fn a_published_new_version_keeps_the_members_of_unchanged_files() {
+    let sb = Sandbox::new();
+    let server = InvenioServer::start(TOKEN);
+    let files = "for i in 1 2 3 4 5; do seq 1 $((i * 700)) > \"$OUT/f$i.csv\"; done\n";
+    let v1 = format!("{files}echo 1 > \"$OUT/u.csv\"\necho old > \"$OUT/gone.txt\"\n");
+    make_artifact(&sb, "era5", &v1, Some("CC-BY-4.0"));
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    let v2 = format!("{files}echo 2 > \"$OUT/u.csv\"\necho new > \"$OUT/added.txt\"\n");
+    make_artifact(&sb, "era5", &v2, Some("CC-BY-4.0"));
+    assert_ok(&publish(&sb, &server, "era5", &[]));
+    let mut all = published(&server);
+    assert_eq!(all.len(), 2);
+    all.sort_by_key(|r| r.index);
+    let tarball = |r: &clima_artifact_tests::invenio::ArchiveRecord| {
+        members_of(&r.files["era5.tar.gz"].bytes)
+    };
+    let (old, new) = (tarball(&all[0]), tarball(&all[1]));
+    let unchanged: Vec<String> = (1..=5).map(|i| format!("f{i}.csv")).collect();
+    for path in &unchanged {
+        let key = path.as_bytes();
+        assert!(
+            old.contains_key(key) && old.get(key) == new.get(key),
+            "the members of `{path}` changed"
+        );
+    }
+    let (changed, added, removed) = (b"u.csv".as_slice(), b"added.txt".as_slice(), b"gone.txt");
+    assert_ne!(old.get(changed), new.get(changed));
+    assert!(new.contains_key(added) && !old.contains_key(added));
+    assert!(old.contains_key(removed.as_slice()) && !new.contains_key(removed.as_slice()));
+    assert_eq!(
+        new.len(),
+        old.len(),
+        "one added, one removed: {:?}",
+        new.keys()
+            .map(|k| String::from_utf8_lossy(k))
+            .collect::<Vec<_>>()
+    );
+}

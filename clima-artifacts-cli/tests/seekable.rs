@@ -341,13 +341,29 @@ fn classic_writes_a_single_stream_that_installs_as_before() {
     every_reader_extracts_the_manifests_tree(&made, false);
 }
 
-#[test]
-fn a_new_version_keeps_the_members_of_unchanged_files_byte_for_byte() {
-    let v1 = create("data.tar.gz", &[]);
+/// What a new version does to the tree of version 1.
+#[derive(Clone, Copy, PartialEq)]
+enum Change {
+    /// `README.md` edited, nothing else.
+    OneFile,
+    /// `README.md` edited, `a new file` added, `name with spaces 🌍.txt` removed.
+    AddedAndRemoved,
+}
+
+/// `create` of version 1 into `file_name`, then of version 2 after `change`: every file of
+/// version 2 that version 1 had unchanged has, by the two indexes, the very same member bytes;
+/// the changed file's differ; the added file is new; the removed one is gone.
+fn a_new_version_keeps_unchanged_members(file_name: &str, change: Change) {
+    let v1 = create(file_name, &[]);
     let old = v1.the_members();
     let content = v1.sandbox.root.path().join("content");
     fs::write(content.join("README.md"), "seekable sample, version 2\n").unwrap();
-    fs::write(content.join("a new file"), "new\n").unwrap();
+    let (added, removed): (&[u8], &[u8]) = (b"a new file", "name with spaces 🌍.txt".as_bytes());
+    if change == Change::AddedAndRemoved {
+        fs::write(content.join("a new file"), "new\n").unwrap();
+        fs::remove_file(content.join("name with spaces 🌍.txt")).unwrap();
+    }
+    let v2_name = format!("v2-{file_name}");
     let out = cli(&v1.sandbox.depot, &v1.sandbox.work)
         .args([
             "create",
@@ -357,14 +373,14 @@ fn a_new_version_keeps_the_members_of_unchanged_files_byte_for_byte() {
             "--json",
             "--tarball-out",
         ])
-        .arg(v1.sandbox.work.join("v2.tar.gz"))
+        .arg(v1.sandbox.work.join(&v2_name))
         .current_dir(v1.sandbox.root.path())
         .output()
         .unwrap();
     assert_ok(&out);
     let created = json(&out);
     let v2 = Made {
-        tarball: v1.sandbox.work.join("v2.tar.gz"),
+        tarball: v1.sandbox.work.join(&v2_name),
         tree: GitTreeSha1::from_hex(created["git_tree_sha1"].as_str().unwrap()).unwrap(),
         tree_sha256: git_tree_hash_sha256(&content),
         index_sha256: created["index_sha256"]
@@ -372,27 +388,65 @@ fn a_new_version_keeps_the_members_of_unchanged_files_byte_for_byte() {
             .map(|h| Sha256::from_hex(h).unwrap()),
         sandbox: v1.sandbox,
     };
+    assert_ne!(v2.tree, v1.tree);
+    let magic = |p: &Path| fs::read(p).unwrap()[..4].to_vec();
+    assert_eq!(
+        magic(&v2.tarball),
+        magic(&v1.tarball),
+        "{file_name}: the same format"
+    );
     let new = v2.the_members();
     let mut same = 0;
     for (path, bytes) in &new {
-        match path.as_slice() {
-            b"README.md" | b"a new file" => {}
-            _ => {
-                assert_eq!(
-                    Some(bytes),
-                    old.get(path),
-                    "`{}` changed",
-                    String::from_utf8_lossy(path)
-                );
-                same += 1;
-            }
+        if path == b"README.md" || path == added {
+            continue;
         }
+        assert!(
+            Some(bytes) == old.get(path),
+            "{file_name}: the members of `{}` changed",
+            String::from_utf8_lossy(path)
+        );
+        same += 1;
     }
-    assert_eq!(same, old.len() - 1, "every unchanged file is compared");
     assert_ne!(
         new.get(b"README.md".as_slice()),
-        old.get(b"README.md".as_slice())
+        old.get(b"README.md".as_slice()),
+        "{file_name}: the changed file's members"
     );
+    match change {
+        Change::OneFile => {
+            assert_eq!(
+                same,
+                old.len() - 1,
+                "{file_name}: every unchanged file compared"
+            );
+        }
+        Change::AddedAndRemoved => {
+            assert!(new.contains_key(added) && !old.contains_key(added));
+            assert!(old.contains_key(removed) && !new.contains_key(removed));
+            assert_eq!(
+                same,
+                old.len() - 2,
+                "{file_name}: every unchanged file compared"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_new_version_keeps_the_members_of_unchanged_files_byte_for_byte() {
+    a_new_version_keeps_unchanged_members("data.tar.gz", Change::AddedAndRemoved);
+}
+
+#[test]
+fn a_new_version_with_one_file_changed_keeps_every_other_member() {
+    a_new_version_keeps_unchanged_members("data.tar.gz", Change::OneFile);
+    a_new_version_keeps_unchanged_members("data.tar.zst", Change::OneFile);
+}
+
+#[test]
+fn a_new_tar_zst_version_with_a_file_added_and_one_removed_keeps_the_other_members() {
+    a_new_version_keeps_unchanged_members("data.tar.zst", Change::AddedAndRemoved);
 }
 
 impl Made {

@@ -1,10 +1,10 @@
 //! A staging's partial downloads: the file a large download keeps its bytes in for resuming,
 //! its name (one per artifact, URL and user) and the key of its URL, which its header records.
 
+use crate::notice::PartialOnNodeReason;
 use clima_artifact_fs::Dir;
 use clima_artifact_manifest::GitTreeSha1;
 use clima_artifact_manifest::layout::Entry;
-use clima_artifact_progress::notice::PartialOnNodeReason;
 
 use super::Staging;
 use crate::depot::{Depot, first_writable, partial_owner};
@@ -32,7 +32,7 @@ impl Staging {
                 error: e.to_string(),
             }
         })?;
-        let Some(lock) = depot.try_lock(&self.hash) else {
+        let Some(lock) = depot.try_lock(&self.hash, &self.reporting) else {
             return Err(PartialOnNodeReason::SharedLockHeld {
                 depot: depot.root().to_path_buf(),
             });

@@ -5,9 +5,9 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use crate::notice::DepotEvent;
 use clima_artifact_fs::{Dir, euid};
 use clima_artifact_manifest::layout::INSTALL_MARK;
-use clima_artifact_progress::notice::{self, Event};
 
 use super::Staging;
 use crate::Error;
@@ -144,13 +144,13 @@ impl Drop for TempDir<'_> {
     fn drop(&mut self) {
         if self.path.is_some() && !self.still_in_place() {
             // What is there now is someone else's: never removed. Our folder was moved away.
-            notice::emit(Event::TempDirMovedAway {
+            self.staging.reporting.emit(DepotEvent::TempDirMovedAway {
                 path: self.path().to_path_buf(),
             });
             return;
         }
         if let Some(p) = self.path.take() {
-            crate::depot::remove_tree(&p);
+            crate::depot::remove_tree(&p, &self.staging.reporting);
         }
     }
 }

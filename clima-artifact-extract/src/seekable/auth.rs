@@ -156,13 +156,19 @@ fn check_paths(index: &Index) -> Result<(), IndexError> {
 fn check_layout(index: &Index, locator: &Locator) -> Result<(), IndexError> {
     let mut offset = 0u64;
     let mut tar = 0u64;
+    let mut previous: Option<&IndexEntry> = None;
     for e in &index.entries {
+        // Which of the two lies cannot be told from the tiling: both are named.
+        let before = match previous {
+            Some(p) => format!("the previous entry, `{}`,", shown(&p.path)),
+            None => "the file's start".to_owned(),
+        };
         if e.offset != offset {
             return Err(layout_error(
                 e,
                 format!(
-                    "its members start at byte {} of the file, but the previous entry ends at \
-                     byte {offset} (a gap or an overlap)",
+                    "its members start at byte {} of the file, but {before} ends at byte \
+                     {offset} (a gap or an overlap)",
                     e.offset
                 ),
             ));
@@ -171,12 +177,12 @@ fn check_layout(index: &Index, locator: &Locator) -> Result<(), IndexError> {
             return Err(layout_error(
                 e,
                 format!(
-                    "it starts at byte {} of the tar stream, but the previous entry ends at \
-                     byte {tar}",
+                    "it starts at byte {} of the tar stream, but {before} ends at byte {tar}",
                     e.tar_offset
                 ),
             ));
         }
+        previous = Some(e);
         check_entry(index, e)?;
         offset = e
             .offset

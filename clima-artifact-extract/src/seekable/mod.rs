@@ -27,7 +27,7 @@ pub use format::{
     Block, Flavour, HeaderKind, Index, IndexEntry, Locator, MemberEncoder, decode_member,
     read_index, stored_index, tar_header, write_tail,
 };
-pub use parallel::{MAX_THREADS, Parallelism, extract_parallel};
+pub use parallel::{MAX_THREADS, Parallelism, extract_parallel, extract_parallel_at};
 
 use clima_artifact_fs::printable;
 

@@ -247,6 +247,8 @@ struct Job<'a> {
     tarball: &'a File,
     /// Where `tarball` is (named when it cannot be read).
     tarball_path: &'a Path,
+    /// Where the tarball's byte 0 is in `tarball`.
+    base: u64,
     dest: &'a Dir,
     /// Handles on the folders created, a bounded number of them kept open.
     dirs: Mutex<Dirs>,
@@ -291,6 +293,18 @@ pub fn extract_parallel(
     extract_with(auth, (tarball, tarball_path), dest, limits, how, None)
 }
 
+/// [`extract_parallel`] of a tarball that starts `base` bytes into `tarball` (a download kept
+/// whole in a partial file, behind that file's header): the index's offsets count from there.
+pub fn extract_parallel_at(
+    auth: &Authenticated,
+    (tarball, tarball_path, base): (&File, &Path, u64),
+    dest: &Dir,
+    limits: &ExtractLimits,
+    how: &Parallelism,
+) -> Result<Extracted, ExtractError> {
+    extract_at(auth, (tarball, tarball_path, base), dest, limits, how, None)
+}
+
 /// What a test asks of the workers of [`extract_with`].
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Hook {
@@ -308,6 +322,18 @@ pub(super) enum Hook {
 pub(super) fn extract_with(
     auth: &Authenticated,
     (tarball, tarball_path): (&File, &Path),
+    dest: &Dir,
+    limits: &ExtractLimits,
+    how: &Parallelism,
+    hook: Option<Hook>,
+) -> Result<Extracted, ExtractError> {
+    extract_at(auth, (tarball, tarball_path, 0), dest, limits, how, hook)
+}
+
+/// [`extract_with`] of a tarball `base` bytes into `tarball`.
+fn extract_at(
+    auth: &Authenticated,
+    (tarball, tarball_path, base): (&File, &Path, u64),
     dest: &Dir,
     limits: &ExtractLimits,
     how: &Parallelism,
@@ -334,6 +360,7 @@ pub(super) fn extract_with(
         auth,
         tarball,
         tarball_path,
+        base,
         dest,
         dirs: Mutex::new(Dirs::new(root)),
         blocks: HashMap::new(),
@@ -596,7 +623,7 @@ impl Job<'_> {
         compressed.resize(span.length as usize, 0);
         // The spooled file is ours: a failure to read it is the depot's, not the download's.
         self.tarball
-            .read_exact_at(compressed, span.offset)
+            .read_exact_at(compressed, self.base.saturating_add(span.offset))
             .map_err(|err| ExtractError::Io {
                 path: self.tarball_path.to_path_buf(),
                 source: err,

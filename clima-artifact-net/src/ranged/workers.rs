@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
-use clima_artifact_progress::notice::{self, Event, RangeFallbackReason};
+use crate::notice::{NetEvent, RangeFallbackReason};
 
 use crate::NetError;
 use crate::limit::Permit;
@@ -227,7 +227,7 @@ impl Shared {
                 "a range came with another ETag or Last-Modified than the first response's".into(),
             ),
             206 if validator_of(&resp).is_none() => {
-                notice::emit(Event::RangeFallback {
+                self.config.reporting.emit(NetEvent::RangeFallback {
                     why: RangeFallbackReason::NoValidator,
                 });
                 self.release(k);
@@ -243,7 +243,7 @@ impl Shared {
                     Got::Range(ranged_stream(resp, from, permit))
                 }
                 other => {
-                    notice::emit(Event::RangeFallback {
+                    self.config.reporting.emit(NetEvent::RangeFallback {
                         why: RangeFallbackReason::OtherRange(described(other)),
                     });
                     self.release(k);
@@ -268,7 +268,7 @@ impl Shared {
                 };
                 if crate::retry::retires_connection(status) && self.retire() {
                     // The server limits connections: this one closes, the others go on.
-                    notice::emit(Event::ConnectionClosed {
+                    self.config.reporting.emit(NetEvent::ConnectionClosed {
                         id: id as u64,
                         status,
                     });

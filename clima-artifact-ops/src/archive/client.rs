@@ -14,7 +14,8 @@ use super::api::{Upload, http_error};
 use super::bounds::{over_budget, upload_budget};
 use super::error::from_ops;
 use super::progress::{Counted, Progress};
-use super::{ArchiveError, Line};
+use super::{ArchiveError, ArchiveEvent};
+use clima_artifact_runtime::progress::Reporting;
 
 /// The archive's HTTP client: bearer token, retries, `Retry-After`.
 pub(super) struct Client<'a> {
@@ -26,7 +27,7 @@ pub(super) struct Client<'a> {
     pub(super) timeout: Duration,
     /// The longest a write may wait for the archive to take bytes (the stall timeout).
     pub(super) stall: Duration,
-    pub(super) notify: &'a dyn Fn(Line, &str),
+    pub(super) reporting: &'a Reporting,
 }
 
 /// One request's outcome before classification.
@@ -40,7 +41,7 @@ impl<'a> Client<'a> {
         base: &str,
         token: &str,
         timeout: Duration,
-        notify: &'a dyn Fn(Line, &str),
+        reporting: &'a Reporting,
     ) -> Result<Client<'a>, ArchiveError> {
         let net = crate::depots::config().map_err(from_ops)?.net;
         let agent = clima_artifact_net::source::agent(&net)
@@ -52,7 +53,7 @@ impl<'a> Client<'a> {
             retry: net.retry,
             timeout,
             stall: net.stall_timeout,
-            notify,
+            reporting,
         })
     }
 
@@ -72,15 +73,11 @@ impl<'a> Client<'a> {
                     let Some(wait) = self.retry.next_after_throttle(throttled, retry_after) else {
                         return Err(http_error(what, 429, &body));
                     };
-                    (self.notify)(
-                        Line::Notice,
-                        &format!(
-                            "{} answered 429 Too Many Requests to {what}: waiting {} s (Retry-After) \
-                         before trying again",
-                            self.base,
-                            wait.as_secs_f64().ceil() as u64
-                        ),
-                    );
+                    self.reporting.emit(ArchiveEvent::Throttled {
+                        archive: self.base.clone(),
+                        what: what.to_owned(),
+                        wait,
+                    });
                     std::thread::sleep(wait);
                     continue;
                 }
@@ -105,15 +102,13 @@ impl<'a> Client<'a> {
             let reason = printable(reason.trim()).into_owned();
             match self.retry.next_attempt(failed, transient) {
                 Some(wait) => {
-                    (self.notify)(
-                        Line::Notice,
-                        &format!(
-                            "{what} failed ({reason}); trying again in {:.1} s (try {} of {})",
-                            wait.as_secs_f64(),
-                            failed + 1,
-                            self.retry.attempts
-                        ),
-                    );
+                    self.reporting.emit(ArchiveEvent::Retrying {
+                        what: what.to_owned(),
+                        reason: reason.clone(),
+                        wait,
+                        attempt: failed + 1,
+                        attempts: self.retry.attempts,
+                    });
                     std::thread::sleep(wait);
                 }
                 None => {
@@ -215,7 +210,7 @@ impl<'a> Client<'a> {
                 },
                 Upload::Bytes(b) => (Box::new(io::Cursor::new(b.clone())), b.len() as u64),
             };
-            let mut progress = Progress::new(key, size, self.notify);
+            let mut progress = Progress::new(key, size, self.reporting);
             let mut body = Counted {
                 inner: reader,
                 progress: &mut progress,

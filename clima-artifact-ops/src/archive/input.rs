@@ -14,7 +14,8 @@ use crate::manifest_edit::invalid_name;
 use super::error::from_ops;
 use super::meta::{creators, recipe_readme};
 use super::tarball::find_or_pack;
-use super::{ArchiveError, Line, PublishRequest, TOKEN_VAR};
+use super::{ArchiveError, PublishRequest, TOKEN_VAR};
+use clima_artifact_runtime::progress::Reporting;
 
 /// An archive's limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -100,7 +101,7 @@ impl Input {
     /// known, a token is set, the tarball (found, or packed) is within the archive's limits.
     pub(super) fn check(
         req: &PublishRequest,
-        notify: &dyn Fn(Line, &str),
+        reporting: &Reporting,
     ) -> Result<Input, ArchiveError> {
         let archive = checked_archive(req)?;
         let text = std::fs::read_to_string(&req.manifest).map_err(|e| {
@@ -128,7 +129,7 @@ impl Input {
         let tree = variant.git_tree_sha1.to_hex();
         let manifest_dir = crate::recipe::manifest_dir(&req.manifest).map_err(from_ops)?;
         let readme = recipe_readme(&variant.metadata, &manifest_dir);
-        let tarball = find_or_pack(req, &manifest_dir, &variant, notify)?;
+        let tarball = find_or_pack(req, &manifest_dir, &variant, reporting)?;
         let size = std::fs::metadata(&tarball)
             .map_err(|e| ArchiveError::Io(format!("cannot read `{}`: {e}", tarball.display())))?
             .len();

@@ -1,12 +1,14 @@
 //! Progress lines of an upload (at the start, every 10 % or 10 s, at the end), given to the
-//! caller's `notify` as [`Line::Progress`].
+//! caller's reporting as [`ArchiveEvent`]s whose [`line`](ArchiveEvent::line) is
+//! [`Line::Progress`](super::Line::Progress).
 
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
 use clima_artifact_fs::printable;
+use clima_artifact_runtime::progress::Reporting;
 
-use super::Line;
+use super::ArchiveEvent;
 
 /// The body of an upload, counted for the progress lines. No hash here: the file's MD5 and
 /// SHA-256 come from the one pass that checked its tree hash, and the archive's MD5 of what it
@@ -34,19 +36,15 @@ pub(super) struct Progress<'n> {
     started: Instant,
     last: Instant,
     last_tenth: u64,
-    notify: &'n dyn Fn(Line, &str),
+    reporting: &'n Reporting,
 }
 
 impl<'n> Progress<'n> {
-    pub(super) fn new(key: &str, size: u64, notify: &'n dyn Fn(Line, &str)) -> Progress<'n> {
-        notify(
-            Line::Progress,
-            &format!(
-                "uploading `{}` ({})",
-                printable(key),
-                clima_artifact_fs::human_bytes(size)
-            ),
-        );
+    pub(super) fn new(key: &str, size: u64, reporting: &'n Reporting) -> Progress<'n> {
+        reporting.emit(ArchiveEvent::Uploading {
+            key: key.to_owned(),
+            size,
+        });
         let now = Instant::now();
         Progress {
             key: printable(key).into_owned(),
@@ -55,7 +53,7 @@ impl<'n> Progress<'n> {
             started: now,
             last: now,
             last_tenth: 0,
-            notify,
+            reporting,
         }
     }
 
@@ -67,29 +65,19 @@ impl<'n> Progress<'n> {
         {
             self.last_tenth = tenth;
             self.last = Instant::now();
-            (self.notify)(
-                Line::Progress,
-                &format!(
-                    "uploading `{}`: {} % ({} of {})",
-                    self.key,
-                    self.sent * 100 / self.size.max(1),
-                    clima_artifact_fs::human_bytes(self.sent),
-                    clima_artifact_fs::human_bytes(self.size)
-                ),
-            );
+            self.reporting.emit(ArchiveEvent::UploadProgress {
+                key: self.key.clone(),
+                sent: self.sent,
+                size: self.size,
+            });
         }
     }
 
     pub(super) fn done(&self) {
-        let secs = self.started.elapsed().as_secs_f64();
-        (self.notify)(
-            Line::Progress,
-            &format!(
-                "uploaded `{}`: {} in {secs:.1} s ({}/s)",
-                self.key,
-                clima_artifact_fs::human_bytes(self.sent),
-                clima_artifact_fs::human_bytes((self.sent as f64 / secs.max(1e-3)) as u64)
-            ),
-        );
+        self.reporting.emit(ArchiveEvent::Uploaded {
+            key: self.key.clone(),
+            sent: self.sent,
+            took: self.started.elapsed(),
+        });
     }
 }

@@ -17,7 +17,8 @@ use super::origin::{self, checked_id, checked_key};
 use super::record::{record_in_manifest, recorded_already};
 use super::state::{self, ArchiveState, CLOCK_SLACK, Creating, DraftState, State, Verified};
 use super::tarball::verify_tarball;
-use super::{ArchiveError, DEFAULT_TIMEOUT, Line, PublishRequest, Published, state_path};
+use super::{ArchiveError, ArchiveEvent, DEFAULT_TIMEOUT, PublishRequest, Published, state_path};
+use clima_artifact_runtime::progress::Reporting;
 
 /// What step 3 of [`publish`](super::publish) found: a draft to fill (with the archive's answer), or the
 /// record an earlier run published just before it stopped.
@@ -33,7 +34,7 @@ pub(super) enum Opened {
 /// far. Each step of [`publish`](super::publish) is a method.
 pub(super) struct Publication<'a> {
     pub(super) req: &'a PublishRequest,
-    pub(super) notify: &'a dyn Fn(Line, &str),
+    pub(super) reporting: &'a Reporting,
     pub(super) input: Input,
     pub(super) client: Client<'a>,
     pub(super) verified: Verified,
@@ -54,7 +55,7 @@ impl<'a> Publication<'a> {
     pub(super) fn start(
         req: &'a PublishRequest,
         input: Input,
-        notify: &'a dyn Fn(Line, &str),
+        reporting: &'a Reporting,
     ) -> Result<Publication<'a>, ArchiveError> {
         let state_file = state_path(&req.manifest, &req.name);
         let mut state = state::load(&state_file)?;
@@ -68,7 +69,7 @@ impl<'a> Publication<'a> {
             input.size,
             &input.tree,
             state.verified.as_ref(),
-            notify,
+            reporting,
         )?;
         state.verified = Some(verified.clone());
         let mut st = state
@@ -111,7 +112,7 @@ impl<'a> Publication<'a> {
             &input.archive,
             &input.token,
             req.timeout.unwrap_or(DEFAULT_TIMEOUT),
-            notify,
+            reporting,
         )?;
         let own_dois: Vec<String> = st.doi.iter().chain(&st.concept_doi).cloned().collect();
         let (record_meta, warning) = record_metadata(
@@ -124,12 +125,12 @@ impl<'a> Publication<'a> {
         );
         let mut published = published;
         if let Some(w) = warning {
-            notify(Line::Notice, &format!("warning: {w}"));
+            reporting.emit(ArchiveEvent::RecordWarning(w.clone()));
             published.warnings.push(w);
         }
         Ok(Publication {
             req,
-            notify,
+            reporting,
             input,
             client,
             verified,
@@ -292,10 +293,8 @@ impl<'a> Publication<'a> {
                 .call("GET", &format!("/api/records/{}/draft", d.id), None)?;
         if status == 200 {
             state::check_draft(&self.state_file, &self.input.archive, &d, &body)?;
-            (self.notify)(
-                Line::Notice,
-                &format!("continuing draft {} of an earlier run", printable(&d.id)),
-            );
+            self.reporting
+                .emit(ArchiveEvent::ContinuingDraft { id: d.id.clone() });
             self.published.resumed = true;
             return Ok(Some(Opened::Draft(d, body)));
         }
@@ -320,10 +319,8 @@ impl<'a> Publication<'a> {
                 &body,
             )?;
             if d.sha256 == self.verified.sha256 {
-                (self.notify)(
-                    Line::Notice,
-                    &format!("draft {} was published by an earlier run", printable(&d.id)),
-                );
+                self.reporting
+                    .emit(ArchiveEvent::PublishedEarlier { id: d.id.clone() });
                 return Ok(Some(Opened::Published(d.id, body)));
             }
             // Published with other content: this content is its next version.
@@ -371,13 +368,8 @@ impl<'a> Publication<'a> {
         let made = || {
             asked.set(true);
             let (id, body) = self.find_draft(&intent).ok().flatten()?;
-            (self.notify)(
-                Line::Notice,
-                &format!(
-                    "the archive made draft {} before its answer was lost; continuing it",
-                    printable(&id)
-                ),
-            );
+            self.reporting
+                .emit(ArchiveEvent::DraftAnswerLost { id: id.clone() });
             Some(body)
         };
         let created = new_draft(
@@ -400,19 +392,11 @@ impl<'a> Publication<'a> {
         let (d, body) = created?;
         self.st.creating = None;
         self.save_draft(&d)?;
-        (self.notify)(
-            Line::Notice,
-            &format!(
-                "{} {} on {}",
-                if d.new_version {
-                    "new version draft"
-                } else {
-                    "new draft"
-                },
-                printable(&d.id),
-                self.input.archive
-            ),
-        );
+        self.reporting.emit(ArchiveEvent::NewDraft {
+            new_version: d.new_version,
+            id: d.id.clone(),
+            archive: self.input.archive.clone(),
+        });
         Ok((d, body))
     }
 
@@ -433,13 +417,8 @@ impl<'a> Publication<'a> {
         let Some((id, body)) = self.find_draft(&intent)? else {
             return Ok(None);
         };
-        (self.notify)(
-            Line::Notice,
-            &format!(
-                "continuing draft {}, which an earlier run created just before it stopped",
-                printable(&id)
-            ),
-        );
+        self.reporting
+            .emit(ArchiveEvent::ContinuingInterrupted { id: id.clone() });
         self.published.resumed = true;
         let d = DraftState {
             id,
@@ -499,14 +478,9 @@ impl<'a> Publication<'a> {
             [id] => id.to_owned(),
             [] => return Ok(None),
             _ => {
-                (self.notify)(
-                    Line::Notice,
-                    &format!(
-                        "drafts {} all look like the one an earlier run asked for; none is \
-                         continued and a new draft is made (delete those you do not want)",
-                        ids.join(", ")
-                    ),
-                );
+                self.reporting.emit(ArchiveEvent::AmbiguousDrafts {
+                    ids: ids.iter().map(|id| (*id).to_owned()).collect(),
+                });
                 return Ok(None);
             }
         };
@@ -536,10 +510,8 @@ impl<'a> Publication<'a> {
         keep_complete_files(&self.client, &self.state_file, draft, &files)?;
         for (k, upload) in &files {
             if draft.done.get(k).is_some_and(|m| *m == upload.md5()) {
-                (self.notify)(
-                    Line::Notice,
-                    &format!("`{}` is already in the draft", printable(k)),
-                );
+                self.reporting
+                    .emit(ArchiveEvent::AlreadyInDraft { key: k.clone() });
                 continue;
             }
             let theirs = send_file(&self.client, &draft.id, k, upload)?;
@@ -556,10 +528,10 @@ impl<'a> Publication<'a> {
                     draft: draft.id.clone(),
                 });
             }
-            (self.notify)(
-                Line::Notice,
-                &format!("`{}` committed, checksum {ours} matches", printable(k)),
-            );
+            self.reporting.emit(ArchiveEvent::Committed {
+                key: k.clone(),
+                checksum: ours,
+            });
             draft.done.insert(k.clone(), sent_md5);
             self.published.uploaded.push(k.clone());
             self.save_draft(draft)?;

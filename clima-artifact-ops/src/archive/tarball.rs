@@ -12,14 +12,15 @@ use sha2::Digest as _;
 
 use super::error::from_ops;
 use super::state::Verified;
-use super::{ArchiveError, Line, PublishRequest};
+use super::{ArchiveError, ArchiveEvent, PublishRequest};
+use clima_artifact_runtime::progress::Reporting;
 
 /// The tarball to upload: given, found, or packed from the installed copy.
 pub(super) fn find_or_pack(
     req: &PublishRequest,
     manifest_dir: &Path,
     variant: &clima_artifact_manifest::ArtifactVariant,
-    notify: &dyn Fn(Line, &str),
+    reporting: &Reporting,
 ) -> Result<PathBuf, ArchiveError> {
     let regular = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
     if let Some(t) = &req.tarball {
@@ -53,15 +54,11 @@ pub(super) fn find_or_pack(
         )));
     };
     let out = cwd.join(&file);
-    notify(
-        Line::Notice,
-        &format!(
-            "packing `{}` from {} into {}",
-            req.name,
-            dir.display(),
-            out.display()
-        ),
-    );
+    reporting.emit(ArchiveEvent::Packing {
+        name: req.name.clone(),
+        dir: dir.clone(),
+        out: out.clone(),
+    });
     let entries = crate::tarball::collect_entries(&dir).map_err(from_ops)?;
     crate::tarball::check_symlinks(&dir, &entries).map_err(from_ops)?;
     let flavour = seekable::Flavour::Gzip;
@@ -110,7 +107,7 @@ pub(super) fn verify_tarball(
     size: u64,
     tree: &str,
     known: Option<&Verified>,
-    notify: &dyn Fn(Line, &str),
+    reporting: &Reporting,
 ) -> Result<Verified, ArchiveError> {
     let path = std::path::absolute(tarball).unwrap_or_else(|_| tarball.to_path_buf());
     let meta = std::fs::metadata(&path)
@@ -124,13 +121,10 @@ pub(super) fn verify_tarball(
     {
         return Ok(k.clone());
     }
-    notify(
-        Line::Notice,
-        &format!(
-            "checking that `{}` holds artifact content {tree}",
-            path.display()
-        ),
-    );
+    reporting.emit(ArchiveEvent::Checking {
+        path: path.clone(),
+        tree: tree.to_owned(),
+    });
     let tmp = tempfile::tempdir()
         .map_err(|e| ArchiveError::Io(format!("cannot create a temporary folder: {e}")))?;
     let dest = tmp.path().join("content");

@@ -4,6 +4,7 @@
 
 use super::transfer::{EndLine, HeldEnd, NotingTransfer};
 use super::*;
+use clima_artifact_net::notice::NetEvent;
 
 /// Most bytes read after the end of the archive (or after it failed to unpack) when the
 /// manifest gives no `size`: tar's end padding and a compressor's trailer are far smaller, so
@@ -33,7 +34,15 @@ impl InstallRequest<'_> {
                     let dl = &attempt.download;
                     let reused = self.carried.get().unwrap_or(0).min(bytes);
                     let sizes = (bytes, reused);
-                    return Ok(downloaded(self.name, attempt.from, dl, path, sizes, start));
+                    return Ok(downloaded(
+                        self.name,
+                        attempt.from,
+                        dl,
+                        path,
+                        sizes,
+                        start,
+                        &self.net.reporting,
+                    ));
                 }
                 Err(e) => {
                     let retry = self.net.retry;
@@ -41,7 +50,7 @@ impl InstallRequest<'_> {
                     let Some(wait) = next.filter(|_| !self.stopped()) else {
                         return Err(e.after_attempts(n));
                     };
-                    notice::emit(Event::Retry {
+                    self.net.reporting.emit(NetEvent::Retry {
                         error: e.to_string(),
                         cause: e.cause(),
                         delay: wait,
@@ -77,12 +86,14 @@ impl InstallRequest<'_> {
             && kept.resumed_at() > 0
         {
             kept.remove();
-            notice::emit(Event::KeptBytesFailedVerification {
-                artifact: self.name.to_owned(),
-                kept: kept.resumed_at(),
-                path: kept.path().to_path_buf(),
-                error: e.to_string(),
-            });
+            self.net
+                .reporting
+                .emit(InstallEvent::KeptBytesFailedVerification {
+                    artifact: self.name.to_owned(),
+                    kept: kept.resumed_at(),
+                    path: kept.path().to_path_buf(),
+                    error: e.to_string(),
+                });
             let (again, kept) = self.install_once(attempt);
             return self.settle_partial(again, kept);
         }
@@ -135,7 +146,7 @@ impl InstallRequest<'_> {
         let tmp = self.new_temp_dir(&attempt.download.url)?;
         let end = EndLine::default();
         let body = self.open(attempt, kept, &end)?;
-        let installed = self.install_body(attempt, tmp, body);
+        let installed = self.install_body(attempt, tmp, body, kept.as_ref());
         // "downloaded" is said of a download that proved to be the artifact; a wrong one is
         // told once, by its error.
         if installed.is_ok() {
@@ -157,16 +168,18 @@ impl InstallRequest<'_> {
     }
 
     /// Streams `body` through the decompressor and the tar writer into `tmp`, checks both
-    /// hashes and commits `tmp` into place.
+    /// hashes and commits `tmp` into place. `kept`: the partial file a large download is
+    /// kept in, which a seekable install reads again instead of keeping a copy.
     pub(super) fn install_body(
         &self,
         attempt: &Attempt,
         tmp: TempDir<'_>,
         mut body: Body,
+        kept: Option<&Kept>,
     ) -> Result<(PathBuf, u64), SourceFailure> {
         // A seekable tarball is unpacked on every core (seekable.rs).
         if let Some(index_sha256) = attempt.download.index_sha256 {
-            return self.install_seekable(attempt, tmp, body, index_sha256);
+            return self.install_seekable(attempt, tmp, body, (index_sha256, kept));
         }
         let url = &attempt.download.url;
         let limits = self.limits(tmp.path(), attempt);
@@ -245,7 +258,7 @@ impl InstallRequest<'_> {
         let (name, url, config) = (self.name, dl.url.as_str(), self.config);
         // Printed and logged without credentials (a package server's URL may carry a token).
         let shown = redact_url(url);
-        notice::emit(Event::Downloading {
+        self.net.reporting.emit(InstallEvent::Downloading {
             artifact: name.to_owned(),
             url: shown.clone(),
         });
@@ -254,7 +267,7 @@ impl InstallRequest<'_> {
         if kept.is_some()
             && let Some(note) = &self.target.partials_note
         {
-            notice::emit(note.clone());
+            self.net.reporting.emit(note.clone());
         }
         let resumed_at = kept.as_ref().map_or(0, Kept::resumed_at);
         // What an earlier process kept is carried on while the attempts continue it.
@@ -297,10 +310,10 @@ impl InstallRequest<'_> {
         }
         let size = source.length.or(dl.size);
         let mut transfer: Box<dyn Transfer> = Box::new(HeldEnd {
-            inner: Some(
-                crate::progress::reporter(config.progress)
-                    .start(&DownloadStart::new(name, url, size, resumed_at)),
-            ),
+            inner: Some(self.net.reporting.start(
+                config.progress,
+                &DownloadStart::new(name, url, size, resumed_at),
+            )),
             end: end.clone(),
         });
         if let Some(note) = self.target.staging.note() {

@@ -52,11 +52,13 @@ use clima_artifact_net::trust::redact_url;
 use clima_artifact_net::{Body, BodyRules, NetConfig, NetError, RuleBroken, Tap};
 
 use crate::extract::{ExtractError, ExtractLimits, extract_buffered_at};
+use crate::notice::{InstallEvent, InstalledFrom, MpiEvent};
 use crate::progress::{DownloadStart, Transfer};
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Sha256, SourceFailure};
 use crate::{Installed, Origin};
+use clima_artifact_depot::notice::DepotEvent;
 use clima_artifact_depot::{Depot, Stage, Staged, Staging, TempDir, Wait, first_writable, lookup};
-use clima_artifact_progress::notice::{self, Event, InstalledFrom};
+use clima_artifact_progress::Reporting;
 use transfer::Unreported;
 
 /// The access to `variant` of artifact `name` (defined in `manifest`) that `installed`
@@ -182,6 +184,7 @@ fn stage(
         name,
         search: depots,
         wait,
+        reporting: config.reporting(),
     };
     Ok(first_writable(&config.depots, name)?.stage(hash, stage)?)
 }
@@ -208,6 +211,10 @@ pub(crate) struct Incoming {
     pub(crate) sha256: Option<Sha256>,
     /// How many bytes come, when known.
     pub(crate) length: Option<u64>,
+    /// The entry's `index-sha256` when they are a seekable tarball of a manifest URL: the
+    /// node then unpacks them on every core, as the sender does (`seekable.rs`).
+    #[serde(default)]
+    pub(crate) index_sha256: Option<Sha256>,
 }
 
 /// Installs `variant` on `node` from the tarball bytes of `reader` (received over MPI, see
@@ -265,7 +272,9 @@ pub(crate) fn install_received(
             url: url.clone(),
             sha256: incoming.sha256,
             size: incoming.length,
-            index_sha256: None,
+            // Only with the SHA-256 of the whole file, which the seekable install checks
+            // before it reads the index.
+            index_sha256: incoming.index_sha256.filter(|_| incoming.sha256.is_some()),
         },
         from: Some(InstalledFrom::OverMpi),
         not_tried: None,
@@ -282,9 +291,11 @@ pub(crate) fn install_received(
     let source = download::Source::from_reader(reader, incoming.length);
     let rules = BodyRules::new(&request.net, incoming.length, false);
     let body = Body::spawn(source, Box::new(Unreported), rules, name.to_owned());
-    let (path, bytes) = request.install_body(&attempt, tmp, body).map_err(failed)?;
+    let (path, bytes) = request
+        .install_body(&attempt, tmp, body, None)
+        .map_err(failed)?;
     let seconds = start.elapsed().as_secs_f64();
-    notice::emit(Event::ReceivedOverMpi {
+    request.net.reporting.emit(MpiEvent::ReceivedOverMpi {
         artifact: name.to_owned(),
         from_node: incoming.from_node.clone(),
         path: path.clone(),
@@ -348,7 +359,7 @@ struct InstallTarget {
     /// The locks, the temp dirs, the partial downloads and the final rename.
     staging: Staging,
     /// Said once when a partial file is kept where the next job may not find it.
-    partials_note: Option<Event>,
+    partials_note: Option<DepotEvent>,
 }
 
 impl InstallTarget {
@@ -364,7 +375,7 @@ impl InstallTarget {
             let mut shared = config.depots.clone();
             shared.retain(|d| *d != node);
             if let Err(why) = staging.keep_partials_in(&shared) {
-                partials_note = Some(Event::PartialOnNode {
+                partials_note = Some(DepotEvent::PartialOnNode {
                     artifact: name.to_owned(),
                     depot: node.root().to_path_buf(),
                     why,
@@ -586,7 +597,7 @@ fn download_and_install(
             // The depot's own trouble (its disk full): every other source would meet it too.
             // And a stream that its receivers stopped goes no further.
             Err(e @ SourceFailure::Install { .. }) => {
-                notice::emit(Event::InstallFailed {
+                request.net.reporting.emit(InstallEvent::InstallFailed {
                     error: e.to_string(),
                 });
                 failures.push(e);
@@ -598,22 +609,25 @@ fn download_and_install(
             }
             Err(e) => {
                 let more = attempts[i + 1..].iter().any(|a| a.not_tried.is_none());
-                notice::emit(match (attempt.download.sha256.is_some(), more) {
-                    (false, _) => Event::PackageServerFallback {
-                        artifact: name.to_owned(),
-                        error: e.to_string(),
-                        cause: e.cause(),
-                    },
-                    (true, true) => Event::NextSource {
-                        error: e.to_string(),
-                        cause: e.cause(),
-                    },
-                    // The last source: its failure is told once, by the error returned.
-                    (true, false) => {
-                        failures.push(e);
-                        continue;
-                    }
-                });
+                request
+                    .net
+                    .reporting
+                    .emit(match (attempt.download.sha256.is_some(), more) {
+                        (false, _) => InstallEvent::PackageServerFallback {
+                            artifact: name.to_owned(),
+                            error: e.to_string(),
+                            cause: e.cause(),
+                        },
+                        (true, true) => InstallEvent::NextSource {
+                            error: e.to_string(),
+                            cause: e.cause(),
+                        },
+                        // The last source: its failure is told once, by the error returned.
+                        (true, false) => {
+                            failures.push(e);
+                            continue;
+                        }
+                    });
                 failures.push(e);
             }
         }
@@ -637,17 +651,18 @@ fn downloaded(
     path: PathBuf,
     (bytes, reused): (u64, u64),
     start: Instant,
+    reporting: &Reporting,
 ) -> Installed {
     let seconds = start.elapsed().as_secs_f64();
     let received = bytes - reused;
-    notice::emit(Event::Installed {
+    reporting.emit(InstallEvent::Installed {
         artifact: name.to_owned(),
         from: how,
         path: path.clone(),
         received,
         reused,
     });
-    crate::debug_speed::after_install(name, bytes, start.elapsed());
+    crate::debug_speed::after_install(name, bytes, start.elapsed(), reporting);
     Installed {
         path,
         origin: Origin::Downloaded {

@@ -33,7 +33,8 @@ use clima_artifact_fs::Dir;
 use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_net::ranges::RangeError;
 use clima_artifact_net::trust::redact_url;
-use clima_artifact_progress::notice::{self, Event};
+
+use crate::notice::InstallEvent;
 
 use super::{ManifestPlace, check_room};
 use crate::ranged_source::{Ranges, Refusal, open, ordered, remote_refusal};
@@ -70,10 +71,10 @@ pub(crate) fn install_reusing(
         Ok(Some(done)) => done,
         Ok(None) => return Ok(None),
         Err(Refusal::Fatal(e)) => return Err(e),
-        Err(Refusal::Whole(why)) => return Ok(said(name, why)),
-        Err(Refusal::Failed(f)) => return Ok(said(name, f.to_string())),
+        Err(Refusal::Whole(why)) => return Ok(said(name, why, config)),
+        Err(Refusal::Failed(f)) => return Ok(said(name, f.to_string(), config)),
     };
-    notice::emit(Event::Installed {
+    config.reporting().emit(InstallEvent::Installed {
         artifact: name.to_owned(),
         from: None,
         path: path.clone(),
@@ -159,8 +160,8 @@ fn rebuild(
 }
 
 /// The warning that the files fetched before are not reused (`why`), and `None`.
-fn said(name: &str, why: String) -> Option<Installed> {
-    notice::emit(Event::PartialFallback {
+fn said(name: &str, why: String, config: &Config) -> Option<Installed> {
+    config.reporting().emit(InstallEvent::PartialFallback {
         artifact: name.to_owned(),
         why: format!("the files fetched before are not reused: {why}"),
     });

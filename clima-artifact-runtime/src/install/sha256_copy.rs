@@ -12,11 +12,13 @@
 
 use std::path::Path;
 
+use crate::notice::InstallEvent;
 use clima_artifact_depot::Depot;
+use clima_artifact_depot::notice::DepotEvent;
 use clima_artifact_extract::tree_hash::{Formats, tree_hashes};
 use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_manifest::layout::ARTIFACTS;
-use clima_artifact_progress::notice::{self, Event};
+use clima_artifact_progress::Reporting;
 
 use crate::{Config, Error, GitTreeSha1, GitTreeSha256, Installed, Origin};
 
@@ -45,7 +47,7 @@ pub(crate) fn usable(
     let (actual, sha1_matches) = match recorded {
         Some(sha256) => (sha256, None),
         None => {
-            let (sha256, sha1) = hash_once(name, &hash, copy, &places)?;
+            let (sha256, sha1) = hash_once(name, &hash, copy, &places, config.reporting())?;
             (sha256, Some(sha1 == hash))
         }
     };
@@ -88,8 +90,9 @@ fn hash_once(
     hash: &GitTreeSha1,
     copy: &Path,
     places: &[Depot],
+    reporting: &Reporting,
 ) -> Result<(GitTreeSha256, GitTreeSha1), Error> {
-    notice::emit(Event::HashingInstalledCopy {
+    reporting.emit(InstallEvent::HashingInstalledCopy {
         artifact: name.to_owned(),
         path: copy.to_path_buf(),
     });
@@ -112,7 +115,7 @@ fn hash_once(
             Err(e) => last = Some(e),
         }
     }
-    notice::emit(Event::TreeSha256NotRecorded {
+    reporting.emit(DepotEvent::TreeSha256NotRecorded {
         path: copy.to_path_buf(),
         error: last.map_or_else(|| "no depot of this process".to_owned(), |e| e.to_string()),
     });

@@ -1,10 +1,11 @@
 //! Writing the report collectively, and from a drop guard.
 
+use clima_artifact_progress::Reporting;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{ReportPaths, report, report_collective};
-use clima_artifact_progress::notice::Event;
+use crate::notice::ReportEvent;
 use clima_comms::Context;
 use clima_comms::{CollectiveError, WireError, root_decides};
 
@@ -28,8 +29,12 @@ impl From<CollectiveError> for WriteFailed {
 
 /// Rank 0 builds and writes the gathered report; every rank gets its outcome (through
 /// [`root_decides`], so a panic while writing is an error everywhere, not a hang).
-pub(super) fn write_collective(ctx: &dyn Context, dir: &Path) -> io::Result<Option<ReportPaths>> {
-    let gathered = report_collective(ctx);
+pub(super) fn write_collective(
+    ctx: &dyn Context,
+    dir: &Path,
+    reporting: &Reporting,
+) -> io::Result<Option<ReportPaths>> {
+    let gathered = report_collective(ctx, reporting);
     let mut written = None;
     let outcome = root_decides(ctx, "writing the provenance report", || {
         let report = gathered.ok_or_else(|| {
@@ -62,11 +67,16 @@ pub(super) fn write_collective(ctx: &dyn Context, dir: &Path) -> io::Result<Opti
 /// The collective form ([`ReportGuard::collective`]) must be dropped on every rank, like any
 /// collective call. While panicking it does not communicate (the other ranks may never arrive):
 /// it writes this rank's own records to `provenance.rank<N>.*` instead.
+///
+/// Its notices (the report written, a failure, unreadable records of other ranks) go to the
+/// default reporting (today's lines on stderr) unless the program passes its own
+/// ([`ReportGuard::reporting`]).
 #[must_use = "the report is written when the guard is dropped; bind it to a variable"]
 pub struct ReportGuard<'ctx> {
     target: PathBuf,
     ctx: Option<&'ctx dyn Context>,
     armed: bool,
+    reporting: Reporting,
 }
 
 impl std::fmt::Debug for ReportGuard<'_> {
@@ -87,6 +97,7 @@ impl ReportGuard<'static> {
             target: dir.into(),
             ctx: None,
             armed: true,
+            reporting: Reporting::default(),
         }
     }
 }
@@ -99,7 +110,15 @@ impl<'ctx> ReportGuard<'ctx> {
             target: dir.into(),
             ctx: Some(ctx),
             armed: true,
+            reporting: Reporting::default(),
         }
+    }
+
+    /// The same guard, telling its notices through `reporting` (the program's, as its
+    /// `Config` holds it: [`Config::reporting`](crate::Config::reporting)).
+    pub fn reporting(mut self, reporting: Reporting) -> Self {
+        self.reporting = reporting;
+        self
     }
 
     /// Writes now and returns the outcome instead of logging it; nothing is written on drop.
@@ -117,7 +136,7 @@ impl<'ctx> ReportGuard<'ctx> {
     fn write(&self) -> io::Result<Option<ReportPaths>> {
         match self.ctx {
             None => report().write_all(&self.target).map(Some),
-            Some(ctx) => super::write_all_collective(ctx, &self.target),
+            Some(ctx) => super::write_all_collective(ctx, &self.target, &self.reporting),
         }
     }
 }
@@ -130,7 +149,8 @@ impl Drop for ReportGuard<'_> {
         let result = match self.ctx {
             Some(ctx) if std::thread::panicking() && ctx.size() > 1 => {
                 let rank = ctx.rank();
-                clima_artifact_progress::notice::emit(Event::ReportRankOnly { rank: rank as u64 });
+                self.reporting
+                    .emit(ReportEvent::ReportRankOnly { rank: rank as u64 });
                 let mut local = report();
                 local.communicator_size = ctx.size();
                 local.write_rank_files(&self.target, rank).map(Some)
@@ -138,13 +158,13 @@ impl Drop for ReportGuard<'_> {
             _ => self.write(),
         };
         match result {
-            Ok(Some(paths)) => clima_artifact_progress::notice::emit(Event::ReportWritten {
+            Ok(Some(paths)) => self.reporting.emit(ReportEvent::ReportWritten {
                 markdown: paths.markdown,
                 json: paths.json,
                 bibtex: paths.bibtex,
             }),
             Ok(None) => {}
-            Err(err) => clima_artifact_progress::notice::emit(Event::ReportFailed {
+            Err(err) => self.reporting.emit(ReportEvent::ReportFailed {
                 error: err.to_string(),
             }),
         }

@@ -106,7 +106,11 @@ fn main() -> ExitCode {
     }
     if let Some(dir) = &args.report {
         let step = Step::start();
-        let written = clima_artifact_runtime::report::write_all_collective(ctx.as_ref(), dir);
+        let written = clima_artifact_runtime::report::write_all_collective(
+            ctx.as_ref(),
+            dir,
+            &clima_artifact_runtime::progress::Reporting::default(),
+        );
         step.print(rank, "report");
         match written {
             Ok(Some(paths)) => println!("REPORT rank={rank} wrote={}", paths.json.display()),

@@ -47,7 +47,11 @@ fn main() -> ExitCode {
         clima_artifact!("forcing-table/forcing.csv", &world),
     );
 
-    match report::write_all_collective(&world, &dir) {
+    match report::write_all_collective(
+        &world,
+        &dir,
+        &clima_artifact_runtime::progress::Reporting::default(),
+    ) {
         Ok(Some(paths)) => println!("REPORT rank={rank} wrote={}", paths.json.display()),
         Ok(None) => println!("REPORT rank={rank} wrote=none"),
         Err(e) => {

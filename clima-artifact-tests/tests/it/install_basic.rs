@@ -445,7 +445,11 @@ fn stale_temp_dirs_of_dead_processes_are_reclaimed() {
     ensure_variant("sample", &v, &depot, &config).unwrap();
     assert!(!stale.exists(), "dead process's temp dir is reclaimed");
     assert!(live.exists() && remote.exists(), "others are left alone");
-    assert_eq!(Depot::new(&depot).reclaim_stale_temp_dirs(), 0);
+    assert_eq!(
+        Depot::new(&depot)
+            .reclaim_stale_temp_dirs(&clima_artifact_runtime::progress::Reporting::default()),
+        0
+    );
     assert_eq!(installed_entries(&depot), [art.tree_hash.to_hex()]);
 }
 

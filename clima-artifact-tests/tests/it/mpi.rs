@@ -615,6 +615,7 @@ fn mpi_node_local_a_lock_holder_that_installs_nothing_is_outlived() {
         &lock,
         "era5 (the test's)",
         Duration::from_secs(5),
+        &clima_artifact_runtime::progress::Reporting::default(),
     )
     .expect("lock");
     assert!(held.is_locked(), "the test holds `{}`", lock.display());
@@ -1746,6 +1747,7 @@ fn mpi_node_local_a_partial_download_the_next_job_cannot_see_is_said() {
         &clima_artifact_runtime::manifest::layout::lock_file(&shared, &artifact.tree_hash),
         "era5 (the test's)",
         Duration::from_secs(5),
+        &clima_artifact_runtime::progress::Reporting::default(),
     )
     .expect("lock");
     let argv = fetch_argv(&manifest, &["era5"], &[]);
@@ -1922,6 +1924,195 @@ fn mpi_node_local_only_leaders_touch_the_depots() {
         eprintln!("run {run_number}: file operations on depots per rank: {counts:?}");
     }
     assert_eq!(server.gets(&served[0].url_path), 1);
+}
+
+/// A seekable tarball of 60 files (one of several 1 MiB blocks) made by `create`'s writer, and
+/// the manifest that serves it from `server` at `/seekable.tar.gz` with its `index-sha256`.
+fn serve_seekable(server: &TestServer, dir: &Path) -> (PathBuf, String) {
+    serve_seekable_of(server, dir, &|content| {
+        for i in 0..60u32 {
+            let sub = content.join(format!("d{}", i % 5));
+            std::fs::create_dir_all(&sub).expect("folder");
+            let body: Vec<u8> = (0..2_000 + 731 * i).map(|j| (j * 7 + i) as u8).collect();
+            std::fs::write(sub.join(format!("f{i}.bin")), body).expect("file");
+        }
+        let large = incompressible((3 << 20) + 17, 9);
+        std::fs::write(content.join("large.bin"), large).expect("large");
+    })
+}
+
+/// [`serve_seekable`] of the tree `fill` writes into the folder it is given.
+fn serve_seekable_of(server: &TestServer, dir: &Path, fill: &dyn Fn(&Path)) -> (PathBuf, String) {
+    use clima_artifact_ops::tarball::{collect_entries, write_seekable};
+    let content = dir.join("content");
+    std::fs::create_dir_all(&content).expect("content");
+    fill(&content);
+    let entries = collect_entries(&content).expect("entries");
+    let out = dir.join("seekable.tar.gz");
+    let flavour = clima_artifact_runtime::extract::seekable::Flavour::Gzip;
+    let made = write_seekable(&content, &entries, &out, flavour, 1 << 20, &|_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bytes = std::fs::read(&out).expect("tarball");
+    server.serve("/seekable.tar.gz", bytes.clone());
+    let text = format!(
+        "[era5]\ngit-tree-sha1 = \"{}\"\n\n[[era5.download]]\nurl = {:?}\nsha256 = \"{}\"\n\
+         index-sha256 = \"{}\"\n",
+        made.tree_hash,
+        server.url("/seekable.tar.gz"),
+        clima_artifact_tests::sha256(&bytes),
+        made.index_sha256.expect("an index"),
+    );
+    let manifest = dir.join("Artifacts.toml");
+    std::fs::write(&manifest, text).expect("manifest");
+    (manifest, made.tree_hash.to_string())
+}
+
+/// Issue 49, item 2: in node-local mode a node that receives a seekable tarball over MPI
+/// unpacks it on every core as the sender does (its `index-sha256` travels with the bytes):
+/// under `strace -f -y`, the receiving leader keeps the tarball whole in its node depot's
+/// temp dir (the seekable install's spool, which the one-pass install never makes) before it
+/// unpacks it; one GET for the job, every node's copy hashes to the manifest's tree, and
+/// nothing unverified is left in any depot.
+#[test]
+fn mpi_node_local_a_seekable_tarball_is_unpacked_on_every_core_on_each_node() {
+    let test = "mpi_node_local_a_seekable_tarball_is_unpacked_on_every_core_on_each_node";
+    let Some(mpirun) = Mpirun::find(test) else {
+        return;
+    };
+    if Command::new("strace").arg("-V").output().is_err() {
+        let required = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(!required, "strace not found but CI=true: install strace");
+        clima_artifact_tests::skip("`strace` not found");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::start();
+    let (manifest, hash) = serve_seekable(&server, tmp.path());
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let traces = tmp.path().join("traces");
+    std::fs::create_dir_all(&traces).expect("traces");
+    let mut argv = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!(
+            "exec strace -f -y -qq -e trace=%file,%desc -o {}/trace.$OMPI_COMM_WORLD_RANK$PMI_RANK \"$@\"",
+            traces.display()
+        ),
+        "sh".to_owned(),
+    ];
+    argv.extend(fetch_argv(&manifest, &["era5"], &[]));
+    let groups = node_groups(4, 2, &node_depot, &|_| vec![], &argv);
+    let run = run_bounded(
+        mpirun.command(&groups),
+        &[
+            (
+                "CLIMA_ARTIFACTS_DEPOT_PATH",
+                shared.to_str().expect("utf-8"),
+            ),
+            ("CLIMA_ARTIFACTS_INSTALL_THREADS", "2"),
+        ],
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 4, "{}", describe(&run));
+    for o in &all {
+        let expected = node_depot(o.rank / 2).join("artifacts").join(&hash);
+        assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+    }
+    assert_eq!(server.gets("/seekable.tar.gz"), 1, "one GET for the job");
+    for k in 0..2 {
+        let installed = node_depot(k).join("artifacts").join(&hash);
+        assert_eq!(
+            std::fs::read(installed.join("large.bin")).expect("large.bin"),
+            incompressible((3 << 20) + 17, 9),
+            "node {k}"
+        );
+        if clima_artifact_tests::have_git() {
+            assert_eq!(
+                clima_artifact_tests::git_tree_hash(&installed).to_string(),
+                hash,
+                "node {k}: real git agrees with the tree hash"
+            );
+        }
+        assert_nothing_unverified(&node_depot(k), &[&hash]);
+    }
+    assert_nothing_unverified(&shared, &[]);
+    // Rank 2 leads node 1, which received the bytes: its seekable install kept them whole.
+    let log = std::fs::read_to_string(traces.join("trace.2")).expect("rank 2's trace");
+    let node1 = node_depot(1).join("artifacts");
+    let node1 = node1.to_str().expect("utf-8");
+    let spooled: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(node1) && l.contains("\"tarball\"") && l.contains("O_CREAT"))
+        .collect();
+    assert!(
+        !spooled.is_empty(),
+        "node 1's leader did not keep the received seekable tarball for the parallel unpack \
+         (one pass?)\n{}",
+        describe(&run)
+    );
+}
+
+/// A node that receives a seekable tarball it has no room to unpack (node 1's depot a 40 MiB
+/// tmpfs: the 8 MiB tarball it keeps fits, the 56 MiB it unpacks to does not) refuses it
+/// before writing a file, with the node-local setting in the error, which every rank
+/// reports; node 1's depot keeps nothing (neither the tarball nor a temp folder), node 0 the
+/// verified artifact only.
+#[test]
+fn mpi_node_local_a_node_without_room_for_a_seekable_tarball_fails_every_rank_cleanly() {
+    let test = "mpi_node_local_a_node_without_room_for_a_seekable_tarball_fails_every_rank_cleanly";
+    let Some(mpirun) = Mpirun::find(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::start();
+    let (manifest, hash) = serve_seekable_of(&server, tmp.path(), &|content| {
+        let zeros = content.join("zeros");
+        std::fs::create_dir_all(&zeros).expect("zeros");
+        for i in 0..48 {
+            std::fs::write(zeros.join(format!("{i:02}.bin")), vec![0u8; 1 << 20]).expect("zeros");
+        }
+        let big = incompressible(8 << 20, 0x9e37_79b9_7f4a_7c15);
+        std::fs::write(content.join("big.bin"), big).expect("big");
+    });
+    let shared = tmp.path().join("shared-depot");
+    let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+    let Some(_mount) = crate::disk::Mount::small(&node_depot(1), "40m") else {
+        return;
+    };
+    let argv = fetch_argv(&manifest, &["era5"], &[]);
+    let groups = node_groups(4, 2, &node_depot, &|_| vec![], &argv);
+    let run = run_bounded(
+        mpirun.command(&groups),
+        &[
+            (
+                "CLIMA_ARTIFACTS_DEPOT_PATH",
+                shared.to_str().expect("utf-8"),
+            ),
+            ("CLIMA_ARTIFACTS_RETRIES", "1"),
+            ("CLIMA_ARTIFACTS_INSTALL_THREADS", "2"),
+        ],
+    );
+    assert!(!run.status.success(), "{}", describe(&run));
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 4, "{}", describe(&run));
+    let first = all[0].result.as_ref().expect_err("rank 0 failed");
+    for o in &all {
+        assert_eq!(o.result.as_ref(), Err(first), "rank {} differs", o.rank);
+    }
+    for e in [
+        "node `node-1`",
+        "era5",
+        "stopped unpacking",
+        "larger filesystem (CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT)",
+    ] {
+        assert!(first.contains(e), "`{e}` not in: {first}");
+    }
+    assert_eq!(server.gets("/seekable.tar.gz"), 1);
+    assert_nothing_unverified(&node_depot(1), &[]);
+    assert_nothing_unverified(&node_depot(0), &[&hash]);
+    assert_nothing_unverified(&shared, &[]);
 }
 
 /// What rank `rank` of an `mpi_fetch` run said its collective step `step` cost (its `STEP` line:

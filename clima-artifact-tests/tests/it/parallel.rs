@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use clima_artifact_runtime::progress::{self, DownloadStart, Reporter, Silent, Transfer};
+use clima_artifact_runtime::progress::{DownloadStart, Reporter, Reporting, Silent, Transfer};
 use clima_artifact_runtime::{Config, Origin, ensure_variant};
 use clima_artifact_tests::{
     Fault, ManifestEntry, Served, TestArtifact, config_env, failure_reasons, have_git,
@@ -91,14 +91,15 @@ fn a_large_download_opens_several_connections_and_installs() {
     // Capped streams, so that the connections overlap as they do on a real link.
     c.server.cap_rate(4_000_000);
     let most = Arc::new(AtomicUsize::new(0));
-    progress::set_reporter(Arc::new(MostConnections {
-        artifact: "large-counted",
-        most: most.clone(),
-    }));
-    let config = Config {
+    let mut config = Config {
         progress: true,
         ..config(&c, 4)
     };
+    // The program's own reporter, passed down in its configuration.
+    config.net.reporting = Reporting::to(Arc::new(MostConnections {
+        artifact: "large-counted",
+        most: most.clone(),
+    }));
     let v = c.art.variant(&[c.server.url(PATH)]);
     let got = ensure_variant("large-counted", &v, &c.depot, &config).unwrap();
     c.art.assert_content(&got.path);
@@ -343,7 +344,8 @@ fn partial_downloads_nobody_continued_for_a_week_are_reclaimed() {
     assert_eq!(names.len(), 1);
     let path = c.depot.join("artifacts").join(&names[0]);
     // Young: kept for the next attempt.
-    clima_artifact_runtime::depot::Depot::new(&c.depot).reclaim_stale_temp_dirs();
+    clima_artifact_runtime::depot::Depot::new(&c.depot)
+        .reclaim_stale_temp_dirs(&clima_artifact_runtime::progress::Reporting::default());
     assert!(path.exists());
     // Eight days without a byte: reclaimed.
     let old = std::time::SystemTime::now() - Duration::from_secs(8 * 24 * 3600);
@@ -365,7 +367,10 @@ fn partial_downloads_nobody_continued_for_a_week_are_reclaimed() {
     }
     drop(lock);
     // What `gc` runs (the next install in the depot runs the same check).
-    assert_eq!(depot.reclaim_stale_partials(), 1);
+    assert_eq!(
+        depot.reclaim_stale_partials(&clima_artifact_runtime::progress::Reporting::default()),
+        1
+    );
     assert!(!path.exists(), "{} is still there", path.display());
 }
 

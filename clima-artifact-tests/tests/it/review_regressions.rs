@@ -137,10 +137,15 @@ fn a_temp_dir_whose_artifact_lock_is_held_is_not_reclaimed() {
         &clima_artifact_runtime::manifest::layout::lock_file(&depot, &hash),
         "artifact in another container",
         std::time::Duration::from_secs(1),
+        &clima_artifact_runtime::progress::Reporting::default(),
     )
     .unwrap();
     assert!(held.is_locked());
-    assert_eq!(Depot::new(&depot).reclaim_stale_temp_dirs(), 0);
+    assert_eq!(
+        Depot::new(&depot)
+            .reclaim_stale_temp_dirs(&clima_artifact_runtime::progress::Reporting::default()),
+        0
+    );
     assert!(
         tmp.join("sub/partial").exists(),
         "a locked install's temp dir was deleted"
@@ -148,7 +153,11 @@ fn a_temp_dir_whose_artifact_lock_is_held_is_not_reclaimed() {
 
     // Once nobody holds the lock, the dir really is stale.
     drop(held);
-    assert_eq!(Depot::new(&depot).reclaim_stale_temp_dirs(), 1);
+    assert_eq!(
+        Depot::new(&depot)
+            .reclaim_stale_temp_dirs(&clima_artifact_runtime::progress::Reporting::default()),
+        1
+    );
     assert!(!tmp.exists());
 }
 

@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use clima_artifact_manifest::{ArtifactVariant, Download, GitTreeSha1, GitTreeSha256, Sha256};
 use clima_artifact_ops::tarball::{collect_entries, write_seekable};
 use clima_artifact_runtime::extract::seekable::{self, Flavour};
-use clima_artifact_runtime::{Config, Error, SourceFailure, ensure_variant};
+use clima_artifact_runtime::{Config, Error, Origin, SourceFailure, ensure_variant};
 use clima_artifact_tests::{
-    TestServer, assert_depot_clean, git_tree_hash, have_git, sha256, temp_entries, test_config,
+    Fault, TestServer, assert_depot_clean, git_tree_hash, have_git, sha256, temp_entries,
+    test_config,
 };
 
 /// Bytes of the file cut into blocks (1 MiB blocks: four of them and a bit).
@@ -553,4 +554,220 @@ fn a_seekable_tree_of_150_files_of_blocks_installs_with_128_descriptors() {
         std::fs::metadata(path.join("z149")).unwrap().len(),
         (1 << 20) + 1
     );
+}
+
+/// A seekable tarball of incompressible files (`files` of `size` bytes), served at
+/// `large.tar.gz`: the server, its URL and the manifest entry.
+fn served_incompressible(files: usize, size: usize) -> (Made, TestServer, String, ArtifactVariant) {
+    let dir = tempfile::tempdir().unwrap();
+    let content = dir.path().join("content");
+    std::fs::create_dir(&content).unwrap();
+    for i in 0..files {
+        std::fs::write(
+            content.join(format!("f{i}.bin")),
+            random(i as u64 + 7, size),
+        )
+        .unwrap();
+    }
+    let entries = collect_entries(&content).unwrap();
+    let out = dir.path().join("data.tar");
+    let tarball = write_seekable(&content, &entries, &out, Flavour::Gzip, 1 << 20, &|_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    let made = Made {
+        bytes: std::fs::read(&out).unwrap(),
+        content,
+        tree: tarball.tree_hash,
+        index_sha256: tarball.index_sha256.expect("an index"),
+        _dir: dir,
+    };
+    let server = TestServer::start();
+    server.serve("large.tar.gz", made.bytes.clone());
+    let url = server.url("large.tar.gz");
+    let v = variant(made.tree, None, &url, &made.bytes, Some(made.index_sha256));
+    (made, server, url, v)
+}
+
+/// `installed` holds the files of `content`, byte for byte (modes aside: installed files are
+/// read-only).
+fn assert_same_files(installed: &Path, content: &Path) {
+    let (got, want) = (listing(installed), listing(content));
+    let names = |l: &BTreeMap<PathBuf, (Vec<u8>, u32)>| l.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(&got), names(&want));
+    for (path, (bytes, _)) in &want {
+        assert!(got[path].0 == *bytes, "{} differs", path.display());
+    }
+}
+
+/// A configuration where downloads of 1 MiB and more are large (kept in a partial file).
+fn large_config(depot: &Path) -> Config {
+    let mut config = Config {
+        install_threads: Some(2),
+        ..test_config(std::slice::from_ref(&depot.to_path_buf()))
+    };
+    config.net.parallel_min_size = 1 << 20;
+    config.net.connections = 3;
+    config
+}
+
+/// Issue 49, item 2: a large seekable download is kept in its partial file, and the parallel
+/// install reads it again from there, not from a second copy in the staging's temp folder.
+/// Shown by disk use: on a filesystem with room for the tarball and the unpacked files once
+/// (24 MiB of incompressible files, a 56 MiB tmpfs), the install succeeds; with a second copy
+/// (72 MiB) it could not. The partial file is gone afterwards, nothing else is left.
+#[test]
+fn a_large_seekable_download_is_read_from_its_partial_file_without_a_second_copy() {
+    if !crate::disk::is_root() {
+        clima_artifact_tests::skip("mounting a small tmpfs needs root");
+        return;
+    }
+    let (made, _server, _url, v) = served_incompressible(6, 4 << 20);
+    assert!(made.bytes.len() > 24 << 20, "{}", made.bytes.len());
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("small-depot");
+    let Some(_mount) = crate::disk::Mount::tmpfs(&depot, "size=56m,mode=0755") else {
+        return;
+    };
+    let config = Config {
+        min_free_space: Some(1 << 20),
+        ..large_config(&depot)
+    };
+    let installed = ensure_variant("data", &v, dir.path(), &config)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .path;
+    assert_same_files(&installed, &made.content);
+    assert_eq!(temp_entries(&depot), Vec::<String>::new(), "temp dirs left");
+    assert!(
+        clima_artifact_tests::partial_entries(&depot).is_empty(),
+        "{:?}",
+        clima_artifact_tests::partial_entries(&depot)
+    );
+}
+
+/// A large seekable download that broke is continued by the next attempt from its partial
+/// file (as any process sharing the depot would: the file is found by its name), and the
+/// bytes kept are reused, not fetched again, by the parallel install that reads them there.
+#[test]
+fn a_broken_large_seekable_download_is_continued_and_unpacked_from_its_partial_file() {
+    let (made, server, _url, v) = served_incompressible(4, 2 << 20);
+    let len = made.bytes.len();
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let mut config = large_config(&depot);
+    config.net.retry.attempts = 1;
+    // The first response breaks half-way, every request after it fails.
+    server.fail_next("large.tar.gz", [Fault::Short { after: len / 2 }]);
+    server.always("large.tar.gz", Fault::Status(500));
+    let e = ensure_variant("data", &v, dir.path(), &config).expect_err("the server fails");
+    assert!(e.to_string().contains("HTTP 500"), "{e}");
+    let kept = clima_artifact_tests::partial_entries(&depot);
+    assert_eq!(kept.len(), 1, "the received bytes are kept: {kept:?}");
+    let sent_before = server.bytes_sent_for("large.tar.gz");
+    server.always("large.tar.gz", Fault::Pass);
+    let got = ensure_variant("data", &v, dir.path(), &config).unwrap_or_else(|e| panic!("{e}"));
+    let Origin::Downloaded {
+        reused_bytes: Some(reused),
+        ..
+    } = got.origin
+    else {
+        panic!("{:?}", got.origin)
+    };
+    assert!(reused >= len as u64 / 2, "{reused} of {len} reused");
+    let again = server.bytes_sent_for("large.tar.gz") - sent_before;
+    assert!(again <= len as u64 - reused, "{again} sent again");
+    assert_same_files(&got.path, &made.content);
+    assert_eq!(temp_entries(&depot), Vec::<String>::new(), "temp dirs left");
+    assert!(clima_artifact_tests::partial_entries(&depot).is_empty());
+}
+
+/// Issue 49, item 4's look-up: after a seekable install, every file of the artifact is found
+/// in the depot by the blob id and size its index gives (what a ranged install of a next
+/// version asks), with the bytes of that file; a file changed in the depot afterwards is not.
+#[test]
+fn the_files_of_an_installed_artifact_are_found_by_their_blob_ids() {
+    use clima_artifact_runtime::depot::{BlobLimits, Blobs};
+    use clima_artifact_runtime::tree_hash::EntryMode;
+    use std::io::Read;
+    let m = made(8);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(m.tree, None, &url, &m.bytes, Some(m.index_sha256));
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let config = Config {
+        install_threads: Some(2),
+        ..test_config(std::slice::from_ref(&depot))
+    };
+    let installed = ensure_variant("data", &v, dir.path(), &config)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .path;
+    let mut c = std::io::Cursor::new(&m.bytes);
+    let (_, doc) = seekable::read_index(&mut c, m.bytes.len() as u64, &Default::default())
+        .unwrap()
+        .unwrap();
+    let index = seekable::Index::decode(&doc, &Default::default()).unwrap();
+    let mut blobs = Blobs::scan(&config.search_depots(), BlobLimits::default());
+    assert!(blobs.complete());
+    let mut files = 0;
+    for e in index
+        .entries
+        .iter()
+        .filter(|e| e.mode != EntryMode::Symlink)
+    {
+        let path = String::from_utf8(e.path.clone()).unwrap();
+        let mut found = blobs
+            .find(&e.blob.sha1, e.size)
+            .unwrap_or_else(|| panic!("`{path}` not found by its blob id"));
+        let mut bytes = Vec::new();
+        found.file.read_to_end(&mut bytes).unwrap();
+        assert!(
+            bytes == std::fs::read(m.content.join(&path)).unwrap(),
+            "`{path}`: other bytes"
+        );
+        files += 1;
+    }
+    assert!(files > 100, "{files}");
+    // The large file rewritten in place (its owner made it writable): no longer found.
+    let large = installed.join("large.bin");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&large, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&large, random(3, LARGE)).unwrap();
+    let e = index
+        .entries
+        .iter()
+        .find(|e| e.path == b"large.bin")
+        .unwrap();
+    assert!(blobs.find(&e.blob.sha1, e.size).is_none());
+}
+
+/// The same look-up finds a file fetched alone (`ensure_files`, into the depot's partial
+/// folder), which a later install of the whole artifact or of a next version can copy.
+#[test]
+fn a_file_fetched_alone_is_found_by_its_blob_id() {
+    use clima_artifact_runtime::depot::{BlobLimits, Blobs};
+    use std::io::Read;
+    let m = made(9);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(m.tree, None, &url, &m.bytes, Some(m.index_sha256));
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let config = test_config(std::slice::from_ref(&depot));
+    let path = "d4/e1/f25.txt";
+    let files = clima_artifact_runtime::ensure_files("data", &v, dir.path(), &config, &[path])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(files.fetched, 1);
+    let content = std::fs::read(m.content.join(path)).unwrap();
+    let mut blob = format!("blob {}\0", content.len()).into_bytes();
+    blob.extend_from_slice(&content);
+    let id: [u8; 20] = <sha1::Sha1 as sha1::Digest>::digest(&blob).into();
+    let mut blobs = Blobs::scan(&config.search_depots(), BlobLimits::default());
+    let mut found = blobs
+        .find(&id, content.len() as u64)
+        .expect("the fetched file is found");
+    assert_eq!(found.path, files.paths[0]);
+    let mut bytes = Vec::new();
+    found.file.read_to_end(&mut bytes).unwrap();
+    assert!(bytes == content);
 }

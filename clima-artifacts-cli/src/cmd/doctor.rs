@@ -4,6 +4,7 @@
 //! exists, whether installs can write there, whether its filesystem is read-only, its free
 //! space, and which one installs go to.
 
+use crate::progress::Ui;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -18,8 +19,8 @@ use crate::depots;
 use crate::error::CliResult;
 
 /// Entry point of `doctor`.
-pub fn run(args: DoctorArgs) -> CliResult {
-    let config = depots::config()?;
+pub fn run(args: DoctorArgs, ui: &Ui) -> CliResult {
+    let config = ui.config()?;
     let checks: Vec<DepotCheck> = config
         .depots
         .iter()

@@ -2,6 +2,7 @@
 //! some fail, one line each and one line per cause in the error (those that failed alike
 //! share one).
 
+use crate::progress::Ui;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -36,14 +37,14 @@ struct Fetched {
 }
 
 /// Entry point of `fetch`.
-pub fn run(args: FetchArgs) -> CliResult {
+pub fn run(args: FetchArgs, ui: &Ui) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
     if !args.only.is_empty() {
-        return super::fetch_only::run(&args, &manifest, install_config(args.json)?);
+        return super::fetch_only::run(&args, &manifest, install_config(ui, args.json)?.0);
     }
     let jobs = jobs(&manifest, &args)?;
-    let config = install_config(args.json)?;
-    let multi = progress::multi();
+    let (config, reports) = install_config(ui, args.json)?;
+    let multi = ui.multi();
 
     let queue = Mutex::new(jobs.iter().enumerate());
     let results: Mutex<Vec<(usize, Fetched)>> = Mutex::new(Vec::new());
@@ -88,7 +89,7 @@ pub fn run(args: FetchArgs) -> CliResult {
             f.error.as_deref().unwrap_or("needs an override")
         );
     }
-    if let Some(line) = progress::held_back_line() {
+    if let Some(line) = reports.held_back_line() {
         eprintln!("{line}");
     }
     let failed: Vec<(String, String)> = results
@@ -125,16 +126,22 @@ pub fn run(args: FetchArgs) -> CliResult {
 }
 
 /// The runtime configuration of an explicit install (`fetch`, and `reproduce` getting the
-/// pinned content to compare with): `quiet` is `--json`.
-pub fn install_config(quiet: bool) -> CliResult<clima_artifact_runtime::Config> {
+/// pinned content to compare with): `quiet` is `--json`. Also how it reports, for the line of
+/// the warnings held back at the end.
+pub fn install_config(
+    ui: &Ui,
+    quiet: bool,
+) -> CliResult<(clima_artifact_runtime::Config, progress::Reports)> {
     let mut config = depots::config()?;
     // An explicit fetch is how a user says "yes, download it": no size limit here
     // (CLIMA_ARTIFACTS_MAX_DOWNLOAD_SIZE limits what a model downloads on first use).
     config.max_download_size = None;
     // On a terminal the runtime's download bars become lines of this display, next to one
     // status line per artifact; in a log, plain lines; with --json, warnings only.
-    config.progress = progress::report_to_user(quiet);
-    Ok(config)
+    let reports = ui.report_to_user(quiet);
+    config.progress = reports.progress;
+    config.net.reporting = reports.reporting.clone();
+    Ok((config, reports))
 }
 
 /// The artifacts to fetch, each with its variant for the platform: the names given, or with

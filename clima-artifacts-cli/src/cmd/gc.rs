@@ -1,6 +1,7 @@
 //! `gc`: removes installed artifacts that no live manifest references, after a grace period
 //! (the work is [`clima_artifact_ops::gc`]; this prints its report).
 
+use crate::progress::Ui;
 use clima_artifact_ops::gc::{self, Report, Unreferenced};
 
 use crate::args::GcArgs;
@@ -9,8 +10,8 @@ use crate::depots;
 use crate::error::CliResult;
 
 /// Entry point of `gc`.
-pub fn run(args: GcArgs) -> CliResult {
-    let config = depots::config()?;
+pub fn run(args: GcArgs, ui: &Ui) -> CliResult {
+    let config = ui.config()?;
     let manifests = args
         .manifest
         .iter()

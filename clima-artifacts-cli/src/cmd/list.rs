@@ -1,5 +1,6 @@
 //! `list` / `status`: one line per artifact of a manifest.
 
+use crate::progress::Ui;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -63,9 +64,9 @@ struct Status {
 
 /// Entry point of `list` / `status`.
 // Long: one row per artifact, its fields filled in the order of the table.
-pub fn run(args: ListArgs) -> CliResult {
+pub fn run(args: ListArgs, ui: &Ui) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
-    let config = depots::config()?;
+    let config = ui.config()?;
     let overrides = depots::overrides(&config)?;
     // Once, not per artifact (it reads the environment for Julia's depots).
     let searched = config.search_depots();

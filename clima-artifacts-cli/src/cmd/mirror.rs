@@ -2,6 +2,7 @@
 //! artifact as it finishes, then the overrides still needed, the section written and the
 //! totals; when installs failed, one line per cause (not per artifact) in the error.
 
+use crate::progress::Ui;
 use std::sync::Mutex;
 
 use clima_artifact_fs::printable;
@@ -14,7 +15,7 @@ use crate::depots;
 use crate::error::{CliError, CliResult};
 
 /// Entry point of `mirror`.
-pub fn run(args: MirrorArgs) -> CliResult {
+pub fn run(args: MirrorArgs, ui: &Ui) -> CliResult {
     let (jobs, warning) = mirror::clamp_jobs(args.jobs);
     if let Some(w) = warning {
         eprintln!("warning: {w}");
@@ -36,11 +37,13 @@ pub fn run(args: MirrorArgs) -> CliResult {
         requests.extend(OverrideRequest::load_file(file)?);
     }
     let given = !args.overrides.is_empty() || args.overrides_from.is_some();
-    let mut config = crate::cmd::fetch::install_config(true)?;
+    let mut config = ui.config()?;
     config.max_download_size = None;
     // Lock waits (another mirror, or a job, installing the same artifact) and retries are
     // shown; eight downloads' progress lines are not.
-    config.progress = crate::progress::notices_only(args.json);
+    let reports = ui.notices_only(args.json);
+    config.progress = reports.progress;
+    config.net.reporting = reports.reporting.clone();
     let options = MirrorOptions {
         manifests: args.manifests.clone(),
         depot: args.depot.clone(),
@@ -78,7 +81,7 @@ pub fn run(args: MirrorArgs) -> CliResult {
     for w in &summary.warnings {
         eprintln!("warning: {}", printable(w));
     }
-    if let Some(line) = crate::progress::held_back_line() {
+    if let Some(line) = reports.held_back_line() {
         eprintln!("{line}");
     }
     if summary.failed() {

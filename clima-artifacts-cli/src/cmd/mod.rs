@@ -9,6 +9,7 @@ use clima_artifact_runtime::tree_hash::{Formats, TreeHashes};
 
 use crate::args::{Command, OverrideCommand};
 use crate::error::{CliError, CliResult, io_error};
+use crate::progress::Ui;
 
 pub mod annotate;
 pub mod census;
@@ -30,27 +31,27 @@ pub mod reproduce;
 pub mod sync;
 pub mod verify;
 
-/// Runs one subcommand.
-pub fn run(command: Command) -> CliResult {
+/// Runs one subcommand, reporting through `ui`.
+pub fn run(command: Command, ui: &Ui) -> CliResult {
     match command {
         Command::Create(a) => create::run(*a),
         Command::New(a) => new::run(a),
-        Command::Reproduce(a) => reproduce::run(a),
+        Command::Reproduce(a) => reproduce::run(a, ui),
         Command::Hash(a) => hash::run(a),
-        Command::Fetch(a) => fetch::run(a),
-        Command::Verify(a) => verify::run(a),
-        Command::List(a) => list::run(a),
-        Command::Override(OverrideCommand::Set(a)) => overrides::set(a),
-        Command::Override(OverrideCommand::Unset(a)) => overrides::unset(a),
-        Command::Override(OverrideCommand::List(a)) => overrides::list(a),
-        Command::Gc(a) => gc::run(a),
+        Command::Fetch(a) => fetch::run(a, ui),
+        Command::Verify(a) => verify::run(a, ui),
+        Command::List(a) => list::run(a, ui),
+        Command::Override(OverrideCommand::Set(a)) => overrides::set(a, ui),
+        Command::Override(OverrideCommand::Unset(a)) => overrides::unset(a, ui),
+        Command::Override(OverrideCommand::List(a)) => overrides::list(a, ui),
+        Command::Gc(a) => gc::run(a, ui),
         Command::Report(a) => report::run(a),
-        Command::Publish(a) => publish::run(a),
-        Command::Sync(c) => sync::run(c),
-        Command::Doctor(a) => doctor::run(a),
+        Command::Publish(a) => publish::run(a, ui),
+        Command::Sync(c) => sync::run(c, ui),
+        Command::Doctor(a) => doctor::run(a, ui),
         Command::Annotate(a) => annotate::run(a),
         Command::Census(a) => census::run(a),
-        Command::Mirror(a) => mirror::run(a),
+        Command::Mirror(a) => mirror::run(a, ui),
         Command::Completions(a) => {
             use clap::CommandFactory;
             clap_complete::generate(

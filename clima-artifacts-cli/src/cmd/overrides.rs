@@ -1,6 +1,7 @@
 //! `override set | unset | list`: Julia-compatible `Overrides.toml` lines in the first writable
 //! depot, keyed by hash, commented with the artifact's name.
 
+use crate::progress::Ui;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -49,7 +50,7 @@ fn name_of(manifest: &Manifest, hash: &GitTreeSha1) -> Option<String> {
 }
 
 /// Entry point of `override set`.
-pub fn set(args: OverrideSetArgs) -> CliResult {
+pub fn set(args: OverrideSetArgs, ui: &Ui) -> CliResult {
     let (hash, named) = resolve(&args.name, args.manifest.manifest.as_deref())?;
     let name = named.as_ref().map(|(n, _)| n.clone());
     let path = cmd::existing_dir(&args.path, "override folder")?;
@@ -85,7 +86,7 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
             )));
         }
     }
-    let config = depots::config()?;
+    let config = ui.config()?;
     let depot = depots::first_writable_depot(&config)?;
     let path_str = path.to_str().ok_or_else(|| {
         CliError::usage(format!(
@@ -93,8 +94,11 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
             path.display()
         ))
     })?;
-    let (file, ()) =
-        overrides_edit::edit_depot_file(depot.root(), config.lock_timeout, |text, file| {
+    let (file, ()) = overrides_edit::edit_depot_file(
+        depot.root(),
+        config.lock_timeout,
+        config.reporting(),
+        |text, file| {
             let new = overrides_edit::set_override(
                 text,
                 file,
@@ -103,7 +107,8 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
                 name.as_deref(),
             )?;
             Ok((Some(new), ()))
-        })?;
+        },
+    )?;
     if args.json {
         return cmd::print_json(&serde_json::json!({
             "name": name,
@@ -129,20 +134,24 @@ pub fn set(args: OverrideSetArgs) -> CliResult {
 }
 
 /// Entry point of `override unset`.
-pub fn unset(args: OverrideUnsetArgs) -> CliResult {
+pub fn unset(args: OverrideUnsetArgs, ui: &Ui) -> CliResult {
     let (hash, named) = resolve(&args.name, args.manifest.manifest.as_deref())?;
     let name = named.map(|(n, _)| n);
-    let config = depots::config()?;
+    let config = ui.config()?;
     let depot = depots::first_writable_depot(&config)?;
     let label = name
         .as_deref()
         .map_or(hash.to_hex(), |n| format!("`{n}` ({hash})"));
-    let (file, removed) =
-        overrides_edit::edit_depot_file(depot.root(), config.lock_timeout, |text, file| {
+    let (file, removed) = overrides_edit::edit_depot_file(
+        depot.root(),
+        config.lock_timeout,
+        config.reporting(),
+        |text, file| {
             let new = overrides_edit::unset_override(text, file, &hash.to_hex())?;
             let removed = new.is_some();
             Ok((new, removed))
-        })?;
+        },
+    )?;
     if removed {
         if args.json {
             return cmd::print_json(&serde_json::json!({
@@ -190,12 +199,12 @@ struct Listed {
 }
 
 /// Entry point of `override list`.
-pub fn list(args: OverrideListArgs) -> CliResult {
+pub fn list(args: OverrideListArgs, ui: &Ui) -> CliResult {
     let manifest = match &args.manifest {
         Some(p) => Some(cmd::load_manifest(Some(p))?),
         None => cmd::load_manifest(None).ok(),
     };
-    let config = depots::config()?;
+    let config = ui.config()?;
     let files = depots::overrides_files(&config)?;
     let mut seen = std::collections::BTreeSet::new();
     let mut rows = Vec::new();

@@ -2,7 +2,11 @@
 //! an artifact to an InvenioRDM archive ([`archive::publish`]); either records the download in
 //! the manifest entry. The work is `clima-artifact-ops`'s; this parses and prints.
 
+use crate::progress::Ui;
 use clima_artifact_fs::printable;
+use clima_artifact_runtime::progress::notice::{self, Notice};
+use clima_artifact_runtime::progress::{DownloadStart, Reporter, Reporting, Silent, Transfer};
+use std::sync::Arc;
 
 use crate::args::PublishArgs;
 use crate::cmd;
@@ -10,15 +14,15 @@ use crate::error::{CliError, CliResult};
 use crate::{archive, storage};
 
 /// Entry point of `publish`.
-pub fn run(args: PublishArgs) -> CliResult {
+pub fn run(args: PublishArgs, ui: &Ui) -> CliResult {
     if args.archive.is_some() {
-        return run_archive(args);
+        return run_archive(args, ui);
     }
-    run_storage(args)
+    run_storage(args, ui)
 }
 
 /// `publish NAME --archive URL`: the work is [`archive::publish`]; progress lines go to stderr.
-fn run_archive(args: PublishArgs) -> CliResult {
+fn run_archive(args: PublishArgs, ui: &Ui) -> CliResult {
     let name = args.target.to_string_lossy().into_owned();
     let manifest = cmd::load_manifest(args.manifest.as_deref())?.path;
     let request = archive::PublishRequest {
@@ -35,13 +39,9 @@ fn run_archive(args: PublishArgs) -> CliResult {
     let quiet = args.json;
     // As downloads: progress lines only where progress is on (CLIMA_ARTIFACTS_PROGRESS), notices
     // (resumes, waits, retries, checksums) always, unless the output is JSON.
-    let progress = crate::depots::config()?.progress;
-    let notify = |kind: archive::Line, line: &str| {
-        if !quiet && (progress || kind == archive::Line::Notice) {
-            eprintln!("clima-artifacts: {line}");
-        }
-    };
-    let done = archive::publish(&request, &notify)?;
+    let progress = ui.config()?.progress;
+    let reporting = Reporting::to(Arc::new(ArchiveLines { quiet, progress }));
+    let done = archive::publish(&request, &reporting)?;
     if args.json {
         return cmd::print_json(&done);
     }
@@ -100,7 +100,7 @@ fn archive_timeout() -> CliResult<Option<std::time::Duration>> {
 
 /// `publish TARBALL --to STORAGE_URL`: the work is [`storage::publish`]; a spinner while the
 /// tarball uploads.
-fn run_storage(args: PublishArgs) -> CliResult {
+fn run_storage(args: PublishArgs, ui: &Ui) -> CliResult {
     let request = storage::PublishRequest {
         tarball: args.target,
         to: args.to.unwrap_or_default(),
@@ -109,6 +109,7 @@ fn run_storage(args: PublishArgs) -> CliResult {
         name: args.name.unwrap_or_default(),
         key: args.key,
         by_hash: args.by_hash,
+        reporting: ui.reporting(),
     };
     let bar = std::cell::RefCell::new(None);
     let step = |step: storage::Step<'_>| match step {
@@ -140,4 +141,28 @@ fn run_storage(args: PublishArgs) -> CliResult {
         done.manifest.display()
     );
     Ok(())
+}
+
+/// How `publish --archive` shows the archive's notices: nothing with `--json`; progress lines
+/// of uploads only where progress is on (`CLIMA_ARTIFACTS_PROGRESS`); every other notice as
+/// its plain line.
+struct ArchiveLines {
+    quiet: bool,
+    progress: bool,
+}
+
+impl Reporter for ArchiveLines {
+    fn start(&self, _: &DownloadStart<'_>) -> Box<dyn Transfer> {
+        Box::new(Silent)
+    }
+
+    fn notice(&self, notice: &Notice<'_>) {
+        let shown = match notice.event.downcast_ref::<archive::ArchiveEvent>() {
+            Some(event) => self.progress || event.line() == archive::Line::Notice,
+            None => true,
+        };
+        if !self.quiet && shown {
+            eprintln!("{}", notice::plain_line(notice));
+        }
+    }
 }

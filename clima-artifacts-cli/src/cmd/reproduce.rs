@@ -4,6 +4,7 @@
 //! the new tree is compared file by file with the pinned content, installed first as `fetch`
 //! installs it; when that cannot be had, the new tree is listed instead.
 
+use crate::progress::Ui;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Read;
@@ -112,7 +113,7 @@ fn shown(bytes: &[u8]) -> String {
 }
 
 /// Entry point of `reproduce`.
-pub fn run(args: ReproduceArgs) -> CliResult {
+pub fn run(args: ReproduceArgs, ui: &Ui) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
     let jobs = jobs(&manifest, &args)?;
     let mut results = Vec::new();
@@ -123,6 +124,7 @@ pub fn run(args: ReproduceArgs) -> CliResult {
             &manifest,
             args.timeout,
             args.json,
+            ui,
         ));
     }
     if args.json {
@@ -189,6 +191,7 @@ fn reproduce_one(
     manifest: &Manifest,
     timeout: Option<Duration>,
     json: bool,
+    ui: &Ui,
 ) -> Reproduced {
     let mut r = Reproduced {
         name: name.to_owned(),
@@ -223,7 +226,7 @@ fn reproduce_one(
         return r;
     }
     r.status = "mismatch";
-    let compared = pinned_copy(name, variant, manifest, json).and_then(|pinned| {
+    let compared = pinned_copy(name, variant, manifest, json, ui).and_then(|pinned| {
         let theirs = leaves(&pinned)?;
         let ours = leaves(&output.dir)?;
         Ok((pinned, compare(&theirs, &ours)))
@@ -251,8 +254,9 @@ fn pinned_copy(
     variant: &ArtifactVariant,
     manifest: &Manifest,
     json: bool,
+    ui: &Ui,
 ) -> CliResult<PathBuf> {
-    let config = cmd::fetch::install_config(json)?;
+    let (config, _) = cmd::fetch::install_config(ui, json)?;
     let installed = clima_artifact_runtime::ensure_variant(name, variant, &manifest.path, &config)
         .map_err(|e| CliError::failure(e.to_string()))?;
     if let Origin::Override { overrides_file } = &installed.origin {

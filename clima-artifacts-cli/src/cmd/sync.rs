@@ -1,6 +1,7 @@
 //! `sync push|pull RUN_DIR STORAGE_URL`: run sync (the crate `clima-artifact-sync`) from a job
 //! script (serial context; settings from the `CLIMA_SYNC_*` variables and flags).
 
+use crate::progress::Ui;
 use clima_artifact_sync::Singleton;
 use clima_artifact_sync::{RunSync, SyncConfig, open_storage};
 
@@ -9,15 +10,16 @@ use crate::cmd;
 use crate::error::{CliError, CliResult};
 
 /// Entry point of `sync push` and `sync pull`.
-pub fn run(command: SyncCommand) -> CliResult {
+pub fn run(command: SyncCommand, ui: &Ui) -> CliResult {
     let (args, checkpoint, push) = match command {
         SyncCommand::Push(a) => (a.common, a.checkpoint, true),
         SyncCommand::Pull(a) => (a.common, None, false),
     };
-    let config = config(&args)?;
+    let mut config = config(&args)?;
     // Skipped files, slow-sync warnings and cleanups reach stderr as notices (once each).
-    crate::progress::report_to_user(args.json);
-    let storage = open_storage(&args.storage_url).map_err(|e| CliError::usage(e.to_string()))?;
+    config.reporting = ui.report_to_user(args.json).reporting;
+    let storage = open_storage(&args.storage_url, &config.reporting)
+        .map_err(|e| CliError::usage(e.to_string()))?;
     if push && !args.run_dir.is_dir() {
         return Err(CliError::usage(format!(
             "run folder `{}` does not exist or is not a folder",

@@ -3,6 +3,7 @@
 //! one pass). Overridden artifacts are skipped unless `--include-overrides` (they can be
 //! huge, and the admins who set them vouch for them).
 
+use crate::progress::Ui;
 use std::path::{Path, PathBuf};
 
 use clima_artifact_runtime::tree_hash::Formats;
@@ -70,7 +71,7 @@ fn modified_since_install(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Entry point of `verify`.
-pub fn run(args: VerifyArgs) -> CliResult {
+pub fn run(args: VerifyArgs, ui: &Ui) -> CliResult {
     let manifest = cmd::load_manifest(args.manifest.manifest.as_deref())?;
     cmd::check_names(&manifest, &args.names)?;
     let names: Vec<String> = if args.all {
@@ -87,7 +88,7 @@ pub fn run(args: VerifyArgs) -> CliResult {
             errors[0]
         )));
     }
-    let config = depots::config()?;
+    let config = ui.config()?;
     let overrides = depots::overrides(&config)?;
     let mut checked = Vec::new();
     for name in &names {

@@ -157,6 +157,7 @@ fn beside_a_locked_writer(sb: &Sandbox, args: &[&str], line: &str) -> String {
         &layout::overrides_lock_file(&sb.depot),
         "the test's edit",
         Duration::from_secs(10),
+        &clima_artifact_runtime::progress::Reporting::default(),
     )
     .unwrap();
     assert!(lock.is_locked());

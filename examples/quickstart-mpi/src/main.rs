@@ -150,8 +150,10 @@ fn run(ctx: &dyn Context, settings: &Settings) -> Result<(), Box<dyn std::error:
         );
     }
 
-    // Collective: records of every rank gathered, written once by rank 0.
-    if let Some(paths) = report::write_all_collective(ctx, &settings.report)? {
+    // Collective: records of every rank gathered, written once by rank 0 (its notices as
+    // today's lines on stderr: the default reporting).
+    let reporting = clima_artifact_runtime::progress::Reporting::default();
+    if let Some(paths) = report::write_all_collective(ctx, &settings.report, &reporting)? {
         println!("provenance report: {}", paths.markdown.display());
     }
     Ok(())
