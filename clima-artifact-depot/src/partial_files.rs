@@ -129,6 +129,9 @@ impl Depot {
 pub struct PartialFiles<'a> {
     dir: Dir,
     _staging: &'a Staging,
+    /// The folders whose dead writers' temp files were removed already (once per folder: a
+    /// folder of many files is listed once, not once per file).
+    reclaimed: std::cell::RefCell<std::collections::HashSet<PathBuf>>,
 }
 
 impl Staging {
@@ -145,6 +148,7 @@ impl Staging {
         Ok(PartialFiles {
             dir,
             _staging: self,
+            reclaimed: Default::default(),
         })
     }
 }
@@ -178,7 +182,9 @@ impl PartialFiles<'_> {
             .dir
             .create_dirs(parent, 0o755)
             .map_err(|e| io_error("create", self.path().join(parent), e))?;
-        dir.reclaim_stale_temps(PARTIAL_FILE_MARK);
+        if self.reclaimed.borrow_mut().insert(parent.to_path_buf()) {
+            dir.reclaim_stale_temps(PARTIAL_FILE_MARK);
+        }
         let temp = clima_artifact_fs::temp_name(name, PARTIAL_FILE_MARK);
         let mut file = dir
             .create_new(&temp, 0o600)

@@ -131,6 +131,9 @@ impl Artifacts {
                     path,
                     origin: files.origin(),
                 };
+                if let Some(first) = self.config.depots.first() {
+                    first.record_usage(&self.manifest_path, self.config.reporting());
+                }
                 access_log::record(crate::install::access_event(
                     &installed,
                     name,

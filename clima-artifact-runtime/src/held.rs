@@ -99,23 +99,23 @@ impl Held {
 
 /// The entries `todo` of `auth`'s index (files asked for that the partial folder `files` does
 /// not have) whose content the depots of `config` hold under other names, copied, checked,
-/// into `files` (made visible only once their blob ids are the index's): how many, and the
-/// entries still to fetch, in the order given.
+/// into `files` (made visible only once their blob ids are the index's): the entries copied,
+/// and those still to fetch, in the order given.
 pub(crate) fn copy_into_partial(
     auth: &Authenticated,
     todo: Vec<usize>,
     files: &PartialFiles<'_>,
     config: &Config,
-) -> Result<(usize, Vec<usize>), Refusal> {
+) -> Result<(Vec<usize>, Vec<usize>), Refusal> {
     let entries = &auth.index().entries;
     if todo.iter().all(|i| entries[*i].mode == EntryMode::Symlink) {
-        return Ok((0, todo));
+        return Ok((Vec::new(), todo));
     }
     let mut held = Held::scan(config);
     if held.is_empty() {
-        return Ok((0, todo));
+        return Ok((Vec::new(), todo));
     }
-    let (mut copied, mut rest) = (0, Vec::new());
+    let (mut copied, mut rest) = (Vec::new(), Vec::new());
     for i in todo {
         let e = &entries[i];
         let (Ok(rel), false) = (std::str::from_utf8(&e.path), e.mode == EntryMode::Symlink) else {
@@ -138,7 +138,7 @@ pub(crate) fn copy_into_partial(
             )
             .map_err(|err| Refusal::Fatal(err.into()))?;
         match written {
-            Ok(()) => copied += 1,
+            Ok(()) => copied.push(i),
             Err(None) => rest.push(i),
             Err(Some(err)) => {
                 return Err(Refusal::Fatal(Error::io(

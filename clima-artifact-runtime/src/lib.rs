@@ -26,6 +26,9 @@
 //!   `clima-comms`; rsmpi's own `SimpleCommunicator` is a context too): calls with a context are
 //!   collective, only the root installs ([`ensure_collective`]).
 //! - [`report()`], [`Report`], [`ReportGuard`]: which datasets a run used and what to cite.
+//! - [`ensure_files`] ([`Files`]), [`ensure_files_collective`]: only some files of a seekable
+//!   artifact, by byte ranges, into the depot's partial folder (what `clima_artifact!("a/sub")`
+//!   does when `a` is seekable and not installed).
 //!
 //! # Modules for tools (the CLI, test harnesses, other front ends)
 //!
@@ -51,7 +54,9 @@
 //! decompress -> tar -> temp dir -> tree hash -> rename, with the retries around it;
 //! `install::seekable`: a download with `index-sha256` saved whole, then unpacked by
 //! `extract_parallel` on every core;
-//! `install::transfer`: its progress), `config` (reading the variables once),
+//! `install::transfer`: its progress; `install::reuse`: a whole install from the files
+//! fetched one by one and ranges for the rest), `partial` (some files alone), `ranged_source`
+//! (a download read by byte ranges, for both), `subpath` (the sub-path check), `config` (reading the variables once),
 //! `collective_install` (who installs under MPI), `node_stream` (node-local mode: one
 //! download per job, broadcast to one leader per node, verified and installed there), `resolve` (the resolver behind the macro).
 //! Run sync of output files is a separate crate, `clima-artifact-sync`.

@@ -282,18 +282,76 @@ fn fetch_from(
     let depot = staging.depot();
     let hash = variant.git_tree_sha1;
     let entries = &auth.index().entries;
-    let (held, todo): (Vec<usize>, Vec<usize>) = wanted.iter().partition(|i| {
-        std::str::from_utf8(&entries[**i].path)
-            .is_ok_and(|p| depot.partial_file(&hash, p).is_some())
-    });
-    let sizes: u64 = todo.iter().map(|i| entries[*i].size).sum();
-    check_room(name, (sizes, "the files asked for"), depot, config).map_err(Refusal::Fatal)?;
+    let is_held = |i: &usize| {
+        std::str::from_utf8(&entries[*i].path).is_ok_and(|p| depot.partial_file(&hash, p).is_some())
+    };
+    let (mut held, mut todo): (Vec<usize>, Vec<usize>) = wanted.iter().partition(|i| is_held(i));
     let files = staging
         .partial_files()
         .map_err(|e| Refusal::Fatal(e.into()))?;
-    // Files the depots hold under other names are copied, checked (`crate::held`).
-    let (copied, todo) = crate::held::copy_into_partial(&auth, todo, &files, config)?;
-    let bytes: u64 = todo.iter().map(|i| entries[*i].length).sum();
+    record_count(depot, &hash, entries.len());
+    let mut seen: std::collections::HashSet<usize> = wanted.iter().copied().collect();
+    let (mut fetched, mut bytes, mut sizes) = (0, 0, 0);
+    // A symlink asked for brings its target (inside the artifact), a few links deep.
+    let mut links: Vec<usize> = held.clone();
+    for _ in 0..MAX_LINK_ROUNDS {
+        // Files the depots hold under other names are copied, checked (`crate::held`), with
+        // room for them first; only the rest is fetched and counts as downloaded.
+        let copy_room = sizes + todo.iter().map(|i| entries[*i].size).sum::<u64>();
+        within_limits(name, (bytes, copy_room), &place.file, config, depot)?;
+        let (copied, rest) =
+            crate::held::copy_into_partial(&auth, std::mem::take(&mut todo), &files, config)?;
+        held.extend(copied);
+        todo = rest;
+        bytes += todo.iter().map(|i| entries[*i].length).sum::<u64>();
+        sizes += todo.iter().map(|i| entries[*i].size).sum::<u64>();
+        within_limits(name, (bytes, sizes), &place.file, config, depot)?;
+        fetch_entries(&auth, &mut src, &files, url, &todo)?;
+        fetched += todo.len();
+        links.append(&mut todo);
+        let targets = link_targets(&auth, &links, files.path());
+        links.clear();
+        for t in targets.into_iter().filter(|t| seen.insert(*t)) {
+            if is_held(&t) {
+                held.push(t);
+                links.push(t);
+            } else {
+                todo.push(t);
+            }
+        }
+        if todo.is_empty() && links.is_empty() {
+            break;
+        }
+    }
+    let root = files.path().to_path_buf();
+    let received = src.received();
+    crate::debug_speed::after_install(name, received, start.elapsed(), config.reporting());
+    Ok(Files {
+        paths: paths
+            .iter()
+            .map(|p| root.join(p.trim_end_matches('/')))
+            .collect(),
+        whole: None,
+        fetched,
+        held: held.len(),
+        received,
+        url: Some(redact_url(url)),
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// How many rounds of symlinks asked for bring their targets (a link to a link ...).
+const MAX_LINK_ROUNDS: usize = 8;
+
+/// Refuses a fetch whose members (`bytes`) exceed the model's download limit, or whose files
+/// (`sizes`) do not fit the depot above its reserve.
+fn within_limits(
+    name: &str,
+    (bytes, sizes): (u64, u64),
+    manifest: &Path,
+    config: &Config,
+    depot: &Depot,
+) -> Result<(), Refusal> {
     if let Some(limit) = config.max_download_size
         && bytes > limit
     {
@@ -302,38 +360,63 @@ fn fetch_from(
             size: bytes,
             limit,
             from: "the members of the files asked for".to_owned(),
-            manifest: place.file.clone(),
+            manifest: manifest.to_path_buf(),
         }));
     }
-    record_count(depot, &hash, entries.len());
-    for span in auth.spans(&todo) {
-        let mut reader = SpanReader::new(&mut src, &span);
+    check_room(name, (sizes, "the files asked for"), depot, config).map_err(Refusal::Fatal)
+}
+
+/// Fetches `todo` (entries of `auth`) from `src` into `files`, neighbours together.
+fn fetch_entries(
+    auth: &Authenticated,
+    src: &mut Ranges,
+    files: &clima_artifact_depot::PartialFiles<'_>,
+    url: &str,
+    todo: &[usize],
+) -> Result<(), Refusal> {
+    for span in auth.spans(todo) {
+        let mut reader = SpanReader::new(src, &span);
         for i in &span.entries {
-            write_entry(&auth, *i, &mut reader, &files, url)?;
+            write_entry(auth, *i, &mut reader, files, url)?;
         }
     }
-    let root = files.path().to_path_buf();
-    let received = src.received();
-    config.reporting().emit(InstallEvent::Installed {
-        artifact: name.to_owned(),
-        from: None,
-        path: root.clone(),
-        received,
-        reused: 0,
-    });
-    crate::debug_speed::after_install(name, received, start.elapsed(), config.reporting());
-    Ok(Files {
-        paths: paths
-            .iter()
-            .map(|p| root.join(p.trim_end_matches('/')))
-            .collect(),
-        whole: None,
-        fetched: todo.len(),
-        held: held.len() + copied,
-        received,
-        url: Some(redact_url(url)),
-        seconds: start.elapsed().as_secs_f64(),
-    })
+    Ok(())
+}
+
+/// The entries that the symlinks among `links` (entries of `auth`, verified in `root`)
+/// point to, when their targets stay inside the artifact: a folder's entries too.
+fn link_targets(auth: &Authenticated, links: &[usize], root: &Path) -> Vec<usize> {
+    let entries = &auth.index().entries;
+    let mut out = Vec::new();
+    for &i in links {
+        let e = &entries[i];
+        if e.mode != EntryMode::Symlink {
+            continue;
+        }
+        let Ok(path) = std::str::from_utf8(&e.path) else {
+            continue;
+        };
+        let Ok(target) = std::fs::read_link(root.join(path)) else {
+            continue;
+        };
+        let Some(target) = target.to_str() else {
+            continue;
+        };
+        let mut parts: Vec<&str> = path.split('/').collect();
+        parts.pop();
+        let mut inside = !target.starts_with('/');
+        for c in target.split('/') {
+            match c {
+                "" | "." => {}
+                ".." => inside &= parts.pop().is_some(),
+                c => parts.push(c),
+            }
+        }
+        if inside && !parts.is_empty() {
+            out.extend(auth.select(&parts.join("/")));
+        }
+    }
+    out
 }
 
 /// Entry `i` of `auth` read from `reader`, checked, and made visible in `files`.

@@ -485,6 +485,13 @@ fn partial_call(
     let Some(full_path) = files.paths.first().cloned() else {
         return Ok(None);
     };
+    // The model's manifest goes into the usage log, so that `gc` keeps the partial folder
+    // (the root only, as for whole artifacts).
+    if ctx.is_none_or(|c| c.rank() == 0)
+        && let Some(first) = config.depots.first()
+    {
+        first.record_usage(manifest, config.reporting());
+    }
     let installed = Installed {
         path: full_path.clone(),
         origin: files.origin(),

@@ -627,17 +627,29 @@ fn fetch_only_fetches_some_files_and_list_says_partial() {
         "{sent}"
     );
 
+    // A symlink brings its target: the path returned can be read.
+    let out = cli(&depot, root)
+        .args(["fetch", "data", "--json", "--only", "leaf-link"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert_eq!(json(&out)["fetched"], 2, "{}", json(&out));
+    assert_eq!(
+        fs::read_to_string(partial.join("leaf-link")).unwrap(),
+        "deep leaf\n"
+    );
+
     let total = auth.index().entries.len();
     let out = cli(&depot, root).args(["list"]).output().unwrap();
     assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains(&format!("partial: 3 of {total} files")),
+        text.contains(&format!("partial: 5 of {total} files")),
         "{text}"
     );
     let out = cli(&depot, root).args(["list", "--json"]).output().unwrap();
     let rows = json(&out);
-    assert_eq!(rows[0]["partial_files"], 3, "{rows}");
+    assert_eq!(rows[0]["partial_files"], 5, "{rows}");
 
     // The whole artifact afterwards: installed as always, and `--only` answers inside it.
     let out = cli(&depot, root).args(["fetch", "data"]).output().unwrap();
@@ -757,4 +769,31 @@ fn fetch_of_a_new_version_receives_only_the_changed_file() {
     // Version 1 is still there, unchanged.
     let one = depot.join("artifacts").join(v1_tree.to_hex());
     assert_eq!(git_tree_hash(&one), v1_tree);
+}
+
+/// `--only` on a classic (single-stream) tarball cannot fetch files alone: it says so and
+/// installs the whole artifact, and gives the paths inside it.
+#[test]
+fn fetch_only_of_a_classic_tarball_installs_it_whole_and_says_so() {
+    let made = create("data.tar.gz", &["--classic"]);
+    assert!(made.index_sha256.is_none());
+    let root = made.sandbox.root.path();
+    let depot = root.join("depot-classic");
+    let out = cli(&depot, root)
+        .args(["fetch", "data", "--json", "--only", "README.md"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let got = json(&out);
+    assert_eq!(got["held_as"], "whole", "{got}");
+    let whole = depot.join("artifacts").join(made.tree.to_hex());
+    assert_eq!(
+        got["paths"][0].as_str().unwrap(),
+        whole.join("README.md").to_str().unwrap()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot fetch only some files of `data`"),
+        "{stderr}"
+    );
 }

@@ -88,13 +88,19 @@ pub fn remote_index<S: RangeSource>(
     let Some(locator) = Locator::find(footer, file_len, limits)? else {
         return Ok(None);
     };
+    // The index ends where the footer starts, inside `tail`: only what precedes `tail` is
+    // asked for.
     let tail_start = file_len - tail_len;
+    let index_end = (locator.index_offset + locator.index_length - tail_start) as usize;
     let stored = if locator.index_offset >= tail_start {
         let at = (locator.index_offset - tail_start) as usize;
-        tail[at..at + locator.index_length as usize].to_vec()
+        tail[at..index_end].to_vec()
     } else {
-        src.read(locator.index_offset, locator.index_length)
-            .map_err(RemoteError::Source)?
+        let mut head = src
+            .read(locator.index_offset, tail_start - locator.index_offset)
+            .map_err(RemoteError::Source)?;
+        head.extend_from_slice(&tail[..index_end]);
+        head
     };
     let doc = stored_index(&locator, &stored)?;
     drop(stored);
