@@ -180,3 +180,47 @@ pub(crate) fn copy_checked(
     out.flush()?;
     Ok(copied == e.size && blob.finish().is_ok_and(|id| id == e.blob))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clima_artifact_extract::tree_hash::blob_ids;
+
+    fn entry(content: &[u8]) -> IndexEntry {
+        IndexEntry {
+            path: b"f".to_vec(),
+            mode: EntryMode::File,
+            size: content.len() as u64,
+            blob: blob_ids(content, Formats::with_sha256(true)),
+            tar_offset: 0,
+            header_len: 512,
+            offset: 0,
+            length: 100,
+            blocks: Vec::new(),
+        }
+    }
+
+    fn copied(from: &[u8], e: &IndexEntry) -> (bool, Vec<u8>) {
+        let mut out = Vec::new();
+        let same = copy_checked(&mut &from[..], e, &mut out).unwrap();
+        (same, out)
+    }
+
+    #[test]
+    fn only_the_exact_content_is_a_copy_and_both_blob_ids_are_checked() {
+        let e = entry(b"the content");
+        assert_eq!(copied(b"the content", &e), (true, b"the content".to_vec()));
+        assert!(!copied(b"the_content", &e).0, "other bytes");
+        assert!(!copied(b"the conten", &e).0, "shorter");
+        assert!(!copied(b"the content!", &e).0, "longer");
+        // A file whose SHA-1 matches but whose SHA-256 does not (what a SHA-1 collision
+        // would give) is not a copy.
+        let mut forged = entry(b"the content");
+        forged.blob.sha256 = Some([7; 32]);
+        assert!(!copied(b"the content", &forged).0);
+        // Without SHA-256 ids in the index, the SHA-1 alone decides.
+        let mut sha1_only = entry(b"the content");
+        sha1_only.blob.sha256 = None;
+        assert!(copied(b"the content", &sha1_only).0);
+    }
+}
