@@ -284,3 +284,38 @@ fn a_file_of_version_2_fetched_alone_is_copied_from_version_1_when_unchanged() {
         std::fs::read(s.v2.content().join("d3/f13.txt")).unwrap()
     );
 }
+
+/// The walk of the depots for content held is bounded (at most 1 million entries, or
+/// `max_entries` when lower): a depot searched first whose artifacts exceed the bound hides
+/// version 1 behind it, and version 2 is then downloaded whole, correctly; within the bound,
+/// version 1 is found as before.
+#[test]
+fn the_walk_of_the_depots_stops_at_its_bound_and_the_rest_is_fetched() {
+    let s = setup();
+    // A depot searched first, with an artifact of 120 files of other content.
+    let first = s.dir.path().join("first-depot");
+    let other = first.join("artifacts").join("ab".repeat(20));
+    std::fs::create_dir_all(&other).unwrap();
+    for i in 0..120 {
+        std::fs::write(other.join(format!("x{i}")), format!("other {i}")).unwrap();
+    }
+    let two = s.v2.variant(&s.server.url("v2.tar.gz"));
+    let mut config = test_config(&[first.clone(), s.depot.clone()]);
+    // Enough for version 2's entries (files and folders), not for the walk to reach version 1.
+    config.max_entries = 100;
+    let done = ensure_variant("data", &two, s.dir.path(), &config).unwrap();
+    assert_eq!(done.path, installed(&first, &s.v2.tree));
+    assert_eq!(git_tree_hash(&done.path), s.v2.tree);
+    assert!(
+        s.server.bytes_sent_for("v2.tar.gz") >= s.v2.bytes.len() as u64,
+        "downloaded whole"
+    );
+    // Within the bound (the default), version 1 behind the same depot is found.
+    std::fs::remove_dir_all(installed(&first, &s.v2.tree)).unwrap();
+    let before = s.server.bytes_sent_for("v2.tar.gz");
+    let config = test_config(&[first.clone(), s.depot.clone()]);
+    let done = ensure_variant("data", &two, s.dir.path(), &config).unwrap();
+    assert_eq!(git_tree_hash(&done.path), s.v2.tree);
+    let sent = s.server.bytes_sent_for("v2.tar.gz") - before;
+    assert!(sent <= s.v2.ranged_bound(&["d3/f13.txt"]), "{sent}");
+}
