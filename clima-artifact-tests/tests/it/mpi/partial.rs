@@ -263,3 +263,73 @@ fn mpi_partial_node_local_each_leader_fetches_once_into_its_node_depot() {
     );
     assert_nothing_unverified(&shared, &[]);
 }
+
+/// Under `strace`, 4 ranks ask for the file, on one shared depot and then as 2 nodes with
+/// node-local depots: only the ranks that fetch (rank 0; then each node's leader) make a file
+/// operation on a depot or the manifest while the call runs, the others wait for their
+/// answer; the fetching ranks do (so the check can fail).
+#[test]
+fn mpi_partial_only_the_fetching_ranks_touch_the_depots() {
+    let test = "mpi_partial_only_the_fetching_ranks_touch_the_depots";
+    let Some(mpirun) = Mpirun::find(test) else {
+        return;
+    };
+    if Command::new("strace").arg("-V").output().is_err() {
+        let required = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(!required, "strace not found but CI=true: install strace");
+        clima_artifact_tests::skip("`strace` not found");
+        return;
+    }
+    for node_local in [false, true] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let server = TestServer::start();
+        let (manifest, _hash) = serve_seekable(&server, tmp.path());
+        let root = tmp.path().to_str().expect("utf-8").to_owned();
+        let shared = tmp.path().join("shared-depot");
+        let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
+        let traces = tmp.path().join("traces");
+        std::fs::create_dir_all(&traces).expect("traces");
+        let mut argv = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            format!(
+                "exec strace -f -qq -e trace=%file,%desc -o {}/trace.$OMPI_COMM_WORLD_RANK$PMI_RANK \"$@\"",
+                traces.display()
+            ),
+            "sh".to_owned(),
+        ];
+        argv.extend(fetch_argv(&manifest, &["era5"], &["--only", FILE]));
+        let groups = if node_local {
+            node_groups(4, 2, &node_depot, &|_| vec![], &argv)
+        } else {
+            vec![(4, argv)]
+        };
+        let run = run_bounded(
+            mpirun.command(&groups),
+            &[(
+                "CLIMA_ARTIFACTS_DEPOT_PATH",
+                shared.to_str().expect("utf-8"),
+            )],
+        );
+        assert!(run.status.success(), "{}", describe(&run));
+        assert_eq!(outcomes(&run).len(), 4, "{}", describe(&run));
+        let fetchers: &[usize] = if node_local { &[0, 2] } else { &[0] };
+        for rank in 0..4 {
+            let log = std::fs::read_to_string(traces.join(format!("trace.{rank}")))
+                .expect("a trace per rank");
+            let touched = traced_paths_between_markers(&log, rank, &root);
+            if fetchers.contains(&rank) {
+                assert!(
+                    !touched.is_empty(),
+                    "node-local {node_local}: rank {rank}'s file operations were not seen"
+                );
+            } else {
+                assert!(
+                    touched.is_empty(),
+                    "node-local {node_local}: rank {rank} fetches nothing, yet:\n{}",
+                    touched.join("\n")
+                );
+            }
+        }
+    }
+}
