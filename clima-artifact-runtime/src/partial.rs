@@ -289,7 +289,6 @@ fn fetch_from(
     let files = staging
         .partial_files()
         .map_err(|e| Refusal::Fatal(e.into()))?;
-    record_count(depot, &hash, entries.len());
     let mut seen: std::collections::HashSet<usize> = wanted.iter().copied().collect();
     let (mut fetched, mut bytes, mut sizes) = (0, 0, 0);
     // A symlink asked for brings its target (inside the artifact), a few links deep.
@@ -323,6 +322,9 @@ fn fetch_from(
             break;
         }
     }
+    // Counted once files are there: a count beside a folder that never held a file would
+    // outlive it (gc removes a count only with its folder).
+    record_count(depot, &hash, entries.len());
     let root = files.path().to_path_buf();
     let received = src.received();
     crate::debug_speed::after_install(name, received, start.elapsed(), config.reporting());

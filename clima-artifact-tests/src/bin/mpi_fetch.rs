@@ -6,7 +6,10 @@
 //! ```
 //!
 //! Usage: `mpirun -n N mpi_fetch <Artifacts.toml> <name>... [--other-on-rank R NAME]
-//! [--report DIR]` (`--report`: rank 0 writes the provenance report of all ranks into DIR).
+//! [--report DIR] [--only PATH]` (`--report`: rank 0 writes the provenance report of all ranks
+//! into DIR; `--only`: each artifact's file PATH alone, by `ensure_files_collective`, as
+//! `clima_artifact!("<name>/PATH", &ctx)` does for a seekable artifact, and the path printed is
+//! that file's).
 //! Configuration comes from the `CLIMA_ARTIFACTS_*` environment (depots,
 //! `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT`, and `CLIMA_ARTIFACTS_NODE_ID` to group ranks into
 //! "nodes" on one machine: `mpirun -n 2 env CLIMA_ARTIFACTS_NODE_ID=a mpi_fetch ... : -n 2 env
@@ -28,9 +31,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clima_artifact_runtime::ensure_collective;
 use clima_artifact_runtime::manifest::{Manifest, Platform};
 use clima_artifact_runtime::{Config, Context, MpiContext};
+use clima_artifact_runtime::{ensure_collective, ensure_files_collective};
 use clima_artifact_tests::print_result;
 
 struct Args {
@@ -38,6 +41,7 @@ struct Args {
     names: Vec<String>,
     other_on_rank: Option<(usize, String)>,
     report: Option<PathBuf>,
+    only: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -50,6 +54,7 @@ fn parse_args() -> Result<Args, String> {
         names: vec![],
         other_on_rank: None,
         report: None,
+        only: None,
     };
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -59,6 +64,7 @@ fn parse_args() -> Result<Args, String> {
                 args.other_on_rank = Some((rank, name));
             }
             "--report" => args.report = Some(it.next().ok_or("report dir?")?.into()),
+            "--only" => args.only = Some(it.next().ok_or("path?")?),
             _ => args.names.push(a),
         }
     }
@@ -91,13 +97,23 @@ fn main() -> ExitCode {
             (Ok(manifest), Ok(config)) => manifest
                 .select(name, &Platform::host())
                 .map_err(clima_artifact_runtime::Error::from)
-                .and_then(|variant| {
-                    ensure_collective(ctx.as_ref(), name, variant, manifest.dir(), config)
+                .and_then(|variant| match &args.only {
+                    None => ensure_collective(ctx.as_ref(), name, variant, manifest.dir(), config)
+                        .map(|installed| installed.path),
+                    Some(sub) => ensure_files_collective(
+                        ctx.as_ref(),
+                        name,
+                        variant,
+                        manifest.dir(),
+                        config,
+                        &[sub.as_str()],
+                    )
+                    .map(|files| files.paths.into_iter().next().unwrap_or_default()),
                 }),
             (Err(e), _) => Err(e.clone().into()),
             (_, Err(e)) => Err(e.clone()),
         };
-        let path = result.as_ref().map(|installed| installed.path.as_path());
+        let path = result.as_ref().map(|path| path.as_path());
         failed |= !print_result(rank, size, name, path);
     }
     marker(&format!("MPI_FETCH_END_{rank}"));

@@ -2115,6 +2115,8 @@ fn mpi_node_local_a_node_without_room_for_a_seekable_tarball_fails_every_rank_cl
     assert_nothing_unverified(&shared, &[]);
 }
 
+mod partial;
+
 /// What rank `rank` of an `mpi_fetch` run said its collective step `step` cost (its `STEP` line:
 /// `clima_comms::traffic` counts, see `mpi_fetch`'s docs), by field.
 fn step_counts(run: &Run, rank: usize, step: &str) -> std::collections::HashMap<String, u64> {

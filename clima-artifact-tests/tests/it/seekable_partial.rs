@@ -281,6 +281,12 @@ fn a_server_that_answers_a_range_with_other_bytes_is_caught_and_named() {
             "nothing unverified is visible"
         );
         assert_eq!(files_under(&root), Vec::<String>::new());
+        // No count of files is left for a partial folder that never held one (gc removes a
+        // count only with its folder).
+        let count = depot
+            .join("clima_partial")
+            .join(format!("{}.count", m.tree.to_hex()));
+        assert!(!count.exists(), "{} left behind", count.display());
         assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
     }
 }
