@@ -66,6 +66,7 @@ mod collective_install;
 mod config;
 mod debug_speed;
 mod error;
+mod held;
 mod install;
 mod macros;
 mod node_stream;

@@ -48,7 +48,8 @@ pub struct Files {
     pub whole: Option<Installed>,
     /// Files fetched by this call.
     pub fetched: usize,
-    /// Files asked for that were there already.
+    /// Files asked for that were there already: in the partial folder, or copied (checked)
+    /// from a file of the same content the depots held (another version's, say).
     pub held: usize,
     /// Bytes received from the server by this call.
     pub received: u64,
@@ -293,6 +294,14 @@ fn fetch_from(
     // A symlink asked for brings its target (inside the artifact), a few links deep.
     let mut links: Vec<usize> = held.clone();
     for _ in 0..MAX_LINK_ROUNDS {
+        // Files the depots hold under other names are copied, checked (`crate::held`), with
+        // room for them first; only the rest is fetched and counts as downloaded.
+        let copy_room = sizes + todo.iter().map(|i| entries[*i].size).sum::<u64>();
+        within_limits(name, (bytes, copy_room), &place.file, config, depot)?;
+        let (copied, rest) =
+            crate::held::copy_into_partial(&auth, std::mem::take(&mut todo), &files, config)?;
+        held.extend(copied);
+        todo = rest;
         bytes += todo.iter().map(|i| entries[*i].length).sum::<u64>();
         sizes += todo.iter().map(|i| entries[*i].size).sum::<u64>();
         within_limits(name, (bytes, sizes), &place.file, config, depot)?;

@@ -698,6 +698,79 @@ fn fetch_only_refuses_several_artifacts_and_missing_paths() {
     assert!(!depot.join("artifacts").join(made.tree.to_hex()).exists());
 }
 
+/// Only what changed (issue 49, item 4), through the CLI: with version 1 installed, `fetch` of
+/// version 2 (one small file changed) copies every other file from version 1's folder,
+/// checked, and receives only that file's members, the index and the tail; the installed tree
+/// is version 2's, by git.
+#[test]
+fn fetch_of_a_new_version_receives_only_the_changed_file() {
+    let server = clima_artifact_tests::TestServer::start();
+    let v1 = create("v1.tar.gz", &["--url", &server.url("v1.tar.gz")]);
+    server.serve("v1.tar.gz", fs::read(&v1.tarball).unwrap());
+    let root = v1.sandbox.root.path().to_path_buf();
+    let root = root.as_path();
+    let v1_tree = v1.tree;
+    let depot = root.join("depot-versions");
+    let out = cli(&depot, root).args(["fetch", "data"]).output().unwrap();
+    assert_ok(&out);
+    let content = root.join("content");
+    fs::write(content.join("README.md"), "seekable sample, version 2\n").unwrap();
+    let out = cli(&v1.sandbox.depot, &v1.sandbox.work)
+        .args(["create", "content", "--name", "data", "--json"])
+        .arg("--tarball-out")
+        .arg(v1.sandbox.work.join("v2.tar.gz"))
+        .args(["--url", &server.url("v2.tar.gz")])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let created = json(&out);
+    let v2 = Made {
+        tarball: v1.sandbox.work.join("v2.tar.gz"),
+        tree: GitTreeSha1::from_hex(created["git_tree_sha1"].as_str().unwrap()).unwrap(),
+        tree_sha256: git_tree_hash_sha256(&content),
+        index_sha256: created["index_sha256"]
+            .as_str()
+            .map(|h| Sha256::from_hex(h).unwrap()),
+        sandbox: v1.sandbox,
+    };
+    assert_ne!(v2.tree, v1_tree);
+    server.serve("v2.tar.gz", fs::read(&v2.tarball).unwrap());
+    let out = cli(&depot, root).args(["fetch", "data"]).output().unwrap();
+    assert_ok(&out);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("copied from files the depot held"), "{said}");
+    let whole = depot.join("artifacts").join(v2.tree.to_hex());
+    assert_eq!(git_tree_hash(&whole), v2.tree);
+    if have_git() {
+        assert_eq!(git_tree_hash(&content), v2.tree);
+    }
+    let auth = the_index_authenticates(&v2);
+    let readme = auth
+        .index()
+        .entries
+        .iter()
+        .find(|e| e.path == b"README.md")
+        .unwrap()
+        .length;
+    let bound = readme
+        + auth.locator().index_length
+        + seekable::remote::FIRST_TAIL
+        + seekable::remote::MAX_GAP;
+    let sent = server.bytes_sent_for("v2.tar.gz");
+    assert!(
+        sent <= bound,
+        "{sent} bytes sent for version 2; bound {bound}"
+    );
+    assert!(
+        sent * 20 < fs::metadata(&v2.tarball).unwrap().len(),
+        "{sent}"
+    );
+    // Version 1 is still there, unchanged.
+    let one = depot.join("artifacts").join(v1_tree.to_hex());
+    assert_eq!(git_tree_hash(&one), v1_tree);
+}
+
 /// `--only` on a classic (single-stream) tarball cannot fetch files alone: it says so and
 /// installs the whole artifact, and gives the paths inside it.
 #[test]

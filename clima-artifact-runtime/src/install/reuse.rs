@@ -1,15 +1,18 @@
-//! A whole install that reuses the files of the artifact already fetched one by one: the
-//! files in the depot's partial folder are copied into the install's temp dir (their blob ids
-//! checked against the authenticated index while they are copied: a partial file is trusted
-//! no more than a download), and only the members of the other files are fetched, by byte
-//! ranges; then the usual commit into `artifacts/<hash>`.
+//! A whole install that reuses what the depots hold: the files of the artifact already
+//! fetched one by one (its partial folder), and files of the same content under other
+//! artifacts (another version: `crate::held`, found by blob id and size). They are copied into
+//! the install's temp dir (their blob ids checked against the authenticated index while they
+//! are copied: a file held is trusted no more than a download), and only the members of the
+//! other files are fetched, by byte ranges; then the usual commit into `artifacts/<hash>`.
 //!
 //! ```text
-//! partial files here? -> index (last bytes, authenticated) -> enough of it held?
-//!   (at least 1/10 of the members' bytes: else the ordinary download, over several
-//!   connections and unpacked on every core, is the faster way)
-//! -> each entry in file order: a held file copied (blob id checked) or, failing that, its
-//!    members fetched with the rest -> every file read-only in the temp dir -> commit
+//! partial files here, or a seekable download (`index-sha256`) and a depot holding anything?
+//! -> index (last bytes, authenticated) -> enough of it held? (at least 1/10 of the members'
+//!   bytes, partial files counted first, then files found held, largest first: else the
+//!   ordinary download, over several connections and unpacked on every core, is the faster way)
+//! -> each entry in file order: a partial file copied, else a file held copied (blob ids
+//!    checked), or, failing both, its members fetched with the rest -> every file read-only
+//!    in the temp dir -> commit
 //! ```
 //!
 //! Every file of the tree is an entry of the authenticated index whose blob id was checked
@@ -19,7 +22,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -27,8 +30,10 @@ use std::time::Instant;
 
 use clima_artifact_depot::{Staging, TempDir};
 use clima_artifact_extract::seekable::remote::{RemoteError, SpanReader, remote_index};
-use clima_artifact_extract::seekable::{Authenticated, Expected, IndexError, IndexLimits};
-use clima_artifact_extract::tree_hash::{BlobHasher, EntryMode, Formats};
+use clima_artifact_extract::seekable::{
+    Authenticated, Expected, IndexEntry, IndexError, IndexLimits,
+};
+use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_fs::Dir;
 use clima_artifact_manifest::ArtifactVariant;
 use clima_artifact_net::ranges::RangeError;
@@ -37,6 +42,7 @@ use clima_artifact_net::trust::redact_url;
 use crate::notice::InstallEvent;
 
 use super::{ManifestPlace, check_room};
+use crate::held::{Held, copy_checked};
 use crate::ranged_source::{Ranges, Refusal, open, ordered, remote_refusal};
 use crate::{Config, Error, Installed, Origin};
 
@@ -57,7 +63,14 @@ pub(crate) fn install_reusing(
     let depot = staging.depot();
     let hash = variant.git_tree_sha1;
     let held: HashSet<String> = depot.partial_file_paths(&hash).into_iter().collect();
-    if held.is_empty() {
+    // Content held under other names (another version, other artifacts: `crate::held`) is
+    // looked for only when a download says it is seekable: no request is made for others.
+    let seekable = variant.downloads.iter().any(|d| d.index_sha256.is_some());
+    if held.is_empty() && !seekable {
+        return Ok(None);
+    }
+    let mut blobs = Held::scan(config);
+    if held.is_empty() && blobs.is_empty() {
         return Ok(None);
     }
     let place = ManifestPlace::of(manifest);
@@ -66,8 +79,13 @@ pub(crate) fn install_reusing(
         return Ok(None);
     };
     let start = Instant::now();
-    let (path, received, reused) = match rebuild(name, variant, dl, &place, config, staging, &held)
-    {
+    let (path, received, reused) = match rebuild(
+        name,
+        variant,
+        dl,
+        (&place, config, staging),
+        (&held, &mut blobs),
+    ) {
         Ok(Some(done)) => done,
         Ok(None) => return Ok(None),
         Err(Refusal::Fatal(e)) => return Err(e),
@@ -94,15 +112,14 @@ pub(crate) fn install_reusing(
 }
 
 /// The install itself from `dl`: the committed path, the bytes received and the members'
-/// bytes reused; `None` when too little is held for it to pay.
+/// bytes reused (the partial files of `held.0`, content found in `held.1`); `None` when too
+/// little is held for it to pay.
 fn rebuild(
     name: &str,
     variant: &ArtifactVariant,
     dl: &clima_artifact_manifest::Download,
-    place: &ManifestPlace,
-    config: &Config,
-    staging: &Staging,
-    held: &HashSet<String>,
+    (place, config, staging): (&ManifestPlace, &Config, &Staging),
+    (held, blobs): (&HashSet<String>, &mut Held),
 ) -> Result<Option<(std::path::PathBuf, u64, u64)>, Refusal> {
     let depot = staging.depot();
     let hash = variant.git_tree_sha1;
@@ -127,7 +144,8 @@ fn rebuild(
         .filter(|i| is_held(*i))
         .map(|i| entries[i].length)
         .sum();
-    if held_bytes.saturating_mul(MIN_HELD_SHARE) < auth.index().data_size {
+    let need = auth.index().data_size.div_ceil(MIN_HELD_SHARE);
+    if held_bytes < need && !blobs.covers(entries, is_held, held_bytes, need) {
         return Ok(None);
     }
     let sizes = entries.iter().map(|e| e.size).sum();
@@ -141,6 +159,9 @@ fn rebuild(
     for (i, e) in entries.iter().enumerate() {
         match partial.as_ref().filter(|_| is_held(i)) {
             Some(dir) if tree.copy_held(&auth, i, dir).map_err(Refusal::Fatal)? => {
+                reused += e.length;
+            }
+            _ if tree.copy_found(&auth, i, blobs).map_err(Refusal::Fatal)? => {
                 reused += e.length;
             }
             _ => todo.push(i),
@@ -159,11 +180,12 @@ fn rebuild(
     Ok(Some((path, src.received(), reused)))
 }
 
-/// The warning that the files fetched before are not reused (`why`), and `None`.
+/// The warning that the files the depot holds (fetched before, or of other artifacts) are not
+/// reused (`why`), and `None`.
 fn said(name: &str, why: String, config: &Config) -> Option<Installed> {
     config.reporting().emit(InstallEvent::PartialFallback {
         artifact: name.to_owned(),
-        why: format!("the files fetched before are not reused: {why}"),
+        why: format!("the files the depot holds are not reused: {why}"),
     });
     None
 }
@@ -239,40 +261,49 @@ impl<'a> Tree<'a> {
         else {
             return Ok(false);
         };
+        self.write_checked(&auth.index().entries[i], |out, e| {
+            copy_checked(&mut from, e, out)
+        })
+    }
+
+    /// Copies entry `i`'s file from content the depots hold (`blobs`), checked against the
+    /// index as it is copied: `false` (nothing left in the tree) when none holds it now.
+    fn copy_found(
+        &mut self,
+        auth: &Authenticated,
+        i: usize,
+        blobs: &mut Held,
+    ) -> Result<bool, Error> {
+        let e = &auth.index().entries[i];
+        if e.mode == EntryMode::Symlink {
+            return Ok(false);
+        }
+        self.write_checked(e, |out, e| blobs.copy(e, out))
+    }
+
+    /// Writes entry `e`'s file into the tree with `write`, which says whether what it wrote
+    /// is `e`'s content (checked); when not, the file is removed and `false` returned.
+    fn write_checked(
+        &mut self,
+        e: &IndexEntry,
+        write: impl FnOnce(&mut BufWriter<&std::fs::File>, &IndexEntry) -> std::io::Result<bool>,
+    ) -> Result<bool, Error> {
         let (dir, name) = self.parent_of(&e.path)?;
         let name = OsStr::from_bytes(name);
-        let mut out = dir
+        let file = dir
             .create_new(name, 0o600)
             .map_err(|err| Error::io("create", dir.path().join(name), err))?;
-        let mut blob =
-            BlobHasher::with_formats(e.size, Formats::with_sha256(e.blob.sha256.is_some()));
-        let mut buf = vec![0; 1 << 20];
-        let mut copied = 0u64;
-        let same = loop {
-            let n = match from.read(&mut buf) {
-                Ok(0) => {
-                    break blob
-                        .finish()
-                        .is_ok_and(|id| id == e.blob && copied == e.size);
-                }
-                Ok(n) => n,
-                Err(_) => break false,
-            };
-            copied += n as u64;
-            if copied > e.size {
-                break false;
-            }
-            blob.update(&buf[..n]);
-            out.write_all(&buf[..n])
-                .map_err(|err| Error::io("write", dir.path().join(name), err))?;
-        };
+        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        let same =
+            write(&mut out, e).map_err(|err| Error::io("write", dir.path().join(name), err))?;
+        drop(out);
         if !same {
-            drop(out);
+            drop(file);
             dir.remove_file(name)
                 .map_err(|err| Error::io("remove", dir.path().join(name), err))?;
             return Ok(false);
         }
-        set_read_only(&out, e.mode)
+        set_read_only(&file, e.mode)
             .map_err(|err| Error::io("finish", dir.path().join(name), err))?;
         Ok(true)
     }

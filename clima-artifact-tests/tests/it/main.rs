@@ -49,6 +49,7 @@ mod proxies;
 mod resume;
 mod review_regressions;
 mod seekable;
+mod seekable_changed;
 mod seekable_hostile;
 mod seekable_partial;
 mod size_policy;

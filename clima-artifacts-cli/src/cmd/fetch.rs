@@ -26,6 +26,10 @@ struct Fetched {
     path: Option<PathBuf>,
     url: Option<String>,
     bytes: Option<u64>,
+    /// Of `bytes`, those copied from files the depot held rather than received (only when
+    /// some were: a seekable artifact's unchanged files, docs/downloads.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reused_bytes: Option<u64>,
     seconds: f64,
     error: Option<String>,
     /// What failed without the artifact's name and URLs: the same for artifacts that failed
@@ -205,6 +209,7 @@ fn fetch_one(
         path: None,
         url: None,
         bytes: None,
+        reused_bytes: None,
         seconds: start.elapsed().as_secs_f64(),
         error: None,
         cause: None,
@@ -229,11 +234,13 @@ fn fetch_one(
                     url,
                     bytes,
                     seconds,
+                    reused_bytes,
                     ..
                 } => {
                     f.status = "downloaded";
                     f.url = Some(url);
                     f.bytes = Some(bytes);
+                    f.reused_bytes = reused_bytes.filter(|n| *n > 0);
                     f.seconds = seconds;
                 }
                 // Only collective installs receive over MPI; `fetch` runs alone.
@@ -266,8 +273,14 @@ fn print_results(results: &[Fetched]) {
             (Some(path), _) => {
                 let extra = match (f.bytes, &f.url) {
                     (Some(b), Some(u)) => {
+                        let copied = f.reused_bytes.map_or(String::new(), |r| {
+                            format!(
+                                "; {} of it copied from files the depot held",
+                                depots::human_bytes(r)
+                            )
+                        });
                         format!(
-                            " ({} from {u} in {:.1} s)",
+                            " ({} from {u} in {:.1} s{copied})",
                             depots::human_bytes(b),
                             f.seconds
                         )
