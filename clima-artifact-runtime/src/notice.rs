@@ -61,6 +61,28 @@ pub enum InstallEvent {
         /// Why (a URL in it without credentials).
         why: String,
     },
+    /// Detail: the files the depots hold (fetched one by one before, or the same content in
+    /// other artifacts) could not be used for `artifact` (`why`: the server does not serve
+    /// byte ranges, say), so it is downloaded whole.
+    ReuseFallback {
+        /// The artifact's name.
+        artifact: String,
+        /// Why (a URL in it without credentials).
+        why: String,
+    },
+    /// Detail: `artifact` was installed into `path` by ranges: `received` bytes of its
+    /// tarball fetched, and the members of `copied` more not fetched, their files copied (and
+    /// checked) from what the depots held.
+    InstalledReusing {
+        /// The artifact's name.
+        artifact: String,
+        /// Where it is now (escaped by the display).
+        path: PathBuf,
+        /// The tarball's bytes received now.
+        received: u64,
+        /// The tarball's bytes not fetched because their files were copied.
+        copied: u64,
+    },
     /// Warning: the depot itself failed (its disk full, say): no other source is tried. The
     /// display is the error's own.
     InstallFailed {
@@ -135,7 +157,10 @@ impl Event for InstallEvent {
         use InstallEvent::*;
         match self {
             HashingInstalledCopy { .. } => Level::Info,
-            Downloading { .. } | Installed { .. } => Level::Detail,
+            Downloading { .. }
+            | Installed { .. }
+            | InstalledReusing { .. }
+            | ReuseFallback { .. } => Level::Detail,
             NextSource { .. }
             | PackageServerFallback { .. }
             | PartialFallback { .. }
@@ -174,6 +199,25 @@ impl fmt::Display for InstallEvent {
                 f,
                 "cannot fetch only some files of `{artifact}` ({}); downloading it whole",
                 printable(why)
+            ),
+            ReuseFallback { artifact, why } => write!(
+                f,
+                "the files the depots hold are not reused for `{artifact}` ({}); downloading it \
+                 whole",
+                printable(why)
+            ),
+            InstalledReusing {
+                artifact,
+                path,
+                received,
+                copied,
+            } => write!(
+                f,
+                "installed `{artifact}` into `{}` ({} received; {} of its tarball not fetched: \
+                 those files were copied from what the depots held)",
+                printable(&path.display().to_string()),
+                human_bytes(*received),
+                human_bytes(*copied)
             ),
             InstallFailed { error } => f.write_str(error),
             KeptBytesFailedVerification {

@@ -92,12 +92,11 @@ pub(crate) fn install_reusing(
         Err(Refusal::Whole(why)) => return Ok(said(name, why, config)),
         Err(Refusal::Failed(f)) => return Ok(said(name, f.to_string(), config)),
     };
-    config.reporting().emit(InstallEvent::Installed {
+    config.reporting().emit(InstallEvent::InstalledReusing {
         artifact: name.to_owned(),
-        from: None,
         path: path.clone(),
         received,
-        reused,
+        copied: reused,
     });
     Ok(Some(Installed {
         path,
@@ -180,12 +179,12 @@ fn rebuild(
     Ok(Some((path, src.received(), reused)))
 }
 
-/// The warning that the files the depot holds (fetched before, or of other artifacts) are not
+/// The detail line that the files the depots hold (fetched before, or of other artifacts) are not
 /// reused (`why`), and `None`.
 fn said(name: &str, why: String, config: &Config) -> Option<Installed> {
-    config.reporting().emit(InstallEvent::PartialFallback {
+    config.reporting().emit(InstallEvent::ReuseFallback {
         artifact: name.to_owned(),
-        why: format!("the files the depot holds are not reused: {why}"),
+        why,
     });
     None
 }

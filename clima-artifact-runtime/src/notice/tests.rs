@@ -89,6 +89,27 @@ fn every_install_event_reason_prints_todays_line() {
             installed(None),
             "clima-artifacts: detail: installed `era5` into `/d/artifacts/ab`".into(),
         ),
+        (
+            InstallEvent::InstalledReusing {
+                artifact: "era5".into(),
+                path: p("/d/artifacts/ab"),
+                received: 3 << 20,
+                copied: 700 << 20,
+            },
+            "clima-artifacts: detail: installed `era5` into `/d/artifacts/ab` (3.0 MiB \
+             received; 700.0 MiB of its tarball not fetched: those files were copied from what \
+             the depots held)"
+                .into(),
+        ),
+        (
+            InstallEvent::ReuseFallback {
+                artifact: "era5".into(),
+                why: "`http://h/e.tar.gz` does not serve byte ranges".into(),
+            },
+            "clima-artifacts: detail: the files the depots hold are not reused for `era5` \
+             (`http://h/e.tar.gz` does not serve byte ranges); downloading it whole"
+                .into(),
+        ),
     ];
     check_lines(cases);
 }
