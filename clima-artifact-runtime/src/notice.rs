@@ -239,26 +239,7 @@ impl fmt::Display for InstallEvent {
                 path,
                 received,
                 reused,
-            } => {
-                let from = match from {
-                    None => String::new(),
-                    Some(words) => format!(" {words}"),
-                };
-                write!(
-                    f,
-                    "installed `{artifact}`{from} into `{}`",
-                    printable(&path.display().to_string())
-                )?;
-                match reused {
-                    0 => Ok(()),
-                    n => write!(
-                        f,
-                        " ({} received, {} reused from an earlier partial download)",
-                        human_bytes(*received),
-                        human_bytes(*n)
-                    ),
-                }
-            }
+            } => installed_line(f, artifact, from.as_ref(), path, (*received, *reused)),
             SlowDebugBuild {
                 artifact,
                 bytes,
@@ -295,6 +276,34 @@ impl fmt::Display for InstallEvent {
                 printable(&path.display().to_string())
             ),
         }
+    }
+}
+
+/// The line of [`InstallEvent::Installed`].
+fn installed_line(
+    f: &mut fmt::Formatter<'_>,
+    artifact: &str,
+    from: Option<&InstalledFrom>,
+    path: &std::path::Path,
+    (received, reused): (u64, u64),
+) -> fmt::Result {
+    let from = match from {
+        None => String::new(),
+        Some(words) => format!(" {words}"),
+    };
+    write!(
+        f,
+        "installed `{artifact}`{from} into `{}`",
+        printable(&path.display().to_string())
+    )?;
+    match reused {
+        0 => Ok(()),
+        n => write!(
+            f,
+            " ({} received, {} reused from an earlier partial download)",
+            human_bytes(received),
+            human_bytes(n)
+        ),
     }
 }
 
