@@ -21,7 +21,7 @@ export CLIMA_MPI_TEST_MARKER_DIR="$mpi_markers"
 mpi_check_markers() {
     local prefix="$1" expected missing
     expected="$(cargo test -p clima-artifact-tests --features mpi --test it -- mpi:: --list --format terse 2>/dev/null \
-        | sed -n 's/^mpi::\(.*\): test$/\1/p' | sort)"
+        | sed -n 's/^mpi::\(.*::\)\{0,1\}\([^:]*\): test$/\2/p' | sort)"
     if [ -z "$expected" ]; then
         echo "$prefix the `mpi` module of the `it` test binary lists no tests (built without the \`mpi\` feature?)" >&2
         return 1
