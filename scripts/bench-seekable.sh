@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Seekable tarballs on every core (issue 49, item 2): `clima-artifacts fetch` of a seekable
 # `.tar.gz` (made by `create`) on 2 cores and on 1 (`taskset -c 0`), of the single-stream one
-# of the same data (`create --classic`), `tar xzf` of each, and the bound of a perfect pipeline
+# of the same data (`create --classic`), `tar xzf` of each (and `rapidgzip -P 2 | tar x`, the peer
+# for parallel gzip, when `rapidgzip` from PyPI is installed), and the bound of a perfect pipeline
 # on this machine, `max(slowest stage, sum of the stages / cores)`, with each stage measured
 # alone by `bench_floor` (decompress, SHA-1 of the content, SHA-256 of the tarball, writes).
 # Then the same data as one file (its blob SHA-1 is serial): seekable on 2 cores and on 1.
@@ -142,6 +143,17 @@ untar() {
         { echo "bench-seekable.sh: tar xzf $2: wrong byte count" >&2; exit 1; }
     record "$1" "$(calc "$e - $s")"
 }
+# rapid KEY FLAVOUR: `rapidgzip -P 2` (PyPI: parallel gzip decoding with an index it builds as
+# it goes) into `tar x`, checked: the peer for parallel gzip on the single-stream file.
+rapid() {
+    clean; mkdir -p "$scratch/out"
+    local s="$EPOCHREALTIME"
+    rapidgzip -d -c -P 2 "$data/many/$2.tar.gz" | tar -x -C "$scratch/out"
+    local e="$EPOCHREALTIME"
+    [ "$(bytes_of "$scratch/out")" = "$content_bytes" ] ||
+        { echo "bench-seekable.sh: rapidgzip $2: wrong byte count" >&2; exit 1; }
+    record "$1" "$(calc "$e - $s")"
+}
 # stages KEY SET FLAVOUR CORES: each stage alone (bench_floor), on CORES cores.
 stages() {
     local pin=(); [ "$4" = 1 ] && pin=(taskset -c 0)
@@ -152,6 +164,11 @@ stages() {
 }
 
 contenders=(s2 s1 c2 c1 tar_s tar_c floor_s floor_c one_s2 one_s1 floor_one)
+if command -v rapidgzip > /dev/null; then
+    contenders+=(rg_c rg_s)
+else
+    note "rapidgzip not found (python3 -m pip install rapidgzip): its rows are left out"
+fi
 note "$runs rounds of ${contenders[*]} (load $(load))"
 for r in $(seq "$runs"); do
     n="${#contenders[@]}"
@@ -169,6 +186,8 @@ for r in $(seq "$runs"); do
             one_s2) run one_seekable2 one seekable 2 ;;
             one_s1) run one_seekable1 one seekable 1 ;;
             floor_one) stages floor_one one seekable 2 ;;
+            rg_c) rapid rapid_classic classic ;;
+            rg_s) rapid rapid_seekable seekable ;;
         esac
     done
     note "round $r of $runs done (load $(load))"
@@ -208,6 +227,11 @@ row "single-stream, 2 cores" "$(fmt "$c2") ($(mibs "$c2"))" "bound $(fmt "$bc2")
 row "single-stream, 1 core" "$(fmt "$c1")" "2 cores: $(fmt "$c1 / $c2")x"
 row "\`tar xzf\` of the seekable file" "$(fmt "$ts")" "no hash; seekable install is $(fmt "$ts / $s2")x its speed"
 row "\`tar xzf\` of the single-stream file" "$(fmt "$tc")" ""
+if command -v rapidgzip > /dev/null; then
+    rc="$(med rapid_classic)"
+    row "\`rapidgzip -P 2 \\| tar x\` of the single-stream file" "$(fmt "$rc")" "no hash; the peer for parallel gzip; seekable install is $(fmt "$rc / $s2")x its speed, single-stream install $(fmt "$rc / $c2")x"
+    row "\`rapidgzip -P 2 \\| tar x\` of the seekable file" "$(fmt "$(med rapid_seekable)")" ""
+fi
 row "stages alone, seekable file" "$(stage_list floor_seekable)" "sum $(fmt "$bs1") s"
 row "stages alone, single-stream file" "$(stage_list floor_classic)" ""
 row "one file of the same bytes, seekable, 2 cores" "$(fmt "$o2")" "bound $(fmt "$bo2") s; the blob SHA-1 is serial ($(fmt "$(med floor_one_sha1)") s alone)"
@@ -227,5 +251,8 @@ row "seekable, 1 core" "$(fmt "$s1")" "2 cores: **$(fmt "$s1 / $s2")x**; 1-core 
 row "single-stream, 2 cores" "$(fmt "$c2")" "bound $(fmt "$bc2") s: $(fmt "$c2 / $bc2")x"
 row "single-stream, 1 core" "$(fmt "$c1")" "2 cores: $(fmt "$c1 / $c2")x"
 row "\`tar xzf\`, seekable / single-stream" "$(fmt "$(med tar_seekable)") / $(fmt "$(med tar_classic)")" ""
+if command -v rapidgzip > /dev/null; then
+    row "\`rapidgzip -P 2 \\| tar x\`, single-stream / seekable" "$(fmt "$(med rapid_classic)") / $(fmt "$(med rapid_seekable)")" ""
+fi
 row "stages alone, seekable file" "$(stage_list floor_seekable)" ""
 row "one file, seekable, 2 / 1 cores" "$(fmt "$o2") / $(fmt "$o1")" "bound $(fmt "$bo2") s; SHA-1 alone $(fmt "$(med floor_one_sha1)") s"
