@@ -102,7 +102,7 @@ pub struct Large<'a> {
     /// Whether resumes are told as info notices.
     pub tell: bool,
     /// The most bytes the connections may fetch past what the reader has read (`None`: no
-    /// bound). A download whose reader is paced by others (one sent over MPI, which stops
+    /// bound), but never less than a chunk per connection. A download whose reader is paced by others (one sent over MPI, which stops
     /// at the receivers' next checkpoint when one of them fails) stops with its reader,
     /// instead of going on to the end; what it received stays in the partial file.
     pub lead: Option<u64>,
@@ -687,6 +687,10 @@ fn start(
         workers,
     };
     advance(&record, &mut state);
+    // Never less than a chunk per connection, so that each has one to fetch.
+    let lead = large
+        .lead
+        .map(|lead| lead.max(workers as u64 * record.chunk));
     let shared = Arc::new(Shared {
         file,
         dir,
@@ -703,7 +707,7 @@ fn start(
         cancel: AtomicBool::new(false),
         resumed_at: kept,
         read: AtomicU64::new(0),
-        lead: large.lead,
+        lead,
     });
     if kept > 0 && large.tell {
         config.reporting.emit(NetEvent::Resuming {

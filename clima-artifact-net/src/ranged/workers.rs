@@ -149,6 +149,9 @@ impl Shared {
 
     /// Waits while `pos` is at or past the horizon (the reader is behind by the lead).
     fn wait_behind_horizon(&self, pos: u64) {
+        if self.lead.is_none() {
+            return;
+        }
         let mut st = self.state();
         while self.horizon().is_some_and(|h| pos >= h)
             && st.fatal.is_none()

@@ -7,8 +7,9 @@ use super::*;
 use clima_artifact_net::notice::NetEvent;
 
 /// How far the connections of a download sent over MPI may fetch past what was sent (see
-/// `ranged::Large::lead`): a few chunks for the connections to share, and a receiver's failure
-/// (at a checkpoint of the stream) stops the download well before the end of a large one.
+/// `ranged::Large::lead`, which is never less than a chunk per connection): a receiver's
+/// failure (at a checkpoint of the stream) stops the download well before the end of a large
+/// one.
 const TAPPED_LEAD: u64 = 64 << 20;
 
 /// Most bytes read after the end of the archive (or after it failed to unpack) when the
