@@ -101,6 +101,11 @@ pub struct Large<'a> {
     pub room: &'a dyn Fn(u64, u64) -> Result<(), String>,
     /// Whether resumes are told as info notices.
     pub tell: bool,
+    /// The most bytes the connections may fetch past what the reader has read (`None`: no
+    /// bound), but never less than a chunk per connection. A download whose reader is paced by others (one sent over MPI, which stops
+    /// at the receivers' next checkpoint when one of them fails) stops with its reader,
+    /// instead of going on to the end; what it received stays in the partial file.
+    pub lead: Option<u64>,
 }
 
 /// What a partial file's header says.
@@ -241,6 +246,10 @@ struct Shared {
     open: AtomicUsize,
     cancel: AtomicBool,
     resumed_at: u64,
+    /// Bytes the reader has read ([`PartialReader`]'s position).
+    read: AtomicU64,
+    /// [`Large::lead`].
+    lead: Option<u64>,
 }
 
 impl Partial for Shared {
@@ -678,6 +687,10 @@ fn start(
         workers,
     };
     advance(&record, &mut state);
+    // Never less than a chunk per connection, so that each has one to fetch.
+    let lead = large
+        .lead
+        .map(|lead| lead.max(workers as u64 * record.chunk));
     let shared = Arc::new(Shared {
         file,
         dir,
@@ -693,6 +706,8 @@ fn start(
         open: AtomicUsize::new(0),
         cancel: AtomicBool::new(false),
         resumed_at: kept,
+        read: AtomicU64::new(0),
+        lead,
     });
     if kept > 0 && large.tell {
         config.reporting.emit(NetEvent::Resuming {
@@ -772,6 +787,11 @@ impl Read for PartialReader {
             ));
         }
         self.pos += got as u64;
+        if s.lead.is_some() {
+            // Connections waiting for the reader to come closer may go on.
+            s.read.store(self.pos, Ordering::Relaxed);
+            s.cond.notify_all();
+        }
         Ok(got)
     }
 }

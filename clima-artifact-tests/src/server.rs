@@ -449,9 +449,13 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         // whole response (and its process, which may exit at once) always finds every byte of
         // it counted; counting after the write raced with that client under load.
         if rate == 0 {
+            // Counted piece by piece as each leaves: a client that closes mid-body (a ranged
+            // worker done with its part) finds what it was sent counted, not nothing.
             let split = bytes.len().saturating_sub(PIECE);
-            out.write_all(&bytes[..split])?;
-            count(split);
+            for piece in bytes[..split].chunks(256 * 1024) {
+                out.write_all(piece)?;
+                count(piece.len());
+            }
             if last {
                 done();
                 count(bytes.len() - split);

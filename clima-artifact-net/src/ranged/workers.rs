@@ -93,30 +93,71 @@ impl Shared {
         self.cond.notify_all();
     }
 
+    /// The first byte the connections may not fetch yet (`Large::lead` past the reader),
+    /// if any.
+    fn horizon(&self) -> Option<u64> {
+        self.lead.map(|lead| {
+            self.read
+                .load(Ordering::Relaxed)
+                .saturating_add(lead.max(1))
+        })
+    }
+
+    /// Waits (a second at most) for the reader to move on, or the download to stop.
+    fn wait_for_reader<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.cond
+            .wait_timeout(st, Duration::from_secs(1))
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+    }
+
     /// What worker `id` without a stream does next.
     pub(super) fn next_for(&self, id: usize) -> Next {
         let mut st = self.state();
-        if st.fatal.is_some() || self.cancel.load(Ordering::Relaxed) {
-            return Next::Stop;
-        }
-        if st.single {
-            return match st.filler == Some(id) && st.first < st.done.len() {
-                true => Next::Whole,
-                false => Next::Stop,
-            };
-        }
-        let open = |k: &usize| !st.taken[*k] && st.done[*k] < self.record.len(*k);
-        let mut todo = st.first..st.done.len();
-        let found = match st.leading {
-            true => todo.rfind(open),
-            false => todo.find(open),
-        };
-        match found {
-            Some(k) => {
-                st.taken[k] = true;
-                Next::Chunk(k)
+        loop {
+            if st.fatal.is_some() || self.cancel.load(Ordering::Relaxed) {
+                return Next::Stop;
             }
-            None => Next::Stop,
+            if st.single {
+                return match st.filler == Some(id) && st.first < st.done.len() {
+                    true => Next::Whole,
+                    false => Next::Stop,
+                };
+            }
+            let open = |k: &usize| !st.taken[*k] && st.done[*k] < self.record.len(*k);
+            // Only chunks that start before the horizon, when the reader bounds the lead.
+            let within = self.horizon().map_or(st.done.len(), |h| {
+                (h.div_ceil(self.record.chunk) as usize)
+                    .max(st.first + 1)
+                    .min(st.done.len())
+            });
+            let mut todo = st.first..within;
+            let found = match st.leading {
+                true => todo.rfind(open),
+                false => todo.find(open),
+            };
+            if let Some(k) = found {
+                st.taken[k] = true;
+                return Next::Chunk(k);
+            }
+            if !(within..st.done.len()).any(|k| open(&k)) {
+                return Next::Stop;
+            }
+            st = self.wait_for_reader(st);
+        }
+    }
+
+    /// Waits while `pos` is at or past the horizon (the reader is behind by the lead).
+    fn wait_behind_horizon(&self, pos: u64) {
+        if self.lead.is_none() {
+            return;
+        }
+        let mut st = self.state();
+        while self.horizon().is_some_and(|h| pos >= h)
+            && st.fatal.is_none()
+            && !self.cancel.load(Ordering::Relaxed)
+        {
+            st = self.wait_for_reader(st);
         }
     }
 
@@ -399,6 +440,7 @@ impl Shared {
     pub(super) fn pump(&self, mut stream: Stream, mut held: Option<usize>, buf: &mut [u8]) {
         let mut progressed = false;
         loop {
+            self.wait_behind_horizon(stream.pos);
             if self.stopping() || stream.pos >= self.record.length {
                 break;
             }

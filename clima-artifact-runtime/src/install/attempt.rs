@@ -6,6 +6,12 @@ use super::transfer::{EndLine, HeldEnd, NotingTransfer};
 use super::*;
 use clima_artifact_net::notice::NetEvent;
 
+/// How far the connections of a download sent over MPI may fetch past what was sent (see
+/// `ranged::Large::lead`, which is never less than a chunk per connection): a receiver's
+/// failure (at a checkpoint of the stream) stops the download well before the end of a large
+/// one.
+const TAPPED_LEAD: u64 = 64 << 20;
+
 /// Most bytes read after the end of the archive (or after it failed to unpack) when the
 /// manifest gives no `size`: tar's end padding and a compressor's trailer are far smaller, so
 /// more means the server is sending something else (or endlessly).
@@ -393,6 +399,9 @@ impl InstallRequest<'_> {
             max_bytes: dl.size.or(config.max_download_size),
             room: &room,
             tell: config.progress,
+            // Sent over MPI: the connections stay close to what was sent, so that a
+            // receiver's failure stops the download at the stream's next checkpoint.
+            lead: self.taps.map(|_| TAPPED_LEAD),
         };
         match ranged::open_large(agent, url, &self.manifest.folder, &self.net, &large) {
             Ok(source) => Ok(source),

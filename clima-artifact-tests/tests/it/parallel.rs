@@ -446,6 +446,46 @@ fn a_server_that_notices_closes_late_never_counts_more_requests_than_allowed() {
     assert_clean(&c.depot);
 }
 
+/// A client that closes the connection mid-body (a ranged connection done with its part)
+/// finds the bytes it was sent counted by the test server, not none of them: the counts that
+/// other tests bound (bytes sent for a download that stopped early) hold what really left.
+#[test]
+fn the_test_server_counts_the_bytes_of_a_response_cut_short() {
+    use std::io::{Read, Write};
+    let server = clima_artifact_tests::TestServer::start();
+    let body = vec![7u8; 16 << 20];
+    server.serve("cut.bin", body);
+    let addr = server.base().trim_start_matches("http://").to_owned();
+    let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
+    write!(
+        conn,
+        "GET /cut.bin HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    // The head, then 4 MiB of the body.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        conn.read_exact(&mut byte).expect("head");
+        head.push(byte[0]);
+    }
+    let mut got = vec![0u8; 4 << 20];
+    conn.read_exact(&mut got).expect("4 MiB of the body");
+    drop(conn);
+    // The server learns of the close when a write fails; its count is final once the request
+    // is no longer in flight, which a fresh request after it cannot tell: wait for the count.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.bytes_sent_for("cut.bin") < 4 << 20 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = server.bytes_sent_for("cut.bin");
+    assert!(
+        sent >= 4 << 20,
+        "{sent} bytes counted, 4 MiB read by the client"
+    );
+    assert!(sent < 16 << 20, "{sent} bytes counted of a body cut short");
+}
+
 /// `1.9 MiB` (as the log prints sizes) in bytes.
 fn parse_size(text: &str) -> f64 {
     let (n, unit) = text.split_once(' ').unwrap_or((text, "B"));
