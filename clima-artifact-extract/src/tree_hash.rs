@@ -94,6 +94,18 @@ pub enum EntryMode {
 }
 
 impl EntryMode {
+    /// The permission bits of an installed file of this mode: read-only, as Pkg leaves
+    /// installed artifacts (`set_readonly`): `0o555` for an executable, `0o444` otherwise.
+    /// Only the file's own write bit goes; folders keep `0o755`, so any gc (ours or Julia's)
+    /// can remove the artifact.
+    pub fn installed_permissions(self) -> u32 {
+        if self == EntryMode::Executable {
+            0o555
+        } else {
+            0o444
+        }
+    }
+
     /// The mode as git writes it in a tree object (`100644`, `100755`, `120000`, `40000`).
     pub fn as_git_str(self) -> &'static str {
         match self {

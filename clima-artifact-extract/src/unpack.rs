@@ -1211,7 +1211,7 @@ impl<'a> Extraction<'a> {
             .mode()
             .map_err(|e| ExtractError::Corrupt(format!("entry `{}`: {e}", path.display)))?;
         let mode = EntryMode::for_file_mode(header_mode);
-        let permissions = file_permissions(mode);
+        let permissions = mode.installed_permissions();
 
         self.charge(file_cost(size))?;
         let parent = self.parents(path)?;
@@ -1352,7 +1352,9 @@ impl<'a> Extraction<'a> {
             let (parent_fd, name) = self.parent_of(path, path.components.len())?;
             let chmod = || -> io::Result<()> {
                 let file = open_file(&parent_fd, &name)?;
-                file.set_permissions(fs::Permissions::from_mode(file_permissions(link_mode)))
+                file.set_permissions(fs::Permissions::from_mode(
+                    link_mode.installed_permissions(),
+                ))
             };
             chmod().map_err(|e| self.io_error(&key, e))?;
             let written = Written::File {
@@ -1389,7 +1391,7 @@ impl<'a> Extraction<'a> {
                 });
             }
             self.charge(file_cost(size))?;
-            let permissions = file_permissions(mode);
+            let permissions = mode.installed_permissions();
             let masked = self.masked(permissions);
             let mut copy = || -> io::Result<()> {
                 let mut to = create_file_at(&to_dir, &to_name, permissions, masked)?;
@@ -1403,18 +1405,6 @@ impl<'a> Extraction<'a> {
         let blob = Blob::Known(blob);
         self.record(path, parent, Written::File { mode, blob }, mode);
         Ok(())
-    }
-}
-
-/// The permission bits of an extracted file: read-only, as Pkg leaves installed artifacts
-/// (`set_readonly`): `0o555` for executables, `0o444` otherwise. Only the file's own write bit
-/// goes; the extraction still writes through the descriptor it opened, and directories keep
-/// `0o755`, so any gc (ours or Julia's) can remove the artifact.
-fn file_permissions(mode: EntryMode) -> u32 {
-    if mode == EntryMode::Executable {
-        0o555
-    } else {
-        0o444
     }
 }
 

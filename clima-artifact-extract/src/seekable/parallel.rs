@@ -551,11 +551,7 @@ impl Job<'_> {
 
     /// Creates entry `e`'s file, new, in its folder, with its read-only mode.
     fn create_file(&self, e: &IndexEntry) -> Result<File, ExtractError> {
-        let mode = if e.mode == EntryMode::Executable {
-            0o555
-        } else {
-            0o444
-        };
+        let mode = e.mode.installed_permissions();
         let file = self
             .folder(&e.path)?
             .create_new(name_of(&e.path), mode)

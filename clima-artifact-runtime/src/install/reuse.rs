@@ -348,12 +348,9 @@ impl<'a> Tree<'a> {
     }
 }
 
-/// `0o555` for an executable, else `0o444`, as the extraction leaves installed files.
+/// The read-only mode the extraction leaves installed files with.
 fn set_read_only(file: &std::fs::File, mode: EntryMode) -> std::io::Result<()> {
-    let bits = if mode == EntryMode::Executable {
-        0o555
-    } else {
-        0o444
-    };
-    file.set_permissions(std::fs::Permissions::from_mode(bits))
+    file.set_permissions(std::fs::Permissions::from_mode(
+        mode.installed_permissions(),
+    ))
 }
