@@ -424,7 +424,7 @@ fn resolve(
         Arc::clone(&k.confirmed)
     });
 
-    let event = crate::install::access_event(
+    let event = crate::access::access_event(
         &installed,
         artifact.name,
         &variant,
@@ -496,7 +496,7 @@ fn partial_call(
         path: full_path.clone(),
         origin: files.origin(),
     };
-    let event = crate::install::access_event(
+    let event = crate::access::access_event(
         &installed,
         artifact.name,
         variant,
