@@ -68,7 +68,8 @@ pub fn ensure_collective(
 ) -> Result<Installed, Error> {
     // The manifest file is found on the installing ranks and sent with the answer, so the
     // other ranks make no file operation at all.
-    let (installed, manifest) = ensure_collective_placed(ctx, name, variant, manifest_dir, config)?;
+    let (installed, manifest) =
+        ensure_collective_unrecorded(ctx, name, variant, manifest_dir, config)?;
     access_log::record(crate::access::access_event(
         &installed,
         name,
@@ -80,25 +81,15 @@ pub fn ensure_collective(
     Ok(installed)
 }
 
-/// [`ensure_collective`] without the provenance record, for callers that record the access
-/// themselves (the `clima_artifact!` resolver). Same collective semantics.
-pub(crate) fn ensure_collective_unrecorded(
-    ctx: &dyn Context,
-    name: &str,
-    variant: &ArtifactVariant,
-    manifest_dir: &Path,
-    config: &Config,
-) -> Result<Installed, Error> {
-    ensure_collective_placed(ctx, name, variant, manifest_dir, config).map(|(i, _)| i)
-}
-
 /// The manifest file that `manifest_dir` names (see `ManifestPlace`).
 fn manifest_file(manifest_dir: &Path) -> PathBuf {
     crate::install::ManifestPlace::of(manifest_dir).file
 }
 
-/// The collective install, with the manifest file the installing rank found.
-fn ensure_collective_placed(
+/// [`ensure_collective`] without the provenance record, for callers that record the access
+/// themselves (the `clima_artifact!` resolver), with the manifest file the installing rank
+/// found. Same collective semantics.
+pub(crate) fn ensure_collective_unrecorded(
     ctx: &dyn Context,
     name: &str,
     variant: &ArtifactVariant,

@@ -381,7 +381,7 @@ fn resolve(
             }
             let installed = match ctx {
                 Some(ctx) => {
-                    let installed = crate::collective_install::ensure_collective_unrecorded(
+                    let (installed, _) = crate::collective_install::ensure_collective_unrecorded(
                         ctx,
                         artifact.name,
                         &variant,

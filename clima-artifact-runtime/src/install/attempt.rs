@@ -14,6 +14,7 @@ use clima_artifact_net::source::ResumeRefused;
 use clima_artifact_net::trust::redact_url;
 use clima_artifact_net::{BodyRules, NetConfig, NetError, RuleBroken};
 
+use crate::config::suggested_overrides_file;
 use crate::extract::ExtractLimits;
 use crate::notice::{InstallEvent, InstalledFrom, MpiEvent};
 use crate::progress::{DownloadStart, Transfer};

@@ -65,6 +65,7 @@ use crate::{Config, Error, Sha256, SourceFailure};
 use clima_artifact_depot::notice::DepotEvent;
 use clima_artifact_depot::{Depot, Stage, Staged, Staging, TempDir, Wait, first_writable, lookup};
 
+pub(crate) use crate::config::suggested_overrides_file;
 pub(crate) use attempt::check_room;
 use attempt::{Attempt, InstallRequest};
 
@@ -329,16 +330,6 @@ pub(crate) fn is_network(url: &str, manifest_dir: &Path) -> bool {
         download::locate(url, manifest_dir),
         download::Location::Http(_)
     )
-}
-
-/// The `Overrides.toml` that error messages suggest adding a line to: the first depot's, whose
-/// entries win over all others.
-pub(crate) fn suggested_overrides_file(config: &Config) -> PathBuf {
-    match config.depots.first() {
-        Some(first) => first.overrides_path(),
-        None => Depot::new(crate::config::default_depot().unwrap_or_else(|| "<depot>".into()))
-            .overrides_path(),
-    }
 }
 
 /// Where the manifest of a variant is, decided once: the file that messages name, and the
