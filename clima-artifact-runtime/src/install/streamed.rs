@@ -26,8 +26,9 @@
 //! Anything that keeps the index from being read first gives the install of `seekable.rs`
 //! (the whole file first, then its index): a server without byte ranges, a range that fails,
 //! a file without an index, an index that fails its checks (which that install then reports,
-//! after the file's SHA-256, exactly as before), bytes received over MPI, and a large
-//! download that continues a partial file an earlier attempt kept (its kept bytes are read
+//! after the file's SHA-256, exactly as before), bytes received over MPI and a download sent
+//! over MPI to the node leaders (node-local mode), and a large download that continues a
+//! partial file an earlier attempt kept (its kept bytes are read
 //! from disk, and the tail is not asked for once more).
 
 use clima_artifact_extract::seekable::remote::remote_index;
@@ -53,8 +54,13 @@ impl InstallRequest<'_> {
     pub(super) fn index_first(&self, attempt: &Attempt) -> Option<Authenticated> {
         let dl = &attempt.download;
         let (index_sha256, sha256) = (dl.index_sha256?, dl.sha256?);
-        // Bytes received over MPI open no URL.
-        self.agent.as_ref()?;
+        // Bytes received over MPI open no URL. A download sent over MPI to the node leaders
+        // (node-local mode) is not worth a request more: the job waits for the leaders, which
+        // receive bytes without a URL to ask the last bytes of, and so unpack after the last
+        // byte; the sender does the same and the server is asked once.
+        if self.agent.is_none() || self.taps.is_some() {
+            return None;
+        }
         if self.continues_partial(&dl.url) {
             return None;
         }
