@@ -38,6 +38,8 @@ use clima_artifact_extract::seekable::{
 
 use super::attempt::check_sha256;
 use super::*;
+use clima_artifact_fs::human_bytes;
+use clima_artifact_net::RuleBroken;
 
 /// Most bytes read on after the unpacking of a stream failed, to tell a wrong download (its
 /// SHA-256 named) from a file that is what the manifest says but lies inside.
