@@ -68,7 +68,7 @@ pub use error::{Error, render_paths};
 pub use installed::{Installed, Origin};
 pub use locked_file::{HolderNote, LockedFile, hostname};
 pub use overrides::{Overrides, ResolvedOverride, lookup};
-pub use partial_files::PartialFiles;
+pub use partial_files::{PartialFiles, Pending};
 pub use staging::{PartialFile, Stage, Staged, Staging, TempDir, Wait, partial_name};
 pub use tree_sha256::MAX_RECORD_BYTES;
 pub use usage::{

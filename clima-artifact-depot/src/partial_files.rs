@@ -9,7 +9,8 @@
 //!
 //! Each file is written under a temp name in its folder (`.<name>.clima-partial-<owner>`,
 //! created exclusively, never through a symlink), checked by the caller while it is written,
-//! made read-only (0444, 0555 when executable) and only then renamed to its name. Writers
+//! made read-only (the permissions the extraction gives installed files, which the caller
+//! passes: 0444, 0555 when executable) and only then renamed to its name. Writers
 //! hold the artifact's install lock ([`Staging`]), so two processes do not fetch the same
 //! files at once; a reader only ever finds a verified file at a name.
 
@@ -131,7 +132,7 @@ pub struct PartialFiles<'a> {
     _staging: &'a Staging,
     /// The folders whose dead writers' temp files were removed already (once per folder: a
     /// folder of many files is listed once, not once per file).
-    reclaimed: std::cell::RefCell<std::collections::HashSet<PathBuf>>,
+    reclaimed: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 impl Staging {
@@ -161,19 +162,60 @@ impl PartialFiles<'_> {
 
     /// Writes the file `rel` (a clean relative path, as an authenticated index gives it):
     /// `write` fills a new temp file beside it and checks what it wrote; only when it returns
-    /// `Ok` is the file made read-only (`executable`: 0555, else 0444) and renamed to `rel`
+    /// `Ok` is the file given the read-only permission bits `mode` (those the extraction gives
+    /// an installed file of its kind: `EntryMode::installed_permissions` of the extraction
+    /// crate; write bits are never set) and renamed to `rel`
     /// (replacing what is there: another process's copy of the same verified content). On
     /// any error the temp file is removed. The outer error is the depot's, the inner one
     /// `write`'s.
     pub fn put<T, E>(
         &self,
         rel: &str,
-        executable: bool,
+        mode: u32,
         write: impl FnOnce(&mut File) -> Result<T, E>,
     ) -> Result<Result<T, E>, Error> {
+        match self.stage(rel, mode, write)? {
+            Ok((v, pending)) => pending.publish().map(|()| Ok(v)),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// [`PartialFiles::put`] up to its rename: the file written, checked and read-only under
+    /// its temp name, made visible by [`Pending::publish`] (or removed when the [`Pending`] is
+    /// dropped). Several files written this way become visible together or not at all,
+    /// whatever the order they were written in.
+    pub fn stage<T, E>(
+        &self,
+        rel: &str,
+        mode: u32,
+        write: impl FnOnce(&mut File) -> Result<T, E>,
+    ) -> Result<Result<(T, Pending), E>, Error> {
+        let (dir, temp, name) = self.temp_beside(rel, "write a file of")?;
+        let mut file = dir
+            .create_new(&temp, 0o600)
+            .map_err(|e| io_error("create", dir.path().join(&temp), e))?;
+        let pending = Pending {
+            dir,
+            temp,
+            name: name.to_owned(),
+            published: false,
+        };
+        let v = match write(&mut file) {
+            Ok(v) => v,
+            Err(e) => return Ok(Err(e)),
+        };
+        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o555))
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io_error("finish", pending.dir.path().join(&pending.temp), e))?;
+        Ok(Ok((v, pending)))
+    }
+
+    /// The folder of `rel` (created), a fresh temp name there and the name of `rel`; stale
+    /// temp files of dead writers in that folder are removed first (once per folder).
+    fn temp_beside<'r>(&self, rel: &'r str, what: &str) -> Result<(Dir, String, &'r str), Error> {
         let (parent, name) = split(rel).ok_or_else(|| {
             io_error(
-                "write a file of",
+                what,
                 self.path().to_path_buf(),
                 std::io::Error::other(format!("`{rel}` is not a file path")),
             )
@@ -182,57 +224,69 @@ impl PartialFiles<'_> {
             .dir
             .create_dirs(parent, 0o755)
             .map_err(|e| io_error("create", self.path().join(parent), e))?;
-        if self.reclaimed.borrow_mut().insert(parent.to_path_buf()) {
+        let first = self
+            .reclaimed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(parent.to_path_buf());
+        if first {
             dir.reclaim_stale_temps(PARTIAL_FILE_MARK);
         }
-        let temp = clima_artifact_fs::temp_name(name, PARTIAL_FILE_MARK);
-        let mut file = dir
-            .create_new(&temp, 0o600)
-            .map_err(|e| io_error("create", dir.path().join(&temp), e))?;
-        let written = write(&mut file);
-        let done = match written {
-            Err(e) => Ok(Err(e)),
-            Ok(v) => {
-                let mode = if executable { 0o555 } else { 0o444 };
-                file.set_permissions(std::fs::Permissions::from_mode(mode))
-                    .and_then(|()| file.sync_all())
-                    .map_err(|e| io_error("finish", dir.path().join(&temp), e))
-                    .and_then(|()| {
-                        drop(file);
-                        dir.rename(&temp, name)
-                            .map_err(|e| io_error("move into place", dir.path().join(name), e))
-                    })
-                    .map(|()| Ok(v))
-            }
-        };
-        if !matches!(done, Ok(Ok(_))) {
-            let _ = dir.remove_file(&temp);
-        }
-        done
+        Ok((
+            dir,
+            clima_artifact_fs::temp_name(name, PARTIAL_FILE_MARK),
+            name,
+        ))
     }
 
     /// Makes the symlink `rel` pointing at `target` (verified by the caller), replacing what
     /// is there, through a temp name and a rename as for files.
     pub fn put_symlink(&self, rel: &str, target: &[u8]) -> Result<(), Error> {
+        self.stage_symlink(rel, target)?.publish()
+    }
+
+    /// [`PartialFiles::put_symlink`] up to its rename, as [`PartialFiles::stage`] is for files.
+    pub fn stage_symlink(&self, rel: &str, target: &[u8]) -> Result<Pending, Error> {
         use std::os::unix::ffi::OsStrExt;
-        let (parent, name) = split(rel).ok_or_else(|| {
-            io_error(
-                "write a symlink of",
-                self.path().to_path_buf(),
-                std::io::Error::other(format!("`{rel}` is not a path")),
-            )
-        })?;
-        let dir = self
-            .dir
-            .create_dirs(parent, 0o755)
-            .map_err(|e| io_error("create", self.path().join(parent), e))?;
-        let temp = clima_artifact_fs::temp_name(name, PARTIAL_FILE_MARK);
+        let (dir, temp, name) = self.temp_beside(rel, "write a symlink of")?;
         let target = std::ffi::OsStr::from_bytes(target);
         dir.symlink(target, &temp)
             .map_err(|e| io_error("create the symlink", dir.path().join(&temp), e))?;
-        dir.rename(&temp, name).map_err(|e| {
-            let _ = dir.remove_file(&temp);
-            io_error("move into place", dir.path().join(name), e)
+        Ok(Pending {
+            dir,
+            temp,
+            name: name.to_owned(),
+            published: false,
         })
+    }
+}
+
+/// A file (or symlink) of a partial folder written and checked under its temp name, not yet
+/// visible ([`PartialFiles::stage`]): [`Pending::publish`] renames it to its name; dropped
+/// unpublished, it is removed.
+pub struct Pending {
+    dir: Dir,
+    temp: String,
+    name: String,
+    published: bool,
+}
+
+impl Pending {
+    /// Renames the file to its name (replacing what is there: another process's copy of the
+    /// same verified content).
+    pub fn publish(mut self) -> Result<(), Error> {
+        self.dir
+            .rename(&self.temp, &self.name)
+            .map_err(|e| io_error("move into place", self.dir.path().join(&self.name), e))?;
+        self.published = true;
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = self.dir.remove_file(&self.temp);
+        }
     }
 }

@@ -250,6 +250,9 @@ struct Shared {
     read: AtomicU64,
     /// [`Large::lead`].
     lead: Option<u64>,
+    /// What the lead's unit tests observe and steer (the waits for the reader).
+    #[cfg(test)]
+    hooks: lead_tests::Hooks,
 }
 
 impl Partial for Shared {
@@ -708,6 +711,8 @@ fn start(
         resumed_at: kept,
         read: AtomicU64::new(0),
         lead,
+        #[cfg(test)]
+        hooks: Default::default(),
     });
     if kept > 0 && large.tell {
         config.reporting.emit(NetEvent::Resuming {
@@ -788,9 +793,7 @@ impl Read for PartialReader {
         }
         self.pos += got as u64;
         if s.lead.is_some() {
-            // Connections waiting for the reader to come closer may go on.
-            s.read.store(self.pos, Ordering::Relaxed);
-            s.cond.notify_all();
+            s.reader_at(self.pos);
         }
         Ok(got)
     }
@@ -803,6 +806,9 @@ impl Drop for PartialReader {
         self.shared.cond.notify_all();
     }
 }
+
+#[cfg(test)]
+mod lead_tests;
 
 #[cfg(test)]
 mod tests {

@@ -150,6 +150,29 @@ impl RemoteFile {
         self.requests
     }
 
+    /// Another reader of the same file, for a connection of its own: it asks the URL the first
+    /// answer ended at, under the same validator, and checks every answer against the same
+    /// total size; its counters start at zero (see [`RemoteFile::add_counts`]).
+    pub fn another(&self) -> RemoteFile {
+        RemoteFile {
+            agent: self.agent.clone(),
+            config: self.config.clone(),
+            url: self.url.clone(),
+            answered: self.answered.clone(),
+            validator: self.validator.clone(),
+            total: self.total,
+            received: 0,
+            requests: 0,
+        }
+    }
+
+    /// Adds the bytes received and requests answered of `other` (made by
+    /// [`RemoteFile::another`]) to this reader's counters.
+    pub fn add_counts(&mut self, other: &RemoteFile) {
+        self.received += other.received;
+        self.requests += other.requests;
+    }
+
     /// The `len` bytes of the file from byte `start` (`len` 0 asks nothing). A range past the
     /// end of the file is an error before any request.
     pub fn read(&mut self, start: u64, len: u64) -> Result<Vec<u8>, RangeError> {

@@ -129,7 +129,7 @@ pub(crate) fn copy_into_partial(
         let written = files
             .put(
                 rel,
-                e.mode == EntryMode::Executable,
+                e.mode.installed_permissions(),
                 |file| match copy_checked(&mut found.file, e, &mut BufWriter::new(file)) {
                     Ok(true) => Ok(()),
                     Ok(false) => Err(None),

@@ -9,9 +9,10 @@
 //! else, under the artifact's install lock in the first writable depot:
 //!   the last bytes (footer, usually the index) -> the index -> authenticate (index-sha256,
 //!   bounds, structure, git-tree-sha1 / git-tree-sha256) -> the members of the files asked
-//!   for that are not there yet (neighbours in one request) -> each decompressed, its header,
-//!   block digests and blob id checked while it is written to a temp file -> read-only ->
-//!   renamed to its path
+//!   for that are not there yet (neighbours in one request; up to `NetConfig::connections`
+//!   requests at once) -> each decompressed, its header, block digests and blob id checked
+//!   while it is written to a temp file -> read-only -> renamed to its path, all together
+//!   once every one was checked
 //! not seekable, or a server without ranges -> the whole artifact, installed as always
 //! ```
 //!
@@ -34,7 +35,7 @@ use clima_artifact_net::trust::redact_url;
 use crate::notice::InstallEvent;
 
 use crate::install::{ManifestPlace, check_room, suggested_overrides_file};
-use crate::ranged_source::{Ranges, Refusal, open, ordered, remote_refusal};
+use crate::ranged_source::{Ranges, Refusal, for_each_span, open, ordered, remote_refusal};
 use crate::{Config, Error, Installed, Origin, SourceFailure};
 
 /// What [`ensure_files`] made available.
@@ -305,7 +306,13 @@ fn fetch_from(
         bytes += todo.iter().map(|i| entries[*i].length).sum::<u64>();
         sizes += todo.iter().map(|i| entries[*i].size).sum::<u64>();
         within_limits(name, (bytes, sizes), &place.file, config, depot)?;
-        fetch_entries(&auth, &mut src, &files, url, &todo)?;
+        fetch_entries(
+            &auth,
+            &mut src,
+            &files,
+            (url, config.net.connections),
+            &todo,
+        )?;
         fetched += todo.len();
         links.append(&mut todo);
         let targets = link_targets(&auth, &links, files.path());
@@ -368,21 +375,39 @@ fn within_limits(
     check_room(name, (sizes, "the files asked for"), depot, config).map_err(Refusal::Fatal)
 }
 
-/// Fetches `todo` (entries of `auth`) from `src` into `files`, neighbours together.
+/// Fetches `todo` (entries of `auth`) from `src` into `files`, neighbours together, over up
+/// to `connections` connections at once. Each file is checked as it is written under its
+/// temp name; they become visible together once every one was, so a failure anywhere (a
+/// range that lies, on any connection) leaves none of them, whatever the order the
+/// connections ended in.
 fn fetch_entries(
     auth: &Authenticated,
     src: &mut Ranges,
     files: &clima_artifact_depot::PartialFiles<'_>,
-    url: &str,
+    (url, connections): (&str, usize),
     todo: &[usize],
 ) -> Result<(), Refusal> {
-    for span in auth.spans(todo) {
-        let mut reader = SpanReader::new(src, &span);
-        for i in &span.entries {
-            write_entry(auth, *i, &mut reader, files, url)?;
-        }
+    let pending = std::sync::Mutex::new(Vec::new());
+    for_each_span(src, auth, todo, connections, &|i, reader| {
+        let staged = stage_entry(auth, i, reader, files, url)?;
+        pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(staged);
+        Ok(())
+    })?;
+    for staged in pending.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        staged.publish().map_err(|e| depot_failure(url, e.into()))?;
     }
     Ok(())
+}
+
+/// A failure of the depot while files of `url` are written.
+fn depot_failure(url: &str, error: Error) -> Refusal {
+    Refusal::Failed(SourceFailure::Install {
+        url: url.to_owned(),
+        error: Box::new(error),
+    })
 }
 
 /// The entries that the symlinks among `links` (entries of `auth`, verified in `root`)
@@ -421,21 +446,16 @@ fn link_targets(auth: &Authenticated, links: &[usize], root: &Path) -> Vec<usize
     out
 }
 
-/// Entry `i` of `auth` read from `reader`, checked, and made visible in `files`.
-fn write_entry(
+/// Entry `i` of `auth` read from `reader`, checked, and written in `files` under a temp
+/// name, made visible by the [`Pending`](clima_artifact_depot::Pending) returned.
+fn stage_entry(
     auth: &Authenticated,
     i: usize,
     reader: &mut SpanReader<'_, Ranges>,
     files: &clima_artifact_depot::PartialFiles<'_>,
     url: &str,
-) -> Result<(), Refusal> {
+) -> Result<clima_artifact_depot::Pending, Refusal> {
     let e = &auth.index().entries[i];
-    let depot_failure = |error: Error| {
-        Refusal::Failed(SourceFailure::Install {
-            url: url.to_owned(),
-            error: Box::new(error),
-        })
-    };
     let Ok(rel) = std::str::from_utf8(&e.path) else {
         return Err(Refusal::Failed(SourceFailure::Archive {
             url: url.to_owned(),
@@ -452,23 +472,24 @@ fn write_entry(
             .copy_entry(auth, i, &mut target)
             .map_err(|e| remote_refusal(url, e))?;
         return files
-            .put_symlink(rel, &target)
-            .map_err(|e| depot_failure(e.into()));
+            .stage_symlink(rel, &target)
+            .map_err(|e| depot_failure(url, e.into()));
     }
-    let executable = e.mode == EntryMode::Executable;
     let written = files
-        .put(rel, executable, |file| {
+        .stage(rel, e.mode.installed_permissions(), |file| {
             let mut out = BufWriter::with_capacity(1 << 20, file);
-            let n = reader.copy_entry(auth, i, &mut out)?;
+            reader.copy_entry(auth, i, &mut out)?;
             out.flush().map_err(|err| {
                 RemoteError::Index(clima_artifact_extract::seekable::IndexError::Io(format!(
                     "cannot write `{rel}`: {err}"
                 )))
             })?;
-            Ok::<u64, RemoteError<RangeError>>(n)
+            Ok::<(), RemoteError<RangeError>>(())
         })
-        .map_err(|e| depot_failure(e.into()))?;
-    written.map(drop).map_err(|e| remote_refusal(url, e))
+        .map_err(|e| depot_failure(url, e.into()))?;
+    written
+        .map(|((), staged)| staged)
+        .map_err(|e| remote_refusal(url, e))
 }
 
 /// The error of a path that names nothing in the artifact.

@@ -7,7 +7,11 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use clima_artifact_extract::seekable::remote::{FIRST_TAIL, RangeSource, RemoteError};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use clima_artifact_extract::seekable::Authenticated;
+use clima_artifact_extract::seekable::remote::{FIRST_TAIL, RangeSource, RemoteError, SpanReader};
 use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::NetError;
 use clima_artifact_net::ranges::{RangeError, RemoteFile};
@@ -55,6 +59,105 @@ impl Ranges {
             Ranges::Http(r) => r.received(),
             Ranges::Local { .. } => 0,
         }
+    }
+
+    /// Another reader of the same tarball, for a connection of its own (the same URL after
+    /// redirects, validator and size, every answer checked the same way).
+    fn another(&self) -> std::io::Result<Ranges> {
+        Ok(match self {
+            Ranges::Http(r) => Ranges::Http(Box::new(r.another())),
+            Ranges::Local { file, len, url } => Ranges::Local {
+                file: file.try_clone()?,
+                len: *len,
+                url: url.clone(),
+            },
+        })
+    }
+
+    /// Counts what `other` (made by [`Ranges::another`]) received as this reader's.
+    fn add_counts(&mut self, other: &Ranges) {
+        if let (Ranges::Http(mine), Ranges::Http(theirs)) = (self, other) {
+            mine.add_counts(theirs);
+        }
+    }
+}
+
+/// What [`for_each_span`] does with each entry of a span: checks it while it writes it.
+pub(crate) type EachEntry<'a> =
+    dyn Fn(usize, &mut SpanReader<'_, Ranges>) -> Result<(), Refusal> + Sync + 'a;
+
+/// Reads the spans holding `todo` (entries of `auth`) over up to `connections` readers of
+/// `src` at once, each span by one reader from its start to its end, and hands each entry of
+/// a span to `each` with the span's reader (which checks the entry's members against the
+/// index before a byte of it is handed on). The first failure stops the others (no reader
+/// takes another span after it) and is the answer; what `each` wrote for other spans is the
+/// caller's to make visible or not, so the order in which spans end does not matter. The
+/// bytes the readers received are counted in `src`.
+pub(crate) fn for_each_span(
+    src: &mut Ranges,
+    auth: &Authenticated,
+    todo: &[usize],
+    connections: usize,
+    each: &EachEntry<'_>,
+) -> Result<(), Refusal> {
+    let spans = auth.spans(todo);
+    let workers = connections.clamp(1, spans.len().max(1));
+    if workers == 1 {
+        for span in &spans {
+            let mut reader = SpanReader::new(src, span);
+            for i in &span.entries {
+                each(*i, &mut reader)?;
+            }
+        }
+        return Ok(());
+    }
+    let mut readers = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        readers.push(src.another().map_err(|e| {
+            Refusal::Fatal(Error::Internal {
+                message: format!("cannot open the tarball again for another connection: {e}"),
+            })
+        })?);
+    }
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let first: Mutex<Option<Refusal>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for reader in &mut readers {
+            let (next, failed, first, spans) = (&next, &failed, &first, &spans);
+            scope.spawn(move || {
+                while !failed.load(Ordering::SeqCst) {
+                    let Some(span) = spans.get(next.fetch_add(1, Ordering::SeqCst)) else {
+                        return;
+                    };
+                    let mut span_reader = SpanReader::new(reader, span);
+                    let done = span.entries.iter().try_for_each(|i| {
+                        match failed.load(Ordering::SeqCst) {
+                            // Another span failed: the fetch is over, its answer that error.
+                            true => Err(None),
+                            false => each(*i, &mut span_reader).map_err(Some),
+                        }
+                    });
+                    if let Err(e) = done {
+                        failed.store(true, Ordering::SeqCst);
+                        if let Some(e) = e {
+                            first
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .get_or_insert(e);
+                        }
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    for reader in &readers {
+        src.add_counts(reader);
+    }
+    match first.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 

@@ -54,6 +54,9 @@ pub enum Fault {
     IgnoreRange,
     /// Answer a range request with a `Content-Range` one byte off the one asked for.
     WrongRange,
+    /// Answer this range request (`bytes=a-b`) with other bytes than the body's (each byte
+    /// inverted) under the `Content-Range` asked for: one lying answer among honest ones.
+    CorruptRange,
     /// From this request on, the path's body is these bytes (another ETag): a file replaced on
     /// the server during a download.
     Replace(Vec<u8>),
@@ -189,7 +192,8 @@ impl TestServer {
     }
 
     /// Delays the start of every response to a GET by `latency` (the round trips to a distant
-    /// server; the `/__count` and `/__sent` endpoints answer at once).
+    /// server, counted in flight: [`TestServer::most_connections`]; the `/__count` and
+    /// `/__sent` endpoints answer at once).
     pub fn set_latency(&self, latency: Duration) {
         self.state
             .latency_us
@@ -338,10 +342,6 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         return respond(&mut out, 200, format!("{sent} {most}").as_bytes());
     }
     *state.gets.lock().unwrap().entry(path.clone()).or_default() += 1;
-    let latency = state.latency_us.load(Ordering::Relaxed);
-    if latency > 0 {
-        std::thread::sleep(Duration::from_micros(latency));
-    }
     // `bytes=a-`, `bytes=a-b` (inclusive) or `bytes=-n` (the last n bytes).
     let range_spec = request_headers
         .get("range")
@@ -409,6 +409,11 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
         late: Duration::from_micros(state.late_us.load(Ordering::Relaxed)),
     }));
     let done = || open.borrow_mut().take().map(OpenGuard::ended);
+    // The latency is part of the request's time in flight, as a distant server's is.
+    let latency = state.latency_us.load(Ordering::Relaxed);
+    if latency > 0 {
+        std::thread::sleep(Duration::from_micros(latency));
+    }
     // A range is honoured when asked for, not ignored by this route or fault, and the
     // If-Range validator (if any) is this body's ETag; otherwise the whole body is sent (as
     // HTTP says).
@@ -434,6 +439,7 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
     let mut paced = 0u64;
     // A route that lies sends other bytes for a range (each byte inverted), under the right
     // `Content-Range`.
+    let corrupt_ranges = corrupt_ranges || matches!(fault, Some(Fault::CorruptRange));
     let body = if corrupt_ranges && honoured.is_some() && suffix.is_none() {
         let mut other = body.to_vec();
         other[start..end].iter_mut().for_each(|b| *b = !*b);
@@ -522,6 +528,7 @@ fn handle(stream: TcpStream, state: &State, stop: &AtomicBool) -> std::io::Resul
             Fault::Pass
             | Fault::IgnoreRange
             | Fault::WrongRange
+            | Fault::CorruptRange
             | Fault::Replace(_)
             | Fault::ReplaceIgnoringIfRange(_),
         ) => {

@@ -22,6 +22,9 @@ use super::{
     ranged_stream, whole_stream,
 };
 
+/// The longest wait of a connection for the reader (a notify normally ends it first).
+pub(super) const READER_WAIT: Duration = Duration::from_secs(1);
+
 /// Moves `state.first` past the complete chunks.
 pub(super) fn advance(record: &Record, state: &mut State) {
     while state.first < state.done.len() && state.done[state.first] == record.len(state.first) {
@@ -95,7 +98,7 @@ impl Shared {
 
     /// The first byte the connections may not fetch yet (`Large::lead` past the reader),
     /// if any.
-    fn horizon(&self) -> Option<u64> {
+    pub(super) fn horizon(&self) -> Option<u64> {
         self.lead.map(|lead| {
             self.read
                 .load(Ordering::Relaxed)
@@ -103,12 +106,33 @@ impl Shared {
         })
     }
 
-    /// Waits (a second at most) for the reader to move on, or the download to stop.
-    fn wait_for_reader<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.cond
-            .wait_timeout(st, Duration::from_secs(1))
-            .unwrap_or_else(|e| e.into_inner())
-            .0
+    /// The reader is at byte `pos`: connections waiting for it to come closer may go on.
+    /// The position is stored under the state's lock, because a connection reads it and
+    /// then waits under that lock ([`Shared::wait_for_reader`]): a notify sent between its
+    /// check and its wait would be lost, and it would stall until the wait's timeout.
+    pub(super) fn reader_at(&self, pos: u64) {
+        let st = self.state();
+        self.read.store(pos, Ordering::Relaxed);
+        drop(st);
+        self.cond.notify_all();
+    }
+
+    /// Waits for the reader to move on, or the download to stop ([`READER_WAIT`] at most:
+    /// a notify ends it first). `st` was taken before the reader's position was read.
+    pub(super) fn wait_for_reader<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        #[cfg(test)]
+        self.hooks.before_wait();
+        #[cfg(test)]
+        let wait = self.hooks.wait();
+        #[cfg(not(test))]
+        let wait = READER_WAIT;
+        let (st, _waited) = self
+            .cond
+            .wait_timeout(st, wait)
+            .unwrap_or_else(|e| e.into_inner());
+        #[cfg(test)]
+        self.hooks.waited(_waited.timed_out());
+        st
     }
 
     /// What worker `id` without a stream does next.

@@ -491,8 +491,14 @@ impl InstallRequest<'_> {
     ) -> Result<(PathBuf, u64), SourceFailure> {
         let tmp = self.new_temp_dir(&attempt.download.url)?;
         let end = EndLine::default();
+        // A seekable download's index first, when it can be had: its members are then
+        // unpacked while the rest arrives (streamed.rs).
+        let index = self.index_first(attempt);
         let body = self.open(attempt, kept, &end)?;
-        let installed = self.install_body(attempt, tmp, body, kept.as_ref());
+        let installed = match index {
+            Some(index) => self.install_streamed(attempt, tmp, body, &index),
+            None => self.install_body(attempt, tmp, body, kept.as_ref()),
+        };
         // "downloaded" is said of a download that proved to be the artifact; a wrong one is
         // told once, by its error.
         if installed.is_ok() {
@@ -833,7 +839,7 @@ impl InstallRequest<'_> {
     /// fetched only to be thrown away, and bytes received over MPI are not read on at all
     /// (their sender hashes them and reports a wrong download itself; reading on would keep
     /// it streaming to a node that has already failed).
-    fn depot_trouble(
+    pub(super) fn depot_trouble(
         &self,
         attempt: &Attempt,
         mut body: Body,

@@ -48,6 +48,7 @@ mod attempt;
 mod reuse;
 mod seekable;
 pub(crate) mod sha256_copy;
+mod streamed;
 mod transfer;
 
 use std::io::{self, Read};

@@ -11,8 +11,9 @@
 //!   bytes, partial files counted first, then files found held, largest first: else the
 //!   ordinary download, over several connections and unpacked on every core, is the faster way)
 //! -> each entry in file order: a partial file copied, else a file held copied (blob ids
-//!    checked), or, failing both, its members fetched with the rest -> every file read-only
-//!    in the temp dir -> commit
+//!    checked), or, failing both, its members fetched with the rest (up to
+//!    `NetConfig::connections` ranges at once) -> every file read-only in the temp dir ->
+//!    commit
 //! ```
 //!
 //! Every file of the tree is an entry of the authenticated index whose blob id was checked
@@ -43,7 +44,7 @@ use crate::notice::InstallEvent;
 
 use super::{ManifestPlace, check_room};
 use crate::held::{Held, copy_checked};
-use crate::ranged_source::{Ranges, Refusal, open, ordered, remote_refusal};
+use crate::ranged_source::{Ranges, Refusal, for_each_span, open, ordered, remote_refusal};
 use crate::{Config, Error, Installed, Origin};
 
 /// The share of the members' bytes that must be held already for the reuse to be worth it.
@@ -166,12 +167,16 @@ fn rebuild(
             _ => todo.push(i),
         }
     }
-    for span in auth.spans(&todo) {
-        let mut reader = SpanReader::new(&mut src, &span);
-        for i in &span.entries {
-            tree.fetch(&auth, *i, &mut reader, &dl.url)?;
-        }
-    }
+    // The rest over several connections at once: each file is checked as it is written, and
+    // the temp dir is committed only once every one was.
+    let tree = std::sync::Mutex::new(tree);
+    for_each_span(
+        &mut src,
+        &auth,
+        &todo,
+        config.net.connections,
+        &|i, reader| Tree::fetch(&tree, &auth, i, reader, &dl.url),
+    )?;
     drop(tree);
     let path = staging
         .commit(tmp, variant.git_tree_sha256.as_ref())
@@ -307,16 +312,24 @@ impl<'a> Tree<'a> {
         Ok(true)
     }
 
-    /// Fetches entry `i`'s members from `reader`, checked, into the tree.
+    /// Fetches entry `i`'s members from `reader`, checked, into the tree (shared by the
+    /// connections: held only to find or make the entry's folder).
     fn fetch(
-        &mut self,
+        tree: &std::sync::Mutex<Tree<'_>>,
         auth: &Authenticated,
         i: usize,
         reader: &mut SpanReader<'_, Ranges>,
         url: &str,
     ) -> Result<(), Refusal> {
         let e = &auth.index().entries[i];
-        let (dir, name) = self.parent_of(&e.path).map_err(Refusal::Fatal)?;
+        let (dir, name) = {
+            let mut tree = tree.lock().unwrap_or_else(|p| p.into_inner());
+            let (dir, name) = tree.parent_of(&e.path).map_err(Refusal::Fatal)?;
+            let dir = dir
+                .try_clone()
+                .map_err(|err| Refusal::Fatal(Error::io("open", dir.path().to_path_buf(), err)))?;
+            (dir, name)
+        };
         let name = OsStr::from_bytes(name);
         if e.mode == EntryMode::Symlink {
             let mut target = Vec::new();

@@ -1235,19 +1235,28 @@ fn mpi_node_local_a_node_without_room_stops_the_download_for_everyone() {
     );
 }
 
-/// Node 1's depot is a 40 MiB tmpfs with the default free-space reserve, and the tarball
-/// (24 MiB) fits, so nothing refuses up front; but it unpacks to 72 MiB (48 MiB of zeros
+/// Node 1's depot is a 100 MiB tmpfs with the default free-space reserve, and the tarball
+/// (64 MiB) fits, so nothing refuses up front; but it unpacks to 176 MiB (112 MiB of zeros
 /// first): the unpacking stops before node 1's disk fills up, and the error names the setting
 /// that put the depot there, CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT (not CLIMA_ARTIFACTS_DEPOT_PATH,
 /// which is not it).
+///
+/// The sizes make node 0 stop whatever the timing. Node 1 fails within the first 112 KiB of the
+/// stream (the zeros); until then it holds node 0 back by what waits for its unpacking (16
+/// frames of 1 MiB, the one being read, the body's 2 MiB). A checkpoint (every 16 MiB)
+/// after its failure stops node 0, whose install is then at most 16 pieces of 1 MiB ahead of
+/// the broadcast: about 52 MiB in all, less than the 64 MiB of the tarball, so node 0 never
+/// installs the artifact before it hears of node 1's failure. With a 24 MiB tarball it could
+/// (a node 1 slow to fail answered the first checkpoint, and the stream ended before the next),
+/// and its depot held the verified artifact the test finds nowhere.
 #[test]
 fn mpi_node_local_a_full_node_disk_names_the_node_local_setting() {
-    let zeros = (0..48).fold(TarballBuilder::new(), |b, i| {
-        b.file(&format!("zeros/{i:02}.bin"), vec![0u8; 1 << 20])
+    let zeros = (0..112).fold(TarballBuilder::new(), |b, i| {
+        b.file(&format!("zeros/{i:03}.bin"), vec![0u8; 1 << 20])
     });
     let tarball = zeros.file(
         "data/big.bin",
-        incompressible(24 << 20, 0x9e37_79b9_7f4a_7c15),
+        incompressible(64 << 20, 0x9e37_79b9_7f4a_7c15),
     );
     every_rank_fails_the_same(
         "mpi_node_local_a_full_node_disk_names_the_node_local_setting",
@@ -1255,7 +1264,7 @@ fn mpi_node_local_a_full_node_disk_names_the_node_local_setting() {
         None,
         true,
         &|_, _| vec![],
-        Some("40m"),
+        Some("100m"),
         &[
             "node `node-1`",
             "stopped unpacking",

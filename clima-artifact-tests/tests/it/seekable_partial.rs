@@ -688,3 +688,83 @@ fn a_lying_server_is_named_without_the_credentials_of_its_url() {
     assert!(err.contains("***@127.0.0.1"), "{err}");
     assert!(err.contains("d2/f2.txt"), "{err}");
 }
+
+/// One file of every other folder, and the large file: members far apart, each its own
+/// span (the folders between are more than `MAX_GAP` long).
+const SPREAD: [&str; 6] = [
+    "d0/f0.txt",
+    "d2/f2.txt",
+    "d4/f4.txt",
+    "d6/f6.txt",
+    "d8/f8.txt",
+    "large.bin",
+];
+
+/// The ranges of a fetch of files far apart go over several connections at once (as a whole
+/// download does, up to `NetConfig::connections`), and the server sends what one connection
+/// would: the members, the index and the tail.
+#[test]
+fn the_files_of_one_fetch_come_over_several_connections() {
+    let m = made(400);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    // Each answer takes a while to start, as from a distant server: the connections overlap.
+    server.set_latency(std::time::Duration::from_millis(100));
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    assert!(config.net.connections > 1);
+    let spread = &SPREAD[..5];
+    let files = fetch(&v, &config, dir.path(), spread).unwrap();
+    assert_eq!(files.fetched, spread.len());
+    let root = depot.join("clima_partial").join(m.tree.to_hex());
+    for p in spread {
+        assert_eq!(
+            std::fs::read(root.join(p)).unwrap(),
+            std::fs::read(m.content().join(p)).unwrap(),
+            "{p}"
+        );
+    }
+    let spans = server.ranges_of("data.tar.gz").len() - 2;
+    assert!(spans >= spread.len(), "{spans} span requests");
+    let most = server.most_connections("data.tar.gz");
+    assert!(
+        most > 1 && most <= config.net.connections,
+        "{most} requests in flight at once"
+    );
+    let auth = m.index();
+    let members: u64 = spread.iter().map(|p| m.member_bytes(p)).sum();
+    let bound = members + (auth.locator().index_length + 66).max(seekable::remote::FIRST_TAIL);
+    let sent = server.bytes_sent_for("data.tar.gz");
+    assert!(
+        sent <= bound,
+        "{sent} bytes sent; members, index and tail are {bound}"
+    );
+    assert_eq!(files.received, sent);
+}
+
+/// One range among several answered with other bytes, on one of the connections: the whole
+/// fetch fails naming the URL, and none of the files is visible, not even those whose ranges
+/// were honest and were checked before the lie was found (they become visible together).
+#[test]
+fn a_lying_range_on_one_connection_fails_the_whole_fetch_and_leaves_nothing() {
+    let m = made(400);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    server.set_latency(std::time::Duration::from_millis(20));
+    // The tail, the index's head, one span: honest; the next span's answer lies.
+    use clima_artifact_tests::Fault;
+    server.fail_next(
+        "data.tar.gz",
+        [Fault::Pass, Fault::Pass, Fault::Pass, Fault::CorruptRange],
+    );
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let err = fetch(&v, &config, dir.path(), &SPREAD)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&server.url("data.tar.gz")), "{err}");
+    assert!(SPREAD.iter().any(|p| err.contains(p)), "{err}");
+    let root = depot.join("clima_partial").join(m.tree.to_hex());
+    assert_eq!(files_under(&root), Vec::<String>::new(), "nothing visible");
+    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+}
