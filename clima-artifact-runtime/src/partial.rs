@@ -20,23 +20,23 @@
 //! `Content-Range`, the same total, a bounded body); what a server sends is trusted only
 //! through the authenticated index. A file is visible only once its blob id is the index's.
 
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clima_artifact_depot::{Depot, Stage, Staged, Wait, first_writable, lookup};
-use clima_artifact_extract::seekable::remote::{RemoteError, SpanReader, remote_index};
+use clima_artifact_extract::seekable::remote::remote_index;
 use clima_artifact_extract::seekable::{Authenticated, Expected, IndexLimits};
 use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
-use clima_artifact_net::ranges::RangeError;
 use clima_artifact_net::trust::redact_url;
 
 use crate::notice::InstallEvent;
 
 use crate::install::{ManifestPlace, check_room, suggested_overrides_file};
-use crate::ranged_source::{Ranges, Refusal, for_each_span, open, ordered, remote_refusal};
-use crate::{Config, Error, Installed, Origin, SourceFailure};
+use crate::ranged_source::{
+    Ranges, Refusal, fetch_entry, for_each_span, open, ordered, remote_refusal,
+};
+use crate::{Config, Error, Installed, Origin};
 
 /// What [`ensure_files`] made available.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -389,7 +389,7 @@ fn fetch_entries(
 ) -> Result<(), Refusal> {
     let pending = std::sync::Mutex::new(Vec::new());
     for_each_span(src, auth, todo, connections, &|i, reader| {
-        let staged = stage_entry(auth, i, reader, files, url)?;
+        let staged = fetch_entry(files, auth, i, reader, url)?;
         pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -397,17 +397,11 @@ fn fetch_entries(
         Ok(())
     })?;
     for staged in pending.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        staged.publish().map_err(|e| depot_failure(url, e.into()))?;
+        staged
+            .publish()
+            .map_err(|e| crate::ranged_source::Destination::failure(files, url, e.into()))?;
     }
     Ok(())
-}
-
-/// A failure of the depot while files of `url` are written.
-fn depot_failure(url: &str, error: Error) -> Refusal {
-    Refusal::Failed(SourceFailure::Install {
-        url: url.to_owned(),
-        error: Box::new(error),
-    })
 }
 
 /// The entries that the symlinks among `links` (entries of `auth`, verified in `root`)
@@ -444,52 +438,6 @@ fn link_targets(auth: &Authenticated, links: &[usize], root: &Path) -> Vec<usize
         }
     }
     out
-}
-
-/// Entry `i` of `auth` read from `reader`, checked, and written in `files` under a temp
-/// name, made visible by the [`Pending`](clima_artifact_depot::Pending) returned.
-fn stage_entry(
-    auth: &Authenticated,
-    i: usize,
-    reader: &mut SpanReader<'_, Ranges>,
-    files: &clima_artifact_depot::PartialFiles<'_>,
-    url: &str,
-) -> Result<clima_artifact_depot::Pending, Refusal> {
-    let e = &auth.index().entries[i];
-    let Ok(rel) = std::str::from_utf8(&e.path) else {
-        return Err(Refusal::Failed(SourceFailure::Archive {
-            url: url.to_owned(),
-            reason: format!(
-                "entry `{}`: a path that is not UTF-8 cannot be fetched alone; install the \
-                 whole artifact",
-                String::from_utf8_lossy(&e.path).escape_debug()
-            ),
-        }));
-    };
-    if e.mode == EntryMode::Symlink {
-        let mut target = Vec::new();
-        reader
-            .copy_entry(auth, i, &mut target)
-            .map_err(|e| remote_refusal(url, e))?;
-        return files
-            .stage_symlink(rel, &target)
-            .map_err(|e| depot_failure(url, e.into()));
-    }
-    let written = files
-        .stage(rel, e.mode.installed_permissions(), |file| {
-            let mut out = BufWriter::with_capacity(1 << 20, file);
-            reader.copy_entry(auth, i, &mut out)?;
-            out.flush().map_err(|err| {
-                RemoteError::Index(clima_artifact_extract::seekable::IndexError::Io(format!(
-                    "cannot write `{rel}`: {err}"
-                )))
-            })?;
-            Ok::<(), RemoteError<RangeError>>(())
-        })
-        .map_err(|e| depot_failure(url, e.into()))?;
-    written
-        .map(|((), staged)| staged)
-        .map_err(|e| remote_refusal(url, e))
 }
 
 /// The error of a path that names nothing in the artifact.
