@@ -134,7 +134,7 @@ impl Artifacts {
                 if let Some(first) = self.config.depots.first() {
                     first.record_usage(&self.manifest_path, self.config.reporting());
                 }
-                access_log::record(crate::install::access_event(
+                access_log::record(crate::access::access_event(
                     &installed,
                     name,
                     variant,
@@ -153,7 +153,7 @@ impl Artifacts {
             &self.manifest_path,
             self.config.reporting(),
         );
-        access_log::record(crate::install::access_event(
+        access_log::record(crate::access::access_event(
             &installed,
             name,
             variant,

@@ -47,6 +47,7 @@ use clima_comms::{Context, requests_agree, root_decides};
 use crate::Installed;
 use crate::access_log;
 use crate::depot::Depot;
+use crate::install::Install;
 use crate::{Config, Error};
 
 /// Collective install: rank 0 of `ctx` calls [`crate::ensure_variant`] and broadcasts the
@@ -67,8 +68,9 @@ pub fn ensure_collective(
 ) -> Result<Installed, Error> {
     // The manifest file is found on the installing ranks and sent with the answer, so the
     // other ranks make no file operation at all.
-    let (installed, manifest) = ensure_collective_placed(ctx, name, variant, manifest_dir, config)?;
-    access_log::record(crate::install::access_event(
+    let (installed, manifest) =
+        ensure_collective_unrecorded(ctx, name, variant, manifest_dir, config)?;
+    access_log::record(crate::access::access_event(
         &installed,
         name,
         variant,
@@ -79,25 +81,15 @@ pub fn ensure_collective(
     Ok(installed)
 }
 
-/// [`ensure_collective`] without the provenance record, for callers that record the access
-/// themselves (the `clima_artifact!` resolver). Same collective semantics.
-pub(crate) fn ensure_collective_unrecorded(
-    ctx: &dyn Context,
-    name: &str,
-    variant: &ArtifactVariant,
-    manifest_dir: &Path,
-    config: &Config,
-) -> Result<Installed, Error> {
-    ensure_collective_placed(ctx, name, variant, manifest_dir, config).map(|(i, _)| i)
-}
-
 /// The manifest file that `manifest_dir` names (see `ManifestPlace`).
 fn manifest_file(manifest_dir: &Path) -> PathBuf {
     crate::install::ManifestPlace::of(manifest_dir).file
 }
 
-/// The collective install, with the manifest file the installing rank found.
-fn ensure_collective_placed(
+/// [`ensure_collective`] without the provenance record, for callers that record the access
+/// themselves (the `clima_artifact!` resolver), with the manifest file the installing rank
+/// found. Same collective semantics.
+pub(crate) fn ensure_collective_unrecorded(
     ctx: &dyn Context,
     name: &str,
     variant: &ArtifactVariant,
@@ -105,14 +97,8 @@ fn ensure_collective_placed(
     config: &Config,
 ) -> Result<(Installed, PathBuf), Error> {
     let verdict = check_requests(ctx, name, variant);
-    match &config.node_local_depot {
-        // Steps 1-2 on the whole context; the misuse verdict travels with the outcome.
-        None => root_decides(ctx, &format!("installing artifact `{name}`"), || {
-            verdict.unwrap_or(Ok(()))?;
-            crate::install::ensure_variant(name, variant, manifest_dir, config)
-                .map(|i| (i, manifest_file(manifest_dir)))
-        }),
-        Some(node_depot) => ensure_node_local(
+    if let Some(node_depot) = &config.node_local_depot {
+        return ensure_node_local(
             ctx,
             name,
             variant,
@@ -120,8 +106,15 @@ fn ensure_collective_placed(
             config,
             node_depot,
             verdict,
-        ),
+        );
     }
+    // Steps 1-2 on the whole context; the misuse verdict travels with the outcome.
+    root_decides(ctx, &format!("installing artifact `{name}`"), || {
+        verdict.unwrap_or(Ok(()))?;
+        let install = Install::new(name, variant, manifest_dir, config);
+        let installed = install.ensure(None)?;
+        Ok((installed, install.manifest_file().to_path_buf()))
+    })
 }
 
 fn ensure_node_local(

@@ -139,6 +139,15 @@ pub fn default_depot() -> Option<PathBuf> {
     dirs::cache_dir().map(|d| d.join(CACHE_DIR_NAME))
 }
 
+/// The `Overrides.toml` that error messages suggest adding a line to: the first depot's of
+/// `config`, whose entries win over all others.
+pub(crate) fn suggested_overrides_file(config: &Config) -> PathBuf {
+    match config.depots.first() {
+        Some(first) => first.overrides_path(),
+        None => Depot::new(default_depot().unwrap_or_else(|| "<depot>".into())).overrides_path(),
+    }
+}
+
 impl Config {
     /// Where downloads' progress and every notice of an install go (held in
     /// [`Config::net`], passed down to the depot, the network and the runtime; by default

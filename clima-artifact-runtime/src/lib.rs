@@ -61,6 +61,7 @@
 //! download per job, broadcast to one leader per node, verified and installed there), `resolve` (the resolver behind the macro).
 //! Run sync of output files is a separate crate, `clima-artifact-sync`.
 
+mod access;
 mod artifacts;
 mod collective_install;
 mod config;

@@ -43,7 +43,7 @@ use clima_comms::stream::{
 use clima_comms::{CollectiveError, Context, all_succeed, reduce_values, root_decides};
 
 use crate::depot::{self, Depot};
-use crate::install::{self, Fetch, Incoming, Taps};
+use crate::install::{self, Fetch, Incoming, Install, Taps};
 use crate::{Config, Error};
 use crate::{Installed, Origin};
 
@@ -477,13 +477,8 @@ fn produce(
     match have {
         Some(have) => sent(have),
         None => {
-            let got = install::ensure_variant_tapped(
-                me.name,
-                me.variant,
-                me.manifest_dir,
-                me.config,
-                Some(taps),
-            );
+            let got =
+                Install::new(me.name, me.variant, me.manifest_dir, me.config).ensure(Some(taps));
             match got {
                 // Installed meanwhile by another process: send that copy.
                 Ok(got) if !taps.tapped() => sent(got),
@@ -494,7 +489,7 @@ fn produce(
 }
 
 /// A receiver's attempt: installed (or found installed), or `None` when another installer
-/// holds the artifact's lock in this node's depot (see [`install::install_received`]).
+/// holds the artifact's lock in this node's depot (see [`Install::receive`]).
 type Received = Result<Option<Installed>, Error>;
 
 /// A receiver's installs into this node's depot: one ordinary install per attempt of the
@@ -548,11 +543,7 @@ impl StreamReceiver<Incoming> for Installs<'_, '_> {
         let spawned = std::thread::Builder::new()
             .name("clima-artifacts-receiver".into())
             .spawn(move || {
-                install::install_received(
-                    &name,
-                    &variant,
-                    &manifest,
-                    &config,
+                Install::new(&name, &variant, &manifest, &config).receive(
                     &node,
                     &incoming,
                     Box::new(reader),

@@ -381,7 +381,7 @@ fn resolve(
             }
             let installed = match ctx {
                 Some(ctx) => {
-                    let installed = crate::collective_install::ensure_collective_unrecorded(
+                    let (installed, _) = crate::collective_install::ensure_collective_unrecorded(
                         ctx,
                         artifact.name,
                         &variant,
@@ -424,26 +424,39 @@ fn resolve(
         Arc::clone(&k.confirmed)
     });
 
-    let event = crate::install::access_event(
-        &installed,
-        artifact.name,
-        &variant,
+    let what = (artifact.name, &variant);
+    Ok(recorded(site, what, &installed, full_path, rank, confirmed))
+}
+
+/// Records the access of `site` to `what` (an artifact's name and variant), which
+/// `installed` answered (`full_path` with the sub-path), by `rank`, and returns the resolution
+/// that later calls answer with: the same access, but nothing is downloaded then.
+fn recorded(
+    site: &'static MacroSite,
+    (name, variant): (&str, &ArtifactVariant),
+    installed: &Installed,
+    full_path: PathBuf,
+    rank: usize,
+    confirmed: Arc<Confirmed>,
+) -> Resolved {
+    let event = crate::access::access_event(
+        installed,
+        name,
+        variant,
         PathBuf::from(site.manifest.path),
         Some((site.file, site.line)),
         rank,
     );
     crate::access_log::record(event.clone());
-
-    // Later calls at a literal call site record the same access, but nothing was downloaded then.
     let mut later = event;
     if let RecordedOrigin::Downloaded { .. } = later.origin {
         later.origin = RecordedOrigin::Depot;
     }
-    Ok(Resolved {
+    Resolved {
         full_path,
         event: later,
         confirmed,
-    })
+    }
 }
 
 /// The answer to a call for `sub` of a seekable artifact that is not installed: the file
@@ -496,28 +509,15 @@ fn partial_call(
         path: full_path.clone(),
         origin: files.origin(),
     };
-    let event = crate::install::access_event(
-        &installed,
-        artifact.name,
-        variant,
-        PathBuf::from(site.manifest.path),
-        Some((site.file, site.line)),
-        ctx.map_or(0, |c| c.rank()),
-    );
-    crate::access_log::record(event.clone());
-    let mut later = event;
-    if let RecordedOrigin::Downloaded { .. } = later.origin {
-        later.origin = RecordedOrigin::Depot;
-    }
     let confirmed = Arc::new(Confirmed::default());
     if let Some(ctx) = ctx {
         confirmed.add(ctx);
     }
-    Ok(Some(Resolved {
-        full_path,
-        event: later,
-        confirmed,
-    }))
+    let rank = ctx.map_or(0, |c| c.rank());
+    let what = (artifact.name, variant);
+    Ok(Some(recorded(
+        site, what, &installed, full_path, rank, confirmed,
+    )))
 }
 
 /// Runs `f` on the [`INSTALLED`] entry of `hash`, creating it from `installed` if missing.

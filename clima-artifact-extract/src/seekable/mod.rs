@@ -9,7 +9,7 @@
 //! | `auth` (private) | [`authenticate`]: hash, bounds, structure and tree checks, giving an [`Authenticated`] index |
 //! | `member` (private) | [`Authenticated::copy_entry`], [`Authenticated::verify_file`]: a member's bytes checked against the authenticated index |
 //! | [`remote`] | some files of a tarball that is not here, by byte ranges: [`remote::remote_index`], [`Authenticated::select`], [`Authenticated::spans`], [`remote::SpanReader`] |
-//! | [`parallel`] | [`extract_parallel`]: an authenticated tarball unpacked into a folder by several workers (threads, files, folders) |
+//! | [`parallel`] | [`extract_parallel`]: an authenticated tarball unpacked into a folder by several workers (threads, files, folders); [`extract_parallel_stream`]: the same from a tarball still arriving |
 //!
 //! Nothing an index says is trusted before [`authenticate`] accepted it: the only way to an
 //! index's entries is an [`Authenticated`] value. `format`, `auth` and `member` are pure and
@@ -27,7 +27,9 @@ pub use format::{
     Block, Flavour, HeaderKind, Index, IndexEntry, Locator, MemberEncoder, decode_member,
     read_index, stored_index, tar_header, write_tail,
 };
-pub use parallel::{MAX_THREADS, Parallelism, extract_parallel, extract_parallel_at};
+pub use parallel::{
+    MAX_THREADS, Parallelism, extract_parallel, extract_parallel_at, extract_parallel_stream,
+};
 
 use clima_artifact_fs::printable;
 

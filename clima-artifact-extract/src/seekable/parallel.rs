@@ -3,7 +3,9 @@
 //! ```text
 //!  calling thread: limits, folders (serially, fresh), multi-block files created
 //!  N workers:      take the next member (in file order, once the budget has room for it)
-//!                  -> pread its compressed bytes -> decompress (exactly the index's length)
+//!                  -> pread its compressed bytes (or, from a tarball still arriving,
+//!                     read them from the stream in the member's turn)
+//!                  -> decompress (exactly the index's length)
 //!                  -> header / padding / block SHA-256 checked against the index
 //!                  -> write (a one-member file: create + write; a block: pwrite at its offset)
 //!                  -> blob id (one-member file) or hand the block to its file's in-order hasher
@@ -19,6 +21,13 @@
 //! id of a file of several blocks counts as its last member's): every member before a failing
 //! one was taken before it and is finished, so the error is the same on any number of workers.
 //!
+//! From a stream ([`extract_parallel_stream`]), the unit taken k-th reads its bytes once the
+//! k-1 before it have read theirs (a turn, separate from the queue's lock, so that a worker
+//! waiting for bytes still to arrive never holds back the others' budget or failures); every
+//! unit taken reads its bytes, or the unpacking has stopped, so no turn is ever waited for in
+//! vain. The stream is read no further than the budget allows: a slow disk holds the download
+//! back instead of buffering it.
+//!
 //! Folders are reached through a bounded cache of handles (as in the one-pass extraction), and
 //! a file of several blocks is open only while its blocks are being written (created by the
 //! first of them to arrive, closed when the last one is in), so the descriptors held do not
@@ -33,7 +42,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::{File, Permissions};
-use std::io;
+use std::io::{self, BufRead};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -125,6 +134,17 @@ struct Shared {
     state: Mutex<Queue>,
     wake: Condvar,
     budget: u64,
+    /// Whose turn it is to read its member from a stream (unused for a file).
+    turn: Mutex<Turn>,
+    turn_wake: Condvar,
+}
+
+/// The unit whose compressed bytes come next in a stream, and whether the unpacking stopped
+/// (a failure: the units waiting for their turn give up).
+#[derive(Default)]
+struct Turn {
+    next: usize,
+    stopped: bool,
 }
 
 /// The units in file order, walked as they are taken (none is described ahead of time).
@@ -219,6 +239,38 @@ impl Shared {
         }
         drop(q);
         self.wake.notify_all();
+        self.turn_lock().stopped = true;
+        self.turn_wake.notify_all();
+    }
+
+    fn turn_lock(&self) -> MutexGuard<'_, Turn> {
+        self.turn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until unit `at` may read its bytes from the stream (every unit before it read
+    /// theirs); `false` when the unpacking stopped first.
+    fn my_turn(&self, at: usize) -> bool {
+        let mut turn = self.turn_lock();
+        while turn.next != at && !turn.stopped {
+            turn = self
+                .turn_wake
+                .wait(turn)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        !turn.stopped
+    }
+
+    /// Passes the turn to the next unit after unit `at` read its bytes (`ok`), or stops
+    /// every waiter (the stream failed).
+    fn pass_turn(&self, at: usize, ok: bool) {
+        let mut turn = self.turn_lock();
+        if ok {
+            turn.next = at + 1;
+        } else {
+            turn.stopped = true;
+        }
+        drop(turn);
+        self.turn_wake.notify_all();
     }
 }
 
@@ -241,14 +293,29 @@ impl Drop for PanicGuard<'_> {
     }
 }
 
+/// Where the workers take the members' compressed bytes from.
+enum Input<'a> {
+    /// A file (the tarball kept whole), read at each member's offset: `tarball`, at `path`
+    /// (named when it cannot be read), the tarball's byte 0 at `base` in it.
+    File {
+        tarball: &'a File,
+        path: &'a Path,
+        base: u64,
+    },
+    /// The tarball as it arrives, from its byte 0: each unit reads its member in turn.
+    Stream(Mutex<StreamAt<'a>>),
+}
+
+/// A stream of the tarball and the offset in the file of its next byte.
+struct StreamAt<'a> {
+    reader: &'a mut (dyn BufRead + Send),
+    pos: u64,
+}
+
 /// Everything the workers read.
 struct Job<'a> {
     auth: &'a Authenticated,
-    tarball: &'a File,
-    /// Where `tarball` is (named when it cannot be read).
-    tarball_path: &'a Path,
-    /// Where the tarball's byte 0 is in `tarball`.
-    base: u64,
+    input: Input<'a>,
     dest: &'a Dir,
     /// Handles on the folders created, a bounded number of them kept open.
     dirs: Mutex<Dirs>,
@@ -305,6 +372,43 @@ pub fn extract_parallel_at(
     extract_at(auth, (tarball, tarball_path, base), dest, limits, how, None)
 }
 
+/// [`extract_parallel`] of a tarball that is still arriving: `stream` gives its bytes from
+/// byte 0 (a download as it is received, hashed by its reader), and the workers take the
+/// members from it in file order as the budget lets them, so that members are decompressed,
+/// checked and written while the rest of the file arrives. Nothing is read ahead of the
+/// budget: a slow consumer holds the stream back. Returns with `stream` at the end of the
+/// entries' members (the index's `data_size`): the end-of-archive member, the index and the
+/// footer are left for the caller, who reads the stream to its end for its whole-file hash.
+///
+/// The checks are [`extract_parallel`]'s. A stream that fails or ends early is
+/// [`ExtractError::Corrupt`] naming the entry whose member it cut (the caller, which knows
+/// why its stream stopped, reports that first).
+pub fn extract_parallel_stream(
+    auth: &Authenticated,
+    stream: &mut (dyn BufRead + Send),
+    dest: &Dir,
+    limits: &ExtractLimits,
+    how: &Parallelism,
+) -> Result<Extracted, ExtractError> {
+    extract_stream_with(auth, stream, dest, (limits, how), None)
+}
+
+/// [`extract_parallel_stream`]; `hook`: what a test asks of the workers (always `None`
+/// outside tests).
+pub(super) fn extract_stream_with(
+    auth: &Authenticated,
+    stream: &mut (dyn BufRead + Send),
+    dest: &Dir,
+    (limits, how): (&ExtractLimits, &Parallelism),
+    hook: Option<Hook>,
+) -> Result<Extracted, ExtractError> {
+    let input = Input::Stream(Mutex::new(StreamAt {
+        reader: stream,
+        pos: 0,
+    }));
+    extract_from(auth, input, dest, (limits, how), hook)
+}
+
 /// What a test asks of the workers of [`extract_with`].
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Hook {
@@ -333,10 +437,26 @@ pub(super) fn extract_with(
 /// [`extract_with`] of a tarball `base` bytes into `tarball`.
 fn extract_at(
     auth: &Authenticated,
-    (tarball, tarball_path, base): (&File, &Path, u64),
+    (tarball, path, base): (&File, &Path, u64),
     dest: &Dir,
     limits: &ExtractLimits,
     how: &Parallelism,
+    hook: Option<Hook>,
+) -> Result<Extracted, ExtractError> {
+    let input = Input::File {
+        tarball,
+        path,
+        base,
+    };
+    extract_from(auth, input, dest, (limits, how), hook)
+}
+
+/// [`extract_with`] of the members of `input`.
+fn extract_from<'a>(
+    auth: &'a Authenticated,
+    input: Input<'a>,
+    dest: &'a Dir,
+    (limits, how): (&ExtractLimits, &Parallelism),
     hook: Option<Hook>,
 ) -> Result<Extracted, ExtractError> {
     let index = auth.index();
@@ -358,9 +478,7 @@ fn extract_at(
     let root = dest.try_clone().map_err(|e| io_error(dest, b"", e))?;
     let mut job = Job {
         auth,
-        tarball,
-        tarball_path,
-        base,
+        input,
         dest,
         dirs: Mutex::new(Dirs::new(root)),
         blocks: HashMap::new(),
@@ -381,6 +499,8 @@ fn extract_at(
         }),
         wake: Condvar::new(),
         budget: how.budget.max(1),
+        turn: Mutex::new(Turn::default()),
+        turn_wake: Condvar::new(),
     };
     let threads = how.threads.min(MAX_THREADS).clamp(1, units.max(1));
     run_workers(&job, &shared, threads);
@@ -585,7 +705,9 @@ impl Job<'_> {
         charge: Charge<'_>,
         compressed: &mut Vec<u8>,
     ) -> Result<(), (usize, ExtractError)> {
-        let Some((blocks, plain, range)) = self.member(unit, compressed).map_err(|e| (i, e))?
+        let Some((blocks, plain, range)) = self
+            .member((i, unit), compressed, charge.shared)
+            .map_err(|e| (i, e))?
         else {
             return Ok(());
         };
@@ -598,8 +720,9 @@ impl Job<'_> {
     #[allow(clippy::type_complexity)]
     fn member(
         &self,
-        unit: &Unit,
+        (at, unit): (usize, &Unit),
         compressed: &mut Vec<u8>,
+        shared: &Shared,
     ) -> Result<Option<(&Blocks, Vec<u8>, std::ops::Range<usize>)>, ExtractError> {
         let e = self.entry(unit.entry);
         match self.hook {
@@ -617,13 +740,10 @@ impl Job<'_> {
         };
         compressed.clear();
         compressed.resize(span.length as usize, 0);
-        // The spooled file is ours: a failure to read it is the depot's, not the download's.
-        self.tarball
-            .read_exact_at(compressed, self.base.saturating_add(span.offset))
-            .map_err(|err| ExtractError::Io {
-                path: self.tarball_path.to_path_buf(),
-                source: err,
-            })?;
+        if !self.read_compressed((at, e, span), compressed, shared)? {
+            // Another unit failed first: its failure is the one reported.
+            return Ok(None);
+        }
         let flavour = self.auth.locator().flavour;
         let mut plain = self.buffer();
         decode_member_into(flavour, compressed, span.plain_len, &mut plain)
@@ -654,6 +774,60 @@ impl Job<'_> {
         let range = start..start + (span.content.end - span.content.start) as usize;
         self.write_block(e, blocks, &plain[range.clone()], span.content.start)?;
         Ok(Some((blocks, plain, range)))
+    }
+
+    /// Reads the compressed bytes of unit `at` (a member of `e` at `span`) into `compressed`:
+    /// from the file at its offset, or from the stream in its turn. `false`: the unpacking
+    /// stopped before this unit's turn came.
+    fn read_compressed(
+        &self,
+        (at, e, span): (usize, &IndexEntry, &MemberSpan),
+        compressed: &mut [u8],
+        shared: &Shared,
+    ) -> Result<bool, ExtractError> {
+        let stream = match &self.input {
+            Input::File {
+                tarball,
+                path,
+                base,
+            } => {
+                // The spooled file is ours: a failure to read it is the depot's, not the
+                // download's.
+                tarball
+                    .read_exact_at(compressed, base.saturating_add(span.offset))
+                    .map_err(|err| ExtractError::Io {
+                        path: path.to_path_buf(),
+                        source: err,
+                    })?;
+                return Ok(true);
+            }
+            Input::Stream(stream) => stream,
+        };
+        if !shared.my_turn(at) {
+            return Ok(false);
+        }
+        let mut s = stream.lock().unwrap_or_else(PoisonError::into_inner);
+        // The members tile the file from byte 0 (the authenticated index says so): each
+        // starts where the one before it ended.
+        let read = if s.pos == span.offset {
+            s.reader.read_exact(compressed)
+        } else {
+            Err(io::Error::other(format!("the stream is at byte {}", s.pos)))
+        };
+        if read.is_ok() {
+            s.pos += span.length;
+        }
+        drop(s);
+        shared.pass_turn(at, read.is_ok());
+        read.map(|()| true).map_err(|err| {
+            ExtractError::Corrupt(format!(
+                "the download stopped in entry `{}`, whose member is bytes {}..{} of the \
+                 file: {err}",
+                shown(&e.path),
+                span.offset,
+                span.offset.saturating_add(span.length)
+            ))
+        })
     }
 
     /// Writes one block of `e`, a file of several (created by the first block to arrive,

@@ -1,10 +1,25 @@
-//! One attempt of an install, and the retries around it: open the source (resuming or
-//! ranged when large), read it through the SHA-256 and the taps, unpack into the temp dir
-//! while hashing every blob, drain to the end, check both hashes, rename into the depot.
+//! The download of an install, once its staging is ready: the sources in order (the package
+//! server's copy first when one is set, then the manifest's URLs), each with retries of
+//! transient failures, and one attempt of a source: open it (resuming or ranged when large),
+//! read it through the SHA-256 and the taps, unpack into the temp dir while hashing every
+//! blob, drain to the end, check both hashes, rename into the depot. Bytes received over MPI
+//! go through the same attempt ([`receive`]).
 
-use super::transfer::{EndLine, HeldEnd, NotingTransfer};
+use super::transfer::{EndLine, HeldEnd, NotingTransfer, Unreported};
 use super::*;
+use clima_artifact_fs::human_bytes;
 use clima_artifact_net::notice::NetEvent;
+use clima_artifact_net::ranged::{self, Large};
+use clima_artifact_net::source::ResumeRefused;
+use clima_artifact_net::trust::redact_url;
+use clima_artifact_net::{BodyRules, NetConfig, NetError, RuleBroken};
+
+use crate::config::suggested_overrides_file;
+use crate::extract::ExtractLimits;
+use crate::notice::{InstallEvent, InstalledFrom, MpiEvent};
+use crate::progress::{DownloadStart, Transfer};
+use crate::{GitTreeSha1, GitTreeSha256, Origin};
+use clima_artifact_progress::Reporting;
 
 /// How far the connections of a download sent over MPI may fetch past what was sent (see
 /// `ranged::Large::lead`, which is never less than a chunk per connection): a receiver's
@@ -21,6 +36,331 @@ const DRAIN_CAP: u64 = 1 << 20;
 /// full disk (see `InstallRequest::depot_trouble`).
 const DEPOT_TROUBLE_READ: u64 = 64 << 20;
 
+/// Tries `allowed` (the variant's downloads that may be used now) in order, after the
+/// package server if one is set, each with retries of transient failures, installing
+/// through `target`; the bytes of every attempt go to `taps` as well.
+pub(super) fn download(
+    install: &Install<'_>,
+    allowed: &[&Download],
+    target: InstallTarget,
+    taps: Option<&dyn Taps>,
+) -> Result<Installed, Error> {
+    let (name, config) = (install.name, install.config);
+    let hash = install.variant.git_tree_sha1;
+    // What the manifest declares is checked before any request: the size limit of implicit
+    // downloads, and room on the depot's filesystem.
+    let declared = allowed.iter().filter_map(|d| d.size).min();
+    if let Some(size) = declared.filter(|_| allowed.iter().all(|d| d.size.is_some())) {
+        if let Some(limit) = config.max_download_size
+            && size > limit
+        {
+            return Err(Error::DownloadTooLarge {
+                name: name.to_owned(),
+                size,
+                limit,
+                from: "the manifest's `size`".to_owned(),
+                manifest: install.manifest.file.clone(),
+            });
+        }
+        check_room(
+            name,
+            (size, "its size in the manifest"),
+            target.staging.depot(),
+            config,
+        )?;
+    }
+    let net = config.net.clone();
+    let request = InstallRequest {
+        agent: Some(download::agent(&net)?),
+        ..InstallRequest::new(install, net, target, taps)
+    };
+    let attempts = attempts(install.variant, allowed, config);
+    let mut failures = Vec::new();
+    for (i, attempt) in attempts.iter().enumerate() {
+        if let Some(reason) = &attempt.not_tried {
+            failures.push(SourceFailure::NotTried {
+                url: attempt.download.url.clone(),
+                reason: reason.clone(),
+            });
+            continue;
+        }
+        match request.install_retrying(attempt) {
+            Ok(installed) => return Ok(installed),
+            // The depot's own trouble (its disk full): every other source would meet it too.
+            // And a stream that its receivers stopped goes no further.
+            Err(e @ SourceFailure::Install { .. }) => {
+                request.net.reporting.emit(InstallEvent::InstallFailed {
+                    error: e.to_string(),
+                });
+                failures.push(e);
+                break;
+            }
+            Err(e) if request.stopped() => {
+                failures.push(e);
+                break;
+            }
+            Err(e) => {
+                let more = attempts[i + 1..].iter().any(|a| a.not_tried.is_none());
+                request
+                    .net
+                    .reporting
+                    .emit(match (attempt.download.sha256.is_some(), more) {
+                        (false, _) => InstallEvent::PackageServerFallback {
+                            artifact: name.to_owned(),
+                            error: e.to_string(),
+                            cause: e.cause(),
+                        },
+                        (true, true) => InstallEvent::NextSource {
+                            error: e.to_string(),
+                            cause: e.cause(),
+                        },
+                        // The last source: its failure is told once, by the error returned.
+                        (true, false) => {
+                            failures.push(e);
+                            continue;
+                        }
+                    });
+                failures.push(e);
+            }
+        }
+    }
+    Err(Error::DownloadFailed {
+        name: name.to_owned(),
+        hash,
+        failures,
+        manifest: install.manifest.file.clone(),
+        overrides_file: suggested_overrides_file(config),
+    })
+}
+
+/// Installs through `target` on `node` the tarball bytes of `reader`, received over MPI as
+/// `incoming` says (see [`Install::receive`]).
+pub(super) fn receive(
+    install: &Install<'_>,
+    target: InstallTarget,
+    (node, incoming, reader): (&str, &Incoming, Box<dyn Read + Send>),
+) -> Result<Installed, Error> {
+    let (name, config) = (install.name, install.config);
+    if let Some(length) = incoming.length {
+        let from = format!("the length node `{}` announced", incoming.from_node);
+        check_room(name, (length, &from), target.staging.depot(), config)?;
+    }
+    // The bytes arrive as fast as the sender reads them: no low-speed rule here.
+    let mut net = config.net.clone();
+    net.low_speed_limit = 0;
+    let url = incoming
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("the installed copy of node `{}`", incoming.from_node));
+    let request = InstallRequest::new(install, net, target, None);
+    let attempt = Attempt {
+        download: Fetch {
+            url: url.clone(),
+            sha256: incoming.sha256,
+            size: incoming.length,
+            // Only with the SHA-256 of the whole file, which the seekable install checks
+            // before it reads the index.
+            index_sha256: incoming.index_sha256.filter(|_| incoming.sha256.is_some()),
+        },
+        from: Some(InstalledFrom::OverMpi),
+        not_tried: None,
+        checked_by_sender: true,
+    };
+    let start = Instant::now();
+    let failed = |failure: SourceFailure| Error::ReceiveFailed {
+        name: name.to_owned(),
+        hash: request.hash,
+        from_node: incoming.from_node.clone(),
+        failure: Box::new(failure),
+    };
+    let tmp = request.new_temp_dir(&url).map_err(failed)?;
+    let source = download::Source::from_reader(reader, incoming.length);
+    let rules = BodyRules::new(&request.net, incoming.length, false);
+    let body = Body::spawn(source, Box::new(Unreported), rules, name.to_owned());
+    let (path, bytes) = request
+        .install_body(&attempt, tmp, body, None)
+        .map_err(failed)?;
+    let seconds = start.elapsed().as_secs_f64();
+    request.net.reporting.emit(MpiEvent::ReceivedOverMpi {
+        artifact: name.to_owned(),
+        from_node: incoming.from_node.clone(),
+        path: path.clone(),
+    });
+    Ok(Installed {
+        path,
+        origin: Origin::Received {
+            node: node.to_owned(),
+            from_node: incoming.from_node.clone(),
+            url: incoming.url.clone(),
+            bytes,
+            seconds,
+        },
+    })
+}
+
+/// Fails when the filesystem of `depot` cannot take `size` more bytes above its free-space
+/// reserve (the tarball's size: the unpacked content is at least about that large); `from`
+/// says where that size comes from.
+pub(crate) fn check_room(
+    name: &str,
+    (size, from): (u64, &str),
+    depot: &Depot,
+    config: &Config,
+) -> Result<(), Error> {
+    let Ok((free, total)) = crate::extract::free_space(&depot.artifacts_dir()) else {
+        return Ok(());
+    };
+    let reserve = match config.min_free_space {
+        Some(0) => return Ok(()),
+        Some(n) => n,
+        None => crate::extract::default_free_reserve(total),
+    };
+    if free < reserve.saturating_add(size) {
+        return Err(Error::NoRoom {
+            name: name.to_owned(),
+            size,
+            from: from.into(),
+            depot: depot.root().to_path_buf(),
+            free: free.saturating_sub(reserve),
+            reserve,
+            setting: depot_setting(config, depot).to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// The setting that chose `depot` as the install's target, for messages that say where to
+/// move it: `CLIMA_ARTIFACTS_NODE_LOCAL_DEPOT` for a node depot, else
+/// `CLIMA_ARTIFACTS_DEPOT_PATH`.
+fn depot_setting(config: &Config, depot: &Depot) -> &'static str {
+    if config.node_local_depot.as_ref() == Some(depot) {
+        clima_artifact_vars::NODE_LOCAL_DEPOT
+    } else {
+        clima_artifact_vars::DEPOT_PATH
+    }
+}
+
+/// Everything one install of one artifact needs, fixed before the first attempt.
+pub(super) struct InstallRequest<'a> {
+    /// The artifact's name, for messages.
+    pub(super) name: &'a str,
+    pub(super) hash: GitTreeSha1,
+    /// The entry's `git-tree-sha256`, checked as well when given.
+    pub(super) hash_sha256: Option<GitTreeSha256>,
+    pub(super) manifest: &'a ManifestPlace,
+    pub(super) config: &'a Config,
+    /// What the network code takes of `config`.
+    pub(super) net: NetConfig,
+    /// `None` for an install of bytes received over MPI, which opens no URL.
+    pub(super) agent: Option<download::Agent>,
+    pub(super) target: InstallTarget,
+    /// Where else the bytes of each attempt go.
+    pub(super) taps: Option<&'a dyn Taps>,
+    /// Bytes kept by an earlier process that the attempts of one URL so far carried on
+    /// (`None` before the first attempt opened): an attempt that starts over sets it to 0,
+    /// one that continues what an earlier attempt of this call received does not add to it.
+    pub(super) carried: std::cell::Cell<Option<u64>>,
+}
+
+/// One source to try. In Pkg's order: the package server's copy first (no sha256 is known for
+/// it: the tree hash alone verifies it), then the manifest's URLs (sha256 checked); a URL that
+/// may not be used now (a network URL while offline) is listed with why it is not tried.
+pub(super) struct Attempt {
+    pub(super) download: Fetch,
+    /// Where from, for the log: the package server, over MPI, or `None` for a manifest URL.
+    pub(super) from: Option<InstalledFrom>,
+    pub(super) not_tried: Option<String>,
+    /// The bytes come from another node over MPI, which hashes them itself and reports a
+    /// wrong download to every rank: this install need not read past its own trouble.
+    pub(super) checked_by_sender: bool,
+}
+
+impl<'a> InstallRequest<'a> {
+    /// The request of `install` through `target` with `net`, opening no URL (an install of
+    /// bytes received over MPI; a download sets [`InstallRequest::agent`]).
+    fn new(
+        install: &'a Install<'a>,
+        net: NetConfig,
+        target: InstallTarget,
+        taps: Option<&'a dyn Taps>,
+    ) -> InstallRequest<'a> {
+        InstallRequest {
+            name: install.name,
+            hash: install.variant.git_tree_sha1,
+            hash_sha256: install.variant.git_tree_sha256,
+            manifest: &install.manifest,
+            config: install.config,
+            net,
+            agent: None,
+            target,
+            taps,
+            carried: std::cell::Cell::new(None),
+        }
+    }
+}
+
+/// The sources of `variant` to try, in order; `allowed` are its downloads usable now.
+fn attempts(variant: &ArtifactVariant, allowed: &[&Download], config: &Config) -> Vec<Attempt> {
+    let server = config.pkg_server.as_ref().filter(|_| !config.offline);
+    let from_server = server.map(|server| Attempt {
+        download: Fetch {
+            url: format!("{server}/artifact/{}", variant.git_tree_sha1),
+            sha256: None,
+            size: None,
+            index_sha256: None,
+        },
+        from: Some(InstalledFrom::PackageServer),
+        not_tried: None,
+        checked_by_sender: false,
+    });
+    let from_manifest = variant.downloads.iter().map(|dl| Attempt {
+        download: Fetch::from(dl),
+        from: None,
+        not_tried: (!allowed.iter().any(|a| std::ptr::eq(*a, dl))).then(|| {
+            format!(
+                "{} is set and this is a network URL",
+                clima_artifact_vars::OFFLINE
+            )
+        }),
+        checked_by_sender: false,
+    });
+    from_server.into_iter().chain(from_manifest).collect()
+}
+
+/// Logs a finished download (`how`: where from, `None` for the manifest's URL) and says what
+/// it installed: `(bytes, reused)`, the tarball's size and the bytes of it kept by an earlier
+/// attempt.
+fn downloaded(
+    name: &str,
+    how: Option<InstalledFrom>,
+    dl: &Fetch,
+    path: PathBuf,
+    (bytes, reused): (u64, u64),
+    start: Instant,
+    reporting: &Reporting,
+) -> Installed {
+    let seconds = start.elapsed().as_secs_f64();
+    let received = bytes - reused;
+    reporting.emit(InstallEvent::Installed {
+        artifact: name.to_owned(),
+        from: how,
+        path: path.clone(),
+        received,
+        reused,
+    });
+    crate::debug_speed::after_install(name, bytes, start.elapsed(), reporting);
+    Installed {
+        path,
+        origin: Origin::Downloaded {
+            // Recorded (access log, provenance report) without credentials.
+            url: redact_url(&dl.url),
+            bytes,
+            received_bytes: Some(received),
+            reused_bytes: Some(reused),
+            seconds,
+        },
+    }
+}
 impl InstallRequest<'_> {
     /// Whether the nodes receiving this download over MPI stopped it (see [`Taps::stopped`]).
     pub(super) fn stopped(&self) -> bool {
@@ -151,8 +491,14 @@ impl InstallRequest<'_> {
     ) -> Result<(PathBuf, u64), SourceFailure> {
         let tmp = self.new_temp_dir(&attempt.download.url)?;
         let end = EndLine::default();
+        // A seekable download's index first, when it can be had: its members are then
+        // unpacked while the rest arrives (streamed.rs).
+        let index = self.index_first(attempt);
         let body = self.open(attempt, kept, &end)?;
-        let installed = self.install_body(attempt, tmp, body, kept.as_ref());
+        let installed = match index {
+            Some(index) => self.install_streamed(attempt, tmp, body, &index),
+            None => self.install_body(attempt, tmp, body, kept.as_ref()),
+        };
         // "downloaded" is said of a download that proved to be the artifact; a wrong one is
         // told once, by its error.
         if installed.is_ok() {
@@ -493,7 +839,7 @@ impl InstallRequest<'_> {
     /// fetched only to be thrown away, and bytes received over MPI are not read on at all
     /// (their sender hashes them and reports a wrong download itself; reading on would keep
     /// it streaming to a node that has already failed).
-    fn depot_trouble(
+    pub(super) fn depot_trouble(
         &self,
         attempt: &Attempt,
         mut body: Body,

@@ -329,8 +329,12 @@ fn a_member_whose_content_disagrees_with_the_index_is_refused_and_nothing_is_ins
     }
 }
 
+/// The index is read first and is honest (its tree is the manifest's), so every member is
+/// unpacked and checked while the file arrives; the file's SHA-256 is not the entry's: refused
+/// as a wrong download naming its URL, and nothing is visible in the depot (the unpacked
+/// files were in the private temp folder, which is gone).
 #[test]
-fn a_seekable_download_with_the_wrong_sha256_is_refused_before_its_index_is_read() {
+fn a_seekable_download_with_the_wrong_sha256_is_refused_and_nothing_is_installed() {
     let m = made(8);
     let server = TestServer::start();
     server.serve("data.tar.gz", m.bytes.clone());
@@ -348,7 +352,62 @@ fn a_seekable_download_with_the_wrong_sha256_is_refused_before_its_index_is_read
             .all(|f| matches!(f, SourceFailure::Sha256Mismatch { .. })),
         "{failures:?}"
     );
+    assert!(e.to_string().contains(&url), "{e}");
+    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
     assert_depot_clean(&depot);
+}
+
+/// Issue 49, item 2: the index of a seekable download is read first (a range request for the
+/// file's last bytes), so its members are unpacked while the rest of the body arrives: files
+/// of the artifact are in the install's private temp folder before the server has sent the
+/// body's last byte (the body paced to about 4 seconds), and nothing is at the final path
+/// until the install is verified whole.
+#[test]
+fn a_seekable_download_is_unpacked_while_the_rest_of_it_arrives() {
+    let m = made(10);
+    let len = m.bytes.len() as u64;
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    server.cap_rate(len / 4);
+    let url = server.url("data.tar.gz");
+    let v = variant(m.tree, None, &url, &m.bytes, Some(m.index_sha256));
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let config = Config {
+        install_threads: Some(2),
+        ..test_config(std::slice::from_ref(&depot))
+    };
+    let artifacts = depot.join("artifacts");
+    let installed = artifacts.join(m.tree.to_hex());
+    let (seen, got) = std::thread::scope(|s| {
+        let install = s.spawn(|| ensure_variant("data", &v, dir.path(), &config));
+        let mut seen = None;
+        while !install.is_finished() && seen.is_none() {
+            // `bin/run` is the first entry of the file: unpacked from its first bytes.
+            let unpacked = temp_entries(&depot)
+                .iter()
+                .any(|t| artifacts.join(t).join("bin/run").is_file());
+            if unpacked {
+                // Read after the file was seen: the bytes sent by then are at most these.
+                seen = Some((server.bytes_sent_for("data.tar.gz"), installed.exists()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        (seen, install.join().unwrap())
+    });
+    let got = got.unwrap_or_else(|e| panic!("{e}"));
+    let (sent, visible) = seen.expect("no file was unpacked before the install ended");
+    assert!(
+        sent < len,
+        "a file was unpacked only after {sent} bytes were sent (the body is {len})"
+    );
+    assert!(
+        !visible,
+        "the artifact was visible before its download ended"
+    );
+    assert_eq!(got.path, installed);
+    assert_same_files(&installed, &m.content);
+    assert_eq!(temp_entries(&depot), Vec::<String>::new(), "temp dirs left");
 }
 
 #[test]
@@ -654,8 +713,12 @@ fn a_broken_large_seekable_download_is_continued_and_unpacked_from_its_partial_f
     let depot = dir.path().join("depot");
     let mut config = large_config(&depot);
     config.net.retry.attempts = 1;
-    // The first response breaks half-way, every request after it fails.
-    server.fail_next("large.tar.gz", [Fault::Short { after: len / 2 }]);
+    // The first request reads the index (the file's last bytes); the download's first
+    // response breaks half-way, every request after it fails.
+    server.fail_next(
+        "large.tar.gz",
+        [Fault::Pass, Fault::Short { after: len / 2 }],
+    );
     server.always("large.tar.gz", Fault::Status(500));
     let e = ensure_variant("data", &v, dir.path(), &config).expect_err("the server fails");
     assert!(e.to_string().contains("HTTP 500"), "{e}");

@@ -8,7 +8,9 @@ use std::path::Path;
 use crate::seekable::format::{
     Block, HeaderKind, Index, IndexEntry, MemberEncoder, tar_header, write_tail,
 };
-use crate::seekable::parallel::{DEFAULT_BUDGET, Hook, Parallelism, extract_with};
+use crate::seekable::parallel::{
+    DEFAULT_BUDGET, Hook, Parallelism, extract_stream_with, extract_with,
+};
 use crate::seekable::{Authenticated, Expected, IndexLimits, authenticate, read_index};
 use crate::tree_hash::{EntryMode, Formats, TreeBuilder, blob_ids};
 use crate::{ExtractError, ExtractLimits, extract_archive};
@@ -198,6 +200,108 @@ fn unpack(
     let at = dir.join("t.tar.gz");
     let got = extract_with(&auth, (&tarball, &at), &d, &limits(), &how, hook);
     (dest, got)
+}
+
+/// Runs the parallel unpacking of `file` read as a stream (in reads of at most 10,000 bytes,
+/// cut after `cut` bytes) into a fresh folder of `dir`; also the bytes left in the stream.
+fn unpack_stream(
+    dir: &Path,
+    name: &str,
+    (file, cut): (&[u8], usize),
+    expected: &Expected,
+    how: Parallelism,
+    hook: Option<Hook>,
+) -> (Result<crate::Extracted, ExtractError>, usize) {
+    let auth = authenticated(file, expected);
+    let dest = dir.join(name);
+    std::fs::create_dir(&dest).unwrap();
+    let d = Dir::open(&dest).unwrap();
+    let mut stream = std::io::BufReader::with_capacity(10_000, &file[..cut.min(file.len())]);
+    let got = extract_stream_with(&auth, &mut stream, &d, (&limits(), &how), hook);
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut stream, &mut rest).unwrap();
+    (got, rest.len())
+}
+
+/// Issue 49, item 2: the members taken from the tarball as it arrives give the tree of the
+/// file read at its offsets, on any number of workers and budget, and the stream is left at
+/// the end of the members (the end-of-archive member, the index and the footer unread).
+#[test]
+fn a_tarball_read_as_it_arrives_unpacks_to_the_same_tree_and_leaves_its_tail() {
+    let t = tree(6);
+    let (file, _, expected) = seekable_of(&t);
+    let data_size = authenticated(&file, &expected).index().data_size as usize;
+    let dir = tempfile::tempdir().unwrap();
+    let want = {
+        let how = Parallelism::with_threads(Some(1));
+        let (dest, got) = unpack(dir.path(), "file", &file, &expected, how, None);
+        got.unwrap();
+        crate::tree_hash::tree_hashes(&dest, Formats::Sha1AndSha256).unwrap()
+    };
+    for threads in [1, 2, 8] {
+        for budget in [1, 3 << 20, DEFAULT_BUDGET] {
+            let name = format!("s{threads}-{budget}");
+            let how = Parallelism { threads, budget };
+            let cut = (&file[..], file.len());
+            let (got, rest) = unpack_stream(dir.path(), &name, cut, &expected, how, None);
+            let got = got.unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(got.tree_hash, expected.tree_sha1, "{name}");
+            assert_eq!(got.tree_hash_sha256, expected.tree_sha256, "{name}");
+            assert_eq!(rest, file.len() - data_size, "{name}");
+            let dest = dir.path().join(&name);
+            let on_disk = crate::tree_hash::tree_hashes(&dest, Formats::Sha1AndSha256).unwrap();
+            assert_eq!(on_disk, want, "{name}");
+        }
+    }
+}
+
+/// A stream that ends inside the members, a member that lies, a worker that panics: each
+/// ends the unpacking of a stream with its error, never a hang of the workers waiting for
+/// their turn to read.
+#[test]
+fn a_stream_cut_short_a_lie_or_a_panic_ends_the_unpacking_with_an_error() {
+    let t = tree(7);
+    let (file, _, expected) = seekable_of(&t);
+    let dir = tempfile::tempdir().unwrap();
+    let auth = authenticated(&file, &expected);
+    // Cut in the middle of the member of an entry, which is named.
+    let cut_in = auth
+        .index()
+        .entries
+        .iter()
+        .find(|e| e.length > 100 && e.offset > 1000)
+        .unwrap();
+    let cut = (cut_in.offset + cut_in.length / 2) as usize;
+    let path = String::from_utf8(cut_in.path.clone()).unwrap();
+    for threads in [1, 4] {
+        let how = Parallelism {
+            threads,
+            budget: DEFAULT_BUDGET,
+        };
+        let name = format!("cut{threads}");
+        let (got, _) = unpack_stream(dir.path(), &name, (&file, cut), &expected, how, None);
+        let e = got.expect_err("a stream cut short").to_string();
+        assert!(e.contains("the download stopped"), "{e}");
+        assert!(e.contains(&format!("`{path}`")), "{e}");
+        let name = format!("panic{threads}");
+        let panic = Some(Hook::Panic(5));
+        let all = (&file[..], file.len());
+        let (got, _) = unpack_stream(dir.path(), &name, all, &expected, how, panic);
+        let e = got.expect_err("a worker panicked").to_string();
+        assert!(e.contains("failed unexpectedly"), "{e}");
+    }
+    let real = &t.iter().find(|e| e.0 == "big").unwrap().1;
+    let mut other = real.clone();
+    *other.last_mut().unwrap() ^= 1;
+    let (file, _, lied) = seekable_lying(&t, &[("big", &other)]);
+    let how = Parallelism::with_threads(Some(3));
+    let all = (&file[..], file.len());
+    let (got, _) = unpack_stream(dir.path(), "lie", all, &lied, how, None);
+    let e = got.expect_err("a lie").to_string();
+    assert!(
+        e.contains("`big`") && e.contains("does not have the index's"),
+        "{e}"
+    );
 }
 
 #[test]
