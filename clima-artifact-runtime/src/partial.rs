@@ -21,10 +21,11 @@
 //! through the authenticated index. A file is visible only once its blob id is the index's.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use clima_artifact_depot::{Depot, Stage, Staged, Wait, first_writable, lookup};
-use clima_artifact_extract::seekable::remote::remote_index;
+use clima_artifact_extract::seekable::remote::{FIRST_TAIL, remote_index};
 use clima_artifact_extract::seekable::{Authenticated, Expected, IndexLimits};
 use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
@@ -34,7 +35,7 @@ use crate::notice::InstallEvent;
 
 use crate::install::{ManifestPlace, check_room, suggested_overrides_file};
 use crate::ranged_source::{
-    Ranges, Refusal, fetch_entry, for_each_span, open, ordered, remote_refusal,
+    Ranges, Refusal, fetch_entry, for_each_span, open_with_tail, ordered, remote_refusal,
 };
 use crate::{Config, Error, Installed, Origin};
 
@@ -253,25 +254,7 @@ fn fetch_from(
 ) -> Result<Files, Refusal> {
     let start = Instant::now();
     let url = dl.url.as_str();
-    let (mut src, tail) = open(dl, &place.folder, config)?;
-    let expected = Expected {
-        tree_sha1: variant.git_tree_sha1,
-        tree_sha256: variant.git_tree_sha256,
-        index_sha256: dl.index_sha256,
-    };
-    let limits = IndexLimits {
-        max_entries: config.max_entries,
-        ..IndexLimits::default()
-    };
-    let auth = remote_index(&mut src, &tail, &expected, &limits)
-        .map_err(|e| remote_refusal(url, e))?
-        .ok_or_else(|| {
-            Refusal::Whole(format!(
-                "`{}` is not a seekable tarball (it has no index)",
-                redact_url(url)
-            ))
-        })?;
-    drop(tail);
+    let (mut src, auth) = authenticated_index(variant, dl, place, config)?;
     let mut wanted = Vec::new();
     for p in paths {
         let found = auth.select(p);
@@ -347,6 +330,109 @@ fn fetch_from(
         url: Some(redact_url(url)),
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The source of `dl` and its authenticated index: remembered from an earlier fetch of this
+/// process ([`IndexKey`]: only the first request is made, for one byte), else read from the
+/// tarball's last bytes (and one more request when the index did not fit in them).
+fn authenticated_index(
+    variant: &ArtifactVariant,
+    dl: &Download,
+    place: &ManifestPlace,
+    config: &Config,
+) -> Result<(Ranges, Arc<Authenticated>), Refusal> {
+    let url = dl.url.as_str();
+    let expected = Expected {
+        tree_sha1: variant.git_tree_sha1,
+        tree_sha256: variant.git_tree_sha256,
+        index_sha256: dl.index_sha256,
+    };
+    let key = IndexKey::of(url, &expected, config);
+    let remembered = key.as_ref().and_then(IndexKey::recall);
+    // With the index remembered, the first request only learns the file's size and
+    // validator (one byte); else its last bytes bring the footer and the index's end.
+    let first_tail = match remembered {
+        Some(_) => 1,
+        None => FIRST_TAIL,
+    };
+    let (mut src, tail) = open_with_tail(dl, &place.folder, config, first_tail)?;
+    let auth = match remembered {
+        Some(auth) => auth,
+        None => {
+            let limits = IndexLimits {
+                max_entries: config.max_entries,
+                ..IndexLimits::default()
+            };
+            let auth = remote_index(&mut src, &tail, &expected, &limits)
+                .map_err(|e| remote_refusal(url, e))?
+                .ok_or_else(|| {
+                    Refusal::Whole(format!(
+                        "`{}` is not a seekable tarball (it has no index)",
+                        redact_url(url)
+                    ))
+                })?;
+            let auth = Arc::new(auth);
+            if let Some(key) = key {
+                key.remember(&auth);
+            }
+            auth
+        }
+    };
+    Ok((src, auth))
+}
+
+/// Most authenticated indexes a process remembers (an index of a million files takes some
+/// hundred MiB: few are kept, the oldest forgotten first).
+const REMEMBERED_INDEXES: usize = 4;
+
+/// What an authenticated index is remembered by, for the rest of the process: the URL it was
+/// read from and everything it was authenticated against. Only indexes whose download entry
+/// gives `index-sha256` are remembered: that hash covers every byte of the index (offsets and
+/// block digests too), so the index is the same whatever the server sends later; a server that
+/// then sends other bytes for a member is caught by the member's checks, as always.
+#[derive(Clone, PartialEq, Eq)]
+struct IndexKey {
+    url: String,
+    tree_sha1: clima_artifact_manifest::GitTreeSha1,
+    tree_sha256: Option<clima_artifact_manifest::GitTreeSha256>,
+    index_sha256: clima_artifact_manifest::Sha256,
+    max_entries: u64,
+}
+
+type Remembered = std::sync::Mutex<Vec<(IndexKey, Arc<Authenticated>)>>;
+
+impl IndexKey {
+    fn of(url: &str, expected: &Expected, config: &Config) -> Option<IndexKey> {
+        Some(IndexKey {
+            url: url.to_owned(),
+            tree_sha1: expected.tree_sha1,
+            tree_sha256: expected.tree_sha256,
+            index_sha256: expected.index_sha256?,
+            max_entries: config.max_entries,
+        })
+    }
+
+    fn remembered() -> std::sync::MutexGuard<'static, Vec<(IndexKey, Arc<Authenticated>)>> {
+        static REMEMBERED: Remembered = std::sync::Mutex::new(Vec::new());
+        REMEMBERED.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The index authenticated earlier in this process under this key, if any.
+    fn recall(&self) -> Option<Arc<Authenticated>> {
+        let all = Self::remembered();
+        all.iter().find(|(k, _)| k == self).map(|(_, a)| a.clone())
+    }
+
+    /// Remembers `auth` under this key (forgetting the oldest beyond
+    /// [`REMEMBERED_INDEXES`]).
+    fn remember(self, auth: &Arc<Authenticated>) {
+        let mut all = Self::remembered();
+        all.retain(|(k, _)| *k != self);
+        if all.len() >= REMEMBERED_INDEXES {
+            all.remove(0);
+        }
+        all.push((self, auth.clone()));
+    }
 }
 
 /// How many rounds of symlinks asked for bring their targets (a link to a link ...).

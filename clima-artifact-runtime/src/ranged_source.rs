@@ -193,11 +193,22 @@ pub(crate) fn ordered<'a>(
     usable
 }
 
-/// Opens `dl` for reading by ranges: its last bytes and the source.
+/// Opens `dl` for reading by ranges: its last bytes (the footer, and the index's end) and the
+/// source.
 pub(crate) fn open(
     dl: &Download,
     folder: &Path,
     config: &Config,
+) -> Result<(Ranges, Vec<u8>), Refusal> {
+    open_with_tail(dl, folder, config, FIRST_TAIL)
+}
+
+/// [`open`], asking for the last `tail` bytes (at least one; all of a shorter file).
+pub(crate) fn open_with_tail(
+    dl: &Download,
+    folder: &Path,
+    config: &Config,
+    tail: u64,
 ) -> Result<(Ranges, Vec<u8>), Refusal> {
     let failed = |error: NetError| Refusal::Failed(SourceFailure::Net { error, attempts: 1 });
     match download::locate(&dl.url, folder) {
@@ -215,7 +226,7 @@ pub(crate) fn open(
                 len,
                 url: dl.url.clone(),
             };
-            let n = len.min(FIRST_TAIL);
+            let n = len.min(tail.max(1));
             let tail = src.read(len - n, n).map_err(range_refusal)?;
             Ok((src, tail))
         }
@@ -225,8 +236,8 @@ pub(crate) fn open(
         })),
         Location::Http(_) => {
             let agent = download::agent(&config.net).map_err(failed)?;
-            let (file, tail) = RemoteFile::open(&agent, &dl.url, &config.net, FIRST_TAIL)
-                .map_err(range_refusal)?;
+            let (file, tail) =
+                RemoteFile::open(&agent, &dl.url, &config.net, tail).map_err(range_refusal)?;
             Ok((Ranges::Http(Box::new(file)), tail))
         }
     }

@@ -768,3 +768,40 @@ fn a_lying_range_on_one_connection_fails_the_whole_fetch_and_leaves_nothing() {
     assert_eq!(files_under(&root), Vec::<String>::new(), "nothing visible");
     assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
 }
+
+/// A second sub-path of an artifact not installed, in the same process, costs only its own
+/// members: the index the first call authenticated is remembered (by URL, tree and
+/// `index-sha256`), and the first request asks one byte (the file's size and validator). An
+/// entry without `index-sha256` (the tree alone authenticates the index, not its offsets) is
+/// not remembered: its index is read again.
+#[test]
+fn a_second_sub_path_fetches_only_its_own_members() {
+    let m = made(400);
+    for keyed in [true, false] {
+        let server = TestServer::start();
+        server.serve("data.tar.gz", m.bytes.clone());
+        let v = m.variant(&server.url("data.tar.gz"), keyed);
+        let (dir, depot, config) = fresh();
+        fetch(&v, &config, dir.path(), &["d3/f213.txt"]).unwrap();
+        let before = server.bytes_sent_for("data.tar.gz");
+        let second = fetch(&v, &config, dir.path(), &["d5/f15.txt"]).unwrap();
+        let sent = server.bytes_sent_for("data.tar.gz") - before;
+        let root = depot.join("clima_partial").join(m.tree.to_hex());
+        assert_eq!(second.fetched, 1);
+        assert_eq!(
+            std::fs::read(root.join("d5/f15.txt")).unwrap(),
+            std::fs::read(m.content().join("d5/f15.txt")).unwrap()
+        );
+        assert_eq!(second.received, sent);
+        let member = m.member_bytes("d5/f15.txt");
+        let index_len = m.index().locator().index_length;
+        if keyed {
+            assert!(
+                sent <= member + 1,
+                "{sent} bytes sent for a file of {member} bytes of members"
+            );
+        } else {
+            assert!(sent > member + index_len, "{sent} bytes: the index again");
+        }
+    }
+}
