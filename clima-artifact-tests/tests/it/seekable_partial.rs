@@ -805,3 +805,42 @@ fn a_second_sub_path_fetches_only_its_own_members() {
         }
     }
 }
+
+/// The whole install that reuses the files fetched before fetches the rest over several
+/// connections at once too: with folders held between them (each more than `MAX_GAP` of
+/// members), the rest is several spans.
+#[test]
+fn a_later_whole_install_fetches_the_rest_over_several_connections() {
+    let m = made(400);
+    let first = TestServer::start();
+    first.serve("data.tar.gz", m.bytes.clone());
+    let (dir, depot, config) = fresh();
+    let held = ["d2/", "d5/", "d8/", "large.bin"];
+    fetch(
+        &m.variant(&first.url("data.tar.gz"), true),
+        &config,
+        dir.path(),
+        &held,
+    )
+    .unwrap();
+    // The same tarball from another server, whose answers take a while to start.
+    let second = TestServer::start();
+    second.serve("data.tar.gz", m.bytes.clone());
+    second.set_latency(std::time::Duration::from_millis(100));
+    let v = m.variant(&second.url("data.tar.gz"), true);
+    let installed = ensure_variant("data", &v, dir.path(), &config).unwrap();
+    let whole = depot.join("artifacts").join(m.tree.to_hex());
+    assert_eq!(installed.path, whole);
+    assert_eq!(git_tree_hash(&whole), m.tree);
+    match installed.origin {
+        clima_artifact_runtime::Origin::Downloaded { reused_bytes, .. } => {
+            assert!(reused_bytes.unwrap() >= m.member_bytes("large.bin"))
+        }
+        o => panic!("{o:?}"),
+    }
+    let most = second.most_connections("data.tar.gz");
+    assert!(
+        most > 1 && most <= config.net.connections,
+        "{most} requests in flight at once"
+    );
+}
