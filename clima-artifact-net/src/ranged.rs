@@ -263,8 +263,7 @@ impl Partial for Shared {
         self.dir.path().join(&self.name)
     }
     fn remove(&self) {
-        self.cancel.store(true, Ordering::Relaxed);
-        self.cond.notify_all();
+        self.stop_connections();
         let _ = self.dir.remove_file_if_same(&self.name, &self.file);
     }
     fn received(&self) -> u64 {
@@ -802,8 +801,7 @@ impl Read for PartialReader {
 impl Drop for PartialReader {
     /// The consumer gave up or finished: the connections stop.
     fn drop(&mut self) {
-        self.shared.cancel.store(true, Ordering::Relaxed);
-        self.shared.cond.notify_all();
+        self.shared.stop_connections();
     }
 }
 

@@ -17,13 +17,13 @@
 //! once and then trusted, since the check and the link would be two moments. A copy is checked
 //! byte for byte as it is written: what the new artifact holds is exactly what was hashed.
 
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 
 use clima_artifact_depot::{BlobLimits, Blobs, PartialFiles};
 use clima_artifact_extract::seekable::{Authenticated, IndexEntry};
 use clima_artifact_extract::tree_hash::{BlobHasher, EntryMode, Formats};
 
-use crate::ranged_source::Refusal;
+use crate::ranged_source::{Destination, Refusal};
 use crate::{Config, Error};
 
 /// Most entries (files, folders, symlinks of installed artifacts and partial folders, over
@@ -82,19 +82,35 @@ impl Held {
         held >= need
     }
 
-    /// Copies into `out` a file the depots hold with the content of entry `e` (a file, not a
-    /// symlink), checked as it is copied ([`copy_checked`]): `Ok(true)` when done, `Ok(false)`
-    /// when nobody holds it (any bytes written must then be thrown away by the caller), an
-    /// error only when `out` cannot be written.
-    pub(crate) fn copy(&mut self, e: &IndexEntry, out: &mut impl Write) -> std::io::Result<bool> {
+    /// Copies into `dest` a file the depots hold with the content of entry `e` (a file, not a
+    /// symlink), checked as it is copied ([`copy_checked`]): its `Done` when copied, `None`
+    /// when nobody holds it or what was found is not that content (nothing is left in
+    /// `dest`), an error when `dest` cannot be written.
+    pub(crate) fn copy_into<D: Destination>(
+        &mut self,
+        e: &IndexEntry,
+        dest: &D,
+    ) -> Result<Option<D::Done>, Error> {
         if e.mode == EntryMode::Symlink {
-            return Ok(false);
+            return Ok(None);
         }
         match self.blobs.find(&e.blob.sha1, e.size) {
-            Some(mut found) => copy_checked(&mut found.file, e, out),
-            None => Ok(false),
+            Some(mut found) => copy_entry_from(dest, e, &mut found.file),
+            None => Ok(None),
         }
     }
+}
+
+/// Copies `from` (a file the depots hold) into `dest` as entry `e`, checked as it is copied
+/// ([`copy_checked`]): its `Done` when it is `e`'s content, else `None` (nothing left in
+/// `dest`); an error when `dest` cannot be written.
+pub(crate) fn copy_entry_from<D: Destination>(
+    dest: &D,
+    e: &IndexEntry,
+    from: &mut impl Read,
+) -> Result<Option<D::Done>, Error> {
+    dest.file(e, &mut |mut out| copy_checked(from, e, &mut out))?
+        .map_err(|err| Error::io("write", dest.path_of(e), err))
 }
 
 /// The entries `todo` of `auth`'s index (files asked for that the partial folder `files` does
@@ -118,35 +134,19 @@ pub(crate) fn copy_into_partial(
     let (mut copied, mut rest) = (Vec::new(), Vec::new());
     for i in todo {
         let e = &entries[i];
-        let (Ok(rel), false) = (std::str::from_utf8(&e.path), e.mode == EntryMode::Symlink) else {
+        if std::str::from_utf8(&e.path).is_err() {
             rest.push(i);
             continue;
-        };
-        let Some(mut found) = held.blobs.find(&e.blob.sha1, e.size) else {
-            rest.push(i);
-            continue;
-        };
-        let written = files
-            .put(
-                rel,
-                e.mode.installed_permissions(),
-                |file| match copy_checked(&mut found.file, e, &mut BufWriter::new(file)) {
-                    Ok(true) => Ok(()),
-                    Ok(false) => Err(None),
-                    Err(err) => Err(Some(err)),
-                },
-            )
-            .map_err(|err| Refusal::Fatal(err.into()))?;
-        match written {
-            Ok(()) => copied.push(i),
-            Err(None) => rest.push(i),
-            Err(Some(err)) => {
-                return Err(Refusal::Fatal(Error::io(
-                    "write",
-                    files.path().join(rel),
-                    err,
-                )));
+        }
+        match held.copy_into(e, files) {
+            Ok(Some(pending)) => {
+                pending
+                    .publish()
+                    .map_err(|err| Refusal::Fatal(err.into()))?;
+                copied.push(i);
             }
+            Ok(None) => rest.push(i),
+            Err(err) => return Err(Refusal::Fatal(err)),
         }
     }
     Ok((copied, rest))

@@ -20,23 +20,24 @@
 //! `Content-Range`, the same total, a bounded body); what a server sends is trusted only
 //! through the authenticated index. A file is visible only once its blob id is the index's.
 
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use clima_artifact_depot::Depot;
-use clima_artifact_extract::seekable::remote::{RemoteError, SpanReader, remote_index};
+use clima_artifact_extract::seekable::remote::{FIRST_TAIL, remote_index};
 use clima_artifact_extract::seekable::{Authenticated, Expected, IndexLimits};
 use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
-use clima_artifact_net::ranges::RangeError;
 use clima_artifact_net::trust::redact_url;
 
 use crate::notice::InstallEvent;
 
 use crate::install::{Install, Locked, ManifestPlace, check_room, suggested_overrides_file};
-use crate::ranged_source::{Ranges, Refusal, for_each_span, open, ordered, remote_refusal};
-use crate::{Config, Error, Installed, Origin, SourceFailure};
+use crate::ranged_source::{
+    Ranges, Refusal, fetch_entry, for_each_span, open_with_tail, ordered, remote_refusal,
+};
+use crate::{Config, Error, Installed, Origin};
 
 /// What [`ensure_files`] made available.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -235,25 +236,7 @@ fn fetch_from(
 ) -> Result<Files, Refusal> {
     let start = Instant::now();
     let url = dl.url.as_str();
-    let (mut src, tail) = open(dl, &place.folder, config)?;
-    let expected = Expected {
-        tree_sha1: variant.git_tree_sha1,
-        tree_sha256: variant.git_tree_sha256,
-        index_sha256: dl.index_sha256,
-    };
-    let limits = IndexLimits {
-        max_entries: config.max_entries,
-        ..IndexLimits::default()
-    };
-    let auth = remote_index(&mut src, &tail, &expected, &limits)
-        .map_err(|e| remote_refusal(url, e))?
-        .ok_or_else(|| {
-            Refusal::Whole(format!(
-                "`{}` is not a seekable tarball (it has no index)",
-                redact_url(url)
-            ))
-        })?;
-    drop(tail);
+    let (mut src, auth) = authenticated_index(variant, dl, place, config)?;
     let mut wanted = Vec::new();
     for p in paths {
         let found = auth.select(p);
@@ -331,6 +314,109 @@ fn fetch_from(
     })
 }
 
+/// The source of `dl` and its authenticated index: remembered from an earlier fetch of this
+/// process ([`IndexKey`]: only the first request is made, for one byte), else read from the
+/// tarball's last bytes (and one more request when the index did not fit in them).
+fn authenticated_index(
+    variant: &ArtifactVariant,
+    dl: &Download,
+    place: &ManifestPlace,
+    config: &Config,
+) -> Result<(Ranges, Arc<Authenticated>), Refusal> {
+    let url = dl.url.as_str();
+    let expected = Expected {
+        tree_sha1: variant.git_tree_sha1,
+        tree_sha256: variant.git_tree_sha256,
+        index_sha256: dl.index_sha256,
+    };
+    let key = IndexKey::of(url, &expected, config);
+    let remembered = key.as_ref().and_then(IndexKey::recall);
+    // With the index remembered, the first request only learns the file's size and
+    // validator (one byte); else its last bytes bring the footer and the index's end.
+    let first_tail = match remembered {
+        Some(_) => 1,
+        None => FIRST_TAIL,
+    };
+    let (mut src, tail) = open_with_tail(dl, &place.folder, config, first_tail)?;
+    let auth = match remembered {
+        Some(auth) => auth,
+        None => {
+            let limits = IndexLimits {
+                max_entries: config.max_entries,
+                ..IndexLimits::default()
+            };
+            let auth = remote_index(&mut src, &tail, &expected, &limits)
+                .map_err(|e| remote_refusal(url, e))?
+                .ok_or_else(|| {
+                    Refusal::Whole(format!(
+                        "`{}` is not a seekable tarball (it has no index)",
+                        redact_url(url)
+                    ))
+                })?;
+            let auth = Arc::new(auth);
+            if let Some(key) = key {
+                key.remember(&auth);
+            }
+            auth
+        }
+    };
+    Ok((src, auth))
+}
+
+/// Most authenticated indexes a process remembers (an index of a million files takes some
+/// hundred MiB: few are kept, the oldest forgotten first).
+const REMEMBERED_INDEXES: usize = 4;
+
+/// What an authenticated index is remembered by, for the rest of the process: the URL it was
+/// read from and everything it was authenticated against. Only indexes whose download entry
+/// gives `index-sha256` are remembered: that hash covers every byte of the index (offsets and
+/// block digests too), so the index is the same whatever the server sends later; a server that
+/// then sends other bytes for a member is caught by the member's checks, as always.
+#[derive(Clone, PartialEq, Eq)]
+struct IndexKey {
+    url: String,
+    tree_sha1: clima_artifact_manifest::GitTreeSha1,
+    tree_sha256: Option<clima_artifact_manifest::GitTreeSha256>,
+    index_sha256: clima_artifact_manifest::Sha256,
+    max_entries: u64,
+}
+
+type Remembered = std::sync::Mutex<Vec<(IndexKey, Arc<Authenticated>)>>;
+
+impl IndexKey {
+    fn of(url: &str, expected: &Expected, config: &Config) -> Option<IndexKey> {
+        Some(IndexKey {
+            url: url.to_owned(),
+            tree_sha1: expected.tree_sha1,
+            tree_sha256: expected.tree_sha256,
+            index_sha256: expected.index_sha256?,
+            max_entries: config.max_entries,
+        })
+    }
+
+    fn remembered() -> std::sync::MutexGuard<'static, Vec<(IndexKey, Arc<Authenticated>)>> {
+        static REMEMBERED: Remembered = std::sync::Mutex::new(Vec::new());
+        REMEMBERED.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The index authenticated earlier in this process under this key, if any.
+    fn recall(&self) -> Option<Arc<Authenticated>> {
+        let all = Self::remembered();
+        all.iter().find(|(k, _)| k == self).map(|(_, a)| a.clone())
+    }
+
+    /// Remembers `auth` under this key (forgetting the oldest beyond
+    /// [`REMEMBERED_INDEXES`]).
+    fn remember(self, auth: &Arc<Authenticated>) {
+        let mut all = Self::remembered();
+        all.retain(|(k, _)| *k != self);
+        if all.len() >= REMEMBERED_INDEXES {
+            all.remove(0);
+        }
+        all.push((self, auth.clone()));
+    }
+}
+
 /// How many rounds of symlinks asked for bring their targets (a link to a link ...).
 const MAX_LINK_ROUNDS: usize = 8;
 
@@ -371,7 +457,7 @@ fn fetch_entries(
 ) -> Result<(), Refusal> {
     let pending = std::sync::Mutex::new(Vec::new());
     for_each_span(src, auth, todo, connections, &|i, reader| {
-        let staged = stage_entry(auth, i, reader, files, url)?;
+        let staged = fetch_entry(files, auth, i, reader, url)?;
         pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -379,17 +465,11 @@ fn fetch_entries(
         Ok(())
     })?;
     for staged in pending.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        staged.publish().map_err(|e| depot_failure(url, e.into()))?;
+        staged
+            .publish()
+            .map_err(|e| crate::ranged_source::Destination::failure(files, url, e.into()))?;
     }
     Ok(())
-}
-
-/// A failure of the depot while files of `url` are written.
-fn depot_failure(url: &str, error: Error) -> Refusal {
-    Refusal::Failed(SourceFailure::Install {
-        url: url.to_owned(),
-        error: Box::new(error),
-    })
 }
 
 /// The entries that the symlinks among `links` (entries of `auth`, verified in `root`)
@@ -426,52 +506,6 @@ fn link_targets(auth: &Authenticated, links: &[usize], root: &Path) -> Vec<usize
         }
     }
     out
-}
-
-/// Entry `i` of `auth` read from `reader`, checked, and written in `files` under a temp
-/// name, made visible by the [`Pending`](clima_artifact_depot::Pending) returned.
-fn stage_entry(
-    auth: &Authenticated,
-    i: usize,
-    reader: &mut SpanReader<'_, Ranges>,
-    files: &clima_artifact_depot::PartialFiles<'_>,
-    url: &str,
-) -> Result<clima_artifact_depot::Pending, Refusal> {
-    let e = &auth.index().entries[i];
-    let Ok(rel) = std::str::from_utf8(&e.path) else {
-        return Err(Refusal::Failed(SourceFailure::Archive {
-            url: url.to_owned(),
-            reason: format!(
-                "entry `{}`: a path that is not UTF-8 cannot be fetched alone; install the \
-                 whole artifact",
-                String::from_utf8_lossy(&e.path).escape_debug()
-            ),
-        }));
-    };
-    if e.mode == EntryMode::Symlink {
-        let mut target = Vec::new();
-        reader
-            .copy_entry(auth, i, &mut target)
-            .map_err(|e| remote_refusal(url, e))?;
-        return files
-            .stage_symlink(rel, &target)
-            .map_err(|e| depot_failure(url, e.into()));
-    }
-    let written = files
-        .stage(rel, e.mode.installed_permissions(), |file| {
-            let mut out = BufWriter::with_capacity(1 << 20, file);
-            reader.copy_entry(auth, i, &mut out)?;
-            out.flush().map_err(|err| {
-                RemoteError::Index(clima_artifact_extract::seekable::IndexError::Io(format!(
-                    "cannot write `{rel}`: {err}"
-                )))
-            })?;
-            Ok::<(), RemoteError<RangeError>>(())
-        })
-        .map_err(|e| depot_failure(url, e.into()))?;
-    written
-        .map(|((), staged)| staged)
-        .map_err(|e| remote_refusal(url, e))
 }
 
 /// The error of a path that names nothing in the artifact.

@@ -3,15 +3,20 @@
 //! (`install::reuse`): opening a download (HTTP through the network crate's checked ranges, or
 //! a local file), the order downloads are tried in, and what a failure becomes.
 
+use std::ffi::OsStr;
 use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use clima_artifact_extract::seekable::Authenticated;
+use clima_artifact_depot::{PartialFiles, Pending};
 use clima_artifact_extract::seekable::remote::{FIRST_TAIL, RangeSource, RemoteError, SpanReader};
+use clima_artifact_extract::seekable::{Authenticated, IndexEntry, IndexError};
+use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::NetError;
 use clima_artifact_net::ranges::{RangeError, RemoteFile};
@@ -188,11 +193,22 @@ pub(crate) fn ordered<'a>(
     usable
 }
 
-/// Opens `dl` for reading by ranges: its last bytes and the source.
+/// Opens `dl` for reading by ranges: its last bytes (the footer, and the index's end) and the
+/// source.
 pub(crate) fn open(
     dl: &Download,
     folder: &Path,
     config: &Config,
+) -> Result<(Ranges, Vec<u8>), Refusal> {
+    open_with_tail(dl, folder, config, FIRST_TAIL)
+}
+
+/// [`open`], asking for the last `tail` bytes (at least one; all of a shorter file).
+pub(crate) fn open_with_tail(
+    dl: &Download,
+    folder: &Path,
+    config: &Config,
+    tail: u64,
 ) -> Result<(Ranges, Vec<u8>), Refusal> {
     let failed = |error: NetError| Refusal::Failed(SourceFailure::Net { error, attempts: 1 });
     match download::locate(&dl.url, folder) {
@@ -210,7 +226,7 @@ pub(crate) fn open(
                 len,
                 url: dl.url.clone(),
             };
-            let n = len.min(FIRST_TAIL);
+            let n = len.min(tail.max(1));
             let tail = src.read(len - n, n).map_err(range_refusal)?;
             Ok((src, tail))
         }
@@ -220,8 +236,8 @@ pub(crate) fn open(
         })),
         Location::Http(_) => {
             let agent = download::agent(&config.net).map_err(failed)?;
-            let (file, tail) = RemoteFile::open(&agent, &dl.url, &config.net, FIRST_TAIL)
-                .map_err(range_refusal)?;
+            let (file, tail) =
+                RemoteFile::open(&agent, &dl.url, &config.net, tail).map_err(range_refusal)?;
             Ok((Ranges::Http(Box::new(file)), tail))
         }
     }
@@ -245,4 +261,137 @@ pub(crate) fn remote_refusal(url: &str, e: RemoteError<RangeError>) -> Refusal {
             reason: format!("the seekable tarball, read by byte ranges: {e}"),
         }),
     }
+}
+
+/// Where a verified entry of an authenticated index is written: the partial folder of an
+/// artifact (files fetched one by one, each made visible by the caller) or an install's temp
+/// dir (the reuse install, committed whole). Both ranged installs write every entry, fetched
+/// ([`fetch_entry`]) or copied from a file the depots hold
+/// ([`Held::copy_into`](crate::held::Held::copy_into)), through this one rule: a file is
+/// created fresh, filled by a writer that checks it, made read-only
+/// (`EntryMode::installed_permissions`) only when the check passed, else removed.
+pub(crate) trait Destination: Sync {
+    /// What a written entry leaves to do (a partial folder's file to make visible).
+    type Done;
+    /// Where entry `e` goes (for messages).
+    fn path_of(&self, e: &IndexEntry) -> PathBuf;
+    /// What a failure of this destination makes of a fetch from `url`.
+    fn failure(&self, url: &str, error: Error) -> Refusal;
+    /// Why entry `e` cannot be written here at all, if it cannot.
+    fn refuses(&self, e: &IndexEntry, url: &str) -> Option<Refusal>;
+    /// Makes entry `e` a symlink to `target` (read from its checked members).
+    fn symlink(&self, e: &IndexEntry, target: &[u8]) -> Result<Self::Done, Error>;
+    /// Creates entry `e`'s file and fills it with `write`, which flushes what it wrote and
+    /// says whether it is `e`'s content: then the file is made read-only and its `Done`
+    /// returned, else it is removed (`None`). The outer error is the destination's, the inner
+    /// one `write`'s.
+    fn file<E>(
+        &self,
+        e: &IndexEntry,
+        write: &mut dyn FnMut(&mut dyn Write) -> Result<bool, E>,
+    ) -> Result<Result<Option<Self::Done>, E>, Error>;
+}
+
+/// Entry `i` of `auth`, read from `reader` (which checks its members against the index before
+/// a byte of it is handed on), written into `dest`.
+pub(crate) fn fetch_entry<D: Destination>(
+    dest: &D,
+    auth: &Authenticated,
+    i: usize,
+    reader: &mut SpanReader<'_, Ranges>,
+    url: &str,
+) -> Result<D::Done, Refusal> {
+    let e = &auth.index().entries[i];
+    if let Some(refusal) = dest.refuses(e, url) {
+        return Err(refusal);
+    }
+    if e.mode == EntryMode::Symlink {
+        let mut target = Vec::new();
+        reader
+            .copy_entry(auth, i, &mut target)
+            .map_err(|err| remote_refusal(url, err))?;
+        return dest
+            .symlink(e, &target)
+            .map_err(|err| dest.failure(url, err));
+    }
+    let written = dest
+        .file(e, &mut |mut out| {
+            reader.copy_entry(auth, i, &mut out)?;
+            out.flush().map_err(|err| {
+                RemoteError::<RangeError>::Index(IndexError::Io(format!(
+                    "cannot write `{}`: {err}",
+                    dest.path_of(e).display()
+                )))
+            })?;
+            Ok(true)
+        })
+        .map_err(|err| dest.failure(url, err))?;
+    match written {
+        Ok(Some(done)) => Ok(done),
+        Ok(None) => Err(dest.failure(
+            url,
+            Error::Internal {
+                message: format!(
+                    "`{}` was refused although its members were checked",
+                    dest.path_of(e).display()
+                ),
+            },
+        )),
+        Err(err) => Err(remote_refusal(url, err)),
+    }
+}
+
+impl Destination for PartialFiles<'_> {
+    type Done = Pending;
+
+    fn path_of(&self, e: &IndexEntry) -> PathBuf {
+        self.path().join(OsStr::from_bytes(&e.path))
+    }
+
+    fn failure(&self, url: &str, error: Error) -> Refusal {
+        Refusal::Failed(SourceFailure::Install {
+            url: url.to_owned(),
+            error: Box::new(error),
+        })
+    }
+
+    fn refuses(&self, e: &IndexEntry, url: &str) -> Option<Refusal> {
+        std::str::from_utf8(&e.path).is_err().then(|| {
+            Refusal::Failed(SourceFailure::Archive {
+                url: url.to_owned(),
+                reason: format!(
+                    "entry `{}`: a path that is not UTF-8 cannot be fetched alone; install the \
+                     whole artifact",
+                    String::from_utf8_lossy(&e.path).escape_debug()
+                ),
+            })
+        })
+    }
+
+    fn symlink(&self, e: &IndexEntry, target: &[u8]) -> Result<Pending, Error> {
+        Ok(self.stage_symlink(utf8_path(e)?, target)?)
+    }
+
+    fn file<E>(
+        &self,
+        e: &IndexEntry,
+        write: &mut dyn FnMut(&mut dyn Write) -> Result<bool, E>,
+    ) -> Result<Result<Option<Pending>, E>, Error> {
+        let staged = self.stage(utf8_path(e)?, e.mode.installed_permissions(), |file| {
+            write(&mut BufWriter::with_capacity(1 << 20, file))
+        })?;
+        // Not the content: the staged file is dropped, which removes it.
+        Ok(staged.map(|(same, pending)| same.then_some(pending)))
+    }
+}
+
+/// Entry `e`'s path as a partial folder names files (UTF-8, which
+/// [`Destination::refuses`] checked for a fetch).
+fn utf8_path(e: &IndexEntry) -> Result<&str, Error> {
+    std::str::from_utf8(&e.path).map_err(|_| Error::Internal {
+        message: format!(
+            "entry `{}` has a path that is not UTF-8",
+            String::from_utf8_lossy(&e.path).escape_debug()
+        ),
+    })
 }

@@ -161,6 +161,40 @@ fn a_reader_that_moves_on_wakes_the_connection_about_to_wait() {
     let _ = std::fs::remove_dir_all(s.dir.path());
 }
 
+/// The reader goes away at the same worst moment: the connection about to wait for it must
+/// hear of it at once (it stops), not after its wait's timeout.
+#[test]
+fn a_reader_that_goes_away_stops_the_connection_about_to_wait() {
+    let (at_wait, at_wait_rx) = mpsc::channel::<()>();
+    let (gone, gone_rx) = mpsc::channel::<()>();
+    let mut first = true;
+    let hooks = Hooks {
+        before: Mutex::new(Some(Box::new(move || {
+            if std::mem::take(&mut first) {
+                at_wait.send(()).unwrap();
+                let _ = gone_rx.recv_timeout(Duration::from_millis(300));
+            }
+        }))),
+        wait: Duration::from_secs(30),
+        ..Hooks::default()
+    };
+    let s = shared(8, MIN_CHUNK, hooks);
+    let worker = {
+        let s = s.clone();
+        std::thread::spawn(move || s.next_for(0))
+    };
+    at_wait_rx.recv().unwrap();
+    s.stop_connections();
+    let _ = gone.send(());
+    assert!(matches!(worker.join().unwrap(), Next::Stop));
+    assert_eq!(
+        s.hooks.timeouts.load(Ordering::SeqCst),
+        0,
+        "the connection was stopped by the notify, not by its wait's timeout"
+    );
+    let _ = std::fs::remove_dir_all(s.dir.path());
+}
+
 /// A loopback server of `data` that serves byte ranges (ETag, `If-Range`), one request per
 /// connection. Returns its URL and the count of range requests.
 fn serve(data: Arc<Vec<u8>>) -> (String, Arc<AtomicUsize>) {

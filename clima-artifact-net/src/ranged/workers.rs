@@ -117,6 +117,16 @@ impl Shared {
         self.cond.notify_all();
     }
 
+    /// The connections stop (the reader is gone, or the partial file removed). Stored under
+    /// the state's lock, as [`Shared::reader_at`] is: a connection that checked it and is about
+    /// to wait must not miss the notify.
+    pub(super) fn stop_connections(&self) {
+        let st = self.state();
+        self.cancel.store(true, Ordering::Relaxed);
+        drop(st);
+        self.cond.notify_all();
+    }
+
     /// Waits for the reader to move on, or the download to stop ([`READER_WAIT`] at most:
     /// a notify ends it first). `st` was taken before the reader's position was read.
     pub(super) fn wait_for_reader<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {

@@ -26,25 +26,25 @@ use std::ffi::OsStr;
 use std::io::{BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use clima_artifact_depot::{Staging, TempDir};
-use clima_artifact_extract::seekable::remote::{RemoteError, SpanReader, remote_index};
-use clima_artifact_extract::seekable::{
-    Authenticated, Expected, IndexEntry, IndexError, IndexLimits,
-};
+use clima_artifact_extract::seekable::remote::remote_index;
+use clima_artifact_extract::seekable::{Authenticated, Expected, IndexEntry, IndexLimits};
 use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_fs::Dir;
 use clima_artifact_manifest::ArtifactVariant;
-use clima_artifact_net::ranges::RangeError;
 use clima_artifact_net::trust::redact_url;
 
 use crate::notice::InstallEvent;
 
 use super::{ManifestPlace, check_room};
-use crate::held::{Held, copy_checked};
-use crate::ranged_source::{Ranges, Refusal, for_each_span, open, ordered, remote_refusal};
+use crate::held::{Held, copy_entry_from};
+use crate::ranged_source::{
+    Destination, Refusal, fetch_entry, for_each_span, open, ordered, remote_refusal,
+};
 use crate::{Config, Error, Installed, Origin};
 
 /// The share of the members' bytes that must be held already for the reuse to be worth it.
@@ -152,7 +152,7 @@ fn rebuild(
     check_room(name, (sizes, "the files of the artifact"), depot, config)
         .map_err(Refusal::Fatal)?;
     let tmp = staging.temp_dir().map_err(|e| Refusal::Fatal(e.into()))?;
-    let mut tree = Tree::new(&tmp);
+    let tree = Tree::new(&tmp);
     let partial = Dir::open(&depot.partial_files_dir(&hash)).ok();
     let mut todo = Vec::new();
     let mut reused = 0;
@@ -161,7 +161,7 @@ fn rebuild(
             Some(dir) if tree.copy_held(&auth, i, dir).map_err(Refusal::Fatal)? => {
                 reused += e.length;
             }
-            _ if tree.copy_found(&auth, i, blobs).map_err(Refusal::Fatal)? => {
+            _ if blobs.copy_into(e, &tree).map_err(Refusal::Fatal)?.is_some() => {
                 reused += e.length;
             }
             _ => todo.push(i),
@@ -169,13 +169,12 @@ fn rebuild(
     }
     // The rest over several connections at once: each file is checked as it is written, and
     // the temp dir is committed only once every one was.
-    let tree = std::sync::Mutex::new(tree);
     for_each_span(
         &mut src,
         &auth,
         &todo,
         config.net.connections,
-        &|i, reader| Tree::fetch(&tree, &auth, i, reader, &dl.url),
+        &|i, reader| fetch_entry(&tree, &auth, i, reader, &dl.url),
     )?;
     drop(tree);
     let path = staging
@@ -194,17 +193,18 @@ fn said(name: &str, why: String, config: &Config) -> Option<Installed> {
     None
 }
 
-/// The tree being written in the install's temp dir: its folders, made as files need them.
+/// The tree being written in the install's temp dir: its folders, made as files need them
+/// (by the connections at once: the folders found are shared).
 struct Tree<'a> {
     tmp: &'a TempDir<'a>,
-    folders: HashMap<Vec<u8>, Dir>,
+    folders: Mutex<HashMap<Vec<u8>, Dir>>,
 }
 
 impl<'a> Tree<'a> {
     fn new(tmp: &'a TempDir<'a>) -> Tree<'a> {
         Tree {
             tmp,
-            folders: HashMap::new(),
+            folders: Mutex::new(HashMap::new()),
         }
     }
 
@@ -214,12 +214,13 @@ impl<'a> Tree<'a> {
 
     /// The folder of `path` (a `/`-separated relative path from an authenticated index) and
     /// its name; folders are made `0o755` as the extraction makes them.
-    fn parent_of<'p>(&mut self, path: &'p [u8]) -> Result<(&Dir, &'p [u8]), Error> {
+    fn parent_of<'p>(&self, path: &'p [u8]) -> Result<(Dir, &'p OsStr), Error> {
         let (parent, name) = match path.iter().rposition(|b| *b == b'/') {
             Some(at) => (&path[..at], &path[at + 1..]),
             None => (&path[..0], path),
         };
-        if !self.folders.contains_key(parent) {
+        let mut folders = self.folders.lock().unwrap_or_else(|p| p.into_inner());
+        if !folders.contains_key(parent) {
             let mut at = 0;
             let mut dir = self
                 .tmp
@@ -229,7 +230,7 @@ impl<'a> Tree<'a> {
             for component in parent.split(|b| *b == b'/').filter(|c| !c.is_empty()) {
                 at += component.len() + usize::from(at > 0);
                 let prefix = &parent[..at];
-                dir = match self.folders.get(prefix) {
+                dir = match folders.get(prefix) {
                     Some(d) => d.try_clone().map_err(|e| self.failed("open", prefix, e))?,
                     None => {
                         let d = dir
@@ -237,20 +238,23 @@ impl<'a> Tree<'a> {
                             .and_then(|d| d.set_mode(0o755).map(|()| d))
                             .map_err(|e| self.failed("create", prefix, e))?;
                         let kept = d.try_clone().map_err(|e| self.failed("open", prefix, e))?;
-                        self.folders.insert(prefix.to_vec(), kept);
+                        folders.insert(prefix.to_vec(), kept);
                         d
                     }
                 };
             }
-            self.folders.insert(parent.to_vec(), dir);
+            folders.insert(parent.to_vec(), dir);
         }
-        Ok((&self.folders[parent], name))
+        let dir = folders[parent]
+            .try_clone()
+            .map_err(|e| self.failed("open", parent, e))?;
+        Ok((dir, OsStr::from_bytes(name)))
     }
 
     /// Copies entry `i`'s file from the partial folder `held` into the tree, checking its blob
     /// id against the index's: `false` (nothing left in the tree) when it is not there, not a
     /// regular file, or not the content the index says (then it is fetched with the rest).
-    fn copy_held(&mut self, auth: &Authenticated, i: usize, held: &Dir) -> Result<bool, Error> {
+    fn copy_held(&self, auth: &Authenticated, i: usize, held: &Dir) -> Result<bool, Error> {
         let e = &auth.index().entries[i];
         if e.mode == EntryMode::Symlink {
             return Ok(false);
@@ -265,99 +269,50 @@ impl<'a> Tree<'a> {
         else {
             return Ok(false);
         };
-        self.write_checked(&auth.index().entries[i], |out, e| {
-            copy_checked(&mut from, e, out)
-        })
+        Ok(copy_entry_from(self, e, &mut from)?.is_some())
+    }
+}
+
+impl Destination for Tree<'_> {
+    type Done = ();
+
+    fn path_of(&self, e: &IndexEntry) -> PathBuf {
+        self.tmp.path().join(OsStr::from_bytes(&e.path))
     }
 
-    /// Copies entry `i`'s file from content the depots hold (`blobs`), checked against the
-    /// index as it is copied: `false` (nothing left in the tree) when none holds it now.
-    fn copy_found(
-        &mut self,
-        auth: &Authenticated,
-        i: usize,
-        blobs: &mut Held,
-    ) -> Result<bool, Error> {
-        let e = &auth.index().entries[i];
-        if e.mode == EntryMode::Symlink {
-            return Ok(false);
-        }
-        self.write_checked(e, |out, e| blobs.copy(e, out))
+    fn failure(&self, _url: &str, error: Error) -> Refusal {
+        Refusal::Fatal(error)
     }
 
-    /// Writes entry `e`'s file into the tree with `write`, which says whether what it wrote
-    /// is `e`'s content (checked); when not, the file is removed and `false` returned.
-    fn write_checked(
-        &mut self,
-        e: &IndexEntry,
-        write: impl FnOnce(&mut BufWriter<&std::fs::File>, &IndexEntry) -> std::io::Result<bool>,
-    ) -> Result<bool, Error> {
+    fn refuses(&self, _e: &IndexEntry, _url: &str) -> Option<Refusal> {
+        None
+    }
+
+    fn symlink(&self, e: &IndexEntry, target: &[u8]) -> Result<(), Error> {
         let (dir, name) = self.parent_of(&e.path)?;
-        let name = OsStr::from_bytes(name);
+        dir.symlink(OsStr::from_bytes(target), name)
+            .map_err(|err| Error::io("create", dir.path().join(name), err))
+    }
+
+    fn file<E>(
+        &self,
+        e: &IndexEntry,
+        write: &mut dyn FnMut(&mut dyn Write) -> Result<bool, E>,
+    ) -> Result<Result<Option<()>, E>, Error> {
+        let (dir, name) = self.parent_of(&e.path)?;
         let file = dir
             .create_new(name, 0o600)
             .map_err(|err| Error::io("create", dir.path().join(name), err))?;
-        let mut out = BufWriter::with_capacity(1 << 20, &file);
-        let same =
-            write(&mut out, e).map_err(|err| Error::io("write", dir.path().join(name), err))?;
-        drop(out);
-        if !same {
+        let written = write(&mut BufWriter::with_capacity(1 << 20, &file));
+        if !matches!(written, Ok(true)) {
             drop(file);
             dir.remove_file(name)
                 .map_err(|err| Error::io("remove", dir.path().join(name), err))?;
-            return Ok(false);
+            return Ok(written.map(|_| None));
         }
         set_read_only(&file, e.mode)
             .map_err(|err| Error::io("finish", dir.path().join(name), err))?;
-        Ok(true)
-    }
-
-    /// Fetches entry `i`'s members from `reader`, checked, into the tree (shared by the
-    /// connections: held only to find or make the entry's folder).
-    fn fetch(
-        tree: &std::sync::Mutex<Tree<'_>>,
-        auth: &Authenticated,
-        i: usize,
-        reader: &mut SpanReader<'_, Ranges>,
-        url: &str,
-    ) -> Result<(), Refusal> {
-        let e = &auth.index().entries[i];
-        let (dir, name) = {
-            let mut tree = tree.lock().unwrap_or_else(|p| p.into_inner());
-            let (dir, name) = tree.parent_of(&e.path).map_err(Refusal::Fatal)?;
-            let dir = dir
-                .try_clone()
-                .map_err(|err| Refusal::Fatal(Error::io("open", dir.path().to_path_buf(), err)))?;
-            (dir, name)
-        };
-        let name = OsStr::from_bytes(name);
-        if e.mode == EntryMode::Symlink {
-            let mut target = Vec::new();
-            reader
-                .copy_entry(auth, i, &mut target)
-                .map_err(|err| remote_refusal(url, err))?;
-            return dir
-                .symlink(OsStr::from_bytes(&target), name)
-                .map_err(|err| Refusal::Fatal(Error::io("create", dir.path().join(name), err)));
-        }
-        let file = dir
-            .create_new(name, 0o600)
-            .map_err(|err| Refusal::Fatal(Error::io("create", dir.path().join(name), err)))?;
-        let mut out = BufWriter::with_capacity(1 << 20, &file);
-        reader
-            .copy_entry(auth, i, &mut out)
-            .and_then(|_| {
-                out.flush().map_err(|err| {
-                    RemoteError::<RangeError>::Index(IndexError::Io(format!(
-                        "cannot write `{}`: {err}",
-                        dir.path().join(name).display()
-                    )))
-                })
-            })
-            .map_err(|err| remote_refusal(url, err))?;
-        drop(out);
-        set_read_only(&file, e.mode)
-            .map_err(|err| Refusal::Fatal(Error::io("finish", dir.path().join(name), err)))
+        Ok(Ok(Some(())))
     }
 }
 

@@ -768,3 +768,79 @@ fn a_lying_range_on_one_connection_fails_the_whole_fetch_and_leaves_nothing() {
     assert_eq!(files_under(&root), Vec::<String>::new(), "nothing visible");
     assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
 }
+
+/// A second sub-path of an artifact not installed, in the same process, costs only its own
+/// members: the index the first call authenticated is remembered (by URL, tree and
+/// `index-sha256`), and the first request asks one byte (the file's size and validator). An
+/// entry without `index-sha256` (the tree alone authenticates the index, not its offsets) is
+/// not remembered: its index is read again.
+#[test]
+fn a_second_sub_path_fetches_only_its_own_members() {
+    let m = made(400);
+    for keyed in [true, false] {
+        let server = TestServer::start();
+        server.serve("data.tar.gz", m.bytes.clone());
+        let v = m.variant(&server.url("data.tar.gz"), keyed);
+        let (dir, depot, config) = fresh();
+        fetch(&v, &config, dir.path(), &["d3/f213.txt"]).unwrap();
+        let before = server.bytes_sent_for("data.tar.gz");
+        let second = fetch(&v, &config, dir.path(), &["d5/f15.txt"]).unwrap();
+        let sent = server.bytes_sent_for("data.tar.gz") - before;
+        let root = depot.join("clima_partial").join(m.tree.to_hex());
+        assert_eq!(second.fetched, 1);
+        assert_eq!(
+            std::fs::read(root.join("d5/f15.txt")).unwrap(),
+            std::fs::read(m.content().join("d5/f15.txt")).unwrap()
+        );
+        assert_eq!(second.received, sent);
+        let member = m.member_bytes("d5/f15.txt");
+        let index_len = m.index().locator().index_length;
+        if keyed {
+            assert!(
+                sent <= member + 1,
+                "{sent} bytes sent for a file of {member} bytes of members"
+            );
+        } else {
+            assert!(sent > member + index_len, "{sent} bytes: the index again");
+        }
+    }
+}
+
+/// The whole install that reuses the files fetched before fetches the rest over several
+/// connections at once too: with folders held between them (each more than `MAX_GAP` of
+/// members), the rest is several spans.
+#[test]
+fn a_later_whole_install_fetches_the_rest_over_several_connections() {
+    let m = made(400);
+    let first = TestServer::start();
+    first.serve("data.tar.gz", m.bytes.clone());
+    let (dir, depot, config) = fresh();
+    let held = ["d2/", "d5/", "d8/", "large.bin"];
+    fetch(
+        &m.variant(&first.url("data.tar.gz"), true),
+        &config,
+        dir.path(),
+        &held,
+    )
+    .unwrap();
+    // The same tarball from another server, whose answers take a while to start.
+    let second = TestServer::start();
+    second.serve("data.tar.gz", m.bytes.clone());
+    second.set_latency(std::time::Duration::from_millis(100));
+    let v = m.variant(&second.url("data.tar.gz"), true);
+    let installed = ensure_variant("data", &v, dir.path(), &config).unwrap();
+    let whole = depot.join("artifacts").join(m.tree.to_hex());
+    assert_eq!(installed.path, whole);
+    assert_eq!(git_tree_hash(&whole), m.tree);
+    match installed.origin {
+        clima_artifact_runtime::Origin::Downloaded { reused_bytes, .. } => {
+            assert!(reused_bytes.unwrap() >= m.member_bytes("large.bin"))
+        }
+        o => panic!("{o:?}"),
+    }
+    let most = second.most_connections("data.tar.gz");
+    assert!(
+        most > 1 && most <= config.net.connections,
+        "{most} requests in flight at once"
+    );
+}
