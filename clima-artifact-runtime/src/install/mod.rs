@@ -30,12 +30,16 @@
 //!                                        |  -> rename to artifacts/<hash>
 //! ```
 //!
-//! (a seekable tarball is unpacked on every core instead: `seekable`). Each step is a stage
-//! of its own that this module calls and that calls nothing back here: `sha256_copy` (the
-//! check of a copy found), the depot's `Staging` (locks, temp dirs, partial downloads, the
-//! rename), `reuse`, `attempt` (the sources, their retries, one attempt's stream and checks).
-//! Bytes received over MPI are installed by [`Install::receive`], with the same staging and
-//! checks.
+//! (a seekable tarball is unpacked on every core instead, its index read first when it can be:
+//! `streamed`, else `seekable`). Each step is a stage of its own that this module calls:
+//! `sha256_copy` (the check of a copy found), the depot's `Staging` (locks, temp dirs, partial
+//! downloads, the rename), `reuse`, `attempt` (the sources, their retries, one attempt's stream
+//! and checks, and the stages under it). They take what they need from the `Install` and the
+//! staging they are handed; none calls a step of this module back (`reuse` only finds the
+//! manifest's folder with [`ManifestPlace::of`]). Steps 1-2 and 5 are also what the other entry
+//! points ask: [`Install::found`] (`Artifacts`, node-local mode, the sub-path fetch) and
+//! [`Install::lock`] (the sub-path fetch). Bytes received over MPI are installed by
+//! [`Install::receive`], with the same staging and checks.
 //!
 //! Reading (network, TLS, SHA-256), decompression and writing (with SHA-1) run on three threads
 //! that share the cores; memory stays constant (at most a few buffers in flight). Nothing
