@@ -21,22 +21,17 @@
 //! through the authenticated index. A file is visible only once its blob id is the index's.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
-use clima_artifact_depot::Depot;
-use clima_artifact_extract::seekable::remote::{FIRST_TAIL, remote_index};
-use clima_artifact_extract::seekable::{Authenticated, Expected, IndexLimits};
+use clima_artifact_depot::{Depot, PartialFiles, Staging};
+use clima_artifact_extract::seekable::Authenticated;
 use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::trust::redact_url;
 
+use crate::install::{Install, Locked, check_room, suggested_overrides_file};
 use crate::notice::InstallEvent;
-
-use crate::install::{Install, Locked, ManifestPlace, check_room, suggested_overrides_file};
-use crate::ranged_source::{
-    Ranges, Refusal, fetch_entry, for_each_span, open_with_tail, ordered, remote_refusal,
-};
+use crate::ranged_source::{Ranges, Refusal, authenticated_index, fetch_entries, ordered};
 use crate::{Config, Error, Installed, Origin};
 
 /// What [`ensure_files`] made available.
@@ -131,346 +126,297 @@ pub fn ensure_files(
     config: &Config,
     paths: &[&str],
 ) -> Result<Files, Error> {
-    let hash = variant.git_tree_sha1;
-    let install = Install::new(name, variant, manifest, config);
-    if let Some(whole) = install.found()? {
-        return inside(name, whole, paths);
+    let fetch = PartialFetch::new(name, variant, manifest, config, paths);
+    fetch.run()
+}
+
+/// One call of [`ensure_files`], built once. Its stages run in order and none calls back up:
+/// the artifact found whole -> every file held already -> the install lock -> for each
+/// download, its authenticated index (`ranged_source`: remembered by the process, or read from
+/// the tail) -> the entries asked for (or the error of a path that names nothing) -> rounds of
+/// (copies of held content, the size policy, the spans fetched and published together, the
+/// targets of the symlinks) -> the answer. Whether the whole artifact is installed instead is
+/// decided in one place, [`PartialFetch::run`].
+struct PartialFetch<'a> {
+    install: Install<'a>,
+    name: &'a str,
+    variant: &'a ArtifactVariant,
+    config: &'a Config,
+    paths: &'a [&'a str],
+}
+
+/// Where the stages before a whole install ended.
+enum Outcome {
+    /// The files, fetched or held.
+    Files(Files),
+    /// The artifact is installed whole (found, or installed meanwhile by another process).
+    Whole(Installed),
+    /// Install it whole: why, when a download is not seekable or serves no byte ranges (a
+    /// warning); `None` when no download could be tried (only network ones, and offline: the
+    /// whole install says so).
+    InstallWhole(Option<String>),
+}
+
+impl<'a> PartialFetch<'a> {
+    /// The fetch of `paths` of artifact `name` (as for [`ensure_files`]).
+    fn new(
+        name: &'a str,
+        variant: &'a ArtifactVariant,
+        manifest: &'a Path,
+        config: &'a Config,
+        paths: &'a [&'a str],
+    ) -> PartialFetch<'a> {
+        PartialFetch {
+            install: Install::new(name, variant, manifest, config),
+            name,
+            variant,
+            config,
+            paths,
+        }
     }
-    if let Some(held) = all_held(install.depots(), variant, paths) {
-        return Ok(held);
-    }
-    let place = install.manifest();
-    let staging = match install.lock()? {
-        Locked::Ready(staging) => staging,
-        Locked::Installed(whole) => return inside(name, whole, paths),
-    };
-    let mut failures = Vec::new();
-    let mut why_whole = None;
-    let sources = ordered(variant, config, &place.folder);
-    for (k, dl) in sources.iter().enumerate() {
-        match fetch_from(name, variant, dl, place, config, &staging, paths) {
-            Ok(files) => return Ok(files),
-            Err(Refusal::Whole(why)) => {
-                why_whole.get_or_insert(why);
-            }
-            Err(Refusal::Fatal(e)) => return Err(e),
-            Err(Refusal::Failed(f)) => {
-                if k + 1 < sources.len() {
-                    config.reporting().emit(InstallEvent::NextSource {
-                        error: f.to_string(),
-                        cause: f.to_string(),
+
+    /// The stages, then the one decision: the files, or the paths inside the whole artifact
+    /// (found, or installed now).
+    fn run(&self) -> Result<Files, Error> {
+        let outcome = self.stages()?;
+        let whole = match outcome {
+            Outcome::Files(files) => return Ok(files),
+            Outcome::Whole(whole) => whole,
+            Outcome::InstallWhole(why) => {
+                if let Some(why) = why {
+                    self.config.reporting().emit(InstallEvent::PartialFallback {
+                        artifact: self.name.to_owned(),
+                        why,
                     });
                 }
-                failures.push(f);
+                self.install.ensure(None)?
             }
-        }
-    }
-    drop(staging);
-    if let Some(why) = why_whole {
-        config.reporting().emit(InstallEvent::PartialFallback {
-            artifact: name.to_owned(),
-            why,
-        });
-        let whole = install.ensure(None)?;
-        return inside(name, whole, paths);
-    }
-    if failures.is_empty() {
-        // Only network sources, and offline: the whole install says so.
-        let whole = install.ensure(None)?;
-        return inside(name, whole, paths);
-    }
-    Err(Error::DownloadFailed {
-        name: name.to_owned(),
-        hash,
-        failures,
-        manifest: place.file.clone(),
-        overrides_file: suggested_overrides_file(config),
-    })
-}
-
-/// The paths asked for inside the whole artifact `whole`.
-fn inside(name: &str, whole: Installed, paths: &[&str]) -> Result<Files, Error> {
-    let paths = paths
-        .iter()
-        .map(|p| crate::subpath::with_subpath(name, &whole.path, Some(p)))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Files {
-        paths,
-        whole: Some(whole),
-        fetched: 0,
-        held: 0,
-        received: 0,
-        url: None,
-        seconds: 0.0,
-    })
-}
-
-/// The answer without any request when every path asked for is a file already fetched into
-/// one of `depots` (a folder needs the index to know its files).
-fn all_held(depots: &[Depot], variant: &ArtifactVariant, paths: &[&str]) -> Option<Files> {
-    let hash = variant.git_tree_sha1;
-    let found = paths
-        .iter()
-        .map(|p| depots.iter().find_map(|d| d.partial_file(&hash, p)))
-        .collect::<Option<Vec<_>>>()?;
-    Some(Files {
-        held: found.len(),
-        paths: found,
-        whole: None,
-        fetched: 0,
-        received: 0,
-        url: None,
-        seconds: 0.0,
-    })
-}
-
-/// Fetches the files `paths` of `variant` from `dl` into the partial folder of `staging`.
-fn fetch_from(
-    name: &str,
-    variant: &ArtifactVariant,
-    dl: &Download,
-    place: &ManifestPlace,
-    config: &Config,
-    staging: &clima_artifact_depot::Staging,
-    paths: &[&str],
-) -> Result<Files, Refusal> {
-    let start = Instant::now();
-    let url = dl.url.as_str();
-    let (mut src, auth) = authenticated_index(variant, dl, place, config)?;
-    let mut wanted = Vec::new();
-    for p in paths {
-        let found = auth.select(p);
-        if found.is_empty() {
-            return Err(Refusal::Fatal(missing(name, &auth, p)));
-        }
-        wanted.extend(found);
-    }
-    let depot = staging.depot();
-    let hash = variant.git_tree_sha1;
-    let entries = &auth.index().entries;
-    let is_held = |i: &usize| {
-        std::str::from_utf8(&entries[*i].path).is_ok_and(|p| depot.partial_file(&hash, p).is_some())
-    };
-    let (mut held, mut todo): (Vec<usize>, Vec<usize>) = wanted.iter().partition(|i| is_held(i));
-    let files = staging
-        .partial_files()
-        .map_err(|e| Refusal::Fatal(e.into()))?;
-    let mut seen: std::collections::HashSet<usize> = wanted.iter().copied().collect();
-    let (mut fetched, mut bytes, mut sizes) = (0, 0, 0);
-    // A symlink asked for brings its target (inside the artifact), a few links deep.
-    let mut links: Vec<usize> = held.clone();
-    for _ in 0..MAX_LINK_ROUNDS {
-        // Files the depots hold under other names are copied, checked (`crate::held`), with
-        // room for them first; only the rest is fetched and counts as downloaded.
-        let copy_room = sizes + todo.iter().map(|i| entries[*i].size).sum::<u64>();
-        within_limits(name, (bytes, copy_room), &place.file, config, depot)?;
-        let (copied, rest) =
-            crate::held::copy_into_partial(&auth, std::mem::take(&mut todo), &files, config)?;
-        held.extend(copied);
-        todo = rest;
-        bytes += todo.iter().map(|i| entries[*i].length).sum::<u64>();
-        sizes += todo.iter().map(|i| entries[*i].size).sum::<u64>();
-        within_limits(name, (bytes, sizes), &place.file, config, depot)?;
-        fetch_entries(
-            &auth,
-            &mut src,
-            &files,
-            (url, config.net.connections),
-            &todo,
-        )?;
-        fetched += todo.len();
-        links.append(&mut todo);
-        let targets = link_targets(&auth, &links, files.path());
-        links.clear();
-        for t in targets.into_iter().filter(|t| seen.insert(*t)) {
-            if is_held(&t) {
-                held.push(t);
-                links.push(t);
-            } else {
-                todo.push(t);
-            }
-        }
-        if todo.is_empty() && links.is_empty() {
-            break;
-        }
-    }
-    // Counted once files are there: a count beside a folder that never held a file would
-    // outlive it (gc removes a count only with its folder).
-    record_count(depot, &hash, entries.len());
-    let root = files.path().to_path_buf();
-    let received = src.received();
-    crate::debug_speed::after_install(name, received, start.elapsed(), config.reporting());
-    Ok(Files {
-        paths: paths
+        };
+        let paths = self
+            .paths
             .iter()
-            .map(|p| root.join(p.trim_end_matches('/')))
-            .collect(),
-        whole: None,
-        fetched,
-        held: held.len(),
-        received,
-        url: Some(redact_url(url)),
-        seconds: start.elapsed().as_secs_f64(),
-    })
-}
-
-/// The source of `dl` and its authenticated index: remembered from an earlier fetch of this
-/// process ([`IndexKey`]: only the first request is made, for one byte), else read from the
-/// tarball's last bytes (and one more request when the index did not fit in them).
-fn authenticated_index(
-    variant: &ArtifactVariant,
-    dl: &Download,
-    place: &ManifestPlace,
-    config: &Config,
-) -> Result<(Ranges, Arc<Authenticated>), Refusal> {
-    let url = dl.url.as_str();
-    let expected = Expected {
-        tree_sha1: variant.git_tree_sha1,
-        tree_sha256: variant.git_tree_sha256,
-        index_sha256: dl.index_sha256,
-    };
-    let key = IndexKey::of(url, &expected, config);
-    let remembered = key.as_ref().and_then(IndexKey::recall);
-    // With the index remembered, the first request only learns the file's size and
-    // validator (one byte); else its last bytes bring the footer and the index's end.
-    let first_tail = match remembered {
-        Some(_) => 1,
-        None => FIRST_TAIL,
-    };
-    let (mut src, tail) = open_with_tail(dl, &place.folder, config, first_tail)?;
-    let auth = match remembered {
-        Some(auth) => auth,
-        None => {
-            let limits = IndexLimits {
-                max_entries: config.max_entries,
-                ..IndexLimits::default()
-            };
-            let auth = remote_index(&mut src, &tail, &expected, &limits)
-                .map_err(|e| remote_refusal(url, e))?
-                .ok_or_else(|| {
-                    Refusal::Whole(format!(
-                        "`{}` is not a seekable tarball (it has no index)",
-                        redact_url(url)
-                    ))
-                })?;
-            let auth = Arc::new(auth);
-            if let Some(key) = key {
-                key.remember(&auth);
-            }
-            auth
-        }
-    };
-    Ok((src, auth))
-}
-
-/// Most authenticated indexes a process remembers (an index of a million files takes some
-/// hundred MiB: few are kept, the oldest forgotten first).
-const REMEMBERED_INDEXES: usize = 4;
-
-/// What an authenticated index is remembered by, for the rest of the process: the URL it was
-/// read from and everything it was authenticated against. Only indexes whose download entry
-/// gives `index-sha256` are remembered: that hash covers every byte of the index (offsets and
-/// block digests too), so the index is the same whatever the server sends later; a server that
-/// then sends other bytes for a member is caught by the member's checks, as always.
-#[derive(Clone, PartialEq, Eq)]
-struct IndexKey {
-    url: String,
-    tree_sha1: clima_artifact_manifest::GitTreeSha1,
-    tree_sha256: Option<clima_artifact_manifest::GitTreeSha256>,
-    index_sha256: clima_artifact_manifest::Sha256,
-    max_entries: u64,
-}
-
-type Remembered = std::sync::Mutex<Vec<(IndexKey, Arc<Authenticated>)>>;
-
-impl IndexKey {
-    fn of(url: &str, expected: &Expected, config: &Config) -> Option<IndexKey> {
-        Some(IndexKey {
-            url: url.to_owned(),
-            tree_sha1: expected.tree_sha1,
-            tree_sha256: expected.tree_sha256,
-            index_sha256: expected.index_sha256?,
-            max_entries: config.max_entries,
+            .map(|p| crate::subpath::with_subpath(self.name, &whole.path, Some(p)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Files {
+            paths,
+            whole: Some(whole),
+            fetched: 0,
+            held: 0,
+            received: 0,
+            url: None,
+            seconds: 0.0,
         })
     }
 
-    fn remembered() -> std::sync::MutexGuard<'static, Vec<(IndexKey, Arc<Authenticated>)>> {
-        static REMEMBERED: Remembered = std::sync::Mutex::new(Vec::new());
-        REMEMBERED.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The index authenticated earlier in this process under this key, if any.
-    fn recall(&self) -> Option<Arc<Authenticated>> {
-        let all = Self::remembered();
-        all.iter().find(|(k, _)| k == self).map(|(_, a)| a.clone())
-    }
-
-    /// Remembers `auth` under this key (forgetting the oldest beyond
-    /// [`REMEMBERED_INDEXES`]).
-    fn remember(self, auth: &Arc<Authenticated>) {
-        let mut all = Self::remembered();
-        all.retain(|(k, _)| *k != self);
-        if all.len() >= REMEMBERED_INDEXES {
-            all.remove(0);
+    /// Found whole, held already, else fetched under the install lock (released before a
+    /// whole install takes it again).
+    fn stages(&self) -> Result<Outcome, Error> {
+        if let Some(whole) = self.install.found()? {
+            return Ok(Outcome::Whole(whole));
         }
-        all.push((self, auth.clone()));
+        if let Some(held) = self.all_held() {
+            return Ok(Outcome::Files(held));
+        }
+        match self.install.lock()? {
+            Locked::Ready(staging) => self.try_downloads(&staging),
+            Locked::Installed(whole) => Ok(Outcome::Whole(whole)),
+        }
+    }
+
+    /// The answer without any request when every path asked for is a file already fetched
+    /// into one of the depots (a folder needs the index to know its files).
+    fn all_held(&self) -> Option<Files> {
+        let hash = self.variant.git_tree_sha1;
+        let depots = self.install.depots();
+        let found = self
+            .paths
+            .iter()
+            .map(|p| depots.iter().find_map(|d| d.partial_file(&hash, p)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Files {
+            held: found.len(),
+            paths: found,
+            whole: None,
+            fetched: 0,
+            received: 0,
+            url: None,
+            seconds: 0.0,
+        })
+    }
+
+    /// The downloads tried in order into `staging`'s partial folder: the first that gives the
+    /// files is the answer; a download that cannot serve them alone asks for the whole
+    /// install; only failures is an error naming each.
+    fn try_downloads(&self, staging: &Staging) -> Result<Outcome, Error> {
+        let place = self.install.manifest();
+        let mut failures = Vec::new();
+        let mut why_whole = None;
+        let sources = ordered(self.variant, self.config, &place.folder);
+        for (k, dl) in sources.iter().enumerate() {
+            match self.fetch_from(dl, staging) {
+                Ok(files) => return Ok(Outcome::Files(files)),
+                Err(Refusal::Whole(why)) => {
+                    why_whole.get_or_insert(why);
+                }
+                Err(Refusal::Fatal(e)) => return Err(e),
+                Err(Refusal::Failed(f)) => {
+                    if k + 1 < sources.len() {
+                        self.config.reporting().emit(InstallEvent::NextSource {
+                            error: f.to_string(),
+                            cause: f.to_string(),
+                        });
+                    }
+                    failures.push(f);
+                }
+            }
+        }
+        if why_whole.is_some() || failures.is_empty() {
+            return Ok(Outcome::InstallWhole(why_whole));
+        }
+        Err(Error::DownloadFailed {
+            name: self.name.to_owned(),
+            hash: self.variant.git_tree_sha1,
+            failures,
+            manifest: place.file.clone(),
+            overrides_file: suggested_overrides_file(self.config),
+        })
+    }
+
+    /// Fetches the files asked for from `dl` into the partial folder of `staging`.
+    fn fetch_from(&self, dl: &Download, staging: &Staging) -> Result<Files, Refusal> {
+        let start = Instant::now();
+        let url = dl.url.as_str();
+        let place = self.install.manifest();
+        let (mut src, auth) = authenticated_index(self.variant, dl, &place.folder, self.config)?;
+        let wanted = self.wanted(&auth)?;
+        let files = staging
+            .partial_files()
+            .map_err(|e| Refusal::Fatal(e.into()))?;
+        let depot = staging.depot();
+        let (fetched, held) = self.rounds(&auth, (&mut src, url), (&files, depot), wanted)?;
+        // Counted once files are there: a count beside a folder that never held a file would
+        // outlive it (gc removes a count only with its folder). A count shown by `list`,
+        // never trusted for anything else: a failure to write it is ignored.
+        let count = auth.index().entries.len() as u64;
+        let _ = depot.record_partial_count(&self.variant.git_tree_sha1, count);
+        let root = files.path().to_path_buf();
+        let received = src.received();
+        let reporting = self.config.reporting();
+        crate::debug_speed::after_install(self.name, received, start.elapsed(), reporting);
+        Ok(Files {
+            paths: self
+                .paths
+                .iter()
+                .map(|p| root.join(p.trim_end_matches('/')))
+                .collect(),
+            whole: None,
+            fetched,
+            held,
+            received,
+            url: Some(redact_url(url)),
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// The entries of `auth` the paths asked for name, or the error of the first path that
+    /// names nothing.
+    fn wanted(&self, auth: &Authenticated) -> Result<Vec<usize>, Refusal> {
+        let mut wanted = Vec::new();
+        for p in self.paths {
+            let found = auth.select(p);
+            if found.is_empty() {
+                return Err(Refusal::Fatal(missing(self.name, auth, p)));
+            }
+            wanted.extend(found);
+        }
+        Ok(wanted)
+    }
+
+    /// Brings `wanted` (entries of `auth`) into `files` of `depot`, with the targets of the
+    /// symlinks among them (a few links deep): held ones stay, content the depots hold under
+    /// other names is copied (checked), the rest is fetched from `src`, each round within the
+    /// size policy. Returns how many were fetched and how many were held or copied.
+    fn rounds(
+        &self,
+        auth: &Authenticated,
+        (src, url): (&mut Ranges, &str),
+        (files, depot): (&PartialFiles<'_>, &Depot),
+        wanted: Vec<usize>,
+    ) -> Result<(usize, usize), Refusal> {
+        let hash = self.variant.git_tree_sha1;
+        let entries = &auth.index().entries;
+        let is_held = |i: &usize| {
+            std::str::from_utf8(&entries[*i].path)
+                .is_ok_and(|p| depot.partial_file(&hash, p).is_some())
+        };
+        let (mut held, mut todo): (Vec<usize>, Vec<usize>) =
+            wanted.iter().partition(|i| is_held(i));
+        let mut seen: std::collections::HashSet<usize> = wanted.into_iter().collect();
+        let (mut fetched, mut bytes, mut sizes) = (0, 0, 0);
+        // A symlink asked for brings its target (inside the artifact), a few links deep.
+        let mut links: Vec<usize> = held.clone();
+        for _ in 0..MAX_LINK_ROUNDS {
+            // Files the depots hold under other names are copied, checked (`crate::held`),
+            // with room for them first; only the rest is fetched and counts as downloaded.
+            let copy_room = sizes + todo.iter().map(|i| entries[*i].size).sum::<u64>();
+            self.within_limits((bytes, copy_room), depot)?;
+            let (copied, rest) = crate::held::copy_into_partial(
+                auth,
+                std::mem::take(&mut todo),
+                files,
+                self.config,
+            )?;
+            held.extend(copied);
+            todo = rest;
+            bytes += todo.iter().map(|i| entries[*i].length).sum::<u64>();
+            sizes += todo.iter().map(|i| entries[*i].size).sum::<u64>();
+            self.within_limits((bytes, sizes), depot)?;
+            fetch_entries(auth, src, files, (url, self.config.net.connections), &todo)?;
+            fetched += todo.len();
+            links.append(&mut todo);
+            let targets = link_targets(auth, &links, files.path());
+            links.clear();
+            for t in targets.into_iter().filter(|t| seen.insert(*t)) {
+                if is_held(&t) {
+                    held.push(t);
+                    links.push(t);
+                } else {
+                    todo.push(t);
+                }
+            }
+            if todo.is_empty() && links.is_empty() {
+                break;
+            }
+        }
+        Ok((fetched, held.len()))
+    }
+
+    /// Refuses a fetch whose members (`bytes`) exceed the model's download limit, or whose
+    /// files (`sizes`) do not fit `depot` above its reserve.
+    fn within_limits(&self, (bytes, sizes): (u64, u64), depot: &Depot) -> Result<(), Refusal> {
+        if let Some(limit) = self.config.max_download_size
+            && bytes > limit
+        {
+            return Err(Refusal::Fatal(Error::DownloadTooLarge {
+                name: self.name.to_owned(),
+                size: bytes,
+                limit,
+                from: "the members of the files asked for".to_owned(),
+                manifest: self.install.manifest().file.clone(),
+            }));
+        }
+        check_room(
+            self.name,
+            (sizes, "the files asked for"),
+            depot,
+            self.config,
+        )
+        .map_err(Refusal::Fatal)
     }
 }
 
 /// How many rounds of symlinks asked for bring their targets (a link to a link ...).
 const MAX_LINK_ROUNDS: usize = 8;
-
-/// Refuses a fetch whose members (`bytes`) exceed the model's download limit, or whose files
-/// (`sizes`) do not fit the depot above its reserve.
-fn within_limits(
-    name: &str,
-    (bytes, sizes): (u64, u64),
-    manifest: &Path,
-    config: &Config,
-    depot: &Depot,
-) -> Result<(), Refusal> {
-    if let Some(limit) = config.max_download_size
-        && bytes > limit
-    {
-        return Err(Refusal::Fatal(Error::DownloadTooLarge {
-            name: name.to_owned(),
-            size: bytes,
-            limit,
-            from: "the members of the files asked for".to_owned(),
-            manifest: manifest.to_path_buf(),
-        }));
-    }
-    check_room(name, (sizes, "the files asked for"), depot, config).map_err(Refusal::Fatal)
-}
-
-/// Fetches `todo` (entries of `auth`) from `src` into `files`, neighbours together, over up
-/// to `connections` connections at once. Each file is checked as it is written under its
-/// temp name; they become visible together once every one was, so a failure anywhere (a
-/// range that lies, on any connection) leaves none of them, whatever the order the
-/// connections ended in.
-fn fetch_entries(
-    auth: &Authenticated,
-    src: &mut Ranges,
-    files: &clima_artifact_depot::PartialFiles<'_>,
-    (url, connections): (&str, usize),
-    todo: &[usize],
-) -> Result<(), Refusal> {
-    let pending = std::sync::Mutex::new(Vec::new());
-    for_each_span(src, auth, todo, connections, &|i, reader| {
-        let staged = fetch_entry(files, auth, i, reader, url)?;
-        pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(staged);
-        Ok(())
-    })?;
-    for staged in pending.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        staged
-            .publish()
-            .map_err(|e| crate::ranged_source::Destination::failure(files, url, e.into()))?;
-    }
-    Ok(())
-}
 
 /// The entries that the symlinks among `links` (entries of `auth`, verified in `root`)
 /// point to, when their targets stay inside the artifact: a folder's entries too.
@@ -532,10 +478,4 @@ fn missing(name: &str, auth: &Authenticated, path: &str) -> Error {
         artifact_path: PathBuf::from(format!("<{name}>")),
         top_level,
     }
-}
-
-/// Writes how many files the artifact has beside its partial folder, for `list` (a count
-/// shown, never trusted for anything else); failures are ignored.
-fn record_count(depot: &Depot, hash: &clima_artifact_manifest::GitTreeSha1, n: usize) {
-    let _ = depot.record_partial_count(hash, n as u64);
 }

@@ -1,7 +1,9 @@
 //! The seekable tarball of a download entry read by byte ranges, for the runtime's two users:
 //! the fetch of some files (`partial`) and the whole install that reuses files fetched before
 //! (`install::reuse`): opening a download (HTTP through the network crate's checked ranges, or
-//! a local file), the order downloads are tried in, and what a failure becomes.
+//! a local file), the order downloads are tried in, its authenticated index (remembered for
+//! the rest of the process), its spans read over several connections and written through one
+//! rule, and what a failure becomes. A layer below its users: it calls none of them.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -9,18 +11,24 @@ use std::io::{BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use clima_artifact_depot::{PartialFiles, Pending};
-use clima_artifact_extract::seekable::remote::{FIRST_TAIL, RangeSource, RemoteError, SpanReader};
-use clima_artifact_extract::seekable::{Authenticated, IndexEntry, IndexError};
+use clima_artifact_extract::seekable::remote::{
+    FIRST_TAIL, RangeSource, RemoteError, SpanReader, remote_index,
+};
+use clima_artifact_extract::seekable::{
+    Authenticated, Expected, IndexEntry, IndexError, IndexLimits,
+};
 use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
 use clima_artifact_net::NetError;
 use clima_artifact_net::ranges::{RangeError, RemoteFile};
 use clima_artifact_net::source::{self as download, Location};
+use clima_artifact_net::trust::redact_url;
 
 use crate::{Config, Error, SourceFailure};
 
@@ -261,6 +269,138 @@ pub(crate) fn remote_refusal(url: &str, e: RemoteError<RangeError>) -> Refusal {
             reason: format!("the seekable tarball, read by byte ranges: {e}"),
         }),
     }
+}
+
+/// The source of `dl` and its authenticated index: remembered from an earlier fetch of this
+/// process ([`IndexKey`]: only the first request is made, for one byte), else read from the
+/// tarball's last bytes (and one more request when the index did not fit in them).
+pub(crate) fn authenticated_index(
+    variant: &ArtifactVariant,
+    dl: &Download,
+    folder: &Path,
+    config: &Config,
+) -> Result<(Ranges, Arc<Authenticated>), Refusal> {
+    let url = dl.url.as_str();
+    let expected = Expected {
+        tree_sha1: variant.git_tree_sha1,
+        tree_sha256: variant.git_tree_sha256,
+        index_sha256: dl.index_sha256,
+    };
+    let key = IndexKey::of(url, &expected, config);
+    let remembered = key.as_ref().and_then(IndexKey::recall);
+    // With the index remembered, the first request only learns the file's size and
+    // validator (one byte); else its last bytes bring the footer and the index's end.
+    let first_tail = match remembered {
+        Some(_) => 1,
+        None => FIRST_TAIL,
+    };
+    let (mut src, tail) = open_with_tail(dl, folder, config, first_tail)?;
+    let auth = match remembered {
+        Some(auth) => auth,
+        None => {
+            let limits = IndexLimits {
+                max_entries: config.max_entries,
+                ..IndexLimits::default()
+            };
+            let auth = remote_index(&mut src, &tail, &expected, &limits)
+                .map_err(|e| remote_refusal(url, e))?
+                .ok_or_else(|| {
+                    Refusal::Whole(format!(
+                        "`{}` is not a seekable tarball (it has no index)",
+                        redact_url(url)
+                    ))
+                })?;
+            let auth = Arc::new(auth);
+            if let Some(key) = key {
+                key.remember(&auth);
+            }
+            auth
+        }
+    };
+    Ok((src, auth))
+}
+
+/// Most authenticated indexes a process remembers (an index of a million files takes some
+/// hundred MiB: few are kept, the oldest forgotten first).
+const REMEMBERED_INDEXES: usize = 4;
+
+/// What an authenticated index is remembered by, for the rest of the process: the URL it was
+/// read from and everything it was authenticated against. Only indexes whose download entry
+/// gives `index-sha256` are remembered: that hash covers every byte of the index (offsets and
+/// block digests too), so the index is the same whatever the server sends later; a server that
+/// then sends other bytes for a member is caught by the member's checks, as always.
+#[derive(Clone, PartialEq, Eq)]
+struct IndexKey {
+    url: String,
+    tree_sha1: clima_artifact_manifest::GitTreeSha1,
+    tree_sha256: Option<clima_artifact_manifest::GitTreeSha256>,
+    index_sha256: clima_artifact_manifest::Sha256,
+    max_entries: u64,
+}
+
+type Remembered = std::sync::Mutex<Vec<(IndexKey, Arc<Authenticated>)>>;
+
+impl IndexKey {
+    fn of(url: &str, expected: &Expected, config: &Config) -> Option<IndexKey> {
+        Some(IndexKey {
+            url: url.to_owned(),
+            tree_sha1: expected.tree_sha1,
+            tree_sha256: expected.tree_sha256,
+            index_sha256: expected.index_sha256?,
+            max_entries: config.max_entries,
+        })
+    }
+
+    fn remembered() -> std::sync::MutexGuard<'static, Vec<(IndexKey, Arc<Authenticated>)>> {
+        static REMEMBERED: Remembered = std::sync::Mutex::new(Vec::new());
+        REMEMBERED.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The index authenticated earlier in this process under this key, if any.
+    fn recall(&self) -> Option<Arc<Authenticated>> {
+        let all = Self::remembered();
+        all.iter().find(|(k, _)| k == self).map(|(_, a)| a.clone())
+    }
+
+    /// Remembers `auth` under this key (forgetting the oldest beyond
+    /// [`REMEMBERED_INDEXES`]).
+    fn remember(self, auth: &Arc<Authenticated>) {
+        let mut all = Self::remembered();
+        all.retain(|(k, _)| *k != self);
+        if all.len() >= REMEMBERED_INDEXES {
+            all.remove(0);
+        }
+        all.push((self, auth.clone()));
+    }
+}
+
+/// Fetches `todo` (entries of `auth`) from `src` into `files`, neighbours together, over up
+/// to `connections` connections at once. Each file is checked as it is written under its
+/// temp name; they become visible together once every one was, so a failure anywhere (a
+/// range that lies, on any connection) leaves none of them, whatever the order the
+/// connections ended in.
+pub(crate) fn fetch_entries(
+    auth: &Authenticated,
+    src: &mut Ranges,
+    files: &PartialFiles<'_>,
+    (url, connections): (&str, usize),
+    todo: &[usize],
+) -> Result<(), Refusal> {
+    let pending = std::sync::Mutex::new(Vec::new());
+    for_each_span(src, auth, todo, connections, &|i, reader| {
+        let staged = fetch_entry(files, auth, i, reader, url)?;
+        pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(staged);
+        Ok(())
+    })?;
+    for staged in pending.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        staged
+            .publish()
+            .map_err(|e| Destination::failure(files, url, e.into()))?;
+    }
+    Ok(())
 }
 
 /// Where a verified entry of an authenticated index is written: the partial folder of an
