@@ -381,20 +381,22 @@ fn resolve(
             }
             let installed = match ctx {
                 Some(ctx) => {
-                    let (installed, _) = crate::collective_install::ensure_collective_unrecorded(
+                    crate::collective_install::ensure_collective_unrecorded(
                         ctx,
                         artifact.name,
                         &variant,
                         dir,
                         &config,
-                    )?;
-                    // Every rank of `ctx` got this same `Ok`: remember it before anything local
-                    // (the sub-path check) can fail, so all ranks agree on the next call.
-                    known_entry(hash, &installed, |k| k.confirmed.add(ctx));
-                    installed
+                    )?
+                    .0
                 }
                 None => crate::install::ensure_variant(artifact.name, &variant, dir, &config)?,
             };
+            // Every rank of `ctx` got this same `Ok`: remember it before anything local (the
+            // sub-path check) can fail, so all ranks agree on the next call.
+            if let Some(ctx) = ctx {
+                known_entry(hash, &installed, |k| k.confirmed.add(ctx));
+            }
             // The model's manifest goes into the depot's usage log, so that `gc` run anywhere
             // keeps what this model uses (once per process, at most once a day; the root only).
             if ctx.is_none_or(|c| c.rank() == 0) {

@@ -335,6 +335,69 @@ pub fn decode_member_into(
     Ok(())
 }
 
+/// [`decode_member`] into `out`, reusing its bytes: `out` is never cleared, only grown (with
+/// zeros) when it holds fewer than `expected + 1` bytes, so that a caller decoding many
+/// members into the same buffers neither allocates nor zeroes one per member. The member's
+/// bytes are `out[..expected]` (what follows is left over from earlier members).
+pub fn decode_member_reusing(
+    flavour: Flavour,
+    compressed: &[u8],
+    expected: u64,
+    out: &mut Vec<u8>,
+) -> Result<(), MemberError> {
+    // A member larger than any the format makes (a block and its headers) is decoded as
+    // before, into a buffer of its exact length.
+    let want = match usize::try_from(expected.saturating_add(1)) {
+        Ok(want) if expected <= MAX_BLOCK_SIZE * 2 => want,
+        _ => return decode_member_into(flavour, compressed, expected, out),
+    };
+    if out.len() < want {
+        out.resize(want, 0);
+    }
+    let buf = &mut out[..want];
+    let (got, rest) = match flavour {
+        Flavour::Gzip => {
+            let mut decoder = flate2::bufread::GzDecoder::new(compressed);
+            let got = fill(&mut decoder, buf)
+                .map_err(|e| MemberError::Corrupt(format!("not a valid gzip member: {e}")))?;
+            (got, decoder.into_inner().len())
+        }
+        Flavour::Zstd => {
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(compressed)
+                .map_err(|e| MemberError::Corrupt(format!("cannot start zstd: {e}")))?
+                .single_frame();
+            let got = fill(&mut decoder, buf)
+                .map_err(|e| MemberError::Corrupt(format!("not a valid zstd frame: {e}")))?;
+            (got, decoder.finish().len())
+        }
+    };
+    let got = got as u64;
+    if got > expected {
+        return Err(MemberError::Bomb { expected });
+    }
+    if got < expected {
+        return Err(MemberError::Short { got, expected });
+    }
+    if rest != 0 {
+        return Err(MemberError::Trailing(rest as u64));
+    }
+    Ok(())
+}
+
+/// Reads `reader` into `buf` until it is full or the reader ends: the bytes read.
+fn fill(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
 // ---- the index document ----
 
 /// One block of a file of several blocks: its member and the digest of its content.

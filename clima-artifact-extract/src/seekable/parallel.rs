@@ -51,7 +51,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use clima_artifact_fs::Dir;
 use sha2::Digest;
 
-use super::format::{Index, IndexEntry, MemberSpan, decode_member_into};
+use super::format::{Index, IndexEntry, MemberSpan, decode_member_reusing};
 use super::{Authenticated, IndexError, shown};
 use crate::dirs::Dirs;
 use crate::tree_hash::{BlobHasher, EntryMode, Formats, ObjectId, TreeBuilder};
@@ -738,20 +738,25 @@ impl Job<'_> {
             offset: span.offset,
             reason,
         };
-        compressed.clear();
-        compressed.resize(span.length as usize, 0);
+        // The buffers are reused as they are (grown, never cleared): zeroing them for every
+        // member would cost a pass over every byte.
+        let len = span.length as usize;
+        if compressed.len() < len {
+            compressed.resize(len, 0);
+        }
+        let compressed = &mut compressed[..len];
         if !self.read_compressed((at, e, span), compressed, shared)? {
             // Another unit failed first: its failure is the one reported.
             return Ok(None);
         }
         let flavour = self.auth.locator().flavour;
         let mut plain = self.buffer();
-        decode_member_into(flavour, compressed, span.plain_len, &mut plain)
+        decode_member_reusing(flavour, compressed, span.plain_len, &mut plain)
             .map_err(|err| corrupt(member(err.to_string())))?;
         let first = unit.block == 0;
         let content = self
             .auth
-            .member_content(e, span, first, unit.last, &plain)
+            .member_content(e, span, first, unit.last, &plain[..span.plain_len as usize])
             .map_err(corrupt)?;
         if let Some(digest) = span.sha256 {
             let got: [u8; 32] = sha2::Sha256::digest(&content).into();

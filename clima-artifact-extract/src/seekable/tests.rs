@@ -72,6 +72,41 @@ fn members_round_trip_and_refuse_more_than_declared() {
     }
 }
 
+/// A buffer reused from a larger member (its old bytes left after the new member's) decodes
+/// each member as a fresh one does, and refuses the same lies.
+#[test]
+fn members_decoded_into_a_reused_buffer_are_those_decoded_fresh() {
+    for flavour in [Flavour::Gzip, Flavour::Zstd] {
+        let mut enc = MemberEncoder::new(flavour).unwrap();
+        let big = b"0123456789abcdef".repeat(5000);
+        let small = b"hello hello hello".repeat(100);
+        let mut buf = Vec::new();
+        for data in [&big, &small, &big, &small] {
+            let member = enc.encode(data).unwrap();
+            let n = data.len() as u64;
+            format::decode_member_reusing(flavour, &member, n, &mut buf).unwrap();
+            assert_eq!(&buf[..data.len()], &data[..], "{flavour:?}");
+            assert_eq!(
+                format::decode_member_reusing(flavour, &member, n - 1, &mut buf),
+                Err(format::MemberError::Bomb { expected: n - 1 })
+            );
+            assert_eq!(
+                format::decode_member_reusing(flavour, &member, n + 1, &mut buf),
+                Err(format::MemberError::Short {
+                    got: n,
+                    expected: n + 1
+                })
+            );
+            let mut two = member.clone();
+            two.extend_from_slice(&member);
+            assert_eq!(
+                format::decode_member_reusing(flavour, &two, n, &mut buf),
+                Err(format::MemberError::Trailing(member.len() as u64))
+            );
+        }
+    }
+}
+
 #[test]
 fn the_tail_is_found_from_the_last_bytes() {
     for flavour in [Flavour::Gzip, Flavour::Zstd] {

@@ -13,7 +13,10 @@
 //!        -> the tree of the blob ids written against the manifest's -> rename
 //! ```
 //!
-//! The hook is [`InstallRequest::install_body`] handing such a download here; everything
+//! This is the install of such a download whose index could not be read first (a server
+//! without byte ranges, bytes received over MPI, ...: see `streamed.rs`, which otherwise
+//! unpacks the members while the file arrives). The hook is
+//! [`InstallRequest::install_body`] handing such a download here; everything
 //! around it (the lock, retries, partial files, the rename) is the one-pass install's. A file
 //! with that key but without an index (a classic tarball) is unpacked from the temp file in
 //! one pass, with the same checks.

@@ -357,6 +357,54 @@ fn a_seekable_download_with_the_wrong_sha256_is_refused_and_nothing_is_installed
     assert_depot_clean(&depot);
 }
 
+/// A seekable download whose connection breaks half-way while its members are unpacked is
+/// continued where it broke (a range request, the same SHA-256 and the same workers), and
+/// the install is the tree; a body that is another file under the same index is refused by
+/// its SHA-256 with nothing visible.
+#[test]
+fn a_seekable_download_that_breaks_while_it_is_unpacked_is_continued_or_refused() {
+    let m = made(11);
+    let len = m.bytes.len();
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(m.tree, None, &url, &m.bytes, Some(m.index_sha256));
+    // The first two requests read the index (the file's last 4 KiB, then the rest of the
+    // index before them), the third is the body, the fourth continues it.
+    let reset = Fault::Reset { after: len / 2 };
+    server.fail_next("data.tar.gz", [Fault::Pass, Fault::Pass, reset]);
+    let (_d, depot, got) = install(&v, Some(2));
+    let got = got.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(server.gets("data.tar.gz"), 4);
+    assert_eq!(
+        server.ranges_of("data.tar.gz").len(),
+        3,
+        "the index's two, the resume"
+    );
+    assert_same_files(&got, &m.content);
+    assert_eq!(temp_entries(&depot), Vec::<String>::new(), "temp dirs left");
+    // The body is another version's file (its members are not the index's), on every
+    // attempt (each reads the index first, then the body).
+    let other = made(12);
+    let body = Fault::Body(other.bytes.clone());
+    let faults = (0..3).flat_map(|_| [Fault::Pass, Fault::Pass, body.clone()]);
+    server.fail_next("data.tar.gz", faults);
+    let (_d, depot, result) = install(&v, Some(2));
+    let e = result.expect_err("another file");
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        failures
+            .iter()
+            .all(|f| matches!(f, SourceFailure::Sha256Mismatch { .. })),
+        "{failures:?}"
+    );
+    assert!(e.to_string().contains(&url), "{e}");
+    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+    assert_depot_clean(&depot);
+}
+
 /// Issue 49, item 2: the index of a seekable download is read first (a range request for the
 /// file's last bytes), so its members are unpacked while the rest of the body arrives: files
 /// of the artifact are in the install's private temp folder before the server has sent the
