@@ -215,7 +215,8 @@ impl RemoteFile {
 
     /// One request for `ask`, its answer checked.
     fn once(&mut self, ask: Ask) -> Result<Vec<u8>, RangeError> {
-        let first = self.requests == 0;
+        // The first answer fixes the total (never 0); a reader made by `another` has it.
+        let first = self.total == 0;
         let mut headers = vec![("Range", ask.header())];
         if let Some(v) = &self.validator {
             headers.push(("If-Range", v.clone()));
