@@ -25,7 +25,7 @@ use crate::Installed;
 use crate::access_log;
 use crate::install;
 use crate::resolve::with_subpath;
-use crate::{Config, Error, GitTreeSha1, depot};
+use crate::{Config, Error, GitTreeSha1};
 
 /// A loaded manifest and the configuration used to resolve its artifacts.
 #[derive(Debug, Clone)]
@@ -190,9 +190,6 @@ impl Artifacts {
     /// The override or installed copy of `name` that may be used, if any.
     fn available(&self, name: &str) -> Result<Option<Installed>, Error> {
         let variant = self.variant(name)?;
-        let depots = self.config.search_depots();
-        depot::lookup(&variant.git_tree_sha1, &depots)?
-            .map(|found| install::sha256_copy::usable(name, variant, found, &self.config))
-            .transpose()
+        install::Install::new(name, variant, &self.manifest_path, &self.config).found()
     }
 }

@@ -113,7 +113,7 @@ pub(crate) fn ensure_collective_unrecorded(
         verdict.unwrap_or(Ok(()))?;
         let install = Install::new(name, variant, manifest_dir, config);
         let installed = install.ensure(None)?;
-        Ok((installed, install.manifest_file().to_path_buf()))
+        Ok((installed, install.manifest().file.clone()))
     })
 }
 

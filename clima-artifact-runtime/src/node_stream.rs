@@ -42,7 +42,7 @@ use clima_comms::stream::{
 };
 use clima_comms::{CollectiveError, Context, all_succeed, reduce_values, root_decides};
 
-use crate::depot::{self, Depot};
+use crate::depot::Depot;
 use crate::install::{self, Fetch, Incoming, Install, Taps};
 use crate::{Config, Error};
 use crate::{Installed, Origin};
@@ -303,12 +303,7 @@ fn look(me: &Leader<'_>) -> Found {
         .node_depot
         .create_private_node()
         .map_err(Error::from)
-        .and_then(|()| {
-            let found = depot::lookup(&me.variant.git_tree_sha1, &me.config.search_depots())?;
-            found
-                .map(|f| install::sha256_copy::usable(me.name, me.variant, f, me.config))
-                .transpose()
-        });
+        .and_then(|()| Install::new(me.name, me.variant, me.manifest_dir, me.config).found());
     match looked {
         Ok(Some(have)) => Found::Have(have),
         Ok(None) => Found::Need,

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use clima_artifact_depot::{Depot, Stage, Staged, Wait, first_writable, lookup};
+use clima_artifact_depot::Depot;
 use clima_artifact_extract::seekable::remote::{FIRST_TAIL, remote_index};
 use clima_artifact_extract::seekable::{Authenticated, Expected, IndexLimits};
 use clima_artifact_extract::tree_hash::EntryMode;
@@ -33,7 +33,7 @@ use clima_artifact_net::trust::redact_url;
 
 use crate::notice::InstallEvent;
 
-use crate::install::{ManifestPlace, check_room, suggested_overrides_file};
+use crate::install::{Install, Locked, ManifestPlace, check_room, suggested_overrides_file};
 use crate::ranged_source::{
     Ranges, Refusal, fetch_entry, for_each_span, open_with_tail, ordered, remote_refusal,
 };
@@ -132,41 +132,23 @@ pub fn ensure_files(
     paths: &[&str],
 ) -> Result<Files, Error> {
     let hash = variant.git_tree_sha1;
-    let depots = config.search_depots();
-    if let Some(found) = lookup(&hash, &depots)? {
-        let whole = crate::install::sha256_copy::usable(name, variant, found, config)?;
+    let install = Install::new(name, variant, manifest, config);
+    if let Some(whole) = install.found()? {
         return inside(name, whole, paths);
     }
-    if let Some(held) = all_held(&depots, variant, paths) {
+    if let Some(held) = all_held(install.depots(), variant, paths) {
         return Ok(held);
     }
-    let place = ManifestPlace::of(manifest);
-    let stage = Stage {
-        name,
-        search: &depots,
-        wait: Some(Wait {
-            timeout: config.lock_timeout,
-            tell: config.progress,
-        }),
-        reporting: config.reporting(),
-    };
-    let staging = match first_writable(&config.depots, name)?.stage(&hash, stage)? {
-        Staged::Ready(staging) => staging,
-        Staged::Installed(found) => {
-            let whole = crate::install::sha256_copy::usable(name, variant, found, config)?;
-            return inside(name, whole, paths);
-        }
-        Staged::Busy => {
-            return Err(Error::Internal {
-                message: format!("the staging of `{name}` was busy although it waited"),
-            });
-        }
+    let place = install.manifest();
+    let staging = match install.lock()? {
+        Locked::Ready(staging) => staging,
+        Locked::Installed(whole) => return inside(name, whole, paths),
     };
     let mut failures = Vec::new();
     let mut why_whole = None;
     let sources = ordered(variant, config, &place.folder);
     for (k, dl) in sources.iter().enumerate() {
-        match fetch_from(name, variant, dl, &place, config, &staging, paths) {
+        match fetch_from(name, variant, dl, place, config, &staging, paths) {
             Ok(files) => return Ok(files),
             Err(Refusal::Whole(why)) => {
                 why_whole.get_or_insert(why);
@@ -189,19 +171,19 @@ pub fn ensure_files(
             artifact: name.to_owned(),
             why,
         });
-        let whole = crate::install::ensure_variant(name, variant, manifest, config)?;
+        let whole = install.ensure(None)?;
         return inside(name, whole, paths);
     }
     if failures.is_empty() {
         // Only network sources, and offline: the whole install says so.
-        let whole = crate::install::ensure_variant(name, variant, manifest, config)?;
+        let whole = install.ensure(None)?;
         return inside(name, whole, paths);
     }
     Err(Error::DownloadFailed {
         name: name.to_owned(),
         hash,
         failures,
-        manifest: place.file,
+        manifest: place.file.clone(),
         overrides_file: suggested_overrides_file(config),
     })
 }

@@ -30,12 +30,16 @@
 //!                                        |  -> rename to artifacts/<hash>
 //! ```
 //!
-//! (a seekable tarball is unpacked on every core instead: `seekable`). Each step is a stage
-//! of its own that this module calls and that calls nothing back here: `sha256_copy` (the
-//! check of a copy found), the depot's `Staging` (locks, temp dirs, partial downloads, the
-//! rename), `reuse`, `attempt` (the sources, their retries, one attempt's stream and checks).
-//! Bytes received over MPI are installed by [`Install::receive`], with the same staging and
-//! checks.
+//! (a seekable tarball is unpacked on every core instead, its index read first when it can be:
+//! `streamed`, else `seekable`). Each step is a stage of its own that this module calls:
+//! `sha256_copy` (the check of a copy found), the depot's `Staging` (locks, temp dirs, partial
+//! downloads, the rename), `reuse`, `attempt` (the sources, their retries, one attempt's stream
+//! and checks, and the stages under it). They take what they need from the `Install` and the
+//! staging they are handed; none calls a step of this module back (`reuse` only finds the
+//! manifest's folder with [`ManifestPlace::of`]). Steps 1-2 and 5 are also what the other entry
+//! points ask: [`Install::found`] (`Artifacts`, node-local mode, the sub-path fetch) and
+//! [`Install::lock`] (the sub-path fetch). Bytes received over MPI are installed by
+//! [`Install::receive`], with the same staging and checks.
 //!
 //! Reading (network, TLS, SHA-256), decompression and writing (with SHA-1) run on three threads
 //! that share the cores; memory stays constant (at most a few buffers in flight). Nothing
@@ -47,7 +51,7 @@
 mod attempt;
 mod reuse;
 mod seekable;
-pub(crate) mod sha256_copy;
+mod sha256_copy;
 mod streamed;
 mod transfer;
 
@@ -129,27 +133,52 @@ impl<'a> Install<'a> {
         }
     }
 
-    /// The manifest file (named in messages and recorded with the access).
-    pub(crate) fn manifest_file(&self) -> &Path {
-        &self.manifest.file
+    /// Where the manifest is: the file named in messages and recorded with the access, and
+    /// the folder relative download paths resolve against.
+    pub(crate) fn manifest(&self) -> &ManifestPlace {
+        &self.manifest
+    }
+
+    /// Every depot searched for the artifact, in order.
+    pub(crate) fn depots(&self) -> &[Depot] {
+        &self.depots
     }
 
     /// [`ensure_variant`], handing the bytes of every download attempt to `taps` as well
     /// (which then needs the whole stream: no files held are reused).
     pub(crate) fn ensure(&self, taps: Option<&dyn Taps>) -> Result<Installed, Error> {
-        let found = match lookup(&self.variant.git_tree_sha1, &self.depots)? {
-            Some(found) => found,
-            None => {
-                let allowed = self.sources()?;
-                match self.staging(true)? {
-                    Staged::Ready(staging) => return self.install(*staging, &allowed, taps),
-                    Staged::Installed(found) => found,
-                    // Not when waiting: a holder is waited for, or the wait is an error.
-                    Staged::Busy => return Err(self.busy()),
-                }
+        if let Some(found) = self.found()? {
+            return Ok(found);
+        }
+        let allowed = self.sources()?;
+        match self.lock()? {
+            Locked::Ready(staging) => self.install(*staging, &allowed, taps),
+            Locked::Installed(found) => Ok(found),
+        }
+    }
+
+    /// The override or installed copy that may be used, if any (steps 1 and 2): never
+    /// downloads; for an entry that gives a `git-tree-sha256`, a copy found is checked
+    /// (`sha256_copy`).
+    pub(crate) fn found(&self) -> Result<Option<Installed>, Error> {
+        lookup(&self.variant.git_tree_sha1, &self.depots)?
+            .map(|found| sha256_copy::usable(self.name, self.variant, found, self.config))
+            .transpose()
+    }
+
+    /// The staging of the artifact with its locks held, waiting for another holder (step 5),
+    /// or the copy that another process installed meanwhile, checked as in
+    /// [`Install::found`].
+    pub(crate) fn lock(&self) -> Result<Locked, Error> {
+        match self.staging(true)? {
+            Staged::Ready(staging) => Ok(Locked::Ready(staging)),
+            Staged::Installed(found) => {
+                sha256_copy::usable(self.name, self.variant, found, self.config)
+                    .map(Locked::Installed)
             }
-        };
-        sha256_copy::usable(self.name, self.variant, found, self.config)
+            // Not when waiting: a holder is waited for, or the wait is an error.
+            Staged::Busy => Err(self.busy()),
+        }
     }
 
     /// The downloads of the variant that may be used now: offline, only network sources are
@@ -261,6 +290,15 @@ impl<'a> Install<'a> {
             ),
         }
     }
+}
+
+/// What [`Install::lock`] found.
+pub(crate) enum Locked {
+    /// The locks are held: install through this staging.
+    Ready(Box<Staging>),
+    /// Another process (ours or Julia's) installed the artifact while this one waited, or
+    /// before it took the locks: its copy, checked.
+    Installed(Installed),
 }
 
 /// What a node that receives an artifact's bytes over MPI is told about them.
