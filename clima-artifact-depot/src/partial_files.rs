@@ -189,13 +189,16 @@ impl PartialFiles<'_> {
         rel: &str,
         mode: u32,
         write: impl FnOnce(&mut File) -> Result<T, E>,
-    ) -> Result<Result<(T, Pending), E>, Error> {
-        let (dir, temp, name) = self.temp_beside(rel, "write a file of")?;
+    ) -> Result<Result<(T, Pending<'_>), E>, Error> {
+        let (dir, parent, temp, name) = self.temp_beside(rel, "write a file of")?;
         let mut file = dir
             .create_new(&temp, 0o600)
             .map_err(|e| io_error("create", dir.path().join(&temp), e))?;
+        let path = dir.path().join(&temp);
+        drop(dir);
         let pending = Pending {
-            dir,
+            root: &self.dir,
+            parent: parent.to_path_buf(),
             temp,
             name: name.to_owned(),
             published: false,
@@ -206,13 +209,18 @@ impl PartialFiles<'_> {
         };
         file.set_permissions(std::fs::Permissions::from_mode(mode & 0o555))
             .and_then(|()| file.sync_all())
-            .map_err(|e| io_error("finish", pending.dir.path().join(&pending.temp), e))?;
+            .map_err(|e| io_error("finish", path, e))?;
         Ok(Ok((v, pending)))
     }
 
-    /// The folder of `rel` (created), a fresh temp name there and the name of `rel`; stale
-    /// temp files of dead writers in that folder are removed first (once per folder).
-    fn temp_beside<'r>(&self, rel: &'r str, what: &str) -> Result<(Dir, String, &'r str), Error> {
+    /// The folder of `rel` (created) and its path below this one, a fresh temp name there and
+    /// the name of `rel`; stale temp files of dead writers in that folder are removed first
+    /// (once per folder).
+    fn temp_beside<'r>(
+        &self,
+        rel: &'r str,
+        what: &str,
+    ) -> Result<(Dir, &'r Path, String, &'r str), Error> {
         let (parent, name) = split(rel).ok_or_else(|| {
             io_error(
                 what,
@@ -232,11 +240,8 @@ impl PartialFiles<'_> {
         if first {
             dir.reclaim_stale_temps(PARTIAL_FILE_MARK);
         }
-        Ok((
-            dir,
-            clima_artifact_fs::temp_name(name, PARTIAL_FILE_MARK),
-            name,
-        ))
+        let temp = clima_artifact_fs::temp_name(name, PARTIAL_FILE_MARK);
+        Ok((dir, parent, temp, name))
     }
 
     /// Makes the symlink `rel` pointing at `target` (verified by the caller), replacing what
@@ -246,14 +251,15 @@ impl PartialFiles<'_> {
     }
 
     /// [`PartialFiles::put_symlink`] up to its rename, as [`PartialFiles::stage`] is for files.
-    pub fn stage_symlink(&self, rel: &str, target: &[u8]) -> Result<Pending, Error> {
+    pub fn stage_symlink(&self, rel: &str, target: &[u8]) -> Result<Pending<'_>, Error> {
         use std::os::unix::ffi::OsStrExt;
-        let (dir, temp, name) = self.temp_beside(rel, "write a symlink of")?;
+        let (dir, parent, temp, name) = self.temp_beside(rel, "write a symlink of")?;
         let target = std::ffi::OsStr::from_bytes(target);
         dir.symlink(target, &temp)
             .map_err(|e| io_error("create the symlink", dir.path().join(&temp), e))?;
         Ok(Pending {
-            dir,
+            root: &self.dir,
+            parent: parent.to_path_buf(),
             temp,
             name: name.to_owned(),
             published: false,
@@ -263,30 +269,46 @@ impl PartialFiles<'_> {
 
 /// A file (or symlink) of a partial folder written and checked under its temp name, not yet
 /// visible ([`PartialFiles::stage`]): [`Pending::publish`] renames it to its name; dropped
-/// unpublished, it is removed.
-pub struct Pending {
-    dir: Dir,
+/// unpublished, it is removed. It holds no descriptor (a fetch of many files stages them
+/// all before any is published): its folder is reached again, without following links, when
+/// it is published or removed.
+pub struct Pending<'f> {
+    root: &'f Dir,
+    parent: PathBuf,
     temp: String,
     name: String,
     published: bool,
 }
 
-impl Pending {
+impl Pending<'_> {
     /// Renames the file to its name (replacing what is there: another process's copy of the
     /// same verified content).
     pub fn publish(mut self) -> Result<(), Error> {
-        self.dir
-            .rename(&self.temp, &self.name)
-            .map_err(|e| io_error("move into place", self.dir.path().join(&self.name), e))?;
+        let path = self.root.path().join(&self.parent);
+        let dir = match self.root.open_dirs(&self.parent) {
+            Ok(Some(dir)) => dir,
+            Ok(None) => {
+                return Err(io_error(
+                    "move into place",
+                    path.join(&self.name),
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ));
+            }
+            Err(e) => return Err(io_error("open", path, e)),
+        };
+        dir.rename(&self.temp, &self.name)
+            .map_err(|e| io_error("move into place", path.join(&self.name), e))?;
         self.published = true;
         Ok(())
     }
 }
 
-impl Drop for Pending {
+impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        if !self.published {
-            let _ = self.dir.remove_file(&self.temp);
+        if !self.published
+            && let Ok(Some(dir)) = self.root.open_dirs(&self.parent)
+        {
+            let _ = dir.remove_file(&self.temp);
         }
     }
 }

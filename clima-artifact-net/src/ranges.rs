@@ -215,7 +215,8 @@ impl RemoteFile {
 
     /// One request for `ask`, its answer checked.
     fn once(&mut self, ask: Ask) -> Result<Vec<u8>, RangeError> {
-        let first = self.requests == 0;
+        // The first answer fixes the total (never 0); a reader made by `another` has it.
+        let first = self.total == 0;
         let mut headers = vec![("Range", ask.header())];
         if let Some(v) = &self.validator {
             headers.push(("If-Range", v.clone()));
@@ -309,5 +310,64 @@ impl RemoteFile {
             ask.header(),
             clima_artifact_fs::printable(&said)
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+
+    /// A loopback server of a 100-byte file with an ETag, one request per connection: the
+    /// first request (a suffix range) is answered `206`, every later one under `If-Range: "v1"`
+    /// `200` with the whole file (the file changed, as a server honouring `If-Range` says it),
+    /// and one without that validator `400`.
+    fn serve_then_whole() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/a.tar.gz", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for (n, stream) in listener.incoming().enumerate() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let (mut line, mut if_range) = (String::new(), false);
+                while reader.read_line(&mut line).is_ok_and(|k| k > 2) {
+                    if_range |= line.eq_ignore_ascii_case("if-range: \"v1\"\r\n");
+                    line.clear();
+                }
+                let body = [7u8; 100];
+                let head = match (n, if_range) {
+                    (0, _) => "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 90-99/100\r\n\
+                               Content-Length: 10\r\n"
+                        .to_owned(),
+                    (_, true) => "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n".to_owned(),
+                    // Without the validator: not the answer the test looks for.
+                    (_, false) => "HTTP/1.1 400 Bad Request\r\nContent-Length: 100\r\n".to_owned(),
+                };
+                let body = if n == 0 { &body[90..] } else { &body[..] };
+                let _ = write!(stream, "{head}ETag: \"v1\"\r\nConnection: close\r\n\r\n");
+                let _ = stream.write_all(body);
+            }
+        });
+        url
+    }
+
+    /// A reader made for another connection asks under the first answer's validator, and a
+    /// `200` to it says the file may have changed, as the first reader's would.
+    #[test]
+    fn another_reader_keeps_the_first_answers_validator_and_size() {
+        let url = serve_then_whole();
+        let config = NetConfig::default();
+        let agent = crate::source::agent(&config).unwrap();
+        let (first, tail) = RemoteFile::open(&agent, &url, &config, 10).unwrap();
+        assert_eq!((first.len(), tail.len()), (100, 10));
+        let mut other = first.another();
+        assert_eq!(other.len(), 100);
+        match other.read(0, 10) {
+            Err(RangeError::NoRanges { changed, .. }) => {
+                assert!(changed, "a 200 under If-Range may be a changed file")
+            }
+            e => panic!("{e:?}"),
+        }
     }
 }

@@ -86,11 +86,11 @@ impl Held {
     /// symlink), checked as it is copied ([`copy_checked`]): its `Done` when copied, `None`
     /// when nobody holds it or what was found is not that content (nothing is left in
     /// `dest`), an error when `dest` cannot be written.
-    pub(crate) fn copy_into<D: Destination>(
+    pub(crate) fn copy_into<'d, D: Destination>(
         &mut self,
         e: &IndexEntry,
-        dest: &D,
-    ) -> Result<Option<D::Done>, Error> {
+        dest: &'d D,
+    ) -> Result<Option<D::Done<'d>>, Error> {
         if e.mode == EntryMode::Symlink {
             return Ok(None);
         }
@@ -104,11 +104,11 @@ impl Held {
 /// Copies `from` (a file the depots hold) into `dest` as entry `e`, checked as it is copied
 /// ([`copy_checked`]): its `Done` when it is `e`'s content, else `None` (nothing left in
 /// `dest`); an error when `dest` cannot be written.
-pub(crate) fn copy_entry_from<D: Destination>(
-    dest: &D,
+pub(crate) fn copy_entry_from<'d, D: Destination>(
+    dest: &'d D,
     e: &IndexEntry,
     from: &mut impl Read,
-) -> Result<Option<D::Done>, Error> {
+) -> Result<Option<D::Done<'d>>, Error> {
     dest.file(e, &mut |mut out| copy_checked(from, e, &mut out))?
         .map_err(|err| Error::io("write", dest.path_of(e), err))
 }

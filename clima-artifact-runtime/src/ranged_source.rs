@@ -412,7 +412,9 @@ pub(crate) fn fetch_entries(
 /// (`EntryMode::installed_permissions`) only when the check passed, else removed.
 pub(crate) trait Destination: Sync {
     /// What a written entry leaves to do (a partial folder's file to make visible).
-    type Done;
+    type Done<'d>
+    where
+        Self: 'd;
     /// Where entry `e` goes (for messages).
     fn path_of(&self, e: &IndexEntry) -> PathBuf;
     /// What a failure of this destination makes of a fetch from `url`.
@@ -420,27 +422,27 @@ pub(crate) trait Destination: Sync {
     /// Why entry `e` cannot be written here at all, if it cannot.
     fn refuses(&self, e: &IndexEntry, url: &str) -> Option<Refusal>;
     /// Makes entry `e` a symlink to `target` (read from its checked members).
-    fn symlink(&self, e: &IndexEntry, target: &[u8]) -> Result<Self::Done, Error>;
+    fn symlink<'d>(&'d self, e: &IndexEntry, target: &[u8]) -> Result<Self::Done<'d>, Error>;
     /// Creates entry `e`'s file and fills it with `write`, which flushes what it wrote and
     /// says whether it is `e`'s content: then the file is made read-only and its `Done`
     /// returned, else it is removed (`None`). The outer error is the destination's, the inner
     /// one `write`'s.
-    fn file<E>(
-        &self,
+    fn file<'d, E>(
+        &'d self,
         e: &IndexEntry,
         write: &mut dyn FnMut(&mut dyn Write) -> Result<bool, E>,
-    ) -> Result<Result<Option<Self::Done>, E>, Error>;
+    ) -> Result<Result<Option<Self::Done<'d>>, E>, Error>;
 }
 
 /// Entry `i` of `auth`, read from `reader` (which checks its members against the index before
 /// a byte of it is handed on), written into `dest`.
-pub(crate) fn fetch_entry<D: Destination>(
-    dest: &D,
+pub(crate) fn fetch_entry<'d, D: Destination>(
+    dest: &'d D,
     auth: &Authenticated,
     i: usize,
     reader: &mut SpanReader<'_, Ranges>,
     url: &str,
-) -> Result<D::Done, Refusal> {
+) -> Result<D::Done<'d>, Refusal> {
     let e = &auth.index().entries[i];
     if let Some(refusal) = dest.refuses(e, url) {
         return Err(refusal);
@@ -482,7 +484,10 @@ pub(crate) fn fetch_entry<D: Destination>(
 }
 
 impl Destination for PartialFiles<'_> {
-    type Done = Pending;
+    type Done<'d>
+        = Pending<'d>
+    where
+        Self: 'd;
 
     fn path_of(&self, e: &IndexEntry) -> PathBuf {
         self.path().join(OsStr::from_bytes(&e.path))
@@ -508,15 +513,15 @@ impl Destination for PartialFiles<'_> {
         })
     }
 
-    fn symlink(&self, e: &IndexEntry, target: &[u8]) -> Result<Pending, Error> {
+    fn symlink<'d>(&'d self, e: &IndexEntry, target: &[u8]) -> Result<Pending<'d>, Error> {
         Ok(self.stage_symlink(utf8_path(e)?, target)?)
     }
 
-    fn file<E>(
-        &self,
+    fn file<'d, E>(
+        &'d self,
         e: &IndexEntry,
         write: &mut dyn FnMut(&mut dyn Write) -> Result<bool, E>,
-    ) -> Result<Result<Option<Pending>, E>, Error> {
+    ) -> Result<Result<Option<Pending<'d>>, E>, Error> {
         let staged = self.stage(utf8_path(e)?, e.mode.installed_permissions(), |file| {
             write(&mut BufWriter::with_capacity(1 << 20, file))
         })?;

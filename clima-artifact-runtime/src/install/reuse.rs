@@ -274,7 +274,10 @@ impl<'a> Tree<'a> {
 }
 
 impl Destination for Tree<'_> {
-    type Done = ();
+    type Done<'d>
+        = ()
+    where
+        Self: 'd;
 
     fn path_of(&self, e: &IndexEntry) -> PathBuf {
         self.tmp.path().join(OsStr::from_bytes(&e.path))
@@ -294,8 +297,8 @@ impl Destination for Tree<'_> {
             .map_err(|err| Error::io("create", dir.path().join(name), err))
     }
 
-    fn file<E>(
-        &self,
+    fn file<'d, E>(
+        &'d self,
         e: &IndexEntry,
         write: &mut dyn FnMut(&mut dyn Write) -> Result<bool, E>,
     ) -> Result<Result<Option<()>, E>, Error> {

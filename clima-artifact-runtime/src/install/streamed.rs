@@ -24,7 +24,8 @@
 //! which is renamed only after the whole file's SHA-256 matched.
 //!
 //! Anything that keeps the index from being read first gives the install of `seekable.rs`
-//! (the whole file first, then its index): a server without byte ranges, a range that fails,
+//! (the whole file first, then its index): a declared size under 8 MiB (a request more
+//! would cost more than starting early gains), a server without byte ranges, a range that fails,
 //! a file without an index, an index that fails its checks (which that install then reports,
 //! after the file's SHA-256, exactly as before), bytes received over MPI and a download sent
 //! over MPI to the node leaders (node-local mode), and a large download that continues a
@@ -45,6 +46,10 @@ use clima_artifact_net::RuleBroken;
 /// SHA-256 named) from a file that is what the manifest says but lies inside.
 const WRONG_DOWNLOAD_READ: u64 = 64 << 20;
 
+/// Declared sizes below which the index is not read first: the unpacking of a small file gains
+/// less from starting early than a request more costs (a round trip to the server).
+const INDEX_FIRST_FROM: u64 = 8 << 20;
+
 /// Most bytes read after the end of the file the index describes: a longer body is not the
 /// tarball (its SHA-256 cannot match), and is not read on.
 const TAIL_CAP: u64 = 1 << 20;
@@ -56,6 +61,9 @@ impl InstallRequest<'_> {
     pub(super) fn index_first(&self, attempt: &Attempt) -> Option<Authenticated> {
         let dl = &attempt.download;
         let (index_sha256, sha256) = (dl.index_sha256?, dl.sha256?);
+        if dl.size.is_some_and(|size| size < INDEX_FIRST_FROM) {
+            return None;
+        }
         // Bytes received over MPI open no URL. A download sent over MPI to the node leaders
         // (node-local mode) is not worth a request more: the job waits for the leaders, which
         // receive bytes without a URL to ask the last bytes of, and so unpack after the last

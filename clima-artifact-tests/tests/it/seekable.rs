@@ -586,7 +586,7 @@ const FEW_DESCRIPTORS: &str = "CLIMA_TEST_FEW_DESCRIPTORS";
 
 /// In the test process: runs test `name` again in a child whose soft limit of descriptors is
 /// `limit`, checks that it passed, and returns `false`. In that child: `true`.
-fn with_few_descriptors(name: &str, limit: u32) -> bool {
+pub(crate) fn with_few_descriptors(name: &str, limit: u32) -> bool {
     if std::env::var_os(FEW_DESCRIPTORS).is_some() {
         return true;
     }

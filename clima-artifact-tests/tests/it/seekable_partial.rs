@@ -844,3 +844,22 @@ fn a_later_whole_install_fetches_the_rest_over_several_connections() {
         "{most} requests in flight at once"
     );
 }
+
+/// A fetch of many files holds no descriptor per file while it waits to make them visible
+/// together: a folder of 100 files is fetched under a limit of 48 descriptors.
+#[test]
+fn a_fetch_of_many_files_runs_with_few_descriptors() {
+    let name = "seekable_partial::a_fetch_of_many_files_runs_with_few_descriptors";
+    if !crate::seekable::with_few_descriptors(name, 48) {
+        return;
+    }
+    let m = made(1000);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let v = m.variant(&server.url("data.tar.gz"), true);
+    let (dir, depot, config) = fresh();
+    let files = fetch(&v, &config, dir.path(), &["d3"]).unwrap();
+    assert_eq!(files.fetched, 100);
+    let root = depot.join("clima_partial").join(m.tree.to_hex());
+    assert_eq!(files_under(&root.join("d3")).len(), 100);
+}
