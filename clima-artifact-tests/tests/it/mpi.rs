@@ -1976,6 +1976,54 @@ fn serve_seekable_of(server: &TestServer, dir: &Path, fill: &dyn Fn(&Path)) -> (
     (manifest, made.tree_hash.to_string())
 }
 
+/// Issue 49, item 2: in the shared-depot mode the root installs a seekable tarball alone, as
+/// a single process does: its index first (range requests for the file's last bytes), then
+/// one GET of the body, whose members it unpacks while they arrive; every rank gets the same
+/// verified path, and nothing unverified is left.
+#[test]
+fn mpi_shared_depot_the_root_reads_a_seekable_tarballs_index_first() {
+    let test = "mpi_shared_depot_the_root_reads_a_seekable_tarballs_index_first";
+    let Some(mpirun) = Mpirun::find(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::start();
+    let (manifest, hash) = serve_seekable(&server, tmp.path());
+    let depot = tmp.path().join("depot");
+    let run = run_bounded(
+        mpirun.command(&[(4, fetch_argv(&manifest, &["era5"], &[]))]),
+        &[
+            ("CLIMA_ARTIFACTS_DEPOT_PATH", depot.to_str().expect("utf-8")),
+            ("CLIMA_ARTIFACTS_INSTALL_THREADS", "2"),
+        ],
+    );
+    assert!(run.status.success(), "{}", describe(&run));
+    let all = outcomes(&run);
+    assert_eq!(all.len(), 4, "{}", describe(&run));
+    let expected = depot.join("artifacts").join(&hash);
+    for o in &all {
+        assert_eq!(o.result.as_ref(), Ok(&expected), "rank {}", o.rank);
+    }
+    let ranges = server.ranges_of("/seekable.tar.gz").len();
+    assert!(ranges >= 1, "the index was not read first");
+    assert_eq!(
+        server.gets("/seekable.tar.gz"),
+        ranges + 1,
+        "the index's ranges, then one GET of the body"
+    );
+    assert_eq!(
+        std::fs::read(expected.join("large.bin")).expect("large.bin"),
+        incompressible((3 << 20) + 17, 9)
+    );
+    if clima_artifact_tests::have_git() {
+        assert_eq!(
+            clima_artifact_tests::git_tree_hash(&expected).to_string(),
+            hash
+        );
+    }
+    assert_nothing_unverified(&depot, &[&hash]);
+}
+
 /// Issue 49, item 2: in node-local mode a node that receives a seekable tarball over MPI
 /// unpacks it on every core as the sender does (its `index-sha256` travels with the bytes):
 /// under `strace -f -y`, the receiving leader keeps the tarball whole in its node depot's
