@@ -55,8 +55,10 @@
 //! `install::seekable`: a download with `index-sha256` saved whole, then unpacked by
 //! `extract_parallel` on every core;
 //! `install::transfer`: its progress; `install::reuse`: a whole install from the files
-//! fetched one by one and ranges for the rest), `partial` (some files alone), `ranged_source`
-//! (a download read by byte ranges, for both), `subpath` (the sub-path check), `config` (reading the variables once),
+//! fetched one by one and ranges for the rest), `partial` (some files alone: one
+//! `PartialFetch` value whose stages run in order, the whole install decided in one place),
+//! `ranged_source` (a download read by byte ranges, its authenticated index and its spans, for
+//! both; it calls neither), `subpath` (the sub-path check), `config` (reading the variables once),
 //! `collective_install` (who installs under MPI), `node_stream` (node-local mode: one
 //! download per job, broadcast to one leader per node, verified and installed there), `resolve` (the resolver behind the macro).
 //! Run sync of output files is a separate crate, `clima-artifact-sync`.

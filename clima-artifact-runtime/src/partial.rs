@@ -16,6 +16,10 @@
 //! not seekable, or a server without ranges -> the whole artifact, installed as always
 //! ```
 //!
+//! One call is one `PartialFetch` value, built once by [`ensure_files`]; its stages run in
+//! that order and none calls back up. Reading a download by ranges (its index, remembered for
+//! the rest of the process, and its spans) is `ranged_source`'s, which calls nothing here.
+//!
 //! Every range answer is checked by the network crate (`ranges`: `206`, the exact
 //! `Content-Range`, the same total, a bounded body); what a server sends is trusted only
 //! through the authenticated index. A file is visible only once its blob id is the index's.
