@@ -25,10 +25,10 @@ use clima_artifact_extract::seekable::{
 };
 use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
-use clima_artifact_net::NetError;
 use clima_artifact_net::ranges::{RangeError, RemoteFile};
 use clima_artifact_net::source::{self as download, Location};
 use clima_artifact_net::trust::redact_url;
+use clima_artifact_net::{NetConfig, NetError};
 
 use crate::{Config, Error, SourceFailure};
 
@@ -201,6 +201,25 @@ pub(crate) fn ordered<'a>(
     usable
 }
 
+/// How a download is reached: the network settings (retries, timeouts) and, when the caller
+/// has one, the HTTP client to share (its connections and TLS roots); `None` makes one from
+/// the settings.
+#[derive(Clone, Copy)]
+pub(crate) struct Via<'a> {
+    pub(crate) net: &'a NetConfig,
+    pub(crate) agent: Option<&'a download::Agent>,
+}
+
+impl<'a> Via<'a> {
+    /// The configuration's network settings, with a client of its own.
+    pub(crate) fn config(config: &'a Config) -> Via<'a> {
+        Via {
+            net: &config.net,
+            agent: None,
+        }
+    }
+}
+
 /// Opens `dl` for reading by ranges: its last bytes (the footer, and the index's end) and the
 /// source.
 pub(crate) fn open(
@@ -208,14 +227,15 @@ pub(crate) fn open(
     folder: &Path,
     config: &Config,
 ) -> Result<(Ranges, Vec<u8>), Refusal> {
-    open_with_tail(dl, folder, config, FIRST_TAIL)
+    open_with_tail(dl, folder, Via::config(config), FIRST_TAIL)
 }
 
-/// [`open`], asking for the last `tail` bytes (at least one; all of a shorter file).
+/// [`open`] through `via`, asking for the last `tail` bytes (at least one; all of a shorter
+/// file).
 pub(crate) fn open_with_tail(
     dl: &Download,
     folder: &Path,
-    config: &Config,
+    via: Via<'_>,
     tail: u64,
 ) -> Result<(Ranges, Vec<u8>), Refusal> {
     let failed = |error: NetError| Refusal::Failed(SourceFailure::Net { error, attempts: 1 });
@@ -243,9 +263,16 @@ pub(crate) fn open_with_tail(
             reason,
         })),
         Location::Http(_) => {
-            let agent = download::agent(&config.net).map_err(failed)?;
+            let made;
+            let agent = match via.agent {
+                Some(agent) => agent,
+                None => {
+                    made = download::agent(via.net).map_err(failed)?;
+                    &made
+                }
+            };
             let (file, tail) =
-                RemoteFile::open(&agent, &dl.url, &config.net, tail).map_err(range_refusal)?;
+                RemoteFile::open(agent, &dl.url, via.net, tail).map_err(range_refusal)?;
             Ok((Ranges::Http(Box::new(file)), tail))
         }
     }
@@ -280,12 +307,23 @@ pub(crate) fn authenticated_index(
     folder: &Path,
     config: &Config,
 ) -> Result<(Ranges, Arc<Authenticated>), Refusal> {
-    let url = dl.url.as_str();
     let expected = Expected {
         tree_sha1: variant.git_tree_sha1,
         tree_sha256: variant.git_tree_sha256,
         index_sha256: dl.index_sha256,
     };
+    authenticated_index_via(&expected, dl, (folder, config), Via::config(config))
+}
+
+/// [`authenticated_index`] against `expected`, the download reached through `via`.
+pub(crate) fn authenticated_index_via(
+    expected: &Expected,
+    dl: &Download,
+    (folder, config): (&Path, &Config),
+    via: Via<'_>,
+) -> Result<(Ranges, Arc<Authenticated>), Refusal> {
+    let url = dl.url.as_str();
+    let expected = *expected;
     let key = IndexKey::of(url, &expected, config);
     let remembered = key.as_ref().and_then(IndexKey::recall);
     // With the index remembered, the first request only learns the file's size and
@@ -294,7 +332,7 @@ pub(crate) fn authenticated_index(
         Some(_) => 1,
         None => FIRST_TAIL,
     };
-    let (mut src, tail) = open_with_tail(dl, folder, config, first_tail)?;
+    let (mut src, tail) = open_with_tail(dl, folder, via, first_tail)?;
     let auth = match remembered {
         Some(auth) => auth,
         None => {

@@ -260,6 +260,9 @@ pub(super) struct InstallRequest<'a> {
     /// (`None` before the first attempt opened): an attempt that starts over sets it to 0,
     /// one that continues what an earlier attempt of this call received does not add to it.
     pub(super) carried: std::cell::Cell<Option<u64>>,
+    /// The URLs whose index could not be read first (see `streamed.rs`): their later
+    /// attempts read the whole file first without asking for its tail again.
+    pub(super) index_first_failed: std::cell::RefCell<Vec<String>>,
 }
 
 /// One source to try. In Pkg's order: the package server's copy first (no sha256 is known for
@@ -295,6 +298,7 @@ impl<'a> InstallRequest<'a> {
             target,
             taps,
             carried: std::cell::Cell::new(None),
+            index_first_failed: std::cell::RefCell::new(Vec::new()),
         }
     }
 }

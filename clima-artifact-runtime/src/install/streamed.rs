@@ -32,9 +32,10 @@
 //! partial file an earlier attempt kept (its kept bytes are read
 //! from disk, and the tail is not asked for once more).
 
-use clima_artifact_extract::seekable::remote::remote_index;
+use std::sync::Arc;
+
 use clima_artifact_extract::seekable::{
-    Authenticated, Expected, IndexLimits, Parallelism, extract_parallel_stream,
+    Authenticated, Expected, Parallelism, extract_parallel_stream,
 };
 
 use super::attempt::check_sha256;
@@ -58,7 +59,7 @@ impl InstallRequest<'_> {
     /// The authenticated index of the seekable download of `attempt`, read before its body
     /// (see the module's documentation); `None` when it cannot be (the install then reads the
     /// whole file first, as before).
-    pub(super) fn index_first(&self, attempt: &Attempt) -> Option<Authenticated> {
+    pub(super) fn index_first(&self, attempt: &Attempt) -> Option<Arc<Authenticated>> {
         let dl = &attempt.download;
         let (index_sha256, sha256) = (dl.index_sha256?, dl.sha256?);
         if dl.size.is_some_and(|size| size < INDEX_FIRST_FROM) {
@@ -74,26 +75,38 @@ impl InstallRequest<'_> {
         if self.continues_partial(&dl.url) {
             return None;
         }
+        if self.index_first_failed.borrow().contains(&dl.url) {
+            return None;
+        }
         let download = Download {
             url: dl.url.clone(),
             sha256,
             size: dl.size,
             index_sha256: Some(index_sha256),
         };
-        let (mut src, tail) =
-            crate::ranged_source::open(&download, &self.manifest.folder, self.config).ok()?;
         let expected = Expected {
             tree_sha1: self.hash,
             tree_sha256: self.hash_sha256,
             index_sha256: Some(index_sha256),
         };
-        let limits = IndexLimits {
-            max_entries: self.config.max_entries,
-            ..IndexLimits::default()
+        // One try: the ordinary download that follows is retried as the policy says, and a
+        // failing server is not asked again for the tail on top of it.
+        let mut once = self.net.clone();
+        once.retry.attempts = 1;
+        let via = crate::ranged_source::Via {
+            net: &once,
+            agent: self.agent.as_ref(),
         };
-        remote_index(&mut src, &tail, &expected, &limits)
-            .ok()
-            .flatten()
+        let folder = (self.manifest.folder.as_path(), self.config);
+        match crate::ranged_source::authenticated_index_via(&expected, &download, folder, via) {
+            Ok((_, auth)) => Some(auth),
+            Err(_) => {
+                // Not asked again by the later attempts of this URL: each reads the whole
+                // file first.
+                self.index_first_failed.borrow_mut().push(dl.url.clone());
+                None
+            }
+        }
     }
 
     /// Whether a large download of `url` kept by an earlier attempt is there to continue.
