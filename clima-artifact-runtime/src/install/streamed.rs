@@ -201,6 +201,18 @@ impl InstallRequest<'_> {
         ) {
             return self.depot_trouble(attempt, body, tmp, e);
         }
+        // Refused from the authenticated index, before any member was read: the rest of the
+        // body cannot change that (its SHA-256 would only say again that this is the file
+        // whose index said so), and is not read.
+        if matches!(
+            e,
+            ExtractError::TooLarge { .. } | ExtractError::TooManyEntries { .. }
+        ) {
+            return SourceFailure::Archive {
+                url: dl.url.clone(),
+                reason: e.to_string(),
+            };
+        }
         let before = body.consumed();
         let read = io::copy(
             &mut (&mut body).take(WRONG_DOWNLOAD_READ + 1),

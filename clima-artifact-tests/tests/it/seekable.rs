@@ -428,6 +428,38 @@ fn a_failing_server_is_asked_for_a_seekable_downloads_tail_once() {
     assert_depot_clean(&depot);
 }
 
+/// A seekable download whose index says it unpacks to more than the install allows is
+/// refused before its body is read: the install does not read on to hash the rest of it.
+#[test]
+fn a_seekable_download_too_large_by_its_index_is_refused_without_reading_its_body() {
+    let (made, server, url, v) = served_incompressible(4, 1 << 20);
+    let len = made.bytes.len() as u64;
+    // The whole body would take 4 seconds.
+    server.cap_rate(len / 4);
+    let dir = tempfile::tempdir().unwrap();
+    let depot = dir.path().join("depot");
+    let mut config = Config {
+        install_threads: Some(2),
+        ..test_config(std::slice::from_ref(&depot))
+    };
+    config.max_unpacked_bytes = 1 << 20;
+    let e = ensure_variant("data", &v, dir.path(), &config).expect_err("too large");
+    let Error::DownloadFailed { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        failures
+            .iter()
+            .all(|f| matches!(f, SourceFailure::Archive { .. })),
+        "{failures:?}"
+    );
+    assert!(e.to_string().contains(&url), "{e}");
+    let sent = server.bytes_sent_for("large.tar.gz");
+    assert!(sent < len / 2, "{sent} of {len} bytes sent");
+    assert!(!depot.join("artifacts").join(made.tree.to_hex()).exists());
+    assert_depot_clean(&depot);
+}
+
 /// Issue 49, item 2: the index of a seekable download is read first (a range request for the
 /// file's last bytes), so its members are unpacked while the rest of the body arrives: files
 /// of the artifact are in the install's private temp folder before the server has sent the
