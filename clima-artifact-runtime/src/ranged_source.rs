@@ -103,7 +103,8 @@ pub(crate) type EachEntry<'a> =
 /// `src` at once, each span by one reader from its start to its end, and hands each entry of
 /// a span to `each` with the span's reader (which checks the entry's members against the
 /// index before a byte of it is handed on). The first failure stops the others (no reader
-/// takes another span after it) and is the answer; what `each` wrote for other spans is the
+/// takes another span after it; a reader that panics too); the answer is the error of the
+/// lowest span that failed ([`on_threads`]); what `each` wrote for other spans is the
 /// caller's to make visible or not, so the order in which spans end does not matter. The
 /// bytes the readers received are counted in `src`.
 pub(crate) fn for_each_span(
@@ -132,45 +133,109 @@ pub(crate) fn for_each_span(
             })
         })?);
     }
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let first: Mutex<Option<Refusal>> = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for reader in &mut readers {
-            let (next, failed, first, spans) = (&next, &failed, &first, &spans);
-            scope.spawn(move || {
-                while !failed.load(Ordering::SeqCst) {
-                    let Some(span) = spans.get(next.fetch_add(1, Ordering::SeqCst)) else {
-                        return;
-                    };
-                    let mut span_reader = SpanReader::new(reader, span);
-                    let done = span.entries.iter().try_for_each(|i| {
-                        match failed.load(Ordering::SeqCst) {
-                            // Another span failed: the fetch is over, its answer that error.
-                            true => Err(None),
-                            false => each(*i, &mut span_reader).map_err(Some),
-                        }
-                    });
-                    if let Err(e) = done {
-                        failed.store(true, Ordering::SeqCst);
-                        if let Some(e) = e {
-                            first
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .get_or_insert(e);
-                        }
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    let run = |reader: &mut Ranges, k: usize, stop: &AtomicBool| {
+        let span = &spans[k];
+        let mut span_reader = SpanReader::new(reader, span);
+        span.entries.iter().try_for_each(|i| {
+            match stop.load(Ordering::SeqCst) {
+                // Another span failed: the fetch is over, its answer that error.
+                true => Err(None),
+                false => each(*i, &mut span_reader).map_err(Some),
+            }
+        })
+    };
+    let result = on_threads(&mut readers, spans.len(), &run);
     for reader in &readers {
         src.add_counts(reader);
     }
-    match first.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        Some(e) => Err(e),
+    result
+}
+
+/// What a span's work of [`on_threads`] does: `Ok`, or stopped by an error (`None`: it saw
+/// that another span failed, and stopped without one of its own).
+type SpanWork<'a, R> =
+    dyn Fn(&mut R, usize, &AtomicBool) -> Result<(), Option<Refusal>> + Sync + 'a;
+
+/// Runs `work` for spans `0..count` on one thread per reader of `readers`, each taking the
+/// next span when done with one. The first failure stops the others (the flag `work` is
+/// given is set: no thread takes another span). The answer is the error of the lowest span
+/// that failed, whichever thread noticed first, so it is the same from run to run; a thread
+/// that panics (a bug) stops the others too, and is an internal error.
+fn on_threads<R: Send>(
+    readers: &mut [R],
+    count: usize,
+    work: &SpanWork<'_, R>,
+) -> Result<(), Refusal> {
+    let next = AtomicUsize::new(0);
+    let failures = SpanFailures::default();
+    std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(readers.len());
+        for reader in readers.iter_mut() {
+            let (next, failures) = (&next, &failures);
+            handles.push(scope.spawn(move || {
+                let _guard = SpanPanicGuard(failures);
+                while !failures.stop.load(Ordering::SeqCst) {
+                    let k = next.fetch_add(1, Ordering::SeqCst);
+                    if k >= count {
+                        return;
+                    }
+                    if let Err(e) = work(reader, k, &failures.stop) {
+                        failures.fail(k, e);
+                        return;
+                    }
+                }
+            }));
+        }
+        // Joined here, so a panic is not raised again by the scope: the guard recorded it.
+        for handle in handles {
+            let _ = handle.join();
+        }
+    });
+    match failures
+        .first
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+    {
+        Some((_, e)) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// The failures of [`on_threads`]: whether to stop, and the error of the lowest span.
+#[derive(Default)]
+struct SpanFailures {
+    stop: AtomicBool,
+    first: Mutex<Option<(usize, Refusal)>>,
+}
+
+impl SpanFailures {
+    /// Span `k` failed with `e` (`None`: it stopped because another did).
+    fn fail(&self, k: usize, e: Option<Refusal>) {
+        self.stop.store(true, Ordering::SeqCst);
+        let Some(e) = e else { return };
+        let mut first = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        if first.as_ref().is_none_or(|(at, _)| k < *at) {
+            *first = Some((k, e));
+        }
+    }
+}
+
+/// Stops the other threads of [`on_threads`] when one unwinds, with an internal error.
+struct SpanPanicGuard<'a>(&'a SpanFailures);
+
+impl Drop for SpanPanicGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Counted as the first span's: a bug is reported whatever else failed.
+            self.0.fail(
+                0,
+                Some(Refusal::Fatal(Error::Internal {
+                    message: "a connection of the ranged fetch failed unexpectedly (a bug: \
+                              please report it); no file was made visible"
+                        .into(),
+                })),
+            );
+        }
     }
 }
 
@@ -577,4 +642,75 @@ fn utf8_path(e: &IndexEntry) -> Result<&str, Error> {
             String::from_utf8_lossy(&e.path).escape_debug()
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn refusal(k: usize) -> Refusal {
+        Refusal::Whole(format!("span {k}"))
+    }
+
+    /// Whether `r` is the refusal of span `k`.
+    fn is_span(r: &Result<(), Refusal>, k: usize) -> bool {
+        matches!(r, Err(Refusal::Whole(m)) if *m == format!("span {k}"))
+    }
+
+    #[test]
+    fn the_error_of_the_lowest_failed_span_is_the_answer_whichever_failed_first() {
+        for _ in 0..20 {
+            let mut readers = [(), ()];
+            // Span 0 fails only after span 1 did (the other thread's): span 1's error came
+            // first, span 0's is the answer.
+            let work = |_: &mut (), k: usize, stop: &AtomicBool| {
+                if k == 1 {
+                    return Err(Some(refusal(1)));
+                }
+                let start = Instant::now();
+                while !stop.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(10) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(Some(refusal(0)))
+            };
+            let got = on_threads(&mut readers, 2, &work);
+            assert!(is_span(&got, 0), "not span 0's error");
+        }
+    }
+
+    #[test]
+    fn a_panicking_span_stops_the_other_connections_and_is_an_internal_error() {
+        let mut readers = [(), ()];
+        let ran = AtomicUsize::new(0);
+        let work = |_: &mut (), k: usize, _: &AtomicBool| {
+            ran.fetch_add(1, Ordering::SeqCst);
+            if k == 0 {
+                panic!("a bug in span 0");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            Ok(())
+        };
+        let got = on_threads(&mut readers, 1000, &work);
+        assert!(
+            matches!(&got, Err(Refusal::Fatal(Error::Internal { message })) if message.contains("a bug")),
+            "not an internal error"
+        );
+        let ran = ran.load(Ordering::SeqCst);
+        assert!(ran < 100, "{ran} spans ran after the panic");
+    }
+
+    #[test]
+    fn spans_that_all_succeed_run_once_each() {
+        let mut readers = [(), (), ()];
+        let seen = Mutex::new(Vec::new());
+        let work = |_: &mut (), k: usize, _: &AtomicBool| {
+            seen.lock().unwrap().push(k);
+            Ok(())
+        };
+        assert!(on_threads(&mut readers, 50, &work).is_ok());
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..50).collect::<Vec<_>>());
+    }
 }
