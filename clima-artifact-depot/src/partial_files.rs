@@ -182,8 +182,10 @@ impl PartialFiles<'_> {
 
     /// [`PartialFiles::put`] up to its rename: the file written, checked and read-only under
     /// its temp name, made visible by [`Pending::publish`] (or removed when the [`Pending`] is
-    /// dropped). Several files written this way become visible together or not at all,
-    /// whatever the order they were written in.
+    /// dropped). A caller that publishes several files only once every one was staged makes
+    /// none visible before every one was checked, whatever the order they were written in
+    /// (each rename is one file's: a failure between two renames leaves the earlier ones,
+    /// each verified).
     pub fn stage<T, E>(
         &self,
         rel: &str,

@@ -11,8 +11,9 @@
 //!   bounds, structure, git-tree-sha1 / git-tree-sha256) -> the members of the files asked
 //!   for that are not there yet (neighbours in one request; up to `NetConfig::connections`
 //!   requests at once) -> each decompressed, its header, block digests and blob id checked
-//!   while it is written to a temp file -> read-only -> renamed to its path, all together
-//!   once every one was checked
+//!   while it is written to a temp file -> read-only -> renamed to its path, one by one once
+//!   every one was checked (none is visible before that; files whose content a depot held
+//!   are copied, checked and renamed before the fetch)
 //! not seekable, or a server without ranges -> the whole artifact, installed as always
 //! ```
 //!
@@ -138,7 +139,7 @@ pub fn ensure_files(
 /// the artifact found whole -> every file held already -> the install lock -> for each
 /// download, its authenticated index (`ranged_source`: remembered by the process, or read from
 /// the tail) -> the entries asked for (or the error of a path that names nothing) -> rounds of
-/// (copies of held content, the size policy, the spans fetched and published together, the
+/// (copies of held content, the size policy, the spans fetched, then published once all were checked, the
 /// targets of the symlinks) -> the answer. Whether the whole artifact is installed instead is
 /// decided in one place, [`PartialFetch::run`].
 struct PartialFetch<'a> {

@@ -479,9 +479,9 @@ impl IndexKey {
 
 /// Fetches `todo` (entries of `auth`) from `src` into `files`, neighbours together, over up
 /// to `connections` connections at once. Each file is checked as it is written under its
-/// temp name; they become visible together once every one was, so a failure anywhere (a
-/// range that lies, on any connection) leaves none of them, whatever the order the
-/// connections ended in.
+/// temp name; they are renamed to their names, one by one, only once every one was, so a
+/// failure while fetching (a range that lies, on any connection) leaves none of them,
+/// whatever the order the connections ended in.
 pub(crate) fn fetch_entries(
     auth: &Authenticated,
     src: &mut Ranges,
