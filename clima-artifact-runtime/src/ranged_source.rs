@@ -21,7 +21,7 @@ use clima_artifact_extract::seekable::remote::{
     FIRST_TAIL, RangeSource, RemoteError, SpanReader, remote_index,
 };
 use clima_artifact_extract::seekable::{
-    Authenticated, Expected, IndexEntry, IndexError, IndexLimits,
+    self, Authenticated, Expected, IndexEntry, IndexError, IndexLimits,
 };
 use clima_artifact_extract::tree_hash::EntryMode;
 use clima_artifact_manifest::{ArtifactVariant, Download};
@@ -423,9 +423,12 @@ pub(crate) fn authenticated_index_via(
     Ok((src, auth))
 }
 
-/// Most authenticated indexes a process remembers (an index of a million files takes some
-/// hundred MiB: few are kept, the oldest forgotten first).
+/// Most authenticated indexes a process remembers (the oldest forgotten first).
 const REMEMBERED_INDEXES: usize = 4;
+
+/// Most memory the remembered indexes take together (as [`held_bytes`] counts it): an index
+/// of a million files takes some hundred MiB, and is not remembered at all.
+const REMEMBERED_BYTES: u64 = 64 << 20;
 
 /// What an authenticated index is remembered by, for the rest of the process: the URL it was
 /// read from and everything it was authenticated against. Only indexes whose download entry
@@ -441,7 +444,7 @@ struct IndexKey {
     max_entries: u64,
 }
 
-type Remembered = std::sync::Mutex<Vec<(IndexKey, Arc<Authenticated>)>>;
+type Remembered = std::sync::Mutex<Memory<IndexKey, Arc<Authenticated>>>;
 
 impl IndexKey {
     fn of(url: &str, expected: &Expected, config: &Config) -> Option<IndexKey> {
@@ -454,26 +457,70 @@ impl IndexKey {
         })
     }
 
-    fn remembered() -> std::sync::MutexGuard<'static, Vec<(IndexKey, Arc<Authenticated>)>> {
-        static REMEMBERED: Remembered = std::sync::Mutex::new(Vec::new());
+    fn remembered() -> std::sync::MutexGuard<'static, Memory<IndexKey, Arc<Authenticated>>> {
+        static REMEMBERED: Remembered =
+            std::sync::Mutex::new(Memory::new(REMEMBERED_INDEXES, REMEMBERED_BYTES));
         REMEMBERED.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The index authenticated earlier in this process under this key, if any.
     fn recall(&self) -> Option<Arc<Authenticated>> {
-        let all = Self::remembered();
-        all.iter().find(|(k, _)| k == self).map(|(_, a)| a.clone())
+        Self::remembered().recall(self)
     }
 
-    /// Remembers `auth` under this key (forgetting the oldest beyond
-    /// [`REMEMBERED_INDEXES`]).
+    /// Remembers `auth` under this key (see [`Memory::remember`]).
     fn remember(self, auth: &Arc<Authenticated>) {
-        let mut all = Self::remembered();
-        all.retain(|(k, _)| *k != self);
-        if all.len() >= REMEMBERED_INDEXES {
-            all.remove(0);
+        let bytes = held_bytes(auth);
+        Self::remembered().remember(self, auth.clone(), bytes);
+    }
+}
+
+/// About the memory `auth` takes: its entries, their paths and their blocks.
+fn held_bytes(auth: &Authenticated) -> u64 {
+    let entries = &auth.index().entries;
+    let each = entries
+        .iter()
+        .map(|e| e.path.capacity() + e.blocks.capacity() * std::mem::size_of::<seekable::Block>());
+    let outer = entries.capacity() * std::mem::size_of::<IndexEntry>();
+    (outer as u64).saturating_add(each.map(|n| n as u64).sum())
+}
+
+/// Values kept by key, oldest first, bounded in count and in bytes.
+struct Memory<K, V> {
+    items: Vec<(K, V, u64)>,
+    most: usize,
+    budget: u64,
+}
+
+impl<K: PartialEq, V: Clone> Memory<K, V> {
+    const fn new(most: usize, budget: u64) -> Memory<K, V> {
+        Memory {
+            items: Vec::new(),
+            most,
+            budget,
         }
-        all.push((self, auth.clone()));
+    }
+
+    fn recall(&self, key: &K) -> Option<V> {
+        self.items
+            .iter()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, v, _)| v.clone())
+    }
+
+    /// Remembers `value` (taking `bytes`) under `key`, forgetting the oldest until at most
+    /// `most` values of at most `budget` bytes together are kept; a value larger than
+    /// `budget` alone is not remembered (and whatever `key` held is forgotten).
+    fn remember(&mut self, key: K, value: V, bytes: u64) {
+        self.items.retain(|(k, _, _)| *k != key);
+        if bytes > self.budget || self.most == 0 {
+            return;
+        }
+        let total = |items: &[(K, V, u64)]| items.iter().map(|(_, _, b)| *b).sum::<u64>();
+        while self.items.len() >= self.most || total(&self.items) + bytes > self.budget {
+            self.items.remove(0);
+        }
+        self.items.push((key, value, bytes));
     }
 }
 
@@ -698,6 +745,31 @@ mod tests {
         );
         let ran = ran.load(Ordering::SeqCst);
         assert!(ran < 100, "{ran} spans ran after the panic");
+    }
+
+    #[test]
+    fn remembered_values_are_bounded_in_count_and_bytes() {
+        let mut m = Memory::new(3, 100);
+        m.remember("a", 1, 40);
+        m.remember("b", 2, 40);
+        assert_eq!((m.recall(&"a"), m.recall(&"b")), (Some(1), Some(2)));
+        // 40 + 40 + 30 > 100: the oldest is forgotten.
+        m.remember("c", 3, 30);
+        assert_eq!((m.recall(&"a"), m.recall(&"b")), (None, Some(2)));
+        assert_eq!(m.recall(&"c"), Some(3));
+        // Larger than the whole budget: not remembered, and nothing else is forgotten.
+        m.remember("huge", 4, 101);
+        assert_eq!(m.recall(&"huge"), None);
+        assert_eq!((m.recall(&"b"), m.recall(&"c")), (Some(2), Some(3)));
+        // The count bound.
+        m.remember("d", 5, 1);
+        m.remember("e", 6, 1);
+        assert_eq!((m.recall(&"b"), m.recall(&"c")), (None, Some(3)));
+        assert_eq!((m.recall(&"d"), m.recall(&"e")), (Some(5), Some(6)));
+        // Remembered again under the same key: replaced, not kept twice.
+        m.remember("e", 7, 1);
+        assert_eq!(m.recall(&"e"), Some(7));
+        assert_eq!(m.items.len(), 3);
     }
 
     #[test]
