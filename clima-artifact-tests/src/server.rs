@@ -220,6 +220,24 @@ impl TestServer {
         routes.get(&key(path)).map_or(0, |r| r.most_open)
     }
 
+    /// Waits (at most 10 s) until no response for `path` is in flight, so that what
+    /// [`TestServer::bytes_sent_for`] says next counts every byte of the responses already
+    /// begun: a response cut short counts its last piece after writing it, which its client
+    /// may have read, and failed on, first.
+    pub fn wait_until_idle(&self, path: &str) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            let open = {
+                let routes = self.state.routes.lock().unwrap();
+                routes.get(&key(path)).map_or(0, |r| r.open)
+            };
+            if open == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Number of GET requests received for `path` so far.
     pub fn gets(&self, path: &str) -> usize {
         self.state

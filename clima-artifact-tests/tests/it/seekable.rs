@@ -827,6 +827,7 @@ fn a_broken_large_seekable_download_is_continued_and_unpacked_from_its_partial_f
     assert!(e.to_string().contains("HTTP 500"), "{e}");
     let kept = clima_artifact_tests::partial_entries(&depot);
     assert_eq!(kept.len(), 1, "the received bytes are kept: {kept:?}");
+    server.wait_until_idle("large.tar.gz");
     let sent_before = server.bytes_sent_for("large.tar.gz");
     server.always("large.tar.gz", Fault::Pass);
     let got = ensure_variant("data", &v, dir.path(), &config).unwrap_or_else(|e| panic!("{e}"));
