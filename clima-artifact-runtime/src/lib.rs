@@ -49,18 +49,23 @@
 //!   schema and renderings are the crate `clima-artifact-provenance`).
 //! - [`inventory`]: the artifacts declared by `clima_artifact!` call sites in this binary.
 //!
-//! Where things happen inside (private modules): `install` (an install request: the lookup,
-//! the locks, the order of its sources; `install::attempt`: one attempt, source -> sha256 ->
-//! decompress -> tar -> temp dir -> tree hash -> rename, with the retries around it;
-//! `install::seekable`: a download with `index-sha256` saved whole, then unpacked by
-//! `extract_parallel` on every core;
-//! `install::transfer`: its progress; `install::reuse`: a whole install from the files
-//! fetched one by one and ranges for the rest), `partial` (some files alone: one
-//! `PartialFetch` value whose stages run in order, the whole install decided in one place),
-//! `ranged_source` (a download read by byte ranges, its authenticated index and its spans, for
-//! both; it calls neither), `subpath` (the sub-path check), `config` (reading the variables once),
-//! `collective_install` (who installs under MPI), `node_stream` (node-local mode: one
-//! download per job, broadcast to one leader per node, verified and installed there), `resolve` (the resolver behind the macro).
+//! Where things happen inside (private modules): `install` (one `Install` value owns an
+//! install's steps in order: the override or depot copy, the sources usable now, the staging
+//! with its locks, the reuse of held files, the download; `install::attempt`: the sources
+//! tried in order with their retries, one attempt source -> sha256 -> decompress -> tar ->
+//! temp dir -> tree hash -> rename; `install::streamed`: a download with `index-sha256` whose
+//! index is read first (the file's last bytes), its members unpacked on every core while the
+//! rest arrives; `install::seekable`: one whose index cannot be read first, saved whole, then
+//! unpacked by `extract_parallel` on every core; `install::transfer`: its progress;
+//! `install::reuse`: a whole install from the files the depots hold and ranges for the rest),
+//! `partial` (some files alone: one `PartialFetch` value whose stages run in order, the whole
+//! install decided in one place), `ranged_source` (a download read by byte ranges, its
+//! authenticated index and its spans, for both; it calls neither), `held` (files the depots
+//! already hold, found by blob id, copied and checked), `subpath` (the sub-path check),
+//! `access` (the access a call records in the provenance log), `config` (reading the
+//! variables once), `collective_install` (who installs under MPI), `node_stream` (node-local
+//! mode: one download per job, broadcast to one leader per node, verified and installed
+//! there), `resolve` (the resolver behind the macro).
 //! Run sync of output files is a separate crate, `clima-artifact-sync`.
 
 mod access;
