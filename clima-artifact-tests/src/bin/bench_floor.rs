@@ -15,8 +15,14 @@
 //! - `write`: every folder, file and symlink written into a new folder under the scratch folder,
 //!   files created with their final read-only mode, as an install writes them.
 //!
-//! Prints one line of `key=value` pairs: the seconds of each stage, `parse` (reading the tar
-//! headers, for information: not a stage of the floor), `files`, `bytes` (of file content) and
+//! And, not a stage of this floor (a single-stream install computes no such digest), `blocks`:
+//! the SHA-256 of every block of the files a seekable tarball cuts into blocks (content larger
+//! than `extract::seekable::DEFAULT_BLOCK_SIZE`, in blocks of that size), which the install of a
+//! seekable tarball checks against its index (`scripts/bench-seekable.sh` adds it to the bound
+//! of that install).
+//!
+//! Prints one line of `key=value` pairs: the seconds of each stage, `blocks`, `parse` (reading
+//! the tar headers, for information: not a stage of the floor), `files`, `bytes` (of file content) and
 //! `floor`, the time of a perfect pipeline of the four stages on `cores` cores:
 //! `max(slowest stage, sum of stages / cores)`. The written folder is removed afterwards.
 
@@ -127,6 +133,23 @@ fn blob_ids(tar_bytes: &[u8], items: &[Item]) -> Vec<[u8; 20]> {
     ids
 }
 
+/// The SHA-256 of every block of the files larger than a block, as a seekable tarball's index
+/// holds them.
+fn block_digests(tar_bytes: &[u8], items: &[Item]) -> Vec<[u8; 32]> {
+    let block = clima_artifact_runtime::extract::seekable::DEFAULT_BLOCK_SIZE as usize;
+    let mut digests = Vec::new();
+    for item in items {
+        if let Item::File { start, len, .. } = item
+            && *len > block
+        {
+            for chunk in tar_bytes[*start..*start + *len].chunks(block) {
+                digests.push(sha2::Sha256::digest(chunk).into());
+            }
+        }
+    }
+    digests
+}
+
 fn write_all(tar_bytes: &[u8], items: &[Item], dest: &Path) -> io::Result<()> {
     fs::create_dir(dest)?;
     let mut made: HashSet<PathBuf> = HashSet::new();
@@ -195,13 +218,14 @@ fn run(tarball: &Path, scratch: &Path) -> Result<String, Failure> {
     let items = items?;
     let (ids, sha1_s) = timed(|| blob_ids(&tar_bytes, &items));
     let (digest, sha256_s) = timed(|| sha2::Sha256::digest(&compressed));
+    let (blocks, blocks_s) = timed(|| block_digests(&tar_bytes, &items));
     let dest = scratch.join(format!("bench-floor-{}", std::process::id()));
     let (written, write_s) = timed(|| write_all(&tar_bytes, &items, &dest));
     let removed = clima_artifact_fs::remove_tree(&dest);
     written.map_err(|e| format!("writing into {}: {e}", dest.display()))?;
     removed.map_err(|e| format!("removing {}: {e}", dest.display()))?;
     // Keep the hashes alive so no stage can be optimised away.
-    std::hint::black_box((&ids, &digest));
+    std::hint::black_box((&ids, &digest, &blocks));
 
     let bytes: usize = items
         .iter()
@@ -216,7 +240,8 @@ fn run(tarball: &Path, scratch: &Path) -> Result<String, Failure> {
     let floor = slowest.max(stages.iter().sum::<f64>() / cores);
     Ok(format!(
         "decompress={decompress_s:.6} sha1={sha1_s:.6} sha256={sha256_s:.6} write={write_s:.6} \
-         parse={parse_s:.6} floor={floor:.6} cores={cores} files={} bytes={bytes}",
+         blocks={blocks_s:.6} parse={parse_s:.6} floor={floor:.6} cores={cores} files={} \
+         bytes={bytes}",
         ids.len()
     ))
 }
