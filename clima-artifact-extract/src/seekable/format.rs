@@ -322,17 +322,7 @@ pub fn decode_member_into(
             decoder.finish().len()
         }
     };
-    let got = out.len() as u64;
-    if got > expected {
-        return Err(MemberError::Bomb { expected });
-    }
-    if got < expected {
-        return Err(MemberError::Short { got, expected });
-    }
-    if rest != 0 {
-        return Err(MemberError::Trailing(rest as u64));
-    }
-    Ok(())
+    member_len(out.len() as u64, expected, rest)
 }
 
 /// [`decode_member`] into `out`, reusing its bytes: `out` is never cleared, only grown (with
@@ -371,7 +361,12 @@ pub fn decode_member_reusing(
             (got, decoder.finish().len())
         }
     };
-    let got = got as u64;
+    member_len(got as u64, expected, rest)
+}
+
+/// A member that decoded to `got` bytes with `rest` compressed bytes after it, against the
+/// `expected` length: more is a bomb, less is short, anything after it is trailing.
+fn member_len(got: u64, expected: u64, rest: usize) -> Result<(), MemberError> {
     if got > expected {
         return Err(MemberError::Bomb { expected });
     }

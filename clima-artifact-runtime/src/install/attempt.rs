@@ -846,7 +846,7 @@ impl InstallRequest<'_> {
     pub(super) fn depot_trouble(
         &self,
         attempt: &Attempt,
-        mut body: Body,
+        body: Body,
         tmp: &Path,
         e: &ExtractError,
     ) -> SourceFailure {
@@ -854,27 +854,37 @@ impl InstallRequest<'_> {
         if let Some(failure) = self.source_failure(&body, dl) {
             return failure;
         }
-        if dl.sha256.is_some() && !attempt.checked_by_sender {
-            let before = body.consumed();
-            let read = io::copy(
-                &mut (&mut body).take(DEPOT_TROUBLE_READ + 1),
-                &mut io::sink(),
-            );
-            let at_end = read.is_ok() && body.consumed() - before <= DEPOT_TROUBLE_READ;
-            // A body that broke a rule while read on (longer than its `size`) is wrong.
-            if body.failure().is_some_and(|e| RuleBroken::of(e).is_some())
-                && let Some(failure) = self.source_failure(&body, dl)
-            {
-                return failure;
-            }
-            if at_end && body.failure().is_none() {
-                let (actual, bytes) = body.finish();
-                if let Err(wrong) = check_sha256(&dl.url, dl, actual, bytes) {
-                    return wrong;
-                }
-            }
+        if dl.sha256.is_some()
+            && !attempt.checked_by_sender
+            && let Some(wrong) = self.wrong_download(body, dl, DEPOT_TROUBLE_READ)
+        {
+            return wrong;
         }
         self.depot_refused(&dl.url, tmp, e)
+    }
+
+    /// Whether `body`, whose unpacking stopped, is a wrong download: read on by at most `cap`
+    /// more bytes, the failure when it broke a rule meanwhile (longer than its `size`) or,
+    /// ending within them, when its SHA-256 is not the entry's; `None` when it is the entry's
+    /// file or did not end within `cap` (the rest of a large download is not fetched only to
+    /// be thrown away).
+    pub(super) fn wrong_download(
+        &self,
+        mut body: Body,
+        dl: &Fetch,
+        cap: u64,
+    ) -> Option<SourceFailure> {
+        let before = body.consumed();
+        let read = io::copy(&mut (&mut body).take(cap + 1), &mut io::sink());
+        let at_end = read.is_ok() && body.consumed() - before <= cap;
+        if body.failure().is_some_and(|e| RuleBroken::of(e).is_some()) {
+            return self.source_failure(&body, dl);
+        }
+        if !at_end || body.failure().is_some() {
+            return None;
+        }
+        let (actual, bytes) = body.finish();
+        check_sha256(&dl.url, dl, actual, bytes).err()
     }
 
     /// The depot's refusal `e` (a full disk, a write or a read of its own files failing) of

@@ -41,7 +41,6 @@ use clima_artifact_extract::seekable::{
 use super::attempt::check_sha256;
 use super::*;
 use clima_artifact_fs::human_bytes;
-use clima_artifact_net::RuleBroken;
 
 /// Most bytes read on after the unpacking of a stream failed, to tell a wrong download (its
 /// SHA-256 named) from a file that is what the manifest says but lies inside.
@@ -185,7 +184,7 @@ impl InstallRequest<'_> {
     fn stream_failed(
         &self,
         attempt: &Attempt,
-        mut body: Body,
+        body: Body,
         tmp: &Path,
         e: &ExtractError,
     ) -> SourceFailure {
@@ -213,23 +212,8 @@ impl InstallRequest<'_> {
                 reason: e.to_string(),
             };
         }
-        let before = body.consumed();
-        let read = io::copy(
-            &mut (&mut body).take(WRONG_DOWNLOAD_READ + 1),
-            &mut io::sink(),
-        );
-        let at_end = read.is_ok() && body.consumed() - before <= WRONG_DOWNLOAD_READ;
-        // A body that broke a rule while read on (longer than its `size`) is wrong.
-        if body.failure().is_some_and(|f| RuleBroken::of(f).is_some())
-            && let Some(failure) = self.source_failure(&body, dl)
-        {
-            return failure;
-        }
-        if at_end && body.failure().is_none() {
-            let (actual, bytes) = body.finish();
-            if let Err(wrong) = check_sha256(&dl.url, dl, actual, bytes) {
-                return wrong;
-            }
+        if let Some(wrong) = self.wrong_download(body, dl, WRONG_DOWNLOAD_READ) {
+            return wrong;
         }
         SourceFailure::Archive {
             url: dl.url.clone(),
