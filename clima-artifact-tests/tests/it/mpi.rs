@@ -1851,6 +1851,41 @@ fn mpi_node_local_a_leader_that_dies_ends_the_job() {
     );
 }
 
+/// Whether `strace` runs here; when it does not, the test is skipped (said on stderr), and under
+/// CI=true that fails instead.
+fn strace_found() -> bool {
+    if Command::new("strace").arg("-V").output().is_ok() {
+        return true;
+    }
+    let required = std::env::var("CI").is_ok_and(|v| v == "true");
+    assert!(!required, "strace not found but CI=true: install strace");
+    clima_artifact_tests::skip("`strace` not found");
+    false
+}
+
+/// The start of a rank's command line that runs the rest under `strace` with `flags` (`-f`,
+/// or `-f -y`), tracing file and descriptor calls into `traces/trace.<rank>` (the folder is
+/// made here).
+fn under_strace(traces: &Path, flags: &str) -> Vec<String> {
+    std::fs::create_dir_all(traces).expect("traces");
+    vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!(
+            "exec strace {flags} -qq -e trace=%file,%desc -o {}/trace.$OMPI_COMM_WORLD_RANK$PMI_RANK \"$@\"",
+            traces.display()
+        ),
+        "sh".to_owned(),
+    ]
+}
+
+/// [`traced_paths_between_markers`] of `rank`'s trace in `traces`.
+fn traced_paths_of(traces: &Path, rank: usize, root: &str) -> Vec<String> {
+    let log =
+        std::fs::read_to_string(traces.join(format!("trace.{rank}"))).expect("a trace per rank");
+    traced_paths_between_markers(&log, rank, root)
+}
+
 /// Lines of an `strace` log between the markers of `mpi_fetch` that name a path under `root`.
 fn traced_paths_between_markers(log: &str, rank: usize, root: &str) -> Vec<String> {
     let (begin, end) = (
@@ -1881,26 +1916,14 @@ fn mpi_node_local_only_leaders_touch_the_depots() {
     else {
         return;
     };
-    if Command::new("strace").arg("-V").output().is_err() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(!required, "strace not found but CI=true: install strace");
-        clima_artifact_tests::skip("`strace` not found");
+    if !strace_found() {
         return;
     }
     let root = tmp.path().to_str().expect("utf-8").to_owned();
     let shared = tmp.path().join("shared-depot");
     let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
     let traces = tmp.path().join("traces");
-    std::fs::create_dir_all(&traces).expect("traces");
-    let mut argv = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!(
-            "exec strace -f -qq -e trace=%file,%desc -o {}/trace.$OMPI_COMM_WORLD_RANK$PMI_RANK \"$@\"",
-            traces.display()
-        ),
-        "sh".to_owned(),
-    ];
+    let mut argv = under_strace(&traces, "-f");
     argv.extend(fetch_argv(&manifest, &["era5"], &[]));
     let groups = node_groups(4, 2, &node_depot, &|_| vec![], &argv);
     for run_number in 1..=2 {
@@ -1914,9 +1937,7 @@ fn mpi_node_local_only_leaders_touch_the_depots() {
         assert!(run.status.success(), "run {run_number}: {}", describe(&run));
         let mut counts = Vec::new();
         for rank in 0..4 {
-            let log = std::fs::read_to_string(traces.join(format!("trace.{rank}")))
-                .expect("a trace per rank");
-            let touched = traced_paths_between_markers(&log, rank, &root);
+            let touched = traced_paths_of(&traces, rank, &root);
             if rank % 2 == 1 {
                 assert!(
                     touched.is_empty(),
@@ -2036,10 +2057,7 @@ fn mpi_node_local_a_seekable_tarball_is_unpacked_on_every_core_on_each_node() {
     let Some(mpirun) = Mpirun::find(test) else {
         return;
     };
-    if Command::new("strace").arg("-V").output().is_err() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(!required, "strace not found but CI=true: install strace");
-        clima_artifact_tests::skip("`strace` not found");
+    if !strace_found() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -2048,16 +2066,7 @@ fn mpi_node_local_a_seekable_tarball_is_unpacked_on_every_core_on_each_node() {
     let shared = tmp.path().join("shared-depot");
     let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
     let traces = tmp.path().join("traces");
-    std::fs::create_dir_all(&traces).expect("traces");
-    let mut argv = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!(
-            "exec strace -f -y -qq -e trace=%file,%desc -o {}/trace.$OMPI_COMM_WORLD_RANK$PMI_RANK \"$@\"",
-            traces.display()
-        ),
-        "sh".to_owned(),
-    ];
+    let mut argv = under_strace(&traces, "-f -y");
     argv.extend(fetch_argv(&manifest, &["era5"], &[]));
     let groups = node_groups(4, 2, &node_depot, &|_| vec![], &argv);
     let run = run_bounded(
@@ -2202,26 +2211,14 @@ fn mpi_32_ranks_one_get_no_file_operations_and_log_p_bytes_at_the_root() {
     let Some((mpirun, tmp, server, manifest, served)) = job(test, &["era5"]) else {
         return;
     };
-    if Command::new("strace").arg("-V").output().is_err() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(!required, "strace not found but CI=true: install strace");
-        clima_artifact_tests::skip("`strace` not found");
+    if !strace_found() {
         return;
     }
     let root = tmp.path().to_str().expect("utf-8").to_owned();
     let depot = tmp.path().join("depot");
     let report = tmp.path().join("report");
     let traces = tmp.path().join("traces");
-    std::fs::create_dir_all(&traces).expect("traces");
-    let mut argv = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!(
-            "exec strace -f -qq -e trace=%file,%desc -o {}/trace.$OMPI_COMM_WORLD_RANK$PMI_RANK \"$@\"",
-            traces.display()
-        ),
-        "sh".to_owned(),
-    ];
+    let mut argv = under_strace(&traces, "-f");
     let report_arg = report.display().to_string();
     argv.extend(fetch_argv(&manifest, &["era5"], &["--report", &report_arg]));
     let run = run_bounded(
@@ -2237,9 +2234,7 @@ fn mpi_32_ranks_one_get_no_file_operations_and_log_p_bytes_at_the_root() {
     assert_one_report(&report);
 
     for rank in 0..P {
-        let log = std::fs::read_to_string(traces.join(format!("trace.{rank}")))
-            .expect("a trace per rank");
-        let touched = traced_paths_between_markers(&log, rank, &root);
+        let touched = traced_paths_of(&traces, rank, &root);
         if rank == 0 {
             assert!(
                 !touched.is_empty(),

@@ -343,7 +343,13 @@ fn a_seekable_download_with_the_wrong_sha256_is_refused_and_nothing_is_installed
     v.downloads[0].sha256 = sha256(b"another file");
     let (_d, depot, result) = install(&v, Some(2));
     let e = result.expect_err("a wrong sha256");
-    let Error::DownloadFailed { failures, .. } = &e else {
+    assert_refused_by_sha256(&e, &url, &depot, m.tree);
+}
+
+/// `e` is a refusal by the download's SHA-256 on every attempt, naming `url`, and `depot` holds
+/// neither the artifact `tree` nor anything of the attempts.
+fn assert_refused_by_sha256(e: &Error, url: &str, depot: &Path, tree: GitTreeSha1) {
+    let Error::DownloadFailed { failures, .. } = e else {
         panic!("{e:?}")
     };
     assert!(
@@ -352,9 +358,9 @@ fn a_seekable_download_with_the_wrong_sha256_is_refused_and_nothing_is_installed
             .all(|f| matches!(f, SourceFailure::Sha256Mismatch { .. })),
         "{failures:?}"
     );
-    assert!(e.to_string().contains(&url), "{e}");
-    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
-    assert_depot_clean(&depot);
+    assert!(e.to_string().contains(url), "{e}");
+    assert!(!depot.join("artifacts").join(tree.to_hex()).exists());
+    assert_depot_clean(depot);
 }
 
 /// A seekable download whose connection breaks half-way while its members are unpacked is
@@ -392,18 +398,7 @@ fn a_seekable_download_that_breaks_while_it_is_unpacked_is_continued_or_refused(
     server.fail_next("data.tar.gz", faults);
     let (_d, depot, result) = install(&v, Some(2));
     let e = result.expect_err("another file");
-    let Error::DownloadFailed { failures, .. } = &e else {
-        panic!("{e:?}")
-    };
-    assert!(
-        failures
-            .iter()
-            .all(|f| matches!(f, SourceFailure::Sha256Mismatch { .. })),
-        "{failures:?}"
-    );
-    assert!(e.to_string().contains(&url), "{e}");
-    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
-    assert_depot_clean(&depot);
+    assert_refused_by_sha256(&e, &url, &depot, m.tree);
 }
 
 /// A server that fails every request is asked as often for a seekable download whose index

@@ -274,10 +274,7 @@ fn mpi_partial_only_the_fetching_ranks_touch_the_depots() {
     let Some(mpirun) = Mpirun::find(test) else {
         return;
     };
-    if Command::new("strace").arg("-V").output().is_err() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(!required, "strace not found but CI=true: install strace");
-        clima_artifact_tests::skip("`strace` not found");
+    if !strace_found() {
         return;
     }
     for node_local in [false, true] {
@@ -288,16 +285,7 @@ fn mpi_partial_only_the_fetching_ranks_touch_the_depots() {
         let shared = tmp.path().join("shared-depot");
         let node_depot = |k: usize| tmp.path().join(format!("node{k}/depot"));
         let traces = tmp.path().join("traces");
-        std::fs::create_dir_all(&traces).expect("traces");
-        let mut argv = vec![
-            "sh".to_owned(),
-            "-c".to_owned(),
-            format!(
-                "exec strace -f -qq -e trace=%file,%desc -o {}/trace.$OMPI_COMM_WORLD_RANK$PMI_RANK \"$@\"",
-                traces.display()
-            ),
-            "sh".to_owned(),
-        ];
+        let mut argv = under_strace(&traces, "-f");
         argv.extend(fetch_argv(&manifest, &["era5"], &["--only", FILE]));
         let groups = if node_local {
             node_groups(4, 2, &node_depot, &|_| vec![], &argv)
@@ -315,9 +303,7 @@ fn mpi_partial_only_the_fetching_ranks_touch_the_depots() {
         assert_eq!(outcomes(&run).len(), 4, "{}", describe(&run));
         let fetchers: &[usize] = if node_local { &[0, 2] } else { &[0] };
         for rank in 0..4 {
-            let log = std::fs::read_to_string(traces.join(format!("trace.{rank}")))
-                .expect("a trace per rank");
-            let touched = traced_paths_between_markers(&log, rank, &root);
+            let touched = traced_paths_of(&traces, rank, &root);
             if fetchers.contains(&rank) {
                 assert!(
                     !touched.is_empty(),
