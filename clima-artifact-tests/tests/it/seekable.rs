@@ -401,6 +401,44 @@ fn a_seekable_download_that_breaks_while_it_is_unpacked_is_continued_or_refused(
     assert_refused_by_sha256(&e, &url, &depot, m.tree);
 }
 
+/// A body that goes on past the end the index read first gives (here 2 MiB of other bytes
+/// after the tarball) is refused once it is 1 MiB past it: the error names the URL and says
+/// it is not the tarball of the manifest, the server is not asked again, and nothing is
+/// installed.
+#[test]
+fn a_seekable_download_that_goes_on_past_its_end_is_refused() {
+    let m = made(14);
+    let server = TestServer::start();
+    server.serve("data.tar.gz", m.bytes.clone());
+    let url = server.url("data.tar.gz");
+    let v = variant(m.tree, None, &url, &m.bytes, Some(m.index_sha256));
+    let mut longer = m.bytes.clone();
+    longer.extend(std::iter::repeat_n(7u8, 2 << 20));
+    // The index's two requests, then the longer body.
+    server.fail_next(
+        "data.tar.gz",
+        [Fault::Pass, Fault::Pass, Fault::Body(longer)],
+    );
+    let (_d, depot, result) = install(&v, Some(2));
+    let e = result.expect_err("a body longer than the tarball");
+    let text = e.to_string();
+    assert!(
+        text.contains("the server kept sending after the end of the seekable tarball"),
+        "{text}"
+    );
+    assert!(
+        text.contains("this is not the tarball the manifest describes"),
+        "{text}"
+    );
+    assert!(text.contains(&url), "{text}");
+    // The index's two ranges and one body: a download that is not the tarball is not asked
+    // for again.
+    assert_eq!(server.ranges_of("data.tar.gz").len(), 2);
+    assert_eq!(server.gets("data.tar.gz"), 3);
+    assert!(!depot.join("artifacts").join(m.tree.to_hex()).exists());
+    assert_depot_clean(&depot);
+}
+
 /// A server that fails every request is asked as often for a seekable download whose index
 /// is read first as for any other download, plus the one request for its tail: the tail is
 /// asked once, not retried, and not asked again by the later attempts.
